@@ -1,0 +1,187 @@
+"""Events of a run (SPEC §3): pydantic models discriminated by ``type``.
+
+The runtime builds events with ``model_construct`` (no validation on the hot path); the wire
+form is ``event.model_dump(mode="json")`` and :func:`parse_event` reads it back.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "CheckpointSaved",
+    "CustomEvent",
+    "EdgeTransition",
+    "ErrorEvent",
+    "EventBase",
+    "GraphEvent",
+    "Interrupt",
+    "InterruptEvent",
+    "NodeEnd",
+    "NodeStart",
+    "RunEnd",
+    "RunStart",
+    "StreamEvent",
+    "parse_event",
+]
+
+
+class Interrupt(BaseModel):
+    """A pending interrupt of a paused run (seed 001).
+
+    Attributes:
+        key: ``"<task_id>:<id>"``; answer it with ``Resume(answers={key: ...})``.
+        id: the id passed to ``interrupt``.
+        node: the node that paused.
+        task_id: the task of that node.
+        payload: the payload passed to ``interrupt``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    id: str
+    node: str
+    task_id: str
+    payload: Any = None
+
+
+class EventBase(BaseModel):
+    """Fields every event has.
+
+    Attributes:
+        seq: the event's number in its run's log, from 0, continuing across resumes.
+        run_id: the run.
+        step: the superstep, from 0.
+        time: when the event was yielded, on the runtime's clock.
+        node: the node it concerns, or ``None``.
+        task_id: the task it concerns, or ``None``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    run_id: str
+    step: int
+    time: datetime
+    node: str | None = None
+    task_id: str | None = None
+
+
+class RunStart(EventBase):
+    """The first event of a run (or of a resumed leg of it)."""
+
+    type: Literal["run_start"] = "run_start"
+    graph_id: str
+    revision: str
+    thread_id: str
+    resumed_from: str | None = None
+
+
+class NodeStart(EventBase):
+    """A task began (``attempt`` counts retries from 1)."""
+
+    type: Literal["node_start"] = "node_start"
+    attempt: int = 1
+
+
+class NodeEnd(EventBase):
+    """A task completed: its patch, whether it was replayed, and its own timing."""
+
+    type: Literal["node_end"] = "node_end"
+    patch: dict[str, Any] | None = None
+    replayed: bool = False
+    attempt: int = 1
+    started_at: datetime
+    finished_at: datetime
+    goto: list[str] | None = None
+
+
+class EdgeTransition(EventBase):
+    """The run moved along an edge from ``source`` to ``target`` (``__end__`` for END)."""
+
+    type: Literal["edge_transition"] = "edge_transition"
+    source: str
+    target: str
+
+
+class CheckpointSaved(EventBase):
+    """A checkpoint was saved (the store's ``save`` returned)."""
+
+    type: Literal["checkpoint_saved"] = "checkpoint_saved"
+    checkpoint_id: str
+
+
+class InterruptEvent(EventBase):
+    """A task paused for input; ``interrupts`` are what it asks."""
+
+    type: Literal["interrupt"] = "interrupt"
+    interrupts: list[Interrupt]
+
+
+class ErrorEvent(EventBase):
+    """A task, a budget or the run failed. ``will_retry`` marks a failed attempt that retries;
+    ``routed_to`` names the failure route taken, if any."""
+
+    type: Literal["error"] = "error"
+    error_type: str
+    message: str
+    attempt: int = 1
+    will_retry: bool = False
+    routed_to: str | None = None
+
+
+class CustomEvent(EventBase):
+    """A value a node emitted with ``emit(value, channel=...)``."""
+
+    type: Literal["custom"] = "custom"
+    channel: str = "custom"
+    value: Any = None
+
+
+class RunEnd(EventBase):
+    """The last event of a run (leg): its status and state."""
+
+    type: Literal["run_end"] = "run_end"
+    status: Literal["completed", "interrupted", "failed", "cancelled"]
+    state: dict[str, Any]
+    error_type: str | None = None
+
+
+GraphEvent = Annotated[
+    RunStart | NodeStart | NodeEnd | EdgeTransition | CheckpointSaved | InterruptEvent
+    | ErrorEvent | CustomEvent | RunEnd,
+    Field(discriminator="type"),
+]
+"""Any event of a run; discriminated by ``type``."""
+
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(GraphEvent)
+
+
+def parse_event(data: dict[str, Any] | str | bytes) -> EventBase:
+    """Read an event back from its wire form (a dict or a JSON string)."""
+    if isinstance(data, (str, bytes)):
+        return _ADAPTER.validate_json(data)  # type: ignore[no-any-return]
+    return _ADAPTER.validate_python(data)  # type: ignore[no-any-return]
+
+
+class StreamEvent(BaseModel):
+    """One item of ``stream(mode=...)`` for the modes other than ``"events"`` (seed 001).
+
+    ``mode`` is ``"updates"``, ``"values"``, ``"custom"``, ``"tokens"``, ``"debug"``, or the
+    terminal ``"interrupt"`` and ``"final"``. Events carry copies: changing them does not
+    change the run.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    mode: str
+    data: Any = None
+    node: str | None = None
+    run_id: str | None = None
+    checkpoint_id: str | None = None
+    step: int | None = None
+    task_id: str | None = None

@@ -1,0 +1,789 @@
+"""The run loop: supersteps, halts, checkpoints and events (SPEC §1–§4, invariants C1–C10).
+
+A :class:`Runner` is an explicit state machine, not an async generator: ``advance()`` runs
+the next piece of the run (its start, one superstep, or its end) and returns that piece's
+events, already in their final order. Nothing is left suspended between calls, so a consumer
+may stop reading at any event without leaving a generator for the garbage collector.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+import anyio
+from pydantic import BaseModel
+
+from ._checkpoint import Checkpoint, TaskOutput, TaskRecord
+from ._clock import Clock, VirtualClock
+from ._events import (
+    CheckpointSaved,
+    CustomEvent,
+    EdgeTransition,
+    ErrorEvent,
+    EventBase,
+    Interrupt,
+    InterruptEvent,
+    NodeEnd,
+    NodeStart,
+    RunEnd,
+    RunStart,
+)
+from ._graph import END, REPLAYED_EFFECTS, CompiledGraph, NodeSpec
+from ._json import jcopy
+from ._merge import merge_patches, validate_state
+from ._node import CURRENT_TASK, NodeContext
+from ._sched import NODE_SLEEPER, BatchScheduler
+from ._stores._protocol import CheckpointStore
+from ._task import Outcome, decide_edges, execute
+from ._wallclock import NODE_CLOCK
+from .errors import (
+    Cancelled,
+    GraphflowError,
+    JoinStarved,
+    NodeFailed,
+    RunTimedOut,
+    SuperstepLimit,
+    VirtualDeadlock,
+)
+
+__all__ = ["Runner"]
+
+_new = object.__new__
+
+
+def _ev(cls: type[EventBase], **fields: Any) -> Any:
+    """Build an event without validation (hot path); ``time`` is stamped when yielded."""
+    obj = _new(cls)
+    data = {"node": None, "task_id": None, "time": None}
+    data.update(cls._defaults)  # type: ignore[attr-defined]
+    data.update(fields)
+    object.__setattr__(obj, "__dict__", data)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(fields))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
+
+
+for _cls in (RunStart, NodeStart, NodeEnd, EdgeTransition, CheckpointSaved, InterruptEvent,
+             ErrorEvent, CustomEvent, RunEnd):
+    _cls._defaults = {  # type: ignore[attr-defined]
+        name: info.default for name, info in _cls.model_fields.items()
+        if not info.is_required() and info.default_factory is None
+    }
+
+
+class StepState:
+    """Marker the runner puts after a superstep's events for the ``values`` view (internal).
+
+    It is not an event: the ``events`` view drops it.
+    """
+
+    __slots__ = ("checkpoint_id", "state", "step")
+
+    def __init__(self, step: int, state: dict[str, Any], checkpoint_id: str | None) -> None:
+        self.step = step
+        self.state = state
+        self.checkpoint_id = checkpoint_id
+
+
+class Runner:
+    """One leg of a run: from its start (or a resume) to its end or its next halt."""
+
+    def __init__(
+        self,
+        *,
+        graph: CompiledGraph,
+        store: CheckpointStore,
+        clock: Clock,
+        seed: int | None,
+        run_id: str,
+        thread_id: str,
+        tenant_id: str | None,
+        state: dict[str, Any],
+        step: int,
+        tasks: list[TaskRecord] | None,
+        completed: dict[str, TaskOutput],
+        answers: dict[str, Any],
+        visited: list[str],
+        arrivals: dict[str, list[str]],
+        seq: int,
+        parent_id: str | None,
+        resumed_from: str | None,
+        cp_counter: int,
+        task_counter: int,
+        max_supersteps: int | None,
+        timeout: float | None,
+        on_interrupt: Callable[[Interrupt], Any] | None,
+        release: Callable[[], Awaitable[None]] | None,
+        on_done: Callable[[], None] | None,
+        wall_clock: bool,
+    ) -> None:
+        self.graph = graph
+        self.store = store
+        self.clock = clock
+        self.seed = seed
+        self.run_id = run_id
+        self.thread_id = thread_id
+        self.tenant_id = tenant_id
+        self.state = state
+        self.model: BaseModel | None = None
+        self.step = step
+        self.tasks = tasks
+        self.completed = completed
+        self.answers = answers
+        self.visited = visited
+        self.arrivals = arrivals
+        self.seq = seq
+        self.parent_id = parent_id
+        self.resumed_from = resumed_from
+        self.cp_counter = cp_counter
+        self.task_counter = task_counter
+        self.max_supersteps = max_supersteps
+        self.timeout = timeout
+        self.on_interrupt = on_interrupt
+        self._release = release
+        self._on_done = on_done
+        self.wall_clock = wall_clock
+        self._hex = run_id[4:] if run_id.startswith("run-") else run_id
+        self.started = False
+        self.done = False
+        self.status: str | None = None
+        self.error: BaseException | None = None
+        self.interrupts: list[Interrupt] = []
+        self.checkpoint_id: str | None = None
+        self.supersteps = 0
+        self.cancel_requested = False
+        self._scope: anyio.CancelScope | None = None
+        self._deadline: float | None = None
+        self._deadline_ns: int | None = None
+        self.started_at: datetime | None = None
+        self.ended_at: datetime | None = None
+        self.record: Any = None
+
+    # ------------------------------------------------------------------ ids and events
+
+    def _next_cp_id(self) -> str:
+        self.cp_counter += 1
+        return f"cp-{self._hex}-{self.cp_counter}"
+
+    def _task(self, node: str, **extra: Any) -> TaskRecord:
+        self.task_counter += 1
+        return TaskRecord.model_construct(
+            task_id=f"task-{self._hex}-{self.task_counter}", node=node,
+            item=extra.get("item"), has_item=extra.get("has_item", False),
+            checkpoint_id_before=extra.get("checkpoint_id_before"),
+            failure=extra.get("failure"),
+        )
+
+    def _e(self, cls: type[EventBase], step: int, **fields: Any) -> Any:
+        ev = _ev(cls, seq=self.seq, run_id=self.run_id, step=step, **fields)
+        self.seq += 1
+        return ev
+
+    def _stamp(self, events: list[Any]) -> list[Any]:
+        now = self.clock.now()
+        for ev in events:
+            if type(ev) is not StepState:
+                ev.__dict__["time"] = now
+        return events
+
+    # ------------------------------------------------------------------ public driving
+
+    def cancel(self) -> None:
+        """Ask the run to stop: the current batch is cancelled and joined."""
+        self.cancel_requested = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def advance(self) -> list[Any]:
+        """Run the next piece of the run and return its events (and step markers)."""
+        if self.done:
+            return []
+        try:
+            if not self.started:
+                return await self._begin()
+            return await self._superstep()
+        except BaseException as exc:
+            if not self.done:
+                await self._finish("failed", exc)
+            raise
+
+    async def close(self) -> None:
+        """Stop a run whose consumer left early; it stays resumable from its last checkpoint."""
+        if not self.done:
+            await self._finish("cancelled", None)
+
+    def abandon(self) -> None:
+        """Synchronous last resort (garbage collection): undo process-wide patches."""
+        if not self.done:
+            self.done = True
+            self.status = "cancelled"
+        on_done, self._on_done = self._on_done, None
+        if on_done is not None:
+            on_done()
+
+    async def _finish(self, status: str, error: BaseException | None) -> None:
+        self.done = True
+        self.status = status
+        if error is not None and self.error is None:
+            self.error = error
+        self.ended_at = self.clock.now()
+        record = self.record
+        if record is not None:
+            record.status = status
+            record.updated_at = self.ended_at
+            if self.error is not None:
+                record.error = {"error_type": type(self.error).__name__,
+                                "message": str(self.error)}
+        on_done, self._on_done = self._on_done, None
+        if on_done is not None:
+            on_done()
+        release, self._release = self._release, None
+        if release is not None:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await release()
+                except BaseException:  # noqa: S110 - a dead store keeps the claim; it expires
+                    pass
+
+    # ------------------------------------------------------------------ phases
+
+    async def _begin(self) -> list[Any]:
+        self.started = True
+        self.started_at = self.clock.now()
+        if self.timeout is not None:
+            if isinstance(self.clock, VirtualClock):
+                self._deadline_ns = self.clock.elapsed_ns + round(self.timeout * 1e9)
+            else:
+                self._deadline = self.clock.monotonic() + self.timeout
+        events: list[Any] = [self._e(
+            RunStart, self.step, graph_id=self.graph.graph_id, revision=self.graph.revision,
+            thread_id=self.thread_id, resumed_from=self.resumed_from,
+        )]
+        if self.tasks is None:  # a fresh run: schedule the entry
+            self.tasks = []
+            await self._schedule_entry()
+            if self.graph.every_step:
+                cid = self._next_cp_id()
+                events.append(self._e(CheckpointSaved, self.step, checkpoint_id=cid))
+                await self._save(cid, step=-1, next_step=self.step, tasks=self.tasks,
+                                 node_ids=[], status="running")
+        return self._stamp(events)
+
+    async def _schedule_entry(self) -> None:
+        from ._graph import START
+
+        assert self.tasks is not None
+        graph = self.graph
+        targets = list(graph.edges.get(START, ()))
+        for branch in graph.branches.get(START, ()):
+            view = self.model or validate_state(graph, self.state)
+            picked = branch.route(view) if branch.arity == 1 else branch.route(view, None)
+            if hasattr(picked, "__await__"):
+                picked = await picked
+            picks = list(picked) if isinstance(picked, (list, tuple)) else [picked]
+            targets.extend(branch.mapping[p] if branch.mapping is not None else p for p in picks)
+        order = graph.nodes
+        for node in sorted(dict.fromkeys(t for t in targets if t != END),
+                           key=lambda n: order[n].index):
+            self.tasks.append(self._task(node))
+
+    async def _superstep(self) -> list[Any]:
+        assert self.tasks is not None
+        graph = self.graph
+        if not self.tasks:
+            if self.arrivals:
+                join, arrived = next(iter(self.arrivals.items()))
+                j = next(j for j in graph.joins if j.key == join)
+                missing = [s for s in j.sources if s not in arrived]
+                return await self._fail_run(JoinStarved(j.target, missing, arrived))
+            return await self._complete()
+        if self.max_supersteps is not None and self.supersteps >= self.max_supersteps:
+            return await self._fail_run(
+                SuperstepLimit(self.max_supersteps, [t.node for t in self.tasks])
+            )
+        if self._timed_out_now():
+            return await self._halt_stop([], timed_out=True)
+        if self.cancel_requested:
+            return await self._halt_stop([], timed_out=False)
+        self.supersteps += 1
+        outcomes, timed_out = await self._run_batch()
+        if timed_out or self.cancel_requested:
+            return await self._halt_stop(outcomes, timed_out=timed_out)
+        for out in outcomes:
+            if out.kind == "edge_error":
+                # C7: the edge function's own exception ends the run; no event of the batch.
+                assert out.error is not None
+                raise out.error
+        halting = [o for o in outcomes if o.kind == "interrupt"
+                   or (o.kind == "error" and o.spec.on_error is None)]
+        if halting:
+            return await self._halt(outcomes, halting)
+        return await self._commit(outcomes)
+
+    def _timed_out_now(self) -> bool:
+        if self._deadline_ns is not None:
+            assert isinstance(self.clock, VirtualClock)
+            return self.clock.elapsed_ns >= self._deadline_ns
+        if self._deadline is not None:
+            return self.clock.monotonic() >= self._deadline
+        return False
+
+    # ------------------------------------------------------------------ running a batch
+
+    def _input_factory(self, parallel: bool) -> Callable[[], BaseModel]:
+        graph, state = self.graph, self.state
+        cached = [None if parallel else self.model]
+
+        def make() -> BaseModel:
+            model = cached[0]
+            if model is not None:
+                cached[0] = None
+                return model
+            return validate_state(graph, state)
+
+        return make
+
+    async def _run_batch(self) -> tuple[list[Outcome], bool]:
+        assert self.tasks is not None
+        graph, clock, step = self.graph, self.clock, self.step
+        tasks = self.tasks
+        visited = tuple(self.visited)
+        outcomes: list[Outcome] = []
+        to_run: list[int] = []
+        for i, record in enumerate(tasks):
+            spec = graph.nodes[record.node]
+            done = self.completed.get(record.task_id)
+            if done is not None and (done.keep or spec.effect in REPLAYED_EFFECTS):
+                out = Outcome(record, spec, kind="done", patch=done.patch, goto=done.goto,
+                              expand=done.expand, replayed=True,
+                              started_at=done.started_at, finished_at=done.finished_at)
+                outcomes.append(out)
+            else:
+                outcomes.append(Outcome(record, spec))
+                to_run.append(i)
+        parallel = len(tasks) > 1
+        make_input = self._input_factory(parallel)
+        self.model = None
+        virtual = isinstance(clock, VirtualClock)
+        timed_out = False
+
+        def context(record: TaskRecord) -> NodeContext:
+            return NodeContext(
+                node=record.node, task_id=record.task_id, run_id=self.run_id,
+                thread_id=self.thread_id, step=step, item=record.item,
+                checkpoint_id_before=record.checkpoint_id_before, visited=visited,
+                failure=record.failure, clock=clock, answers=self.answers,
+                hook=self.on_interrupt,
+            )
+
+        if len(to_run) == 1 and not outcomes[to_run[0]].spec.is_async \
+                and outcomes[to_run[0]].spec.retry is None:
+            # Fast path: one sync task runs inline; nothing can interleave with it.
+            i = to_run[0]
+            record = tasks[i]
+            ctx = context(record)
+            t1 = CURRENT_TASK.set(ctx)
+            t2 = NODE_CLOCK.set(clock if virtual and self.wall_clock else None)  # type: ignore[arg-type]
+            try:
+                outcomes[i] = await execute(graph, outcomes[i].spec, record, make_input, ctx,
+                                            clock, clock.sleep, self.state)
+            finally:
+                NODE_CLOCK.reset(t2)
+                CURRENT_TASK.reset(t1)
+        elif to_run:
+            timed_out = await self._run_concurrently(tasks, outcomes, to_run, make_input, context)
+        for out in outcomes:
+            if out.replayed:
+                await decide_edges(graph, out.spec, out, self.state, visited, step)
+        return outcomes, timed_out
+
+    async def _run_concurrently(
+        self,
+        tasks: list[TaskRecord],
+        outcomes: list[Outcome],
+        to_run: list[int],
+        make_input: Callable[[], BaseModel],
+        context: Callable[[TaskRecord], NodeContext],
+    ) -> bool:
+        graph, clock = self.graph, self.clock
+        rng = None if self.seed is None and len(to_run) == 1 else random.Random(
+            f"graphflow-schedule:{self.seed}:{self.run_id}:{self.step}"
+        )
+        stalled: list[list[int]] = []
+        sched: BatchScheduler | None = None
+        if isinstance(clock, VirtualClock):
+            sched = BatchScheduler(
+                clock, rng, self._deadline_ns,
+                on_deadline=lambda: scope.cancel(),
+                on_stall=lambda keys: (stalled.append(keys), scope.cancel()),
+            )
+        events = {i: sched.register(i) for i in to_run} if sched is not None else {}
+        wall = self.wall_clock and sched is not None
+
+        async def run_one(i: int) -> None:
+            record = tasks[i]
+            ctx = context(record)
+            CURRENT_TASK.set(ctx)
+            if sched is not None:
+                NODE_SLEEPER.set(sched.sleeper(i))
+                if wall:
+                    NODE_CLOCK.set(clock)  # type: ignore[arg-type]
+            try:
+                if sched is not None:
+                    await events[i].wait()
+                    sleep = sched.sleeper(i)
+                else:
+                    sleep = clock.sleep
+                outcomes[i] = await execute(graph, outcomes[i].spec, record, make_input, ctx,
+                                            clock, sleep, self.state)
+            finally:
+                if sched is not None:
+                    sched.release(i)
+
+        order = list(to_run)
+        if sched is None and rng is not None:
+            rng.shuffle(order)
+        deadline = None if self._deadline is None else self._deadline - clock.monotonic()
+        with anyio.CancelScope() as scope:
+            if deadline is not None:
+                scope.deadline = anyio.current_time() + max(0.0, deadline)
+            self._scope = scope
+            if self.cancel_requested:
+                scope.cancel()
+            try:
+                async with anyio.create_task_group() as tg:
+                    for i in order:
+                        tg.start_soon(run_one, i)
+                    if sched is not None:
+                        sched.start()
+            finally:
+                self._scope = None
+        if stalled:
+            names = [tasks[i].node for i in stalled[0]]
+            for i in stalled[0]:
+                outcomes[i].kind = "error"
+                outcomes[i].error = VirtualDeadlock(
+                    f"nodes {names} wait forever (sleep_forever or an infinite sleep) and no "
+                    "timer is pending, so virtual time cannot wake them"
+                )
+            return False
+        if scope.cancelled_caught and not self.cancel_requested:
+            return True
+        if sched is not None and sched.timed_out:
+            return True
+        return False
+
+    # ------------------------------------------------------------------ outcomes to events
+
+    def _task_events(self, out: Outcome, step: int, events: list[Any]) -> None:
+        rec = out.record
+        node, tid = rec.node, rec.task_id
+        e = self._e
+        events.append(e(NodeStart, step, node=node, task_id=tid))
+        for n, (_s, _f, exc) in enumerate(out.failed_attempts, start=1):
+            events.append(e(ErrorEvent, step, node=node, task_id=tid, error_type=type(exc).__name__,
+                            message=str(exc), attempt=n, will_retry=True))
+            events.append(e(NodeStart, step, node=node, task_id=tid, attempt=n + 1))
+        for channel, value in out.custom:
+            events.append(e(CustomEvent, step, node=node, task_id=tid, channel=channel,
+                            value=value))
+        kind = out.kind
+        if kind == "done":
+            events.append(e(NodeEnd, step, node=node, task_id=tid, patch=out.patch,
+                            replayed=out.replayed, attempt=out.attempt,
+                            started_at=out.started_at, finished_at=out.finished_at,
+                            goto=out.goto))
+        elif kind == "interrupt":
+            assert out.interrupt is not None
+            events.append(e(InterruptEvent, step, node=node, task_id=tid,
+                            interrupts=[out.interrupt]))
+        elif kind == "error":
+            err = out.error
+            events.append(e(ErrorEvent, step, node=node, task_id=tid,
+                            error_type=type(err).__name__, message=str(err),
+                            attempt=out.attempt, routed_to=out.routed_to))
+        else:  # cancelled
+            events.append(e(ErrorEvent, step, node=node, task_id=tid, error_type="Cancelled",
+                            message=f"task {tid} was cancelled", attempt=out.attempt))
+
+    def _edges(self, out: Outcome, step: int, events: list[Any]) -> None:
+        node = out.record.node
+        for target in out.targets:
+            events.append(self._e(EdgeTransition, step, node=node, task_id=out.record.task_id,
+                                  source=node, target=target))
+
+    # ------------------------------------------------------------------ committing a batch
+
+    async def _commit(self, outcomes: list[Outcome]) -> list[Any]:
+        assert self.tasks is not None
+        graph, step = self.graph, self.step
+        tasks = self.tasks
+        done = [o for o in outcomes if o.kind == "done"]
+        patches = [(o.record.node, o.patch) for o in done]
+        try:
+            new_state = merge_patches(graph, self.state, patches, parallel=len(tasks) > 1)
+            model = validate_state(graph, new_state, patches)
+        except GraphflowError as exc:
+            return await self._halt(outcomes, [], batch_error=exc)
+        new_state = model.model_dump(mode="json")
+
+        events: list[Any] = []
+        arrivals = {k: list(v) for k, v in self.arrivals.items()} if self.arrivals else {}
+        scheduled: dict[str, dict[str, Any] | None] = {}
+        expansions: list[tuple[Outcome, dict[str, Any]]] = []
+        for out in outcomes:
+            self._task_events(out, step, events)
+            node = out.record.node
+            if out.kind == "error":  # routed failure (C2: error, then the route's edge)
+                target = out.spec.on_error
+                assert target is not None
+                out.routed_to = target
+                events[-1].__dict__["routed_to"] = target
+                events.append(self._e(EdgeTransition, step, node=node,
+                                      task_id=out.record.task_id, source=node, target=target))
+                scheduled[target] = {"node": node, "error_type": type(out.error).__name__,
+                                     "message": str(out.error)}
+                continue
+            self._edges(out, step, events)
+            for target in out.targets:
+                if target != END and target not in scheduled:
+                    scheduled[target] = None
+            if out.expand is not None:
+                expansions.append((out, out.expand))
+                events.append(self._e(EdgeTransition, step, node=node,
+                                      task_id=out.record.task_id, source=node,
+                                      target=out.expand["node"]))
+            elif out.goto is None:
+                for join in graph.joins_from.get(node, ()):
+                    got = arrivals.setdefault(join.key, [])
+                    if node not in got:
+                        got.append(node)
+                    events.append(self._e(EdgeTransition, step, node=node,
+                                          task_id=out.record.task_id, source=node,
+                                          target=join.target))
+        for join in graph.joins:
+            got = arrivals.get(join.key)
+            if got is not None and all(s in got for s in join.sources):
+                del arrivals[join.key]
+                scheduled.setdefault(join.target, None)
+
+        checkpoint_events: list[tuple[str, dict[str, Any]]] = []
+        before_id: str | None = None
+        if expansions:
+            # C7: saved before the expansion's tasks run; the expanding node is not completed.
+            before_id = self._next_cp_id()
+            expanding = {o.record.task_id for o, _ in expansions}
+            kept = {o.record.task_id: self._output(o) for o in done
+                    if o.record.task_id not in expanding and o.spec.effect in REPLAYED_EFFECTS}
+            checkpoint_events.append((before_id, dict(
+                step=step, next_step=step, tasks=list(tasks), completed=kept,
+                node_ids=[t.node for t in tasks], status="running",
+                state=self.state, visited=list(self.visited), arrivals=self.arrivals,
+            )))
+        order = graph.nodes
+        next_tasks: list[TaskRecord] = []
+        for node in sorted(scheduled, key=lambda n: order[n].index):
+            failure = scheduled[node]
+            next_tasks.append(self._task(node, failure=failure))
+        for _out, exp in expansions:
+            for item in exp["items"]:
+                next_tasks.append(self._task(exp["node"], item=item, has_item=True,
+                                             checkpoint_id_before=before_id))
+        if expansions:
+            next_tasks.sort(key=lambda t: order[t.node].index)
+
+        visited = self.visited
+        visited.extend(o.record.node for o in done)
+        finished = not next_tasks and not arrivals
+        want = graph.every_step or any(o.spec.checkpoint for o in done) or (
+            finished and self.parent_id is not None)
+        step_cp: str | None = None
+        if want:
+            step_cp = self._next_cp_id()
+            checkpoint_events.append((step_cp, dict(
+                step=step, next_step=step + 1, tasks=next_tasks, completed={},
+                node_ids=[t.node for t in tasks],
+                status="completed" if finished else "running",
+                state=new_state, visited=list(visited), arrivals=arrivals,
+            )))
+        for cid, _ in checkpoint_events:
+            events.append(self._e(CheckpointSaved, step, checkpoint_id=cid))
+        self.state = new_state
+        self.model = model
+        self.arrivals = arrivals
+        self.tasks = next_tasks
+        self.completed = {}
+        self.step = step + 1
+        events.append(StepState(step, new_state, step_cp))
+        if finished:
+            events.append(self._e(RunEnd, step, status="completed", state=new_state))
+        for cid, fields in checkpoint_events:
+            await self._save(cid, **fields)
+        if finished:
+            await self._finish("completed", None)
+        return self._stamp(events)
+
+    def _output(self, out: Outcome, keep: bool = False) -> TaskOutput:
+        return TaskOutput.model_construct(
+            task_id=out.record.task_id, node=out.record.node, patch=out.patch, goto=out.goto,
+            expand=out.expand, keep=keep, started_at=out.started_at,
+            finished_at=out.finished_at,
+        )
+
+    async def _complete(self) -> list[Any]:
+        # Reached only when a run resumes onto an empty batch (e.g. from a final checkpoint).
+        events = [self._e(RunEnd, max(self.step - 1, 0), status="completed", state=self.state)]
+        await self._finish("completed", None)
+        return self._stamp(events)
+
+    # ------------------------------------------------------------------ halts
+
+    async def _halt(
+        self,
+        outcomes: list[Outcome],
+        halting: list[Outcome],
+        batch_error: GraphflowError | None = None,
+    ) -> list[Any]:
+        """Interrupts and failures: save the resumable checkpoint, then the batch's events."""
+        assert self.tasks is not None
+        step = self.step
+        events: list[Any] = []
+        halting_ids = {id(o) for o in halting}
+        completed: dict[str, TaskOutput] = {}
+        for out in outcomes:
+            if id(out) in halting_ids:
+                continue
+            self._task_events(out, step, events)
+            if out.kind == "done":
+                self._edges(out, step, events)
+                if out.spec.effect in REPLAYED_EFFECTS:
+                    completed[out.record.task_id] = self._output(out)
+            elif out.kind == "error":
+                events[-1].__dict__["routed_to"] = out.spec.on_error
+        for out in halting:
+            self._task_events(out, step, events)
+        failures = [o for o in halting if o.kind == "error"]
+        interrupts = [o.interrupt for o in halting if o.kind == "interrupt" and o.interrupt]
+        error_info: dict[str, Any] | None = None
+        if batch_error is not None:
+            error: BaseException = batch_error
+            node = getattr(batch_error, "node", None)
+            events.append(self._e(ErrorEvent, step, node=node, error_type=type(batch_error).__name__,
+                                  message=str(batch_error)))
+            status = "failed"
+            interrupts = []
+        elif failures:
+            first = failures[0]
+            assert first.error is not None
+            if first.user_error:
+                error = NodeFailed(first.record.node, first.record.task_id, first.error)
+                error.__cause__ = first.error
+            else:
+                error = first.error
+            status = "failed"
+            interrupts = []
+        else:
+            error = None  # type: ignore[assignment]
+            status = "interrupted"
+        if error is not None:
+            error_info = {"error_type": type(error).__name__, "message": str(error),
+                          "node": getattr(error, "node", None)}
+        return await self._save_halt(events, status, error, error_info, interrupts, completed,
+                                     node_ids=[t.node for t in self.tasks])
+
+    async def _halt_stop(self, outcomes: list[Outcome], *, timed_out: bool) -> list[Any]:
+        """Timeouts and cancellation: every task that finished keeps its result (C9)."""
+        assert self.tasks is not None
+        step = self.step
+        events: list[Any] = []
+        completed: dict[str, TaskOutput] = {}
+        for out in outcomes:
+            if out.kind == "done":
+                self._task_events(out, step, events)
+                self._edges(out, step, events)
+                completed[out.record.task_id] = self._output(out, keep=True)
+            elif out.started_at is not None or out.kind != "cancelled":
+                self._task_events(out, step, events)
+        if timed_out:
+            error: BaseException = RunTimedOut(self.run_id, self.timeout or 0.0)
+            status = "failed"
+        else:
+            error = Cancelled(self.run_id)
+            status = "cancelled"
+        events.append(self._e(ErrorEvent, step, error_type=type(error).__name__,
+                              message=str(error)))
+        info = {"error_type": type(error).__name__, "message": str(error), "node": None}
+        return await self._save_halt(events, status, error, info, [], completed,
+                                     node_ids=[t.node for t in self.tasks])
+
+    async def _fail_run(self, error: GraphflowError) -> list[Any]:
+        """A run-level failure between supersteps (budgets, starved joins)."""
+        assert self.tasks is not None
+        events = [self._e(ErrorEvent, self.step, error_type=type(error).__name__,
+                          message=str(error))]
+        info = {"error_type": type(error).__name__, "message": str(error), "node": None}
+        return await self._save_halt(events, "failed", error, info, [], {},
+                                     node_ids=[t.node for t in self.tasks])
+
+    async def _save_halt(
+        self,
+        events: list[Any],
+        status: str,
+        error: BaseException | None,
+        error_info: dict[str, Any] | None,
+        interrupts: list[Interrupt],
+        completed: dict[str, TaskOutput],
+        node_ids: list[str],
+    ) -> list[Any]:
+        assert self.tasks is not None
+        step = self.step
+        cid = self._next_cp_id()
+        events.append(self._e(CheckpointSaved, step, checkpoint_id=cid))
+        events.append(self._e(RunEnd, step, status=status, state=self.state,
+                              error_type=None if error is None else type(error).__name__))
+        # C5: the checkpoint is saved before any event reporting the halt is yielded.
+        await self._save(cid, step=step, next_step=step, tasks=list(self.tasks),
+                         completed=completed, node_ids=node_ids, status=status,
+                         interrupts=interrupts, error=error_info)
+        self.interrupts = interrupts
+        await self._finish(status, error)
+        return self._stamp(events)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    async def _save(
+        self,
+        cid: str,
+        *,
+        step: int,
+        next_step: int,
+        tasks: list[TaskRecord],
+        node_ids: list[str],
+        status: str,
+        completed: dict[str, TaskOutput] | None = None,
+        interrupts: list[Interrupt] | None = None,
+        error: dict[str, Any] | None = None,
+        state: dict[str, Any] | None = None,
+        visited: list[str] | None = None,
+        arrivals: dict[str, list[str]] | None = None,
+    ) -> None:
+        cp = Checkpoint.model_construct(
+            id=cid, run_id=self.run_id, thread_id=self.thread_id, graph_id=self.graph.graph_id,
+            revision=self.graph.revision, node_id=node_ids[-1] if node_ids else None,
+            node_ids=node_ids, step=step, parent_id=self.parent_id,
+            timestamp=self.clock.now(), state=self.state if state is None else state,
+            format_version=1, status=status, next_step=next_step, tasks=tasks,
+            completed=completed or {}, interrupts=interrupts or [],
+            answers=jcopy(self.answers),
+            visited=list(self.visited) if visited is None else visited,
+            arrivals=self.arrivals if arrivals is None else arrivals,
+            next_seq=self.seq, error=error, tenant_id=self.tenant_id,
+            metadata={"cp_counter": self.cp_counter, "task_counter": self.task_counter},
+        )
+        await self.store.save(cp)
+        self.parent_id = cid
+        self.checkpoint_id = cid

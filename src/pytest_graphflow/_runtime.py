@@ -1,0 +1,816 @@
+"""``GraphRuntime``: running, streaming and resuming graphs (SPEC §2)."""
+
+from __future__ import annotations
+
+import weakref
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Generic, Literal, TypeVar
+
+import anyio
+from pydantic import BaseModel
+
+from ._checkpoint import FORMAT_VERSION, Checkpoint
+from ._clock import Clock, RealClock, VirtualClock
+from ._events import CustomEvent, EventBase, Interrupt, NodeEnd, RunEnd, StreamEvent
+from ._graph import CompiledGraph
+from ._ids import IdSource
+from ._json import NotJSONError, jcopy, to_json_value
+from ._merge import merge_patches, validate_state
+from ._node import Resume
+from ._runner import Runner, StepState
+from ._sched import install_sleep_hooks
+from ._stores._memory import InMemoryCheckpointStore
+from ._stores._protocol import CheckpointStore
+from . import _wallclock
+from .errors import (
+    CheckpointNotFound,
+    GraphExecutionError,
+    GraphflowError,
+    InvalidArgument,
+    MidExecution,
+    NotSuspended,
+    ResumeError,
+    SnapshotMismatch,
+    TenantMismatch,
+    ThreadBusy,
+    ThreadSuspended,
+    UnknownKey,
+    UnsupportedFormat,
+    UpdateRejected,
+)
+
+__all__ = ["EventLog", "GraphResult", "GraphRuntime", "RunHandle", "RunRecord", "RunStream",
+           "Trace"]
+
+StateT = TypeVar("StateT", bound=BaseModel)
+StreamMode = Literal["events", "updates", "values", "custom", "debug"]
+_MODES = ("events", "updates", "values", "custom", "debug")
+_DEFAULT: Any = object()
+
+
+@dataclass
+class GraphResult(Generic[StateT]):
+    """The outcome of a run (seed 001, seed 002).
+
+    Attributes:
+        state: the final (or paused) state as the schema's model.
+        data: the same state as a plain dict (JSON form).
+        status: ``completed``, ``interrupted``, ``failed`` or ``cancelled``.
+        run_id: the run.
+        thread_id: the thread the run used.
+        step: the superstep in which the run finished or paused, from 0.
+        checkpoint_id: the run's last checkpoint, if one was saved.
+        interrupts: pending interrupts by ``Interrupt.key``.
+        error: what ended a failed or cancelled run (``NodeFailed``, ``RunTimedOut``, ...).
+    """
+
+    state: StateT
+    data: dict[str, Any]
+    status: str
+    run_id: str
+    thread_id: str
+    step: int
+    checkpoint_id: str | None = None
+    interrupts: dict[str, Interrupt] = field(default_factory=dict)
+    error: BaseException | None = None
+
+    def raise_for_status(self) -> GraphResult[StateT]:
+        """Raise the run's error if it failed or was cancelled; return ``self`` otherwise."""
+        if self.error is not None and self.status in ("failed", "cancelled"):
+            raise self.error
+        return self
+
+
+@dataclass
+class RunRecord:
+    """A run's record (seed 002): lifecycle status, graph identity, revision, timing, failure."""
+
+    run_id: str
+    thread_id: str
+    graph_id: str
+    revision: str
+    status: str
+    started_at: datetime | None
+    updated_at: datetime | None
+    tenant_id: str | None = None
+    error: dict[str, Any] | None = None
+    legs: int = 1
+
+    def as_dict(self) -> dict[str, Any]:
+        """The record in JSON form (what durable stores keep)."""
+        return {
+            "run_id": self.run_id, "thread_id": self.thread_id, "graph_id": self.graph_id,
+            "revision": self.revision, "status": self.status,
+            "started_at": None if self.started_at is None else self.started_at.isoformat(),
+            "updated_at": None if self.updated_at is None else self.updated_at.isoformat(),
+            "tenant_id": self.tenant_id, "error": self.error,
+        }
+
+
+class EventLog(list[EventBase]):
+    """A run's events, with the ``updates`` and ``values`` views of ``stream(mode=...)``."""
+
+    def __init__(self, events: list[EventBase] = (), states: list[StepState] = ()) -> None:  # type: ignore[assignment]
+        super().__init__(events)
+        self._states = list(states)
+
+    def updates(self) -> list[StreamEvent]:
+        """Each completed task's update, as ``stream(mode="updates")`` gives them."""
+        return [StreamEvent(mode="updates", data=jcopy(e.patch), node=e.node, run_id=e.run_id,
+                            step=e.step, task_id=e.task_id)
+                for e in self if isinstance(e, NodeEnd)]
+
+    def values(self) -> list[dict[str, Any]]:
+        """The state after each superstep, as ``stream(mode="values")`` gives them."""
+        return [jcopy(s.state) for s in self._states]
+
+    def of_type(self, *types: str) -> list[EventBase]:
+        """The events whose ``type`` is one of ``types``."""
+        return [e for e in self if e.type in types]  # type: ignore[attr-defined]
+
+
+@dataclass
+class Trace:
+    """A finished run as tests look at it: result, events and the store's call log."""
+
+    result: GraphResult[Any]
+    events: EventLog
+    store_log: list[Any]
+
+    @property
+    def status(self) -> str:
+        """The run's status."""
+        return self.result.status
+
+    @property
+    def state(self) -> Any:
+        """The run's final state (model)."""
+        return self.result.state
+
+    def to_json(self) -> str:
+        """The event stream as JSON lines (byte-identical for the same graph, input and seed)."""
+        return "\n".join(e.model_dump_json() for e in self.events)
+
+
+def _to_views(items: list[Any], mode: str, runner: Runner) -> list[Any]:
+    if mode == "events":
+        return [e for e in items if type(e) is not StepState]
+    out: list[Any] = []
+    step_cp: dict[int, str | None] = {s.step: s.checkpoint_id for s in items
+                                      if type(s) is StepState}
+    for e in items:
+        if type(e) is StepState:
+            if mode == "values":
+                out.append(StreamEvent(mode="values", data=jcopy(e.state), run_id=runner.run_id,
+                                       checkpoint_id=e.checkpoint_id, step=e.step))
+            elif mode == "debug":
+                out.append(StreamEvent(mode="debug", data={"type": "state_merge",
+                                                           "state": jcopy(e.state)},
+                                       run_id=runner.run_id, checkpoint_id=e.checkpoint_id,
+                                       step=e.step))
+            continue
+        if mode == "updates" and isinstance(e, NodeEnd):
+            out.append(StreamEvent(mode="updates", data=jcopy(e.patch), node=e.node,
+                                   run_id=e.run_id, checkpoint_id=step_cp.get(e.step),
+                                   step=e.step, task_id=e.task_id))
+        elif mode == "custom" and isinstance(e, CustomEvent):
+            out.append(StreamEvent(mode="tokens" if e.channel == "tokens" else "custom",
+                                   data=jcopy(e.value), node=e.node, run_id=e.run_id,
+                                   step=e.step, task_id=e.task_id))
+        elif mode == "debug":
+            out.append(StreamEvent(mode="debug", data=e.model_dump(mode="json"), node=e.node,
+                                   run_id=e.run_id, step=e.step, task_id=e.task_id))
+        if isinstance(e, RunEnd):
+            data: dict[str, Any] = {"state": jcopy(e.state), "thread_id": runner.thread_id}
+            if e.status == "interrupted":
+                data["interrupts"] = {i.key: i for i in runner.interrupts}
+                out.append(StreamEvent(mode="interrupt", data=data, run_id=e.run_id,
+                                       checkpoint_id=runner.checkpoint_id, step=e.step))
+            else:
+                out.append(StreamEvent(mode="final", data=data, run_id=e.run_id,
+                                       checkpoint_id=runner.checkpoint_id, step=e.step))
+    return out
+
+
+class RunStream:
+    """The events of a run as an async iterator, also an async context manager.
+
+    Safe to leave early: ``break`` at ``interrupt`` (the run already saved its checkpoint
+    and released its thread), or anywhere else (the run is closed, resumable from its last
+    checkpoint). ``async with runtime.stream(...) as events:`` closes it on exit.
+    """
+
+    def __init__(self, prepare: Callable[[], Awaitable[Runner]], mode: str) -> None:
+        if mode not in _MODES:
+            raise InvalidArgument(f"stream(mode={mode!r}): use one of {list(_MODES)}")
+        self._prepare: Callable[[], Awaitable[Runner]] | None = prepare
+        self._mode = mode
+        self._buf: deque[Any] = deque()
+        self.runner: Runner | None = None
+        self.states: list[StepState] = []
+
+    def __aiter__(self) -> RunStream:
+        return self
+
+    async def _ensure(self) -> Runner:
+        if self.runner is None:
+            assert self._prepare is not None
+            prepare, self._prepare = self._prepare, None
+            self.runner = await prepare()
+        return self.runner
+
+    async def __anext__(self) -> Any:
+        buf = self._buf
+        while not buf:
+            runner = await self._ensure()
+            if runner.done:
+                raise StopAsyncIteration
+            items = await runner.advance()
+            if self._mode == "events":
+                for item in items:
+                    if type(item) is StepState:
+                        self.states.append(item)
+                    else:
+                        buf.append(item)
+            else:
+                buf.extend(_to_views(items, self._mode, runner))
+        return buf.popleft()
+
+    async def aclose(self) -> None:
+        """Close the run if it has not ended (it stays resumable)."""
+        if self.runner is not None:
+            await self.runner.close()
+        self._prepare = None
+
+    async def __aenter__(self) -> RunStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __del__(self) -> None:
+        runner = self.runner
+        if runner is not None and not runner.done:
+            runner.abandon()
+
+    def result(self) -> GraphResult[Any]:
+        """The run's result, once the stream is exhausted."""
+        if self.runner is None or not self.runner.done:
+            raise GraphExecutionError("the run has not ended yet; consume the stream first")
+        return _result(self.runner)
+
+
+def _result(runner: Runner) -> GraphResult[Any]:
+    data = runner.state
+    try:
+        model = validate_state(runner.graph, data)
+    except GraphflowError:  # pragma: no cover - a checkpointed state always validates
+        model = runner.graph.state_model.model_construct(**data)
+    status = runner.status or "failed"
+    return GraphResult(
+        state=model, data=jcopy(data), status=status, run_id=runner.run_id,
+        thread_id=runner.thread_id, step=max(runner.step - (1 if status == "completed" else 0), 0),
+        checkpoint_id=runner.checkpoint_id,
+        interrupts={i.key: i for i in runner.interrupts},
+        error=runner.error if status in ("failed", "cancelled") else None,
+    )
+
+
+class RunHandle:
+    """A started run: cancel it, or await its result (``handle = await runtime.start(...)``).
+
+    The run advances while ``result()`` is awaited (in whichever task awaits it); ``cancel()``
+    from another task cancels the running batch, joins every task and ends the run with status
+    ``cancelled``, resumable without re-running the tasks that finished.
+    """
+
+    def __init__(self, stream: RunStream, run_id: str) -> None:
+        self._stream = stream
+        self.run_id = run_id
+        self._result: GraphResult[Any] | None = None
+
+    def cancel(self) -> None:
+        """Cancel the run.
+
+        Raises:
+            GraphExecutionError: if the run has already ended.
+        """
+        runner = self._stream.runner
+        if runner is not None and runner.done:
+            raise GraphExecutionError(
+                f"run {self.run_id} already ended with status {runner.status!r}; there is "
+                "nothing to cancel"
+            )
+        if runner is not None:
+            runner.cancel()
+
+    async def result(self) -> GraphResult[Any]:
+        """Run to the end (or halt) and return the result."""
+        if self._result is None:
+            async for _ in self._stream:
+                pass
+            self._result = self._stream.result()
+        return self._result
+
+
+class _Claims:
+    """Thread claims for stores without their own (one table per store object)."""
+
+    tables: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def table(cls, store: Any) -> dict[str, str]:
+        try:
+            return cls.tables.setdefault(store, {})
+        except TypeError:  # not weak-referenceable
+            return {}
+
+
+class GraphRuntime:
+    """Runs compiled graphs: ``invoke``/``ainvoke``, ``stream``, ``aresume``, ``start``.
+
+    With the default real clock and ``seed=None`` it is the production runtime; with a
+    :class:`VirtualClock` and a ``seed`` it is the deterministic testing runtime: same graph,
+    input and seed give the same event stream, ids and times included.
+
+    Args:
+        store: the checkpoint store (default: a fresh :class:`InMemoryCheckpointStore`).
+        clock: :class:`RealClock` (default) or :class:`VirtualClock`.
+        seed: decides the order of a parallel batch's tasks and every id; ``None`` for
+            system randomness.
+        max_supersteps: the superstep budget of a run (leg); ``SuperstepLimit`` beyond it.
+        timeout: seconds, on the runtime's clock, a run (leg) may take; ``RunTimedOut``.
+        on_interrupt: a hook answering interrupts at once (return ``PAUSE`` to pause).
+        tenant_id: the tenant runs belong to; a thread belongs to one tenant.
+        claim_ttl: seconds a thread claim lasts on stores with claims.
+        backend: the anyio backend of the sync API (``"asyncio"`` or ``"trio"``).
+    """
+
+    def __init__(
+        self,
+        store: CheckpointStore | None = _DEFAULT,
+        *,
+        clock: Clock | None = None,
+        seed: int | None = None,
+        max_supersteps: int | None = 1000,
+        timeout: float | None = None,
+        on_interrupt: Callable[[Interrupt], Any] | None = None,
+        tenant_id: str | None = None,
+        claim_ttl: float = 30.0,
+        backend: str = "asyncio",
+    ) -> None:
+        if store is _DEFAULT or store is None:
+            store = InMemoryCheckpointStore()
+        for name in ("save", "get", "latest", "list"):
+            if not callable(getattr(store, name, None)):
+                raise InvalidArgument(f"GraphRuntime(store={store!r}): the store has no "
+                                      f"{name}(); pass a CheckpointStore")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise InvalidArgument(f"GraphRuntime(seed={seed!r}): seed must be an int or None")
+        _check_budget(max_supersteps, timeout)
+        self.store: CheckpointStore = store
+        self.clock: Clock = clock if clock is not None else RealClock()
+        self.seed = seed
+        self.max_supersteps = max_supersteps
+        self.timeout = timeout
+        self.on_interrupt = on_interrupt
+        self.tenant_id = tenant_id
+        self.claim_ttl = claim_ttl
+        self.backend = backend
+        self._ids = IdSource(seed)
+        self._graphs: dict[str, CompiledGraph] = {}
+        self._runs: dict[str, RunRecord] = {}
+        bind = getattr(store, "bind_clock", None)
+        if callable(bind):
+            bind(self.clock)
+        install_sleep_hooks()
+
+    # ------------------------------------------------------------------ public API
+
+    def stream(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        *,
+        thread_id: str | None = None,
+        mode: StreamMode = "events",
+        **options: Any,
+    ) -> RunStream:
+        """Start a run and stream its events (or a view of them, see ``mode``)."""
+        self._check_graph(graph)
+        opts = self._options(options)
+        return RunStream(lambda: self._prepare_new(graph, input, thread_id, opts), mode)
+
+    def resume_stream(
+        self,
+        run_or_checkpoint_id: str,
+        resume: Resume | None = None,
+        *,
+        graph: CompiledGraph | None = None,
+        mode: StreamMode = "events",
+        **options: Any,
+    ) -> RunStream:
+        """Resume a paused, failed or cancelled run and stream its events from there.
+
+        A run id continues from the run's last saved checkpoint (C8); a checkpoint id from
+        exactly that checkpoint (time travel).
+        """
+        if resume is not None and not isinstance(resume, Resume):
+            raise InvalidArgument(f"resume={resume!r}: pass a Resume(...) or None")
+        if graph is not None:
+            self._check_graph(graph)
+        opts = self._options(options)
+        return RunStream(lambda: self._prepare_resume(run_or_checkpoint_id, resume, graph, opts),
+                         mode)
+
+    async def ainvoke(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        *,
+        thread_id: str | None = None,
+        **options: Any,
+    ) -> GraphResult[Any]:
+        """Run ``graph`` to its end (or halt) and return the result.
+
+        Raises:
+            the store's own exception for a rejected save (C6), an edge function's own
+            exception (C7), and caller errors; failures *in* the run are in the result.
+        """
+        return await _drain(self.stream(graph, input, thread_id=thread_id, **options))
+
+    async def aresume(
+        self,
+        run_or_checkpoint_id: str,
+        resume: Resume | None = None,
+        *,
+        graph: CompiledGraph | None = None,
+        **options: Any,
+    ) -> GraphResult[Any]:
+        """Resume a run and return its result (see :meth:`resume_stream`)."""
+        return await _drain(self.resume_stream(run_or_checkpoint_id, resume, graph=graph,
+                                               **options))
+
+    def invoke(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        *,
+        thread_id: str | None = None,
+        **options: Any,
+    ) -> GraphResult[Any]:
+        """Synchronous :meth:`ainvoke` (runs an event loop of ``backend``)."""
+        return self._run_sync(self.ainvoke, graph, input, thread_id=thread_id, **options)
+
+    def resume(
+        self,
+        run_or_checkpoint_id: str,
+        resume: Resume | None = None,
+        *,
+        graph: CompiledGraph | None = None,
+        **options: Any,
+    ) -> GraphResult[Any]:
+        """Synchronous :meth:`aresume`."""
+        return self._run_sync(self.aresume, run_or_checkpoint_id, resume, graph=graph,
+                              **options)
+
+    async def start(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        *,
+        thread_id: str | None = None,
+        **options: Any,
+    ) -> RunHandle:
+        """Admit a run and return its :class:`RunHandle` (claims and ids are taken now)."""
+        stream = self.stream(graph, input, thread_id=thread_id, **options)
+        runner = await stream._ensure()
+        return RunHandle(stream, runner.run_id)
+
+    async def atrace(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        **options: Any,
+    ) -> Trace:
+        """Run to the end and return a :class:`Trace` (result, events, store log)."""
+        return await self._trace(self.stream(graph, input, **options))
+
+    def trace(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        **options: Any,
+    ) -> Trace:
+        """Synchronous :meth:`atrace`."""
+        return self._run_sync(self.atrace, graph, input, **options)
+
+    async def aresume_trace(
+        self, run_or_checkpoint_id: str, resume: Resume | None = None, **options: Any
+    ) -> Trace:
+        """Resume and return a :class:`Trace` of the resumed leg."""
+        return await self._trace(self.resume_stream(run_or_checkpoint_id, resume, **options))
+
+    def resume_trace(
+        self, run_or_checkpoint_id: str, resume: Resume | None = None, **options: Any
+    ) -> Trace:
+        """Synchronous :meth:`aresume_trace`."""
+        return self._run_sync(self.aresume_trace, run_or_checkpoint_id, resume, **options)
+
+    async def history(self, run_id: str) -> list[Checkpoint]:
+        """Every checkpoint of a run, oldest first (resume from any of them by id)."""
+        return await self.store.list(run_id)
+
+    def run_record(self, run_id: str) -> RunRecord:
+        """The record of a run this runtime ran.
+
+        Raises:
+            CheckpointNotFound: when this runtime never ran ``run_id``.
+        """
+        try:
+            return self._runs[run_id]
+        except KeyError:
+            raise CheckpointNotFound(f"this runtime has no record of run {run_id!r}") from None
+
+    @property
+    def runs(self) -> list[RunRecord]:
+        """Records of the runs this runtime ran, in start order."""
+        return list(self._runs.values())
+
+    def register(self, graph: CompiledGraph) -> None:
+        """Remember ``graph`` so runs of it can be resumed by id alone."""
+        self._check_graph(graph)
+        self._graphs[graph.graph_id] = graph
+
+    # ------------------------------------------------------------------ internals
+
+    async def _trace(self, stream: RunStream) -> Trace:
+        log = getattr(self.store, "calls", None)
+        start = len(log) if isinstance(log, list) else 0
+        events: list[EventBase] = []
+        async for event in stream:
+            events.append(event)
+        result = stream.result()
+        store_log = list(log[start:]) if isinstance(log, list) else []
+        return Trace(result=result, events=EventLog(events, stream.states), store_log=store_log)
+
+    def _run_sync(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        async def main() -> Any:
+            return await fn(*args, **kwargs)
+
+        return anyio.run(main, backend=self.backend)
+
+    def _check_graph(self, graph: Any) -> None:
+        if not isinstance(graph, CompiledGraph):
+            hint = " (call .compile() first)" if hasattr(graph, "compile") else ""
+            raise InvalidArgument(f"expected a CompiledGraph, got {graph!r}{hint}")
+
+    def _options(self, options: dict[str, Any]) -> dict[str, Any]:
+        allowed = {"max_supersteps", "timeout", "on_interrupt", "tenant_id"}
+        unknown = sorted(set(options) - allowed)
+        if unknown:
+            raise InvalidArgument(f"unknown run option(s) {unknown}; run options are "
+                                  f"{sorted(allowed)}")
+        opts = {
+            "max_supersteps": options.get("max_supersteps", self.max_supersteps),
+            "timeout": options.get("timeout", self.timeout),
+            "on_interrupt": options.get("on_interrupt", self.on_interrupt),
+            "tenant_id": options.get("tenant_id", self.tenant_id),
+        }
+        _check_budget(opts["max_supersteps"], opts["timeout"])
+        if opts["on_interrupt"] is not None and not callable(opts["on_interrupt"]):
+            raise InvalidArgument(f"on_interrupt={opts['on_interrupt']!r} must be callable")
+        return opts
+
+    def _state_from_input(
+        self, graph: CompiledGraph, input: Mapping[str, Any] | BaseModel | None
+    ) -> dict[str, Any]:
+        if input is None:
+            data: dict[str, Any] = {}
+        elif isinstance(input, BaseModel):
+            data = input.model_dump(mode="json")
+        elif isinstance(input, Mapping):
+            data = dict(input)
+        else:
+            raise InvalidArgument(f"input={input!r}: pass a dict, a {graph.state_model.__name__} "
+                                  "or None")
+        for key in data:
+            if key not in graph.keys:
+                raise UnknownKey("<input>", key, graph.keys)
+        try:
+            return {k: to_json_value(v) for k, v in data.items()}
+        except NotJSONError as exc:
+            raise UpdateRejected("<input>", "<input>", f"input values must be JSON: {exc}") \
+                from None
+
+    async def _claim(self, thread_id: str, run_id: str) -> Callable[[], Awaitable[None]]:
+        store: Any = self.store
+        claim = getattr(store, "claim", None)
+        if callable(claim):
+            token = await claim(thread_id, run_id, now=self.clock.now(), ttl=self.claim_ttl)
+
+            async def release() -> None:
+                await store.release(thread_id, token)
+
+            return release
+        table = _Claims.table(store)
+        holder = table.get(thread_id)
+        if holder is not None and holder != run_id:
+            raise ThreadBusy(thread_id, holder)
+        table[thread_id] = run_id
+
+        async def release_local() -> None:
+            if table.get(thread_id) == run_id:
+                del table[thread_id]
+
+        return release_local
+
+    def _wall(self) -> tuple[bool, Callable[[], None] | None]:
+        clock = self.clock
+        if isinstance(clock, VirtualClock) and clock.patch_wall_clock:
+            _wallclock.activate()
+            return True, _wallclock.deactivate
+        return False, None
+
+    async def _new_run_id(self) -> tuple[str, str]:
+        for _ in range(1000):
+            token = self._ids.run_hex()
+            run_id = f"run-{token}"
+            if run_id not in self._runs and await self.store.latest(run_id) is None:
+                return run_id, token
+        raise GraphExecutionError("could not find a free run id")  # pragma: no cover
+
+    async def _prepare_new(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None,
+        thread_id: str | None,
+        opts: dict[str, Any],
+    ) -> Runner:
+        self._graphs.setdefault(graph.graph_id, graph)
+        patch = self._state_from_input(graph, input)
+        run_id, token = await self._new_run_id()
+        tenant = opts["tenant_id"]
+        if thread_id is None:
+            thread_id = f"thread-{token}"
+            base = validate_state(graph, patch).model_dump(mode="json")
+        else:
+            previous = await self.store.list(thread_id=thread_id)
+            if previous:
+                last = previous[-1]
+                if last.tenant_id != tenant:
+                    raise TenantMismatch(thread_id, tenant)
+                if last.status in ("interrupted", "failed"):
+                    raise ThreadSuspended(
+                        f"thread {thread_id!r} is suspended (run {last.run_id} is "
+                        f"{last.status}); resume it with aresume({last.run_id!r}, ...)"
+                    )
+                if last.status != "completed":
+                    raise MidExecution(
+                        f"thread {thread_id!r} is mid-execution (run {last.run_id}, checkpoint "
+                        f"{last.id}); resume that run instead of starting a new one"
+                    )
+                base = merge_patches(graph, last.state, [("<input>", patch)], parallel=False)
+                base = validate_state(graph, base).model_dump(mode="json")
+            else:
+                base = validate_state(graph, patch).model_dump(mode="json")
+        release = await self._claim(thread_id, run_id)
+        wall, on_done = self._wall()
+        runner = Runner(
+            graph=graph, store=self.store, clock=self.clock, seed=self.seed, run_id=run_id,
+            thread_id=thread_id, tenant_id=tenant, state=base, step=0, tasks=None,
+            completed={}, answers={}, visited=[], arrivals={}, seq=0, parent_id=None,
+            resumed_from=None, cp_counter=0, task_counter=0,
+            max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
+            on_interrupt=opts["on_interrupt"], release=release, on_done=on_done,
+            wall_clock=wall,
+        )
+        self._track(runner)
+        return runner
+
+    async def _resolve(self, ref: str) -> Checkpoint:
+        if not isinstance(ref, str):
+            raise InvalidArgument(f"expected a run id or checkpoint id, got {ref!r}")
+        cp = await self.store.latest(ref)
+        if cp is None:
+            cp = await self.store.get(ref)
+        if cp is None:
+            raise CheckpointNotFound(
+                f"no checkpoint for run or checkpoint id {ref!r}: the store has none. Pass the "
+                "run_id of run_start (or GraphResult.run_id) or a checkpoint id"
+            )
+        if cp.format_version != FORMAT_VERSION:
+            raise UnsupportedFormat(
+                f"checkpoint {cp.id} has format_version {cp.format_version}; this build reads "
+                f"{FORMAT_VERSION}"
+            )
+        return cp
+
+    def _graph_for(self, cp: Checkpoint, graph: CompiledGraph | None) -> CompiledGraph:
+        if graph is None:
+            graph = self._graphs.get(cp.graph_id)
+            if graph is None:
+                raise GraphExecutionError(
+                    f"this runtime does not know graph {cp.graph_id!r} of checkpoint {cp.id}; "
+                    "pass graph= (a fresh runtime in another process must be given the graph)"
+                )
+        problems: list[str] = []
+        if graph.graph_id != cp.graph_id:
+            problems.append(f"checkpoint {cp.id} is of graph {cp.graph_id!r}, not "
+                            f"{graph.graph_id!r}")
+        names = {t.node for t in cp.tasks} | {o.node for o in cp.completed.values()}
+        names |= set(cp.visited)
+        for name in sorted(names):
+            if name not in graph.nodes:
+                problems.append(f"checkpoint {cp.id} names node {name!r}, which the graph "
+                                "does not have")
+        if not problems:
+            try:
+                validate_state(graph, cp.state)
+            except GraphflowError as exc:
+                problems.append(f"checkpoint {cp.id} state does not fit the schema: {exc}")
+        if problems:
+            raise SnapshotMismatch("; ".join(problems))
+        self._graphs.setdefault(graph.graph_id, graph)
+        return graph
+
+    async def _prepare_resume(
+        self,
+        ref: str,
+        resume: Resume | None,
+        graph: CompiledGraph | None,
+        opts: dict[str, Any],
+    ) -> Runner:
+        cp = await self._resolve(ref)
+        graph = self._graph_for(cp, graph)
+        tenant = opts["tenant_id"]
+        if cp.tenant_id != tenant:
+            raise TenantMismatch(cp.thread_id, tenant)
+        answers = dict(cp.answers)
+        if cp.status == "completed":
+            raise NotSuspended(f"run {cp.run_id} completed (checkpoint {cp.id}); there is "
+                               "nothing to resume. Start a new run on its thread instead")
+        if cp.status == "interrupted":
+            if resume is None:
+                keys = [i.key for i in cp.interrupts]
+                raise ResumeError(f"run {cp.run_id} is paused at interrupts {keys}; resume it "
+                                  "with Resume(value) or Resume(answers={key: ...})")
+            answers.update(resume.resolve(cp.interrupts))
+        elif resume is not None:
+            raise ResumeError(f"run {cp.run_id} has no pending interrupts (status "
+                              f"{cp.status!r}); resume it without a Resume")
+        cp_counter = int(cp.metadata.get("cp_counter", 0))
+        task_counter = int(cp.metadata.get("task_counter", 0))
+        latest = await self.store.latest(cp.run_id)
+        if latest is not None and latest.id != cp.id:
+            cp_counter = max(cp_counter, int(latest.metadata.get("cp_counter", 0)))
+            task_counter = max(task_counter, int(latest.metadata.get("task_counter", 0)))
+        release = await self._claim(cp.thread_id, cp.run_id)
+        wall, on_done = self._wall()
+        runner = Runner(
+            graph=graph, store=self.store, clock=self.clock, seed=self.seed, run_id=cp.run_id,
+            thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=cp.state, step=cp.next_step,
+            tasks=list(cp.tasks), completed=dict(cp.completed), answers=answers,
+            visited=list(cp.visited), arrivals={k: list(v) for k, v in cp.arrivals.items()},
+            seq=cp.next_seq, parent_id=cp.id, resumed_from=cp.id, cp_counter=cp_counter,
+            task_counter=task_counter, max_supersteps=opts["max_supersteps"],
+            timeout=opts["timeout"], on_interrupt=opts["on_interrupt"], release=release,
+            on_done=on_done, wall_clock=wall,
+        )
+        self._track(runner)
+        return runner
+
+    def _track(self, runner: Runner) -> None:
+        record = self._runs.get(runner.run_id)
+        if record is None:
+            self._runs[runner.run_id] = RunRecord(
+                run_id=runner.run_id, thread_id=runner.thread_id, graph_id=runner.graph.graph_id,
+                revision=runner.graph.revision, status="running", started_at=self.clock.now(),
+                updated_at=None, tenant_id=runner.tenant_id,
+            )
+        else:
+            record.status = "running"
+            record.legs += 1
+        runner.record = self._runs[runner.run_id]  # type: ignore[attr-defined]
+
+
+def _check_budget(max_supersteps: Any, timeout: Any) -> None:
+    if max_supersteps is not None and (not isinstance(max_supersteps, int)
+                                       or isinstance(max_supersteps, bool) or max_supersteps < 1):
+        raise InvalidArgument(f"max_supersteps={max_supersteps!r} must be an int >= 1 or None")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout > 0):
+        raise InvalidArgument(f"timeout={timeout!r} must be a number of seconds > 0 or None")
+
+
+async def _drain(stream: RunStream) -> GraphResult[Any]:
+    async for _ in stream:
+        pass
+    return stream.result()

@@ -1,0 +1,193 @@
+"""The deterministic batch scheduler and virtual-time sleep interception (SPEC §7).
+
+Under a :class:`VirtualClock`, the tasks of a batch take turns: exactly one holds the *baton*
+at a time, and the seeded RNG picks which ready task continues at every start and every
+wake-up. A task gives the baton back when it sleeps (``anyio.sleep``, ``asyncio.sleep``,
+``trio.sleep``) or finishes. When no task is ready, virtual time jumps to the earliest
+wake-up. Because time only moves when every task of the batch waits on a virtual timer, a
+task blocked on real work (a worker thread, real I/O) never sees time jump under it.
+
+The sleep functions are patched once, process-wide; the patch acts only in a task whose
+context says it is a node task under a scheduler, and defers to the original otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import math
+import random
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any
+
+import anyio
+
+from ._clock import VirtualClock
+
+__all__ = ["BatchScheduler", "NODE_SLEEPER", "install_sleep_hooks"]
+
+NODE_SLEEPER: ContextVar[Callable[[float], Awaitable[None]] | None] = ContextVar(
+    "graphflow_node_sleeper", default=None
+)
+"""Set in node tasks under a virtual clock: the function a patched sleep defers to."""
+
+_installed = False
+
+
+def install_sleep_hooks() -> None:
+    """Patch ``asyncio.sleep``, ``trio.sleep`` and anyio's backend sleeps (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+
+    original_asyncio_sleep = asyncio.sleep
+
+    async def asyncio_sleep(delay: float, result: Any = None) -> Any:
+        sleeper = NODE_SLEEPER.get()
+        if sleeper is None:
+            return await original_asyncio_sleep(delay, result)
+        await sleeper(delay)
+        return result
+
+    asyncio_sleep.__wrapped__ = original_asyncio_sleep  # type: ignore[attr-defined]
+    asyncio.sleep = asyncio_sleep
+
+    from anyio._backends import _asyncio as anyio_asyncio
+
+    _patch_backend(anyio_asyncio.AsyncIOBackend)
+    try:
+        import trio
+        from anyio._backends import _trio as anyio_trio
+    except ImportError:  # trio is optional
+        return
+    original_trio_sleep = trio.sleep
+
+    async def trio_sleep(seconds: float) -> None:
+        sleeper = NODE_SLEEPER.get()
+        if sleeper is None:
+            return await original_trio_sleep(seconds)
+        await sleeper(seconds)
+
+    trio_sleep.__wrapped__ = original_trio_sleep  # type: ignore[attr-defined]
+    trio.sleep = trio_sleep
+    _patch_backend(anyio_trio.TrioBackend)
+
+
+def _patch_backend(backend: Any) -> None:
+    original = backend.sleep.__func__
+
+    async def sleep(cls: Any, delay: float) -> None:
+        sleeper = NODE_SLEEPER.get()
+        if sleeper is None:
+            return await original(cls, delay)  # type: ignore[no-any-return]
+        await sleeper(delay)
+
+    backend.sleep = classmethod(sleep)
+
+
+class BatchScheduler:
+    """Runs a batch's tasks one at a time in seeded order under a virtual clock.
+
+    Args:
+        clock: the virtual clock to advance.
+        rng: decides which ready task continues.
+        deadline_ns: a virtual deadline (run timeout); reaching it calls ``on_deadline``.
+    """
+
+    def __init__(
+        self,
+        clock: VirtualClock,
+        rng: random.Random | None,
+        deadline_ns: int | None = None,
+        on_deadline: Callable[[], None] | None = None,
+        on_stall: Callable[[list[int]], None] | None = None,
+    ) -> None:
+        self.clock = clock
+        self.rng = rng
+        self.deadline_ns = deadline_ns
+        self.on_deadline = on_deadline
+        self.on_stall = on_stall
+        self._forever: list[int] = []
+        self.order: list[int] = []
+        self._ready: list[tuple[int, anyio.Event]] = []
+        self._timers: list[tuple[int, int, int, anyio.Event]] = []
+        self._counter = 0
+        self._running: int | None = None
+        self._closed = False
+        self.timed_out = False
+
+    def register(self, key: int) -> anyio.Event:
+        """Register a task before the batch starts; it waits on the returned event."""
+        ev = anyio.Event()
+        self._ready.append((key, ev))
+        return ev
+
+    def start(self) -> None:
+        """Hand the baton to the first task (call once every task is registered)."""
+        self._dispatch()
+
+    def release(self, key: int) -> None:
+        """The task ``key`` finished (or failed): pass the baton on."""
+        if self._running == key:
+            self._running = None
+            self._dispatch()
+        else:  # a task cancelled while waiting: forget it
+            self._ready = [r for r in self._ready if r[0] != key]
+            self._timers = [t for t in self._timers if t[2] != key]
+            heapq.heapify(self._timers)
+            if key in self._forever:
+                self._forever.remove(key)
+
+    def close(self) -> None:
+        """Stop dispatching (the batch is being cancelled)."""
+        self._closed = True
+
+    def sleeper(self, key: int) -> Callable[[float], Awaitable[None]]:
+        """The sleep function for task ``key`` (what patched sleeps defer to)."""
+
+        async def sleep(delay: float) -> None:
+            if not delay >= 0:
+                raise ValueError(f"sleep length must be non-negative, got {delay!r}")
+            ev = anyio.Event()
+            if math.isinf(delay):
+                self._forever.append(key)
+            else:
+                wake = self.clock.elapsed_ns + round(delay * 1e9)
+                self._counter += 1
+                heapq.heappush(self._timers, (wake, self._counter, key, ev))
+            if self._running == key:
+                self._running = None
+            self._dispatch()
+            await ev.wait()
+
+        return sleep
+
+    def _dispatch(self) -> None:
+        if self._closed or self._running is not None:
+            return
+        if not self._ready and self._timers:
+            wake = self._timers[0][0]
+            if self.deadline_ns is not None and wake > self.deadline_ns:
+                self.clock.advance_to_ns(self.deadline_ns)
+                self.timed_out = True
+                self._closed = True
+                if self.on_deadline is not None:
+                    self.on_deadline()
+                return
+            self.clock.advance_to_ns(wake)
+            while self._timers and self._timers[0][0] == wake:
+                _, _, key, ev = heapq.heappop(self._timers)
+                self._ready.append((key, ev))
+        if not self._ready:
+            if not self._timers and self._forever:
+                self._closed = True
+                if self.on_stall is not None:
+                    self.on_stall(list(self._forever))
+            return
+        i = 0 if self.rng is None or len(self._ready) == 1 else self.rng.randrange(len(self._ready))
+        key, ev = self._ready.pop(i)
+        self._running = key
+        self.order.append(key)
+        ev.set()

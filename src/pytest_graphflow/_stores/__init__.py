@@ -1,0 +1,1 @@
+"""Checkpoint stores: the protocol and its backends."""

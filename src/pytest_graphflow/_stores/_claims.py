@@ -1,0 +1,287 @@
+"""Rules every store shares for its extras: claims with fencing tokens (seed 004), event
+logs and their compaction, run records, artifacts and retention arguments.
+
+The in-memory and the SQLite store keep their data differently but decide everything here,
+so the two agree on every answer and every error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .._checkpoint import FORMAT_VERSION
+from .._json import NotJSONError, to_json_value
+from ..errors import (
+    EventsCompacted,
+    InvalidArgument,
+    StaleClaim,
+    ThreadBusy,
+    UnsupportedFormat,
+)
+
+__all__ = [
+    "DEFAULT_CLAIM_TTL",
+    "Claim",
+    "artifact_bytes",
+    "check_after_seq",
+    "check_before_seq",
+    "check_keep_last",
+    "check_token",
+    "check_ttl",
+    "current_or_stale",
+    "events_compacted",
+    "from_micros",
+    "normalise_event",
+    "normalise_run_record",
+    "renewed",
+    "take_claim",
+    "to_micros",
+    "unsupported_format",
+    "utc_now",
+]
+
+DEFAULT_CLAIM_TTL = 30.0
+"""Seconds a claim stays live unless renewed (on the claiming runtime's clock)."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A run's claim on a thread.
+
+    Attributes:
+        run_id: the run holding the thread.
+        token: the fencing token; strictly increasing per thread.
+        expires_at: when the claim stops being live (UTC), unless renewed.
+        ttl: the claim's time to live in seconds; a renewal extends it by as much.
+    """
+
+    run_id: str
+    token: int
+    expires_at: datetime
+    ttl: float
+
+    def live(self, now: datetime) -> bool:
+        """Whether the claim still holds the thread at ``now``."""
+        return now < self.expires_at
+
+    def as_tuple(self) -> tuple[str, int, datetime]:
+        """``(run_id, token, expires_at)``, the form ``current_claim`` returns."""
+        return (self.run_id, self.token, self.expires_at)
+
+
+def utc_now(now: object, where: str) -> datetime:
+    """``now`` as an aware UTC datetime.
+
+    Raises:
+        InvalidArgument: when ``now`` is not a timezone-aware datetime.
+    """
+    if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
+        raise InvalidArgument(
+            f"{where}(now={now!r}): now must be a timezone-aware datetime from the claiming "
+            "runtime's clock (e.g. clock.now())"
+        )
+    return now.astimezone(UTC)
+
+
+def check_ttl(ttl: object, where: str) -> float:
+    """A claim ttl, checked: a positive finite number of seconds.
+
+    Raises:
+        InvalidArgument: for anything else.
+    """
+    if (
+        isinstance(ttl, bool)
+        or not isinstance(ttl, (int, float))
+        or not 0 < ttl < float("inf")
+    ):
+        raise InvalidArgument(f"{where}(ttl={ttl!r}): ttl must be a positive number of seconds")
+    return float(ttl)
+
+
+def to_micros(moment: datetime) -> int:
+    """Microseconds since the epoch (naive datetimes are read as UTC): a sortable key."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def from_micros(micros: int) -> datetime:
+    """The aware UTC datetime of :func:`to_micros`' key."""
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+def take_claim(
+    thread_id: str,
+    run_id: str,
+    current: Claim | None,
+    last_token: int,
+    now: datetime,
+    ttl: float,
+) -> Claim:
+    """The claim ``run_id`` gets on ``thread_id`` at ``now``.
+
+    The same run re-claiming gets a new token (its old one goes stale); another run may take
+    the thread only once the current claim expired.
+
+    Raises:
+        ThreadBusy: another run holds a live claim (``holder`` names it).
+    """
+    if current is not None and current.run_id != run_id and current.live(now):
+        raise ThreadBusy(thread_id, holder=current.run_id)
+    return Claim(run_id, last_token + 1, now + timedelta(seconds=ttl), ttl)
+
+
+def current_or_stale(thread_id: str, token: int, current: Claim | None) -> Claim:
+    """The thread's current claim, when ``token`` is its token.
+
+    Raises:
+        StaleClaim: when ``token`` is not the current claim's (taken over, released, never
+            issued). ``current`` is the current token, or ``None``.
+    """
+    if current is None or current.token != token:
+        raise StaleClaim(thread_id, token, None if current is None else current.token)
+    return current
+
+
+def renewed(claim: Claim, now: datetime) -> Claim:
+    """``claim`` extended by its ttl from ``now``."""
+    return Claim(claim.run_id, claim.token, now + timedelta(seconds=claim.ttl), claim.ttl)
+
+
+def check_token(token: object, where: str) -> int:
+    """A fencing token argument, checked.
+
+    Raises:
+        InvalidArgument: when ``token`` is not an int.
+    """
+    if isinstance(token, bool) or not isinstance(token, int):
+        raise InvalidArgument(f"{where}(token={token!r}): a fencing token is the int claim() "
+                              "returned")
+    return token
+
+
+def normalise_event(event: object) -> tuple[int, dict[str, Any]]:
+    """An event's ``seq`` and its JSON form (a fresh copy).
+
+    Raises:
+        InvalidArgument: when the event is not a dict with an int ``seq``, or not JSON.
+    """
+    if not isinstance(event, Mapping):
+        raise InvalidArgument(f"record_events: event {event!r} must be a dict in wire form "
+                              "(event.model_dump(mode='json'))")
+    seq = event.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise InvalidArgument(f"record_events: event has seq={seq!r}; every event needs an "
+                              "int seq >= 0")
+    try:
+        data = to_json_value(dict(event))
+    except NotJSONError as exc:
+        raise InvalidArgument(f"record_events: event seq={seq} is not JSON: {exc}") from None
+    return seq, data
+
+
+def check_after_seq(after_seq: object) -> int:
+    """The first seq a reader of ``events(run_id, after_seq)`` wants.
+
+    Raises:
+        InvalidArgument: when ``after_seq`` is neither ``None`` nor an int.
+    """
+    if after_seq is None:
+        return 0
+    if isinstance(after_seq, bool) or not isinstance(after_seq, int):
+        raise InvalidArgument(f"events(after_seq={after_seq!r}): after_seq must be an int or "
+                              "None")
+    return after_seq + 1
+
+
+def check_before_seq(before_seq: object) -> int:
+    """A ``compact_events`` bound, checked.
+
+    Raises:
+        InvalidArgument: when ``before_seq`` is not an int >= 0.
+    """
+    if isinstance(before_seq, bool) or not isinstance(before_seq, int) or before_seq < 0:
+        raise InvalidArgument(f"compact_events(before_seq={before_seq!r}): before_seq must be "
+                              "an int >= 0")
+    return before_seq
+
+
+def events_compacted(run_id: str, earliest_seq: int) -> EventsCompacted:
+    """The error for a read of run ``run_id``'s events before ``earliest_seq``."""
+    exc = EventsCompacted(
+        f"events of run {run_id} before seq {earliest_seq} were compacted away and cannot be "
+        f"replayed; read from after_seq={earliest_seq - 1} (the earliest kept event) or later"
+    )
+    exc.earliest_seq = earliest_seq  # type: ignore[attr-defined]
+    exc.run_id = run_id  # type: ignore[attr-defined]
+    return exc
+
+
+def normalise_run_record(record: object) -> dict[str, Any]:
+    """A run record's JSON form (datetimes become ISO strings), a fresh copy.
+
+    Raises:
+        InvalidArgument: when the record is not a dict with a str ``run_id``, or not JSON.
+    """
+    if not isinstance(record, Mapping):
+        raise InvalidArgument(f"record_run(record={record!r}): a run record is a dict")
+    run_id = record.get("run_id")
+    if not isinstance(run_id, str) or not run_id:
+        raise InvalidArgument(f"record_run: the record has run_id={run_id!r}; it needs a "
+                              "non-empty str run_id")
+    try:
+        data: dict[str, Any] = to_json_value(dict(record))
+    except NotJSONError as exc:
+        raise InvalidArgument(f"record_run: the record of run {run_id} is not JSON: "
+                              f"{exc}") from None
+    return data
+
+
+def artifact_bytes(run_id: str, name: str, data: object, media_type: object) -> bytes:
+    """An artifact's content as bytes (``str`` is encoded as UTF-8).
+
+    Raises:
+        InvalidArgument: for a bad name, content or media type.
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument(f"put_artifact({run_id!r}, name={name!r}): name must be a "
+                              "non-empty str")
+    if not isinstance(media_type, str) or not media_type:
+        raise InvalidArgument(f"put_artifact({run_id!r}, {name!r}, media_type={media_type!r}): "
+                              "media_type must be a non-empty str")
+    if isinstance(data, str):
+        return data.encode()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    raise InvalidArgument(f"put_artifact({run_id!r}, {name!r}): data must be bytes or str, "
+                          f"got {type(data).__name__}")
+
+
+def check_keep_last(keep_last: object) -> int:
+    """A ``prune`` argument, checked.
+
+    Raises:
+        InvalidArgument: when ``keep_last`` is not an int >= 0.
+    """
+    if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0:
+        raise InvalidArgument(f"prune(keep_last={keep_last!r}): keep_last must be an int >= 0")
+    return keep_last
+
+
+def unsupported_format(checkpoint_id: str, found: int) -> UnsupportedFormat:
+    """The error for a checkpoint stored in format ``found``."""
+    exc = UnsupportedFormat(
+        f"checkpoint {checkpoint_id!r} was written in format version {found}; this build of "
+        f"pytest-graphflow reads format version {FORMAT_VERSION} only. Read it with the "
+        "pytest-graphflow version that wrote it."
+    )
+    exc.checkpoint_id = checkpoint_id  # type: ignore[attr-defined]
+    exc.found = found  # type: ignore[attr-defined]
+    exc.supported = FORMAT_VERSION  # type: ignore[attr-defined]
+    return exc

@@ -1,0 +1,807 @@
+"""``FaultyStore``: a wrapper that injects faults into any checkpoint store (SPEC §7).
+
+The wrapper follows Hypothesis' ``ReadOnlyDatabase`` pattern: it owns no data and changes no
+behaviour of the store it wraps, it only decides, call by call, whether the call reaches the
+inner store at all. Every decision is a pure function of the rules and the calls seen so far,
+so a run over a ``FaultyStore`` is as deterministic as the runtime driving it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal, cast
+
+import anyio
+
+from .._checkpoint import Checkpoint
+from .._clock import Clock
+from ..errors import InvalidArgument, SimulatedCrash, StoreFault
+from ._protocol import CheckpointStore
+
+__all__ = ["Fault", "FaultPlan", "FaultRule", "FaultyStore", "StoreCall"]
+
+Outcome = Literal["pending", "ok", "rejected", "failed", "crashed", "dead", "cancelled"]
+"""What became of a store call (see :class:`StoreCall`)."""
+
+FaultKind = Literal["reject", "fail", "delay", "crash"]
+CrashPhase = Literal["before", "after"]
+ErrorSpec = BaseException | type[BaseException] | None
+
+PROTOCOL_OPS = ("save", "get", "load", "latest", "list", "delete", "fork")
+"""The operations of :class:`CheckpointStore`; any other coroutine method is an "extra"."""
+
+
+@dataclass(frozen=True)
+class StoreCall:
+    """One call made to a :class:`FaultyStore`, as recorded in :attr:`FaultyStore.calls`.
+
+    Attributes:
+        index: the call's position in the log, from 0.
+        op: the store method called (``"save"``, ``"get"``, ... or an extra such as ``"claim"``).
+        args: a short readable summary of the arguments (checkpoint id and run, run id, ...).
+        outcome: ``"ok"`` (the inner store answered), ``"rejected"`` (a ``reject_save`` rule
+            fired), ``"failed"`` (a ``fail`` rule fired, or the inner store raised: see
+            ``injected``), ``"crashed"`` (a ``crash_at`` rule fired here), ``"dead"`` (the
+            store had crashed before; the call reached nothing), ``"cancelled"`` (the caller
+            was cancelled while the call was in flight) or ``"pending"`` (still in flight).
+        error: ``repr`` of the exception the caller saw, or ``None``.
+        time: the store clock's time when the call was made, if a virtual clock is bound.
+        delay: the seconds a ``delay`` rule made the call wait.
+        injected: ``True`` when the outcome was decided by a rule, not by the inner store.
+    """
+
+    index: int
+    op: str
+    args: str
+    outcome: Outcome
+    error: str | None = None
+    time: datetime | None = None
+    delay: float = 0.0
+    injected: bool = False
+
+    def __str__(self) -> str:
+        text = f"#{self.index} {self.op}({self.args}) -> {self.outcome}"
+        if self.delay:
+            text += f" after {self.delay:g}s"
+        if self.error is not None:
+            text += f": {self.error}"
+        return text if self.time is None else f"{self.time.isoformat()} {text}"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A description of one fault rule, as plain data (see :class:`FaultPlan`).
+
+    Build them with the class methods (:meth:`reject_save`, :meth:`fail`, :meth:`delay`,
+    :meth:`crash_at`), which mirror the methods of :class:`FaultyStore`.
+
+    Which calls a rule fires on: the calls of ``op`` made since the rule was added are
+    counted; when ``when`` is given, only calls for which ``when(*args, **kwargs)`` is true
+    count (for ``save`` that is ``when(checkpoint)``). The rule then fires on the ``nth``
+    counted call, or on every ``every``-th one, or (neither given) on every counted call, at
+    most ``times`` times in all.
+
+    Attributes:
+        kind: ``"reject"``, ``"fail"``, ``"delay"`` or ``"crash"``.
+        op: the store operation the rule watches.
+        nth: fire on this counted call only (1-based).
+        every: fire on every ``every``-th counted call.
+        times: fire at most this many times.
+        seconds: for ``delay``, how long the call waits on the store's clock.
+        phase: for ``crash``, ``"before"`` (the call never reaches the inner store) or
+            ``"after"`` (it does, but the caller never learns).
+        error: the exception (instance or class) a ``reject``/``fail`` rule raises; ``None``
+            for a :class:`~pytest_graphflow.errors.StoreFault` with a readable message.
+        when: a predicate on the call's arguments, or ``None``.
+    """
+
+    kind: FaultKind
+    op: str = "save"
+    nth: int | None = None
+    every: int | None = None
+    times: int | None = None
+    seconds: float = 0.0
+    phase: CrashPhase = "before"
+    error: ErrorSpec = None
+    when: Callable[..., bool] | None = None
+
+    def __post_init__(self) -> None:
+        where = f"Fault({self.describe()})"
+        if self.kind not in ("reject", "fail", "delay", "crash"):
+            raise InvalidArgument(
+                f"{where}: kind={self.kind!r} is not one of 'reject', 'fail', 'delay', 'crash'"
+            )
+        if not isinstance(self.op, str) or not self.op:
+            raise InvalidArgument(f"{where}: op={self.op!r} must be a store method name")
+        if self.kind == "reject" and self.op != "save":
+            raise InvalidArgument(f"{where}: only save can be rejected; use fail({self.op!r})")
+        if self.nth is not None and self.every is not None:
+            raise InvalidArgument(f"{where}: give nth= or every=, not both")
+        for name in ("nth", "every", "times"):
+            value = getattr(self, name)
+            if value is not None and (type(value) is not int or value < 1):
+                raise InvalidArgument(f"{where}: {name}={value!r} must be an int >= 1 or None")
+        if not isinstance(self.seconds, int | float) or not (
+            math.isfinite(self.seconds) and self.seconds >= 0
+        ):
+            raise InvalidArgument(f"{where}: seconds={self.seconds!r} must be finite and >= 0")
+        if self.phase not in ("before", "after"):
+            raise InvalidArgument(f"{where}: phase={self.phase!r} must be 'before' or 'after'")
+        error = self.error
+        if error is not None and not isinstance(error, BaseException) and not (
+            isinstance(error, type) and issubclass(error, BaseException)
+        ):
+            raise InvalidArgument(
+                f"{where}: error={error!r} must be an exception instance or class"
+            )
+        if self.when is not None and not callable(self.when):
+            raise InvalidArgument(f"{where}: when={self.when!r} must be callable")
+
+    @classmethod
+    def reject_save(
+        cls,
+        nth: int | None = None,
+        *,
+        every: int | None = None,
+        when: Callable[[Checkpoint], bool] | None = None,
+        error: ErrorSpec = None,
+        times: int | None = None,
+    ) -> Fault:
+        """A rule that makes ``save`` raise instead of saving (see :meth:`FaultyStore.reject_save`).
+
+        Returns:
+            The fault description.
+        """
+        return cls("reject", "save", nth=nth, every=every, when=when, error=error, times=times)
+
+    @classmethod
+    def fail(
+        cls,
+        op: str,
+        nth: int | None = None,
+        *,
+        every: int | None = None,
+        when: Callable[..., bool] | None = None,
+        error: ErrorSpec = None,
+        times: int | None = None,
+    ) -> Fault:
+        """A rule that makes ``op`` raise without reaching the store (see :meth:`FaultyStore.fail`).
+
+        Returns:
+            The fault description.
+        """
+        return cls("fail", op, nth=nth, every=every, when=when, error=error, times=times)
+
+    @classmethod
+    def delay(
+        cls,
+        op: str,
+        seconds: float,
+        *,
+        nth: int | None = None,
+        every: int | None = None,
+        when: Callable[..., bool] | None = None,
+        times: int | None = None,
+    ) -> Fault:
+        """A rule that makes ``op`` wait first (see :meth:`FaultyStore.delay`).
+
+        Returns:
+            The fault description.
+        """
+        return cls("delay", op, nth=nth, every=every, when=when, times=times, seconds=seconds)
+
+    @classmethod
+    def crash_at(
+        cls,
+        op: str = "save",
+        nth: int | None = 1,
+        *,
+        when: Callable[..., bool] | None = None,
+        phase: CrashPhase = "before",
+    ) -> Fault:
+        """A rule that simulates a process death at one call (see :meth:`FaultyStore.crash_at`).
+
+        Returns:
+            The fault description.
+        """
+        return cls("crash", op, nth=nth, when=when, phase=phase, times=1)
+
+    def describe(self) -> str:
+        """The rule as the :class:`FaultyStore` call that adds it, e.g. ``reject_save(nth=2)``."""
+        if self.kind == "reject":
+            head, parts = "reject_save", []
+        elif self.kind == "fail":
+            head, parts = "fail", [repr(self.op)]
+        elif self.kind == "delay":
+            head, parts = "delay", [repr(self.op), f"{self.seconds!r}"]
+        else:
+            head, parts = "crash_at", [repr(self.op)]
+        for name in ("nth", "every"):
+            if getattr(self, name) is not None:
+                parts.append(f"{name}={getattr(self, name)!r}")
+        if self.when is not None:
+            parts.append(f"when={getattr(self.when, '__name__', repr(self.when))}")
+        if self.kind == "crash":
+            parts.append(f"phase={self.phase!r}")
+        else:
+            if self.error is not None:
+                parts.append(f"error={self.error!r}")
+            if self.times is not None:
+                parts.append(f"times={self.times!r}")
+        return f"{head}({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """A set of fault rules as a value, so tests and Hypothesis can build and print them.
+
+    Example:
+        >>> plan = FaultPlan((Fault.reject_save(nth=2), Fault.delay("get", 1.0)))
+        >>> store = plan.apply(InMemoryCheckpointStore())   # a FaultyStore
+
+    Attributes:
+        faults: the rules, in the order they are added.
+    """
+
+    faults: tuple[Fault, ...] = ()
+
+    @classmethod
+    def of(cls, *faults: Fault) -> FaultPlan:
+        """A plan of the given faults.
+
+        Returns:
+            The plan.
+        """
+        return cls(tuple(faults))
+
+    def apply(self, store: CheckpointStore) -> FaultyStore:
+        """Add the plan's rules to ``store`` (wrapped in a :class:`FaultyStore` unless it is one).
+
+        Returns:
+            The :class:`FaultyStore` holding the rules.
+        """
+        faulty = store if isinstance(store, FaultyStore) else FaultyStore(store)
+        for fault in self.faults:
+            faulty.add_fault(fault)
+        return faulty
+
+    def describe(self) -> str:
+        """The plan as readable text: one ``FaultyStore`` call per rule, or ``no faults``."""
+        return "; ".join(f.describe() for f in self.faults) or "no faults"
+
+    def __iter__(self) -> Iterator[Fault]:
+        return iter(self.faults)
+
+    def __len__(self) -> int:
+        return len(self.faults)
+
+
+@dataclass(eq=False)
+class FaultRule:
+    """A fault rule added to a :class:`FaultyStore`, with its counters.
+
+    Attributes:
+        fault: what the rule does (its :class:`Fault` description).
+        hits: how many times it has fired.
+        seen: calls of its operation made since it was added.
+        matched: of those, the calls its ``when`` predicate accepted (all, without one).
+    """
+
+    fault: Fault
+    hits: int = 0
+    seen: int = 0
+    matched: int = 0
+
+    @property
+    def kind(self) -> FaultKind:
+        """The rule's kind: ``"reject"``, ``"fail"``, ``"delay"`` or ``"crash"``."""
+        return self.fault.kind
+
+    @property
+    def op(self) -> str:
+        """The operation the rule watches."""
+        return self.fault.op
+
+    @property
+    def exhausted(self) -> bool:
+        """``True`` once the rule can fire no more (its ``times`` or its ``nth`` are past)."""
+        f = self.fault
+        if f.times is not None and self.hits >= f.times:
+            return True
+        return f.nth is not None and self.matched >= f.nth
+
+    def _count(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
+        """Count one call of the rule's operation; ``True`` if the rule fires on it."""
+        f = self.fault
+        self.seen += 1
+        if f.when is not None and not f.when(*args, **kwargs):
+            return False
+        self.matched += 1
+        if f.times is not None and self.hits >= f.times:
+            return False
+        if f.nth is not None:
+            return self.matched == f.nth
+        if f.every is not None:
+            return self.matched % f.every == 0
+        return True
+
+    def __repr__(self) -> str:
+        return f"<FaultRule {self.fault.describe()} hits={self.hits}>"
+
+
+class FaultyStore:
+    """A :class:`CheckpointStore` wrapper that rejects, fails, delays and crashes on command.
+
+    Every call is logged in :attr:`calls`. Without rules the wrapper is transparent. Every
+    coroutine method of the inner store beyond the protocol (``claim``, ``record_events``,
+    ...) is forwarded through the same machinery, so rules can target it by name; other
+    attributes are forwarded untouched.
+
+    Rules are matched in the order they were added: every rule of the call's operation counts
+    the call, every ``delay`` rule that fires adds its wait, and the first other rule that fires
+    decides the outcome (precedence is by order of addition, not by kind).
+
+    Example:
+        >>> store = FaultyStore(InMemoryCheckpointStore(), clock=VirtualClock())
+        >>> store.reject_save(nth=2).delay("get", 1.5)
+        >>> store.crash_at("save", nth=4, phase="after")
+
+    Args:
+        inner: the store to wrap.
+        clock: the clock ``delay`` waits on and :attr:`StoreCall.time` is read from; when
+            ``None``, the runtime binds its own with :meth:`bind_clock`, and without any clock
+            delays wait in real time (``anyio.sleep``).
+    """
+
+    def __init__(self, inner: CheckpointStore, *, clock: Clock | None = None) -> None:
+        self._inner = inner
+        self._clock = clock
+        self._rules: list[FaultRule] = []
+        self._calls: list[StoreCall] = []
+        self._saves: list[str] = []
+        self._crash: StoreCall | None = None
+
+    # ----------------------------------------------------------------- introspection
+
+    @property
+    def inner(self) -> CheckpointStore:
+        """The wrapped store (after a crash, open a fresh runtime over it to recover)."""
+        return self._inner
+
+    @property
+    def clock(self) -> Clock | None:
+        """The clock delays wait on, or ``None``."""
+        return self._clock
+
+    @property
+    def calls(self) -> list[StoreCall]:
+        """Every call made to this store, in the order they were made (a copy)."""
+        return list(self._calls)
+
+    @property
+    def saves(self) -> list[str]:
+        """Ids of the checkpoints whose ``save`` reached the inner store and returned."""
+        return list(self._saves)
+
+    @property
+    def rules(self) -> list[FaultRule]:
+        """The active rules, in the order they were added (a copy of the list)."""
+        return list(self._rules)
+
+    @property
+    def last_rule(self) -> FaultRule:
+        """The rule added last; read its ``hits`` after the run.
+
+        Raises:
+            LookupError: when the store has no rules.
+        """
+        if not self._rules:
+            raise LookupError("this FaultyStore has no rules; add one first")
+        return self._rules[-1]
+
+    @property
+    def dead(self) -> bool:
+        """``True`` after a ``crash_at`` rule fired, until :meth:`revive`."""
+        return self._crash is not None
+
+    @property
+    def crash(self) -> StoreCall | None:
+        """The call at which the store crashed, or ``None``."""
+        return self._crash
+
+    def format_calls(self) -> str:
+        """The call log as text, one call per line (for failure reports)."""
+        return "\n".join(map(str, self._calls)) or "(no store calls)"
+
+    def __repr__(self) -> str:
+        state = " dead" if self._crash is not None else ""
+        return (
+            f"<FaultyStore over {type(self._inner).__name__}{state}: "
+            f"{len(self._rules)} rule(s), {len(self._calls)} call(s)>"
+        )
+
+    # ------------------------------------------------------------------------ rules
+
+    def bind_clock(self, clock: Clock, *, replace: bool = False) -> None:
+        """Use ``clock`` for delays and call times, unless a clock is already bound.
+
+        The runtime calls this when it starts a run, so delays happen in the run's (virtual)
+        time; a clock given to the constructor wins unless ``replace=True``.
+        """
+        if self._clock is None or replace:
+            self._clock = clock
+
+    def add_fault(self, fault: Fault) -> FaultyStore:
+        """Add a rule described by ``fault``.
+
+        Returns:
+            This store, for chaining; the new rule is :attr:`last_rule`.
+
+        Raises:
+            InvalidArgument: when the inner store has no coroutine method ``fault.op``.
+        """
+        if not isinstance(fault, Fault):
+            raise InvalidArgument(f"add_fault({fault!r}): expected a Fault")
+        if fault.op not in PROTOCOL_OPS and not inspect.iscoroutinefunction(
+            getattr(self._inner, fault.op, None)
+        ):
+            raise InvalidArgument(
+                f"{fault.describe()}: {type(self._inner).__name__} has no coroutine method "
+                f"{fault.op!r}; store operations: {sorted(self._async_ops())}"
+            )
+        self._rules.append(FaultRule(fault))
+        return self
+
+    def reject_save(
+        self,
+        nth: int | None = None,
+        *,
+        every: int | None = None,
+        when: Callable[[Checkpoint], bool] | None = None,
+        error: ErrorSpec = None,
+        times: int | None = None,
+    ) -> FaultyStore:
+        """Make ``save`` raise, without saving anything, on chosen calls.
+
+        Args:
+            nth: reject the nth save made after this rule was added (1-based).
+            every: reject every ``every``-th save.
+            when: count only saves whose checkpoint satisfies ``when(checkpoint)``; alone, it
+                rejects every such save.
+            error: the exception (instance or class) to raise; by default a
+                :class:`~pytest_graphflow.errors.StoreFault` naming the save and checkpoint.
+            times: reject at most this many saves.
+
+        Returns:
+            This store, for chaining.
+        """
+        return self.add_fault(
+            Fault.reject_save(nth, every=every, when=when, error=error, times=times)
+        )
+
+    def fail(
+        self,
+        op: str,
+        nth: int | None = None,
+        *,
+        every: int | None = None,
+        when: Callable[..., bool] | None = None,
+        error: ErrorSpec = None,
+        times: int | None = None,
+    ) -> FaultyStore:
+        """Make operation ``op`` raise, without reaching the inner store, on chosen calls.
+
+        Args:
+            op: ``"get"``, ``"load"``, ``"latest"``, ``"list"``, ``"delete"``, ``"fork"``,
+                ``"save"`` or any coroutine method of the inner store (``"claim"``, ...).
+            nth: fail the nth call of ``op`` made after this rule was added (1-based).
+            every: fail every ``every``-th call.
+            when: count only calls for which ``when(*args, **kwargs)`` is true.
+            error: the exception (instance or class); by default a ``StoreFault``.
+            times: fail at most this many calls.
+
+        Returns:
+            This store, for chaining.
+        """
+        return self.add_fault(Fault.fail(op, nth, every=every, when=when, error=error, times=times))
+
+    def delay(
+        self,
+        op: str,
+        seconds: float,
+        *,
+        nth: int | None = None,
+        every: int | None = None,
+        when: Callable[..., bool] | None = None,
+        times: int | None = None,
+    ) -> FaultyStore:
+        """Make calls of ``op`` wait ``seconds`` on the store's clock before anything else.
+
+        Under a :class:`~pytest_graphflow.VirtualClock` the wait is virtual (``clock.sleep``);
+        with no clock bound it is real (``anyio.sleep``). Without ``nth``/``every``/``when``
+        every call waits.
+
+        Returns:
+            This store, for chaining.
+        """
+        return self.add_fault(
+            Fault.delay(op, seconds, nth=nth, every=every, when=when, times=times)
+        )
+
+    def crash_at(
+        self,
+        op: str = "save",
+        nth: int | None = 1,
+        *,
+        when: Callable[..., bool] | None = None,
+        phase: CrashPhase = "before",
+    ) -> FaultyStore:
+        """Simulate a process death at the ``nth`` call of ``op`` (that satisfies ``when``).
+
+        The call raises :class:`~pytest_graphflow.errors.SimulatedCrash` (a ``BaseException``,
+        so no ``except Exception`` swallows it). With ``phase="before"`` the call does not
+        reach the inner store; with ``phase="after"`` it does, and the crash comes after the
+        inner store answered, so the caller never learns the outcome. From then on the store
+        is dead: every call raises ``SimulatedCrash`` and reaches nothing, until
+        :meth:`revive`. To recover the way a real deployment would, open a fresh runtime over
+        :attr:`inner`.
+
+        Returns:
+            This store, for chaining.
+        """
+        return self.add_fault(Fault.crash_at(op, nth, when=when, phase=phase))
+
+    def clear_rules(self) -> FaultyStore:
+        """Remove every rule (the log, the saves and a crash are kept).
+
+        Returns:
+            This store, for chaining.
+        """
+        self._rules.clear()
+        return self
+
+    def revive(self) -> FaultyStore:
+        """Bring a crashed store back to life (its rules stay; a fired crash does not re-fire).
+
+        Returns:
+            This store, for chaining.
+        """
+        self._crash = None
+        return self
+
+    # ------------------------------------------------------------- the protocol
+
+    async def save(self, checkpoint: Checkpoint) -> None:
+        """Save through the fault rules (see :meth:`CheckpointStore.save`)."""
+        await self._call("save", self._inner.save, (checkpoint,), {})
+
+    async def get(self, checkpoint_id: str) -> Checkpoint | None:
+        """Get through the fault rules (see :meth:`CheckpointStore.get`)."""
+        result = await self._call("get", self._inner.get, (checkpoint_id,), {})
+        return cast("Checkpoint | None", result)
+
+    async def load(self, run_id: str, node_id: str | None = None) -> Checkpoint | None:
+        """Load through the fault rules (see :meth:`CheckpointStore.load`)."""
+        result = await self._call("load", self._inner.load, (run_id, node_id), {})
+        return cast("Checkpoint | None", result)
+
+    async def latest(self, run_id: str) -> Checkpoint | None:
+        """Latest through the fault rules (see :meth:`CheckpointStore.latest`)."""
+        result = await self._call("latest", self._inner.latest, (run_id,), {})
+        return cast("Checkpoint | None", result)
+
+    async def list(
+        self, run_id: str | None = None, *, thread_id: str | None = None
+    ) -> list[Checkpoint]:
+        """List through the fault rules (see :meth:`CheckpointStore.list`)."""
+        result = await self._call("list", self._inner.list, (run_id,), {"thread_id": thread_id})
+        return cast("list[Checkpoint]", result)
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        """Delete through the fault rules (see :meth:`CheckpointStore.delete`)."""
+        return cast("bool", await self._call("delete", self._inner.delete, (checkpoint_id,), {}))
+
+    async def fork(
+        self, checkpoint_id: str, patch_state: Mapping[str, Any] | None = None
+    ) -> str:
+        """Fork through the fault rules (see :meth:`CheckpointStore.fork`)."""
+        result = await self._call("fork", self._inner.fork, (checkpoint_id, patch_state), {})
+        return cast("str", result)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names the wrapper lacks: forward them to the inner store.
+        inner = self.__dict__.get("_inner")
+        if inner is None or name.startswith("__"):
+            raise AttributeError(name)
+        value = getattr(inner, name)
+        if name.startswith("_") or not inspect.iscoroutinefunction(value):
+            return value
+        method = cast("Callable[..., Awaitable[Any]]", value)
+
+        async def forwarded(*args: Any, **kwargs: Any) -> Any:
+            return await self._call(name, method, args, kwargs)
+
+        forwarded.__name__ = name
+        forwarded.__qualname__ = f"FaultyStore.{name}"
+        forwarded.__doc__ = getattr(value, "__doc__", None)
+        return forwarded
+
+    # ------------------------------------------------------------- machinery
+
+    def _async_ops(self) -> set[str]:
+        ops = set(PROTOCOL_OPS)
+        for name in dir(self._inner):
+            if not name.startswith("_") and inspect.iscoroutinefunction(
+                getattr(self._inner, name, None)
+            ):
+                ops.add(name)
+        return ops
+
+    def _now(self) -> datetime | None:
+        clock = self._clock
+        return clock.now() if clock is not None and getattr(clock, "virtual", False) else None
+
+    def _finish(
+        self, index: int, outcome: Outcome, error: BaseException | None = None, **more: Any
+    ) -> None:
+        self._calls[index] = replace(
+            self._calls[index],
+            outcome=outcome,
+            error=None if error is None else repr(error),
+            **more,
+        )
+
+    def _dead_error(self, op: str, summary: str) -> SimulatedCrash:
+        crash = self._crash
+        assert crash is not None
+        return SimulatedCrash(
+            f"store is dead: the process crashed at call #{crash.index} "
+            f"({crash.op} {crash.args}); {op}({summary}) reached nothing. Recover with a fresh "
+            "runtime over the inner store (FaultyStore.inner), or call revive()"
+        )
+
+    async def _call(
+        self,
+        op: str,
+        fn: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        index = len(self._calls)
+        summary = _summarize(args, kwargs)
+        self._calls.append(StoreCall(index, op, summary, "pending", time=self._now()))
+        if self._crash is not None:
+            dead = self._dead_error(op, summary)
+            self._finish(index, "dead", dead, injected=True)
+            raise dead
+        try:
+            wait = 0.0
+            decider: FaultRule | None = None
+            for rule in list(self._rules):
+                if rule.op != op or not rule._count(args, kwargs):
+                    continue
+                if rule.kind == "delay":
+                    rule.hits += 1
+                    wait += rule.fault.seconds
+                elif decider is None:
+                    rule.hits += 1
+                    decider = rule
+            return await self._run(index, op, summary, fn, args, kwargs, wait, decider)
+        except BaseException as exc:
+            if self._calls[index].outcome == "pending":
+                # Cancelled while waiting, or a rule's own ``when`` predicate raised.
+                self._finish(index, _pending_outcome(exc), exc)
+            raise
+
+    async def _run(
+        self,
+        index: int,
+        op: str,
+        summary: str,
+        fn: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        wait: float,
+        decider: FaultRule | None,
+    ) -> Any:
+        if wait:
+            self._calls[index] = replace(self._calls[index], delay=wait)
+            if self._clock is not None:
+                await self._clock.sleep(wait)
+            else:
+                await anyio.sleep(wait)
+            if self._crash is not None:  # another call crashed the store meanwhile
+                dead = self._dead_error(op, summary)
+                self._finish(index, "dead", dead, injected=True)
+                raise dead
+        fault = None if decider is None else decider.fault
+        if fault is not None and fault.kind == "crash" and fault.phase == "before":
+            raise self._die(index, decider, op, summary)
+        if fault is not None and fault.kind in ("reject", "fail"):
+            assert decider is not None
+            error = _make_error(decider, op, summary, args)
+            self._finish(index, "rejected" if fault.kind == "reject" else "failed", error,
+                         injected=True)
+            raise error.with_traceback(None)
+        try:
+            result = await fn(*args, **kwargs)
+        except Exception as exc:
+            if fault is not None and fault.kind == "crash":
+                raise self._die(index, decider, op, summary) from exc
+            self._finish(index, "failed", exc)
+            raise
+        if op == "save":
+            self._saves.append(args[0].id)
+        if fault is not None and fault.kind == "crash":
+            raise self._die(index, decider, op, summary)
+        if self._crash is not None:  # the process died while the inner store worked
+            dead = self._dead_error(op, summary)
+            self._finish(index, "dead", dead, injected=True)
+            raise dead
+        self._finish(index, "ok")
+        return result
+
+    def _die(
+        self, index: int, rule: FaultRule | None, op: str, summary: str
+    ) -> SimulatedCrash:
+        assert rule is not None
+        phase = rule.fault.phase
+        crash = SimulatedCrash(
+            f"simulated crash {phase} {op} #{rule.seen} ({summary}): "
+            f"{rule.fault.describe()}. "
+            + ("It did not reach the store" if phase == "before"
+               else "It reached the store, but the caller never learned the outcome")
+            + "; nothing after it reaches the store. Recover with a fresh runtime over the "
+            "inner store (FaultyStore.inner)."
+        )
+        self._finish(index, "crashed", crash, injected=True)
+        self._crash = self._calls[index]
+        return crash
+
+
+def _make_error(
+    rule: FaultRule, op: str, summary: str, args: tuple[Any, ...]
+) -> BaseException:
+    fault = rule.fault
+    if isinstance(fault.error, BaseException):
+        return fault.error
+    if op == "save" and args and isinstance(args[0], Checkpoint):
+        message = f"injected: save #{rule.seen} of checkpoint {args[0].id} "
+        message += "rejected" if fault.kind == "reject" else "failed"
+    else:
+        message = f"injected: {op} #{rule.seen} ({summary}) failed"
+    if fault.error is None:
+        return StoreFault(message)
+    try:
+        return fault.error(message)
+    except TypeError:
+        return fault.error()
+
+
+def _pending_outcome(exc: BaseException) -> Outcome:
+    return "cancelled" if isinstance(exc, anyio.get_cancelled_exc_class()) else "failed"
+
+
+def _summarize(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+    """A short readable rendering of a call's arguments (``None`` keyword values omitted)."""
+    parts = [_short(a) for a in args]
+    while parts and parts[-1] == "None":
+        parts.pop()
+    parts += [f"{k}={_short(v)}" for k, v in kwargs.items() if v is not None]
+    return ", ".join(parts)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, Checkpoint):
+        return f"{value.id} of run {value.run_id}"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(map(str, value)) + "}"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+

@@ -1,0 +1,317 @@
+"""``InMemoryCheckpointStore``: checkpoints in dicts, indexed by run (seed 003)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+from .._checkpoint import Checkpoint
+from .._ids import derived_hex
+from .._json import jcopy
+from ..errors import CheckpointNotFound, ForkTargetExists
+from . import _claims as rules
+
+__all__ = ["InMemoryCheckpointStore"]
+
+_Records = list[dict[str, Any]]
+"""A list of JSON records (events, run records, artifact descriptions)."""
+
+
+class InMemoryCheckpointStore:
+    """An in-memory :class:`CheckpointStore`, for tests and short-lived runs.
+
+    Checkpoints are kept by id and indexed by run and by thread, so ``latest`` and ``load``
+    do not scan the whole store. ``save`` and every read copy, so neither the caller nor the
+    runtime can change a stored checkpoint by mutating an object.
+
+    It also keeps the extras the runtime uses when a store has them, with exactly the
+    semantics of :class:`~pytest_graphflow._stores._sqlite.SQLiteCheckpointStore`: event logs
+    (``record_events``/``events``/``compact_events``), run records (``record_run``/``runs``/
+    ``run``), artifacts, thread claims with fencing tokens (``claim``/``renew``/``release``/
+    ``current_claim``) and retention (``prune``).
+
+    Args:
+        claim_ttl: seconds a claim stays live unless renewed, on the claiming runtime's clock.
+    """
+
+    def __init__(self, *, claim_ttl: float = rules.DEFAULT_CLAIM_TTL) -> None:
+        self._by_id: dict[str, tuple[Checkpoint, int]] = {}
+        self._by_run: dict[str, dict[str, None]] = {}
+        self._by_thread: dict[str, dict[str, None]] = {}
+        self._latest: dict[str, str] = {}
+        self._order = 0
+        self.claim_ttl: float = rules.check_ttl(claim_ttl, "InMemoryCheckpointStore")
+        self._events: dict[str, dict[int, dict[str, Any]]] = {}
+        self._earliest_seq: dict[str, int] = {}
+        self._runs: dict[str, dict[str, Any]] = {}
+        self._artifacts: dict[str, dict[str, tuple[bytes, str]]] = {}
+        self._claims: dict[str, rules.Claim] = {}
+        self._claim_tokens: dict[str, int] = {}
+
+    def _rank(self, checkpoint_id: str) -> tuple[Any, int]:
+        cp, order = self._by_id[checkpoint_id]
+        return (cp.timestamp, order)
+
+    async def save(self, checkpoint: Checkpoint) -> None:
+        """Persist a copy of ``checkpoint``; one with the same id is overwritten."""
+        cid = checkpoint.id
+        old = self._by_id.get(cid)
+        if old is not None and old[0].run_id != checkpoint.run_id:
+            self._unindex(old[0])
+        self._order += 1
+        self._by_id[cid] = (checkpoint.clone(), self._order)
+        self._by_run.setdefault(checkpoint.run_id, {})[cid] = None
+        self._by_thread.setdefault(checkpoint.thread_id, {})[cid] = None
+        current = self._latest.get(checkpoint.run_id)
+        if current is None or current == cid or self._rank(cid) >= self._rank(current):
+            if current == cid:
+                self._latest[checkpoint.run_id] = self._max(checkpoint.run_id)
+            else:
+                self._latest[checkpoint.run_id] = cid
+
+    def _max(self, run_id: str) -> str:
+        return max(self._by_run[run_id], key=self._rank)
+
+    def _unindex(self, cp: Checkpoint) -> None:
+        self._by_run.get(cp.run_id, {}).pop(cp.id, None)
+        self._by_thread.get(cp.thread_id, {}).pop(cp.id, None)
+        if self._latest.get(cp.run_id) == cp.id:
+            if self._by_run.get(cp.run_id):
+                self._latest[cp.run_id] = self._max(cp.run_id)
+            else:
+                self._latest.pop(cp.run_id, None)
+                self._by_run.pop(cp.run_id, None)
+
+    async def get(self, checkpoint_id: str) -> Checkpoint | None:
+        """A copy of the checkpoint with this id, or ``None``."""
+        found = self._by_id.get(checkpoint_id)
+        return None if found is None else found[0].clone()
+
+    async def latest(self, run_id: str) -> Checkpoint | None:
+        """A copy of the run's most recent checkpoint, or ``None``."""
+        cid = self._latest.get(run_id)
+        return None if cid is None else self._by_id[cid][0].clone()
+
+    async def load(self, run_id: str, node_id: str | None = None) -> Checkpoint | None:
+        """The run's most recent checkpoint, or the most recent one for ``node_id``."""
+        if node_id is None:
+            return await self.latest(run_id)
+        ids = [cid for cid in self._by_run.get(run_id, ())
+               if node_id == self._by_id[cid][0].node_id or node_id in self._by_id[cid][0].node_ids]
+        return self._by_id[max(ids, key=self._rank)][0].clone() if ids else None
+
+    async def list(
+        self, run_id: str | None = None, *, thread_id: str | None = None
+    ) -> list[Checkpoint]:
+        """Checkpoints of a run, a thread or the whole store, oldest first."""
+        if run_id is not None:
+            ids: Any = self._by_run.get(run_id, {})
+            if thread_id is not None:
+                ids = [i for i in ids if self._by_id[i][0].thread_id == thread_id]
+        elif thread_id is not None:
+            ids = self._by_thread.get(thread_id, {})
+        else:
+            ids = self._by_id
+        return [self._by_id[i][0].clone() for i in sorted(ids, key=self._rank)]
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        """Delete one checkpoint; ``True`` if it existed."""
+        found = self._by_id.pop(checkpoint_id, None)
+        if found is None:
+            return False
+        self._unindex(found[0])
+        return True
+
+    async def fork(
+        self, checkpoint_id: str, patch_state: Mapping[str, Any] | None = None
+    ) -> str:
+        """Clone a checkpoint into a new run and thread; return the new run id."""
+        found = self._by_id.get(checkpoint_id)
+        if found is None:
+            raise CheckpointNotFound(
+                f"cannot fork checkpoint {checkpoint_id!r}: the store has no such checkpoint"
+            )
+        source = found[0]
+        n = 0
+        while True:
+            token = derived_hex("fork", checkpoint_id, n)
+            run_id, thread_id, cid = f"run-{token}", f"thread-{token}", f"cp-{token}-f"
+            if run_id not in self._by_run and cid not in self._by_id:
+                break
+            n += 1
+            if n > 1000:  # pragma: no cover - defensive
+                raise ForkTargetExists(f"no free run id for a fork of {checkpoint_id!r}")
+        state = dict(source.state)
+        if patch_state:
+            from .._json import to_json_value
+
+            state.update({k: to_json_value(v) for k, v in patch_state.items()})
+        forked = source.clone(
+            id=cid, run_id=run_id, thread_id=thread_id, parent_id=source.id, state=state,
+            metadata={**source.metadata, "forked_from": source.id},
+        )
+        await self.save(forked)
+        return run_id
+
+    # -- extras: events, run records, artifacts, claims, retention (SPEC §5, seeds 002/004) --
+
+    async def record_events(self, run_id: str, events: _Records) -> None:
+        """Record events of ``run_id`` in wire form; an event with a recorded seq overwrites it.
+
+        Events before the run's compaction point are dropped: that part of the log is gone.
+
+        Raises:
+            InvalidArgument: when an event is not a JSON dict with an int ``seq``.
+        """
+        normalised = [rules.normalise_event(e) for e in events]
+        earliest = self._earliest_seq.get(run_id, 0)
+        log = self._events.setdefault(run_id, {})
+        for seq, data in normalised:
+            if seq >= earliest:
+                log[seq] = data
+
+    async def events(self, run_id: str, after_seq: int | None = None) -> _Records:
+        """The run's recorded events with ``seq > after_seq`` (all when ``None``), by seq.
+
+        Raises:
+            EventsCompacted: when part of what was asked for was compacted away.
+        """
+        first = rules.check_after_seq(after_seq)
+        earliest = self._earliest_seq.get(run_id, 0)
+        if first < earliest:
+            raise rules.events_compacted(run_id, earliest)
+        log = self._events.get(run_id, {})
+        return [jcopy(log[seq]) for seq in sorted(log) if seq >= first]
+
+    async def compact_events(self, run_id: str, before_seq: int) -> int:
+        """Remove the run's events with ``seq < before_seq``; return how many were removed."""
+        before = rules.check_before_seq(before_seq)
+        if before <= self._earliest_seq.get(run_id, 0):
+            return 0
+        self._earliest_seq[run_id] = before
+        log = self._events.get(run_id, {})
+        gone = [seq for seq in log if seq < before]
+        for seq in gone:
+            del log[seq]
+        return len(gone)
+
+    async def record_run(self, record: dict[str, Any]) -> None:
+        """Insert or update the run record keyed by ``record["run_id"]``.
+
+        Fields of an existing record that ``record`` does not name are kept. Datetimes are
+        stored in their ISO form.
+        """
+        data = rules.normalise_run_record(record)
+        old = self._runs.get(data["run_id"])
+        self._runs[data["run_id"]] = data if old is None else {**old, **data}
+
+    async def runs(self) -> _Records:
+        """Every run record, in the order the runs were first recorded."""
+        return [jcopy(r) for r in self._runs.values()]
+
+    async def run(self, run_id: str) -> dict[str, Any] | None:
+        """The record of ``run_id``, or ``None``."""
+        found = self._runs.get(run_id)
+        return None if found is None else jcopy(found)
+
+    async def put_artifact(
+        self,
+        run_id: str,
+        name: str,
+        data: bytes | str,
+        media_type: str = "application/octet-stream",
+    ) -> None:
+        """Store an artifact of ``run_id`` (``str`` as UTF-8), replacing one of that name."""
+        content = rules.artifact_bytes(run_id, name, data, media_type)
+        self._artifacts.setdefault(run_id, {})[name] = (content, media_type)
+
+    async def get_artifact(self, run_id: str, name: str) -> bytes | None:
+        """The content of the run's artifact ``name``, or ``None``."""
+        found = self._artifacts.get(run_id, {}).get(name)
+        return None if found is None else found[0]
+
+    async def artifacts(self, run_id: str) -> _Records:
+        """The run's artifacts (``name``, ``media_type``, ``size``), in the order first stored."""
+        return [{"name": name, "media_type": media_type, "size": len(content)}
+                for name, (content, media_type) in self._artifacts.get(run_id, {}).items()]
+
+    async def claim(
+        self, thread_id: str, run_id: str, *, now: datetime, ttl: float | None = None
+    ) -> int:
+        """Claim ``thread_id`` for ``run_id`` and return a new, strictly increasing fencing token.
+
+        ``now`` is the claiming runtime's clock; the claim is live until ``now + ttl``
+        (``claim_ttl`` by default). The same run re-claiming gets a new token.
+
+        Raises:
+            ThreadBusy: another run holds a live claim on the thread.
+        """
+        moment = rules.utc_now(now, "claim")
+        seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
+        claim = rules.take_claim(thread_id, run_id, self._claims.get(thread_id),
+                                 self._claim_tokens.get(thread_id, 0), moment, seconds)
+        self._claims[thread_id] = claim
+        self._claim_tokens[thread_id] = claim.token
+        return claim.token
+
+    async def renew(self, thread_id: str, token: int, *, now: datetime) -> None:
+        """Extend the claim ``token`` by its ttl from ``now``.
+
+        Raises:
+            StaleClaim: ``token`` is not the thread's current claim.
+        """
+        moment = rules.utc_now(now, "renew")
+        current = rules.current_or_stale(thread_id, rules.check_token(token, "renew"),
+                                         self._claims.get(thread_id))
+        self._claims[thread_id] = rules.renewed(current, moment)
+
+    async def release(self, thread_id: str, token: int) -> None:
+        """Release the claim ``token``; the thread is free at once.
+
+        Raises:
+            StaleClaim: ``token`` is not the thread's current claim.
+        """
+        rules.current_or_stale(thread_id, rules.check_token(token, "release"),
+                               self._claims.get(thread_id))
+        del self._claims[thread_id]
+
+    async def current_claim(self, thread_id: str) -> tuple[str, int, datetime] | None:
+        """``(run_id, token, expires_at)`` of the thread's claim (live or expired), or ``None``."""
+        found = self._claims.get(thread_id)
+        return None if found is None else found.as_tuple()
+
+    async def prune(self, run_id: str, keep_last: int) -> int:
+        """Delete all but the newest ``keep_last`` checkpoints of the run; return how many."""
+        keep = rules.check_keep_last(keep_last)
+        ids = sorted(self._by_run.get(run_id, ()), key=self._rank)
+        doomed = ids[: max(len(ids) - keep, 0)]
+        for cid in doomed:
+            await self.delete(cid)
+        return len(doomed)
+
+    def close(self) -> None:
+        """Nothing to release; present so that code can close any store."""
+
+    def __enter__(self) -> InMemoryCheckpointStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> InMemoryCheckpointStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

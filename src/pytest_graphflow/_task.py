@@ -1,0 +1,194 @@
+"""Running one task: the node call, its retries, its result and its edges."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from ._checkpoint import TaskRecord
+from ._clock import Clock
+from ._events import Interrupt
+from ._graph import END, CompiledGraph, Command, Expand, NodeSpec
+from ._json import NotJSONError, to_json_value
+from ._merge import merge_patches, normalize_patch, validate_state
+from ._node import EdgeContext, NodeContext, _InterruptSignal
+from .errors import GraphflowError, UnknownRoute, UpdateRejected
+
+__all__ = ["Outcome", "decide_edges", "execute"]
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What one task came to (internal).
+
+    ``kind`` is ``done``, ``interrupt``, ``error`` (the node or its result failed),
+    ``edge_error`` (an edge function raised: C7) or ``cancelled``.
+    """
+
+    record: TaskRecord
+    spec: NodeSpec
+    kind: str = "cancelled"
+    patch: dict[str, Any] | None = None
+    goto: list[str] | None = None
+    expand: dict[str, Any] | None = None
+    targets: list[str] = field(default_factory=list)
+    interrupt: Interrupt | None = None
+    error: BaseException | None = None
+    failed_attempts: list[tuple[datetime, datetime, BaseException]] = field(default_factory=list)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    custom: list[tuple[str, Any]] = field(default_factory=list)
+    replayed: bool = False
+    routed_to: str | None = None
+    attempt: int = 1
+    user_error: bool = False
+
+
+async def execute(
+    graph: CompiledGraph,
+    spec: NodeSpec,
+    record: TaskRecord,
+    make_input: Callable[[], BaseModel],
+    ctx: NodeContext,
+    clock: Clock,
+    sleep: Callable[[float], Awaitable[None]],
+    state: dict[str, Any],
+) -> Outcome:
+    """Run the node of ``record`` (with retries), then decide its edges."""
+    out = Outcome(record, spec)
+    out.custom = ctx._custom
+    out.started_at = clock.now()
+    fn = spec.fn
+    attempt = 1
+    model = make_input()
+    while True:
+        ctx.attempt = attempt
+        attempt_start = clock.now() if attempt > 1 else out.started_at
+        try:
+            result = fn(model, ctx) if spec.arity == 2 else fn(model)
+            if spec.is_async or inspect.isawaitable(result):
+                result = await result
+            break
+        except _InterruptSignal as signal:
+            out.kind = "interrupt"
+            out.interrupt = signal.interrupt
+            out.attempt = attempt
+            out.finished_at = clock.now()
+            return out
+        except Exception as exc:
+            retry = spec.retry
+            if retry is not None and attempt < retry.attempts and isinstance(exc, retry.retry_on):
+                out.failed_attempts.append((attempt_start, clock.now(), exc))
+                await sleep(retry.delay(attempt))
+                attempt += 1
+                model = make_input()
+                continue
+            out.kind = "error"
+            out.error = exc
+            out.user_error = True
+            out.attempt = attempt
+            out.finished_at = clock.now()
+            return out
+    out.attempt = attempt
+    out.finished_at = clock.now()
+    try:
+        _take_result(graph, spec, result, out)
+    except GraphflowError as exc:
+        out.kind = "error"
+        out.error = exc
+        return out
+    out.kind = "done"
+    if out.goto is None and out.expand is None:
+        await decide_edges(graph, spec, out, state, ctx.visited, ctx.step)
+    return out
+
+
+def _take_result(graph: CompiledGraph, spec: NodeSpec, result: Any, out: Outcome) -> None:
+    node = spec.name
+    if isinstance(result, Command):
+        out.patch = normalize_patch(graph, node, result.update)
+        if result.goto is not None:
+            goto = [result.goto] if isinstance(result.goto, str) else list(result.goto)
+            allowed = graph.allowed_targets(node)
+            for target in goto:
+                if target != END and target not in allowed:
+                    raise UnknownRoute(node, target, allowed)
+            out.goto = goto
+            out.targets = list(dict.fromkeys(goto))
+    elif isinstance(result, Expand):
+        out.patch = normalize_patch(graph, node, result.update)
+        if result.node not in graph.nodes or result.node not in spec.destinations:
+            raise UnknownRoute(node, result.node, spec.destinations)
+        if isinstance(result.items, (str, bytes)) or not isinstance(result.items, Sequence):
+            raise UpdateRejected(node, "<expand>", "Expand items must be a list")
+        try:
+            items = [to_json_value(i) for i in result.items]
+        except NotJSONError as exc:
+            raise UpdateRejected(node, "<expand>", f"an Expand item has no JSON form: {exc}") \
+                from None
+        out.expand = {"node": result.node, "items": items}
+    else:
+        out.patch = normalize_patch(graph, node, result)
+
+
+async def decide_edges(
+    graph: CompiledGraph,
+    spec: NodeSpec,
+    out: Outcome,
+    state: dict[str, Any],
+    visited: tuple[str, ...],
+    step: int,
+) -> None:
+    """Decide the static and conditional targets of a completed (or replayed) task.
+
+    A replayed task that picked its target itself keeps its recorded ``goto``/``expand``.
+    An edge function that raises makes the outcome an ``edge_error`` (C7).
+    """
+    if out.goto is not None:
+        out.targets = list(dict.fromkeys(out.goto))
+        return
+    if out.expand is not None:
+        return
+    node = spec.name
+    targets = list(graph.edges.get(node, ()))
+    branches = graph.branches.get(node)
+    if branches:
+        try:
+            merged = merge_patches(graph, state, [(node, out.patch)], parallel=False)
+            view = validate_state(graph, merged, [(node, out.patch)])
+        except GraphflowError as exc:
+            out.kind = "error"
+            out.error = exc
+            return
+        ectx = EdgeContext(node, (*visited, node), step)
+        for branch in branches:
+            try:
+                picked = branch.route(view, ectx) if branch.arity == 2 else branch.route(view)
+                if inspect.isawaitable(picked):
+                    picked = await picked
+            except Exception as exc:
+                out.kind = "edge_error"
+                out.error = exc
+                return
+            picks = list(picked) if isinstance(picked, (list, tuple)) else [picked]
+            for key in picks:
+                if branch.mapping is not None:
+                    if key not in branch.mapping:
+                        out.kind = "error"
+                        out.error = UnknownRoute(node, key, [str(k) for k in branch.mapping])
+                        return
+                    target = branch.mapping[key]
+                else:
+                    target = key
+                    if target not in branch.targets and target != END:
+                        out.kind = "error"
+                        out.error = UnknownRoute(node, target, branch.targets)
+                        return
+                targets.append(target)
+    out.targets = list(dict.fromkeys(targets))
+

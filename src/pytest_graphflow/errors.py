@@ -1,0 +1,314 @@
+"""The error catalogue of pytest-graphflow.
+
+Every error the library raises derives from :class:`GraphflowError`. Where a builtin
+exception fits, a leaf inherits it too, so ``except ValueError`` keeps working.
+
+Two kinds of error exist (SPEC §6):
+
+* errors *in the run* (a node that raises, conflicting writes, budgets, ...) end the run
+  with an ``error`` event, ``run_end`` with status ``failed`` and a resumable checkpoint; the
+  result carries them (``GraphResult.error``) and ``GraphResult.raise_for_status()`` raises them;
+* errors of the *caller* (bad arguments, unknown ids, resume errors, claims) are raised by the
+  call itself. A store's own exception is never wrapped (invariant C6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "Cancelled",
+    "CheckpointNotFound",
+    "ConflictingWrites",
+    "EventsCompacted",
+    "ForkTargetExists",
+    "GraphExecutionError",
+    "GraphValidationError",
+    "GraphflowError",
+    "InvalidArgument",
+    "JoinStarved",
+    "MidExecution",
+    "NodeFailed",
+    "NotSuspended",
+    "NothingToRecover",
+    "ResumeError",
+    "RunTimedOut",
+    "SimulatedCrash",
+    "SnapshotMismatch",
+    "StaleClaim",
+    "StoreFault",
+    "SuperstepLimit",
+    "TenantMismatch",
+    "ThreadBusy",
+    "ThreadSuspended",
+    "UndeclaredWrite",
+    "UnknownKey",
+    "UnknownRoute",
+    "UnsupportedFormat",
+    "UpdateRejected",
+    "VirtualDeadlock",
+]
+
+
+class GraphflowError(Exception):
+    """Root of every error pytest-graphflow raises."""
+
+
+class InvalidArgument(GraphflowError, TypeError):
+    """An argument to a pytest-graphflow API is of the wrong type or out of range."""
+
+
+class GraphValidationError(GraphflowError, ValueError):
+    """The builder found one or more structural problems; every problem is listed.
+
+    Attributes:
+        problems: one line per problem, each naming the node or edge it concerns.
+        graph_id: the graph that failed to compile.
+    """
+
+    def __init__(self, graph_id: str, problems: Sequence[str]) -> None:
+        self.graph_id = graph_id
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(
+            f"graph {graph_id!r} has {len(self.problems)} structural problem(s):\n{lines}"
+        )
+
+
+class GraphExecutionError(GraphflowError, RuntimeError):
+    """A graph was used in a way its run does not allow (seed 001's interrupt misuse, ...)."""
+
+
+class UnknownRoute(GraphExecutionError):
+    """A node returned a route this graph cannot schedule.
+
+    Attributes:
+        node: the node that picked the route.
+        target: the target it picked.
+    """
+
+    def __init__(self, node: str, target: object, allowed: Sequence[str]) -> None:
+        self.node = node
+        self.target = target
+        self.allowed = list(allowed)
+        super().__init__(
+            f"node {node!r} routed to {target!r}, which it may not reach; declared targets: "
+            f"{self.allowed}. Declare it with g.node({node!r}, ..., destinations=[...]) or "
+            "route to an existing node."
+        )
+
+
+class ConflictingWrites(GraphExecutionError):
+    """Two tasks of one parallel batch wrote the same key, and the key has no reducer."""
+
+    def __init__(self, key: str, nodes: Sequence[str]) -> None:
+        self.key = key
+        self.nodes = list(nodes)
+        super().__init__(
+            f"nodes {self.nodes} of one parallel batch all wrote key {key!r}, which has no "
+            f"reducer; annotate the field with Reducer(...) "
+            f"(e.g. Annotated[list[str], Reducer(operator.add)]) or write it from one node only."
+        )
+
+
+class UndeclaredWrite(GraphExecutionError):
+    """A node emitted an update for a key outside its declared write set."""
+
+    def __init__(self, node: str, key: str, declared: Sequence[str]) -> None:
+        self.node = node
+        self.key = key
+        self.declared = sorted(declared)
+        super().__init__(
+            f"node {node!r} wrote key {key!r} outside its declared write set {self.declared}; "
+            f"add it to writes= or stop writing it."
+        )
+
+
+class UnknownKey(GraphExecutionError):
+    """A key was written that the graph's state schema does not define."""
+
+    def __init__(self, node: str, key: str, known: Sequence[str]) -> None:
+        self.node = node
+        self.key = key
+        self.known = sorted(known)
+        super().__init__(
+            f"node {node!r} wrote key {key!r}, which the state schema does not define; "
+            f"known keys: {self.known}."
+        )
+
+
+class UpdateRejected(GraphExecutionError):
+    """A key's reducer (or the state schema) rejected an update."""
+
+    def __init__(self, node: str, key: str, reason: str) -> None:
+        self.node = node
+        self.key = key
+        self.reason = reason
+        super().__init__(f"update of key {key!r} by node {node!r} was rejected: {reason}")
+
+
+class SuperstepLimit(GraphExecutionError):
+    """The run reached its superstep limit with work still scheduled."""
+
+    def __init__(self, limit: int, scheduled: Sequence[str]) -> None:
+        self.limit = limit
+        self.scheduled = list(scheduled)
+        super().__init__(
+            f"the run reached max_supersteps={limit} with nodes {self.scheduled} still "
+            "scheduled; raise max_supersteps or check the graph for an unbounded cycle. The "
+            "run is resumable with a new budget."
+        )
+
+
+class JoinStarved(GraphExecutionError):
+    """The graph went quiescent while a join still waited for arrivals nothing can produce."""
+
+    def __init__(self, join: str, missing: Sequence[str], arrived: Sequence[str]) -> None:
+        self.join = join
+        self.missing = list(missing)
+        self.arrived = list(arrived)
+        super().__init__(
+            f"join {join!r} waits for {self.missing} (arrived: {self.arrived}) but nothing is "
+            "scheduled that can reach it; check the branches feeding the join."
+        )
+
+
+class NodeFailed(GraphExecutionError):
+    """A node raised; the node's exception is ``__cause__``."""
+
+    def __init__(self, node: str, task_id: str, error: BaseException) -> None:
+        self.node = node
+        self.task_id = task_id
+        self.error = error
+        super().__init__(f"node {node!r} (task {task_id}) failed: {type(error).__name__}: {error}")
+
+
+class RunTimedOut(GraphExecutionError):
+    """The run's timeout, measured on the runtime's clock, expired.
+
+    The checkpoint keeps every task that finished first, so a resume with a new budget
+    continues without re-running them.
+    """
+
+    def __init__(self, run_id: str, timeout: float) -> None:
+        self.run_id = run_id
+        self.timeout = timeout
+        super().__init__(
+            f"run {run_id} exceeded its timeout of {timeout}s (runtime clock); resume it with "
+            "a larger timeout to continue."
+        )
+
+
+class Cancelled(GraphExecutionError):
+    """The run was cancelled; every task was cancelled and joined.
+
+    Tasks that finished first keep their results, so a resume continues without re-running
+    them.
+    """
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id} was cancelled; resume it to continue.")
+
+
+class VirtualDeadlock(GraphExecutionError):
+    """Every task of a batch waits on something that virtual time cannot bring about."""
+
+
+class ResumeError(GraphflowError, ValueError):
+    """A resume was refused: no answers, an interrupt that is not pending, or a bad answer.
+
+    Nothing was changed.
+    """
+
+
+class NotSuspended(ResumeError):
+    """``resume`` was called on a run that is not suspended (e.g. it completed)."""
+
+
+class NothingToRecover(ResumeError):
+    """Recovery was asked of a thread with no incomplete execution."""
+
+
+class ThreadSuspended(GraphflowError, RuntimeError):
+    """A new run was started on a suspended thread; answer its interrupts with resume."""
+
+
+class MidExecution(GraphflowError, RuntimeError):
+    """A new run was started on a thread whose latest checkpoint is mid-execution; resume it."""
+
+
+class CheckpointNotFound(GraphflowError, LookupError):
+    """No checkpoint exists for the given run or checkpoint id. Nothing was changed."""
+
+
+class SnapshotMismatch(GraphflowError, ValueError):
+    """A checkpoint does not match this compiled graph; every problem is listed."""
+
+
+class UnsupportedFormat(GraphflowError, ValueError):
+    """A checkpoint was written in a format this build does not read."""
+
+
+class ThreadBusy(GraphflowError, RuntimeError):
+    """Another run holds the thread; retry once it has suspended, completed or expired."""
+
+    def __init__(self, thread_id: str, holder: str | None = None) -> None:
+        self.thread_id = thread_id
+        self.holder = holder
+        who = f" (held by run {holder})" if holder else ""
+        super().__init__(
+            f"thread {thread_id!r} is busy{who}; retry once that run has suspended or "
+            "completed, or once its claim has expired."
+        )
+
+
+class StaleClaim(GraphflowError, RuntimeError):
+    """A fencing token is not the thread's current claim: the claim was lost."""
+
+    def __init__(self, thread_id: str, token: int, current: int | None) -> None:
+        self.thread_id = thread_id
+        self.token = token
+        self.current = current
+        super().__init__(
+            f"claim token {token} on thread {thread_id!r} is stale (current: {current}); "
+            "another run took the thread over. Nothing was written."
+        )
+
+
+class TenantMismatch(GraphflowError, PermissionError):
+    """The run's tenant is not the thread's. Nothing was changed."""
+
+    def __init__(self, thread_id: str, requested: str | None) -> None:
+        self.thread_id = thread_id
+        self.requested = requested
+        super().__init__(
+            f"tenant {requested!r} may not use thread {thread_id!r}; pass the tenant_id the "
+            "thread was created with."
+        )
+
+
+class ForkTargetExists(GraphflowError, ValueError):
+    """A fork's target run already exists; a fork only ever creates a new run."""
+
+
+class EventsCompacted(GraphflowError, LookupError):
+    """Events before ``earliest_seq`` were compacted away and cannot be replayed."""
+
+
+class StoreFault(GraphflowError, OSError):
+    """The default error a :class:`FaultyStore` rule raises."""
+
+
+class SimulatedCrash(BaseException):
+    """A simulated process death injected by ``FaultyStore.crash_at``.
+
+    It derives from ``BaseException`` so that no ``except Exception`` in node or user code can
+    swallow it: the run unwinds, and nothing after the crash point reaches the store.
+    """
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,1 @@
+"""The pytest plugin of pytest-graphflow (entry point ``pytest11``)."""

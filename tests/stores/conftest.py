@@ -1,0 +1,71 @@
+"""Fixtures shared by the store tests: every store backend, both anyio backends."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_graphflow._checkpoint import Checkpoint
+from pytest_graphflow._stores._memory import InMemoryCheckpointStore
+from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+
+MakeCheckpoint = Callable[..., Checkpoint]
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Run every ``@pytest.mark.anyio`` store test on asyncio and on trio."""
+    return str(request.param)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def any_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[InMemoryCheckpointStore | SQLiteCheckpointStore]:
+    """Each store backend in turn; both must give the same answers."""
+    if request.param == "memory":
+        yield InMemoryCheckpointStore()
+        return
+    store = SQLiteCheckpointStore(tmp_path / "store.db")
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    """A fresh SQLite store file path."""
+    return tmp_path / "graphflow.db"
+
+
+@pytest.fixture
+def make_cp() -> MakeCheckpoint:
+    """Build a checkpoint: ``make_cp("cp-1", run="run-a", at=3, state={...})``.
+
+    ``at`` is seconds after 2025-01-01T00:00Z (``timestamp=`` sets it directly).
+    """
+
+    def build(
+        cid: str,
+        *,
+        run: str = "run-a",
+        thread: str = "thread-a",
+        at: float = 0,
+        timestamp: datetime | None = None,
+        state: dict[str, Any] | None = None,
+        node: str | None = None,
+        nodes: list[str] | None = None,
+        **extra: Any,
+    ) -> Checkpoint:
+        return Checkpoint(
+            id=cid, run_id=run, thread_id=thread, graph_id="g", revision="rev-x", step=0,
+            timestamp=T0 + timedelta(seconds=at) if timestamp is None else timestamp, state={"n": 0} if state is None else state,
+            node_id=node, node_ids=nodes or [], **extra,
+        )
+
+    return build
