@@ -112,4 +112,6 @@ class Checkpoint(BaseModel):
         data["error"] = jcopy(self.error)
         data["metadata"] = jcopy(self.metadata)
         data.update(changes)
-        return Checkpoint.model_construct(**data)
+        from ._fast import make
+
+        return make(Checkpoint, **data)

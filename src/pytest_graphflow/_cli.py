@@ -297,7 +297,7 @@ def _event_line(event: dict[str, Any]) -> str:
             continue
         if key == "attempt" and value == 1:
             continue
-        fields.append(f"{key}={_short(value)}")
+        fields.append(key if value is True else f"{key}={_short(value)}")
     if event.get("task_id"):
         fields.append(f"task={event['task_id']}")
     return f"{head} {' '.join(fields)}".rstrip()

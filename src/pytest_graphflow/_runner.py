@@ -33,6 +33,7 @@ from ._events import (
 )
 from ._graph import END, REPLAYED_EFFECTS, CompiledGraph, NodeSpec
 from ._json import jcopy
+from ._fast import make
 from ._merge import merge_patches, validate_state
 from ._node import CURRENT_TASK, NodeContext
 from ._sched import NODE_SLEEPER, BatchScheduler
@@ -51,28 +52,11 @@ from .errors import (
 
 __all__ = ["Runner"]
 
-_new = object.__new__
 
 
 def _ev(cls: type[EventBase], **fields: Any) -> Any:
     """Build an event without validation (hot path); ``time`` is stamped when yielded."""
-    obj = _new(cls)
-    data = {"node": None, "task_id": None, "time": None}
-    data.update(cls._defaults)  # type: ignore[attr-defined]
-    data.update(fields)
-    object.__setattr__(obj, "__dict__", data)
-    object.__setattr__(obj, "__pydantic_fields_set__", set(fields))
-    object.__setattr__(obj, "__pydantic_extra__", None)
-    object.__setattr__(obj, "__pydantic_private__", None)
-    return obj
-
-
-for _cls in (RunStart, NodeStart, NodeEnd, EdgeTransition, CheckpointSaved, InterruptEvent,
-             ErrorEvent, CustomEvent, RunEnd):
-    _cls._defaults = {  # type: ignore[attr-defined]
-        name: info.default for name, info in _cls.model_fields.items()
-        if not info.is_required() and info.default_factory is None
-    }
+    return make(cls, time=None, **fields)
 
 
 class StepState:
@@ -171,7 +155,7 @@ class Runner:
 
     def _task(self, node: str, **extra: Any) -> TaskRecord:
         self.task_counter += 1
-        return TaskRecord.model_construct(
+        return make(TaskRecord, 
             task_id=f"task-{self._hex}-{self.task_counter}", node=node,
             item=extra.get("item"), has_item=extra.get("has_item", False),
             checkpoint_id_before=extra.get("checkpoint_id_before"),
@@ -628,7 +612,7 @@ class Runner:
         return self._stamp(events)
 
     def _output(self, out: Outcome, keep: bool = False) -> TaskOutput:
-        return TaskOutput.model_construct(
+        return make(TaskOutput, 
             task_id=out.record.task_id, node=out.record.node, patch=out.patch, goto=out.goto,
             expand=out.expand, keep=keep, started_at=out.started_at,
             finished_at=out.finished_at,
@@ -771,7 +755,7 @@ class Runner:
         visited: list[str] | None = None,
         arrivals: dict[str, list[str]] | None = None,
     ) -> None:
-        cp = Checkpoint.model_construct(
+        cp = make(Checkpoint, 
             id=cid, run_id=self.run_id, thread_id=self.thread_id, graph_id=self.graph.graph_id,
             revision=self.graph.revision, node_id=node_ids[-1] if node_ids else None,
             node_ids=node_ids, step=step, parent_id=self.parent_id,

@@ -362,7 +362,12 @@ def _parse_str(text: str, item: object, *, in_group: bool) -> _Element:
             end = _scan(inner, pos, lambda c: c == ",", item)
             parts.append(inner[pos:end])
             pos = end + 1
-        singles = [_parse_single_str(p, item) for p in parts if p.strip()]
+        singles: list[_Single] = []
+        for part in parts:
+            if part.strip():
+                el = _parse_str(part, item, in_group=True)
+                assert isinstance(el, _Single)  # gaps and groups raised above
+                singles.append(el)
         if not singles:
             raise EventPatternError(item, "an empty group matches nothing")
         return _Group(s, tuple(singles))
@@ -556,7 +561,7 @@ def _mismatch_message(
         rows.append((" ", "⋮", f"⋮ ({len(rest) - _ROWS_AFTER} more rows)"))
     lines = [
         f"events do not match the pattern at position {pos} (pattern item {p}); "
-        + ("no event matched" if pos == 0 else f"events 0..{pos - 1} matched"),
+        + {0: "no event matched", 1: "event 0 matched"}.get(pos, f"events 0..{pos - 1} matched"),
         f"  expected: {expected}",
         f"  found:    {found}",
         "",

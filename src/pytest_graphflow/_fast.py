@@ -1,0 +1,49 @@
+"""Building pydantic models on the hot path without validation (internal).
+
+``make(cls, **fields)`` does what ``cls.model_construct(**fields)`` does for our own models —
+defaults filled, no validation — at a fraction of the cost: the defaults are computed once per
+class. Only for values the runtime already knows to be valid.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+__all__ = ["make"]
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+_SPECS: dict[type[Any], tuple[dict[str, Any], tuple[tuple[str, Any], ...]]] = {}
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _spec(cls: type[BaseModel]) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...]]:
+    static: dict[str, Any] = {}
+    factories: list[tuple[str, Any]] = []
+    for name, info in cls.model_fields.items():
+        if info.default_factory is not None:
+            factories.append((name, info.default_factory))
+        elif not info.is_required():
+            static[name] = info.default
+    spec = (static, tuple(factories))
+    _SPECS[cls] = spec
+    return spec
+
+
+def make(cls: type[ModelT], **fields: Any) -> ModelT:
+    """An instance of ``cls`` from trusted ``fields`` (no validation)."""
+    static, factories = _SPECS.get(cls) or _spec(cls)
+    data = dict(static)
+    for name, factory in factories:
+        if name not in fields:
+            data[name] = factory()
+    data.update(fields)
+    obj = _new(cls)
+    _set(obj, "__dict__", data)
+    _set(obj, "__pydantic_fields_set__", set(fields))
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj  # type: ignore[no-any-return]
