@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
@@ -128,6 +129,9 @@ def short_repr(value: object, limit: int = 80) -> str:
         text = f"re({value.pattern!r})"
     elif isinstance(value, type):
         text = value.__name__
+    elif inspect.isroutine(value):
+        name = value.__name__  # not repr(): that holds a memory address
+        text = name if name.startswith("<") else f"<{name}>"
     else:
         try:
             shown = to_json_value(value)

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from ._json import to_json_value
 from .errors import EventsCompacted, GraphflowError
 
 __all__ = ["main"]
@@ -148,17 +149,17 @@ def _runs(args: argparse.Namespace) -> str:
     async def read(store: Any) -> list[dict[str, Any]]:
         records: list[dict[str, Any]] = await store.runs()
         known = {r.get("run_id") for r in records}
-        for cp in await store.list():  # runs with checkpoints but no record
-            if cp.run_id not in known:
-                known.add(cp.run_id)
-                records.append({"run_id": cp.run_id})
+        for run_id in store.checkpointed_runs():  # runs with checkpoints but no record
+            if run_id not in known:
+                known.add(run_id)
+                records.append({"run_id": run_id})
         for record in records:
             latest = await store.latest(record["run_id"])
             if latest is not None:
                 record.setdefault("thread_id", latest.thread_id)
                 record.setdefault("graph_id", latest.graph_id)
                 record.setdefault("status", latest.status)
-                record.setdefault("updated_at", latest.timestamp.isoformat())
+                record.setdefault("updated_at", to_json_value(latest.timestamp))
         return records
 
     records = _with_store(args.file, read)
@@ -280,7 +281,7 @@ def _short(value: Any, limit: int = 60) -> str:
 def _event_line(event: dict[str, Any]) -> str:
     """``seq  step N  type  node  key fields`` for one wire-form event."""
     kind = str(event.get("type", "?"))
-    head = (f"{event.get('seq', '?'):>5}  step {event.get('step', '?')!s:<3} {kind:<16} "
+    head = (f"{event.get('seq', '?'):>5}  step {event.get('step', '?')!s:<3} {kind:<17}"
             f"{_cell(event.get('node')):<12}")
     fields: list[str] = []
     if kind == "edge_transition":

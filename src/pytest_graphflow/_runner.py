@@ -412,14 +412,13 @@ class Runner:
             record = tasks[i]
             ctx = context(record)
             CURRENT_TASK.set(ctx)
-            if sched is not None:
-                NODE_SLEEPER.set(sched.sleeper(i))
-                if wall:
-                    NODE_CLOCK.set(clock)  # type: ignore[arg-type]
             try:
                 if sched is not None:
                     await events[i].wait()
                     sleep = sched.sleeper(i)
+                    NODE_SLEEPER.set(sleep)
+                    if wall:
+                        NODE_CLOCK.set(clock)  # type: ignore[arg-type]
                 else:
                     sleep = clock.sleep
                 outcomes[i] = await execute(graph, outcomes[i].spec, record, make_input, ctx,

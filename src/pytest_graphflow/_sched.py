@@ -160,7 +160,12 @@ class BatchScheduler:
             if self._running == key:
                 self._running = None
             self._dispatch()
-            await ev.wait()
+            # anyio's Event.wait may itself sleep(0): let that reach the real sleep.
+            token = NODE_SLEEPER.set(None)
+            try:
+                await ev.wait()
+            finally:
+                NODE_SLEEPER.reset(token)
 
         return sleep
 

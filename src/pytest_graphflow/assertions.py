@@ -26,7 +26,7 @@ a callable                         a predicate on the event
 Field matchers compare an event's attribute with an expected value: a plain value (``==``;
 ``True``/``False`` only equal bools; a string also equals the JSON form of a non-string value,
 so ``time="2025-01-01T00:00:00Z"`` works), a ``dict`` (partial match of its keys, recursively;
-models compare by their fields), a ``list`` (same length, item by item), a ``type``
+models compare by their fields), a ``list`` or ``tuple`` (same length, item by item), a ``type``
 (``isinstance``), a compiled regex (``fullmatch`` on a string), a callable predicate, or any
 object with its own ``__eq__`` (dirty-equals' ``IsInstance``, ``unittest.mock.ANY``). A predicate
 or ``__eq__`` that raises counts as no match, so a pattern can scan events of every shape.
@@ -36,6 +36,9 @@ text is a plain string.
 Without gaps a pattern must match the whole sequence; ``...`` at either end lets a prefix or a
 suffix go unmatched. On a mismatch :class:`EventPatternMismatch` shows the pattern and the events
 side by side and marks where they part.
+
+:func:`format_events` (one compact line per event) and :func:`events_diff` (the first divergent
+event of two sequences, in a window) are the renderings those messages use.
 """
 
 from __future__ import annotations
@@ -154,7 +157,7 @@ def _value_matches(expected: object, actual: object) -> bool:
         if not isinstance(actual, Mapping):
             return False
         return all(k in actual and _value_matches(v, actual[k]) for k, v in expected.items())
-    if isinstance(expected, list) and isinstance(actual, (list, tuple)):
+    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)):
         return len(expected) == len(actual) and all(
             _value_matches(e, a) for e, a in zip(expected, actual, strict=True)
         )
@@ -228,10 +231,10 @@ def _scan(text: str, start: int, stop: Callable[[str], bool], item: object) -> i
     depth, quote, i = 0, "", start
     while i < len(text):
         c = text[i]
-        if quote:
-            if c == "\\":
-                i += 1
-            elif c == quote:
+        if c == "\\":
+            i += 1  # an escaped character never opens, closes or ends anything
+        elif quote:
+            if c == quote:
                 quote = ""
         elif c in "'\"":
             quote = c
@@ -416,8 +419,7 @@ def _parse_item(item: object, *, in_group: bool = False) -> _Element:
         return _Group("{" + ", ".join(s.text for s in singles) + "}", tuple(singles))
     if callable(item) and not isinstance(item, type):
         predicate = item
-        name = getattr(predicate, "__name__", None) or repr(predicate)
-        return _Single(f"<{name}>", lambda e: value_matches(predicate, e))
+        return _Single(short_repr(predicate), lambda e: value_matches(predicate, e))
     raise EventPatternError(item, f"items of type {type(item).__name__} are not understood")
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import inspect
 import unittest
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -145,6 +145,7 @@ class StoreConformance(RuleBasedStateMachine):
     checkpoints = Bundle("checkpoints")
     runs = Bundle("runs")
 
+
     def __init__(self) -> None:
         super().__init__()
         self._exit = ExitStack()
@@ -197,13 +198,15 @@ class StoreConformance(RuleBasedStateMachine):
         return store  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ helpers
+    # Each rule runs all its store calls and checks in one coroutine on the machine's loop:
+    # one thread hop per step instead of one per store call.
+
+    def _run(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        return self.portal.call(partial(fn, *args))
 
     @property
     def _name(self) -> str:
         return type(self.store).__name__
-
-    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return self.portal.call(partial(fn, *args, **kwargs))
 
     def _broke(self, call: str, rule_text: str, detail: str) -> NoReturn:
         raise AssertionError(
@@ -216,6 +219,9 @@ class StoreConformance(RuleBasedStateMachine):
     def _ordered(self, ids: Any) -> list[str]:
         return sorted(ids, key=self._rank)
 
+    def _ids_of_run(self, run_id: str) -> list[str]:
+        return [cid for cid, cp in self.model.items() if cp.run_id == run_id]
+
     def _fresh_id(self) -> str:
         while True:
             self._next_id += 1
@@ -223,7 +229,7 @@ class StoreConformance(RuleBasedStateMachine):
             if cid not in self.model:
                 return cid
 
-    def _record_save(self, cp: Checkpoint) -> None:
+    def _record(self, cp: Checkpoint) -> None:
         self._seq += 1
         self.model[cp.id] = cp.model_copy(deep=True)
         self.saved_at[cp.id] = self._seq
@@ -241,13 +247,32 @@ class StoreConformance(RuleBasedStateMachine):
             self._broke(call, rule_text, f"expected checkpoint {expected_id}, got {got.id}")
         want, have = _dump(self.model[expected_id]), _dump(got)
         if want != have:
-            diff = {k: (want.get(k), have.get(k)) for k in want.keys() | have.keys()
+            diff = {k: (want.get(k), have.get(k)) for k in sorted(want.keys() | have.keys())
                     if want.get(k) != have.get(k)}
             self._broke(
                 call, rule_text,
                 f"checkpoint {expected_id} is not as it was saved last: it differs in "
                 f"{sorted(diff)}; (saved, returned): {diff}",
             )
+
+    def _expect_latest(self, call: str, ids: list[str], got: Any, rule_text: str) -> None:
+        if not ids:
+            if got is not None:
+                self._broke(call, f"{rule_text} (None when nothing matches)",
+                            f"nothing matches, yet it returned {getattr(got, 'id', got)!r}")
+            return
+        expected = max(ids, key=self._rank)
+        if getattr(got, "id", None) != expected:
+            self._broke(
+                call, rule_text,
+                f"expected {expected}, got {getattr(got, 'id', got)!r}; candidates (timestamp "
+                f"offset, save order): {self._describe(self._ordered(ids))}",
+            )
+        self._expect_same(call, rule_text, expected, got)
+
+    async def _check_latest(self, run_id: str) -> None:
+        got = await self.store.latest(run_id)
+        self._expect_latest(f"latest({run_id!r})", self._ids_of_run(run_id), got, LATEST_RULE)
 
     def _build(
         self, cid: str, run_id: str, tick: int, node_id: str | None, node_ids: list[str],
@@ -260,27 +285,38 @@ class StoreConformance(RuleBasedStateMachine):
             visited=list(node_ids), metadata={"origin": "conformance"},
         )
 
-    def _save(self, cp: Checkpoint, what: str) -> None:
+    async def _save(self, cp: Checkpoint, what: str) -> None:
         old = self.model.get(cp.id)
-        result = self._call(self.store.save, cp)
+        result = await self.store.save(cp)  # type: ignore[func-returns-value]
         if result is not None:
             self._broke(f"save({cp.id!r})", "save returns None", f"it returned {result!r}")
-        self._record_save(cp)
+        self._record(cp)
         # The caller keeps its object: changing it must not change what the store holds.
         _mutate(cp)
-        got = self._call(self.store.get, cp.id)
+        got = await self.store.get(cp.id)
         self._expect_same(f"get({cp.id!r})", f"a {what} checkpoint can be read back by id",
                           cp.id, got)
         # Nor may changing what a read returned.
+        assert got is not None
         _mutate(got)
         self._expect_same(
             f"get({cp.id!r})", "get returns copies: mutating a checkpoint it returned changes "
-            "nothing in the store", cp.id, self._call(self.store.get, cp.id),
+            "nothing in the store", cp.id, await self.store.get(cp.id),
         )
         # Every save can change its run's latest (and, for an overwrite, the old run's).
-        self.latest(cp.run_id)
+        await self._check_latest(cp.run_id)
         if old is not None and old.run_id != cp.run_id:
-            self.latest(old.run_id)
+            await self._check_latest(old.run_id)
+
+    async def _fork_missing(self, cid: str) -> None:
+        call, rule_text = f"fork({cid!r})", "fork of a missing id raises CheckpointNotFound"
+        try:
+            result = await self.store.fork(cid)
+        except CheckpointNotFound:
+            return
+        except Exception as exc:
+            self._broke(call, rule_text, f"it raised {exc!r}")
+        self._broke(call, rule_text, f"it returned {result!r}")
 
     # -------------------------------------------------------------------- rules
 
@@ -300,7 +336,7 @@ class StoreConformance(RuleBasedStateMachine):
     ) -> str:
         """Save a checkpoint under a new id."""
         cp = self._build(self._fresh_id(), run_id, tick, node_id, node_ids, step, state)
-        self._save(cp, "new")
+        self._run(self._save, cp, "new")
         return cp.id
 
     @rule(
@@ -312,56 +348,38 @@ class StoreConformance(RuleBasedStateMachine):
         self, cid: str, run_id: str, tick: int, node_id: str | None, node_ids: list[str],
         step: int, state: dict[str, Any],
     ) -> None:
-        """Save again under an id that exists (or existed): the old checkpoint is replaced."""
-        self._save(self._build(cid, run_id, tick, node_id, node_ids, step, state), "overwritten")
+        """Save again under an id that exists (or existed): it replaces the old checkpoint."""
+        cp = self._build(cid, run_id, tick, node_id, node_ids, step, state)
+        self._run(self._save, cp, "overwritten")
 
     @rule(cid=checkpoints)
     def get(self, cid: str) -> None:
         """``get`` returns the checkpoint saved last under the id, or ``None``."""
-        got = self._call(self.store.get, cid)
-        if cid not in self.model:
-            if got is not None:
-                self._broke(f"get({cid!r})", "get of a missing (deleted) id returns None",
-                            f"it returned checkpoint {getattr(got, 'id', got)!r}")
-            return
-        self._expect_same(f"get({cid!r})", "get returns the checkpoint with that id", cid, got)
-
-    def _check_latest(self, call: str, ids: list[str], got: Any, rule_text: str) -> None:
-        if not ids:
-            if got is not None:
-                self._broke(call, f"{rule_text} (None when nothing matches)",
-                            f"nothing matches, yet it returned {getattr(got, 'id', got)!r}")
-            return
-        expected = max(ids, key=self._rank)
-        if getattr(got, "id", None) != expected:
-            self._broke(
-                call, rule_text,
-                f"expected {expected}, got {getattr(got, 'id', got)!r}; candidates (timestamp "
-                f"offset, save order): {self._describe(self._ordered(ids))}",
-            )
-        self._expect_same(call, rule_text, expected, got)
-
-    def _ids_of_run(self, run_id: str) -> list[str]:
-        return [cid for cid, cp in self.model.items() if cp.run_id == run_id]
+        got = self._run(self.store.get, cid)
+        if cid in self.model:
+            self._expect_same(f"get({cid!r})", "get returns the checkpoint with that id", cid,
+                              got)
+        elif got is not None:
+            self._broke(f"get({cid!r})", "get of a missing (deleted) id returns None",
+                        f"it returned checkpoint {getattr(got, 'id', got)!r}")
 
     @rule(run_id=runs)
     def latest(self, run_id: str) -> None:
         """``latest`` is the latest timestamp, ties broken by save order."""
-        got = self._call(self.store.latest, run_id)
-        self._check_latest(f"latest({run_id!r})", self._ids_of_run(run_id), got, LATEST_RULE)
+        self._run(self._check_latest, run_id)
 
     @rule(run_id=runs, node_id=st.none() | st.sampled_from(NODES))
     def load(self, run_id: str, node_id: str | None) -> None:
         """``load(run)`` equals ``latest``; ``load(run, node)`` is the latest for that node."""
         if node_id is None:
-            got = self._call(self.store.load, run_id)
-            self._check_latest(f"load({run_id!r})", self._ids_of_run(run_id), got,
-                               f"load without node_id is latest: {LATEST_RULE}")
+            got = self._run(self.store.load, run_id)
+            self._expect_latest(f"load({run_id!r})", self._ids_of_run(run_id), got,
+                                f"load without node_id is latest: {LATEST_RULE}")
             return
-        got = self._call(self.store.load, run_id, node_id)
+        got = self._run(self.store.load, run_id, node_id)
         ids = [cid for cid in self._ids_of_run(run_id)
                if self.model[cid].node_id == node_id or node_id in self.model[cid].node_ids]
-        self._check_latest(
+        self._expect_latest(
             f"load({run_id!r}, {node_id!r})", ids, got,
             "load(run, node) is the latest of the run's checkpoints whose node_id or node_ids "
             f"name the node ({LATEST_RULE})",
@@ -371,59 +389,50 @@ class StoreConformance(RuleBasedStateMachine):
     def list_checkpoints(self, run_id: str, scope: str) -> None:
         """``list`` returns exactly the matching checkpoints, by timestamp then save order."""
         thread = self.thread_of_run[run_id]
-        args: tuple[str, ...]
-        kwargs: dict[str, str]
-        if scope == "run":
-            call, args, kwargs = f"list({run_id!r})", (run_id,), {}
-            ids = self._ids_of_run(run_id)
-        elif scope == "thread":
-            call, args, kwargs = f"list(thread_id={thread!r})", (), {"thread_id": thread}
-            ids = [cid for cid, cp in self.model.items() if cp.thread_id == thread]
-        elif scope in ("run+thread", "other"):
-            if scope == "other":  # a thread the run is not on: nothing matches
-                thread = "thread-2" if thread != "thread-2" else "thread-1"
-            call = f"list({run_id!r}, thread_id={thread!r})"
-            args, kwargs = (run_id,), {"thread_id": thread}
-            ids = [cid for cid in self._ids_of_run(run_id)
-                   if self.model[cid].thread_id == thread]
-        else:
-            call, args, kwargs = "list()", (), {}
-            ids = list(self.model)
-        got = self._call(self.store.list, *args, **kwargs)
+        if scope == "other":  # a thread the run is not on: nothing matches
+            thread = "thread-2" if thread != "thread-2" else "thread-1"
+        run_arg = None if scope in ("thread", "all") else run_id
+        thread_arg = None if scope in ("run", "all") else thread
+        ids = [cid for cid, cp in self.model.items()
+               if run_arg in (None, cp.run_id) and thread_arg in (None, cp.thread_id)]
+        shown = [repr(run_arg)] if run_arg is not None else []
+        shown += [f"thread_id={thread_arg!r}"] if thread_arg is not None else []
+        call = f"list({', '.join(shown)})"
+        got = self._run(partial(self.store.list, run_arg, thread_id=thread_arg))
         expected = self._ordered(ids)
         got_ids = [getattr(cp, "id", cp) for cp in got]
         if sorted(got_ids, key=str) != sorted(expected):
             self._broke(call, "list returns exactly the matching checkpoints",
                         f"expected {expected}, got {got_ids}")
         if got_ids != expected:
-            self._broke(call, ORDER_RULE,
-                        f"expected {self._describe(expected)}; got {got_ids}")
+            self._broke(call, ORDER_RULE, f"expected {self._describe(expected)}; got {got_ids}")
         for cid, cp in zip(expected, got, strict=True):
             self._expect_same(call, "list returns the checkpoints as saved", cid, cp)
 
     @rule(cid=checkpoints)
     def delete(self, cid: str) -> None:
         """``delete`` says whether the id existed; the checkpoint is then gone."""
+        self._run(self._delete, cid)
+
+    @rule(run_id=runs)
+    def delete_latest(self, run_id: str) -> None:
+        """Delete a run's latest checkpoint: the run's latest falls back to the one before."""
+        if ids := self._ids_of_run(run_id):
+            self._run(self._delete, max(ids, key=self._rank))
+
+    async def _delete(self, cid: str) -> None:
         existed = cid in self.model
-        got = self._call(self.store.delete, cid)
+        got = await self.store.delete(cid)
         if got is not existed:
             self._broke(f"delete({cid!r})", "delete returns True if the id existed, else False",
                         f"the id {'existed' if existed else 'did not exist'}; it returned {got!r}")
         gone = self.model.pop(cid, None)
         self.saved_at.pop(cid, None)
-        after = self._call(self.store.get, cid)
-        if after is not None:
+        if await self.store.get(cid) is not None:
             self._broke(f"get({cid!r})", "a deleted checkpoint is gone",
-                        f"after delete({cid!r}) get still returned it")
+                        f"after delete({cid!r}), get still returned it")
         if gone is not None:  # the run's latest falls back to the one before
-            self.latest(gone.run_id)
-
-    @rule(run_id=runs)
-    def delete_latest(self, run_id: str) -> None:
-        """Delete a run's latest checkpoint: the run's latest falls back to the one before."""
-        ids = self._ids_of_run(run_id)
-        if ids:
-            self.delete(max(ids, key=self._rank))
+            await self._check_latest(gone.run_id)
 
     @rule(
         target=runs, cid=checkpoints,
@@ -432,82 +441,72 @@ class StoreConformance(RuleBasedStateMachine):
     )
     def fork(self, cid: str, patch: dict[str, Any] | None) -> Any:
         """``fork`` clones a checkpoint into a fresh run; the source is unchanged."""
-        call = f"fork({cid!r}{'' if patch is None else f', patch_state={patch!r}'})"
+        new_run = self._run(self._fork, cid, patch)
+        return multiple() if new_run is None else new_run
+
+    async def _fork(self, cid: str, patch: dict[str, Any] | None) -> str | None:
         if cid not in self.model:
-            self._fork_missing(cid)
-            return multiple()
+            await self._fork_missing(cid)
+            return None
+        call = f"fork({cid!r}{'' if patch is None else f', patch_state={patch!r}'})"
         runs_before = {cp.run_id for cp in self.model.values()}
         threads_before = {cp.thread_id for cp in self.model.values()}
-        new_run = self._call(self.store.fork, cid, patch)
+        new_run = await self.store.fork(cid, patch)
         if not isinstance(new_run, str):
             self._broke(call, "fork returns the new run id (a str)", f"it returned {new_run!r}")
         if new_run in runs_before:
             held = self._ordered(self._ids_of_run(new_run))
             self._broke(call, "fork returns a fresh run id",
                         f"it returned {new_run!r}, a run the store already holds ({held})")
-        forked = self._call(self.store.list, new_run)
+        forked = await self.store.list(new_run)
         if len(forked) != 1:
-            self._broke(call, "fork persists exactly one checkpoint in the new run",
+            self._broke(call, "fork persists exactly one checkpoint, in the new run",
                         f"list({new_run!r}) returned {[getattr(c, 'id', c) for c in forked]}")
         new = forked[0]
-        source = self.model[cid]
         if new.id in self.model:
             self._broke(call, "fork gives the new checkpoint a fresh id",
                         f"it reused {new.id!r}, which the store already holds")
         if new.thread_id in threads_before:
             self._broke(call, "fork puts the new run on a fresh thread",
                         f"it used thread {new.thread_id!r}, which the store already holds")
-        patched = {k: to_json_value(v) for k, v in (patch or {}).items()}
-        want = _dump(source)
-        want["state"] = {**want["state"], **patched}
+        want = _dump(self.model[cid])
+        want["state"] = {**want["state"],
+                         **{k: to_json_value(v) for k, v in (patch or {}).items()}}
         have = _dump(new)
-        same = ("graph_id", "revision", "node_id", "node_ids", "step", "timestamp", "state",
-                "format_version", "status", "next_step", "tasks", "completed", "interrupts",
-                "answers", "visited", "arrivals", "error", "tenant_id")
-        diff = {k: (want[k], have[k]) for k in same if want[k] != have[k]}
+        diff = {k: (want[k], have[k]) for k in _FORK_KEEPS if want[k] != have[k]}
         if diff:
             self._broke(call, "fork deep-clones the source and applies patch_state",
                         f"the fork differs in {sorted(diff)}; (expected, got): {diff}")
-        self._seq += 1
-        self.model[new.id] = new.model_copy(deep=True)
-        self.saved_at[new.id] = self._seq
+        self._record(new)
         self.thread_of_run[new_run] = new.thread_id
-        # The source is unchanged, and the clone is deep: changing the fork's checkpoint
-        # object (and the patch we passed) leaves the source alone.
+        # The clone is deep and owns its data: changing the fork's object, or the patch we
+        # passed, changes neither the source nor the stored fork.
         _mutate(new)
         if patch:
             patch.clear()
         self._expect_same(f"get({cid!r})", "fork leaves the source checkpoint unchanged", cid,
-                          self._call(self.store.get, cid))
+                          await self.store.get(cid))
         self._expect_same(f"get({new.id!r})", "fork persists the new checkpoint", new.id,
-                          self._call(self.store.get, new.id))
+                          await self.store.get(new.id))
+        await self._check_latest(new_run)
         return new_run
-
-    def _fork_missing(self, cid: str) -> None:
-        try:
-            result = self._call(self.store.fork, cid)
-        except CheckpointNotFound:
-            return
-        except Exception as exc:
-            self._broke(f"fork({cid!r})", "fork of a missing id raises CheckpointNotFound",
-                        f"it raised {exc!r}")
-        self._broke(f"fork({cid!r})", "fork of a missing id raises CheckpointNotFound",
-                    f"it returned {result!r}")
 
     @rule(cid=checkpoints, via=st.sampled_from(["get", "latest", "load", "list"]))
     def mutate_returned(self, cid: str, via: str) -> None:
-        """Mutating a checkpoint a read returned changes nothing in the store."""
-        if cid not in self.model:
-            return
+        """Mutating a checkpoint any read returned changes nothing in the store."""
+        if cid in self.model:
+            self._run(self._mutate_returned, cid, via)
+
+    async def _mutate_returned(self, cid: str, via: str) -> None:
         cp = self.model[cid]
         if via == "get":
-            got = [self._call(self.store.get, cid)]
+            got = [await self.store.get(cid)]
         elif via == "latest":
-            got = [self._call(self.store.latest, cp.run_id)]
+            got = [await self.store.latest(cp.run_id)]
         elif via == "load":
-            got = [self._call(self.store.load, cp.run_id, cp.node_id)]
+            got = [await self.store.load(cp.run_id, cp.node_id)]
         else:
-            got = self._call(self.store.list, cp.run_id)
+            got = list(await self.store.list(cp.run_id))
         for returned in got:
             if isinstance(returned, Checkpoint):
                 _mutate(returned)
@@ -515,28 +514,41 @@ class StoreConformance(RuleBasedStateMachine):
             self._expect_same(
                 f"{via}() (checked with get({other!r}))",
                 f"{via} returns copies: mutating a checkpoint it returned changes nothing in "
-                "the store", other, self._call(self.store.get, other),
+                "the store", other, await self.store.get(other),
             )
 
     @rule(n=st.integers(0, 2))
     def missing_ids(self, n: int) -> None:
         """Missing ids: get → None, delete → False, fork → CheckpointNotFound; unknown runs."""
-        cid, run_id = f"cp-missing-{n}", f"run-missing-{n}"
+        self._run(self._missing_ids, f"cp-missing-{n}", f"run-missing-{n}")
+
+    async def _missing_ids(self, cid: str, run_id: str) -> None:
         if cid in self.model:
             return
-        if (got := self._call(self.store.get, cid)) is not None:
+        if (got := await self.store.get(cid)) is not None:
             self._broke(f"get({cid!r})", "get of a missing id returns None", f"got {got!r}")
-        if (deleted := self._call(self.store.delete, cid)) is not False:
+        if (deleted := await self.store.delete(cid)) is not False:
             self._broke(f"delete({cid!r})", "delete of a missing id returns False",
                         f"got {deleted!r}")
-        self._fork_missing(cid)
-        for name, args in (("latest", (run_id,)), ("load", (run_id,)), ("load", (run_id, "a"))):
-            if (got := self._call(getattr(self.store, name), *args)) is not None:
-                self._broke(f"{name}{args!r}", f"{name} of an unknown run returns None",
+        await self._fork_missing(cid)
+        if (got := await self.store.latest(run_id)) is not None:
+            self._broke(f"latest({run_id!r})", "latest of an unknown run returns None",
+                        f"got {got!r}")
+        for node in (None, "a"):
+            if (got := await self.store.load(run_id, node)) is not None:
+                self._broke(f"load({run_id!r}, {node!r})", "load of an unknown run returns None",
                             f"got {got!r}")
-        if (listed := self._call(self.store.list, run_id)) != []:
+        if (listed := await self.store.list(run_id)) != []:
             self._broke(f"list({run_id!r})", "list of an unknown run is empty",
                         f"got {listed!r}")
+
+
+_FORK_KEEPS = (
+    "graph_id", "revision", "node_id", "node_ids", "step", "timestamp", "state",
+    "format_version", "status", "next_step", "tasks", "completed", "interrupts", "answers",
+    "visited", "arrivals", "error", "tenant_id",
+)
+"""Checkpoint fields a fork copies from its source (``state`` with ``patch_state`` applied)."""
 
 
 def store_conformance_machine(

@@ -272,6 +272,15 @@ class SQLiteCheckpointStore:
             (run_id, node_id, run_id, node_id),
         )
 
+    def checkpointed_runs(self) -> list[str]:
+        """The ids of the runs that have checkpoints, in the order they were first saved.
+
+        A cheap index read (no checkpoint is parsed), for tools such as ``graphflow runs``.
+        """
+        rows = self._conn.execute("SELECT run_id FROM checkpoints GROUP BY run_id "
+                                  "ORDER BY MIN(save_order)").fetchall()
+        return [r[0] for r in rows]
+
     async def list(
         self, run_id: str | None = None, *, thread_id: str | None = None
     ) -> list[Checkpoint]:
