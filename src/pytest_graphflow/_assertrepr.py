@@ -56,12 +56,14 @@ EVENT_TYPES: Final[dict[str, type[EventBase]]] = {
     "custom": CustomEvent,
     "run_end": RunEnd,
 }
-# The field named by ``type:ARG`` (edge_transition's ``a->b`` is handled apart).
+"""Every event type by its ``type`` name."""
+
 HEAD_FIELD: Final[dict[str, str]] = {
     "run_start": "graph_id",
     "run_end": "status",
     "custom": "channel",
 }
+"""The field ``TYPE:ARG`` names, where it is not ``node`` (``edge_transition`` is apart)."""
 
 
 # --------------------------------------------------------------------------- events in

@@ -146,6 +146,7 @@ class Runner:
         self.started_at: datetime | None = None
         self.ended_at: datetime | None = None
         self.record: Any = None
+        self._batch: list[Outcome] | None = None
 
     # ------------------------------------------------------------------ ids and events
 
@@ -190,6 +191,15 @@ class Runner:
             if not self.started:
                 return await self._begin()
             return await self._superstep()
+        except anyio.get_cancelled_exc_class():
+            # The consumer's scope was cancelled: stop the run as RunHandle.cancel() does,
+            # keeping every task that finished (C9), then let the cancellation go on.
+            batch, self._batch = self._batch, None
+            if not self.done and batch is not None:
+                self.cancel_requested = True
+                with anyio.CancelScope(shield=True):
+                    await self._halt_stop(batch, timed_out=False)
+            raise
         except BaseException as exc:
             if not self.done:
                 await self._finish("failed", exc)
@@ -379,7 +389,9 @@ class Runner:
                 NODE_CLOCK.reset(t2)
                 CURRENT_TASK.reset(t1)
         elif to_run:
+            self._batch = outcomes
             timed_out = await self._run_concurrently(tasks, outcomes, to_run, make_input, context)
+            self._batch = None
         for out in outcomes:
             if out.replayed:
                 await decide_edges(graph, out.spec, out, self.state, visited, step)

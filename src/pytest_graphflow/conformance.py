@@ -55,7 +55,7 @@ from hypothesis.stateful import (
 )
 
 from ._checkpoint import Checkpoint
-from ._json import to_json_value
+from ._json import jcopy, to_json_value
 from ._stores._protocol import CheckpointStore
 from .errors import CheckpointNotFound
 
@@ -280,8 +280,9 @@ class StoreConformance(RuleBasedStateMachine):
     ) -> Checkpoint:
         return Checkpoint(
             id=cid, run_id=run_id, thread_id=self.thread_of_run[run_id], graph_id="conformance",
-            revision="rev-1", node_id=node_id, node_ids=node_ids, step=step,
-            timestamp=BASE_TIME + timedelta(seconds=tick), state=state,
+            revision="rev-1", node_id=node_id, node_ids=list(node_ids), step=step,
+            # Our own copy: rules mutate it later, and Hypothesis' drawn values stay intact.
+            timestamp=BASE_TIME + timedelta(seconds=tick), state=jcopy(state),
             visited=list(node_ids), metadata={"origin": "conformance"},
         )
 
@@ -451,7 +452,8 @@ class StoreConformance(RuleBasedStateMachine):
         call = f"fork({cid!r}{'' if patch is None else f', patch_state={patch!r}'})"
         runs_before = {cp.run_id for cp in self.model.values()}
         threads_before = {cp.thread_id for cp in self.model.values()}
-        new_run = await self.store.fork(cid, patch)
+        passed = None if patch is None else jcopy(patch)
+        new_run = await self.store.fork(cid, passed)
         if not isinstance(new_run, str):
             self._broke(call, "fork returns the new run id (a str)", f"it returned {new_run!r}")
         if new_run in runs_before:
@@ -482,8 +484,11 @@ class StoreConformance(RuleBasedStateMachine):
         # The clone is deep and owns its data: changing the fork's object, or the patch we
         # passed, changes neither the source nor the stored fork.
         _mutate(new)
-        if patch:
-            patch.clear()
+        if passed:
+            for value in passed.values():
+                if isinstance(value, list | dict):
+                    value.clear()
+            passed["mutated"] = True
         self._expect_same(f"get({cid!r})", "fork leaves the source checkpoint unchanged", cid,
                           await self.store.get(cid))
         self._expect_same(f"get({new.id!r})", "fork persists the new checkpoint", new.id,
