@@ -6,7 +6,6 @@ import hashlib
 import inspect
 import json
 import re
-import typing
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -485,7 +484,9 @@ class CompiledGraph:
         self.joins_from: dict[str, tuple[Join, ...]] = {k: tuple(v) for k, v in joins_from.items()}
         self.every_step = checkpoint_policy == "every_step"
         self.revision = self._revision()
-        self._state_hints = typing.get_type_hints(graph.state, include_extras=True)
+        from ._schema import StateCodec
+
+        self.codec = StateCodec(graph.state)
 
     def _revision(self) -> str:
         structure = {

@@ -59,6 +59,13 @@ def _ev(cls: type[EventBase], **fields: Any) -> Any:
     return make(cls, time=None, **fields)
 
 
+class _Unrecorded:
+    """Stands in for an event when a run's events are not wanted (``invoke``): the sequence
+    numbers still advance, so checkpoints record the same ``next_seq`` either way."""
+
+    __slots__ = ("__dict__",)
+
+
 class StepState:
     """Marker the runner puts after a superstep's events for the ``values`` view (internal).
 
@@ -104,6 +111,7 @@ class Runner:
         release: Callable[[], Awaitable[None]] | None,
         on_done: Callable[[], None] | None,
         wall_clock: bool,
+        record_events: bool = True,
     ) -> None:
         self.graph = graph
         self.store = store
@@ -146,7 +154,11 @@ class Runner:
         self.started_at: datetime | None = None
         self.ended_at: datetime | None = None
         self.record: Any = None
+        self.record_events = record_events
+        self._adopt = getattr(store, "_adopt", None) if type(store).__name__ == \
+            "InMemoryCheckpointStore" else None
         self._batch: list[Outcome] | None = None
+        self.start_order: list[str] = []
 
     # ------------------------------------------------------------------ ids and events
 
@@ -164,11 +176,14 @@ class Runner:
         )
 
     def _e(self, cls: type[EventBase], step: int, **fields: Any) -> Any:
-        ev = _ev(cls, seq=self.seq, run_id=self.run_id, step=step, **fields)
         self.seq += 1
-        return ev
+        if not self.record_events:
+            return _Unrecorded()
+        return _ev(cls, seq=self.seq - 1, run_id=self.run_id, step=step, **fields)
 
     def _stamp(self, events: list[Any]) -> list[Any]:
+        if not self.record_events:
+            return [e for e in events if type(e) is StepState]
         now = self.clock.now()
         for ev in events:
             if type(ev) is not StepState:
@@ -331,15 +346,16 @@ class Runner:
     def _input_factory(self, parallel: bool) -> Callable[[], BaseModel]:
         graph, state = self.graph, self.state
         cached = [None if parallel else self.model]
+        model_of = graph.codec.model_of
 
-        def make() -> BaseModel:
+        def make_input() -> BaseModel:
             model = cached[0]
             if model is not None:
                 cached[0] = None
                 return model
-            return validate_state(graph, state)
+            return model_of(state)
 
-        return make
+        return make_input
 
     async def _run_batch(self) -> tuple[list[Outcome], bool]:
         assert self.tasks is not None
@@ -374,20 +390,29 @@ class Runner:
                 hook=self.on_interrupt,
             )
 
-        if len(to_run) == 1 and not outcomes[to_run[0]].spec.is_async \
-                and outcomes[to_run[0]].spec.retry is None:
-            # Fast path: one sync task runs inline; nothing can interleave with it.
-            i = to_run[0]
-            record = tasks[i]
-            ctx = context(record)
-            t1 = CURRENT_TASK.set(ctx)
+        if to_run and all(not outcomes[i].spec.is_async and outcomes[i].spec.retry is None
+                          for i in to_run):
+            # Fast path: sync tasks cannot interleave, so they run inline, one after the
+            # other, in the seeded start order.
+            order = to_run
+            if len(order) > 1 and self.seed is not None:
+                order = list(order)
+                random.Random(f"graphflow-schedule:{self.seed}:{self.run_id}:{step}").shuffle(
+                    order)
             t2 = NODE_CLOCK.set(clock if virtual and self.wall_clock else None)  # type: ignore[arg-type]
             try:
-                outcomes[i] = await execute(graph, outcomes[i].spec, record, make_input, ctx,
-                                            clock, clock.sleep, self.state)
+                for i in order:
+                    record = tasks[i]
+                    ctx = context(record)
+                    t1 = CURRENT_TASK.set(ctx)
+                    try:
+                        outcomes[i] = await execute(graph, outcomes[i].spec, record, make_input,
+                                                    ctx, clock, clock.sleep, self.state)
+                    finally:
+                        CURRENT_TASK.reset(t1)
+                    self.start_order.append(record.node)
             finally:
                 NODE_CLOCK.reset(t2)
-                CURRENT_TASK.reset(t1)
         elif to_run:
             self._batch = outcomes
             timed_out = await self._run_concurrently(tasks, outcomes, to_run, make_input, context)
@@ -427,11 +452,13 @@ class Runner:
             try:
                 if sched is not None:
                     await events[i].wait()
+                    self.start_order.append(record.node)
                     sleep = sched.sleeper(i)
                     NODE_SLEEPER.set(sleep)
                     if wall:
                         NODE_CLOCK.set(clock)  # type: ignore[arg-type]
                 else:
+                    self.start_order.append(record.node)
                     sleep = clock.sleep
                 outcomes[i] = await execute(graph, outcomes[i].spec, record, make_input, ctx,
                                             clock, sleep, self.state)
@@ -521,10 +548,9 @@ class Runner:
         patches = [(o.record.node, o.patch) for o in done]
         try:
             new_state = merge_patches(graph, self.state, patches, parallel=len(tasks) > 1)
-            model = validate_state(graph, new_state, patches)
+            new_state, model = graph.codec.validate(new_state, patches)
         except GraphflowError as exc:
             return await self._halt(outcomes, [], batch_error=exc)
-        new_state = model.model_dump(mode="json")
 
         events: list[Any] = []
         arrivals = {k: list(v) for k, v in self.arrivals.items()} if self.arrivals else {}
@@ -564,7 +590,8 @@ class Runner:
             got = arrivals.get(join.key)
             if got is not None and all(s in got for s in join.sources):
                 del arrivals[join.key]
-                scheduled.setdefault(join.target, None)
+                if join.target != END:
+                    scheduled.setdefault(join.target, None)
 
         checkpoint_events: list[tuple[str, dict[str, Any]]] = []
         before_id: str | None = None
@@ -779,6 +806,9 @@ class Runner:
             next_seq=self.seq, error=error, tenant_id=self.tenant_id,
             metadata={"cp_counter": self.cp_counter, "task_counter": self.task_counter},
         )
-        await self.store.save(cp)
+        if self._adopt is not None:
+            self._adopt(cp)
+        else:
+            await self.store.save(cp)
         self.parent_id = cid
         self.checkpoint_id = cid

@@ -212,6 +212,7 @@ class RunStream:
         self._buf: deque[Any] = deque()
         self.runner: Runner | None = None
         self.states: list[StepState] = []
+        self._record_events = True
 
     def __aiter__(self) -> RunStream:
         return self
@@ -427,8 +428,14 @@ class GraphRuntime:
         if graph is not None:
             self._check_graph(graph)
         opts = self._options(options)
-        return RunStream(lambda: self._prepare_resume(run_or_checkpoint_id, resume, graph, opts),
-                         mode)
+        stream: RunStream
+
+        async def prepare() -> Runner:
+            opts["record_events"] = stream._record_events
+            return await self._prepare_resume(run_or_checkpoint_id, resume, graph, opts)
+
+        stream = RunStream(prepare, mode)
+        return stream
 
     async def ainvoke(
         self,
@@ -444,7 +451,11 @@ class GraphRuntime:
             the store's own exception for a rejected save (C6), an edge function's own
             exception (C7), and caller errors; failures *in* the run are in the result.
         """
-        return await _drain(self.stream(graph, input, thread_id=thread_id, **options))
+        self._check_graph(graph)
+        opts = self._options(options)
+        opts["record_events"] = False
+        return await _drain(RunStream(
+            lambda: self._prepare_new(graph, input, thread_id, opts), "events"))
 
     async def aresume(
         self,
@@ -455,8 +466,9 @@ class GraphRuntime:
         **options: Any,
     ) -> GraphResult[Any]:
         """Resume a run and return its result (see :meth:`resume_stream`)."""
-        return await _drain(self.resume_stream(run_or_checkpoint_id, resume, graph=graph,
-                                               **options))
+        stream = self.resume_stream(run_or_checkpoint_id, resume, graph=graph, **options)
+        stream._record_events = False
+        return await _drain(stream)
 
     def invoke(
         self,
@@ -690,7 +702,7 @@ class GraphRuntime:
             resumed_from=None, cp_counter=0, task_counter=0,
             max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
             on_interrupt=opts["on_interrupt"], release=release, on_done=on_done,
-            wall_clock=wall,
+            wall_clock=wall, record_events=opts.get("record_events", True),
         )
         self._track(runner)
         return runner
@@ -782,7 +794,7 @@ class GraphRuntime:
             seq=cp.next_seq, parent_id=cp.id, resumed_from=cp.id, cp_counter=cp_counter,
             task_counter=task_counter, max_supersteps=opts["max_supersteps"],
             timeout=opts["timeout"], on_interrupt=opts["on_interrupt"], release=release,
-            on_done=on_done, wall_clock=wall,
+            on_done=on_done, wall_clock=wall, record_events=opts.get("record_events", True),
         )
         self._track(runner)
         return runner

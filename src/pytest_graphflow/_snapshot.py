@@ -5,7 +5,7 @@ The format (``# graphflow-events v1``) is one line per event after a format mark
     # graphflow-events v1
     0 step=0 run_start graph_id=g revision=3f2a run_id=run-1 thread_id=t time=2025-01-01T00:00:00Z
     1 step=0 node_start plan task_id=task-1
-    2 step=0 node_end plan patch={"total":1} replayed=false task_id=task-1 time=2025-01-01T00:00:01Z
+    2 step=0 node_end plan patch={"total":1} replayed=false task_id=task-1
 
 Each line is ``SEQ step=STEP TYPE [NODE]`` then the other wire fields as ``key=value``, keys
 sorted. Values are compact JSON with sorted keys; a string is written bare unless it could be

@@ -15,7 +15,7 @@ from ._clock import Clock
 from ._events import Interrupt
 from ._graph import END, CompiledGraph, Command, Expand, NodeSpec
 from ._json import NotJSONError, to_json_value
-from ._merge import merge_patches, normalize_patch, validate_state
+from ._merge import merge_patches, normalize_patch
 from ._node import EdgeContext, NodeContext, _InterruptSignal
 from .errors import GraphflowError, UnknownRoute, UpdateRejected
 
@@ -160,7 +160,9 @@ async def decide_edges(
     if branches:
         try:
             merged = merge_patches(graph, state, [(node, out.patch)], parallel=False)
-            view = validate_state(graph, merged, [(node, out.patch)])
+            merged, view = graph.codec.validate(merged, [(node, out.patch)])
+            if view is None:
+                view = graph.codec.model_of(merged)
         except GraphflowError as exc:
             out.kind = "error"
             out.error = exc

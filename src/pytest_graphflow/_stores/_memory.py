@@ -56,12 +56,20 @@ class InMemoryCheckpointStore:
 
     async def save(self, checkpoint: Checkpoint) -> None:
         """Persist a copy of ``checkpoint``; one with the same id is overwritten."""
+        self._adopt(checkpoint.clone())
+
+    def _adopt(self, checkpoint: Checkpoint) -> None:
+        """Store ``checkpoint`` itself, without a copy (internal).
+
+        The runtime hands over checkpoints it never touches again; everyone else goes
+        through :meth:`save`, which copies.
+        """
         cid = checkpoint.id
         old = self._by_id.get(cid)
         if old is not None and old[0].run_id != checkpoint.run_id:
             self._unindex(old[0])
         self._order += 1
-        self._by_id[cid] = (checkpoint.clone(), self._order)
+        self._by_id[cid] = (checkpoint, self._order)
         self._by_run.setdefault(checkpoint.run_id, {})[cid] = None
         self._by_thread.setdefault(checkpoint.thread_id, {})[cid] = None
         current = self._latest.get(checkpoint.run_id)

@@ -1,0 +1,416 @@
+"""The testing runtime: a :class:`GraphRuntime` that records its runs, and a factory of them.
+
+:class:`RecordingRuntime` is what the ``graph_runtime`` fixture hands out. It behaves exactly
+like :class:`GraphRuntime` and also remembers, for every run (leg) it performs, the graph and
+the events the run produced, whichever API drove it (``trace``, ``invoke``, ``stream``,
+``start``, ``resume``...). The plugin uses that record to draw the path a failing test's last
+run took and to print its last events.
+
+:class:`GraphRuntimeFactory` builds a fresh runtime (clock, store, seed) per call, which is
+what a Hypothesis ``@given`` test needs: function-scoped fixtures are *not* reset between
+examples, a runtime made inside the example is.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from ._events import EventBase
+from ._graph import END, START, CompiledGraph
+from ._runtime import GraphRuntime, RunStream
+
+if TYPE_CHECKING:
+    from ._clock import VirtualClock
+    from ._runner import Runner
+    from ._stores._faulty import FaultyStore
+    from ._stores._protocol import CheckpointStore
+
+__all__ = ["GraphRuntimeFactory", "RecordingRuntime", "RunRecording", "make_graph_runtime"]
+
+Policy = Literal["every_step", "on_halt", "never"]
+_UNSET: Final[Any] = object()
+_KEEP: Final = 50  # recordings a runtime keeps (a loop of runs must not grow without bound)
+
+
+@dataclass
+class RunRecording:
+    """One run (leg) a :class:`RecordingRuntime` performed, as it happened.
+
+    Attributes:
+        graph: the graph that ran (with the runtime's checkpoint policy, if it sets one).
+        run_id: the run.
+        resumed: whether the leg resumed an earlier one.
+        events: the events of the leg, in order, whichever stream mode was consumed.
+        error: an exception that escaped the run (a rejected checkpoint save, an edge
+            function's error, a simulated crash), or ``None``.
+    """
+
+    graph: CompiledGraph
+    run_id: str
+    resumed: bool = False
+    events: list[EventBase] = field(default_factory=list)
+    error: BaseException | None = None
+
+    @property
+    def status(self) -> str:
+        """``run_end``'s status, ``"raised"`` when an exception escaped, else ``"running"``."""
+        for event in reversed(self.events):
+            if getattr(event, "type", None) == "run_end":
+                return str(event.status)  # type: ignore[attr-defined]
+        return "raised" if self.error is not None else "running"
+
+    def path(self) -> list[tuple[str, str]]:
+        """The ``(source, target)`` edges the leg took, in order, each once.
+
+        A fresh run also enters its first nodes from ``START`` (``"__start__"``); the other
+        edges come from ``edge_transition`` events.
+        """
+        pairs: list[tuple[str, str]] = []
+        first_step: int | None = None
+        fresh = False
+        for event in self.events:
+            kind = getattr(event, "type", None)
+            if kind == "run_start":
+                fresh = getattr(event, "resumed_from", None) is None
+            elif kind == "node_start" and fresh and event.node is not None:
+                if first_step is None:
+                    first_step = event.step
+                if event.step == first_step:
+                    pairs.append((START, event.node))
+            elif kind == "edge_transition":
+                pairs.append((event.source, event.target))  # type: ignore[attr-defined]
+        return list(dict.fromkeys(pairs))
+
+    def path_text(self) -> str:
+        """The path as one line: ``START -> a -> b -> END`` (branches separated by ``;``)."""
+        names = {START: "START", END: "END"}
+        chains: list[list[str]] = []
+        for source, target in self.path():
+            src, dst = names.get(source, source), names.get(target, target)
+            for chain in chains:
+                if chain[-1] == src:
+                    chain.append(dst)
+                    break
+            else:
+                chains.append([src, dst])
+        return "; ".join(" -> ".join(chain) for chain in chains) or "(no edges taken)"
+
+    def mermaid(self) -> str:
+        """The graph as a Mermaid flowchart with the edges of :meth:`path` drawn bold."""
+        return self.graph.mermaid(path=self.path())
+
+
+Observer = Callable[[RunRecording], None]
+
+
+class RecordingRuntime(GraphRuntime):
+    """A :class:`GraphRuntime` that records every run it performs (see :class:`RunRecording`).
+
+    Args:
+        store: the checkpoint store, as for :class:`GraphRuntime`.
+        checkpoint_policy: when set, every graph this runtime runs uses this policy instead
+            of the one it was compiled with (the ``graphflow`` marker's ``checkpoint_policy``).
+        observer: called with each new :class:`RunRecording` when a run (leg) starts; the
+            recording fills in as the run goes.
+        **kwargs: the other :class:`GraphRuntime` arguments (``clock``, ``seed``, ...).
+
+    Attributes:
+        factory: the :class:`GraphRuntimeFactory` that made this runtime, if any (the
+            ``graph_runtime`` fixture sets it, for ``graph_runtime.factory()`` in ``@given``).
+    """
+
+    factory: GraphRuntimeFactory | None = None
+
+    def __init__(
+        self,
+        store: CheckpointStore | None = None,
+        *,
+        checkpoint_policy: Policy | None = None,
+        observer: Observer | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if checkpoint_policy is not None:
+            from ._graph import POLICIES
+            from .errors import InvalidArgument
+
+            if checkpoint_policy not in POLICIES:
+                raise InvalidArgument(
+                    f"RecordingRuntime(checkpoint_policy={checkpoint_policy!r}): use one of "
+                    f"{sorted(POLICIES)} or None"
+                )
+        super().__init__(store, **kwargs)
+        self.checkpoint_policy = checkpoint_policy
+        self._observers: list[Observer] = [] if observer is None else [observer]
+        self._recordings: deque[RunRecording] = deque(maxlen=_KEEP)
+        self._policy_graphs: dict[int, tuple[CompiledGraph, CompiledGraph]] = {}
+        self._closers: list[Callable[[], None]] = []
+
+    # ----------------------------------------------------------------- recordings
+
+    @property
+    def recordings(self) -> list[RunRecording]:
+        """The runs (legs) this runtime performed, oldest first (the last 50)."""
+        return list(self._recordings)
+
+    @property
+    def last_recording(self) -> RunRecording | None:
+        """The run (leg) started last, or ``None``."""
+        return self._recordings[-1] if self._recordings else None
+
+    def add_observer(self, observer: Observer) -> None:
+        """Call ``observer`` with each :class:`RunRecording` as its run starts."""
+        self._observers.append(observer)
+
+    @property
+    def store_faults(self) -> FaultyStore | None:
+        """The :class:`FaultyStore` this runtime's store is, or ``None``."""
+        from ._stores._faulty import FaultyStore
+
+        return self.store if isinstance(self.store, FaultyStore) else None
+
+    # ----------------------------------------------------------------- lifetime
+
+    def close(self) -> None:
+        """Close the stores this runtime opened itself (a factory's SQLite store)."""
+        closers, self._closers = self._closers, []
+        for close in reversed(closers):
+            close()
+
+    def __enter__(self) -> RecordingRuntime:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------- overrides
+
+    def stream(self, graph: CompiledGraph, input: Any = None, **kwargs: Any) -> RunStream:
+        """:meth:`GraphRuntime.stream`, with the runtime's checkpoint policy applied."""
+        return super().stream(self._with_policy(graph), input, **kwargs)
+
+    def resume_stream(
+        self, run_or_checkpoint_id: str, resume: Any = None, *,
+        graph: CompiledGraph | None = None, **kwargs: Any,
+    ) -> RunStream:
+        """:meth:`GraphRuntime.resume_stream`, with the runtime's checkpoint policy applied."""
+        if graph is not None:
+            graph = self._with_policy(graph)
+        return super().resume_stream(run_or_checkpoint_id, resume, graph=graph, **kwargs)
+
+    def register(self, graph: CompiledGraph) -> None:
+        """:meth:`GraphRuntime.register`, with the runtime's checkpoint policy applied."""
+        super().register(self._with_policy(graph))
+
+    # The two places every run passes through once its runner exists.
+    async def _prepare_new(self, *args: Any, **kwargs: Any) -> Runner:
+        runner = await super()._prepare_new(*args, **kwargs)
+        self._watch(runner, resumed=False)
+        return runner
+
+    async def _prepare_resume(self, *args: Any, **kwargs: Any) -> Runner:
+        runner = await super()._prepare_resume(*args, **kwargs)
+        self._watch(runner, resumed=True)
+        return runner
+
+    # ----------------------------------------------------------------- internals
+
+    def _with_policy(self, graph: CompiledGraph) -> CompiledGraph:
+        policy = self.checkpoint_policy
+        if policy is None or not isinstance(graph, CompiledGraph):
+            return graph
+        if graph.checkpoint_policy == policy:
+            return graph
+        cached = self._policy_graphs.get(id(graph))
+        if cached is not None and cached[0] is graph:
+            return cached[1]
+        # Same structure and revision (the policy is not part of it), another policy.
+        twin = copy.copy(graph)
+        twin.checkpoint_policy = policy
+        twin.every_step = policy == "every_step"
+        self._policy_graphs[id(graph)] = (graph, twin)
+        return twin
+
+    def _watch(self, runner: Runner, *, resumed: bool) -> None:
+        recording = RunRecording(graph=runner.graph, run_id=runner.run_id, resumed=resumed)
+        self._recordings.append(recording)
+        for observer in self._observers:
+            observer(recording)
+        advance = runner.advance
+
+        async def observed_advance() -> list[Any]:
+            try:
+                items: list[Any] = await advance()
+            except BaseException as exc:
+                recording.error = exc
+                raise
+            recording.events.extend(i for i in items if isinstance(i, EventBase))
+            return items
+
+        runner.advance = observed_advance  # type: ignore[method-assign]
+
+
+class GraphRuntimeFactory:
+    """Makes fresh deterministic runtimes: a new clock, store and runtime per call.
+
+    Call it inside a Hypothesis ``@given`` test so that every example starts from scratch::
+
+        @given(n=st.integers(0, 5))
+        def test_counts(graph_runtime_factory, n):
+            runtime = graph_runtime_factory()
+            assert runtime.trace(graph, {"n": n}).status == "completed"
+
+    Every call uses the factory's seed (in the plugin: the current test's seed) unless told
+    otherwise, so an example's run depends only on the example's data, which keeps
+    Hypothesis' replay and shrinking exact. To explore schedules too, draw the seed:
+    ``graph_runtime_factory(seed=data.draw(st.integers(0, 2**32 - 1)))``.
+
+    Args:
+        seed: the default seed.
+        start: the virtual clock's default start (``None``: :data:`DEFAULT_START`).
+        store: ``"memory"``, ``"sqlite"`` (in ``sqlite_dir``, else an in-memory SQLite
+            database), a zero-argument callable returning a store, or a store (shared by
+            every runtime made: pass one per call instead to keep examples apart).
+        checkpoint_policy: overrides the graphs' own checkpoint policy.
+        faulty: wrap the store in a :class:`FaultyStore` (``runtime.store_faults``).
+        sqlite_dir: a zero-argument callable returning a fresh directory for each SQLite
+            store, or ``None``.
+        observer: passed to every :class:`RecordingRuntime` made.
+        **runtime_options: other :class:`GraphRuntime` arguments (``max_supersteps``, ...).
+    """
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        start: datetime | None = None,
+        store: Any = "memory",
+        checkpoint_policy: Policy | None = None,
+        faulty: bool = True,
+        sqlite_dir: Callable[[], Path] | None = None,
+        observer: Observer | None = None,
+        **runtime_options: Any,
+    ) -> None:
+        self.seed = seed
+        self.start = start
+        self.store = store
+        self.checkpoint_policy = checkpoint_policy
+        self.faulty = faulty
+        self.sqlite_dir = sqlite_dir
+        self.observer = observer
+        self.runtime_options = runtime_options
+        self._open: list[RecordingRuntime] = []
+
+    def defaults(self) -> dict[str, Any]:
+        """The settings a call starts from (the plugin's factory reads the current test's)."""
+        return {"seed": self.seed, "start": self.start, "store": self.store,
+                "checkpoint_policy": self.checkpoint_policy}
+
+    def __call__(
+        self,
+        *,
+        seed: int = _UNSET,
+        start: datetime | None = _UNSET,
+        store: Any = _UNSET,
+        checkpoint_policy: Policy | None = _UNSET,
+        **runtime_options: Any,
+    ) -> RecordingRuntime:
+        """A fresh :class:`RecordingRuntime`: new virtual clock, new store, the given seed.
+
+        Keyword arguments override the factory's defaults for this runtime only.
+        """
+        from ._clock import VirtualClock
+
+        settings = self.defaults()
+        for key, value in (("seed", seed), ("start", start), ("store", store),
+                           ("checkpoint_policy", checkpoint_policy)):
+            if value is not _UNSET:
+                settings[key] = value
+        clock = VirtualClock(settings["start"])
+        closers: list[Callable[[], None]] = []
+        inner = self._make_store(settings["store"], closers)
+        runtime = self._build(inner, clock, settings, runtime_options)
+        runtime.factory = self
+        if closers:
+            runtime._closers.extend(closers)
+            self._open.append(runtime)
+        return runtime
+
+    def close(self) -> None:
+        """Close the stores the factory opened so far (SQLite) in the runtimes it made."""
+        opened, self._open = self._open, []
+        for runtime in opened:
+            runtime.close()
+
+    def _build(
+        self, inner: CheckpointStore, clock: VirtualClock, settings: dict[str, Any],
+        options: dict[str, Any],
+    ) -> RecordingRuntime:
+        store: CheckpointStore = inner
+        if self.faulty:
+            from ._stores._faulty import FaultyStore
+
+            store = FaultyStore(inner, clock=clock)
+        return RecordingRuntime(
+            store, clock=clock, seed=settings["seed"],
+            checkpoint_policy=settings["checkpoint_policy"], observer=self.observer,
+            **{**self.runtime_options, **options},
+        )
+
+    def _make_store(self, spec: Any, closers: list[Callable[[], None]]) -> CheckpointStore:
+        if spec == "memory":
+            from ._stores._memory import InMemoryCheckpointStore
+
+            return InMemoryCheckpointStore()
+        if spec == "sqlite":
+            from ._stores._sqlite import SQLiteCheckpointStore
+
+            path: Path | str = (":memory:" if self.sqlite_dir is None
+                                else self.sqlite_dir() / "graphflow.db")
+            sqlite = SQLiteCheckpointStore(path)
+            closers.append(sqlite.close)
+            return sqlite
+        if isinstance(spec, str):
+            from .errors import InvalidArgument
+
+            raise InvalidArgument(f"store={spec!r}: use 'memory', 'sqlite', a store, or a "
+                                  "zero-argument callable returning a store")
+        if callable(spec) and not callable(getattr(spec, "save", None)):
+            made: CheckpointStore = spec()
+            return made
+        return spec  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return (f"GraphRuntimeFactory(seed={self.seed}, start={self.start!r}, "
+                f"store={self.store!r}, checkpoint_policy={self.checkpoint_policy!r})")
+
+
+def make_graph_runtime(
+    *,
+    seed: int = 0,
+    start: datetime | None = None,
+    store: Any = "memory",
+    checkpoint_policy: Policy | None = None,
+    faulty: bool = True,
+    **runtime_options: Any,
+) -> RecordingRuntime:
+    """One deterministic runtime, as the ``graph_runtime`` fixture builds it, without pytest.
+
+    ``make_graph_runtime(seed=3)`` is ``GraphRuntimeFactory(seed=3)()``: a fresh
+    :class:`VirtualClock` at ``start``, a fresh store (see :class:`GraphRuntimeFactory`)
+    wrapped in a :class:`FaultyStore`, and the seed. Close it (or use it as a context manager)
+    when ``store="sqlite"``.
+    """
+    return GraphRuntimeFactory(
+        seed=seed, start=start, store=store, checkpoint_policy=checkpoint_policy,
+        faulty=faulty, **runtime_options,
+    )()

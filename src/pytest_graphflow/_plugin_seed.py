@@ -1,0 +1,164 @@
+"""Seeds of the pytest plugin: one session seed, one seed per test (the pytest-randomly way).
+
+The session seed is resolved once, on the xdist controller (or the only process): from
+``--graphflow-seed``, else the ``graphflow_seed`` ini key, else at random from ``os.urandom``.
+Workers receive it through ``workerinput`` instead of resolving their own.
+
+A test's seed is ``(session_seed + crc32(node id)) % 2**32``. It depends on nothing but the
+session seed and the test's own node id, so a test keeps its seed when other tests are
+added, deselected, reordered or spread over xdist workers. ``zlib.crc32`` is used rather than
+``hash()``, which changes from process to process with ``PYTHONHASHSEED``.
+
+This module imports nothing heavy: ``plugin.py`` uses it at configure time.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import pytest
+
+__all__ = [
+    "SEED_LIMIT",
+    "STORES",
+    "SessionSettings",
+    "XdistHooks",
+    "parse_seed",
+    "parse_store",
+    "random_seed",
+    "resolve_session",
+    "test_seed",
+]
+
+SEED_LIMIT: Final = 2**32
+"""Seeds are integers in ``range(SEED_LIMIT)``."""
+
+STORES: Final = ("memory", "sqlite")
+"""The checkpoint stores the plugin can build (``--graphflow-store``, the marker's ``store``)."""
+
+StoreKind = Literal["memory", "sqlite"]
+SeedSource = Literal["option", "ini", "random", "controller"]
+
+WORKERINPUT_KEY: Final = "graphflow_seed"
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """What the whole session shares.
+
+    Attributes:
+        seed: the session seed.
+        seed_source: where it came from (``option``, ``ini``, ``random`` or ``controller``
+            on an xdist worker).
+        store: the default checkpoint store of the session.
+        store_from_option: whether ``store`` was given on the command line (then the
+            reproduce command repeats it).
+    """
+
+    seed: int
+    seed_source: SeedSource
+    store: StoreKind
+    store_from_option: bool = False
+
+
+def random_seed() -> int:
+    """A fresh seed from ``os.urandom`` (never from the time, never from ``random``)."""
+    return int.from_bytes(os.urandom(4), "big")
+
+
+def parse_seed(value: object, where: str) -> int | None:
+    """Parse a seed given as text or int; ``None`` for ``"random"``.
+
+    Raises:
+        pytest.UsageError: for anything but an int in ``range(2**32)`` or ``"random"``.
+    """
+    if isinstance(value, bool):
+        raise _seed_error(value, where)
+    if isinstance(value, int):
+        seed = value
+    else:
+        text = str(value).strip()
+        if text.lower() == "random":
+            return None
+        try:
+            seed = int(text, 10)
+        except ValueError:
+            raise _seed_error(value, where) from None
+    if not 0 <= seed < SEED_LIMIT:
+        raise _seed_error(value, where)
+    return seed
+
+
+def _seed_error(value: object, where: str) -> pytest.UsageError:
+    return pytest.UsageError(
+        f"{where}={value!r} is not a valid graphflow seed: use an integer from 0 to "
+        f"{SEED_LIMIT - 1}, or 'random' for a fresh session seed"
+    )
+
+
+def parse_store(value: object, where: str) -> StoreKind:
+    """Check a store name.
+
+    Raises:
+        pytest.UsageError: when ``value`` is not one of :data:`STORES`.
+    """
+    if value == "memory":
+        return "memory"
+    if value == "sqlite":
+        return "sqlite"
+    valid = ", ".join(repr(s) for s in STORES)
+    raise pytest.UsageError(f"{where}={value!r} is not a graphflow store: use one of {valid}")
+
+
+def resolve_session(config: pytest.Config) -> SessionSettings:
+    """Resolve the session's seed and default store (once, in ``pytest_configure``).
+
+    Raises:
+        pytest.UsageError: for a bad ``--graphflow-seed``/``--graphflow-store`` or ini value.
+    """
+    option_store = config.getoption("graphflow_store", None)
+    if option_store is not None:
+        store = parse_store(option_store, "--graphflow-store")
+    else:
+        ini_store = str(config.getini("graphflow_store") or "memory").strip()
+        store = parse_store(ini_store, "graphflow_store (ini)")
+
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None and WORKERINPUT_KEY in workerinput:
+        seed = int(workerinput[WORKERINPUT_KEY])
+        return SessionSettings(seed, "controller", store, option_store is not None)
+
+    option_seed = config.getoption("graphflow_seed", None)
+    if option_seed is not None:
+        parsed = parse_seed(option_seed, "--graphflow-seed")
+        source: SeedSource = "option"
+    else:
+        ini_seed = str(config.getini("graphflow_seed") or "").strip()
+        parsed = parse_seed(ini_seed, "graphflow_seed (ini)") if ini_seed else None
+        source = "ini"
+    if parsed is None:
+        return SessionSettings(random_seed(), "random", store, option_store is not None)
+    return SessionSettings(parsed, source, store, option_store is not None)
+
+
+def test_seed(session_seed: int, nodeid: str) -> int:
+    """The seed of the test ``nodeid``: ``(session_seed + crc32(nodeid)) % 2**32``."""
+    return (session_seed + zlib.crc32(nodeid.encode("utf-8"))) % SEED_LIMIT
+
+
+# Not collected by pytest when a test module imports this module's names.
+test_seed.__test__ = False  # type: ignore[attr-defined]
+
+
+class XdistHooks:
+    """pytest-xdist hooks, registered only when xdist is installed (the hook is xdist's)."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def pytest_configure_node(self, node: Any) -> None:
+        """Hand the controller's session seed to a starting worker."""
+        node.workerinput[WORKERINPUT_KEY] = self.seed
