@@ -154,7 +154,8 @@ class Runner:
         self.started_at: datetime | None = None
         self.ended_at: datetime | None = None
         self.record: Any = None
-        self.record_events = record_events
+        self._durable = bool(getattr(store, "records_events", False))
+        self.record_events = record_events or self._durable
         self._adopt = getattr(store, "_adopt", None) if type(store).__name__ == \
             "InMemoryCheckpointStore" else None
         self._batch: list[Outcome] | None = None
@@ -204,8 +205,12 @@ class Runner:
             return []
         try:
             if not self.started:
-                return await self._begin()
-            return await self._superstep()
+                items = await self._begin()
+            else:
+                items = await self._superstep()
+            if self._durable:
+                await self._persist(items)
+            return items
         except anyio.get_cancelled_exc_class():
             # The consumer's scope was cancelled: stop the run as RunHandle.cancel() does,
             # keeping every task that finished (C9), then let the cancellation go on.
@@ -224,6 +229,16 @@ class Runner:
         """Stop a run whose consumer left early; it stays resumable from its last checkpoint."""
         if not self.done:
             await self._finish("cancelled", None)
+
+    async def _persist(self, items: list[Any]) -> None:
+        """Durable stores keep the run's events and its run record (seed 002)."""
+        store: Any = self.store
+        events = [e.model_dump(mode="json") for e in items if type(e) is not StepState]
+        if events:
+            await store.record_events(self.run_id, events)
+        if self.record is not None and (not self.started or self.done or events
+                                        and events[0]["type"] == "run_start"):
+            await store.record_run(self.record.as_dict())
 
     def abandon(self) -> None:
         """Synchronous last resort (garbage collection): undo process-wide patches."""

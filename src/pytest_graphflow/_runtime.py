@@ -785,6 +785,11 @@ class GraphRuntime:
             cp_counter = max(cp_counter, int(latest.metadata.get("cp_counter", 0)))
             task_counter = max(task_counter, int(latest.metadata.get("task_counter", 0)))
         release = await self._claim(cp.thread_id, cp.run_id)
+        clock = self.clock
+        if isinstance(clock, VirtualClock) and clock.now() < cp.timestamp:
+            # A fresh virtual clock continues from the checkpoint, so time never goes back
+            # within a run's log (C10).
+            clock.advance((cp.timestamp - clock.now()).total_seconds())
         wall, on_done = self._wall()
         runner = Runner(
             graph=graph, store=self.store, clock=self.clock, seed=self.seed, run_id=cp.run_id,

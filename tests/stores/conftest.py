@@ -62,9 +62,10 @@ def make_cp() -> MakeCheckpoint:
         nodes: list[str] | None = None,
         **extra: Any,
     ) -> Checkpoint:
+        when = T0 + timedelta(seconds=at) if timestamp is None else timestamp
         return Checkpoint(
             id=cid, run_id=run, thread_id=thread, graph_id="g", revision="rev-x", step=0,
-            timestamp=T0 + timedelta(seconds=at) if timestamp is None else timestamp, state={"n": 0} if state is None else state,
+            timestamp=when, state={"n": 0} if state is None else state,
             node_id=node, node_ids=nodes or [], **extra,
         )
 

@@ -361,6 +361,18 @@ async def test_extras_persist_across_instances(store_path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_checkpointed_runs_in_first_save_order(
+    store_path: Path, make_cp: MakeCheckpoint
+) -> None:
+    with SQLiteCheckpointStore(store_path) as store:
+        assert store.checkpointed_runs() == []
+        await store.save(make_cp("cp-1", run="run-b", at=9))
+        await store.save(make_cp("cp-2", run="run-a", at=0))
+        await store.save(make_cp("cp-3", run="run-b", at=0))
+        assert store.checkpointed_runs() == ["run-b", "run-a"]
+
+
+@pytest.mark.anyio
 async def test_the_file_is_in_wal_mode(store_path: Path) -> None:
     with SQLiteCheckpointStore(store_path):
         db = sqlite3.connect(store_path)
@@ -399,9 +411,11 @@ async def test_unsupported_format_of_a_row_an_older_build_wrote(
     with db:
         db.execute("UPDATE checkpoints SET format_version = 0, data = '{\"legacy\": true}'")
     db.close()
-    with SQLiteCheckpointStore(store_path) as store:
-        with pytest.raises(UnsupportedFormat, match=r"'cp-old'.*format version 0"):
-            await store.get("cp-old")
+    with (
+        SQLiteCheckpointStore(store_path) as store,
+        pytest.raises(UnsupportedFormat, match=r"'cp-old'.*format version 0"),
+    ):
+        await store.get("cp-old")
 
 
 def test_a_file_of_another_schema_version_is_refused(store_path: Path) -> None:

@@ -119,6 +119,9 @@ class SQLiteCheckpointStore:
         sqlite3.DatabaseError: the file is not a SQLite database.
     """
 
+    records_events = True
+    """The runtime records every run's events and run record here (durable inspection)."""
+
     def __init__(
         self, path: str | os.PathLike[str], *, claim_ttl: float = rules.DEFAULT_CLAIM_TTL
     ) -> None:
