@@ -17,9 +17,11 @@ from ._events import (
     EdgeTransition,
     ErrorEvent,
     EventBase,
+    FinalEventData,
     GraphEvent,
     Interrupt,
     InterruptEvent,
+    InterruptEventData,
     NodeEnd,
     NodeStart,
     RunEnd,
@@ -30,8 +32,19 @@ from ._events import (
 from ._graph import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
 from ._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
 from ._runtime import EventLog, GraphResult, GraphRuntime, RunHandle, RunRecord, RunStream, Trace
+from ._snapshot import GraphEventsExtension
+from ._stores._faulty import FaultPlan, FaultyStore, StoreCall
 from ._stores._memory import InMemoryCheckpointStore
 from ._stores._protocol import CheckpointStore
+from ._stores._sqlite import SQLiteCheckpointStore
+from .assertions import (
+    EventPatternError,
+    EventPatternMismatch,
+    assert_events,
+    events_diff,
+    format_event,
+    format_events,
+)
 from .errors import (
     Cancelled,
     CheckpointNotFound,
@@ -88,11 +101,17 @@ __all__ = [
     "ErrorEvent",
     "EventBase",
     "EventLog",
+    "EventPatternError",
+    "EventPatternMismatch",
     "EventsCompacted",
     "Expand",
+    "FaultPlan",
+    "FaultyStore",
+    "FinalEventData",
     "ForkTargetExists",
     "Graph",
     "GraphEvent",
+    "GraphEventsExtension",
     "GraphExecutionError",
     "GraphResult",
     "GraphRuntime",
@@ -101,6 +120,7 @@ __all__ = [
     "InMemoryCheckpointStore",
     "Interrupt",
     "InterruptEvent",
+    "InterruptEventData",
     "InvalidArgument",
     "JoinStarved",
     "MidExecution",
@@ -121,9 +141,11 @@ __all__ = [
     "RunStart",
     "RunStream",
     "RunTimedOut",
+    "SQLiteCheckpointStore",
     "SimulatedCrash",
     "SnapshotMismatch",
     "StaleClaim",
+    "StoreCall",
     "StoreFault",
     "StreamEvent",
     "SuperstepLimit",
@@ -141,8 +163,12 @@ __all__ = [
     "VirtualClock",
     "VirtualDeadlock",
     "__version__",
+    "assert_events",
     "emit",
     "errors",
+    "events_diff",
+    "format_event",
+    "format_events",
     "interrupt",
     "parse_event",
 ]

@@ -91,7 +91,7 @@ class Checkpoint(BaseModel):
     completed: dict[str, TaskOutput] = Field(default_factory=dict)
     interrupts: list[Interrupt] = Field(default_factory=list)
     answers: dict[str, Any] = Field(default_factory=dict)
-    visited: list[str] = Field(default_factory=list)
+    visited: tuple[str, ...] = ()
     arrivals: dict[str, list[str]] = Field(default_factory=dict)
     next_seq: int = 0
     error: dict[str, Any] | None = None
@@ -107,7 +107,6 @@ class Checkpoint(BaseModel):
         data["completed"] = dict(self.completed)
         data["interrupts"] = list(self.interrupts)
         data["answers"] = jcopy(self.answers)
-        data["visited"] = list(self.visited)
         data["arrivals"] = {k: list(v) for k, v in self.arrivals.items()}
         data["error"] = jcopy(self.error)
         data["metadata"] = jcopy(self.metadata)

@@ -15,8 +15,8 @@ __all__ = ["DEFAULT_START", "Clock", "RealClock", "VirtualClock"]
 DEFAULT_START = datetime(2025, 1, 1, tzinfo=UTC)
 """Where a :class:`VirtualClock` starts unless told otherwise (fixed, so streams are stable)."""
 
-_real_time_ns = time.time_ns
-_real_monotonic_ns = time.monotonic_ns
+# Kept in a tuple: freezegun replaces module attributes that point at the real functions.
+_REAL = (time.time_ns, time.monotonic_ns, datetime)
 
 
 @runtime_checkable
@@ -42,11 +42,11 @@ class RealClock:
 
     def now(self) -> datetime:
         """The current UTC time."""
-        return datetime.fromtimestamp(_real_time_ns() / 1e9, UTC)
+        return _REAL[2].fromtimestamp(_REAL[0]() / 1e9, UTC)
 
     def monotonic(self) -> float:
         """``time.monotonic()`` (the unpatched one)."""
-        return _real_monotonic_ns() / 1e9
+        return _REAL[1]() / 1e9
 
     async def sleep(self, seconds: float) -> None:
         """Wait in real time."""
@@ -86,6 +86,8 @@ class VirtualClock:
         self.start = start.astimezone(UTC)
         self.patch_wall_clock = patch_wall_clock
         self._ns = 0
+        self._now_ns = -1
+        self._now = self.start
 
     @property
     def elapsed(self) -> float:
@@ -99,7 +101,10 @@ class VirtualClock:
 
     def now(self) -> datetime:
         """The current virtual time (UTC)."""
-        return self.start + timedelta(microseconds=self._ns // 1000)
+        if self._now_ns != self._ns:
+            self._now = self.start + timedelta(microseconds=self._ns // 1000)
+            self._now_ns = self._ns
+        return self._now
 
     def monotonic(self) -> float:
         """Virtual seconds since ``start``."""

@@ -17,9 +17,11 @@ __all__ = [
     "EdgeTransition",
     "ErrorEvent",
     "EventBase",
+    "FinalEventData",
     "GraphEvent",
     "Interrupt",
     "InterruptEvent",
+    "InterruptEventData",
     "NodeEnd",
     "NodeStart",
     "RunEnd",
@@ -166,6 +168,25 @@ def parse_event(data: dict[str, Any] | str | bytes) -> EventBase:
     if isinstance(data, (str, bytes)):
         return _ADAPTER.validate_json(data)  # type: ignore[no-any-return]
     return _ADAPTER.validate_python(data)  # type: ignore[no-any-return]
+
+
+class FinalEventData(BaseModel):
+    """Data of the terminal ``final`` stream item: final state and thread (seed 001)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    state: dict[str, Any]
+    thread_id: str
+
+
+class InterruptEventData(BaseModel):
+    """Data of the terminal ``interrupt`` stream item: state, thread and pending interrupts."""
+
+    model_config = ConfigDict(frozen=True)
+
+    state: dict[str, Any]
+    thread_id: str
+    interrupts: dict[str, Interrupt]
 
 
 class StreamEvent(BaseModel):

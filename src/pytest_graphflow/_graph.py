@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import math
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -119,11 +120,12 @@ class Retry:
         if self.attempts < 1:
             raise InvalidArgument(f"Retry(attempts={self.attempts!r}): attempts must be >= 1 "
                                   "(it counts the first try)")
-        if not self.backoff >= 0:
-            raise InvalidArgument(f"Retry(backoff={self.backoff!r}): backoff must be >= 0 seconds")
-        if not self.factor >= 1:
-            raise InvalidArgument(f"Retry(factor={self.factor!r}): factor must be >= 1")
-        if self.max_delay is not None and not self.max_delay >= 0:
+        if not 0 <= self.backoff < math.inf:
+            raise InvalidArgument(f"Retry(backoff={self.backoff!r}): backoff must be a finite "
+                                  "number of seconds >= 0")
+        if not 1 <= self.factor < math.inf:
+            raise InvalidArgument(f"Retry(factor={self.factor!r}): factor must be finite and >= 1")
+        if self.max_delay is not None and not 0 <= self.max_delay < math.inf:
             raise InvalidArgument(f"Retry(max_delay={self.max_delay!r}): max_delay must be >= 0 "
                                   "or None")
         retry_on = self.retry_on if isinstance(self.retry_on, tuple) else (self.retry_on,)

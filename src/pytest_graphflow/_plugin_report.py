@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["failure_section", "reproduce_command"]
 
-LAST_EVENTS: Final = 15
+LAST_EVENTS: Final = 20
 
 
 def reproduce_command(item: pytest.Item, state: ItemState) -> str:
@@ -80,6 +80,7 @@ def _run_lines(run: RunRecording) -> list[str]:
     lines = [head]
     if run.error is not None:
         lines.append(f"raised: {type(run.error).__name__}: {_one_line(run.error)}")
+        lines.append(f"nodes completed: {', '.join(run.visited) or '(none)'}")
     lines.append(f"path: {run.path_text()}")
     try:
         diagram = run.mermaid()

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ._events import EventBase
 from ._graph import END, START, CompiledGraph
-from ._runtime import GraphRuntime, RunStream
+from ._runtime import GraphRuntime
 
 if TYPE_CHECKING:
     from ._clock import VirtualClock
@@ -50,6 +50,9 @@ class RunRecording:
         events: the events of the leg, in order, whichever stream mode was consumed.
         error: an exception that escaped the run (a rejected checkpoint save, an edge
             function's error, a simulated crash), or ``None``.
+        visited: the nodes whose tasks completed, in order (for a run that raised, this goes
+            further than ``events``: the events of the piece of the run that raised are lost
+            with the exception).
     """
 
     graph: CompiledGraph
@@ -57,6 +60,7 @@ class RunRecording:
     resumed: bool = False
     events: list[EventBase] = field(default_factory=list)
     error: BaseException | None = None
+    visited: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -194,23 +198,6 @@ class RecordingRuntime(GraphRuntime):
 
     # ----------------------------------------------------------------- overrides
 
-    def stream(self, graph: CompiledGraph, input: Any = None, **kwargs: Any) -> RunStream:
-        """:meth:`GraphRuntime.stream`, with the runtime's checkpoint policy applied."""
-        return super().stream(self._with_policy(graph), input, **kwargs)
-
-    def resume_stream(
-        self, run_or_checkpoint_id: str, resume: Any = None, *,
-        graph: CompiledGraph | None = None, **kwargs: Any,
-    ) -> RunStream:
-        """:meth:`GraphRuntime.resume_stream`, with the runtime's checkpoint policy applied."""
-        if graph is not None:
-            graph = self._with_policy(graph)
-        return super().resume_stream(run_or_checkpoint_id, resume, graph=graph, **kwargs)
-
-    def register(self, graph: CompiledGraph) -> None:
-        """:meth:`GraphRuntime.register`, with the runtime's checkpoint policy applied."""
-        super().register(self._with_policy(graph))
-
     # The two places every run passes through once its runner exists.
     async def _prepare_new(self, *args: Any, **kwargs: Any) -> Runner:
         runner = await super()._prepare_new(*args, **kwargs)
@@ -241,6 +228,10 @@ class RecordingRuntime(GraphRuntime):
         return twin
 
     def _watch(self, runner: Runner, *, resumed: bool) -> None:
+        # Every API (invoke included, which skips events on the production hot path) records
+        # events here: a failing test's report needs them, and tests can afford them.
+        runner.record_events = True
+        runner.graph = self._with_policy(runner.graph)
         recording = RunRecording(graph=runner.graph, run_id=runner.run_id, resumed=resumed)
         self._recordings.append(recording)
         for observer in self._observers:
@@ -253,6 +244,8 @@ class RecordingRuntime(GraphRuntime):
             except BaseException as exc:
                 recording.error = exc
                 raise
+            finally:
+                recording.visited = list(getattr(runner, "visited", ()))
             recording.events.extend(i for i in items if isinstance(i, EventBase))
             return items
 
@@ -300,10 +293,8 @@ class GraphRuntimeFactory:
         observer: Observer | None = None,
         **runtime_options: Any,
     ) -> None:
-        self.seed = seed
-        self.start = start
-        self.store = store
-        self.checkpoint_policy = checkpoint_policy
+        self._defaults: dict[str, Any] = {"seed": seed, "start": start, "store": store,
+                                          "checkpoint_policy": checkpoint_policy}
         self.faulty = faulty
         self.sqlite_dir = sqlite_dir
         self.observer = observer
@@ -311,9 +302,30 @@ class GraphRuntimeFactory:
         self._open: list[RecordingRuntime] = []
 
     def defaults(self) -> dict[str, Any]:
-        """The settings a call starts from (the plugin's factory reads the current test's)."""
-        return {"seed": self.seed, "start": self.start, "store": self.store,
-                "checkpoint_policy": self.checkpoint_policy}
+        """The settings a call starts from (the plugin's factory reads the running test's)."""
+        return dict(self._defaults)
+
+    @property
+    def seed(self) -> int:
+        """The seed runtimes get unless told otherwise (in the plugin: the test's seed)."""
+        return int(self.defaults()["seed"])
+
+    @property
+    def start(self) -> datetime | None:
+        """The virtual clocks' start (``None``: the clock's default)."""
+        start: datetime | None = self.defaults()["start"]
+        return start
+
+    @property
+    def store(self) -> Any:
+        """What each runtime's store is made from (``"memory"``, ``"sqlite"``, ...)."""
+        return self.defaults()["store"]
+
+    @property
+    def checkpoint_policy(self) -> Policy | None:
+        """The checkpoint policy runtimes impose, or ``None``."""
+        policy: Policy | None = self.defaults()["checkpoint_policy"]
+        return policy
 
     def __call__(
         self,

@@ -66,6 +66,9 @@ class _Unrecorded:
     __slots__ = ("__dict__",)
 
 
+_UNRECORDED = _Unrecorded()
+
+
 class StepState:
     """Marker the runner puts after a superstep's events for the ``values`` view (internal).
 
@@ -98,7 +101,7 @@ class Runner:
         tasks: list[TaskRecord] | None,
         completed: dict[str, TaskOutput],
         answers: dict[str, Any],
-        visited: list[str],
+        visited: list[str] | tuple[str, ...],
         arrivals: dict[str, list[str]],
         seq: int,
         parent_id: str | None,
@@ -126,7 +129,7 @@ class Runner:
         self.tasks = tasks
         self.completed = completed
         self.answers = answers
-        self.visited = visited
+        self.visited: tuple[str, ...] = tuple(visited)
         self.arrivals = arrivals
         self.seq = seq
         self.parent_id = parent_id
@@ -167,20 +170,28 @@ class Runner:
         self.cp_counter += 1
         return f"cp-{self._hex}-{self.cp_counter}"
 
-    def _task(self, node: str, **extra: Any) -> TaskRecord:
+    def _task(
+        self,
+        node: str,
+        failure: dict[str, Any] | None = None,
+        item: Any = None,
+        has_item: bool = False,
+        checkpoint_id_before: str | None = None,
+    ) -> TaskRecord:
         self.task_counter += 1
-        return make(TaskRecord, 
-            task_id=f"task-{self._hex}-{self.task_counter}", node=node,
-            item=extra.get("item"), has_item=extra.get("has_item", False),
-            checkpoint_id_before=extra.get("checkpoint_id_before"),
-            failure=extra.get("failure"),
-        )
+        return make(TaskRecord, task_id=f"task-{self._hex}-{self.task_counter}", node=node,
+                    item=item, has_item=has_item, checkpoint_id_before=checkpoint_id_before,
+                    failure=failure)
 
     def _e(self, cls: type[EventBase], step: int, **fields: Any) -> Any:
         self.seq += 1
         if not self.record_events:
-            return _Unrecorded()
+            return _UNRECORDED
         return _ev(cls, seq=self.seq - 1, run_id=self.run_id, step=step, **fields)
+
+    def _copy(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Events carry copies: mutating one changes nothing in the run."""
+        return jcopy(state) if self.record_events else state
 
     def _stamp(self, events: list[Any]) -> list[Any]:
         if not self.record_events:
@@ -278,7 +289,7 @@ class Runner:
     async def _begin(self) -> list[Any]:
         self.started = True
         self.started_at = self.clock.now()
-        if self.timeout is not None:
+        if self.timeout is not None and self.timeout != float("inf"):
             if isinstance(self.clock, VirtualClock):
                 self._deadline_ns = self.clock.elapsed_ns + round(self.timeout * 1e9)
             else:
@@ -376,7 +387,7 @@ class Runner:
         assert self.tasks is not None
         graph, clock, step = self.graph, self.clock, self.step
         tasks = self.tasks
-        visited = tuple(self.visited)
+        visited = self.visited
         outcomes: list[Outcome] = []
         to_run: list[int] = []
         for i, record in enumerate(tasks):
@@ -405,6 +416,22 @@ class Runner:
                 hook=self.on_interrupt,
             )
 
+        if len(to_run) == 1 and len(tasks) == 1:
+            spec = outcomes[0].spec
+            if not spec.is_async and spec.retry is None:
+                record = tasks[0]
+                t1 = CURRENT_TASK.set(context(record))
+                t2 = NODE_CLOCK.set(clock) if virtual and self.wall_clock else None  # type: ignore[arg-type]
+                try:
+                    outcomes[0] = await execute(graph, spec, record, make_input,
+                                                CURRENT_TASK.get(), clock, clock.sleep,  # type: ignore[arg-type]
+                                                self.state)
+                finally:
+                    if t2 is not None:
+                        NODE_CLOCK.reset(t2)
+                    CURRENT_TASK.reset(t1)
+                self.start_order.append(record.node)
+                return outcomes, False
         if to_run and all(not outcomes[i].spec.is_async and outcomes[i].spec.retry is None
                           for i in to_run):
             # Fast path: sync tasks cannot interleave, so they run inline, one after the
@@ -530,14 +557,17 @@ class Runner:
                             value=value))
         kind = out.kind
         if kind == "done":
-            events.append(e(NodeEnd, step, node=node, task_id=tid, patch=out.patch,
+            patch = out.patch
+            events.append(e(NodeEnd, step, node=node, task_id=tid,
+                            patch=jcopy(patch) if patch and self.record_events else patch,
                             replayed=out.replayed, attempt=out.attempt,
                             started_at=out.started_at, finished_at=out.finished_at,
                             goto=out.goto))
         elif kind == "interrupt":
             assert out.interrupt is not None
-            events.append(e(InterruptEvent, step, node=node, task_id=tid,
-                            interrupts=[out.interrupt]))
+            pending = out.interrupt
+            events.append(e(InterruptEvent, step, node=node, task_id=tid, interrupts=[
+                pending.model_copy(update={"payload": jcopy(pending.payload)})]))
         elif kind == "error":
             err = out.error
             events.append(e(ErrorEvent, step, node=node, task_id=tid,
@@ -559,7 +589,10 @@ class Runner:
         assert self.tasks is not None
         graph, step = self.graph, self.step
         tasks = self.tasks
-        done = [o for o in outcomes if o.kind == "done"]
+        if len(outcomes) == 1:
+            done = outcomes if outcomes[0].kind == "done" else []
+        else:
+            done = [o for o in outcomes if o.kind == "done"]
         patches = [(o.record.node, o.patch) for o in done]
         try:
             new_state = merge_patches(graph, self.state, patches, parallel=len(tasks) > 1)
@@ -568,87 +601,93 @@ class Runner:
             return await self._halt(outcomes, [], batch_error=exc)
 
         events: list[Any] = []
+        e = self._e
+        joins = graph.joins
         arrivals = {k: list(v) for k, v in self.arrivals.items()} if self.arrivals else {}
         scheduled: dict[str, dict[str, Any] | None] = {}
-        expansions: list[tuple[Outcome, dict[str, Any]]] = []
+        expansions: list[Outcome] = []
         for out in outcomes:
             self._task_events(out, step, events)
-            node = out.record.node
+            record = out.record
+            node = record.node
             if out.kind == "error":  # routed failure (C2: error, then the route's edge)
                 target = out.spec.on_error
                 assert target is not None
                 out.routed_to = target
                 events[-1].__dict__["routed_to"] = target
-                events.append(self._e(EdgeTransition, step, node=node,
-                                      task_id=out.record.task_id, source=node, target=target))
+                events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
+                                source=node, target=target))
                 scheduled[target] = {"node": node, "error_type": type(out.error).__name__,
                                      "message": str(out.error)}
                 continue
-            self._edges(out, step, events)
             for target in out.targets:
+                events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
+                                source=node, target=target))
                 if target != END and target not in scheduled:
                     scheduled[target] = None
             if out.expand is not None:
-                expansions.append((out, out.expand))
-                events.append(self._e(EdgeTransition, step, node=node,
-                                      task_id=out.record.task_id, source=node,
-                                      target=out.expand["node"]))
-            elif out.goto is None:
+                expansions.append(out)
+                events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
+                                source=node, target=out.expand["node"]))
+            elif joins and out.goto is None:
                 for join in graph.joins_from.get(node, ()):
                     got = arrivals.setdefault(join.key, [])
                     if node not in got:
                         got.append(node)
-                    events.append(self._e(EdgeTransition, step, node=node,
-                                          task_id=out.record.task_id, source=node,
-                                          target=join.target))
-        for join in graph.joins:
+                    events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
+                                    source=node, target=join.target))
+        for join in joins:
             got = arrivals.get(join.key)
             if got is not None and all(s in got for s in join.sources):
                 del arrivals[join.key]
                 if join.target != END:
                     scheduled.setdefault(join.target, None)
 
-        checkpoint_events: list[tuple[str, dict[str, Any]]] = []
+        node_ids = [t.node for t in tasks]
+        saves: list[tuple[str, dict[str, Any]]] = []
         before_id: str | None = None
         if expansions:
             # C7: saved before the expansion's tasks run; the expanding node is not completed.
             before_id = self._next_cp_id()
-            expanding = {o.record.task_id for o, _ in expansions}
+            expanding = {o.record.task_id for o in expansions}
             kept = {o.record.task_id: self._output(o) for o in done
                     if o.record.task_id not in expanding and o.spec.effect in REPLAYED_EFFECTS}
-            checkpoint_events.append((before_id, dict(
-                step=step, next_step=step, tasks=list(tasks), completed=kept,
-                node_ids=[t.node for t in tasks], status="running",
-                state=self.state, visited=list(self.visited), arrivals=self.arrivals,
-            )))
+            saves.append((before_id, {
+                "step": step, "next_step": step, "tasks": list(tasks), "completed": kept,
+                "node_ids": node_ids, "status": "running", "state": self.state,
+                "visited": self.visited, "arrivals": self.arrivals,
+            }))
         order = graph.nodes
-        next_tasks: list[TaskRecord] = []
-        for node in sorted(scheduled, key=lambda n: order[n].index):
-            failure = scheduled[node]
-            next_tasks.append(self._task(node, failure=failure))
-        for _out, exp in expansions:
-            for item in exp["items"]:
-                next_tasks.append(self._task(exp["node"], item=item, has_item=True,
-                                             checkpoint_id_before=before_id))
+        if len(scheduled) > 1:
+            names: Any = sorted(scheduled, key=lambda n: order[n].index)
+        else:
+            names = scheduled
+        next_tasks = [self._task(node, scheduled[node]) for node in names]
         if expansions:
+            for out in expansions:
+                assert out.expand is not None
+                target = out.expand["node"]
+                for item in out.expand["items"]:
+                    next_tasks.append(self._task(target, None, item, True, before_id))
             next_tasks.sort(key=lambda t: order[t.node].index)
 
-        visited = self.visited
-        visited.extend(o.record.node for o in done)
+        if done:
+            self.visited = visited = (*self.visited, *[o.record.node for o in done])
+        else:
+            visited = self.visited
         finished = not next_tasks and not arrivals
-        want = graph.every_step or any(o.spec.checkpoint for o in done) or (
-            finished and self.parent_id is not None)
+        want = graph.every_step or (finished and self.parent_id is not None) or any(
+            o.spec.checkpoint for o in done)
         step_cp: str | None = None
         if want:
             step_cp = self._next_cp_id()
-            checkpoint_events.append((step_cp, dict(
-                step=step, next_step=step + 1, tasks=next_tasks, completed={},
-                node_ids=[t.node for t in tasks],
-                status="completed" if finished else "running",
-                state=new_state, visited=list(visited), arrivals=arrivals,
-            )))
-        for cid, _ in checkpoint_events:
-            events.append(self._e(CheckpointSaved, step, checkpoint_id=cid))
+            saves.append((step_cp, {
+                "step": step, "next_step": step + 1, "tasks": next_tasks, "completed": {},
+                "node_ids": node_ids, "status": "completed" if finished else "running",
+                "state": new_state, "visited": visited, "arrivals": arrivals,
+            }))
+        for cid, _ in saves:
+            events.append(e(CheckpointSaved, step, checkpoint_id=cid))
         self.state = new_state
         self.model = model
         self.arrivals = arrivals
@@ -657,8 +696,8 @@ class Runner:
         self.step = step + 1
         events.append(StepState(step, new_state, step_cp))
         if finished:
-            events.append(self._e(RunEnd, step, status="completed", state=new_state))
-        for cid, fields in checkpoint_events:
+            events.append(e(RunEnd, step, status="completed", state=self._copy(new_state)))
+        for cid, fields in saves:
             await self._save(cid, **fields)
         if finished:
             await self._finish("completed", None)
@@ -673,7 +712,8 @@ class Runner:
 
     async def _complete(self) -> list[Any]:
         # Reached only when a run resumes onto an empty batch (e.g. from a final checkpoint).
-        events = [self._e(RunEnd, max(self.step - 1, 0), status="completed", state=self.state)]
+        events = [self._e(RunEnd, max(self.step - 1, 0), status="completed",
+                          state=self._copy(self.state))]
         await self._finish("completed", None)
         return self._stamp(events)
 
@@ -780,7 +820,7 @@ class Runner:
         step = self.step
         cid = self._next_cp_id()
         events.append(self._e(CheckpointSaved, step, checkpoint_id=cid))
-        events.append(self._e(RunEnd, step, status=status, state=self.state,
+        events.append(self._e(RunEnd, step, status=status, state=self._copy(self.state),
                               error_type=None if error is None else type(error).__name__))
         # C5: the checkpoint is saved before any event reporting the halt is yielded.
         await self._save(cid, step=step, next_step=step, tasks=list(self.tasks),
@@ -805,7 +845,7 @@ class Runner:
         interrupts: list[Interrupt] | None = None,
         error: dict[str, Any] | None = None,
         state: dict[str, Any] | None = None,
-        visited: list[str] | None = None,
+        visited: tuple[str, ...] | None = None,
         arrivals: dict[str, list[str]] | None = None,
     ) -> None:
         cp = make(Checkpoint, 
@@ -815,8 +855,8 @@ class Runner:
             timestamp=self.clock.now(), state=self.state if state is None else state,
             format_version=1, status=status, next_step=next_step, tasks=tasks,
             completed=completed or {}, interrupts=interrupts or [],
-            answers=jcopy(self.answers),
-            visited=list(self.visited) if visited is None else visited,
+            answers=jcopy(self.answers) if self.answers else {},
+            visited=self.visited if visited is None else visited,
             arrivals=self.arrivals if arrivals is None else arrivals,
             next_seq=self.seq, error=error, tenant_id=self.tenant_id,
             metadata={"cp_counter": self.cp_counter, "task_counter": self.task_counter},

@@ -15,7 +15,16 @@ from pydantic import BaseModel
 
 from ._checkpoint import FORMAT_VERSION, Checkpoint
 from ._clock import Clock, RealClock, VirtualClock
-from ._events import CustomEvent, EventBase, Interrupt, NodeEnd, RunEnd, StreamEvent
+from ._events import (
+    CustomEvent,
+    EventBase,
+    FinalEventData,
+    Interrupt,
+    InterruptEventData,
+    NodeEnd,
+    RunEnd,
+    StreamEvent,
+)
 from ._graph import CompiledGraph
 from ._ids import IdSource
 from ._json import NotJSONError, jcopy, to_json_value
@@ -185,12 +194,14 @@ def _to_views(items: list[Any], mode: str, runner: Runner) -> list[Any]:
             out.append(StreamEvent(mode="debug", data=e.model_dump(mode="json"), node=e.node,
                                    run_id=e.run_id, step=e.step, task_id=e.task_id))
         if isinstance(e, RunEnd):
-            data: dict[str, Any] = {"state": jcopy(e.state), "thread_id": runner.thread_id}
             if e.status == "interrupted":
-                data["interrupts"] = {i.key: i for i in runner.interrupts}
+                data: Any = InterruptEventData(
+                    state=jcopy(e.state), thread_id=runner.thread_id,
+                    interrupts={i.key: i for i in runner.interrupts})
                 out.append(StreamEvent(mode="interrupt", data=data, run_id=e.run_id,
                                        checkpoint_id=runner.checkpoint_id, step=e.step))
             else:
+                data = FinalEventData(state=jcopy(e.state), thread_id=runner.thread_id)
                 out.append(StreamEvent(mode="final", data=data, run_id=e.run_id,
                                        checkpoint_id=runner.checkpoint_id, step=e.step))
     return out
@@ -257,7 +268,7 @@ class RunStream:
         await self.aclose()
 
     def __del__(self) -> None:
-        runner = self.runner
+        runner = getattr(self, "runner", None)
         if runner is not None and not runner.done:
             runner.abandon()
 
@@ -564,13 +575,14 @@ class GraphRuntime:
     # ------------------------------------------------------------------ internals
 
     async def _trace(self, stream: RunStream) -> Trace:
-        log = getattr(self.store, "calls", None)
-        start = len(log) if isinstance(log, list) else 0
+        before = getattr(self.store, "calls", None)
+        start = len(before) if isinstance(before, list) else 0
         events: list[EventBase] = []
         async for event in stream:
             events.append(event)
         result = stream.result()
-        store_log = list(log[start:]) if isinstance(log, list) else []
+        after = getattr(self.store, "calls", None)
+        store_log = list(after[start:]) if isinstance(after, list) else []
         return Trace(result=result, events=EventLog(events, stream.states), store_log=store_log)
 
     def _run_sync(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
@@ -824,7 +836,8 @@ def _check_budget(max_supersteps: Any, timeout: Any) -> None:
         raise InvalidArgument(f"max_supersteps={max_supersteps!r} must be an int >= 1 or None")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not timeout > 0):
-        raise InvalidArgument(f"timeout={timeout!r} must be a number of seconds > 0 or None")
+        raise InvalidArgument(f"timeout={timeout!r} must be a number of seconds > 0 or None "
+                              "(float('inf') means no limit)")
 
 
 async def _drain(stream: RunStream) -> GraphResult[Any]:

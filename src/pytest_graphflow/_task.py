@@ -22,6 +22,9 @@ from .errors import GraphflowError, UnknownRoute, UpdateRejected
 __all__ = ["Outcome", "decide_edges", "execute"]
 
 
+_PLAIN_RESULTS = (dict, type(None), Command, Expand)
+
+
 @dataclass(slots=True)
 class Outcome:
     """What one task came to (internal).
@@ -71,7 +74,8 @@ async def execute(
         attempt_start = clock.now() if attempt > 1 else out.started_at
         try:
             result = fn(model, ctx) if spec.arity == 2 else fn(model)
-            if spec.is_async or inspect.isawaitable(result):
+            if spec.is_async or (type(result) not in _PLAIN_RESULTS
+                                 and inspect.isawaitable(result)):
                 result = await result
             break
         except _InterruptSignal as signal:

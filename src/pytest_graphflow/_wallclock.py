@@ -26,7 +26,8 @@ NODE_CLOCK: ContextVar[VirtualClock | None] = ContextVar("graphflow_node_clock",
 _count = 0
 _freezer: Any = None
 _outer: Any = None
-_real_datetime = datetime
+# Kept in a tuple: freezegun replaces module attributes that point at the real datetime.
+_REAL: tuple[type[datetime]] = (datetime,)
 
 
 def _factory() -> datetime:
@@ -35,7 +36,7 @@ def _factory() -> datetime:
         return clock.now().replace(tzinfo=None)
     if _outer is not None:
         return _outer()  # type: ignore[no-any-return]
-    return _real_datetime.now(UTC).replace(tzinfo=None)
+    return _REAL[0].now(UTC).replace(tzinfo=None)
 
 
 def active() -> bool:
@@ -53,7 +54,7 @@ def activate() -> None:
 
     _outer = api.freeze_factories[-1] if api.freeze_factories else None
     was_started = bool(api.freeze_factories)
-    _freezer = freeze_time(_real_datetime(2000, 1, 1))
+    _freezer = freeze_time(_REAL[0](2000, 1, 1))
     try:
         _freezer.start()
     except BaseException:

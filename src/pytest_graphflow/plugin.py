@@ -1,1 +1,223 @@
-"""The pytest plugin of pytest-graphflow (entry point ``pytest11``)."""
+"""The pytest plugin of pytest-graphflow (entry point ``pytest11``; disable with
+``-p no:graphflow``).
+
+Fixtures (all function-scoped except the factory, which is session-scoped):
+
+* ``graph_seed``: the test's seed, ``(session seed + crc32(node id)) % 2**32`` unless
+  ``@pytest.mark.graphflow(seed=...)`` fixes it;
+* ``virtual_clock``: a :class:`VirtualClock` at the marker's ``start`` (or the default);
+* ``checkpoint_store``: an in-memory store, or a SQLite store in ``tmp_path`` with
+  ``store="sqlite"`` (marker, ``--graphflow-store`` or the ``graphflow_store`` ini key);
+* ``store_faults``: a :class:`FaultyStore` over ``checkpoint_store``;
+* ``graph_runtime``: a deterministic runtime over ``store_faults``, on ``virtual_clock``, with
+  ``graph_seed``; ``graph_runtime.trace(graph, input)`` / ``await graph_runtime.atrace(...)``;
+* ``graph_runtime_factory``: fresh runtimes on demand, one per Hypothesis example (being
+  session-scoped it does not trip the ``function_scoped_fixture`` health check);
+* ``graph_snapshot``: syrupy's ``snapshot`` storing event streams as readable text.
+
+Options ``--graphflow-seed`` (an int or ``random``) and ``--graphflow-store``, with the ini
+keys ``graphflow_seed`` and ``graphflow_store``. A failing test that used these fixtures gets a
+``graphflow`` report section with its seed, the command that reproduces it, the path its last
+run took (Mermaid) and that run's last events.
+
+This module stays cheap to import: the runtime is imported by the fixtures and hooks that
+need it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+# Before anything imports it, so that its plain ``assert`` statements get pytest's rewriting.
+pytest.register_assert_rewrite("pytest_graphflow.assertions")
+
+if TYPE_CHECKING:
+    from syrupy.assertion import SnapshotAssertion
+
+    from ._clock import VirtualClock
+    from ._plugin_runtime import GraphRuntimeFactory, RecordingRuntime
+    from ._stores._faulty import FaultyStore
+    from ._stores._protocol import CheckpointStore
+
+__all__ = [
+    "checkpoint_store",
+    "graph_runtime",
+    "graph_runtime_factory",
+    "graph_seed",
+    "graph_snapshot",
+    "store_faults",
+    "virtual_clock",
+]
+
+
+# --------------------------------------------------------------------------- options
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--graphflow-seed`` and ``--graphflow-store``, each with its ini key."""
+    group = parser.getgroup("graphflow", "graphflow (deterministic graph runs)")
+    group.addoption(
+        "--graphflow-seed", dest="graphflow_seed", default=None, metavar="SEED",
+        help="session seed (an integer from 0 to 2**32-1, or 'random'); each test's seed is "
+             "derived from it and the test's node id. Default: the graphflow_seed ini key, "
+             "else random (printed in the header).",
+    )
+    group.addoption(
+        "--graphflow-store", dest="graphflow_store", default=None, metavar="STORE",
+        help="checkpoint store of the graphflow fixtures: 'memory' (default) or 'sqlite' "
+             "(a file in the test's tmp_path).",
+    )
+    parser.addini("graphflow_seed", "graphflow session seed: an integer or 'random'",
+                  default="")
+    parser.addini("graphflow_store", "graphflow checkpoint store: 'memory' or 'sqlite'",
+                  default="memory")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker, resolve the session seed once, hook into xdist if present."""
+    from ._plugin_marker import MARKER_HELP
+    from ._plugin_seed import XdistHooks, resolve_session
+    from ._plugin_state import SESSION
+
+    config.addinivalue_line("markers", MARKER_HELP)
+    session = resolve_session(config)
+    config.stash[SESSION] = session
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(XdistHooks(session.seed), "graphflow-xdist")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """``graphflow: session seed N (reproduce with --graphflow-seed=N)``."""
+    from ._plugin_state import SESSION
+
+    session = config.stash.get(SESSION, None)
+    if session is None:  # pragma: no cover - configure always ran
+        return None
+    seed = session.seed
+    return f"graphflow: session seed {seed} (reproduce with --graphflow-seed={seed})"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Check every ``graphflow`` marker before any test runs (a typo is a usage error)."""
+    from ._plugin_marker import settings_for
+    from ._plugin_state import SESSION
+
+    session = config.stash[SESSION]
+    for item in items:
+        if item.get_closest_marker("graphflow") is not None:
+            settings_for(item, session)
+
+
+# --------------------------------------------------------------------------- running
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Know which test is running (for the session-scoped factory); clean up after it."""
+    from ._plugin_state import CURRENT_ITEM, finish_item
+
+    item.config.stash[CURRENT_ITEM] = item
+    try:
+        return (yield)
+    finally:
+        item.config.stash[CURRENT_ITEM] = None
+        finish_item(item)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Add the ``graphflow`` section to a failing report of a test that used our fixtures."""
+    report = yield
+    if report.failed:
+        from ._plugin_state import existing_state
+
+        state = existing_state(item)
+        if state is not None:
+            from ._plugin_report import failure_section
+
+            report.sections.append(("graphflow", failure_section(item, state)))
+    return report
+
+
+def pytest_assertrepr_compare(
+    config: pytest.Config, op: str, left: object, right: object
+) -> list[str] | None:
+    """Explain ``==`` between event sequences (first divergent event, in a window)."""
+    from ._assertrepr import graphflow_assertrepr_compare
+
+    return graphflow_assertrepr_compare(op, left, right)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def graph_seed(request: pytest.FixtureRequest) -> int:
+    """The test's seed: derived from the session seed and the node id, or the marker's."""
+    from ._plugin_state import item_state
+
+    return item_state(request.node).settings.seed
+
+
+@pytest.fixture
+def virtual_clock(request: pytest.FixtureRequest) -> VirtualClock:
+    """A :class:`VirtualClock` at the marker's ``start`` (default: ``DEFAULT_START``)."""
+    from ._plugin_state import build_clock, item_state
+
+    return build_clock(item_state(request.node))
+
+
+@pytest.fixture
+def checkpoint_store(request: pytest.FixtureRequest) -> Iterator[CheckpointStore]:
+    """The test's checkpoint store: in memory, or SQLite in ``tmp_path`` (``store="sqlite"``)."""
+    from ._plugin_state import build_checkpoint_store, item_state
+
+    yield from build_checkpoint_store(item_state(request.node), request)
+
+
+@pytest.fixture
+def store_faults(checkpoint_store: CheckpointStore, virtual_clock: VirtualClock) -> FaultyStore:
+    """A :class:`FaultyStore` over ``checkpoint_store``: ``reject_save``, ``fail``, ``delay``,
+    ``crash_at`` and the ``.calls`` log. ``graph_runtime`` runs over this store."""
+    from ._plugin_state import build_store_faults
+
+    return build_store_faults(checkpoint_store, virtual_clock)
+
+
+@pytest.fixture
+def graph_runtime(
+    request: pytest.FixtureRequest,
+    store_faults: FaultyStore,
+    virtual_clock: VirtualClock,
+    graph_seed: int,
+    graph_runtime_factory: GraphRuntimeFactory,
+) -> RecordingRuntime:
+    """The deterministic runtime of the test (``store_faults``, ``virtual_clock``,
+    ``graph_seed``). In a Hypothesis ``@given`` test use ``graph_runtime_factory`` instead."""
+    from ._plugin_state import build_runtime, item_state
+
+    return build_runtime(item_state(request.node), store_faults, virtual_clock, graph_seed,
+                         graph_runtime_factory)
+
+
+@pytest.fixture(scope="session")
+def graph_runtime_factory(
+    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> GraphRuntimeFactory:
+    """Call it for a fresh runtime (new clock, store and the running test's seed), e.g. once
+    per Hypothesis example: ``runtime = graph_runtime_factory()``."""
+    from ._plugin_state import build_factory
+
+    return build_factory(pytestconfig, tmp_path_factory)
+
+
+@pytest.fixture
+def graph_snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
+    """syrupy's ``snapshot`` with :class:`GraphEventsExtension`: event streams as text."""
+    from ._snapshot import graph_snapshot_fixture
+
+    return graph_snapshot_fixture(snapshot)

@@ -227,11 +227,11 @@ class Script:
         work.__name__ = name
         return work
 
-    def route(self, name: str) -> Callable[[S], str]:
+    def route(self, name: str, target: str = END) -> Callable[[S], str]:
         def decide(state: S) -> str:
             if name in self.edge_errors:
                 raise self.edge_errors[name]
-            return END
+            return target
 
         return decide
 
@@ -287,12 +287,7 @@ def chain_graph(
     g.edge(START, nodes[0])
     for src, dst in zip(nodes, (*nodes[1:], END), strict=True):
         if src in routed:
-            def decide(state: S, _src: str = src, _dst: str = dst) -> str:
-                if _src in script.edge_errors:
-                    raise script.edge_errors[_src]
-                return _dst
-
-            g.branch(src, decide, [dst])
+            g.branch(src, script.route(src, dst), [dst])
         else:
             g.edge(src, dst)
     return g.compile(checkpoint_policy=policy)  # type: ignore[arg-type]
@@ -307,7 +302,8 @@ def check_leg(events: list[EventBase]) -> None:
     # C1: one run_start first and one run_end last.
     assert kinds[0] == "run_start", kinds
     assert kinds[-1] == "run_end", kinds
-    assert kinds.count("run_start") == 1 and kinds.count("run_end") == 1, kinds
+    assert kinds.count("run_start") == 1, kinds
+    assert kinds.count("run_end") == 1, kinds
     # C10: seq strictly increases (consecutively: one log), time never decreases.
     seqs = [e.seq for e in events]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs
@@ -324,7 +320,8 @@ def check_leg(events: list[EventBase]) -> None:
         starts = [k for k in seen if k == "node_start"]
         ends = [k for k in seen if k != "node_start"]
         assert seen[0] == "node_start", (task, seen)
-        assert len(ends) == 1 and seen[-1] == ends[0], (task, seen)
+        assert len(ends) == 1, (task, seen)
+        assert seen[-1] == ends[0], (task, seen)
         assert len(starts) >= 1, (task, seen)
     # C3: an edge comes after its source's result and before its target's node_start.
     result_at: dict[str, int] = {}
@@ -334,7 +331,8 @@ def check_leg(events: list[EventBase]) -> None:
     for i, e in enumerate(events):
         if e.type != "edge_transition":  # type: ignore[attr-defined]
             continue
-        assert e.task_id in result_at and result_at[e.task_id] < i, (i, brief(events))
+        assert e.task_id in result_at, (i, brief(events))
+        assert result_at[e.task_id] < i, (i, brief(events))
         later_starts = [j for j, x in enumerate(events)
                         if x.type == "node_start" and x.node == e.target and x.step > e.step]  # type: ignore[attr-defined]
         assert all(j > i for j in later_starts), (i, brief(events))

@@ -1,0 +1,114 @@
+"""Checkers for the runtime's invariants (SPEC §3, C1–C10) and whole-run properties.
+
+Event invariants — each takes a run's events (one leg, or every leg of a run in order) and
+returns a list of :class:`Violation` (empty when the rule holds)::
+
+    violations = check_invariants(trace.events, graph=graph, store_log=trace.store_log)
+    assert_invariants(trace.events)            # raises AssertionError listing them
+
+C5 (a halted run's checkpoint is saved before the halting node's events are yielded) needs
+the order of store saves relative to the events: :func:`record_run` records both on one
+timeline, and :func:`check_recording` / :func:`assert_invariants` check it::
+
+    recording = await record_run(runtime, graph, input)
+    assert_invariants(recording)
+
+Whole-run properties, each running the graph several ways on fresh deterministic runtimes:
+:func:`check_interrupt_resume_equivalence`, :func:`check_crash_recovery`,
+:func:`check_determinism`, and :func:`check_reducer_laws` for a :class:`Reducer` on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ._checks import (
+    Violation,
+    check_c1,
+    check_c2,
+    check_c3,
+    check_c4,
+    check_c5,
+    check_c6,
+    check_c7,
+    check_c8,
+    check_c9,
+    check_c10,
+    check_invariants,
+    format_violations,
+    normalise_events,
+)
+from ._graph import CompiledGraph
+from ._properties import (
+    check_crash_recovery,
+    check_determinism,
+    check_interrupt_resume_equivalence,
+)
+from ._recording import (
+    Mark,
+    Recording,
+    RecordingStore,
+    check_recording,
+    record_resume,
+    record_run,
+    record_run_sync,
+)
+from ._reducer_laws import assert_reducer_laws, check_reducer_laws
+
+__all__ = [
+    "Mark",
+    "Recording",
+    "RecordingStore",
+    "Violation",
+    "assert_invariants",
+    "assert_reducer_laws",
+    "check_c1",
+    "check_c2",
+    "check_c3",
+    "check_c4",
+    "check_c5",
+    "check_c6",
+    "check_c7",
+    "check_c8",
+    "check_c9",
+    "check_c10",
+    "check_crash_recovery",
+    "check_determinism",
+    "check_interrupt_resume_equivalence",
+    "check_invariants",
+    "check_recording",
+    "check_reducer_laws",
+    "format_violations",
+    "record_resume",
+    "record_run",
+    "record_run_sync",
+]
+
+
+def assert_invariants(
+    events: Recording | Iterable[Any],
+    store_log: Iterable[Any] | None = None,
+    *,
+    graph: CompiledGraph | None = None,
+    stream_raised: bool = False,
+) -> None:
+    """Raise ``AssertionError`` listing every broken invariant, with the events around each.
+
+    Args:
+        events: a :class:`Recording` (all of C1–C10, the save/event interleaving of C5 and
+            C6 included), or a run's events (a ``Trace``'s ``events``, a list of events or
+            their wire form).
+        store_log: a ``FaultyStore.calls`` log of the run (``Trace.store_log``).
+        graph: the graph (declared order, expansions, effect classes).
+        stream_raised: the stream raised (C6/C7), so the last leg may lack ``run_end``.
+    """
+    if isinstance(events, Recording):
+        evs = events.events
+        found = check_recording(events, graph=graph)
+    else:
+        evs = normalise_events(getattr(events, "events", events))
+        found = check_invariants(evs, graph=graph, store_log=store_log,
+                                 stream_raised=stream_raised)
+    if found:
+        raise AssertionError(format_violations(found, evs))

@@ -1,0 +1,24 @@
+"""Helpers for testing graphs outside the fixtures: fresh deterministic runtimes on demand.
+
+``make_graph_runtime(seed=..., start=..., store=...)`` builds what the ``graph_runtime``
+fixture gives a test; :class:`GraphRuntimeFactory` builds one per call, which is what a
+Hypothesis ``@given`` test wants (each example gets a fresh clock, store and runtime). Inside
+pytest, the ``graph_runtime_factory`` fixture is such a factory whose seed and store follow
+the running test (its seed, its ``@pytest.mark.graphflow`` marker, ``--graphflow-store``)::
+
+    from hypothesis import given, strategies as st
+
+    @given(n=st.integers(0, 10))
+    def test_counter(graph_runtime_factory, n):
+        runtime = graph_runtime_factory()
+        assert runtime.trace(counter, {"n": n}).state.n == n + 1
+
+:class:`RecordingRuntime` is the runtime both hand out: a :class:`GraphRuntime` that also keeps
+a :class:`RunRecording` (graph, events, path) of each run it performed.
+"""
+
+from __future__ import annotations
+
+from ._plugin_runtime import GraphRuntimeFactory, RecordingRuntime, RunRecording, make_graph_runtime
+
+__all__ = ["GraphRuntimeFactory", "RecordingRuntime", "RunRecording", "make_graph_runtime"]
