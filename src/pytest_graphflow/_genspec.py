@@ -28,12 +28,12 @@ from typing import Annotated, Any, Literal
 import anyio
 from pydantic import BaseModel, create_model
 
-from ._graph import END, START, CompiledGraph, Expand, Graph, Reducer, Retry
+from ._graph import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
 from ._node import NodeContext
 
 __all__ = ["Failure", "GraphSpec", "JoinSpec", "PlannedFailure", "SpecNode"]
 
-Route = Literal["static", "branch", "loop", "expand"]
+Route = Literal["static", "branch", "goto", "loop", "expand"]
 
 
 class PlannedFailure(Exception):
@@ -77,10 +77,15 @@ class SpecNode:
         sleep: virtual seconds an ``async`` node sleeps first (``0``: a sync node).
         checkpoint: ``checkpoint=True`` (a checkpoint after its step, whatever the policy).
         worker: the node is an expansion worker (its tasks read ``ctx.item``).
-        route: ``static`` (edges to ``children``, END without children), ``branch`` (picks one of
-            ``children`` + END by ``state[route_key] % n``), ``loop`` (back to ``loop_to`` while its
-            counter ``c_<name> <= loop_bound``, then on to ``children`` or END) or ``expand``
-            (``Expand(expand_to, items)`` with ``items`` tasks).
+        emits: the node emits a custom event (``ctx.emit``) before it writes.
+        route: ``static`` (edges to ``children``, END without children), ``branch`` (a
+            conditional edge picking one of ``children`` + END by ``state[route_key] % n``),
+            ``goto`` (the node returns ``Command(goto=...)``, picking the same way on the state
+            it ran on), ``loop`` (back to ``loop_to`` while its counter ``c_<name> <=
+            loop_bound``, then on to ``children`` or END) or ``expand`` (``Expand(expand_to,
+            items)`` with ``items`` tasks).
+        route_raises: a ``branch`` whose edge function raises :class:`PlannedFailure` when
+            ``state[route_key] % (n + 1) == n`` (C7).
         children: static children, branch targets or a loop's onward targets.
         on_error: the failure route.
     """
@@ -96,9 +101,11 @@ class SpecNode:
     sleep: float = 0.0
     checkpoint: bool = False
     worker: bool = False
+    emits: bool = False
     route: Route = "static"
     children: tuple[str, ...] = ()
     route_key: str | None = None
+    route_raises: bool = False
     loop_to: str | None = None
     loop_bound: int = 0
     expand_to: str | None = None
@@ -136,6 +143,8 @@ class SpecNode:
             parts.append(str(self.fail))
         if self.retry > 1:
             parts.append(f"retry attempts={self.retry}")
+        if self.emits:
+            parts.append("emits")
         if self.checkpoint:
             parts.append("checkpoint=True")
         return "; ".join(parts)
@@ -143,9 +152,15 @@ class SpecNode:
     def describe_route(self) -> str:
         """One line: where the node goes next."""
         kids = ", ".join(self.children)
-        if self.route == "branch":
+        if self.route in ("branch", "goto"):
             targets = [*self.children, "END"]
-            return f"{self.name} ?{self.route_key} % {len(targets)} -> one of [{', '.join(targets)}]"
+            how = "Command(goto=...)" if self.route == "goto" else "edge"
+            text = (f"{self.name} {how} by {self.route_key} % {len(targets)} -> one of "
+                    f"[{', '.join(targets)}]")
+            if self.route_raises:
+                text += f"; the edge raises when {self.route_key} % {len(targets) + 1} == " \
+                        f"{len(targets)}"
+            return text
         if self.route == "loop":
             return (f"{self.name} loops to {self.loop_to} while c_{self.name} <= "
                     f"{self.loop_bound}, then -> {kids or 'END'}")
@@ -274,16 +289,19 @@ class GraphSpec:
                 n.name, _node_function(n, index[n.name], calls), effect=n.effect,  # type: ignore[arg-type]
                 retry=Retry(attempts=n.retry, backoff=1.0) if n.retry > 1 else None,
                 on_error=n.on_error, writes=n.keys_written, checkpoint=n.checkpoint,
-                destinations=[n.expand_to] if n.expand_to else None,
+                destinations=[n.expand_to] if n.expand_to else
+                (list(n.children) if n.route == "goto" else None),
             )
         g.edge(START, list(self.entry))
         for n in self.nodes:
             if n.route == "static":
                 g.edge(n.name, list(n.children) or END)
+            elif n.route == "goto" and not n.children:
+                g.edge(n.name, END)  # validation needs a route; Command.goto replaces it
             elif n.route == "branch":
                 assert n.route_key is not None
                 targets = [*n.children, END]
-                g.branch(n.name, _branch_route(n.route_key, targets), targets)
+                g.branch(n.name, _branch_route(n.route_key, targets, n.route_raises), targets)
             elif n.route == "loop":
                 assert n.loop_to is not None
                 onward = list(n.children) or [END]
@@ -326,6 +344,8 @@ def _node_function(
             if calls is not None:
                 calls.append((*record, "interrupted"))
             raise
+        if n.emits:
+            ctx.emit({"node": n.name, "attempt": ctx.attempt})
         if n.fail is not None and n.fail.fails(ctx.attempt):
             if calls is not None:
                 calls.append((*record, "failed"))
@@ -347,6 +367,11 @@ def _node_function(
             assert n.expand_to is not None
             items = [f"{n.name}.{j}" for j in range(n.items)]
             return Expand(n.expand_to, items, update=patch or None)
+        if n.route == "goto":
+            assert n.route_key is not None
+            targets = [*n.children, END]
+            return Command(update=patch or None,
+                           goto=targets[_as_int(getattr(state, n.route_key)) % len(targets)])
         return patch or None
 
     if not n.sleep:
@@ -364,9 +389,12 @@ def _node_function(
     return fn
 
 
-def _branch_route(key: str, targets: list[str]) -> Callable[[BaseModel], str]:
+def _branch_route(key: str, targets: list[str], raises: bool) -> Callable[[BaseModel], str]:
     def route(state: BaseModel) -> str:
-        return targets[_as_int(getattr(state, key)) % len(targets)]
+        value = _as_int(getattr(state, key))
+        if raises and value % (len(targets) + 1) == len(targets):
+            raise PlannedFailure(f"edge function on {key}={value} raises (planned)")
+        return targets[value % len(targets)]
 
     return route
 

@@ -9,6 +9,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 __all__ = ["NotJSONError", "jcopy", "to_json_value"]
 
 _SCALARS = (str, int, float, bool, type(None))
+_INFINITIES = (float("inf"), float("-inf"))
 
 
 class NotJSONError(TypeError):
@@ -24,8 +25,8 @@ def to_json_value(value: Any) -> Any:
         NotJSONError: when ``value`` (or something inside it) has no JSON form.
     """
     if type(value) in _SCALARS:
-        if type(value) is float and value != value:  # NaN does not round-trip
-            raise NotJSONError("NaN is not a JSON value")
+        if type(value) is float and (value != value or value in _INFINITIES):
+            raise NotJSONError(f"{value!r} is not a JSON value (it does not round-trip)")
         return value
     try:
         out = to_jsonable_python(value)

@@ -39,6 +39,7 @@ from ._node import CURRENT_TASK, NodeContext
 from ._sched import NODE_SLEEPER, BatchScheduler
 from ._stores._protocol import CheckpointStore
 from ._task import Outcome, decide_edges, execute
+from ._vloop import LOOP_OWNED, loop_deadline_ns
 from ._wallclock import NODE_CLOCK
 from .errors import (
     Cancelled,
@@ -348,13 +349,17 @@ class Runner:
         outcomes, timed_out = await self._run_batch()
         if timed_out or self.cancel_requested:
             return await self._halt_stop(outcomes, timed_out=timed_out)
-        for out in outcomes:
-            if out.kind == "edge_error":
-                # C7: the edge function's own exception ends the run; no event of the batch.
-                assert out.error is not None
-                raise out.error
         halting = [o for o in outcomes if o.kind == "interrupt"
                    or (o.kind == "error" and o.spec.on_error is None)]
+        edge_error = next((o for o in outcomes if o.kind == "edge_error"), None)
+        if edge_error is not None:
+            # C7: the edge function's own exception ends the run, and no event of the batch
+            # is yielded. C6: errors come in declared order — a halting node declared before
+            # it asks for its checkpoint first (a rejected save raises instead).
+            assert edge_error.error is not None
+            if halting and outcomes.index(halting[0]) < outcomes.index(edge_error):
+                await self._halt(outcomes, halting)
+            raise edge_error.error
         if halting:
             return await self._halt(outcomes, halting)
         return await self._commit(outcomes)
@@ -479,10 +484,16 @@ class Runner:
         stalled: list[list[int]] = []
         sched: BatchScheduler | None = None
         if isinstance(clock, VirtualClock):
+            owned = LOOP_OWNED.get() is clock
+
+            def stall(keys: list[int]) -> None:
+                stalled.append(keys)
+                scope.cancel()
+
             sched = BatchScheduler(
-                clock, rng, self._deadline_ns,
-                on_deadline=lambda: scope.cancel(),
-                on_stall=lambda keys: (stalled.append(keys), scope.cancel()),
+                clock, rng, self._deadline_ns, on_deadline=lambda: scope.cancel(),
+                on_stall=stall,
+                loop_deadline=(lambda: loop_deadline_ns(clock)) if owned else None,
             )
         events = {i: sched.register(i) for i in to_run} if sched is not None else {}
         wall = self.wall_clock and sched is not None
@@ -506,7 +517,7 @@ class Runner:
                                             clock, sleep, self.state)
             finally:
                 if sched is not None:
-                    sched.release(i)
+                    sched.finished(i)
 
         order = list(to_run)
         if sched is None and rng is not None:
@@ -523,6 +534,8 @@ class Runner:
                     for i in order:
                         tg.start_soon(run_one, i)
                     if sched is not None:
+                        if sched.kick is not None:
+                            tg.start_soon(sched.keeper)
                         sched.start()
             finally:
                 self._scope = None
@@ -578,10 +591,19 @@ class Runner:
                             message=f"task {tid} was cancelled", attempt=out.attempt))
 
     def _edges(self, out: Outcome, step: int, events: list[Any]) -> None:
+        """Edge events of a completed task in a halted batch (its routes, expansion, joins)."""
         node = out.record.node
+        tid = out.record.task_id
         for target in out.targets:
-            events.append(self._e(EdgeTransition, step, node=node, task_id=out.record.task_id,
+            events.append(self._e(EdgeTransition, step, node=node, task_id=tid,
                                   source=node, target=target))
+        if out.expand is not None:
+            events.append(self._e(EdgeTransition, step, node=node, task_id=tid, source=node,
+                                  target=out.expand["node"]))
+        elif out.goto is None:
+            for join in self.graph.joins_from.get(node, ()):
+                events.append(self._e(EdgeTransition, step, node=node, task_id=tid,
+                                      source=node, target=join.target))
 
     # ------------------------------------------------------------------ committing a batch
 

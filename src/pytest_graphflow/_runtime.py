@@ -34,6 +34,7 @@ from ._runner import Runner, StepState
 from ._sched import install_sleep_hooks
 from ._stores._memory import InMemoryCheckpointStore
 from ._stores._protocol import CheckpointStore
+from ._vloop import LOOP_OWNED, backend_options
 from . import _wallclock
 from .errors import (
     CheckpointNotFound,
@@ -399,6 +400,7 @@ class GraphRuntime:
         self._ids = IdSource(seed)
         self._graphs: dict[str, CompiledGraph] = {}
         self._runs: dict[str, RunRecord] = {}
+        self._live: dict[str, Runner] = {}
         bind = getattr(store, "bind_clock", None)
         if callable(bind):
             bind(self.clock)
@@ -586,10 +588,24 @@ class GraphRuntime:
         return Trace(result=result, events=EventLog(events, stream.states), store_log=store_log)
 
     def _run_sync(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
-        async def main() -> Any:
-            return await fn(*args, **kwargs)
+        clock = self.clock
+        if not isinstance(clock, VirtualClock):
+            async def main() -> Any:
+                return await fn(*args, **kwargs)
 
-        return anyio.run(main, backend=self.backend)
+            return anyio.run(main, backend=self.backend)
+
+        async def owned() -> Any:
+            # This loop reads the virtual clock: fail_after/move_on_after and
+            # anyio.current_time() in node code are virtual too.
+            token = LOOP_OWNED.set(clock)
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                LOOP_OWNED.reset(token)
+
+        return anyio.run(owned, backend=self.backend,
+                         backend_options=backend_options(self.backend, clock))
 
     def _check_graph(self, graph: Any) -> None:
         if not isinstance(graph, CompiledGraph):
@@ -635,6 +651,9 @@ class GraphRuntime:
                 from None
 
     async def _claim(self, thread_id: str, run_id: str) -> Callable[[], Awaitable[None]]:
+        for live in self._live.values():
+            if not live.done and (live.thread_id == thread_id or live.run_id == run_id):
+                raise ThreadBusy(thread_id, live.run_id)
         store: Any = self.store
         claim = getattr(store, "claim", None)
         if callable(claim):
@@ -685,28 +704,18 @@ class GraphRuntime:
         if thread_id is None:
             thread_id = f"thread-{token}"
             base = validate_state(graph, patch).model_dump(mode="json")
+            release = await self._claim(thread_id, run_id)
         else:
-            previous = await self.store.list(thread_id=thread_id)
-            if previous:
-                last = previous[-1]
-                if last.tenant_id != tenant:
-                    raise TenantMismatch(thread_id, tenant)
-                if last.status in ("interrupted", "failed"):
-                    raise ThreadSuspended(
-                        f"thread {thread_id!r} is suspended (run {last.run_id} is "
-                        f"{last.status}); resume it with aresume({last.run_id!r}, ...)"
-                    )
-                if last.status != "completed":
-                    raise MidExecution(
-                        f"thread {thread_id!r} is mid-execution (run {last.run_id}, checkpoint "
-                        f"{last.id}); resume that run instead of starting a new one"
-                    )
-                base = merge_patches(graph, last.state, [("<input>", patch)], parallel=False)
-                base = validate_state(graph, base).model_dump(mode="json")
-            else:
-                base = validate_state(graph, patch).model_dump(mode="json")
-        release = await self._claim(thread_id, run_id)
+            # A live run holding the thread is ThreadBusy, whatever the thread's checkpoints say.
+            release = await self._claim(thread_id, run_id)
+            try:
+                base = await self._thread_base(graph, thread_id, tenant, patch)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await release()
+                raise
         wall, on_done = self._wall()
+
         runner = Runner(
             graph=graph, store=self.store, clock=self.clock, seed=self.seed, run_id=run_id,
             thread_id=thread_id, tenant_id=tenant, state=base, step=0, tasks=None,
@@ -718,6 +727,35 @@ class GraphRuntime:
         )
         self._track(runner)
         return runner
+
+    async def _thread_base(
+        self,
+        graph: CompiledGraph,
+        thread_id: str,
+        tenant: str | None,
+        patch: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The starting state of a new run on ``thread_id``: its last state plus the input."""
+        previous = await self.store.list(thread_id=thread_id)
+        if previous:
+            last = previous[-1]
+            if last.tenant_id != tenant:
+                raise TenantMismatch(thread_id, tenant)
+            if last.status in ("interrupted", "failed"):
+                raise ThreadSuspended(
+                    f"thread {thread_id!r} is suspended (run {last.run_id} is "
+                    f"{last.status}); resume it with aresume({last.run_id!r}, ...)"
+                )
+            if last.status != "completed":
+                raise MidExecution(
+                    f"thread {thread_id!r} is mid-execution (run {last.run_id}, checkpoint "
+                    f"{last.id}); resume that run instead of starting a new one"
+                )
+            base = merge_patches(graph, last.state, [("<input>", patch)], parallel=False)
+            base = validate_state(graph, base).model_dump(mode="json")
+        else:
+            base = validate_state(graph, patch).model_dump(mode="json")
+        return base
 
     async def _resolve(self, ref: str) -> Checkpoint:
         if not isinstance(ref, str):
@@ -817,6 +855,10 @@ class GraphRuntime:
         return runner
 
     def _track(self, runner: Runner) -> None:
+        live = self._live
+        for run_id in [r for r, other in live.items() if other.done]:
+            del live[run_id]
+        live[runner.run_id] = runner
         record = self._runs.get(runner.run_id)
         if record is None:
             self._runs[runner.run_id] = RunRecord(

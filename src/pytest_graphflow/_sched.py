@@ -103,12 +103,18 @@ class BatchScheduler:
         deadline_ns: int | None = None,
         on_deadline: Callable[[], None] | None = None,
         on_stall: Callable[[list[int]], None] | None = None,
+        loop_deadline: Callable[[], int | None] | None = None,
     ) -> None:
         self.clock = clock
         self.rng = rng
         self.deadline_ns = deadline_ns
         self.on_deadline = on_deadline
         self.on_stall = on_stall
+        self.loop_deadline = loop_deadline
+        self.kick: anyio.Event | None = anyio.Event() if loop_deadline is not None else None
+        self._kicked_for: int | None = None
+        self.remaining = 0
+        self.keeper_scope: anyio.CancelScope | None = None
         self._forever: list[int] = []
         self.order: list[int] = []
         self._ready: list[tuple[int, anyio.Event]] = []
@@ -122,7 +128,32 @@ class BatchScheduler:
         """Register a task before the batch starts; it waits on the returned event."""
         ev = anyio.Event()
         self._ready.append((key, ev))
+        self.remaining += 1
         return ev
+
+    def finished(self, key: int) -> None:
+        """Task ``key`` is done for good: pass the baton on; stop the keeper after the last."""
+        self.release(key)
+        self.remaining -= 1
+        if self.remaining == 0 and self.keeper_scope is not None:
+            self.keeper_scope.cancel()
+
+    async def keeper(self) -> None:
+        """On an owned loop: after a jump to a loop deadline, let the loop fire it, then go on.
+
+        Runs outside node context, so its zero-length sleeps reach the real loop.
+        """
+        with anyio.CancelScope() as scope:
+            self.keeper_scope = scope
+            if self.remaining == 0:
+                return
+            while True:
+                assert self.kick is not None
+                await self.kick.wait()
+                self.kick = anyio.Event()
+                for _ in range(3):
+                    await anyio.lowlevel.checkpoint()
+                self._dispatch()
 
     def start(self) -> None:
         """Hand the baton to the first task (call once every task is registered)."""
@@ -164,6 +195,16 @@ class BatchScheduler:
             token = NODE_SLEEPER.set(None)
             try:
                 await ev.wait()
+            except anyio.get_cancelled_exc_class():
+                # Woken by a loop deadline (e.g. move_on_after in the node), not by the
+                # scheduler: forget the timer and take the baton while the node unwinds.
+                self._timers = [t for t in self._timers if t[3] is not ev]
+                heapq.heapify(self._timers)
+                if key in self._forever:
+                    self._forever.remove(key)
+                if self._running is None and not self._closed:
+                    self._running = key
+                raise
             finally:
                 NODE_SLEEPER.reset(token)
 
@@ -172,6 +213,17 @@ class BatchScheduler:
     def _dispatch(self) -> None:
         if self._closed or self._running is not None:
             return
+        if not self._ready and self.loop_deadline is not None:
+            deadline = self.loop_deadline()
+            if deadline is not None and deadline != self._kicked_for and (
+                    not self._timers or deadline <= self._timers[0][0]):
+                # The loop's own deadline comes first: move time there and let the loop act.
+                if self.deadline_ns is None or deadline <= self.deadline_ns:
+                    self.clock.advance_to_ns(deadline)
+                    self._kicked_for = deadline
+                    assert self.kick is not None
+                    self.kick.set()
+                    return
         if not self._ready and self._timers:
             wake = self._timers[0][0]
             if self.deadline_ns is not None and wake > self.deadline_ns:

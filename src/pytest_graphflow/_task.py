@@ -16,7 +16,7 @@ from ._events import Interrupt
 from ._graph import END, CompiledGraph, Command, Expand, NodeSpec
 from ._json import NotJSONError, to_json_value
 from ._merge import merge_patches, normalize_patch
-from ._node import EdgeContext, NodeContext, _InterruptSignal
+from ._node import CURRENT_TASK, EdgeContext, NodeContext, _InterruptSignal
 from .errors import GraphflowError, UnknownRoute, UpdateRejected
 
 __all__ = ["Outcome", "decide_edges", "execute"]
@@ -172,29 +172,40 @@ async def decide_edges(
             out.error = exc
             return
         ectx = EdgeContext(node, (*visited, node), step)
-        for branch in branches:
-            try:
-                picked = branch.route(view, ectx) if branch.arity == 2 else branch.route(view)
-                if inspect.isawaitable(picked):
-                    picked = await picked
-            except Exception as exc:
-                out.kind = "edge_error"
-                out.error = exc
-                return
-            picks = list(picked) if isinstance(picked, (list, tuple)) else [picked]
-            for key in picks:
-                if branch.mapping is not None:
-                    if key not in branch.mapping:
-                        out.kind = "error"
-                        out.error = UnknownRoute(node, key, [str(k) for k in branch.mapping])
-                        return
-                    target = branch.mapping[key]
-                else:
-                    target = key
-                    if target not in branch.targets and target != END:
-                        out.kind = "error"
-                        out.error = UnknownRoute(node, target, branch.targets)
-                        return
-                targets.append(target)
+        token = CURRENT_TASK.set(None)  # edge functions run outside the node (no interrupt)
+        try:
+            for branch in branches:
+                try:
+                    picked = branch.route(view, ectx) if branch.arity == 2 else branch.route(view)
+                    if inspect.isawaitable(picked):
+                        picked = await picked
+                except Exception as exc:
+                    out.kind = "edge_error"
+                    out.error = exc
+                    return
+                if not _pick(branch, node, picked, out, targets):
+                    return
+        finally:
+            CURRENT_TASK.reset(token)
     out.targets = list(dict.fromkeys(targets))
+
+
+def _pick(branch: Any, node: str, picked: Any, out: Outcome, targets: list[str]) -> bool:
+    """Resolve what a branch function returned into targets; ``False`` on an unknown route."""
+    picks = list(picked) if isinstance(picked, (list, tuple)) else [picked]
+    for key in picks:
+        if branch.mapping is not None:
+            if key not in branch.mapping:
+                out.kind = "error"
+                out.error = UnknownRoute(node, key, [str(k) for k in branch.mapping])
+                return False
+            target = branch.mapping[key]
+        else:
+            target = key
+            if target not in branch.targets and target != END:
+                out.kind = "error"
+                out.error = UnknownRoute(node, target, branch.targets)
+                return False
+        targets.append(target)
+    return True
 

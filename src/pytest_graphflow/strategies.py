@@ -116,7 +116,8 @@ def _new_node(name: str) -> dict[str, Any]:
     return {
         "name": name, "effect": "pure", "reads": [], "writes": False, "log": False,
         "interrupts": [], "fail": None, "retry": 1, "sleep": 0.0, "checkpoint": False,
-        "worker": False, "route": "static", "children": [], "route_key": None,
+        "worker": False, "emits": False, "route": "static", "children": [], "route_key": None,
+        "route_raises": False,
         "loop_to": None, "loop_bound": 0, "expand_to": None, "items": 0, "on_error": None,
     }
 
@@ -135,7 +136,7 @@ def _attach(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
         d = b.nodes[p]
         if d["route"] == "expand":
             continue
-        if not parallel and d["route"] != "branch" and d["children"]:
+        if not parallel and d["route"] not in ("branch", "goto") and d["children"]:
             continue
         parents.append(p)
     if parallel:
@@ -216,6 +217,8 @@ def _behaviour(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> Non
             d["retry"] = draw(st.integers(1, 3))
     if flags["sleeps"]:
         d["sleep"] = (0.0, 0.0, 1.0, 2.5)[draw(st.integers(0, 3))]
+    if flags["emits"]:
+        d["emits"] = draw(st.integers(0, 3)) == 3
     d["checkpoint"] = draw(st.integers(0, 4)) == 4
 
 
@@ -224,7 +227,7 @@ def _route(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
     d = b.nodes[name]
     routes = ["static"]
     if flags["branches"]:
-        routes.append("branch")
+        routes += ["branch", "goto"]
     loop_targets: list[str] = []
     if flags["cycles"] and not d["worker"]:
         spec = b.spec()
@@ -234,9 +237,11 @@ def _route(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
         if loop_targets:
             routes.append("loop")
     route = draw(st.sampled_from(routes))
-    if route == "branch":
-        d["route"] = "branch"
+    if route in ("branch", "goto"):
+        d["route"] = route
         d["route_key"] = draw(st.sampled_from(b.keys()))
+        if route == "branch" and flags["edge_errors"]:
+            d["route_raises"] = draw(st.booleans())
     elif route == "loop":
         d["route"] = "loop"
         d["loop_to"] = draw(st.sampled_from(loop_targets))
@@ -277,6 +282,8 @@ def graphs(
     reducers: bool = True,
     effects: bool = True,
     sleeps: bool = True,
+    emits: bool = True,
+    edge_errors: bool = False,
     checkpoint_policies: Sequence[str] = _POLICIES,
 ) -> st.SearchStrategy[GraphSpec]:
     """Valid graphs, as :class:`GraphSpec` values (``.compile()`` gives the real graph).
@@ -291,7 +298,8 @@ def graphs(
         min_nodes: at least this many nodes (>= 1).
         max_nodes: at most this many nodes; keep it small (runs are cheap, shrinking too).
         parallel: fan-outs, joins and multi-item expansions (parallel batches).
-        branches: conditional edges picking a target by a pure function of the state.
+        branches: conditional edges, and nodes returning ``Command(goto=...)``, picking a
+            target by a pure function of the state.
         cycles: loops back to an ancestor, bounded by a counter key.
         expansions: ``Expand(worker, items)``.
         interrupts: nodes calling ``interrupt()`` (one or two ids).
@@ -299,6 +307,9 @@ def graphs(
         reducers: the ``log`` key with ``Reducer(operator.add)``.
         effects: effect classes other than ``pure``.
         sleeps: ``async`` nodes sleeping in virtual time (interleavings).
+        emits: nodes emitting custom events.
+        edge_errors: conditional edges that raise for some states (C7: the stream raises);
+            off by default, since such runs end in an exception rather than a status.
         checkpoint_policies: the ``compile(checkpoint_policy=...)`` values to draw from.
 
     Shrinking: nodes are drawn one at a time behind a "one more?" draw, a node's reach, its
@@ -318,7 +329,8 @@ def graphs(
                               f"subset of {list(_POLICIES)}")
     flags = {"parallel": parallel, "branches": branches, "cycles": cycles,
              "expansions": expansions, "interrupts": interrupts, "failures": failures,
-             "reducers": reducers, "effects": effects, "sleeps": sleeps}
+             "reducers": reducers, "effects": effects, "sleeps": sleeps, "emits": emits,
+             "edge_errors": edge_errors}
     for name, value in flags.items():
         if not isinstance(value, bool):
             raise InvalidArgument(f"{name}={value!r} must be a bool")
