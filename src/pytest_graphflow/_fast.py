@@ -46,4 +46,4 @@ def make(cls: type[ModelT], **fields: Any) -> ModelT:
     _set(obj, "__pydantic_fields_set__", set(fields))
     _set(obj, "__pydantic_extra__", None)
     _set(obj, "__pydantic_private__", None)
-    return obj  # type: ignore[no-any-return]
+    return obj

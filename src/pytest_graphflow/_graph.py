@@ -116,7 +116,8 @@ class Retry:
 
     def __post_init__(self) -> None:
         if not isinstance(self.attempts, int) or isinstance(self.attempts, bool):
-            raise InvalidArgument(f"Retry(attempts={self.attempts!r}): attempts must be an int >= 1")
+            raise InvalidArgument(f"Retry(attempts={self.attempts!r}): attempts must be an "
+                                  "int >= 1")
         if self.attempts < 1:
             raise InvalidArgument(f"Retry(attempts={self.attempts!r}): attempts must be >= 1 "
                                   "(it counts the first try)")
@@ -343,7 +344,7 @@ class Graph:
             raise InvalidArgument(f"g.branch({source!r}, route={route!r}): route must be callable")
         if isinstance(targets, Mapping):
             mapping: Mapping[Hashable, str] | None = dict(targets)
-            names = tuple(dict.fromkeys(mapping.values()))
+            names = tuple(dict.fromkeys(targets.values()))
         elif isinstance(targets, Sequence) and not isinstance(targets, str):
             mapping = None
             names = tuple(targets)

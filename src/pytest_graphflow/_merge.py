@@ -32,9 +32,9 @@ def normalize_patch(graph: CompiledGraph, node: str, patch: Any) -> dict[str, An
     out: dict[str, Any] = {}
     for key, value in patch.items():
         if key not in keys:
-            raise UnknownKey(node, key, keys)
+            raise UnknownKey(node, key, sorted(keys))
         if spec.writes is not None and key not in spec.writes:
-            raise UndeclaredWrite(node, key, spec.writes)
+            raise UndeclaredWrite(node, key, sorted(spec.writes))
         try:
             out[key] = to_json_value(value)
         except NotJSONError as exc:

@@ -98,7 +98,8 @@ class Resume:
             try:
                 out[key] = to_json_value(answer)
             except NotJSONError as exc:
-                raise ResumeError(f"the answer for {key!r} does not decode to JSON: {exc}") from None
+                raise ResumeError(
+                    f"the answer for {key!r} does not decode to JSON: {exc}") from None
         return out
 
     def __repr__(self) -> str:

@@ -8,6 +8,7 @@ may stop reading at any event without leaving a generator for the garbage collec
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -31,9 +32,9 @@ from ._events import (
     RunEnd,
     RunStart,
 )
-from ._graph import END, REPLAYED_EFFECTS, CompiledGraph, NodeSpec
-from ._json import jcopy
 from ._fast import make
+from ._graph import END, REPLAYED_EFFECTS, CompiledGraph
+from ._json import jcopy
 from ._merge import merge_patches, validate_state
 from ._node import CURRENT_TASK, NodeContext
 from ._sched import NODE_SLEEPER, BatchScheduler
@@ -248,8 +249,8 @@ class Runner:
         events = [e.model_dump(mode="json") for e in items if type(e) is not StepState]
         if events:
             await store.record_events(self.run_id, events)
-        if self.record is not None and (not self.started or self.done or events
-                                        and events[0]["type"] == "run_start"):
+        if self.record is not None and (not self.started or self.done or (events
+                                        and events[0]["type"] == "run_start")):
             await store.record_run(self.record.as_dict())
 
     def abandon(self) -> None:
@@ -280,10 +281,9 @@ class Runner:
         release, self._release = self._release, None
         if release is not None:
             with anyio.CancelScope(shield=True):
-                try:
+                # A dead store keeps the claim; it expires on its own.
+                with contextlib.suppress(BaseException):
                     await release()
-                except BaseException:  # noqa: S110 - a dead store keeps the claim; it expires
-                    pass
 
     # ------------------------------------------------------------------ phases
 
@@ -550,9 +550,7 @@ class Runner:
             return False
         if scope.cancelled_caught and not self.cancel_requested:
             return True
-        if sched is not None and sched.timed_out:
-            return True
-        return False
+        return sched is not None and sched.timed_out
 
     # ------------------------------------------------------------------ outcomes to events
 
@@ -659,8 +657,8 @@ class Runner:
                     events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
                                     source=node, target=join.target))
         for join in joins:
-            got = arrivals.get(join.key)
-            if got is not None and all(s in got for s in join.sources):
+            arrived = arrivals.get(join.key)
+            if arrived is not None and all(s in arrived for s in join.sources):
                 del arrivals[join.key]
                 if join.target != END:
                     scheduled.setdefault(join.target, None)
@@ -726,7 +724,7 @@ class Runner:
         return self._stamp(events)
 
     def _output(self, out: Outcome, keep: bool = False) -> TaskOutput:
-        return make(TaskOutput, 
+        return make(TaskOutput,
             task_id=out.record.task_id, node=out.record.node, patch=out.patch, goto=out.goto,
             expand=out.expand, keep=keep, started_at=out.started_at,
             finished_at=out.finished_at,
@@ -771,7 +769,8 @@ class Runner:
         if batch_error is not None:
             error: BaseException = batch_error
             node = getattr(batch_error, "node", None)
-            events.append(self._e(ErrorEvent, step, node=node, error_type=type(batch_error).__name__,
+            events.append(self._e(ErrorEvent, step, node=node,
+                                  error_type=type(batch_error).__name__,
                                   message=str(batch_error)))
             status = "failed"
             interrupts = []
@@ -870,7 +869,7 @@ class Runner:
         visited: tuple[str, ...] | None = None,
         arrivals: dict[str, list[str]] | None = None,
     ) -> None:
-        cp = make(Checkpoint, 
+        cp = make(Checkpoint,
             id=cid, run_id=self.run_id, thread_id=self.thread_id, graph_id=self.graph.graph_id,
             revision=self.graph.revision, node_id=node_ids[-1] if node_ids else None,
             node_ids=node_ids, step=step, parent_id=self.parent_id,

@@ -8,11 +8,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import anyio
 from pydantic import BaseModel
 
+from . import _wallclock
 from ._checkpoint import FORMAT_VERSION, Checkpoint
 from ._clock import Clock, RealClock, VirtualClock
 from ._events import (
@@ -35,7 +36,6 @@ from ._sched import install_sleep_hooks
 from ._stores._memory import InMemoryCheckpointStore
 from ._stores._protocol import CheckpointStore
 from ._vloop import LOOP_OWNED, backend_options
-from . import _wallclock
 from .errors import (
     CheckpointNotFound,
     GraphExecutionError,
@@ -57,6 +57,7 @@ __all__ = ["EventLog", "GraphResult", "GraphRuntime", "RunHandle", "RunRecord", 
            "Trace"]
 
 StateT = TypeVar("StateT", bound=BaseModel)
+T = TypeVar("T")
 StreamMode = Literal["events", "updates", "values", "custom", "debug"]
 _MODES = ("events", "updates", "values", "custom", "debug")
 _DEFAULT: Any = object()
@@ -336,7 +337,8 @@ class RunHandle:
 class _Claims:
     """Thread claims for stores without their own (one table per store object)."""
 
-    tables: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+    tables: ClassVar[weakref.WeakKeyDictionary[Any, dict[str, str]]] = (
+        weakref.WeakKeyDictionary())
 
     @classmethod
     def table(cls, store: Any) -> dict[str, str]:
@@ -587,15 +589,15 @@ class GraphRuntime:
         store_log = list(after[start:]) if isinstance(after, list) else []
         return Trace(result=result, events=EventLog(events, stream.states), store_log=store_log)
 
-    def _run_sync(self, fn: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+    def _run_sync(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         clock = self.clock
         if not isinstance(clock, VirtualClock):
-            async def main() -> Any:
+            async def main() -> T:
                 return await fn(*args, **kwargs)
 
             return anyio.run(main, backend=self.backend)
 
-        async def owned() -> Any:
+        async def owned() -> T:
             # This loop reads the virtual clock: fail_after/move_on_after and
             # anyio.current_time() in node code are virtual too.
             token = LOOP_OWNED.set(clock)
@@ -643,7 +645,7 @@ class GraphRuntime:
                                   "or None")
         for key in data:
             if key not in graph.keys:
-                raise UnknownKey("<input>", key, graph.keys)
+                raise UnknownKey("<input>", key, sorted(graph.keys))
         try:
             return {k: to_json_value(v) for k, v in data.items()}
         except NotJSONError as exc:
@@ -869,7 +871,7 @@ class GraphRuntime:
         else:
             record.status = "running"
             record.legs += 1
-        runner.record = self._runs[runner.run_id]  # type: ignore[attr-defined]
+        runner.record = self._runs[runner.run_id]
 
 
 def _check_budget(max_supersteps: Any, timeout: Any) -> None:

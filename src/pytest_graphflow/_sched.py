@@ -25,7 +25,7 @@ import anyio
 
 from ._clock import VirtualClock
 
-__all__ = ["BatchScheduler", "NODE_SLEEPER", "install_sleep_hooks"]
+__all__ = ["NODE_SLEEPER", "BatchScheduler", "install_sleep_hooks"]
 
 NODE_SLEEPER: ContextVar[Callable[[float], Awaitable[None]] | None] = ContextVar(
     "graphflow_node_sleeper", default=None
@@ -215,15 +215,15 @@ class BatchScheduler:
             return
         if not self._ready and self.loop_deadline is not None:
             deadline = self.loop_deadline()
-            if deadline is not None and deadline != self._kicked_for and (
-                    not self._timers or deadline <= self._timers[0][0]):
+            if (deadline is not None and deadline != self._kicked_for
+                    and (not self._timers or deadline <= self._timers[0][0])
+                    and (self.deadline_ns is None or deadline <= self.deadline_ns)):
                 # The loop's own deadline comes first: move time there and let the loop act.
-                if self.deadline_ns is None or deadline <= self.deadline_ns:
-                    self.clock.advance_to_ns(deadline)
-                    self._kicked_for = deadline
-                    assert self.kick is not None
-                    self.kick.set()
-                    return
+                self.clock.advance_to_ns(deadline)
+                self._kicked_for = deadline
+                assert self.kick is not None
+                self.kick.set()
+                return
         if not self._ready and self._timers:
             wake = self._timers[0][0]
             if self.deadline_ns is not None and wake > self.deadline_ns:

@@ -60,7 +60,8 @@ class StateCodec:
             and all(_plain(info.annotation) for info in model.model_fields.values())
         )
         self._adapters: dict[str, TypeAdapter[Any]] = (
-            {name: TypeAdapter(info.annotation) for name, info in model.model_fields.items()}
+            {name: TypeAdapter(info.annotation or Any)
+             for name, info in model.model_fields.items()}
             if self.plain else {}
         )
 

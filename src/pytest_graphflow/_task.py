@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from ._checkpoint import TaskRecord
 from ._clock import Clock
 from ._events import Interrupt
-from ._graph import END, CompiledGraph, Command, Expand, NodeSpec
+from ._graph import END, Command, CompiledGraph, Expand, NodeSpec
 from ._json import NotJSONError, to_json_value
 from ._merge import merge_patches, normalize_patch
 from ._node import CURRENT_TASK, EdgeContext, NodeContext, _InterruptSignal

@@ -15,7 +15,6 @@ waiting task holds the scheduler's baton, so virtual time cannot move meanwhile.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -64,7 +63,9 @@ def _trio_clock(clock: VirtualClock) -> Any:
 def backend_options(backend: str, clock: VirtualClock) -> dict[str, Any]:
     """anyio ``backend_options`` giving a loop on the virtual clock."""
     if backend == "asyncio":
-        factory: Callable[[], asyncio.AbstractEventLoop] = lambda: VirtualEventLoop(clock)
+        def factory() -> asyncio.AbstractEventLoop:
+            return VirtualEventLoop(clock)
+
         return {"loop_factory": factory}
     if backend == "trio":
         return {"clock": _trio_clock(clock)}
@@ -83,7 +84,8 @@ def loop_deadline_ns(clock: VirtualClock) -> int | None:
     if loop is not None:
         if not isinstance(loop, VirtualEventLoop):
             return None
-        pending = [h.when() for h in loop._scheduled if not h.cancelled()]  # type: ignore[attr-defined]
+        scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
+        pending = [h.when() for h in scheduled if not h.cancelled()]
         if not pending:
             return None
         return round((min(pending) - _BASE) * 1e9)
@@ -92,7 +94,7 @@ def loop_deadline_ns(clock: VirtualClock) -> int | None:
     except ImportError:  # pragma: no cover
         return None
     stats = trio.lowlevel.current_statistics()
-    wait = stats.seconds_to_next_deadline
+    wait: float = stats.seconds_to_next_deadline
     if wait == float("inf"):
         return None
     return clock.elapsed_ns + max(0, round(wait * 1e9))

@@ -61,7 +61,7 @@ def activate() -> None:
         _count -= 1
         _freezer = None
         raise
-    api.freeze_factories[-1] = _factory
+    api.freeze_factories[-1] = _factory  # type: ignore[call-overload]
     if not was_started:
         _unfreeze_monotonic(api)
 

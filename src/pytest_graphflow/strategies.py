@@ -236,7 +236,8 @@ def _route(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
                 loop_targets.append(j)
         if loop_targets:
             routes.append("loop")
-    route = draw(st.sampled_from(routes))
+    # Static edges are the simplest route and (as join sources) enable joins: weight them.
+    route = draw(st.sampled_from(["static", "static", *routes]))
     if route in ("branch", "goto"):
         d["route"] = route
         d["route_key"] = draw(st.sampled_from(b.keys()))

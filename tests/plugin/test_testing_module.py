@@ -237,3 +237,10 @@ def test_no_observer_no_recording_is_still_a_graph_runtime() -> None:
     assert runtime.store_faults is None
     assert runtime.invoke(fan()).status == "completed"
     assert runtime.last_recording is not None
+
+
+def test_a_trace_carries_the_store_calls_of_its_run() -> None:
+    runtime = make_graph_runtime()
+    runtime.trace(fan())
+    trace = runtime.trace(fan())  # only this run's calls, not the first run's
+    assert [c.op for c in trace.store_log].count("save") == 3

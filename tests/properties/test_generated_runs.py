@@ -166,7 +166,7 @@ def test_generated_runs_cover_every_feature() -> None:
     """A sanity check on the strategy: a sample exercises halts, retries, loops, expansions."""
     seen: set[str] = set()
 
-    @settings(max_examples=60, database=None, derandomize=True)
+    @settings(max_examples=200, database=None, derandomize=True)
     @given(spec=graphs())
     def sample(spec: GraphSpec) -> None:
         for n in spec.nodes:

@@ -1,0 +1,204 @@
+"""The store conformance machine: real stores pass it, and planted bugs make it fail.
+
+Budgets are small and runs derandomized (no database), so the file is fast and always takes
+the same path; the planted bugs are each found and shrunk to a program of one or two calls.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import Phase, settings
+
+from pytest_graphflow._checkpoint import Checkpoint
+from pytest_graphflow._clock import VirtualClock
+from pytest_graphflow._stores._faulty import FaultyStore
+from pytest_graphflow._stores._memory import InMemoryCheckpointStore
+from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow.conformance import (
+    StoreConformance,
+    run_store_conformance,
+    store_conformance_machine,
+    store_conformance_test,
+)
+from pytest_graphflow.errors import CheckpointNotFound
+
+PASSING = settings(
+    max_examples=40, stateful_step_count=25, derandomize=True, database=None, deadline=None
+)
+# Bug hunts skip the explain phase: it re-runs the shrunk program many times, for a report
+# these tests do not read.
+HUNTING = settings(
+    max_examples=30, stateful_step_count=15, derandomize=True, database=None, deadline=None,
+    phases=[Phase.generate, Phase.shrink],
+)
+
+
+def program(error: BaseException) -> list[str]:
+    """The steps of the shrunk failing program Hypothesis attached to ``error``."""
+    return [
+        line.split(" = ")[-1] for line in getattr(error, "__notes__", [])
+        if "state." in line and "known_runs()" not in line and "teardown()" not in line
+    ]
+
+
+# ------------------------------------------------------------------------ stores that pass
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_in_memory_store_conforms(backend: str) -> None:
+    run_store_conformance(InMemoryCheckpointStore, backend=backend, settings=PASSING)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_sqlite_store_conforms(backend: str, tmp_path: Path) -> None:
+    files = (tmp_path / f"store-{n}.db" for n in itertools.count())
+    small = settings(PASSING, max_examples=15, stateful_step_count=15)
+    run_store_conformance(lambda: SQLiteCheckpointStore(next(files)), backend=backend,
+                          settings=small)
+
+
+def test_faulty_store_without_faults_is_transparent() -> None:
+    run_store_conformance(lambda: FaultyStore(InMemoryCheckpointStore()), settings=PASSING)
+
+
+def test_faulty_store_delays_change_no_answer() -> None:
+    def delayed() -> FaultyStore:
+        store = FaultyStore(InMemoryCheckpointStore(),
+                            clock=VirtualClock(patch_wall_clock=False))
+        for op in ("save", "get", "latest", "list", "fork"):
+            store.delay(op, 0.5)
+        return store
+
+    run_store_conformance(delayed, backend="trio", settings=PASSING)
+
+
+def test_make_store_may_be_a_coroutine_function() -> None:
+    async def open_store() -> InMemoryCheckpointStore:
+        return InMemoryCheckpointStore()
+
+    run_store_conformance(open_store, settings=settings(PASSING, max_examples=10))
+
+
+class TrioMemoryConformance(StoreConformance):
+    """The subclassing route, as a user's test module would write it."""
+
+    backend = "trio"
+
+    def make_store(self) -> InMemoryCheckpointStore:
+        return InMemoryCheckpointStore()
+
+
+TestTrioMemoryConformance = TrioMemoryConformance.TestCase
+TestTrioMemoryConformance.settings = settings(PASSING, max_examples=15)
+
+TestInMemoryStoreOneLiner = store_conformance_test(
+    InMemoryCheckpointStore, settings=settings(PASSING, max_examples=15), name="InMemoryOneLiner"
+)
+
+
+def test_store_conformance_machine_is_named_after_the_factory() -> None:
+    machine = store_conformance_machine(InMemoryCheckpointStore, backend="trio")
+    assert issubclass(machine, StoreConformance)
+    assert machine.backend == "trio"
+    assert machine.__name__ == "StoreConformance[InMemoryCheckpointStore]"
+    assert TestInMemoryStoreOneLiner.__name__ == "InMemoryOneLiner.TestCase"
+
+
+def test_the_base_machine_asks_for_make_store() -> None:
+    with pytest.raises(NotImplementedError, match=r"must override make_store\(\)"):
+        StoreConformance()
+
+
+def test_close_store_closes_what_make_store_opened(tmp_path: Path) -> None:
+    opened: list[SQLiteCheckpointStore] = []
+
+    def factory() -> SQLiteCheckpointStore:
+        opened.append(SQLiteCheckpointStore(tmp_path / f"s{len(opened)}.db"))
+        return opened[-1]
+
+    run_store_conformance(factory, settings=settings(PASSING, max_examples=5))
+    assert opened
+    assert all(store._db is None for store in opened)
+
+
+# ------------------------------------------------------------------------ planted bugs
+
+
+class LatestIgnoresSaveOrder(InMemoryCheckpointStore):
+    """Bug (a): of checkpoints with equal timestamps, ``latest`` returns the first saved."""
+
+    async def latest(self, run_id: str) -> Checkpoint | None:
+        listed = await self.list(run_id)
+        if not listed:
+            return None
+        newest = max(c.timestamp for c in listed)
+        return next(c for c in listed if c.timestamp == newest)
+
+
+class GetReturnsStoredObject(InMemoryCheckpointStore):
+    """Bug (b): ``get`` hands out the stored object itself, not a copy."""
+
+    async def get(self, checkpoint_id: str) -> Checkpoint | None:
+        found = self._by_id.get(checkpoint_id)
+        return None if found is None else found[0]
+
+
+class ForkReusesSourceRun(InMemoryCheckpointStore):
+    """Bug (c): ``fork`` writes the clone into the source's run."""
+
+    async def fork(
+        self, checkpoint_id: str, patch_state: Mapping[str, Any] | None = None
+    ) -> str:
+        source = await self.get(checkpoint_id)
+        if source is None:
+            raise CheckpointNotFound(checkpoint_id)
+        clone = source.clone(id=f"{checkpoint_id}-fork", parent_id=checkpoint_id,
+                             state={**source.state, **(patch_state or {})})
+        await self.save(clone)
+        return clone.run_id
+
+
+@pytest.mark.parametrize(
+    ("store", "message", "calls"),
+    [
+        pytest.param(
+            LatestIgnoresSaveOrder,
+            r"LatestIgnoresSaveOrder\.latest\('run-a'\) broke the store contract: latest = the "
+            r"latest timestamp; of equal timestamps, the one saved last\.\nexpected cp-002, got "
+            r"'cp-001'",
+            ["save_new", "save_new"],
+            id="a-latest-ignores-save-order",
+        ),
+        pytest.param(
+            GetReturnsStoredObject,
+            r"GetReturnsStoredObject\.get\('cp-001'\) broke the store contract: get returns "
+            r"copies: mutating a checkpoint it returned changes nothing in the store",
+            ["save_new"],
+            id="b-get-returns-stored-object",
+        ),
+        pytest.param(
+            ForkReusesSourceRun,
+            r"ForkReusesSourceRun\.fork\('cp-001'\) broke the store contract: fork returns a "
+            r"fresh run id\.\nit returned 'run-a', a run the store already holds",
+            ["save_new", "fork"],
+            id="c-fork-reuses-source-run",
+        ),
+    ],
+)
+def test_planted_bug_is_found_and_shrunk(
+    store: type[InMemoryCheckpointStore], message: str, calls: list[str]
+) -> None:
+    with pytest.raises(AssertionError, match=message) as info:
+        run_store_conformance(store, settings=HUNTING)
+    steps = program(info.value)
+    assert [step.split("(")[0].removeprefix("state.") for step in steps] == calls, steps
+
+
+def test_a_planted_bug_is_found_on_trio_too() -> None:
+    with pytest.raises(AssertionError, match=r"fork returns a fresh run id"):
+        run_store_conformance(ForkReusesSourceRun, backend="trio", settings=HUNTING)
