@@ -15,12 +15,12 @@ __all__ = ["make"]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
-_SPECS: dict[type[Any], tuple[dict[str, Any], tuple[tuple[str, Any], ...]]] = {}
+_SPECS: dict[type[Any], tuple[dict[str, Any], tuple[tuple[str, Any], ...], int]] = {}
 _new = object.__new__
 _set = object.__setattr__
 
 
-def _spec(cls: type[BaseModel]) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...]]:
+def _spec(cls: type[BaseModel]) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...], int]:
     static: dict[str, Any] = {}
     factories: list[tuple[str, Any]] = []
     for name, info in cls.model_fields.items():
@@ -28,19 +28,22 @@ def _spec(cls: type[BaseModel]) -> tuple[dict[str, Any], tuple[tuple[str, Any], 
             factories.append((name, info.default_factory))
         elif not info.is_required():
             static[name] = info.default
-    spec = (static, tuple(factories))
+    spec = (static, tuple(factories), len(cls.model_fields))
     _SPECS[cls] = spec
     return spec
 
 
 def make(cls: type[ModelT], **fields: Any) -> ModelT:
     """An instance of ``cls`` from trusted ``fields`` (no validation)."""
-    static, factories = _SPECS.get(cls) or _spec(cls)
-    data = dict(static)
-    for name, factory in factories:
-        if name not in fields:
-            data[name] = factory()
-    data.update(fields)
+    static, factories, count = _SPECS.get(cls) or _spec(cls)
+    if len(fields) == count:
+        data = fields  # every field given: the kwargs dict is ours already
+    else:
+        data = dict(static)
+        for name, factory in factories:
+            if name not in fields:
+                data[name] = factory()
+        data.update(fields)
     obj = _new(cls)
     _set(obj, "__dict__", data)
     _set(obj, "__pydantic_fields_set__", set(fields))

@@ -6,6 +6,7 @@ import hashlib
 import inspect
 import json
 import math
+import operator
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ CheckpointPolicy = Literal["every_step", "on_halt", "never"]
 POLICIES: frozenset[str] = frozenset({"every_step", "on_halt", "never"})
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_PURE_REDUCERS: tuple[Any, ...] = (operator.add, operator.or_, operator.concat, max, min)
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,13 @@ class Reducer:
     fn: Callable[[Any, Any], Any]
     identity: Any = field(default=None)
     has_identity: bool = field(default=False)
+
+    @property
+    def pure(self) -> bool:
+        """Whether ``fn`` is a builtin that neither mutates its arguments nor can turn JSON
+        values into non-JSON ones (``operator.add``, ``operator.or_``, ``max``, ``min``).
+        The runtime skips defensive copies and re-checks for these."""
+        return self.fn in _PURE_REDUCERS
 
     @classmethod
     def with_identity(cls, fn: Callable[[Any, Any], Any], identity: Any) -> Reducer:
@@ -201,11 +210,11 @@ class Join:
 
     target: str
     sources: tuple[str, ...]
+    key: str = field(default="", compare=False)
+    """The join's key in a checkpoint's arrivals table."""
 
-    @property
-    def key(self) -> str:
-        """The join's key in a checkpoint's arrivals table."""
-        return f"{'+'.join(self.sources)}->{self.target}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{'+'.join(self.sources)}->{self.target}")
 
 
 def _as_list(value: str | Sequence[str], what: str) -> list[str]:
@@ -490,6 +499,8 @@ class CompiledGraph:
         from ._schema import StateCodec
 
         self.codec = StateCodec(graph.state)
+        self.codec.checked_on_write = frozenset(
+            k for k in self.keys if k not in self.reducers or self.reducers[k].pure)
 
     def _revision(self) -> str:
         structure = {

@@ -29,6 +29,8 @@ def normalize_patch(graph: CompiledGraph, node: str, patch: Any) -> dict[str, An
                                               f"got {type(patch).__name__}")
     spec = graph.nodes[node]
     keys = graph.keys
+    codec = graph.codec
+    check = codec.check_value if codec.plain else None
     out: dict[str, Any] = {}
     for key, value in patch.items():
         if key not in keys:
@@ -36,10 +38,13 @@ def normalize_patch(graph: CompiledGraph, node: str, patch: Any) -> dict[str, An
         if spec.writes is not None and key not in spec.writes:
             raise UndeclaredWrite(node, key, sorted(spec.writes))
         try:
-            out[key] = to_json_value(value)
+            value = to_json_value(value)
         except NotJSONError as exc:
             raise UpdateRejected(node, key, f"the value has no JSON form ({exc}); state values "
                                             "must round-trip through JSON") from None
+        if check is not None and key in codec.checked_on_write:
+            value = check(node, key, value)
+        out[key] = value
     return out
 
 
@@ -75,12 +80,19 @@ def merge_patches(
             if reducer is None:
                 new[key] = value
                 continue
+            pure = reducer.pure
             try:
-                result = reducer.fn(jcopy(new.get(key)), jcopy(value))
+                if pure:  # cannot mutate its arguments: no defensive copies
+                    result = reducer.fn(new.get(key), value)
+                else:
+                    result = reducer.fn(jcopy(new.get(key)), jcopy(value))
             except Exception as exc:
                 raise UpdateRejected(
                     node, key, f"its reducer raised {type(exc).__name__}: {exc}"
                 ) from exc
+            if pure:
+                new[key] = result
+                continue
             try:
                 new[key] = to_json_value(result)
             except NotJSONError as exc:

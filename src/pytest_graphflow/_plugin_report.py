@@ -68,15 +68,19 @@ def failure_section(item: pytest.Item, state: ItemState) -> str:
     if not state.runs:
         lines.append("runs: none recorded (the test failed before its runtime ran a graph)")
         return "\n".join(lines)
-    lines.extend(_run_lines(state.runs[-1]))
+    lines.extend(_run_lines(state.runs[-1], settings.seed))
     return "\n".join(lines)
 
 
-def _run_lines(run: RunRecording) -> list[str]:
+def _run_lines(run: RunRecording, test_seed: int) -> list[str]:
     from ._assertrepr import format_events
 
-    head = (f"last run: {run.run_id} of graph {run.graph.graph_id!r}"
-            f"{' (resumed)' if run.resumed else ''}: {run.status}, {len(run.events)} events")
+    notes = [] if run.seed == test_seed else [f"runtime seed {run.seed}"]
+    if run.resumed:
+        notes.append("resumed")
+    note = f" ({', '.join(notes)})" if notes else ""
+    head = (f"last run: {run.run_id} of graph {run.graph.graph_id!r}{note}: {run.status}, "
+            f"{len(run.events)} events")
     lines = [head]
     if run.error is not None:
         lines.append(f"raised: {type(run.error).__name__}: {_one_line(run.error)}")

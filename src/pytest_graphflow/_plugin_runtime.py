@@ -53,11 +53,13 @@ class RunRecording:
         visited: the nodes whose tasks completed, in order (for a run that raised, this goes
             further than ``events``: the events of the piece of the run that raised are lost
             with the exception).
+        seed: the seed of the runtime that ran it.
     """
 
     graph: CompiledGraph
     run_id: str
     resumed: bool = False
+    seed: int | None = None
     events: list[EventBase] = field(default_factory=list)
     error: BaseException | None = None
     visited: list[str] = field(default_factory=list)
@@ -232,7 +234,8 @@ class RecordingRuntime(GraphRuntime):
         # events here: a failing test's report needs them, and tests can afford them.
         runner.record_events = True
         runner.graph = self._with_policy(runner.graph)
-        recording = RunRecording(graph=runner.graph, run_id=runner.run_id, resumed=resumed)
+        recording = RunRecording(graph=runner.graph, run_id=runner.run_id, resumed=resumed,
+                                 seed=self.seed)
         self._recordings.append(recording)
         for observer in self._observers:
             observer(recording)
@@ -262,10 +265,15 @@ class GraphRuntimeFactory:
             runtime = graph_runtime_factory()
             assert runtime.trace(graph, {"n": n}).status == "completed"
 
-    Every call uses the factory's seed (in the plugin: the current test's seed) unless told
-    otherwise, so an example's run depends only on the example's data, which keeps
-    Hypothesis' replay and shrinking exact. To explore schedules too, draw the seed:
-    ``graph_runtime_factory(seed=data.draw(st.integers(0, 2**32 - 1)))``.
+    Every call uses the factory's seed unless told otherwise, so an example's run depends
+    only on the example's data, which keeps Hypothesis' replay and shrinking exact. To explore
+    schedules too, draw the seed: ``graph_runtime_factory(seed=data.draw(st.integers(0,
+    2**32 - 1)))``.
+
+    The plugin's ``graph_runtime_factory`` follows the running test: its seed, its
+    ``graphflow`` marker, the session's store; the SQLite stores it opens for a test close
+    when the test ends. Called from a fixture wider than a function (a session fixture), it
+    uses the session seed and its stores stay open until the session ends.
 
     Args:
         seed: the default seed.

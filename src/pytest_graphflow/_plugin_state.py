@@ -1,7 +1,8 @@
 """What the plugin keeps per session and per test, and the objects its fixtures build.
 
-Per session (``config.stash``): the :class:`SessionSettings`, the test being run (so the
-session-scoped runtime factory knows whose seed to use) and that factory. Per test
+Per session (``config.stash``): the :class:`SessionSettings`, the test being run and the
+scopes of the fixtures being set up (so the session-scoped runtime factory knows whose seed
+to use and who owns what it makes). Per test
 (``item.stash``): an :class:`ItemState` with the test's settings and the runs its runtimes
 performed, which the failure report draws from.
 """
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CURRENT_ITEM",
-    "FACTORY",
+    "FIXTURE_SCOPES",
     "SESSION",
     "ItemState",
     "build_checkpoint_store",
@@ -41,7 +42,7 @@ __all__ = [
 
 SESSION: Final = pytest.StashKey[SessionSettings]()
 CURRENT_ITEM: Final = pytest.StashKey["pytest.Item | None"]()
-FACTORY: Final = pytest.StashKey["GraphRuntimeFactory"]()
+FIXTURE_SCOPES: Final = pytest.StashKey[list[str]]()  # scopes of fixtures being set up
 ITEM_STATE: Final = pytest.StashKey["ItemState"]()
 
 _KEEP_RUNS: Final = 5  # the report shows the last run; a few more for context
@@ -55,13 +56,13 @@ class ItemState:
         settings: seed, clock start, store and checkpoint policy of the test.
         session: the session's settings (for the reproduce command).
         runs: the last runs the test's runtimes performed (fixture and factory alike).
-        runtimes: how many runtimes were made for the test.
+        owned: runtimes the session factory made for the test, closed when it ends.
     """
 
     settings: TestSettings
     session: SessionSettings
     runs: deque[RunRecording] = field(default_factory=lambda: deque(maxlen=_KEEP_RUNS))
-    runtimes: int = 0
+    owned: list[RecordingRuntime] = field(default_factory=list)
 
     def observe(self, recording: RunRecording) -> None:
         """Observer given to every runtime made for the test."""
@@ -85,10 +86,12 @@ def existing_state(item: pytest.Item) -> ItemState | None:
 
 
 def finish_item(item: pytest.Item) -> None:
-    """After a test: close the stores the session factory opened for it."""
-    factory = item.config.stash.get(FACTORY, None)
-    if factory is not None:
-        factory.close()
+    """After a test: close the stores the session factory opened for it (SQLite)."""
+    state = existing_state(item)
+    if state is not None:
+        owned, state.owned = state.owned, []
+        for runtime in owned:
+            runtime.close()
 
 
 # ------------------------------------------------------------------------ fixture bodies
@@ -139,7 +142,6 @@ def build_runtime(
         observer=state.observe,
     )
     runtime.factory = factory
-    state.runtimes += 1
     return runtime
 
 
@@ -165,15 +167,24 @@ def build_factory(
         def __call__(self, **kwargs: Any) -> RecordingRuntime:
             runtime = super().__call__(**kwargs)
             state = self._state()
-            if state is not None:
+            if state is not None:  # the test owns it: its stores close when the test ends
                 runtime.add_observer(state.observe)
-                state.runtimes += 1
+                if runtime in self._open:
+                    self._open.remove(runtime)
+                    state.owned.append(runtime)
             return runtime
 
         def _state(self) -> ItemState | None:
-            item = config.stash.get(CURRENT_ITEM, None)
-            return None if item is None else item_state(item)
+            """The running test's state, unless the caller belongs to the session.
 
-    factory = PluginFactory(sqlite_dir=lambda: tmp_path_factory.mktemp("graphflow-store"))
-    config.stash[FACTORY] = factory
-    return factory
+            A test's body and its function-scoped fixtures belong to the test; a wider
+            fixture set up on the way (a session fixture, say) does not: it gets the session
+            seed, and its stores stay open until the session ends.
+            """
+            item = config.stash.get(CURRENT_ITEM, None)
+            scopes = config.stash.get(FIXTURE_SCOPES, None)
+            if item is None or (scopes and scopes[-1] != "function"):
+                return None
+            return item_state(item)
+
+    return PluginFactory(sqlite_dir=lambda: tmp_path_factory.mktemp("graphflow-store"))

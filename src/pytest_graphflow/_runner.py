@@ -37,6 +37,7 @@ from ._graph import END, REPLAYED_EFFECTS, CompiledGraph
 from ._json import jcopy
 from ._merge import merge_patches, validate_state
 from ._node import CURRENT_TASK, NodeContext
+from ._rng import ScheduleRng
 from ._sched import NODE_SLEEPER, BatchScheduler
 from ._stores._protocol import CheckpointStore
 from ._task import Outcome, decide_edges, execute
@@ -444,8 +445,7 @@ class Runner:
             order = to_run
             if len(order) > 1 and self.seed is not None:
                 order = list(order)
-                random.Random(f"graphflow-schedule:{self.seed}:{self.run_id}:{step}").shuffle(
-                    order)
+                ScheduleRng(self.seed, self.run_id, step).shuffle(order)  # type: ignore[arg-type]
             t2 = NODE_CLOCK.set(clock if virtual and self.wall_clock else None)  # type: ignore[arg-type]
             try:
                 for i in order:
@@ -478,9 +478,11 @@ class Runner:
         context: Callable[[TaskRecord], NodeContext],
     ) -> bool:
         graph, clock = self.graph, self.clock
-        rng = None if self.seed is None and len(to_run) == 1 else random.Random(
-            f"graphflow-schedule:{self.seed}:{self.run_id}:{self.step}"
-        )
+        rng: Any
+        if self.seed is not None:
+            rng = ScheduleRng(self.seed, self.run_id, self.step)
+        else:
+            rng = None if len(to_run) == 1 else random.Random()
         stalled: list[list[int]] = []
         sched: BatchScheduler | None = None
         if isinstance(clock, VirtualClock):

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import heapq
 import math
-import random
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
@@ -99,7 +98,7 @@ class BatchScheduler:
     def __init__(
         self,
         clock: VirtualClock,
-        rng: random.Random | None,
+        rng: Any,
         deadline_ns: int | None = None,
         on_deadline: Callable[[], None] | None = None,
         on_stall: Callable[[list[int]], None] | None = None,

@@ -59,6 +59,9 @@ class StateCodec:
             and config.get("extra") in (None, "ignore")
             and all(_plain(info.annotation) for info in model.model_fields.values())
         )
+        # Keys whose written value is checked as the node writes it (a plain write, or a pure
+        # reducer combining valid values); the others are checked after their reducer ran.
+        self.checked_on_write: frozenset[str] = frozenset()
         self._adapters: dict[str, TypeAdapter[Any]] = (
             {name: TypeAdapter(info.annotation or Any)
              for name, info in model.model_fields.items()}
@@ -93,10 +96,12 @@ class StateCodec:
         """
         if self.plain:
             if touched:
+                on_write = self.checked_on_write
                 for node, patch in blame:
                     if patch:
                         for key in patch:
-                            state[key] = self.check_value(node, key, state[key])
+                            if key not in on_write:
+                                state[key] = self.check_value(node, key, state[key])
             return state, None
         try:
             model = self.model.model_validate(jcopy(state))

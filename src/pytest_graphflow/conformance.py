@@ -18,7 +18,7 @@ Three ways to use it::
         run_store_conformance(MyStore, backend="trio")
 
     # 2. a test class pytest collects
-    TestMyStore = store_conformance_test(lambda: MyStore(tmp_dir()))
+    TestMyStore = store_conformance_test(MyStore)
 
     # 3. subclass, to add rules or tune the budget
     class MyStoreConformance(StoreConformance):
@@ -138,6 +138,10 @@ class StoreConformance(RuleBasedStateMachine):
       in the store;
     * missing ids: ``get`` → ``None``, ``delete`` → ``False``, ``fork`` raises
       ``CheckpointNotFound``; unknown runs load nothing and list nothing.
+
+    The model assumes what the runtime guarantees: a run lives on one thread (runs
+    ``run-a``/``run-b`` on ``thread-1``, ``run-c`` on ``thread-2``, each fork on its own).
+    Until the first save only ``save_new`` runs, so shrunk programs start with it.
 
     Attributes:
         backend: the anyio backend the store runs on (``"asyncio"`` or ``"trio"``).

@@ -26,13 +26,18 @@ need it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-# Before anything imports it, so that its plain ``assert`` statements get pytest's rewriting.
-pytest.register_assert_rewrite("pytest_graphflow.assertions")
+# Before anything imports it, so that its ``assert`` statements get pytest's rewriting. When
+# the package's ``__init__`` has imported it already (it re-exports ``assert_events``), it is
+# too late: registering would only warn (an error under ``-W error``). Installed through the
+# entry point, pytest marks the whole distribution for rewriting before importing us anyway.
+if "pytest_graphflow.assertions" not in sys.modules:
+    pytest.register_assert_rewrite("pytest_graphflow.assertions")
 
 if TYPE_CHECKING:
     from syrupy.assertion import SnapshotAssertion
@@ -129,6 +134,20 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
+    """Know the scope of the fixture being set up (a session fixture's runtimes are not the
+    running test's)."""
+    from ._plugin_state import FIXTURE_SCOPES
+
+    scopes = request.config.stash.setdefault(FIXTURE_SCOPES, [])
+    scopes.append(fixturedef.scope)
+    try:
+        return (yield)
+    finally:
+        scopes.pop()
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Add the ``graphflow`` section to a failing report of a test that used our fixtures."""
     report = yield
@@ -207,12 +226,15 @@ def graph_runtime(
 @pytest.fixture(scope="session")
 def graph_runtime_factory(
     pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
-) -> GraphRuntimeFactory:
+) -> Iterator[GraphRuntimeFactory]:
     """Call it for a fresh runtime (new clock, store and the running test's seed), e.g. once
-    per Hypothesis example: ``runtime = graph_runtime_factory()``."""
+    per Hypothesis example: ``runtime = graph_runtime_factory()``. ``.seed`` is the running
+    test's seed (``graph_seed`` itself is function-scoped, which ``@given`` refuses)."""
     from ._plugin_state import build_factory
 
-    return build_factory(pytestconfig, tmp_path_factory)
+    factory = build_factory(pytestconfig, tmp_path_factory)
+    yield factory
+    factory.close()  # runtimes made outside any test (in session fixtures)
 
 
 @pytest.fixture

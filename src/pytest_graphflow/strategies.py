@@ -122,15 +122,25 @@ def _new_node(name: str) -> dict[str, Any]:
     }
 
 
+# Every node is drawn with the same *shape* of choices, whatever its position: indexes are
+# drawn from fixed ranges and clamped to what exists. So when the shrinker deletes a node, the
+# nodes after it replay as the same nodes one place earlier instead of as garbage, and each
+# node is one span (a nested ``draw``) the shrinker can delete as a whole.
+_INDEX = st.integers(0, 7)
+_KINDS = ("child", "join", "worker", "handler")
+
+
+def _pick(options: Sequence[str], i: int) -> str:
+    return options[min(i, len(options) - 1)]
+
+
 def _attach(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
-    """Draw how node ``name`` is reached: simpler alternatives first."""
+    """Draw how node ``name`` is reached; the simplest (a child of the last node) first."""
     parallel = flags["parallel"]
-    if not b.nodes:
-        b.entry.append(name)
-        b.incoming[name], b.parent[name] = "entry", None
-        b.nodes[name] = _new_node(name)
-        return
-    # Parents, most recent first (so offsets shrink toward a chain), START last.
+    kind = _KINDS[draw(st.integers(0, len(_KINDS) - 1))]
+    offset = draw(_INDEX)
+    node = _new_node(name)
+    # Parents, most recent first (offset 0: a chain), START last (fan-out from the entry).
     parents: list[str] = []
     for p in reversed(b.nodes):
         d = b.nodes[p]
@@ -139,32 +149,31 @@ def _attach(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
         if not parallel and d["route"] not in ("branch", "goto") and d["children"]:
             continue
         parents.append(p)
-    if parallel:
+    if parallel or not b.nodes:
         parents.append("START")
-    kinds = ["child"] if parents else []
     joinable = [n for n in reversed(b.nodes)
                 if b.certain(n) and b.nodes[n]["route"] in ("static", "branch")]
-    if parallel and len(joinable) >= 2:
-        kinds.append("join")
     expanders = [n for n in reversed(b.nodes)
                  if b.nodes[n]["route"] == "static" and not b.nodes[n]["children"]
                  and b.nodes[n]["on_error"] is None and n not in b.join_sources
                  and not b.nodes[n]["worker"]]
-    if flags["expansions"] and expanders:
-        kinds.append("worker")
     failing = [n for n in reversed(b.nodes)
                if b.nodes[n]["fail"] is not None and b.nodes[n]["on_error"] is None
                and b.nodes[n]["route"] == "static" and not b.nodes[n]["children"]
                and n not in b.join_sources]
-    if failing:
-        kinds.append("handler")
-    kind = draw(st.sampled_from(kinds))
-    node = _new_node(name)
+    if kind == "join" and not (parallel and len(joinable) >= 2):
+        kind = "child"
+    if kind == "worker" and not (flags["expansions"] and expanders):
+        kind = "child"
+    if kind == "handler" and not failing:
+        kind = "child"
+    if not parents:  # defensive: the last node is always a possible parent
+        parents.append("START")
     b.nodes[name] = node
     b.incoming[name] = kind
     b.parent[name] = None
     if kind == "child":
-        p = parents[draw(st.integers(0, len(parents) - 1))]
+        p = _pick(parents, offset)
         if p == "START":
             b.entry.append(name)
             b.incoming[name] = "entry"
@@ -174,13 +183,19 @@ def _attach(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
             if p in b.loop_body:
                 b.loop_body.add(name)
     elif kind == "join":
-        sources = draw(st.lists(st.sampled_from(joinable), min_size=2, max_size=3, unique=True))
+        picks = draw(st.lists(_INDEX, min_size=2, max_size=3))
+        sources = list(dict.fromkeys(_pick(joinable, i) for i in picks))
+        for extra in joinable:
+            if len(sources) >= 2:
+                break
+            if extra not in sources:
+                sources.append(extra)
         order = list(b.nodes)
         sources.sort(key=order.index)
         b.joins.append(JoinSpec(tuple(sources), name))
         b.join_sources.update(sources)
     elif kind == "worker":
-        p = draw(st.sampled_from(expanders))
+        p = _pick(expanders, offset)
         d = b.nodes[p]
         d["route"], d["expand_to"] = "expand", name
         d["items"] = draw(st.integers(0, 3 if parallel else 1))
@@ -189,66 +204,90 @@ def _attach(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
         if p in b.loop_body:
             b.loop_body.add(name)
     else:  # handler
-        p = draw(st.sampled_from(failing))
+        p = _pick(failing, offset)
         b.nodes[p]["on_error"] = name
         b.parent[name] = p
         if p in b.loop_body:
             b.loop_body.add(name)
 
 
+def _key(draw: Any, keys: Sequence[str]) -> str:
+    return keys[draw(_INDEX) % len(keys)]
+
+
 def _behaviour(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
     """Draw what node ``name`` does (next to how it is reached, so they shrink together)."""
     d = b.nodes[name]
+    effect = draw(st.sampled_from(_EFFECTS))
     if flags["effects"]:
-        d["effect"] = draw(st.sampled_from(_EFFECTS))
+        d["effect"] = effect
     keys = b.keys()
-    d["reads"] = draw(st.lists(st.sampled_from(keys), max_size=2, unique=True))
+    d["reads"] = list(dict.fromkeys(keys[i % len(keys)]
+                                    for i in draw(st.lists(_INDEX, max_size=2))))
+    writes, log = draw(st.booleans()), draw(st.booleans())
     if not d["worker"]:
-        d["writes"] = draw(st.booleans())
-        if b.reducers:
-            d["log"] = draw(st.booleans())
+        d["writes"] = writes
+        d["log"] = log and b.reducers
+    n = draw(st.integers(0, 5))
     if flags["interrupts"]:
-        n = draw(st.integers(0, 5))
         d["interrupts"] = [f"q{i}" for i in range(max(0, n - 3))]
-    if flags["failures"]:
-        f = draw(st.integers(0, 9))
-        if f >= 7:
+    f = draw(st.integers(0, 9))
+    if f >= 7:
+        retry = draw(st.integers(1, 3))
+        if flags["failures"]:
             d["fail"] = Failure(None if f == 9 else f - 6)
-            d["retry"] = draw(st.integers(1, 3))
+            d["retry"] = retry
+    sleep = (0.0, 0.0, 1.0, 2.5)[draw(st.integers(0, 3))]
     if flags["sleeps"]:
-        d["sleep"] = (0.0, 0.0, 1.0, 2.5)[draw(st.integers(0, 3))]
+        d["sleep"] = sleep
+    emits = draw(st.integers(0, 3)) == 3
     if flags["emits"]:
-        d["emits"] = draw(st.integers(0, 3)) == 3
+        d["emits"] = emits
     d["checkpoint"] = draw(st.integers(0, 4)) == 4
 
 
+_ROUTES = ("static", "static", "static", "branch", "goto", "loop")
+
+
 def _route(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
-    """Draw how node ``name`` decides where to go: static first, then branch, then loop."""
+    """Draw how node ``name`` decides where to go: static edges first (weighted: they also
+    make joins possible), then a branch, a ``Command(goto=...)``, a loop."""
     d = b.nodes[name]
-    routes = ["static"]
-    if flags["branches"]:
-        routes += ["branch", "goto"]
+    route = _ROUTES[draw(st.integers(0, len(_ROUTES) - 1))]
+    if route in ("branch", "goto") and not flags["branches"]:
+        route = "static"
     loop_targets: list[str] = []
-    if flags["cycles"] and not d["worker"]:
-        spec = b.spec()
-        for j in b.ancestors(name):
-            if not (descendants(spec, j) & b.join_sources):
-                loop_targets.append(j)
-        if loop_targets:
-            routes.append("loop")
-    # Static edges are the simplest route and (as join sources) enable joins: weight them.
-    route = draw(st.sampled_from(["static", "static", *routes]))
+    if route == "loop":
+        if flags["cycles"] and not d["worker"]:
+            spec = b.spec()
+            loop_targets = [j for j in b.ancestors(name)
+                            if not (descendants(spec, j) & b.join_sources)]
+        if not loop_targets:
+            route = "static"
     if route in ("branch", "goto"):
         d["route"] = route
-        d["route_key"] = draw(st.sampled_from(b.keys()))
+        d["route_key"] = _key(draw, b.keys())
+        raises = draw(st.booleans())
         if route == "branch" and flags["edge_errors"]:
-            d["route_raises"] = draw(st.booleans())
+            d["route_raises"] = raises
     elif route == "loop":
         d["route"] = "loop"
-        d["loop_to"] = draw(st.sampled_from(loop_targets))
+        d["loop_to"] = _pick(loop_targets, draw(_INDEX))
         d["loop_bound"] = draw(st.integers(1, 2))
-        body = descendants(b.spec(), d["loop_to"])
-        b.loop_body |= body
+        b.loop_body |= descendants(b.spec(), d["loop_to"])
+
+
+@st.composite
+def _node(draw: Any, b: _Builder, name: str, flags: dict[str, bool], forced: bool) -> bool:
+    # "One more node?" comes first in the node's own span, drawn even when the node is forced
+    # (min_nodes), so every node's span has the same shape: deleting a span deletes a node.
+    more = draw(st.integers(0, 4)) != 0
+    if not (more or forced):
+        return False
+    _attach(draw, b, name, flags)
+    _behaviour(draw, b, name, flags)
+    _route(draw, b, name, flags)
+    return True
 
 
 @st.composite
@@ -256,14 +295,9 @@ def _graph_specs(
     draw: Any, min_nodes: int, max_nodes: int, flags: dict[str, bool], policies: tuple[str, ...]
 ) -> GraphSpec:
     b = _Builder(reducers=flags["reducers"])
-    policy = draw(st.sampled_from(policies))
+    policy = policies[draw(st.integers(0, len(policies) - 1))]
     i = 0
-    # Grow with a "continue?" draw per node, so deleting draws deletes nodes when shrinking.
-    while i < max_nodes and (i < min_nodes or draw(st.integers(0, 4)) != 0):
-        name = f"n{i}"
-        _attach(draw, b, name, flags)
-        _behaviour(draw, b, name, flags)
-        _route(draw, b, name, flags)
+    while i < max_nodes and draw(_node(b, f"n{i}", flags, i < min_nodes)):
         i += 1
     spec = b.spec()
     return GraphSpec(nodes=spec.nodes, entry=spec.entry, joins=spec.joins,

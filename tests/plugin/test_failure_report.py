@@ -148,3 +148,15 @@ def test_the_seed_is_a_junit_property(graph_project: pytest.Pytester, run: Run) 
         seed = per_test_seed(77, f"test_flow.py::{name}")
         assert f'<property name="graphflow_seed" value="{seed}" />' in xml
     assert xml.count("graphflow_seed") == 2  # not on the test without graphflow fixtures
+
+
+def test_a_run_with_another_seed_names_it(graph_project: pytest.Pytester, run: Run) -> None:
+    graph_project.makepyfile(test_other=dedent("""
+        from gf_graphs import fan
+
+        def test_other_seed(graph_runtime_factory):
+            graph_runtime_factory(seed=12345).trace(fan())
+            assert False
+    """))
+    result = run("test_other.py")
+    result.stdout.fnmatch_lines(["last run: run-* of graph 'fan' (runtime seed 12345): *"])

@@ -116,3 +116,33 @@ def test_a_failing_example_reports_its_last_run(graph_project: pytest.Pytester, 
         "last run: run-* of graph 'fan': completed, * events",
         "*run_end completed state={'n': 10,*",  # the shrunk example's run, not a bigger one
     ])
+
+
+def test_a_runtime_made_in_a_session_fixture_outlives_the_tests(graph_project: pytest.Pytester,
+                                                                run: Run) -> None:
+    graph_project.makeconftest(dedent("""
+        import pytest
+
+        @pytest.fixture(scope="session")
+        def shared_runtime(graph_runtime_factory):
+            return graph_runtime_factory(store="sqlite")
+
+        @pytest.fixture
+        def own_runtime(graph_runtime_factory):
+            return graph_runtime_factory()
+    """))
+    graph_project.makepyfile(test_shared=dedent("""
+        from gf_graphs import fan
+
+        SESSION_SEED = 21
+
+        def test_one(shared_runtime, own_runtime, graph_seed):
+            assert shared_runtime.seed == SESSION_SEED  # the session's, not test_one's
+            assert own_runtime.seed == graph_seed != SESSION_SEED
+            assert shared_runtime.trace(fan()).status == "completed"
+
+        def test_two(shared_runtime):  # its SQLite store is still open
+            assert len(shared_runtime.recordings) == 1
+            assert shared_runtime.trace(fan()).status == "completed"
+    """))
+    run("-q", "--graphflow-seed=21", "test_shared.py").assert_outcomes(passed=2)

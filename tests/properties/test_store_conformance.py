@@ -28,7 +28,7 @@ from pytest_graphflow.conformance import (
 from pytest_graphflow.errors import CheckpointNotFound
 
 PASSING = settings(
-    max_examples=40, stateful_step_count=25, derandomize=True, database=None, deadline=None
+    max_examples=30, stateful_step_count=20, derandomize=True, database=None, deadline=None
 )
 # Bug hunts skip the explain phase: it re-runs the shrunk program many times, for a report
 # these tests do not read.
@@ -57,13 +57,14 @@ def test_in_memory_store_conforms(backend: str) -> None:
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_sqlite_store_conforms(backend: str, tmp_path: Path) -> None:
     files = (tmp_path / f"store-{n}.db" for n in itertools.count())
-    small = settings(PASSING, max_examples=15, stateful_step_count=15)
+    small = settings(PASSING, max_examples=10, stateful_step_count=15)
     run_store_conformance(lambda: SQLiteCheckpointStore(next(files)), backend=backend,
                           settings=small)
 
 
 def test_faulty_store_without_faults_is_transparent() -> None:
-    run_store_conformance(lambda: FaultyStore(InMemoryCheckpointStore()), settings=PASSING)
+    run_store_conformance(lambda: FaultyStore(InMemoryCheckpointStore()),
+                          settings=settings(PASSING, max_examples=15))
 
 
 def test_faulty_store_delays_change_no_answer() -> None:
@@ -74,7 +75,7 @@ def test_faulty_store_delays_change_no_answer() -> None:
             store.delay(op, 0.5)
         return store
 
-    run_store_conformance(delayed, backend="trio", settings=PASSING)
+    run_store_conformance(delayed, backend="trio", settings=settings(PASSING, max_examples=15))
 
 
 def test_make_store_may_be_a_coroutine_function() -> None:

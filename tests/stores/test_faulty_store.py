@@ -603,6 +603,11 @@ async def test_a_fault_plan_wraps_a_store_or_adds_to_a_faulty_one() -> None:
     assert len(store.rules) == 4
 
 
+def test_only_a_checkpoint_store_can_be_wrapped() -> None:
+    with pytest.raises(InvalidArgument, match=r"lacks \['save', 'load'"):
+        FaultyStore({})  # type: ignore[arg-type]
+
+
 def test_last_rule_of_a_store_without_rules() -> None:
     with pytest.raises(LookupError, match="no rules"):
         _ = FaultyStore(InMemoryCheckpointStore()).last_rule

@@ -358,6 +358,12 @@ class FaultyStore:
     """
 
     def __init__(self, inner: CheckpointStore, *, clock: Clock | None = None) -> None:
+        missing = [op for op in PROTOCOL_OPS if not callable(getattr(inner, op, None))]
+        if missing:
+            raise InvalidArgument(
+                f"FaultyStore(inner={inner!r}): inner is not a CheckpointStore; it lacks "
+                f"{missing}"
+            )
         self._inner = inner
         self._clock = clock
         self._rules: list[FaultRule] = []

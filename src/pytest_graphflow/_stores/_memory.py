@@ -66,7 +66,8 @@ class InMemoryCheckpointStore:
         """
         cid = checkpoint.id
         old = self._by_id.get(cid)
-        if old is not None and old[0].run_id != checkpoint.run_id:
+        if old is not None and (old[0].run_id != checkpoint.run_id
+                                or old[0].thread_id != checkpoint.thread_id):
             self._unindex(old[0])
         self._order += 1
         self._by_id[cid] = (checkpoint, self._order)

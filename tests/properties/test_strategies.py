@@ -1,0 +1,215 @@
+"""The strategies themselves: valid values, feature switches, shrinking, argument checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, find, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from pytest_graphflow import (
+    END,
+    START,
+    Graph,
+    GraphRuntime,
+    InMemoryCheckpointStore,
+    Interrupt,
+    VirtualClock,
+)
+from pytest_graphflow._hypothesis_plugin import _hypothesis_setup_hook
+from pytest_graphflow._stores._faulty import FaultPlan, FaultyStore
+from pytest_graphflow.errors import InvalidArgument
+from pytest_graphflow.strategies import (
+    GraphSpec,
+    Schedule,
+    fault_plans,
+    graph_inputs,
+    graphs,
+    resume_answers,
+    schedules,
+)
+
+FIND = settings(max_examples=500, database=None, derandomize=True, deadline=None,
+                suppress_health_check=list(HealthCheck))
+
+
+def _run(graph: Any, inp: Any = None, seed: int = 0) -> Any:
+    rt = GraphRuntime(store=InMemoryCheckpointStore(), clock=VirtualClock(patch_wall_clock=False),
+                      seed=seed, on_interrupt=lambda i: 1)
+    return rt.trace(graph, inp or {})
+
+
+@given(spec=graphs(), data=st.data())
+def test_every_graph_compiles_and_every_run_ends(spec: GraphSpec, data: st.DataObject) -> None:
+    graph = spec.compile()
+    assert graph.revision == spec.compile().revision
+    inp = data.draw(graph_inputs(spec))
+    assert set(inp) <= set(spec.keys)
+    trace = _run(graph, inp)
+    assert trace.result.status in ("completed", "failed")
+    if trace.result.status == "failed":  # only planned failures fail a generated run
+        assert type(trace.result.error).__name__ == "NodeFailed"
+
+
+@given(spec=graphs(parallel=False, branches=False, cycles=False, expansions=False,
+                   interrupts=False, failures=False, reducers=False, effects=False,
+                   sleeps=False, emits=False))
+def test_switched_off_features_stay_off(spec: GraphSpec) -> None:
+    assert len(spec.entry) == 1 and not spec.joins and not spec.reducers
+    for n in spec.nodes:
+        assert n.route == "static" and len(n.children) <= 1
+        assert (n.effect, n.interrupts, n.fail, n.sleep, n.emits) == ("pure", (), None, 0.0, False)
+    trace = _run(spec.compile())
+    steps = [e.step for e in trace.events if e.type == "node_start"]
+    assert len(steps) == len(set(steps))  # one task per step: no parallel batch
+
+
+@given(spec=graphs(max_nodes=3, min_nodes=2))
+def test_sizes_are_bounded(spec: GraphSpec) -> None:
+    assert 2 <= spec.size <= 3
+
+
+@pytest.mark.parametrize(
+    ("feature", "size"),
+    [
+        pytest.param(lambda s: any(n.route == "loop" for n in s.nodes), 1, id="loop"),
+        pytest.param(lambda s: any(n.interrupts for n in s.nodes), 1, id="interrupt"),
+        pytest.param(lambda s: len(s.entry) > 1, 2, id="fan-out"),
+        pytest.param(lambda s: any(n.route == "expand" for n in s.nodes), 2, id="expansion"),
+        pytest.param(lambda s: any(n.on_error for n in s.nodes), 2, id="failure-route"),
+        pytest.param(lambda s: bool(s.joins), 3, id="join"),
+    ],
+)
+def test_graphs_shrink_to_the_smallest_graph_with_a_feature(feature: Any, size: int) -> None:
+    spec = find(graphs(), feature, settings=FIND)
+    assert spec.size == size, repr(spec)
+
+
+def test_a_graph_prints_as_a_readable_graph() -> None:
+    spec = find(graphs(), lambda s: bool(s.joins) and any(n.interrupts for n in s.nodes),
+                settings=FIND)
+    text = repr(spec)
+    assert text.startswith("GraphSpec 'generated'")
+    assert "START -> " in text and "join [" in text and "interrupts q0" in text
+    assert spec.interrupt_points and all(":" in p for p in spec.interrupt_points)
+
+
+def test_graphspec_is_registered_for_from_type() -> None:
+    _hypothesis_setup_hook()
+    seen: list[GraphSpec] = []
+
+    @settings(max_examples=3, database=None)
+    @given(st.from_type(GraphSpec))
+    def check(spec: GraphSpec) -> None:
+        seen.append(spec)
+
+    check()
+    assert seen and all(isinstance(s, GraphSpec) for s in seen)
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        pytest.param(lambda: graphs(max_nodes=0), "max_nodes", id="max_nodes-zero"),
+        pytest.param(lambda: graphs(min_nodes=3, max_nodes=2), "min_nodes", id="min-above-max"),
+        pytest.param(lambda: graphs(cycles="yes"), "cycles", id="flag-not-bool"),
+        pytest.param(lambda: graphs(checkpoint_policies=["sometimes"]), "checkpoint_policies",
+                     id="unknown-policy"),
+        pytest.param(lambda: graph_inputs({"x": 1}), "GraphSpec", id="inputs-of-a-dict"),
+        pytest.param(lambda: resume_answers([3]), "Interrupt", id="answers-of-an-int"),
+        pytest.param(lambda: fault_plans(kinds=("explode",)), "kinds", id="unknown-fault"),
+        pytest.param(lambda: fault_plans(max_faults=-1), "max_faults", id="negative-faults"),
+        pytest.param(lambda: schedules(0), "batch_size", id="empty-batch"),
+        pytest.param(lambda: schedules(3, batches=0), "batches", id="no-batches"),
+    ],
+)
+def test_invalid_arguments_raise_invalid_argument(make: Any, match: str) -> None:
+    with pytest.raises(InvalidArgument, match=match):
+        make()
+
+
+@given(plan=fault_plans(kinds=("reject", "fail", "delay", "crash"), max_faults=3))
+def test_fault_plans_apply_to_a_store(plan: FaultPlan) -> None:
+    store = plan.apply(InMemoryCheckpointStore())
+    assert isinstance(store, FaultyStore)
+    assert len(store.rules) == len(plan) <= 3
+    assert plan.describe()
+
+
+def test_fault_plans_shrink_to_no_faults() -> None:
+    assert len(find(fault_plans(), lambda p: True, settings=FIND)) == 0
+    plan = find(fault_plans(), lambda p: len(p) > 0, settings=FIND)
+    assert plan.describe() == "reject_save(nth=1)"
+
+
+def test_resume_answers_cover_every_interrupt() -> None:
+    spec = find(graphs(), lambda s: len(s.interrupt_points) >= 2, settings=FIND)
+    answers = find(resume_answers(spec), lambda a: True, settings=FIND)
+    assert set(answers) == set(spec.interrupt_points)
+    assert set(answers.values()) == {None}  # shrinks to None answers
+    pending = [Interrupt(key="task-1:q", id="q", node="n", task_id="task-1")]
+    assert find(resume_answers(pending), lambda a: True, settings=FIND) == {"task-1:q": None}
+
+
+# --------------------------------------------------------------------------- schedules
+
+STARTED: list[str] = []
+
+
+class Empty(BaseModel):
+    pass
+
+
+def _recorder(name: str) -> Any:
+    def fn(state: Empty) -> None:
+        STARTED.append(name)
+
+    return fn
+
+
+def _fan_out(width: int) -> Any:
+    g = Graph("fan", Empty)
+    names = [f"t{i}" for i in range(width)]
+    for name in names:
+        g.node(name, _recorder(name))
+    g.edge(START, names)
+    g.edge(names, END)
+    return g.compile()
+
+
+@settings(max_examples=30, deadline=None)
+@given(schedule=schedules(4), seed=st.integers(0, 1000))
+def test_a_schedule_decides_the_start_order_whatever_the_seed(schedule: Schedule,
+                                                              seed: int) -> None:
+    STARTED.clear()
+    graph = schedule.apply(_fan_out(4))
+    assert graph.revision == _fan_out(4).revision
+    _run(graph, seed=seed)
+    assert STARTED == [f"t{i}" for i in schedule.orders[0]]
+
+
+def test_a_schedule_fits_batches_of_other_sizes() -> None:
+    s = Schedule(((2, 0, 1),))
+    assert s.order_for(0, 3) == [2, 0, 1]
+    assert s.order_for(0, 2) == [0, 1]
+    assert s.order_for(0, 4) == [2, 0, 1, 3]
+    assert s.order_for(1, 3) == [0, 1, 2]
+
+
+def test_schedules_shrink_toward_declared_order() -> None:
+    assert find(schedules(4), lambda s: True, settings=FIND).orders == ((0, 1, 2, 3),)
+
+
+def test_a_scheduled_graph_runs_on_trio_too() -> None:
+    STARTED.clear()
+    graph = Schedule(((2, 1, 0),)).apply(_fan_out(3))
+    rt = GraphRuntime(clock=VirtualClock(patch_wall_clock=False), seed=5, backend="trio")
+
+    async def main() -> Any:
+        return await rt.atrace(graph, {})
+
+    assert anyio.run(main, backend="trio").result.status == "completed"
+    assert STARTED == ["t2", "t1", "t0"]
