@@ -18,6 +18,12 @@ To keep lines short, and without losing anything:
   ``node_end``'s ``replayed``, always shown.
 
 :func:`parse_snapshot_text` reads the format back into wire dicts.
+
+Ids are made stable: the runtime derives run, thread, checkpoint and task ids from the seed
+(``run-6da6144999c9``), and the per-test seed changes with the session seed, so each distinct
+12-hex-digit id token is written as its order of first appearance (``run-1``,
+``cp-1-3``, ``task-1-5``, ``task-1-5:approve``). The snapshot records the behaviour, not the
+seed; pass ``stable_ids=False`` to :func:`serialize_events` to keep raw ids.
 """
 
 from __future__ import annotations
@@ -87,6 +93,7 @@ def serialize_events(
     exclude: PropertyFilter | None = None,
     include: PropertyFilter | None = None,
     matcher: PropertyMatcher | None = None,
+    stable_ids: bool = True,
 ) -> str:
     """Serialize an event sequence to the ``graphflow-events v1`` text (see module docs).
 
@@ -98,6 +105,7 @@ def serialize_events(
         include: a syrupy property filter; only the fields it selects are kept.
         matcher: a syrupy property matcher applied to each field's wire value, with ``path``
             ``((index, event_class), (field, value_type))``.
+        stable_ids: write seed-derived id tokens as their order of first appearance.
 
     Returns:
         The text, ending with a newline.
@@ -147,7 +155,23 @@ def serialize_events(
             if key in kept:
                 previous[key] = kept[key]
         lines.append(" ".join(parts))
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n"
+    return _stable_ids(text) if stable_ids else text
+
+
+_ID_TOKEN: Final = re.compile(r"\b(run|thread|cp|task)-([0-9a-f]{12})\b")
+
+
+def _stable_ids(text: str) -> str:
+    """Replace each seed-derived id token by its order of first appearance."""
+    numbers: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        token = match.group(2)
+        n = numbers.setdefault(token, len(numbers) + 1)
+        return f"{match.group(1)}-{n}"
+
+    return _ID_TOKEN.sub(number, text)
 
 
 _KEY: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")

@@ -291,14 +291,23 @@ def _node(draw: Any, b: _Builder, name: str, flags: dict[str, bool], forced: boo
 
 
 @st.composite
+def _nodes(
+    draw: Any, b: _Builder, i: int, min_nodes: int, max_nodes: int, flags: dict[str, bool]
+) -> None:
+    # Recursive on purpose: the rest of the graph is drawn *inside* this node's span, so the
+    # shrinker's "replace a span with a descendant span" pass can cut out any one node and the
+    # nodes after it replay one place earlier (every node draws the same shape of choices).
+    if i < max_nodes and draw(_node(b, f"n{i}", flags, i < min_nodes)):
+        draw(_nodes(b, i + 1, min_nodes, max_nodes, flags))
+
+
+@st.composite
 def _graph_specs(
     draw: Any, min_nodes: int, max_nodes: int, flags: dict[str, bool], policies: tuple[str, ...]
 ) -> GraphSpec:
     b = _Builder(reducers=flags["reducers"])
     policy = policies[draw(st.integers(0, len(policies) - 1))]
-    i = 0
-    while i < max_nodes and draw(_node(b, f"n{i}", flags, i < min_nodes)):
-        i += 1
+    draw(_nodes(b, 0, min_nodes, max_nodes, flags))
     spec = b.spec()
     return GraphSpec(nodes=spec.nodes, entry=spec.entry, joins=spec.joins,
                      reducers=spec.reducers, checkpoint_policy=policy)

@@ -1,0 +1,1 @@
+"""An approval flow: the graph the example tests exercise."""
