@@ -8,6 +8,8 @@ production, a :class:`VirtualClock` and a seed for tests), and test it with the 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from . import errors
 from ._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
 from ._clock import DEFAULT_START, Clock, RealClock, VirtualClock
@@ -32,19 +34,10 @@ from ._events import (
 from ._graph import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
 from ._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
 from ._runtime import EventLog, GraphResult, GraphRuntime, RunHandle, RunRecord, RunStream, Trace
-from ._snapshot import GraphEventsExtension
 from ._stores._faulty import FaultPlan, FaultyStore, StoreCall
 from ._stores._memory import InMemoryCheckpointStore
 from ._stores._protocol import CheckpointStore
 from ._stores._sqlite import SQLiteCheckpointStore
-from .assertions import (
-    EventPatternError,
-    EventPatternMismatch,
-    assert_events,
-    events_diff,
-    format_event,
-    format_events,
-)
 from .errors import (
     Cancelled,
     CheckpointNotFound,
@@ -77,6 +70,42 @@ from .errors import (
     UpdateRejected,
     VirtualDeadlock,
 )
+
+if TYPE_CHECKING:
+    from ._snapshot import GraphEventsExtension
+    from .assertions import (
+        EventPatternError,
+        EventPatternMismatch,
+        assert_events,
+        events_diff,
+        format_event,
+        format_events,
+    )
+
+# Imported on first use: they pull in syrupy and the assertion machinery, which the pytest
+# entry point should not pay for (and `assertions` must be imported after pytest registers
+# it for assertion rewriting).
+_LAZY = {
+    "GraphEventsExtension": "._snapshot",
+    "EventPatternError": ".assertions",
+    "EventPatternMismatch": ".assertions",
+    "assert_events": ".assertions",
+    "events_diff": ".assertions",
+    "format_event": ".assertions",
+    "format_events": ".assertions",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_graphflow' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 

@@ -8,6 +8,7 @@ a malformed stream is what they are for.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -253,11 +254,11 @@ def check_c3(events: Sequence[EventBase]) -> list[Violation]:
                     isinstance(src[2], ErrorEvent) and src[2].routed_to is None
                 ):
                     out.append(Violation("C3", i, f"edge {e.source} -> {e.target} after "
-                                         f"{e.source} halted ({src[2].type})"))  # type: ignore[attr-defined]
+                                         f"{e.source} halted ({src[2].type})"))
                 pending.setdefault(e.target, []).append(e.step)
             elif isinstance(e, NodeStart) and e.attempt == 1:
                 node = e.node or ""
-                entry = e.step == 0 and (rs is None or rs.resumed_from is None)
+                entry = e.step == 0  # reached from START, which has no edge events
                 if entry or (resumed_outside and e.step == first_step):
                     started[node] = e.step
                     continue
@@ -339,7 +340,7 @@ def check_c4(events: Sequence[EventBase], *, graph: CompiledGraph | None = None)
                 continue
             for group in (False, True):
                 idx = [(first, node) for first, _, node, h in tasks if h is group]
-                for (_, a), (f2, b) in zip(idx, idx[1:]):
+                for (_, a), (f2, b) in itertools.pairwise(idx):
                     if a in order and b in order and order[b] < order[a]:
                         out.append(Violation("C4", f2, f"step {step}: {b} comes after {a}, "
                                              "against declared order"))
@@ -507,7 +508,7 @@ def check_c9(events: Sequence[EventBase], *, graph: CompiledGraph | None = None)
     """
     out: list[Violation] = []
     legs = split_legs(events)
-    for prev, leg in zip(legs, legs[1:]):
+    for prev, leg in itertools.pairwise(legs):
         end = prev.run_end
         rs = leg.run_start
         if end is None or rs is None or end.status == "completed":

@@ -58,7 +58,9 @@ class Failure:
     def __str__(self) -> str:
         if self.attempts is None:
             return "always fails"
-        return "fails on attempt 1" if self.attempts == 1 else f"fails on attempts 1..{self.attempts}"
+        if self.attempts == 1:
+            return "fails on attempt 1"
+        return f"fails on attempts 1..{self.attempts}"
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@
   on rerun, no example database (CI machines start empty anyway), ``print_blob=True`` so a
   failure prints the ``@reproduce_failure`` line, and ``too_slow`` suppressed because shared
   runners stall at random.
-* ``graphflow-dev``: local work: the usual randomness and database, no deadline.
+* ``graphflow-dev``: local work: Hypothesis' defaults (randomness, example database, 100
+  examples) without the deadline: a first run pays for imports and warm-up, and a test's
+  real duration is not what a virtual-time test is about.
 * ``graphflow-thorough``: a nightly or pre-release sweep with many more examples.
 
 Use them from a ``conftest.py``::
@@ -42,7 +44,7 @@ def register_profiles() -> None:
         print_blob=True,
         suppress_health_check=[HealthCheck.too_slow],
     )
-    settings.register_profile("graphflow-dev", max_examples=50, deadline=None)
+    settings.register_profile("graphflow-dev", deadline=None)
     settings.register_profile(
         "graphflow-thorough",
         max_examples=1000,

@@ -148,7 +148,7 @@ def _fresh_after(previous: GraphRuntime) -> GraphRuntime:
 
 
 def _first_difference(a: list[str], b: list[str]) -> tuple[int, str]:
-    for i, (x, y) in enumerate(zip(a, b)):
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return i, f"event #{i} differs:\n  {x}\n  {y}"
     i = min(len(a), len(b))
@@ -189,7 +189,7 @@ def check_interrupt_resume_equivalence(
         c = await drive(_runtime(InMemoryCheckpointStore(), seed), g, input, answers,
                         fresh=_fresh_after, max_legs=max_legs)
         out: list[Violation] = []
-        assert a.result and b.result and c.result
+        assert a.result is not None
         want = _outcome(a.result)
         for name, d in (("same-runtime resumes", b), ("fresh-runtime resumes", c)):
             got = _outcome(d.result)  # type: ignore[arg-type]
@@ -231,14 +231,14 @@ def check_determinism(
 
     g = as_graph(graph)
     seen: list[tuple[str, list[str]]] = []
+    async def once(backend: str) -> list[str]:
+        d = await drive(_runtime(InMemoryCheckpointStore(), seed, backend=backend), g, input,
+                        answers)
+        return _lines(d.events)
+
     for backend in backends:
         for _ in range(runs):
-            async def main() -> list[str]:
-                d = await drive(_runtime(InMemoryCheckpointStore(), seed, backend=backend), g,
-                                input, answers)
-                return _lines(d.events)
-
-            seen.append((backend, anyio.run(main, backend=backend)))
+            seen.append((backend, anyio.run(once, backend, backend=backend)))
     out: list[Violation] = []
     base_backend, base = seen[0]
     digest = hashlib.sha256("\n".join(base).encode()).hexdigest()
@@ -265,7 +265,8 @@ class CrashPoint:
     phase: str
 
     def __str__(self) -> str:
-        return f"crash_at({self.op!r}, nth={self.nth}, phase={self.phase!r}) (store call #{self.index})"
+        return (f"crash_at({self.op!r}, nth={self.nth}, phase={self.phase!r}) "
+                f"(store call #{self.index})")
 
 
 def _covered(call: NodeCall, cp: Any) -> bool:
@@ -299,9 +300,9 @@ async def _recover(
         return await drive(rt, graph, input, answers, calls=calls), None
     if cp.status in ("completed", "failed", "cancelled"):
         # The process died after the run ended: nothing to recover, the store has the outcome.
-        d = Drive(run_id=run_id)
+        d = Drive(run_id=cp.run_id)
         d.result = GraphResult(state=graph.state_model.model_validate(cp.state), data=cp.state,
-                               status=cp.status, run_id=run_id, thread_id=cp.thread_id,
+                               status=cp.status, run_id=cp.run_id, thread_id=cp.thread_id,
                                step=cp.step)
         return d, cp
     resume = None

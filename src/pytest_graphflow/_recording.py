@@ -104,7 +104,7 @@ async def _consume(runtime: GraphRuntime, make: Any, graph: CompiledGraph | None
     original = runtime.store
     calls = getattr(original, "calls", None)
     first_call = len(calls) if isinstance(calls, list) else None
-    runtime.store = RecordingStore(original, rec.timeline)  # type: ignore[assignment]
+    runtime.store = RecordingStore(original, rec.timeline)
     try:
         stream: RunStream = make()
         try:

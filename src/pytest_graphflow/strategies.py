@@ -97,7 +97,7 @@ class _Builder:
         return d["route"] == "static" and d["on_error"] is None and self.certain(p)
 
     def spec(self) -> GraphSpec:
-        nodes = tuple(SpecNode(**{k: (tuple(v) if isinstance(v, list) else v)
+        nodes = tuple(SpecNode(**{k: (tuple(v) if isinstance(v, list) else v)  # type: ignore[arg-type]
                                   for k, v in d.items()}) for d in self.nodes.values())
         return GraphSpec(nodes=nodes, entry=tuple(self.entry), joins=tuple(self.joins),
                          reducers=self.reducers)
@@ -151,8 +151,11 @@ def _attach(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
         parents.append(p)
     if parallel or not b.nodes:
         parents.append("START")
+    # A join source must arrive exactly once: it runs once, and it cannot be routed away by
+    # a failure route (a routed failure takes no static edge, so no join edge either).
     joinable = [n for n in reversed(b.nodes)
-                if b.certain(n) and b.nodes[n]["route"] in ("static", "branch")]
+                if b.certain(n) and b.nodes[n]["route"] in ("static", "branch")
+                and b.nodes[n]["on_error"] is None]
     expanders = [n for n in reversed(b.nodes)
                  if b.nodes[n]["route"] == "static" and not b.nodes[n]["children"]
                  and b.nodes[n]["on_error"] is None and n not in b.join_sources
@@ -212,7 +215,8 @@ def _attach(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
 
 
 def _key(draw: Any, keys: Sequence[str]) -> str:
-    return keys[draw(_INDEX) % len(keys)]
+    index: int = draw(_INDEX)
+    return keys[index % len(keys)]
 
 
 def _behaviour(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:

@@ -129,6 +129,10 @@ def drop(*indexes: int) -> Callable[[Events], Events]:
     return mutate
 
 
+def duplicate(events: Events, i: int) -> Events:
+    return [*events[:i + 1], events[i], *events[i + 1:]]
+
+
 E = EVENTS
 LEG2 = find(E, "run_start", leg=1)
 HALT_CP = find(E, "checkpoint_saved", leg=0, nth=-1)
@@ -139,8 +143,7 @@ MUTATIONS: list[tuple[str, Callable[[Events], Events], str]] = [
     ("c1-missing-run-end", drop(LEG2 - 1), "C1"),
     ("c1-event-after-run-end", lambda ev: [*ev, ev[-2]], "C1"),
     ("c2-node-without-result", drop(find(E, "node_end", "plan")), "C2"),
-    ("c2-two-results", lambda ev: ev[:find(ev, "node_end", "plan") + 1]
-     + [ev[find(ev, "node_end", "plan")]] + ev[find(ev, "node_end", "plan") + 1:], "C2"),
+    ("c2-two-results", lambda ev: duplicate(ev, find(ev, "node_end", "plan")), "C2"),
     ("c3-edge-before-its-source-result",
      move(find(E, "edge_transition", "work"), find(E, "node_start", "work")), "C3"),
     ("c3-start-without-an-edge", drop(*FIN_EDGES), "C3"),
@@ -213,7 +216,8 @@ def test_a_recording_reports_events_yielded_after_a_rejected_save() -> None:
         return await record_run(rt, GRAPH, {})
 
     rec = anyio.run(main)
-    assert rec.error is not None and rec.result is None
+    assert rec.error is not None
+    assert rec.result is None
     assert_invariants(rec)
     # Forge a yielded event after the failed save: C6.
     rec.timeline.append(Mark("event", index=len(rec.events)))
@@ -227,4 +231,6 @@ def test_violations_read_well() -> None:
     assert str(v) == "C4 at event #7: step 1: b comes after c, against declared order"
     assert str(Violation("C6", None, "x")) == "C6: x"
     text = format_violations([v], E)
-    assert "> #7" in text and "#5" in text and "#9" in text
+    assert "> #7" in text
+    assert "#5" in text
+    assert "#9" in text

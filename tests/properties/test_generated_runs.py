@@ -10,22 +10,26 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_graphflow import GraphRuntime, InMemoryCheckpointStore, VirtualClock
-from pytest_graphflow._properties import drive
+from pytest_graphflow._properties import answer_for, drive
 from pytest_graphflow.invariants import (
     assert_invariants,
     check_crash_recovery,
     check_determinism,
     check_interrupt_resume_equivalence,
+    check_invariants,
     check_recording,
     format_violations,
     record_run,
 )
 from pytest_graphflow.strategies import (
+    Failure,
     GraphSpec,
+    SpecNode,
     fault_plans,
     graph_inputs,
     graphs,
@@ -156,7 +160,7 @@ def test_resume_from_every_saved_checkpoint_keeps_the_invariants(
                 resume = Resume(answers={i.key: answer_for(answers, i) for i in cp.interrupts})
             stream = rt.resume_stream(cp.id, resume, graph=graph)
             events = [e async for e in stream]
-            assert events[0].resumed_from == cp.id  # type: ignore[attr-defined]
+            assert events[0].resumed_from == cp.id
             assert_invariants(events, graph=graph)
 
     anyio.run(main)
@@ -192,3 +196,95 @@ def test_generated_runs_cover_every_feature() -> None:
     assert seen >= {"interrupt", "fail", "retry", "async", "static", "branch", "loop", "expand",
                     "join", "fan-out", "pure", "read", "write", "external", "human",
                     "every_step", "on_halt", "never"}
+
+
+@settings(max_examples=30)
+@given(spec=graphs(max_nodes=5, edge_errors=True), data=st.data())
+def test_an_edge_function_that_raises_ends_the_stream_with_its_exception(
+    spec: GraphSpec, data: st.DataObject
+) -> None:
+    """C7: the edge function's own exception ends the stream (no event of its batch), and the
+    node whose edges threw is in no checkpoint as completed: resuming re-runs it, raising again.
+    """
+    from pytest_graphflow.strategies import PlannedFailure
+
+    graph = spec.compile()
+    inp = data.draw(graph_inputs(spec), label="input")
+    answers = data.draw(resume_answers(spec), label="answers")
+
+    async def main() -> None:
+        store = InMemoryCheckpointStore()
+        rec = await record_run(_runtime(store), graph, inp,
+                               on_interrupt=lambda i: answer_for(answers, i))
+        _fail(check_recording(rec), spec)
+        if rec.error is None:
+            return
+        assert type(rec.error) is PlannedFailure, repr(rec.error)
+        latest = await store.latest(rec.events[0].run_id)
+        if latest is None:
+            return
+        again = _runtime(store, seed=1).resume_stream(
+            latest.run_id, graph=graph, on_interrupt=lambda i: answer_for(answers, i))
+        try:
+            async for _ in again:
+                pass
+        except PlannedFailure:
+            return
+        raise AssertionError("resuming the run did not re-run the node whose edge raised")
+
+    anyio.run(main)
+
+
+@settings(max_examples=30)
+@given(spec=graphs(max_nodes=5, failures=False), data=st.data(),
+       timeout=st.sampled_from([0.5, 1.0, 2.0, 3.0]))
+def test_a_timed_out_run_resumes_to_the_end_of_an_uninterrupted_one(
+    spec: GraphSpec, data: st.DataObject, timeout: float
+) -> None:
+    """C9 after a timeout: every task that finished keeps its result (replayed on resume,
+    whatever its effect class) and the resumed run ends where a run without timeout ends.
+
+    Failing nodes are left out here: ``test_timeout_puts_a_failed_node_last`` pins the bug
+    they hit (C4).
+    """
+    graph = spec.compile()
+    inp = data.draw(graph_inputs(spec), label="input")
+    answers = data.draw(resume_answers(spec), label="answers")
+
+    def hook(i: Any) -> Any:
+        return answer_for(answers, i)
+
+    async def main() -> None:
+        want = await drive(_runtime(), graph, inp, answers, hook=True)
+        rt = _runtime()
+        first = rt.stream(graph, inp, timeout=timeout, on_interrupt=hook)
+        events = [e async for e in first]
+        result = first.result()
+        if result.status == "failed":
+            assert type(result.error).__name__ == "RunTimedOut", repr(result.error)
+            second = rt.resume_stream(result.run_id, on_interrupt=hook)
+            events += [e async for e in second]
+            result = second.result()
+        _fail(check_invariants(events, graph=graph), spec)
+        assert want.result is not None
+        assert (result.status, result.data) == (want.result.status, want.result.data)
+
+    anyio.run(main)
+
+
+@pytest.mark.xfail(strict=True, reason="runtime bug: Runner._halt_stop yields a failed task's "
+                   "error in declared order, before completed tasks of the timed-out batch (C4)")
+def test_timeout_puts_a_failed_node_last() -> None:
+    """C4: "when one interrupts or fails, the completed nodes come first and the halting node
+    last" — also when the batch is stopped by the run's timeout."""
+    spec = GraphSpec(
+        nodes=(SpecNode("n0", fail=Failure(None)), SpecNode("n1", writes=True),
+               SpecNode("n2", sleep=5.0)),
+        entry=("n0", "n1", "n2"),
+    )
+    graph = spec.compile()
+    trace = _runtime().trace(graph, {}, timeout=1.0)
+    assert trace.result.status == "failed"
+    assert [e.node for e in trace.events if e.type in ("node_end", "error") and e.node] \
+        == ["n1", "n0"]
+    assert check_invariants(trace.events, graph=graph) == []

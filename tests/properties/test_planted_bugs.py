@@ -15,7 +15,6 @@ that passes cannot be passing by checking nothing. Shrunk sizes are asserted (an
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 import anyio
@@ -182,7 +181,7 @@ def test_explore_passes_the_same_graph_without_shared_state() -> None:
 
 
 @pytest.fixture
-def late_halt_save(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def late_halt_save(monkeypatch: pytest.MonkeyPatch) -> None:
     """A runtime variant that yields a halt's events before saving its checkpoint.
 
     The halting checkpoint is still saved — once the consumer has read every event of the
@@ -221,7 +220,6 @@ def late_halt_save(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(_runner.Runner, "_save", save)
     monkeypatch.setattr(_runtime.RunStream, "__anext__", anext)
-    yield
 
 
 def _recorded_violations(spec: GraphSpec) -> tuple[list[Any], list[Any]]:
@@ -257,12 +255,11 @@ def test_the_unmodified_runtime_passes_c5_on_the_same_graph() -> None:
 
 
 @pytest.fixture
-def rerun_effects(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def rerun_effects(monkeypatch: pytest.MonkeyPatch) -> None:
     """A runtime variant that re-runs completed write/external/human tasks on resume."""
     from pytest_graphflow import _runner
 
     monkeypatch.setattr(_runner, "REPLAYED_EFFECTS", frozenset())
-    yield
 
 
 def _equivalence_rules(spec: GraphSpec) -> set[str]:

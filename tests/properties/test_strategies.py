@@ -58,9 +58,12 @@ def test_every_graph_compiles_and_every_run_ends(spec: GraphSpec, data: st.DataO
                    interrupts=False, failures=False, reducers=False, effects=False,
                    sleeps=False, emits=False))
 def test_switched_off_features_stay_off(spec: GraphSpec) -> None:
-    assert len(spec.entry) == 1 and not spec.joins and not spec.reducers
+    assert len(spec.entry) == 1
+    assert not spec.joins
+    assert not spec.reducers
     for n in spec.nodes:
-        assert n.route == "static" and len(n.children) <= 1
+        assert n.route == "static"
+        assert len(n.children) <= 1
         assert (n.effect, n.interrupts, n.fail, n.sleep, n.emits) == ("pure", (), None, 0.0, False)
     trace = _run(spec.compile())
     steps = [e.step for e in trace.events if e.type == "node_start"]
@@ -93,8 +96,11 @@ def test_a_graph_prints_as_a_readable_graph() -> None:
                 settings=FIND)
     text = repr(spec)
     assert text.startswith("GraphSpec 'generated'")
-    assert "START -> " in text and "join [" in text and "interrupts q0" in text
-    assert spec.interrupt_points and all(":" in p for p in spec.interrupt_points)
+    assert "START -> " in text
+    assert "join [" in text
+    assert "interrupts q0" in text
+    assert spec.interrupt_points
+    assert all(":" in p for p in spec.interrupt_points)
 
 
 def test_graphspec_is_registered_for_from_type() -> None:
@@ -107,7 +113,8 @@ def test_graphspec_is_registered_for_from_type() -> None:
         seen.append(spec)
 
     check()
-    assert seen and all(isinstance(s, GraphSpec) for s in seen)
+    assert seen
+    assert all(isinstance(s, GraphSpec) for s in seen)
 
 
 @pytest.mark.parametrize(
@@ -115,10 +122,12 @@ def test_graphspec_is_registered_for_from_type() -> None:
     [
         pytest.param(lambda: graphs(max_nodes=0), "max_nodes", id="max_nodes-zero"),
         pytest.param(lambda: graphs(min_nodes=3, max_nodes=2), "min_nodes", id="min-above-max"),
-        pytest.param(lambda: graphs(cycles="yes"), "cycles", id="flag-not-bool"),
+        pytest.param(lambda: graphs(cycles="yes"),  # type: ignore[arg-type]
+                     "cycles", id="flag-not-bool"),
         pytest.param(lambda: graphs(checkpoint_policies=["sometimes"]), "checkpoint_policies",
                      id="unknown-policy"),
-        pytest.param(lambda: graph_inputs({"x": 1}), "GraphSpec", id="inputs-of-a-dict"),
+        pytest.param(lambda: graph_inputs({"x": 1}),  # type: ignore[arg-type]
+                     "GraphSpec", id="inputs-of-a-dict"),
         pytest.param(lambda: resume_answers([3]), "Interrupt", id="answers-of-an-int"),
         pytest.param(lambda: fault_plans(kinds=("explode",)), "kinds", id="unknown-fault"),
         pytest.param(lambda: fault_plans(max_faults=-1), "max_faults", id="negative-faults"),
@@ -188,7 +197,7 @@ def test_a_schedule_decides_the_start_order_whatever_the_seed(schedule: Schedule
     graph = schedule.apply(_fan_out(4))
     assert graph.revision == _fan_out(4).revision
     _run(graph, seed=seed)
-    assert STARTED == [f"t{i}" for i in schedule.orders[0]]
+    assert [f"t{i}" for i in schedule.orders[0]] == STARTED
 
 
 def test_a_schedule_fits_batches_of_other_sizes() -> None:
