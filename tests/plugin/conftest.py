@@ -7,12 +7,8 @@ test needs a fresh interpreter (entry-point loading, xdist workers).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
-from graphflow_plugin_helpers import ANYIO_CONFTEST, GRAPHS, INNER_ARGS
-
-Run = Callable[..., pytest.RunResult]
+from graphflow_plugin_helpers import ANYIO_CONFTEST, GRAPHS, INNER_ARGS, Run
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections.abc import Callable
 
 import pytest
 
@@ -75,3 +76,7 @@ def seeds_of(result: pytest.RunResult) -> dict[str, int]:
 
 def dedent(text: str) -> str:
     return textwrap.dedent(text).lstrip("\n")
+
+
+Run = Callable[..., pytest.RunResult]
+"""What the ``run``/``run_subprocess`` fixtures are: run an inner pytest session."""

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from graphflow_plugin_helpers import dedent
-
-from conftest import Run
+from graphflow_plugin_helpers import Run, dedent
 
 COMPARE = dedent("""
     from gf_graphs import fan

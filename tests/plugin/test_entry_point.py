@@ -5,9 +5,7 @@ plugin loads no Hypothesis profile behind the user's back."""
 from __future__ import annotations
 
 import pytest
-from graphflow_plugin_helpers import dedent
-
-from conftest import Run
+from graphflow_plugin_helpers import Run, dedent
 
 
 def test_a_fresh_interpreter_loads_the_plugin_and_rewrites_assertions(

@@ -7,9 +7,8 @@ import re
 import shlex
 
 import pytest
-from graphflow_plugin_helpers import dedent
+from graphflow_plugin_helpers import Run, dedent
 
-from conftest import Run
 from pytest_graphflow._plugin_seed import test_seed as per_test_seed
 
 FAILING = dedent("""

@@ -4,9 +4,7 @@ trio), and in a test file with no conftest at all."""
 from __future__ import annotations
 
 import pytest
-from graphflow_plugin_helpers import dedent
-
-from conftest import Run
+from graphflow_plugin_helpers import Run, dedent
 
 
 def test_sync_fixtures_build_one_deterministic_runtime(graph_project: pytest.Pytester,

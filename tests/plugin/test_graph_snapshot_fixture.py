@@ -6,9 +6,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from graphflow_plugin_helpers import dedent
-
-from conftest import Run
+from graphflow_plugin_helpers import Run, dedent
 
 TEST_FILE = dedent("""
     import pytest

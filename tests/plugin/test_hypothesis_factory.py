@@ -4,9 +4,7 @@ health check, a fresh clock and store per example, the test's seed, failure repo
 from __future__ import annotations
 
 import pytest
-from graphflow_plugin_helpers import dedent
-
-from conftest import Run
+from graphflow_plugin_helpers import Run, dedent
 
 
 def test_given_with_the_factory_gets_fresh_runtimes(graph_project: pytest.Pytester,

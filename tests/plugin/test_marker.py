@@ -4,9 +4,7 @@ argument does, how markers merge, ``--strict-markers``, and a table of bad value
 from __future__ import annotations
 
 import pytest
-from graphflow_plugin_helpers import dedent
-
-from conftest import Run
+from graphflow_plugin_helpers import Run, dedent
 
 
 def test_marker_arguments_reach_the_fixtures(graph_project: pytest.Pytester, run: Run) -> None:

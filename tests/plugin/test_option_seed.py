@@ -7,9 +7,8 @@ import re
 import zlib
 
 import pytest
-from graphflow_plugin_helpers import dedent, seeds_of
+from graphflow_plugin_helpers import Run, dedent, seeds_of
 
-from conftest import Run
 from pytest_graphflow._plugin_seed import test_seed as per_test_seed
 
 PRINTING_TESTS = dedent("""

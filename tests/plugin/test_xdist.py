@@ -6,9 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from graphflow_plugin_helpers import dedent, seeds_of
-
-from conftest import Run
+from graphflow_plugin_helpers import Run, dedent, seeds_of
 
 pytest.importorskip("xdist")
 
