@@ -65,9 +65,15 @@ def answer_for(answers: Answers, interrupt: Interrupt) -> Any:
 
 
 def _runtime(store: Any, seed: int, clock: VirtualClock | None = None,
-             backend: str = "asyncio") -> GraphRuntime:
-    return GraphRuntime(store=store, clock=clock or VirtualClock(patch_wall_clock=False),
+             backend: str = "asyncio", wall: bool = True) -> GraphRuntime:
+    """A deterministic runtime. ``wall``: node code reading ``datetime.now()`` sees virtual
+    time (a user's graph may; generated graphs never do, and skip the cost)."""
+    return GraphRuntime(store=store, clock=clock or VirtualClock(patch_wall_clock=wall),
                         seed=seed, backend=backend)
+
+
+def _wall(graph: GraphLike) -> bool:
+    return not isinstance(graph, GraphSpec)
 
 
 def _outcome(result: GraphResult[Any]) -> tuple[str, str]:
@@ -143,7 +149,7 @@ async def drive(
 def _fresh_after(previous: GraphRuntime) -> GraphRuntime:
     """A new runtime over the same store, its clock where the previous one stopped."""
     assert isinstance(previous.clock, VirtualClock)
-    clock = VirtualClock(previous.clock.now(), patch_wall_clock=False)
+    clock = VirtualClock(previous.clock.now(), patch_wall_clock=previous.clock.patch_wall_clock)
     return _runtime(previous.store, previous.seed or 0, clock, previous.backend)
 
 
@@ -183,10 +189,12 @@ def check_interrupt_resume_equivalence(
     g = as_graph(graph)
 
     async def main() -> list[Violation]:
-        a = await drive(_runtime(InMemoryCheckpointStore(), seed), g, input, answers, hook=True)
-        b = await drive(_runtime(InMemoryCheckpointStore(), seed), g, input, answers,
+        w = _wall(graph)
+        a = await drive(_runtime(InMemoryCheckpointStore(), seed, wall=w), g, input, answers,
+                        hook=True)
+        b = await drive(_runtime(InMemoryCheckpointStore(), seed, wall=w), g, input, answers,
                         max_legs=max_legs)
-        c = await drive(_runtime(InMemoryCheckpointStore(), seed), g, input, answers,
+        c = await drive(_runtime(InMemoryCheckpointStore(), seed, wall=w), g, input, answers,
                         fresh=_fresh_after, max_legs=max_legs)
         out: list[Violation] = []
         assert a.result is not None
@@ -232,7 +240,8 @@ def check_determinism(
     g = as_graph(graph)
     seen: list[tuple[str, list[str]]] = []
     async def once(backend: str) -> list[str]:
-        d = await drive(_runtime(InMemoryCheckpointStore(), seed, backend=backend), g, input,
+        d = await drive(_runtime(InMemoryCheckpointStore(), seed, backend=backend,
+                                 wall=_wall(graph)), g, input,
                         answers)
         return _lines(d.events)
 
@@ -289,7 +298,7 @@ async def _recover(
     old = crashed.runtimes[-1]
     assert isinstance(old.clock, VirtualClock)
     clock = VirtualClock(old.clock.now() + timedelta(seconds=claim_ttl + 1),
-                         patch_wall_clock=False)
+                         patch_wall_clock=old.clock.patch_wall_clock)
     rt = _runtime(inner, seed, clock, old.backend)
     run_id = crashed.run_id
     if run_id is None:
@@ -334,9 +343,11 @@ def check_crash_recovery(
     id — or starts it anew when nothing was saved — and drives it to its end. Checked:
 
     * the recovered run ends in the oracle's status and state ("crash-recovery");
-    * ``write``/``external`` nodes: their functions complete exactly as often as in the oracle,
-      plus once for each of their calls that had completed when the process died but that no
-      saved checkpoint recorded — re-running those is unavoidable ("effects"); with
+    * ``write``/``external`` nodes ("effects"): in the oracle every task completes exactly
+      once (a recorded effect is replayed, not re-run, on resume: C9); after a crash, every
+      task completes once more only if it had completed when the process died and no saved
+      checkpoint recorded it — re-running those is unavoidable (at least once) — and the
+      nodes' functions complete exactly as often as in the oracle plus those re-runs. With
       ``strict_effects`` no re-run is allowed;
     * the recovered legs keep C1–C10.
 
@@ -350,7 +361,8 @@ def check_crash_recovery(
         calls = CallLog()
         g = record_calls(g0, calls)
         faulty = FaultyStore(InMemoryCheckpointStore())
-        d = await drive(_runtime(faulty, seed, backend=backend), g, input, answers, calls=calls)
+        d = await drive(_runtime(faulty, seed, backend=backend, wall=_wall(graph)), g, input,
+                        answers, calls=calls)
         return d, calls, faulty.calls
 
     async def crash_once(point: CrashPoint) -> list[Violation]:
@@ -358,7 +370,7 @@ def check_crash_recovery(
         g = record_calls(g0, calls)
         faulty = FaultyStore(InMemoryCheckpointStore())
         faulty.crash_at(point.op, point.nth, phase=point.phase)  # type: ignore[arg-type]
-        rt = _runtime(faulty, seed, backend=backend)
+        rt = _runtime(faulty, seed, backend=backend, wall=_wall(graph))
         crashed = Drive()
         try:
             await drive(rt, g, input, answers, calls=calls, out=crashed)
@@ -366,18 +378,18 @@ def check_crash_recovery(
             pass
         else:
             # The runtime swallowed the crash (or never reached it): what it produced stands.
-            return _compare(point, crashed, oracle, None, calls, oracle_calls)
+            return _compare(point, crashed, oracle, [], calls, oracle_calls)
         before_recovery = [c for c in calls.calls if c.outcome == "ok"]
         recovered, cp = await _recover(faulty, crashed, g, input, answers, calls, seed,
                                        rt.claim_ttl)
-        unavoidable = Counter(c.node for c in before_recovery if not _covered(c, cp))
-        out = _compare(point, recovered, oracle, unavoidable, calls, oracle_calls)
+        uncovered = [c for c in before_recovery if not _covered(c, cp)]
+        out = _compare(point, recovered, oracle, uncovered, calls, oracle_calls)
         if recovered.events:
             for v in check_invariants(recovered.events, graph=g0, resumed_by_run_id=True):
                 out.append(Violation(v.rule, v.index, f"after {point}: {v.message}"))
         return out
 
-    def _compare(point: CrashPoint, got: Drive, want: Drive, unavoidable: Counter[str] | None,
+    def _compare(point: CrashPoint, got: Drive, want: Drive, uncovered: list[NodeCall],
                  calls: CallLog, want_calls: CallLog) -> list[Violation]:
         out: list[Violation] = []
         if got.result is None:
@@ -389,10 +401,13 @@ def check_crash_recovery(
             out.append(Violation("crash-recovery", None, f"after {point} and recovery the run "
                                  f"ended {g_s} with state {g_d}; without the crash it ends {w_s} "
                                  f"with state {w_d}", example=point))
+        allowed = Counter() if strict_effects else Counter(c.task_id for c in uncovered)
+        out += _effects_per_task(calls, effectful, allowed, f"after {point}", point)
+        unavoidable = Counter() if strict_effects else Counter(c.node for c in uncovered)
         for node in sorted(effectful):
             n_got = len(calls.completed(node))
             n_want = len(want_calls.completed(node))
-            extra = 0 if unavoidable is None or strict_effects else unavoidable[node]
+            extra = unavoidable[node]
             if n_got != n_want + extra:
                 why = (f" ({extra} re-run(s) unavoidable: no checkpoint saved before the crash "
                        "recorded them)") if extra else ""
@@ -402,6 +417,9 @@ def check_crash_recovery(
         return out
 
     oracle, oracle_calls, log = anyio.run(run_oracle, backend=backend)
+    broken = _effects_per_task(oracle_calls, effectful, Counter(), "in the fault-free run", None)
+    if broken:
+        return broken  # every crash point would repeat it; fix this first
     nth: Counter[str] = Counter()
     crash_points: list[CrashPoint] = []
     wanted = None if points is None else set(points)
@@ -417,6 +435,22 @@ def check_crash_recovery(
 
         violations += anyio.run(one, backend=backend)
     return violations
+
+
+def _effects_per_task(
+    calls: CallLog, effectful: set[str], allowed: Counter[str], where: str, example: Any
+) -> list[Violation]:
+    """Each effectful task completes once, plus its ``allowed`` (unavoidable) re-runs."""
+    out: list[Violation] = []
+    done = Counter(c.task_id for c in calls.calls if c.outcome == "ok" and c.node in effectful)
+    for call in calls.calls:
+        n = done.pop(call.task_id, 0)
+        if n > 1 + allowed[call.task_id]:
+            out.append(Violation(
+                "effects", None, f"{where}: write/external node {call.node!r} (task "
+                f"{call.task_id}) completed {n} times; a completed task's effect must be "
+                "recorded and replayed, not re-run", example=example))
+    return out
 
 
 def events_of(recording_or_events: Any) -> list[EventBase]:

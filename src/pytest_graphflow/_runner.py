@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -36,7 +36,7 @@ from ._fast import make
 from ._graph import END, REPLAYED_EFFECTS, CompiledGraph
 from ._json import jcopy
 from ._merge import merge_patches, validate_state
-from ._node import CURRENT_TASK, NodeContext
+from ._node import CURRENT_TASK, EdgeContext, NodeContext
 from ._rng import ScheduleRng
 from ._sched import NODE_SLEEPER, BatchScheduler
 from ._stores._protocol import CheckpointStore
@@ -60,6 +60,17 @@ __all__ = ["Runner"]
 def _ev(cls: type[EventBase], **fields: Any) -> Any:
     """Build an event without validation (hot path); ``time`` is stamped when yielded."""
     return make(cls, time=None, **fields)
+
+
+@contextlib.asynccontextmanager
+async def _unwrapped() -> AsyncIterator[None]:
+    """Let a lone exception out of a task group as itself, as a sync node's would be."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
 
 
 class _Unrecorded:
@@ -165,6 +176,7 @@ class Runner:
         self._adopt = getattr(store, "_adopt", None) if type(store).__name__ == \
             "InMemoryCheckpointStore" else None
         self._batch: list[Outcome] | None = None
+        self.thread_explicit = False
         self.start_order: list[str] = []
 
     # ------------------------------------------------------------------ ids and events
@@ -255,13 +267,28 @@ class Runner:
             await store.record_run(self.record.as_dict())
 
     def abandon(self) -> None:
-        """Synchronous last resort (garbage collection): undo process-wide patches."""
+        """Synchronous last resort (a stream left without closing it, then collected): undo
+        process-wide patches and release the thread's claim where that needs no event loop
+        (in-memory and SQLite stores); the run stays resumable from its last checkpoint."""
         if not self.done:
             self.done = True
             self.status = "cancelled"
+            if self.record is not None:
+                self.record.status = "cancelled"
         on_done, self._on_done = self._on_done, None
         if on_done is not None:
             on_done()
+        release, self._release = self._release, None
+        if release is not None:
+            coro = release()
+            try:
+                coro.send(None)
+            except StopIteration:
+                pass
+            except BaseException:
+                pass
+            else:  # it needs the loop: give up, the claim expires after its ttl
+                coro.close()
 
     async def _finish(self, status: str, error: BaseException | None) -> None:
         self.done = True
@@ -318,7 +345,8 @@ class Runner:
         targets = list(graph.edges.get(START, ()))
         for branch in graph.branches.get(START, ()):
             view = self.model or validate_state(graph, self.state)
-            picked = branch.route(view) if branch.arity == 1 else branch.route(view, None)
+            picked = branch.route(view) if branch.arity == 1 else branch.route(
+                view, EdgeContext(START, (), self.step))
             if hasattr(picked, "__await__"):
                 picked = await picked
             picks = list(picked) if isinstance(picked, (list, tuple)) else [picked]
@@ -532,7 +560,7 @@ class Runner:
             if self.cancel_requested:
                 scope.cancel()
             try:
-                async with anyio.create_task_group() as tg:
+                async with _unwrapped(), anyio.create_task_group() as tg:
                     for i in order:
                         tg.start_soon(run_one, i)
                     if sched is not None:
@@ -698,7 +726,8 @@ class Runner:
         else:
             visited = self.visited
         finished = not next_tasks and not arrivals
-        want = graph.every_step or (finished and self.parent_id is not None) or any(
+        want = graph.every_step or (finished and (self.parent_id is not None
+                                                  or self.thread_explicit)) or any(
             o.spec.checkpoint for o in done)
         step_cp: str | None = None
         if want:
@@ -801,12 +830,13 @@ class Runner:
         step = self.step
         events: list[Any] = []
         completed: dict[str, TaskOutput] = {}
-        for out in outcomes:
+        for out in outcomes:  # C4: the completed tasks first ...
             if out.kind == "done":
                 self._task_events(out, step, events)
                 self._edges(out, step, events)
                 completed[out.record.task_id] = self._output(out, keep=True)
-            elif out.started_at is not None or out.kind != "cancelled":
+        for out in outcomes:  # ... then those that failed, interrupted or were stopped
+            if out.kind != "done" and (out.started_at is not None or out.kind != "cancelled"):
                 self._task_events(out, step, events)
         if timed_out:
             error: BaseException = RunTimedOut(self.run_id, self.timeout or 0.0)

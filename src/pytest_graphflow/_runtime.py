@@ -35,7 +35,7 @@ from ._runner import Runner, StepState
 from ._sched import install_sleep_hooks
 from ._stores._memory import InMemoryCheckpointStore
 from ._stores._protocol import CheckpointStore
-from ._vloop import LOOP_OWNED, backend_options
+from ._vloop import LOOP_OWNED, backend_options, install_thread_guards
 from .errors import (
     CheckpointNotFound,
     GraphExecutionError,
@@ -406,7 +406,6 @@ class GraphRuntime:
         bind = getattr(store, "bind_clock", None)
         if callable(bind):
             bind(self.clock)
-        install_sleep_hooks()
 
     # ------------------------------------------------------------------ public API
 
@@ -703,6 +702,7 @@ class GraphRuntime:
         patch = self._state_from_input(graph, input)
         run_id, token = await self._new_run_id()
         tenant = opts["tenant_id"]
+        explicit = thread_id is not None
         if thread_id is None:
             thread_id = f"thread-{token}"
             base = validate_state(graph, patch).model_dump(mode="json")
@@ -727,6 +727,7 @@ class GraphRuntime:
             on_interrupt=opts["on_interrupt"], release=release, on_done=on_done,
             wall_clock=wall, record_events=opts.get("record_events", True),
         )
+        runner.thread_explicit = explicit
         self._track(runner)
         return runner
 
@@ -872,6 +873,10 @@ class GraphRuntime:
             record.status = "running"
             record.legs += 1
         runner.record = self._runs[runner.run_id]
+
+
+install_sleep_hooks()
+install_thread_guards()
 
 
 def _check_budget(max_supersteps: Any, timeout: Any) -> None:

@@ -175,11 +175,23 @@ class BatchScheduler:
         self._closed = True
 
     def sleeper(self, key: int) -> Callable[[float], Awaitable[None]]:
-        """The sleep function for task ``key`` (what patched sleeps defer to)."""
+        """The sleep function for task ``key`` (what patched sleeps defer to).
+
+        Only the node's own task takes part in the batch's turns; a child task the node
+        started itself sleeps on the loop (virtual on a loop the runtime owns).
+        """
+        owner = anyio.get_current_task().id  # called from the node's own task
 
         async def sleep(delay: float) -> None:
             if not delay >= 0:
                 raise ValueError(f"sleep length must be non-negative, got {delay!r}")
+            if anyio.get_current_task().id != owner:
+                token = NODE_SLEEPER.set(None)
+                try:
+                    await anyio.sleep(delay)
+                finally:
+                    NODE_SLEEPER.reset(token)
+                return
             ev = anyio.Event()
             if math.isinf(delay):
                 self._forever.append(key)

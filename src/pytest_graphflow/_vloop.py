@@ -3,13 +3,16 @@
 The sync API (``invoke``, ``trace``, ...) starts its own event loop. Under a
 :class:`VirtualClock` that loop reads time from the virtual clock, so in node code
 ``anyio.current_time()``, ``fail_after``/``move_on_after`` and the loop's own timers are
-virtual too. The batch scheduler stays the only thing that moves time: when every task of a
-batch waits, it jumps to the earliest of its sleepers' wake-ups *and the loop's next
-deadline* (a cancel scope's deadline), so a ``move_on_after(10)`` around ``sleep(3600)`` ends
-at virtual 10 s.
+virtual too.
 
-When a node waits on real work (a thread, real I/O) the loop waits in real time for it: the
-waiting task holds the scheduler's baton, so virtual time cannot move meanwhile.
+The batch scheduler moves time when every task of a batch waits in an intercepted sleep: it
+jumps to the earliest of its sleepers' wake-ups *and the loop's next deadline* (a cancel
+scope's deadline), so a ``move_on_after(10)`` around ``sleep(3600)`` ends at virtual 10 s.
+The loop itself moves time only when it is idle with a timer pending that the scheduler does
+not know (a sleep imported before pytest-graphflow patched it, a store or an edge function
+that sleeps, child tasks inside one node): it jumps to that timer — unless real work is in
+flight (a worker thread or an executor job), in which case it waits for it in real time, so
+virtual time never jumps under a running thread.
 """
 
 from __future__ import annotations
@@ -20,12 +23,57 @@ from typing import Any
 
 from ._clock import VirtualClock
 
-__all__ = ["LOOP_OWNED", "backend_options", "loop_deadline_ns"]
+__all__ = ["LOOP_OWNED", "backend_options", "busy", "install_thread_guards", "loop_deadline_ns"]
 
 LOOP_OWNED: ContextVar[VirtualClock | None] = ContextVar("graphflow_loop_owned", default=None)
 """Set while a run executes on a loop the runtime started with the virtual clock."""
 
 _BASE = 1_000_000.0  # loop time of virtual instant 0 (any positive base works)
+_POLL = 0.002  # real seconds an idle loop waits while a worker thread runs
+
+_busy = [0]
+"""Worker threads and executor jobs in flight (process-wide)."""
+
+
+def busy() -> bool:
+    """Whether real work (a worker thread, an executor job) is in flight."""
+    return _busy[0] > 0
+
+
+def install_thread_guards() -> None:
+    """Count worker threads started through anyio, asyncio and trio (idempotent)."""
+    import anyio.to_thread
+
+    if getattr(anyio.to_thread.run_sync, "__graphflow__", False):
+        return
+
+    original = anyio.to_thread.run_sync
+
+    async def run_sync(func: Any, *args: Any, **kwargs: Any) -> Any:
+        _busy[0] += 1
+        try:
+            return await original(func, *args, **kwargs)
+        finally:
+            _busy[0] -= 1
+
+    run_sync.__graphflow__ = True  # type: ignore[attr-defined]
+    run_sync.__wrapped__ = original  # type: ignore[attr-defined]
+    anyio.to_thread.run_sync = run_sync
+    try:
+        import trio
+    except ImportError:  # pragma: no cover - trio is optional
+        return
+    trio_original = trio.to_thread.run_sync
+
+    async def trio_run_sync(sync_fn: Any, *args: Any, **kwargs: Any) -> Any:
+        _busy[0] += 1
+        try:
+            return await trio_original(sync_fn, *args, **kwargs)
+        finally:
+            _busy[0] -= 1
+
+    trio_run_sync.__wrapped__ = trio_original  # type: ignore[attr-defined]
+    trio.to_thread.run_sync = trio_run_sync
 
 
 class VirtualEventLoop(asyncio.SelectorEventLoop):
@@ -34,10 +82,37 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def __init__(self, clock: VirtualClock) -> None:
         super().__init__()
         self._vclock = clock
+        self._jobs = 0
+        real_select = self._selector.select  # type: ignore[attr-defined]
+
+        def select(timeout: float | None = None) -> Any:
+            ready = real_select(0)
+            if ready or timeout == 0:
+                return ready
+            if self._jobs or busy():
+                wait = _POLL if timeout is None else min(timeout, _POLL)
+                return real_select(wait)
+            if timeout is None:
+                return real_select(None)  # nothing scheduled: wait for real I/O
+            clock.advance(timeout)  # idle with a timer pending: jump to it
+            return []
+
+        self._selector.select = select  # type: ignore[attr-defined]
 
     def time(self) -> float:
         """Virtual monotonic time."""
         return _BASE + self._vclock.elapsed_ns / 1e9
+
+    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> asyncio.Future[Any]:
+        """Run ``func`` in an executor; virtual time holds still until it is done."""
+        future = super().run_in_executor(executor, func, *args)
+        self._jobs += 1
+
+        def done(_: Any) -> None:
+            self._jobs -= 1
+
+        future.add_done_callback(done)
+        return future
 
 
 def _trio_clock(clock: VirtualClock) -> Any:
@@ -54,8 +129,16 @@ def _trio_clock(clock: VirtualClock) -> Any:
             return _BASE + clock.elapsed_ns / 1e9
 
         def deadline_to_sleep_time(self, deadline: float) -> float:
-            """Real seconds to wait for ``deadline`` while idle."""
-            return max(0.0, deadline - self.current_time())
+            """Idle until ``deadline``: jump to it, unless a worker thread runs."""
+            wait = deadline - self.current_time()
+            if wait <= 0:
+                return 0.0
+            if busy():
+                return min(wait, _POLL)
+            if wait != float("inf"):
+                clock.advance(wait)
+                return 0.0
+            return wait
 
     return TrioVirtualClock()
 

@@ -80,8 +80,9 @@ def examples(page: Path) -> list[Example]:
         if block.info != "python":
             continue
         following = blocks[n + 1] if n + 1 < len(blocks) else None
-        output = following.code if following is not None and following.info == "text output" \
-            else None
+        output = (
+            following.code if following is not None and following.info == "text output" else None
+        )
         out.append(Example(len(out), block.line, block.code, output))
     return out
 
@@ -92,8 +93,17 @@ def _normalise(text: str) -> list[str]:
 
 def test_docs_exist() -> None:
     names = {p.name for p in PAGES}
-    expected = {"index.md", "graphs.md", "running.md", "events.md", "interrupts.md",
-                "stores.md", "determinism.md", "errors.md", "performance.md"}
+    expected = {
+        "index.md",
+        "graphs.md",
+        "running.md",
+        "events.md",
+        "interrupts.md",
+        "stores.md",
+        "determinism.md",
+        "errors.md",
+        "performance.md",
+    }
     assert expected <= names, f"missing pages: {sorted(expected - names)}"
 
 
@@ -111,20 +121,26 @@ def test_page_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.Monke
             with contextlib.redirect_stdout(out):
                 exec(code, namespace)
         except BaseException:
-            pytest.fail(f"{where} raised:\n{traceback.format_exc()}\n--- printed:\n"
-                        f"{out.getvalue()}", pytrace=False)
+            pytest.fail(
+                f"{where} raised:\n{traceback.format_exc()}\n--- printed:\n{out.getvalue()}",
+                pytrace=False,
+            )
         if ex.output is not None:
             got, want = _normalise(out.getvalue()), _normalise(ex.output)
             if got != want:
-                diff = "\n".join(difflib.unified_diff(want, got, "documented", "printed",
-                                                      lineterm=""))
-                pytest.fail(f"{where}: the output differs from the documented one:\n{diff}",
-                            pytrace=False)
+                diff = "\n".join(
+                    difflib.unified_diff(want, got, "documented", "printed", lineterm="")
+                )
+                pytest.fail(
+                    f"{where}: the output differs from the documented one:\n{diff}", pytrace=False
+                )
 
 
 def test_fence_parser() -> None:
     text = "intro\n```python\nx = 1\n```\n```text output\n1\n```\n```bash\nls\n```\n"
     blocks = fenced_blocks(text)
     assert [(b.info, b.line, b.code) for b in blocks] == [
-        ("python", 2, "x = 1\n"), ("text output", 5, "1\n"), ("bash", 8, "ls\n"),
+        ("python", 2, "x = 1\n"),
+        ("text output", 5, "1\n"),
+        ("bash", 8, "ls\n"),
     ]

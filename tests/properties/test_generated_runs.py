@@ -42,6 +42,11 @@ def _fail(violations: list[Any], spec: GraphSpec) -> None:
     assert not violations, f"{spec!r}\n{format_violations(violations)}"
 
 
+def scaled(share: float) -> settings:
+    """A share of the loaded profile's ``max_examples`` (``--hypothesis-profile`` scales it)."""
+    return settings(max_examples=max(5, int(settings.default.max_examples * share)))
+
+
 def _runtime(store: Any = None, seed: int = 0) -> GraphRuntime:
     return GraphRuntime(store=store or InMemoryCheckpointStore(),
                         clock=VirtualClock(patch_wall_clock=False), seed=seed)
@@ -71,7 +76,7 @@ def test_pausing_and_resuming_equals_answering_at_once(spec: GraphSpec,
     _fail(check_interrupt_resume_equivalence(spec, inp, answers), spec)
 
 
-@settings(max_examples=20)
+@scaled(0.4)
 @given(spec=graphs(max_nodes=4), data=st.data())
 def test_crash_at_every_store_operation_recovers(spec: GraphSpec, data: st.DataObject) -> None:
     """Crash before and after every store call; a fresh runtime recovers to the same end."""
@@ -80,7 +85,7 @@ def test_crash_at_every_store_operation_recovers(spec: GraphSpec, data: st.DataO
     _fail(check_crash_recovery(spec, inp, answers), spec)
 
 
-@settings(max_examples=25)
+@scaled(0.5)
 @given(spec=graphs(max_nodes=5), data=st.data(), seed=st.integers(0, 2**16))
 def test_one_seed_gives_one_stream_on_both_backends(spec: GraphSpec, data: st.DataObject,
                                                     seed: int) -> None:
@@ -90,7 +95,7 @@ def test_one_seed_gives_one_stream_on_both_backends(spec: GraphSpec, data: st.Da
           spec)
 
 
-@settings(max_examples=25)
+@scaled(0.5)
 @given(spec=graphs(max_nodes=5), data=st.data(), schedule=schedules(4, batches=3))
 def test_start_order_of_a_batch_does_not_change_the_stream(
     spec: GraphSpec, data: st.DataObject, schedule: Any
@@ -113,7 +118,7 @@ def test_start_order_of_a_batch_does_not_change_the_stream(
     assert ordered == plain
 
 
-@settings(max_examples=30)
+@scaled(0.6)
 @given(spec=graphs(max_nodes=4, interrupts=False), data=st.data(),
        plan=fault_plans(ops=("save",), kinds=("reject",), max_faults=1))
 def test_rejected_saves_end_the_stream_with_the_stores_error(
@@ -133,7 +138,7 @@ def test_rejected_saves_end_the_stream_with_the_stores_error(
     assert bool(rejected) == (recording.error is not None)
 
 
-@settings(max_examples=25)
+@scaled(0.5)
 @given(spec=graphs(max_nodes=5), data=st.data())
 def test_resume_from_every_saved_checkpoint_keeps_the_invariants(
     spec: GraphSpec, data: st.DataObject
@@ -198,7 +203,7 @@ def test_generated_runs_cover_every_feature() -> None:
                     "every_step", "on_halt", "never"}
 
 
-@settings(max_examples=30)
+@scaled(0.6)
 @given(spec=graphs(max_nodes=5, edge_errors=True), data=st.data())
 def test_an_edge_function_that_raises_ends_the_stream_with_its_exception(
     spec: GraphSpec, data: st.DataObject
@@ -235,7 +240,7 @@ def test_an_edge_function_that_raises_ends_the_stream_with_its_exception(
     anyio.run(main)
 
 
-@settings(max_examples=30)
+@scaled(0.6)
 @given(spec=graphs(max_nodes=5, failures=False), data=st.data(),
        timeout=st.sampled_from([0.5, 1.0, 2.0, 3.0]))
 def test_a_timed_out_run_resumes_to_the_end_of_an_uninterrupted_one(
@@ -272,8 +277,6 @@ def test_a_timed_out_run_resumes_to_the_end_of_an_uninterrupted_one(
     anyio.run(main)
 
 
-@pytest.mark.xfail(strict=True, reason="runtime bug: Runner._halt_stop yields a failed task's "
-                   "error in declared order, before completed tasks of the timed-out batch (C4)")
 def test_timeout_puts_a_failed_node_last() -> None:
     """C4: "when one interrupts or fails, the completed nodes come first and the halting node
     last" — also when the batch is stopped by the run's timeout."""

@@ -31,9 +31,12 @@ from pytest_graphflow import (
     InMemoryCheckpointStore,
     Reducer,
     VirtualClock,
+    interrupt,
 )
 from pytest_graphflow._explore import explore
 from pytest_graphflow.invariants import (
+    check_crash_recovery,
+    check_determinism,
     check_interrupt_resume_equivalence,
     check_invariants,
     check_recording,
@@ -279,3 +282,82 @@ def test_the_unmodified_runtime_replays_effects(request: pytest.FixtureRequest) 
                 lambda s: len(s.entry) == 2 and s.nodes[0].effect == "external"
                 and bool(s.nodes[1].interrupts), settings=FIND)
     assert "C9" not in _equivalence_rules(spec)
+
+
+# --------------------------------------------------------------------------- user-side bugs
+
+CALLS = {"n": 0}
+
+
+class Count(BaseModel):
+    n: int = 0
+    ok: bool = False
+
+
+def counting(state: Count) -> dict[str, int]:
+    CALLS["n"] += 1  # the planted bug: the write depends on how often the node ran
+    return {"n": CALLS["n"]}
+
+
+def test_a_nondeterministic_node_is_caught_by_check_determinism() -> None:
+    g = Graph("count", Count)
+    g.node("count", counting)
+    g.edge(START, "count")
+    g.edge("count", END)
+    broken = check_determinism(g.compile(), {}, seed=0)
+    assert [v.rule for v in broken] == ["determinism"]
+    assert "event #" in broken[0].message
+    digest_a, digest_b = broken[0].example
+    assert digest_a != digest_b
+
+
+def test_a_node_that_is_not_replay_safe_is_caught_by_the_equivalence_check() -> None:
+    def ask_and_count(state: Count) -> dict[str, Any]:
+        CALLS["n"] += 1
+        return {"ok": bool(interrupt("ok?", id="q")), "n": CALLS["n"]}
+
+    g = Graph("ask", Count)
+    g.node("ask", ask_and_count)
+    g.edge(START, "ask")
+    g.edge("ask", END)
+    CALLS["n"] = 0
+    broken = check_interrupt_resume_equivalence(g.compile(), {}, {"ask:q": True})
+    assert {v.rule for v in broken} == {"equivalence"}
+
+
+EFFECTS: list[str] = []
+
+
+def _charge_and_ask() -> Any:
+    def charge(state: Count) -> dict[str, int]:
+        EFFECTS.append("charged")
+        return {"n": 1}
+
+    def ask(state: Count) -> dict[str, bool]:
+        return {"ok": bool(interrupt("ok?", id="q"))}
+
+    g = Graph("charge", Count)
+    g.node("charge", charge, effect="external")
+    g.node("ask", ask, effect="human")
+    g.edge(START, ["charge", "ask"])
+    g.edge(["charge", "ask"], END)
+    return g.compile()
+
+
+def test_crash_recovery_holds_and_strict_mode_shows_the_unavoidable_rerun() -> None:
+    graph = _charge_and_ask()
+    assert check_crash_recovery(graph, {}, {"ask:q": True}) == []
+    strict = check_crash_recovery(graph, {}, {"ask:q": True}, strict_effects=True)
+    # Crashing before the halt checkpoint is saved loses the record of the charge: at least
+    # once. Every other crash point replays it (C9): exactly once.
+    assert strict
+    assert {v.rule for v in strict} == {"effects"}
+    assert all("'charge'" in v.message for v in strict)
+    assert any("'charge' completed 2 time(s); expected 1" in v.message for v in strict)
+
+
+def test_a_runtime_that_reruns_effects_is_caught_by_crash_recovery(rerun_effects: None) -> None:
+    broken = check_crash_recovery(_charge_and_ask(), {}, {"ask:q": True})
+    assert [v.rule for v in broken] == ["effects"]
+    assert "in the fault-free run: write/external node 'charge'" in broken[0].message
+    assert "completed 2 times" in broken[0].message
