@@ -189,7 +189,7 @@ class Schedule:
         :class:`~pytest_graphflow.VirtualClock`; the wrapped graph has the same revision.
         """
         batches: dict[tuple[str, int], _Batch] = {}
-        counter = [0]
+        counter: dict[str, int] = {}  # run id -> parallel batches it has started
 
         def wrap(spec: NodeSpec) -> tuple[Callable[..., Any], bool]:
             async def gated(state: Any, ctx: NodeContext) -> Any:
@@ -205,7 +205,7 @@ class Schedule:
         return _replace_nodes(graph, wrap)
 
     async def _gate(
-        self, batches: dict[tuple[str, int], _Batch], counter: list[int], ctx: NodeContext
+        self, batches: dict[tuple[str, int], _Batch], counter: dict[str, int], ctx: NodeContext
     ) -> None:
         key = (ctx.run_id, ctx.step)
         batch = batches.get(key)
@@ -216,8 +216,9 @@ class Schedule:
         if batch.order is None:
             members = [t for _, t in sorted(batch.arrived)]
             if len(members) > 1:
-                positions = self.order_for(counter[0], len(members))
-                counter[0] += 1
+                n = counter.get(ctx.run_id, 0)
+                positions = self.order_for(n, len(members))
+                counter[ctx.run_id] = n + 1
                 batch.order = [members[p] for p in positions]
             else:
                 batch.order = members
