@@ -166,10 +166,11 @@ class Schedule:
     """Start orders for a run's parallel batches (draw them with ``strategies.schedules``).
 
     Attributes:
-        orders: for the n-th parallel batch a run executes, the order its tasks' node
-            functions start in, as positions in declared order (``(2, 0, 1)``: the third
-            node first). A batch of another size keeps the positions it has, then the rest in
-            declared order; batches past the last order start in declared order.
+        orders: for the n-th parallel batch a run executes (a resumed batch keeps its order),
+            the order its tasks' node functions start in, as positions in declared order
+            (``(2, 0, 1)``: the third node first). A batch of another size keeps the
+            positions it has, then the rest in declared order; batches past the last order
+            start in declared order.
     """
 
     orders: tuple[tuple[int, ...], ...] = ()
@@ -189,7 +190,8 @@ class Schedule:
         :class:`~pytest_graphflow.VirtualClock`; the wrapped graph has the same revision.
         """
         batches: dict[tuple[str, int], _Batch] = {}
-        counter: dict[str, int] = {}  # run id -> parallel batches it has started
+        # (run id, step) -> which order; a resumed or repeated run reuses its batches' orders.
+        counter: dict[tuple[str, int], int] = {}
 
         def wrap(spec: NodeSpec) -> tuple[Callable[..., Any], bool]:
             async def gated(state: Any, ctx: NodeContext) -> Any:
@@ -205,7 +207,8 @@ class Schedule:
         return _replace_nodes(graph, wrap)
 
     async def _gate(
-        self, batches: dict[tuple[str, int], _Batch], counter: dict[str, int], ctx: NodeContext
+        self, batches: dict[tuple[str, int], _Batch], counter: dict[tuple[str, int], int],
+        ctx: NodeContext,
     ) -> None:
         key = (ctx.run_id, ctx.step)
         batch = batches.get(key)
@@ -216,9 +219,8 @@ class Schedule:
         if batch.order is None:
             members = [t for _, t in sorted(batch.arrived)]
             if len(members) > 1:
-                n = counter.get(ctx.run_id, 0)
+                n = counter.setdefault(key, sum(1 for r, _ in counter if r == ctx.run_id))
                 positions = self.order_for(n, len(members))
-                counter[ctx.run_id] = n + 1
                 batch.order = [members[p] for p in positions]
             else:
                 batch.order = members

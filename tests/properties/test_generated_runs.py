@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
