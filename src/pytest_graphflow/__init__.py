@@ -31,6 +31,7 @@ from ._events import (
     StreamEvent,
     parse_event,
 )
+from ._explore import ExploreReport, explore
 from ._graph import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
 from ._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
 from ._runtime import EventLog, GraphResult, GraphRuntime, RunHandle, RunRecord, RunStream, Trace
@@ -134,6 +135,7 @@ __all__ = [
     "EventPatternMismatch",
     "EventsCompacted",
     "Expand",
+    "ExploreReport",
     "FaultPlan",
     "FaultyStore",
     "FinalEventData",
@@ -196,6 +198,7 @@ __all__ = [
     "emit",
     "errors",
     "events_diff",
+    "explore",
     "format_event",
     "format_events",
     "interrupt",

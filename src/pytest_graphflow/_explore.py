@@ -406,6 +406,13 @@ def explore(
 ) -> ExploreReport:
     """Run ``graph`` under many schedules and report those whose outcome differs.
 
+    Each seed runs on a fresh runtime; a run's outcome is its status, final state and event
+    stream, compared with the first seed's. Ids derive from the seed by design, so the seed's
+    run token (in run, thread, checkpoint and task ids and interrupt keys) is replaced by
+    ``<run>`` before comparing; ``seq`` and virtual times are compared as they are. Each
+    parallel batch's writes are also re-folded in other orders to find order-dependent
+    reducers, which seeds cannot reveal (the runtime folds in declared order).
+
     Args:
         graph: the graph.
         input: its input.

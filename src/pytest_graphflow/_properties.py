@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from ._checks import Violation, check_invariants, normalise_events
+from ._checks import Violation, check_invariants
 from ._clock import VirtualClock
 from ._events import EventBase, Interrupt, RunStart
 from ._genspec import GraphSpec
@@ -452,8 +452,3 @@ def _effects_per_task(
                 "recorded and replayed, not re-run", example=example))
     return out
 
-
-def events_of(recording_or_events: Any) -> list[EventBase]:
-    """Events from a list, a :class:`Drive`, a ``Trace`` or a ``Recording``."""
-    events = getattr(recording_or_events, "events", recording_or_events)
-    return normalise_events(events)

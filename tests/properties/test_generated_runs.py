@@ -43,7 +43,7 @@ def _fail(violations: list[Any], spec: GraphSpec) -> None:
 
 def scaled(share: float) -> settings:
     """A share of the loaded profile's ``max_examples`` (``--hypothesis-profile`` scales it)."""
-    return settings(max_examples=max(5, int(settings.default.max_examples * share)))
+    return settings(max_examples=max(5, int(settings().max_examples * share)))
 
 
 def _runtime(store: Any = None, seed: int = 0) -> GraphRuntime:
@@ -287,6 +287,6 @@ def test_timeout_puts_a_failed_node_last() -> None:
     graph = spec.compile()
     trace = _runtime().trace(graph, {}, timeout=1.0)
     assert trace.result.status == "failed"
-    assert [e.node for e in trace.events if e.type in ("node_end", "error") and e.node] \
-        == ["n1", "n0"]
+    results = [e.node for e in trace.events.of_type("node_end", "error") if e.node]
+    assert results == ["n1", "n0"]
     assert check_invariants(trace.events, graph=graph) == []
