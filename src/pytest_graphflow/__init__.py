@@ -39,6 +39,7 @@ from ._stores._faulty import FaultPlan, FaultyStore, StoreCall
 from ._stores._memory import InMemoryCheckpointStore
 from ._stores._protocol import CheckpointStore
 from ._stores._sqlite import SQLiteCheckpointStore
+from ._vloop import virtual_anyio_backend
 from .errors import (
     Cancelled,
     CheckpointNotFound,
@@ -203,4 +204,5 @@ __all__ = [
     "format_events",
     "interrupt",
     "parse_event",
+    "virtual_anyio_backend",
 ]

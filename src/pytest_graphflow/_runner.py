@@ -41,7 +41,7 @@ from ._rng import ScheduleRng
 from ._sched import NODE_SLEEPER, BatchScheduler
 from ._stores._protocol import CheckpointStore
 from ._task import Outcome, decide_edges, execute
-from ._vloop import LOOP_OWNED, loop_deadline_ns
+from ._vloop import LOOP_OWNED, loop_clock, loop_deadline_ns
 from ._wallclock import NODE_CLOCK
 from .errors import (
     Cancelled,
@@ -514,7 +514,7 @@ class Runner:
         stalled: list[list[int]] = []
         sched: BatchScheduler | None = None
         if isinstance(clock, VirtualClock):
-            owned = LOOP_OWNED.get() is clock
+            owned = LOOP_OWNED.get() is clock or loop_clock() is clock
 
             def stall(keys: list[int]) -> None:
                 stalled.append(keys)

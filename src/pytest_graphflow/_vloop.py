@@ -23,7 +23,15 @@ from typing import Any
 
 from ._clock import VirtualClock
 
-__all__ = ["LOOP_OWNED", "backend_options", "busy", "install_thread_guards", "loop_deadline_ns"]
+__all__ = [
+    "LOOP_OWNED",
+    "backend_options",
+    "busy",
+    "install_thread_guards",
+    "loop_clock",
+    "loop_deadline_ns",
+    "virtual_anyio_backend",
+]
 
 LOOP_OWNED: ContextVar[VirtualClock | None] = ContextVar("graphflow_loop_owned", default=None)
 """Set while a run executes on a loop the runtime started with the virtual clock."""
@@ -119,7 +127,9 @@ def _trio_clock(clock: VirtualClock) -> Any:
     import trio
 
     class TrioVirtualClock(trio.abc.Clock):
-        """A trio clock reading the virtual clock; idle waits take real time."""
+        """A trio clock reading the virtual clock; idle waits jump to the deadline."""
+
+        graphflow_clock = clock
 
         def start_clock(self) -> None:
             """Nothing to start: virtual time is kept by the VirtualClock."""
@@ -153,6 +163,43 @@ def backend_options(backend: str, clock: VirtualClock) -> dict[str, Any]:
     if backend == "trio":
         return {"clock": _trio_clock(clock)}
     return {}
+
+
+def virtual_anyio_backend(backend: str, clock: VirtualClock) -> tuple[str, dict[str, Any]]:
+    """An ``anyio_backend`` value whose loop runs on ``clock`` (for the anyio pytest plugin).
+
+    In a ``conftest.py``::
+
+        @pytest.fixture(params=["asyncio", "trio"])
+        def anyio_backend(request, virtual_clock):
+            return virtual_anyio_backend(request.param, virtual_clock)
+
+    Runs of a :class:`GraphRuntime` on the same clock then treat the loop as their own:
+    ``fail_after``/``move_on_after`` and ``anyio.current_time()`` in node code are virtual.
+    """
+    if backend not in ("asyncio", "trio"):
+        raise ValueError(f"backend={backend!r}: use 'asyncio' or 'trio'")
+    return backend, backend_options(backend, clock)
+
+
+def loop_clock() -> VirtualClock | None:
+    """The virtual clock the running loop reads, when the loop is one of ours."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is not None:
+        return loop._vclock if isinstance(loop, VirtualEventLoop) else None
+    try:
+        import trio
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        current = trio.lowlevel.current_clock()
+    except RuntimeError:
+        return None
+    found = getattr(current, "graphflow_clock", None)
+    return found if isinstance(found, VirtualClock) else None
 
 
 def loop_deadline_ns(clock: VirtualClock) -> int | None:
