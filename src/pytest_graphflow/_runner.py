@@ -33,7 +33,7 @@ from ._events import (
     RunStart,
 )
 from ._fast import make
-from ._graph import END, REPLAYED_EFFECTS, CompiledGraph
+from ._graph import END, REPLAYED_EFFECTS, CompiledGraph, NodeSpec
 from ._json import jcopy
 from ._merge import merge_patches, validate_state
 from ._node import CURRENT_TASK, EdgeContext, NodeContext
@@ -375,7 +375,20 @@ class Runner:
         if self.cancel_requested:
             return await self._halt_stop([], timed_out=False)
         self.supersteps += 1
+        tasks = self.tasks
+        if len(tasks) == 1 and not self.completed and not self.record_events:
+            spec = graph.nodes[tasks[0].node]
+            if not spec.is_async and spec.retry is None:
+                # The common sequential step of invoke(): no events wanted, one sync node.
+                out = await self._run_inline(tasks[0], spec)
+                if out.kind == "done" and out.expand is None:
+                    return await self._commit_one(out)
+                outcomes: list[Outcome] = [out]
+                return await self._after_batch(outcomes, False)
         outcomes, timed_out = await self._run_batch()
+        return await self._after_batch(outcomes, timed_out)
+
+    async def _after_batch(self, outcomes: list[Outcome], timed_out: bool) -> list[Any]:
         if timed_out or self.cancel_requested:
             return await self._halt_stop(outcomes, timed_out=timed_out)
         halting = [o for o in outcomes if o.kind == "interrupt"
@@ -402,6 +415,95 @@ class Runner:
         return False
 
     # ------------------------------------------------------------------ running a batch
+
+    async def _run_inline(self, record: TaskRecord, spec: NodeSpec) -> Outcome:
+        """Run one sync task inline (nothing can interleave with it)."""
+        clock = self.clock
+        ctx = NodeContext(
+            node=record.node, task_id=record.task_id, run_id=self.run_id,
+            thread_id=self.thread_id, step=self.step, item=record.item,
+            checkpoint_id_before=record.checkpoint_id_before, visited=self.visited,
+            failure=record.failure, clock=clock, answers=self.answers, hook=self.on_interrupt,
+        )
+        model = self.model
+        self.model = None
+        if model is None:
+            model = self.graph.codec.model_of(self.state)
+        t1 = CURRENT_TASK.set(ctx)
+        t2 = NODE_CLOCK.set(clock) if self.wall_clock else None  # type: ignore[arg-type]
+        try:
+            out = await execute(self.graph, spec, record, lambda: model, ctx, clock, clock.sleep,
+                                self.state)
+        finally:
+            if t2 is not None:
+                NODE_CLOCK.reset(t2)
+            CURRENT_TASK.reset(t1)
+        self.start_order.append(record.node)
+        return out
+
+    async def _commit_one(self, out: Outcome) -> list[Any]:
+        """``_commit`` for one completed task when no events are recorded (hot path).
+
+        It keeps exactly the numbering of the general path: ``seq`` advances by the events
+        that path would have built.
+        """
+        graph, step = self.graph, self.step
+        record = out.record
+        node = record.node
+        patch = out.patch
+        patches = [(node, patch)]
+        try:
+            new_state = merge_patches(graph, self.state, patches, parallel=False)
+            new_state, model = graph.codec.validate(new_state, patches)
+        except GraphflowError as exc:
+            return await self._halt([out], [], batch_error=exc)
+        seq = 2 + len(out.custom) + len(out.targets)  # node_start, custom..., node_end, edges
+        arrivals = self.arrivals
+        joins = graph.joins
+        scheduled: list[str] = []
+        if joins:
+            arrivals = {k: list(v) for k, v in arrivals.items()}
+            if out.goto is None:
+                for join in graph.joins_from.get(node, ()):
+                    got = arrivals.setdefault(join.key, [])
+                    if node not in got:
+                        got.append(node)
+                    seq += 1
+            for join in joins:
+                arrived = arrivals.get(join.key)
+                if arrived is not None and all(s in arrived for s in join.sources):
+                    del arrivals[join.key]
+                    if join.target != END:
+                        scheduled.append(join.target)
+        for target in out.targets:
+            if target != END:
+                scheduled.append(target)
+        if len(scheduled) > 1:
+            order = graph.nodes
+            scheduled = sorted(dict.fromkeys(scheduled), key=lambda n: order[n].index)
+        next_tasks = [self._task(name) for name in scheduled]
+        self.visited = visited = (*self.visited, node)
+        finished = not next_tasks and not arrivals
+        cid: str | None = None
+        if graph.every_step or out.spec.checkpoint or (
+                finished and (self.parent_id is not None or self.thread_explicit)):
+            cid = self._next_cp_id()
+            seq += 1
+        if finished:
+            seq += 1
+        self.seq += seq
+        self.state = new_state
+        self.model = model
+        self.arrivals = arrivals
+        self.tasks = next_tasks
+        self.step = step + 1
+        if cid is not None:
+            await self._save(cid, step=step, next_step=step + 1, tasks=next_tasks,
+                             node_ids=[node], status="completed" if finished else "running",
+                             state=new_state, visited=visited, arrivals=arrivals)
+        if finished:
+            await self._finish("completed", None)
+        return []
 
     def _input_factory(self, parallel: bool) -> Callable[[], BaseModel]:
         graph, state = self.graph, self.state
