@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
@@ -37,6 +38,7 @@ __all__ = [
     "columns",
     "event_sequence",
     "events_diff",
+    "field_diff",
     "format_event",
     "format_events",
     "graphflow_assertrepr_compare",
@@ -182,12 +184,66 @@ def format_events(events: object) -> str:
 def columns(
     rows: Sequence[tuple[str, str, str]], headers: tuple[str, str], width_cap: int = 48
 ) -> list[str]:
-    """Lay out ``(marker, left, right)`` rows in two columns under ``headers``."""
+    """Lay out ``(marker, left, right)`` rows in two columns under ``headers``.
+
+    The left column is as wide as its widest cell, up to ``width_cap``. A left cell wider
+    than that is written whole on a line of its own and its right cell on the next line,
+    under the right column (both lines carry the row's marker), so the ``|`` stays in one
+    column and nothing is cut.
+    """
     width = min(width_cap, max([len(headers[0])] + [len(r[1]) for r in rows]))
     out = [f"    {headers[0]:<{width}} | {headers[1]}"]
     for mark, left, right in rows:
-        out.append(f"  {mark} {left:<{width}} | {right}".rstrip())
+        if len(left) > width:
+            out.append(f"  {mark} {left}")
+            out.append(f"  {mark} {'':<{width}} | {right}".rstrip())
+        else:
+            out.append(f"  {mark} {left:<{width}} | {right}".rstrip())
     return out
+
+
+FIELD_WIDTH: Final = 80
+"""How much of a differing field :func:`events_diff` shows (of each side)."""
+
+_BEFORE_DIFFERENCE: Final = 30
+"""How much of a long field is shown before its first differing character."""
+
+
+def _first_difference(a: str, b: str) -> int:
+    """The index of the first character where ``a`` and ``b`` differ (or the shorter's end)."""
+    n = min(len(a), len(b))
+    return next((k for k in range(n) if a[k] != b[k]), n)
+
+
+def _clip(text: str, start: int, width: int) -> str:
+    """``text[start:start + width]``, with ``…`` where something was cut."""
+    head = "…" if start > 0 else ""
+    tail = "…" if start + width < len(text) else ""
+    return head + text[start : start + width] + tail
+
+
+def field_diff(name: str, left: object, right: object, width: int = FIELD_WIDTH) -> list[str]:
+    """Lines showing how field ``name`` differs (``_MISSING`` for an absent field).
+
+    Short values are shown whole on one line: ``  name: left != right``. When either
+    rendering is longer than ``width``, both are shown on lines of their own, cut to the
+    same ``width`` characters around the first one that differs (``…`` marks a cut), with a
+    ``^`` under it, so a difference deep in a long value is never hidden.
+    """
+    sa = "<absent>" if left is _MISSING else short_repr(left, limit=sys.maxsize)
+    sb = "<absent>" if right is _MISSING else short_repr(right, limit=sys.maxsize)
+    if len(sa) <= width and len(sb) <= width:
+        return [f"  {name}: {sa} != {sb}"]
+    at = _first_difference(sa, sb)
+    # Start a little before the difference, but show a full window when the values end soon.
+    start = max(0, min(at - _BEFORE_DIFFERENCE, max(len(sa), len(sb)) - width))
+    caret = len("    left:  ") + (1 if start > 0 else 0) + at - start
+    return [
+        f"  {name} (long values; first difference at index {at}):",
+        f"    left:  {_clip(sa, start, width)}",
+        f"    right: {_clip(sb, start, width)}",
+        " " * caret + "^",
+    ]
 
 
 def events_diff(left: object, right: object, *, context: int = 3) -> list[str]:
@@ -200,7 +256,9 @@ def events_diff(left: object, right: object, *, context: int = 3) -> list[str]:
 
     Returns:
         Lines of text; empty when the sequences are equal. Events are shown with their
-        ``#seq`` numbers.
+        ``#seq`` numbers. Each field of the first divergent event that differs gets
+        :func:`field_diff` lines: a long value is shown around its first differing
+        character, not cut at a fixed length.
     """
     lhs, rhs = coerce_events(left), coerce_events(right)
     i = next((k for k, (a, b) in enumerate(zip(lhs, rhs, strict=False)) if a != b), None)
@@ -221,9 +279,7 @@ def events_diff(left: object, right: object, *, context: int = 3) -> list[str]:
         for name in [*da, *(k for k in db if k not in da)]:
             va, vb = da.get(name, _MISSING), db.get(name, _MISSING)
             if va != vb:
-                sa = "<absent>" if va is _MISSING else short_repr(va)
-                sb = "<absent>" if vb is _MISSING else short_repr(vb)
-                lines.append(f"  {name}: {sa} != {sb}")
+                lines.extend(field_diff(name, va, vb))
     lo, hi = max(0, i - context), min(max(len(lhs), len(rhs)), i + context + 1)
     rows = [
         (
@@ -234,7 +290,7 @@ def events_diff(left: object, right: object, *, context: int = 3) -> list[str]:
         for k in range(lo, hi)
     ]
     lines.append(f"window (positions {lo}..{hi - 1}):")
-    lines.extend(columns(rows, ("left", "right")))
+    lines.extend(columns(rows, ("left", "right"), width_cap=60))
     return lines
 
 

@@ -15,12 +15,14 @@ __all__ = ["make"]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
-_SPECS: dict[type[Any], tuple[dict[str, Any], tuple[tuple[str, Any], ...], int]] = {}
+_SPECS: dict[type[Any], tuple[dict[str, Any], tuple[tuple[str, Any], ...], int, set[str]]] = {}
 _new = object.__new__
 _set = object.__setattr__
 
 
-def _spec(cls: type[BaseModel]) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...], int]:
+def _spec(
+    cls: type[BaseModel],
+) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...], int, set[str]]:
     static: dict[str, Any] = {}
     factories: list[tuple[str, Any]] = []
     for name, info in cls.model_fields.items():
@@ -28,16 +30,23 @@ def _spec(cls: type[BaseModel]) -> tuple[dict[str, Any], tuple[tuple[str, Any], 
             factories.append((name, info.default_factory))
         elif not info.is_required():
             static[name] = info.default
-    spec = (static, tuple(factories), len(cls.model_fields))
+    spec = (static, tuple(factories), len(cls.model_fields), set(cls.model_fields))
     _SPECS[cls] = spec
     return spec
 
 
 def make(cls: type[ModelT], **fields: Any) -> ModelT:
     """An instance of ``cls`` from trusted ``fields`` (no validation)."""
-    static, factories, count = _SPECS.get(cls) or _spec(cls)
+    static, factories, count, every = _SPECS.get(cls) or _spec(cls)
     if len(fields) == count:
-        data = fields  # every field given: the kwargs dict is ours already
+        # Every field given: the kwargs dict is ours already, and the fields-set is the
+        # shared set of all names (assigning a field can only add a name it already has).
+        obj = _new(cls)
+        _set(obj, "__dict__", fields)
+        _set(obj, "__pydantic_fields_set__", every)
+        _set(obj, "__pydantic_extra__", None)
+        _set(obj, "__pydantic_private__", None)
+        return obj
     else:
         data = dict(static)
         for name, factory in factories:

@@ -280,7 +280,7 @@ class Runner:
             on_done()
         release, self._release = self._release, None
         if release is not None:
-            coro = release()
+            coro: Any = release()
             try:
                 coro.send(None)
             except StopIteration:

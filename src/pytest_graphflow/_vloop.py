@@ -66,7 +66,7 @@ def install_thread_guards() -> None:
 
     run_sync.__graphflow__ = True  # type: ignore[attr-defined]
     run_sync.__wrapped__ = original  # type: ignore[attr-defined]
-    anyio.to_thread.run_sync = run_sync
+    anyio.to_thread.run_sync = run_sync  # type: ignore[assignment]
     try:
         import trio
     except ImportError:  # pragma: no cover - trio is optional
@@ -81,7 +81,7 @@ def install_thread_guards() -> None:
             _busy[0] -= 1
 
     trio_run_sync.__wrapped__ = trio_original  # type: ignore[attr-defined]
-    trio.to_thread.run_sync = trio_run_sync
+    trio.to_thread.run_sync = trio_run_sync  # type: ignore[assignment]
 
 
 class VirtualEventLoop(asyncio.SelectorEventLoop):
@@ -111,7 +111,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         """Virtual monotonic time."""
         return _BASE + self._vclock.elapsed_ns / 1e9
 
-    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> asyncio.Future[Any]:
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Any, func: Any, *args: Any
+    ) -> asyncio.Future[Any]:
         """Run ``func`` in an executor; virtual time holds still until it is done."""
         future = super().run_in_executor(executor, func, *args)
         self._jobs += 1

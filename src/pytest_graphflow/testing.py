@@ -15,10 +15,30 @@ the running test (its seed, its ``@pytest.mark.graphflow`` marker, ``--graphflow
 
 :class:`RecordingRuntime` is the runtime both hand out: a :class:`GraphRuntime` that also keeps
 a :class:`RunRecording` (graph, events, path) of each run it performed.
+
+:func:`register_profiles` registers the Hypothesis settings profiles ``graphflow-ci`` (a
+2-core CI runner: 30 derandomized examples, no deadline, no example database, the
+``@reproduce_failure`` blob printed, ``too_slow`` suppressed), ``graphflow-dev`` (Hypothesis'
+defaults without the deadline) and ``graphflow-thorough`` (1000 examples, no deadline). It
+loads none of them; a ``conftest.py`` picks one::
+
+    import os
+    from hypothesis import settings
+    from pytest_graphflow.testing import register_profiles
+
+    register_profiles()
+    settings.load_profile("graphflow-ci" if os.environ.get("CI") else "graphflow-dev")
 """
 
 from __future__ import annotations
 
+from ._hypothesis_profiles import register_profiles
 from ._plugin_runtime import GraphRuntimeFactory, RecordingRuntime, RunRecording, make_graph_runtime
 
-__all__ = ["GraphRuntimeFactory", "RecordingRuntime", "RunRecording", "make_graph_runtime"]
+__all__ = [
+    "GraphRuntimeFactory",
+    "RecordingRuntime",
+    "RunRecording",
+    "make_graph_runtime",
+    "register_profiles",
+]
