@@ -138,5 +138,12 @@ def _frozen_now() -> datetime | None:
         return None
     if not api.freeze_factories:
         return None
-    frozen = api.freeze_factories[-1]()
+    factory = api.freeze_factories[-1]
+    from . import _wallclock
+
+    if factory is _wallclock._factory:  # our own patch: the user's freeze_time is below it
+        factory = _wallclock._stack[-1][1] if _wallclock._stack else None
+        if factory is None:
+            return None
+    frozen = factory()
     return frozen.replace(tzinfo=UTC) if frozen.tzinfo is None else frozen

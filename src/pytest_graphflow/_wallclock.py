@@ -23,9 +23,8 @@ __all__ = ["NODE_CLOCK", "activate", "active", "deactivate"]
 NODE_CLOCK: ContextVar[VirtualClock | None] = ContextVar("graphflow_node_clock", default=None)
 """Set in node tasks of a virtual run: the clock their wall-clock reads come from."""
 
-_count = 0
-_freezer: Any = None
-_outer: Any = None
+# One entry per freezegun level we started: [freezer, the factory below ours, users].
+_stack: list[list[Any]] = []
 # Kept in a tuple: freezegun replaces module attributes that point at the real datetime.
 _REAL: tuple[type[datetime]] = (datetime,)
 
@@ -34,39 +33,40 @@ def _factory() -> datetime:
     clock = NODE_CLOCK.get()
     if clock is not None:
         return clock.now().replace(tzinfo=None)
-    if _outer is not None:
-        return _outer()  # type: ignore[no-any-return]
+    outer = _stack[-1][1] if _stack else None
+    if outer is not None:
+        return outer()  # type: ignore[no-any-return]
     return _REAL[0].now(UTC).replace(tzinfo=None)
 
 
 def active() -> bool:
     """Whether the wall-clock patch is on."""
-    return _count > 0
+    return bool(_stack)
 
 
 def activate() -> None:
-    """Turn the wall-clock patch on (reference counted)."""
-    global _count, _freezer, _outer
-    _count += 1
-    if _count > 1:
-        return
+    """Turn the wall-clock patch on (reference counted; cheap while it is already on).
+
+    The plugin holds it for a whole test that uses the graph fixtures, so the ~3 ms freezegun
+    start is paid once per test, not once per run. A user's ``freeze_time`` started on top
+    of it is honoured: a run started then pushes the patch again above it.
+    """
     from freezegun import api, freeze_time
 
-    _outer = api.freeze_factories[-1] if api.freeze_factories else None
+    if _stack and api.freeze_factories and api.freeze_factories[-1] is _factory:
+        _stack[-1][2] += 1
+        return
+    outer = api.freeze_factories[-1] if api.freeze_factories else None
     was_started = bool(api.freeze_factories)
-    _freezer = freeze_time(_REAL[0](2000, 1, 1))
-    try:
-        _freezer.start()
-    except BaseException:
-        _count -= 1
-        _freezer = None
-        raise
+    freezer = freeze_time(_REAL[0](2000, 1, 1))
+    freezer.start()
     api.freeze_factories[-1] = _factory  # type: ignore[call-overload]
     if not was_started:
-        _unfreeze_monotonic(api)
+        _unfreeze_monotonic(api, freezer)
+    _stack.append([freezer, outer, 1])
 
 
-def _unfreeze_monotonic(api: Any) -> None:
+def _unfreeze_monotonic(api: Any, freezer: Any) -> None:
     reals = {
         id(api.fake_monotonic): api.real_monotonic,
         id(api.fake_perf_counter): api.real_perf_counter,
@@ -79,20 +79,17 @@ def _unfreeze_monotonic(api: Any) -> None:
         current = getattr(time, name, None)
         if current is not None and id(current) in reals:
             setattr(time, name, reals[id(current)])
-    for module, attribute, original in _freezer.undo_changes:
+    for module, attribute, original in freezer.undo_changes:
         if id(getattr(module, attribute, None)) in reals:
             setattr(module, attribute, original)
 
 
 def deactivate() -> None:
-    """Turn the wall-clock patch off once the last user is done."""
-    global _count, _freezer, _outer
-    if _count == 0:
+    """Release one hold of the wall-clock patch; the last one undoes every patch."""
+    if not _stack:
         return
-    _count -= 1
-    if _count:
-        return
-    freezer, _freezer = _freezer, None
-    _outer = None
-    if freezer is not None:
-        freezer.stop()
+    top = _stack[-1]
+    top[2] -= 1
+    if top[2] == 0:
+        _stack.pop()
+        top[0].stop()
