@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 
@@ -138,12 +138,12 @@ def _frozen_now() -> datetime | None:
         return None
     if not api.freeze_factories:
         return None
-    factory = api.freeze_factories[-1]
+    factory: Any = api.freeze_factories[-1]
     from . import _wallclock
 
     if factory is _wallclock._factory:  # our own patch: the user's freeze_time is below it
         factory = _wallclock._stack[-1][1] if _wallclock._stack else None
         if factory is None:
             return None
-    frozen = factory()
+    frozen: datetime = factory()
     return frozen.replace(tzinfo=UTC) if frozen.tzinfo is None else frozen

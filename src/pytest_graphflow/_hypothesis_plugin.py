@@ -11,6 +11,13 @@ from __future__ import annotations
 def _hypothesis_setup_hook() -> None:
     from hypothesis import strategies as st
 
-    from .strategies import GraphSpec, graphs
+    from ._genspec import GraphSpec
 
-    st.register_type_strategy(GraphSpec, graphs())
+    def default_graphs(_: type) -> st.SearchStrategy[GraphSpec]:
+        # Imported when first drawn: this hook may run while `strategies` is importing
+        # Hypothesis, and importing `strategies` here would be circular.
+        from .strategies import graphs
+
+        return graphs()
+
+    st.register_type_strategy(GraphSpec, default_graphs)

@@ -35,8 +35,12 @@ def register_profiles() -> None:
     """Register the ``graphflow-*`` profiles with Hypothesis (idempotent; loads none)."""
     from hypothesis import HealthCheck, settings
 
+    # Parent each profile on Hypothesis' defaults, not on whichever profile is loaded now,
+    # so registering again after loading one changes nothing.
+    base = settings.get_profile("default")
     settings.register_profile(
         "graphflow-ci",
+        parent=base,
         max_examples=30,
         deadline=None,
         derandomize=True,
@@ -44,9 +48,10 @@ def register_profiles() -> None:
         print_blob=True,
         suppress_health_check=[HealthCheck.too_slow],
     )
-    settings.register_profile("graphflow-dev", deadline=None)
+    settings.register_profile("graphflow-dev", parent=base, deadline=None)
     settings.register_profile(
         "graphflow-thorough",
+        parent=base,
         max_examples=1000,
         deadline=None,
         print_blob=True,
