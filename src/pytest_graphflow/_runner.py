@@ -376,14 +376,22 @@ class Runner:
             return await self._halt_stop([], timed_out=False)
         self.supersteps += 1
         tasks = self.tasks
-        if len(tasks) == 1 and not self.completed and not self.record_events:
-            spec = graph.nodes[tasks[0].node]
-            if not spec.is_async and spec.retry is None:
-                # The common sequential step of invoke(): no events wanted, one sync node.
-                out = await self._run_inline(tasks[0], spec)
-                if out.kind == "done" and out.expand is None:
-                    return await self._commit_one(out)
-                outcomes: list[Outcome] = [out]
+        if not self.completed and not self.record_events:
+            specs = [graph.nodes[t.node] for t in tasks]
+            if all(not s.is_async and s.retry is None for s in specs):
+                # The common steps of invoke(): no events wanted, sync nodes only. They
+                # cannot interleave, so they run inline, in the seeded start order.
+                if len(tasks) == 1:
+                    out = await self._run_inline(tasks[0], specs[0])
+                    if out.kind == "done" and out.expand is None:
+                        return await self._commit_one(out)
+                    return await self._after_batch([out], False)
+                order = list(range(len(tasks)))
+                if self.seed is not None:
+                    ScheduleRng(self.seed, self.run_id, self.step).shuffle(order)  # type: ignore[arg-type]
+                outcomes: list[Outcome] = [None] * len(tasks)  # type: ignore[list-item]
+                for i in order:
+                    outcomes[i] = await self._run_inline(tasks[i], specs[i])
                 return await self._after_batch(outcomes, False)
         outcomes, timed_out = await self._run_batch()
         return await self._after_batch(outcomes, timed_out)
@@ -1009,7 +1017,8 @@ class Runner:
             node_ids=node_ids, step=step, parent_id=self.parent_id,
             timestamp=self.clock.now(), state=self.state if state is None else state,
             format_version=1, status=status, next_step=next_step, tasks=tasks,
-            completed=completed or {}, interrupts=interrupts or [],
+            completed={} if completed is None else completed,
+            interrupts=[] if interrupts is None else interrupts,
             answers=jcopy(self.answers) if self.answers else {},
             visited=self.visited if visited is None else visited,
             arrivals=self.arrivals if arrivals is None else arrivals,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -23,6 +23,38 @@ from .errors import UpdateRejected
 __all__ = ["StateCodec"]
 
 _PLAIN_LEAVES: tuple[Any, ...] = (int, float, str, bool, type(None), Any)
+
+
+_SCALAR_TYPES: tuple[Any, ...] = (int, float, str, bool, type(None))
+
+
+def _scalar(tp: Any) -> bool:
+    """Whether every value of ``tp`` is an immutable JSON scalar."""
+    if tp in _SCALAR_TYPES or tp is None:
+        return True
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _scalar(typing.get_args(tp)[0])
+    if origin is typing.Literal:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return all(_scalar(a) for a in typing.get_args(tp))
+    return False
+
+
+def _copier(tp: Any) -> Callable[[Any], Any] | None:
+    """The cheapest correct deep copy of a valid value of ``tp`` (``None``: no copy)."""
+    if _scalar(tp):
+        return None
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _copier(typing.get_args(tp)[0])
+    args = typing.get_args(tp)
+    if origin is list and args and _scalar(args[0]):
+        return list
+    if origin is dict and len(args) == 2 and _scalar(args[1]):
+        return dict
+    return jcopy
 
 
 def _plain(tp: Any) -> bool:
@@ -62,6 +94,10 @@ class StateCodec:
         # Keys whose written value is checked as the node writes it (a plain write, or a pure
         # reducer combining valid values); the others are checked after their reducer ran.
         self.checked_on_write: frozenset[str] = frozenset()
+        self._copiers: tuple[tuple[str, Callable[[Any], Any]], ...] = tuple(
+            (name, copier) for name, info in model.model_fields.items()
+            if (copier := _copier(info.annotation)) is not None
+        ) if self.plain else ()
         self._adapters: dict[str, TypeAdapter[Any]] = (
             {name: TypeAdapter(info.annotation or Any)
              for name, info in model.model_fields.items()}
@@ -71,7 +107,13 @@ class StateCodec:
     def model_of(self, state: dict[str, Any]) -> BaseModel:
         """A fresh model of a valid ``state`` (its own copy: mutating it changes nothing)."""
         if self.plain:
-            return make(self.model, **jcopy(state))
+            # The state is valid, so each field's type says how deep a copy it needs.
+            fields = dict(state)
+            for name, copy in self._copiers:
+                value = fields.get(name)
+                if value is not None:
+                    fields[name] = copy(value)
+            return make(self.model, **fields)
         return self.model.model_validate(jcopy(state))
 
     def check_value(self, node: str, key: str, value: Any) -> Any:

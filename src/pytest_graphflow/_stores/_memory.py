@@ -73,12 +73,15 @@ class InMemoryCheckpointStore:
         self._by_id[cid] = (checkpoint, self._order)
         self._by_run.setdefault(checkpoint.run_id, {})[cid] = None
         self._by_thread.setdefault(checkpoint.thread_id, {})[cid] = None
-        current = self._latest.get(checkpoint.run_id)
-        if current is None or current == cid or self._rank(cid) >= self._rank(current):
-            if current == cid:
-                self._latest[checkpoint.run_id] = self._max(checkpoint.run_id)
-            else:
-                self._latest[checkpoint.run_id] = cid
+        run_id = checkpoint.run_id
+        current = self._latest.get(run_id)
+        if current is None:
+            self._latest[run_id] = cid
+        elif current == cid:  # overwritten in place: it may no longer be the latest
+            self._latest[run_id] = self._max(run_id)
+        elif checkpoint.timestamp >= self._by_id[current][0].timestamp:
+            # Saved last, so of equal timestamps it wins; a later timestamp wins outright.
+            self._latest[run_id] = cid
 
     def _max(self, run_id: str) -> str:
         return max(self._by_run[run_id], key=self._rank)
