@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
@@ -106,6 +106,42 @@ class Resume:
         return f"Resume({self.value!r})" if self._has_value else f"Resume(answers={self.answers!r})"
 
 
+class Visited:
+    """The nodes a run completed, in order: an append-only log and a length (internal).
+
+    Extending a snapshot that ends the log appends in place (O(1) per node), so a long run
+    does not copy its history at every step; the tuple is built only when someone reads it.
+    """
+
+    __slots__ = ("_cache", "_log", "_n")
+
+    def __init__(self, log: list[str], n: int | None = None) -> None:
+        self._log = log
+        self._n = len(log) if n is None else n
+        self._cache: tuple[str, ...] | None = None
+
+    def extend(self, nodes: Sequence[str]) -> Visited:
+        """A snapshot with ``nodes`` added after this one."""
+        if not nodes:
+            return self
+        if self._n == len(self._log):
+            self._log.extend(nodes)
+            return Visited(self._log)
+        return Visited([*self._log[:self._n], *nodes])
+
+    def as_tuple(self) -> tuple[str, ...]:
+        """The nodes as a tuple."""
+        if self._cache is None:
+            self._cache = tuple(self._log[:self._n])
+        return self._cache
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.as_tuple())
+
+
 class _InterruptSignal(BaseException):
     """Raised by ``interrupt()`` to pause a node. Not an ``Exception``: ``except Exception``
     in node code cannot swallow it."""
@@ -135,8 +171,8 @@ class NodeContext:
     """
 
     __slots__ = (
-        "_answers", "_custom", "_hook", "_used", "attempt", "checkpoint_id_before", "clock",
-        "failure", "item", "node", "run_id", "step", "task_id", "thread_id", "visited",
+        "_answers", "_custom", "_hook", "_used", "_visited", "attempt", "checkpoint_id_before",
+        "clock", "failure", "item", "node", "run_id", "step", "task_id", "thread_id",
     )
 
     def __init__(
@@ -149,7 +185,7 @@ class NodeContext:
         step: int,
         item: Any,
         checkpoint_id_before: str | None,
-        visited: tuple[str, ...],
+        visited: Visited,
         failure: dict[str, Any] | None,
         clock: Clock,
         answers: dict[str, Any],
@@ -163,13 +199,18 @@ class NodeContext:
         self.attempt = 1
         self.item = item
         self.checkpoint_id_before = checkpoint_id_before
-        self.visited = visited
+        self._visited = visited
         self.failure = failure
         self.clock = clock
         self._answers = answers
         self._hook = hook
         self._used: set[str] = set()
         self._custom: list[tuple[str, Any]] = []
+
+    @property
+    def visited(self) -> tuple[str, ...]:
+        """The nodes completed so far in the run, in order."""
+        return self._visited.as_tuple()
 
     def now(self) -> datetime:
         """The runtime clock's current time."""
@@ -235,12 +276,18 @@ class EdgeContext:
         step: the superstep.
     """
 
-    __slots__ = ("current_node", "step", "visited_nodes")
+    __slots__ = ("_visited", "current_node", "step")
 
-    def __init__(self, current_node: str, visited_nodes: tuple[str, ...], step: int) -> None:
+    def __init__(self, current_node: str, visited: Visited | tuple[str, ...], step: int) -> None:
         self.current_node = current_node
-        self.visited_nodes = visited_nodes
+        self._visited = visited
         self.step = step
+
+    @property
+    def visited_nodes(self) -> tuple[str, ...]:
+        """The nodes visited so far, ``current_node`` included."""
+        v = self._visited
+        return v if isinstance(v, tuple) else (*v.as_tuple(), self.current_node)
 
     def __repr__(self) -> str:
         return f"<EdgeContext current_node={self.current_node!r} step={self.step}>"

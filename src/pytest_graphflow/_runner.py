@@ -36,7 +36,7 @@ from ._fast import make
 from ._graph import END, REPLAYED_EFFECTS, CompiledGraph, NodeSpec
 from ._json import jcopy
 from ._merge import merge_patches, validate_state
-from ._node import CURRENT_TASK, EdgeContext, NodeContext
+from ._node import CURRENT_TASK, EdgeContext, NodeContext, Visited
 from ._rng import ScheduleRng
 from ._sched import NODE_SLEEPER, BatchScheduler
 from ._stores._protocol import CheckpointStore
@@ -143,7 +143,7 @@ class Runner:
         self.tasks = tasks
         self.completed = completed
         self.answers = answers
-        self.visited: tuple[str, ...] = tuple(visited)
+        self.visited = Visited(list(visited))
         self.arrivals = arrivals
         self.seq = seq
         self.parent_id = parent_id
@@ -490,7 +490,7 @@ class Runner:
             order = graph.nodes
             scheduled = sorted(dict.fromkeys(scheduled), key=lambda n: order[n].index)
         next_tasks = [self._task(name) for name in scheduled]
-        self.visited = visited = (*self.visited, node)
+        self.visited = visited = self.visited.extend((node,))
         finished = not next_tasks and not arrivals
         cid: str | None = None
         if graph.every_step or out.spec.checkpoint or (
@@ -508,7 +508,7 @@ class Runner:
         if cid is not None:
             await self._save(cid, step=step, next_step=step + 1, tasks=next_tasks,
                              node_ids=[node], status="completed" if finished else "running",
-                             state=new_state, visited=visited, arrivals=arrivals)
+                             state=new_state, visited=visited.as_tuple(), arrivals=arrivals)
         if finished:
             await self._finish("completed", None)
         return []
@@ -815,7 +815,7 @@ class Runner:
             saves.append((before_id, {
                 "step": step, "next_step": step, "tasks": list(tasks), "completed": kept,
                 "node_ids": node_ids, "status": "running", "state": self.state,
-                "visited": self.visited, "arrivals": self.arrivals,
+                "visited": self.visited.as_tuple(), "arrivals": self.arrivals,
             }))
         order = graph.nodes
         if len(scheduled) > 1:
@@ -832,7 +832,7 @@ class Runner:
             next_tasks.sort(key=lambda t: order[t.node].index)
 
         if done:
-            self.visited = visited = (*self.visited, *[o.record.node for o in done])
+            self.visited = visited = self.visited.extend([o.record.node for o in done])
         else:
             visited = self.visited
         finished = not next_tasks and not arrivals
@@ -845,7 +845,7 @@ class Runner:
             saves.append((step_cp, {
                 "step": step, "next_step": step + 1, "tasks": next_tasks, "completed": {},
                 "node_ids": node_ids, "status": "completed" if finished else "running",
-                "state": new_state, "visited": visited, "arrivals": arrivals,
+                "state": new_state, "visited": visited.as_tuple(), "arrivals": arrivals,
             }))
         for cid, _ in saves:
             events.append(e(CheckpointSaved, step, checkpoint_id=cid))
@@ -1020,7 +1020,7 @@ class Runner:
             completed={} if completed is None else completed,
             interrupts=[] if interrupts is None else interrupts,
             answers=jcopy(self.answers) if self.answers else {},
-            visited=self.visited if visited is None else visited,
+            visited=self.visited.as_tuple() if visited is None else visited,
             arrivals=self.arrivals if arrivals is None else arrivals,
             next_seq=self.seq, error=error, tenant_id=self.tenant_id,
             metadata={"cp_counter": self.cp_counter, "task_counter": self.task_counter},

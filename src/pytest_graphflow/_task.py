@@ -16,7 +16,7 @@ from ._events import Interrupt
 from ._graph import END, Command, CompiledGraph, Expand, NodeSpec
 from ._json import NotJSONError, to_json_value
 from ._merge import merge_patches, normalize_patch
-from ._node import CURRENT_TASK, EdgeContext, NodeContext, _InterruptSignal
+from ._node import CURRENT_TASK, EdgeContext, NodeContext, Visited, _InterruptSignal
 from .errors import GraphflowError, UnknownRoute, UpdateRejected
 
 __all__ = ["Outcome", "decide_edges", "execute"]
@@ -109,7 +109,7 @@ async def execute(
         return out
     out.kind = "done"
     if out.goto is None and out.expand is None:
-        await decide_edges(graph, spec, out, state, ctx.visited, ctx.step)
+        await decide_edges(graph, spec, out, state, ctx._visited, ctx.step)
     return out
 
 
@@ -146,7 +146,7 @@ async def decide_edges(
     spec: NodeSpec,
     out: Outcome,
     state: dict[str, Any],
-    visited: tuple[str, ...],
+    visited: Visited,
     step: int,
 ) -> None:
     """Decide the static and conditional targets of a completed (or replayed) task.
@@ -172,7 +172,7 @@ async def decide_edges(
             out.kind = "error"
             out.error = exc
             return
-        ectx = EdgeContext(node, (*visited, node), step)
+        ectx = EdgeContext(node, visited, step)
         token = CURRENT_TASK.set(None)  # edge functions run outside the node (no interrupt)
         try:
             for branch in branches:
