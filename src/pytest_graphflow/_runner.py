@@ -41,7 +41,7 @@ from ._rng import ScheduleRng
 from ._sched import NODE_SLEEPER, BatchScheduler
 from ._stores._protocol import CheckpointStore
 from ._task import Outcome, decide_edges, execute
-from ._vloop import LOOP_OWNED, loop_clock, loop_deadline_ns
+from ._vloop import LOOP_OWNED, STALL_HANDLERS, loop_clock, loop_deadline_ns
 from ._wallclock import NODE_CLOCK
 from .errors import (
     Cancelled,
@@ -663,6 +663,9 @@ class Runner:
         if sched is None and rng is not None:
             rng.shuffle(order)
         deadline = None if self._deadline is None else self._deadline - clock.monotonic()
+        handler = sched.stall if sched is not None and sched.kick is not None else None
+        if handler is not None:
+            STALL_HANDLERS.append(handler)
         with anyio.CancelScope() as scope:
             if deadline is not None:
                 scope.deadline = anyio.current_time() + max(0.0, deadline)
@@ -679,13 +682,17 @@ class Runner:
                         sched.start()
             finally:
                 self._scope = None
+                if handler is not None:
+                    STALL_HANDLERS.remove(handler)
         if stalled:
             names = [tasks[i].node for i in stalled[0]]
             for i in stalled[0]:
                 outcomes[i].kind = "error"
                 outcomes[i].error = VirtualDeadlock(
-                    f"nodes {names} wait forever (sleep_forever or an infinite sleep) and no "
-                    "timer is pending, so virtual time cannot wake them"
+                    f"nodes {names} wait forever: every task of the batch waits (an infinite "
+                    "sleep, or an event, lock or queue nothing will set) and no timer, thread "
+                    "or I/O is pending, so virtual time cannot wake them. Do not make the "
+                    "tasks of one batch wait for each other; pass data through the state"
                 )
             return False
         if scope.cancelled_caught and not self.cancel_requested:

@@ -113,6 +113,8 @@ class BatchScheduler:
         self.kick: anyio.Event | None = anyio.Event() if loop_deadline is not None else None
         self._kicked_for: int | None = None
         self.remaining = 0
+        self.order_keys: list[int] = []
+        self._done: set[int] = set()
         self.keeper_scope: anyio.CancelScope | None = None
         self._forever: list[int] = []
         self.order: list[int] = []
@@ -128,11 +130,22 @@ class BatchScheduler:
         ev = anyio.Event()
         self._ready.append((key, ev))
         self.remaining += 1
+        self.order_keys.append(key)
         return ev
+
+    def stall(self) -> bool:
+        """Every task of this batch waits on something that can never happen: fail them."""
+        if self._closed or self.remaining == 0 or self.on_stall is None:
+            return False
+        waiting = [k for k in self.order_keys if k not in self._done]
+        self._closed = True
+        self.on_stall(waiting)
+        return True
 
     def finished(self, key: int) -> None:
         """Task ``key`` is done for good: pass the baton on; stop the keeper after the last."""
         self.release(key)
+        self._done.add(key)
         self.remaining -= 1
         if self.remaining == 0 and self.keeper_scope is not None:
             self.keeper_scope.cancel()

@@ -18,6 +18,7 @@ virtual time never jumps under a running thread.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -39,8 +40,21 @@ LOOP_OWNED: ContextVar[VirtualClock | None] = ContextVar("graphflow_loop_owned",
 _BASE = 1_000_000.0  # loop time of virtual instant 0 (any positive base works)
 _POLL = 0.002  # real seconds an idle loop waits while a worker thread runs
 
+_GRACE = 0.2  # real seconds an owned loop waits for a stray wake-up before calling deadlock
+
 _busy = [0]
 """Worker threads and executor jobs in flight (process-wide)."""
+
+STALL_HANDLERS: list[Callable[[], bool]] = []
+"""Batches running on an owned loop; each returns whether it had tasks to fail."""
+
+
+def _stalled() -> bool:
+    """The owned loop can never wake again: fail the waiting batches (``VirtualDeadlock``)."""
+    acted = False
+    for handler in list(STALL_HANDLERS):
+        acted = handler() or acted
+    return acted
 
 
 def busy() -> bool:
@@ -101,7 +115,13 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                 wait = _POLL if timeout is None else min(timeout, _POLL)
                 return real_select(wait)
             if timeout is None:
-                return real_select(None)  # nothing scheduled: wait for real I/O
+                # No timer, no thread: only real I/O could wake the loop. With none
+                # registered (just the loop's own wake-up pipe), nothing ever will.
+                if len(self._selector.get_map()) <= 1:  # type: ignore[attr-defined]
+                    ready = real_select(_GRACE)
+                    if ready or _stalled():
+                        return ready
+                return real_select(None)
             clock.advance(timeout)  # idle with a timer pending: jump to it
             return []
 
@@ -132,6 +152,9 @@ def _trio_clock(clock: VirtualClock) -> Any:
         """A trio clock reading the virtual clock; idle waits jump to the deadline."""
 
         graphflow_clock = clock
+        _idle = 0
+        steps = 0  # task steps so far (counted by the instrument below)
+        _steps_at_idle = -1
 
         def start_clock(self) -> None:
             """Nothing to start: virtual time is kept by the VirtualClock."""
@@ -150,9 +173,34 @@ def _trio_clock(clock: VirtualClock) -> Any:
             if wait != float("inf"):
                 clock.advance(wait)
                 return 0.0
+            io = trio.lowlevel.current_statistics().io_statistics
+            waiting = getattr(io, "tasks_waiting_read", 0) + getattr(io, "tasks_waiting_write", 0)
+            # trio's own wake-up task always waits on its socket: one reader is no one.
+            if waiting <= 1 and STALL_HANDLERS:
+                # No timer, no thread, no task waiting on I/O: after a short grace for a
+                # stray wake-up, fail the waiting batches instead of hanging.
+                # Count consecutive idle waits with no task step in between.
+                self._idle = self._idle + 1 if self.steps == self._steps_at_idle else 1
+                self._steps_at_idle = self.steps
+                if self._idle > 1 and _stalled():
+                    self._idle = 0
+                    return 0.0
+                return _GRACE
             return wait
 
     return TrioVirtualClock()
+
+
+def _trio_instrument(trio_clock: Any) -> Any:
+    import trio
+
+    class StepCounter(trio.abc.Instrument):
+        """Counts task steps, so an idle owned loop knows whether anything ran."""
+
+        def before_task_step(self, task: Any) -> None:
+            trio_clock.steps += 1
+
+    return StepCounter()
 
 
 def backend_options(backend: str, clock: VirtualClock) -> dict[str, Any]:
@@ -163,7 +211,8 @@ def backend_options(backend: str, clock: VirtualClock) -> dict[str, Any]:
 
         return {"loop_factory": factory}
     if backend == "trio":
-        return {"clock": _trio_clock(clock)}
+        trio_clock = _trio_clock(clock)
+        return {"clock": trio_clock, "instruments": [_trio_instrument(trio_clock)]}
     return {}
 
 
