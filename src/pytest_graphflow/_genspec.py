@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 import anyio
 from pydantic import BaseModel, create_model
 
-from ._graph import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
+from ._graph import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry, reachable
 from ._node import NodeContext
 
 __all__ = ["Failure", "GraphSpec", "JoinSpec", "PlannedFailure", "SpecNode"]
@@ -425,11 +425,4 @@ def descendants(spec: GraphSpec, start: str) -> set[str]:
     for j in spec.joins:
         for s in j.sources:
             succ[s].append(j.target)
-    seen = {start}
-    todo = [start]
-    while todo:
-        for nxt in succ.get(todo.pop(), ()):
-            if nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    return seen
+    return reachable(start, succ)

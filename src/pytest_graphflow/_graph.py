@@ -434,7 +434,7 @@ class Graph:
 
         if not succ.get(START):
             problems.append("START: the graph has no entry; add g.edge(START, <first node>)")
-        reach = _reachable(START, succ)
+        reach = reachable(START, succ)
         for name in nodes:
             if name not in reach:
                 problems.append(f"node {name!r}: unreachable from START")
@@ -442,7 +442,7 @@ class Graph:
         for src, dsts in succ.items():
             for d in dsts:
                 pred.setdefault(d, []).append(src)
-        finishing = _reachable(END, pred)
+        finishing = reachable(END, pred)
         for name in nodes:
             if name in reach and name not in finishing:
                 problems.append(f"node {name!r}: no path to END")
@@ -451,7 +451,8 @@ class Graph:
         return CompiledGraph(self, checkpoint_policy)
 
 
-def _reachable(start: str, succ: Mapping[str, Sequence[str]]) -> set[str]:
+def reachable(start: str, succ: Mapping[str, Sequence[str]]) -> set[str]:
+    """Every node reachable from ``start`` in the successor table ``succ`` (itself too)."""
     seen = {start}
     todo = [start]
     while todo:

@@ -424,15 +424,20 @@ class Runner:
 
     # ------------------------------------------------------------------ running a batch
 
-    async def _run_inline(self, record: TaskRecord, spec: NodeSpec) -> Outcome:
-        """Run one sync task inline (nothing can interleave with it)."""
-        clock = self.clock
-        ctx = NodeContext(
+    def _context(self, record: TaskRecord) -> NodeContext:
+        """What the task of ``record`` sees as ``ctx`` in the current superstep."""
+        return NodeContext(
             node=record.node, task_id=record.task_id, run_id=self.run_id,
             thread_id=self.thread_id, step=self.step, item=record.item,
             checkpoint_id_before=record.checkpoint_id_before, visited=self.visited,
-            failure=record.failure, clock=clock, answers=self.answers, hook=self.on_interrupt,
+            failure=record.failure, clock=self.clock, answers=self.answers,
+            hook=self.on_interrupt,
         )
+
+    async def _run_inline(self, record: TaskRecord, spec: NodeSpec) -> Outcome:
+        """Run one sync task inline (nothing can interleave with it)."""
+        clock = self.clock
+        ctx = self._context(record)
         model = self.model
         self.model = None
         if model is None:
@@ -551,14 +556,7 @@ class Runner:
         virtual = isinstance(clock, VirtualClock)
         timed_out = False
 
-        def context(record: TaskRecord) -> NodeContext:
-            return NodeContext(
-                node=record.node, task_id=record.task_id, run_id=self.run_id,
-                thread_id=self.thread_id, step=step, item=record.item,
-                checkpoint_id_before=record.checkpoint_id_before, visited=visited,
-                failure=record.failure, clock=clock, answers=self.answers,
-                hook=self.on_interrupt,
-            )
+        context = self._context
 
         if len(to_run) == 1 and len(tasks) == 1:
             spec = outcomes[0].spec

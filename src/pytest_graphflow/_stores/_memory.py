@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from types import TracebackType
 from typing import Any
 
 from .._checkpoint import Checkpoint
@@ -12,6 +11,7 @@ from .._ids import derived_hex
 from .._json import jcopy
 from ..errors import CheckpointNotFound, ForkTargetExists
 from . import _claims as rules
+from ._closing import ClosingStore
 
 __all__ = ["InMemoryCheckpointStore"]
 
@@ -19,7 +19,7 @@ _Records = list[dict[str, Any]]
 """A list of JSON records (events, run records, artifact descriptions)."""
 
 
-class InMemoryCheckpointStore:
+class InMemoryCheckpointStore(ClosingStore):
     """An in-memory :class:`CheckpointStore`, for tests and short-lived runs.
 
     Checkpoints are kept by id and indexed by run and by thread, so ``latest`` and ``load``
@@ -305,25 +305,3 @@ class InMemoryCheckpointStore:
 
     def close(self) -> None:
         """Nothing to release; present so that code can close any store."""
-
-    def __enter__(self) -> InMemoryCheckpointStore:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> InMemoryCheckpointStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -13,7 +13,6 @@ import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
-from types import TracebackType
 from typing import Any
 
 from .._checkpoint import FORMAT_VERSION, Checkpoint
@@ -21,6 +20,7 @@ from .._ids import derived_hex
 from .._json import to_json_value
 from ..errors import CheckpointNotFound, ForkTargetExists, UnsupportedFormat
 from . import _claims as rules
+from ._closing import ClosingStore
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
 
@@ -99,7 +99,7 @@ _ORDER = "ORDER BY ts_us, save_order"
 _NEWEST = "ORDER BY ts_us DESC, save_order DESC LIMIT 1"
 
 
-class SQLiteCheckpointStore:
+class SQLiteCheckpointStore(ClosingStore):
     """A durable :class:`CheckpointStore` in one SQLite file, with the in-memory store's
     semantics: a run saved by one instance (or process) is read by another over the same file.
 
@@ -182,32 +182,6 @@ class SQLiteCheckpointStore:
         if self._db is not None:
             self._db.close()
             self._db = None
-
-    def __enter__(self) -> SQLiteCheckpointStore:
-        """Use the store in a ``with`` block; it is closed on exit."""
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Close the store."""
-        self.close()
-
-    async def __aenter__(self) -> SQLiteCheckpointStore:
-        """Use the store in an ``async with`` block; it is closed on exit."""
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Close the store."""
-        self.close()
 
     # -- checkpoints (seed 003) --
 
