@@ -39,6 +39,7 @@ from ._merge import merge_patches, validate_state
 from ._node import CURRENT_TASK, EdgeContext, NodeContext, Visited
 from ._rng import ScheduleRng
 from ._sched import NODE_SLEEPER, BatchScheduler
+from ._stores._memory import InMemoryCheckpointStore
 from ._stores._protocol import CheckpointStore
 from ._task import Outcome, decide_edges, execute
 from ._vloop import LOOP_OWNED, STALL_HANDLERS, loop_clock, loop_deadline_ns
@@ -173,8 +174,7 @@ class Runner:
         self.record: Any = None
         self._durable = bool(getattr(store, "records_events", False))
         self.record_events = record_events or self._durable
-        self._adopt = getattr(store, "_adopt", None) if type(store).__name__ == \
-            "InMemoryCheckpointStore" else None
+        self._adopt = store._adopt_fields if type(store) is InMemoryCheckpointStore else None
         self._batch: list[Outcome] | None = None
         self.thread_explicit = False
         self.start_order: list[str] = []
@@ -513,7 +513,7 @@ class Runner:
         if cid is not None:
             await self._save(cid, step=step, next_step=step + 1, tasks=next_tasks,
                              node_ids=[node], status="completed" if finished else "running",
-                             state=new_state, visited=visited.as_tuple(), arrivals=arrivals)
+                             state=new_state, visited=visited, arrivals=arrivals)
         if finished:
             await self._finish("completed", None)
         return []
@@ -820,7 +820,7 @@ class Runner:
             saves.append((before_id, {
                 "step": step, "next_step": step, "tasks": list(tasks), "completed": kept,
                 "node_ids": node_ids, "status": "running", "state": self.state,
-                "visited": self.visited.as_tuple(), "arrivals": self.arrivals,
+                "visited": self.visited, "arrivals": self.arrivals,
             }))
         order = graph.nodes
         if len(scheduled) > 1:
@@ -850,7 +850,7 @@ class Runner:
             saves.append((step_cp, {
                 "step": step, "next_step": step + 1, "tasks": next_tasks, "completed": {},
                 "node_ids": node_ids, "status": "completed" if finished else "running",
-                "state": new_state, "visited": visited.as_tuple(), "arrivals": arrivals,
+                "state": new_state, "visited": visited, "arrivals": arrivals,
             }))
         for cid, _ in saves:
             events.append(e(CheckpointSaved, step, checkpoint_id=cid))
@@ -1013,26 +1013,32 @@ class Runner:
         interrupts: list[Interrupt] | None = None,
         error: dict[str, Any] | None = None,
         state: dict[str, Any] | None = None,
-        visited: tuple[str, ...] | None = None,
+        visited: Visited | tuple[str, ...] | None = None,
         arrivals: dict[str, list[str]] | None = None,
     ) -> None:
-        cp = make(Checkpoint,
-            id=cid, run_id=self.run_id, thread_id=self.thread_id, graph_id=self.graph.graph_id,
-            revision=self.graph.revision, node_id=node_ids[-1] if node_ids else None,
-            node_ids=node_ids, step=step, parent_id=self.parent_id,
-            timestamp=self.clock.now(), state=self.state if state is None else state,
-            format_version=1, status=status, next_step=next_step, tasks=tasks,
-            completed={} if completed is None else completed,
-            interrupts=[] if interrupts is None else interrupts,
-            answers=jcopy(self.answers) if self.answers else {},
-            visited=self.visited.as_tuple() if visited is None else visited,
-            arrivals=self.arrivals if arrivals is None else arrivals,
-            next_seq=self.seq, error=error, tenant_id=self.tenant_id,
-            metadata={"cp_counter": self.cp_counter, "task_counter": self.task_counter},
-        )
+        fields = {
+            "id": cid, "run_id": self.run_id, "thread_id": self.thread_id,
+            "graph_id": self.graph.graph_id, "revision": self.graph.revision,
+            "node_id": node_ids[-1] if node_ids else None, "node_ids": node_ids, "step": step,
+            "parent_id": self.parent_id, "timestamp": self.clock.now(),
+            "state": self.state if state is None else state, "format_version": 1,
+            "status": status, "next_step": next_step, "tasks": tasks,
+            "completed": {} if completed is None else completed,
+            "interrupts": [] if interrupts is None else interrupts,
+            "answers": jcopy(self.answers) if self.answers else {},
+            "visited": self.visited if visited is None else visited,
+            "arrivals": self.arrivals if arrivals is None else arrivals,
+            "next_seq": self.seq, "error": error, "tenant_id": self.tenant_id,
+            "metadata": {"cp_counter": self.cp_counter, "task_counter": self.task_counter},
+        }
         if self._adopt is not None:
-            self._adopt(cp)
+            # The in-memory store keeps the fields and builds the model when it is read;
+            # the visited nodes stay a lazy snapshot until then.
+            self._adopt(fields)
         else:
-            await self.store.save(cp)
+            vis = fields["visited"]
+            if not isinstance(vis, tuple):
+                fields["visited"] = vis.as_tuple()
+            await self.store.save(make(Checkpoint, **fields))
         self.parent_id = cid
         self.checkpoint_id = cid

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from .._checkpoint import Checkpoint
+from .._fast import make
 from .._ids import derived_hex
 from .._json import jcopy
 from ..errors import CheckpointNotFound, ForkTargetExists
@@ -17,6 +18,41 @@ __all__ = ["InMemoryCheckpointStore"]
 
 _Records = list[dict[str, Any]]
 """A list of JSON records (events, run records, artifact descriptions)."""
+
+
+class _Draft:
+    """A checkpoint the runtime handed over, kept as its fields until someone reads it.
+
+    Building the pydantic model (and the tuple of visited nodes) for every superstep costs
+    more than the rest of a step; most checkpoints are never read back.
+    """
+
+    __slots__ = ("_cp", "fields", "id", "node_id", "node_ids", "run_id", "thread_id",
+                 "timestamp")
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self.fields = fields
+        self.id = fields["id"]
+        self.run_id = fields["run_id"]
+        self.thread_id = fields["thread_id"]
+        self.node_id = fields["node_id"]
+        self.node_ids = fields["node_ids"]
+        self.timestamp = fields["timestamp"]
+        self._cp: Checkpoint | None = None
+
+    def checkpoint(self) -> Checkpoint:
+        """The checkpoint itself (built once, never handed out: reads copy it)."""
+        if self._cp is None:
+            fields = self.fields
+            visited = fields["visited"]
+            if not isinstance(visited, tuple):
+                fields["visited"] = tuple(visited)
+            self._cp = make(Checkpoint, **fields)
+        return self._cp
+
+    def clone(self, **changes: Any) -> Checkpoint:
+        """A deep copy, as :meth:`Checkpoint.clone`."""
+        return self.checkpoint().clone(**changes)
 
 
 class InMemoryCheckpointStore(ClosingStore):
@@ -57,6 +93,10 @@ class InMemoryCheckpointStore(ClosingStore):
     async def save(self, checkpoint: Checkpoint) -> None:
         """Persist a copy of ``checkpoint``; one with the same id is overwritten."""
         self._adopt(checkpoint.clone())
+
+    def _adopt_fields(self, fields: dict[str, Any]) -> None:
+        """Store a checkpoint given as its fields (internal; see :meth:`_adopt`)."""
+        self._adopt(_Draft(fields))  # type: ignore[arg-type]
 
     def _adopt(self, checkpoint: Checkpoint) -> None:
         """Store ``checkpoint`` itself, without a copy (internal).
@@ -146,6 +186,8 @@ class InMemoryCheckpointStore(ClosingStore):
                 f"cannot fork checkpoint {checkpoint_id!r}: the store has no such checkpoint"
             )
         source = found[0]
+        if isinstance(source, _Draft):
+            source = source.checkpoint()
         n = 0
         while True:
             token = derived_hex("fork", checkpoint_id, n)
