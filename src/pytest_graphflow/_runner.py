@@ -370,22 +370,25 @@ class Runner:
             return await self._fail_run(
                 SuperstepLimit(self.max_supersteps, [t.node for t in self.tasks])
             )
-        if self._timed_out_now():
+        if (self._deadline_ns is not None or self._deadline is not None) \
+                and self._timed_out_now():
             return await self._halt_stop([], timed_out=True)
         if self.cancel_requested:
             return await self._halt_stop([], timed_out=False)
         self.supersteps += 1
         tasks = self.tasks
         if not self.completed and not self.record_events:
-            specs = [graph.nodes[t.node] for t in tasks]
-            if all(not s.is_async and s.retry is None for s in specs):
-                # The common steps of invoke(): no events wanted, sync nodes only. They
-                # cannot interleave, so they run inline, in the seeded start order.
-                if len(tasks) == 1:
-                    out = await self._run_inline(tasks[0], specs[0])
+            if len(tasks) == 1:
+                spec = graph.nodes[tasks[0].node]
+                if not spec.is_async and spec.retry is None:
+                    # The common step of invoke(): no events wanted, one sync node.
+                    out = await self._run_inline(tasks[0], spec)
                     if out.kind == "done" and out.expand is None:
                         return await self._commit_one(out)
                     return await self._after_batch([out], False)
+            specs = [graph.nodes[t.node] for t in tasks]
+            if all(not s.is_async and s.retry is None for s in specs):
+                # Sync nodes cannot interleave: they run inline, in the seeded start order.
                 order = list(range(len(tasks)))
                 if self.seed is not None:
                     ScheduleRng(self.seed, self.run_id, self.step).shuffle(order)  # type: ignore[arg-type]
