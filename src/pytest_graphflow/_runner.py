@@ -33,7 +33,7 @@ from ._events import (
     RunStart,
 )
 from ._fast import make
-from ._graph import END, REPLAYED_EFFECTS, CompiledGraph, NodeSpec
+from ._graph import END, REPLAYED_EFFECTS, CompiledGraph, Join, NodeSpec
 from ._json import jcopy
 from ._merge import merge_patches, validate_state
 from ._node import CURRENT_TASK, EdgeContext, NodeContext, Visited
@@ -479,13 +479,14 @@ class Runner:
         scheduled: list[str] = []
         if joins:
             arrivals = {k: list(v) for k, v in arrivals.items()}
-            if out.goto is None:
-                for join in graph.joins_from.get(node, ()):
-                    got = arrivals.setdefault(join.key, [])
-                    if node not in got:
-                        got.append(node)
-                    seq += 1
-            for join in joins:
+            touched = graph.joins_from.get(node, ()) if out.goto is None else ()
+            for join in touched:
+                got = arrivals.setdefault(join.key, [])
+                if node not in got:
+                    got.append(node)
+                seq += 1
+            # Only a join that got an arrival now can have become complete.
+            for join in touched:
                 arrived = arrivals.get(join.key)
                 if arrived is not None and all(s in arrived for s in join.sources):
                     del arrivals[join.key]
@@ -773,6 +774,7 @@ class Runner:
         joins = graph.joins
         arrivals = {k: list(v) for k, v in self.arrivals.items()} if self.arrivals else {}
         scheduled: dict[str, dict[str, Any] | None] = {}
+        touched: dict[Join, None] = {}
         expansions: list[Outcome] = []
         for out in outcomes:
             self._task_events(out, step, events)
@@ -802,9 +804,11 @@ class Runner:
                     got = arrivals.setdefault(join.key, [])
                     if node not in got:
                         got.append(node)
+                    touched[join] = None
                     events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
                                     source=node, target=join.target))
-        for join in joins:
+        # Only a join that got an arrival in this batch can have become complete.
+        for join in touched:
             arrived = arrivals.get(join.key)
             if arrived is not None and all(s in arrived for s in join.sources):
                 del arrivals[join.key]
