@@ -34,11 +34,13 @@ from ._events import (
 from ._explore import ExploreReport, explore
 from ._graph import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
 from ._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
-from ._runtime import EventLog, GraphResult, GraphRuntime, RunHandle, RunRecord, RunStream, Trace
+from ._results import EventLog, GraphResult, RunRecord, Trace
+from ._runtime import GraphRuntime
 from ._stores._faulty import FaultPlan, FaultyStore, StoreCall
 from ._stores._memory import InMemoryCheckpointStore
 from ._stores._protocol import CheckpointStore
 from ._stores._sqlite import SQLiteCheckpointStore
+from ._stream import RunHandle, RunStream
 from ._vloop import virtual_anyio_backend
 from .errors import (
     Cancelled,

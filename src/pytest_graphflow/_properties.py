@@ -29,7 +29,8 @@ from ._genspec import GraphSpec
 from ._graph import CompiledGraph
 from ._instrument import CallLog, NodeCall, record_calls
 from ._node import Resume
-from ._runtime import GraphResult, GraphRuntime
+from ._results import GraphResult
+from ._runtime import GraphRuntime
 from ._stores._faulty import FaultyStore
 from ._stores._memory import InMemoryCheckpointStore
 from .errors import SimulatedCrash

@@ -22,7 +22,9 @@ from ._checks import Violation, _halting, check_invariants, split_legs
 from ._events import CheckpointSaved, EventBase
 from ._graph import CompiledGraph
 from ._node import Resume
-from ._runtime import GraphResult, GraphRuntime, RunStream
+from ._results import GraphResult
+from ._runtime import GraphRuntime
+from ._stream import RunStream
 
 __all__ = ["Mark", "Recording", "RecordingStore", "check_recording", "record_resume",
            "record_run", "record_run_sync"]

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import weakref
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
-from types import TracebackType
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import anyio
 from pydantic import BaseModel
@@ -17,24 +13,20 @@ from . import _wallclock
 from ._checkpoint import FORMAT_VERSION, Checkpoint
 from ._clock import Clock, RealClock, VirtualClock
 from ._events import (
-    CustomEvent,
     EventBase,
-    FinalEventData,
     Interrupt,
-    InterruptEventData,
-    NodeEnd,
-    RunEnd,
-    StreamEvent,
 )
 from ._graph import CompiledGraph
 from ._ids import IdSource
-from ._json import NotJSONError, jcopy, to_json_value
+from ._json import NotJSONError, to_json_value
 from ._merge import merge_patches, validate_state
 from ._node import Resume
-from ._runner import Runner, StepState
+from ._results import EventLog, GraphResult, RunRecord, Trace
+from ._runner import Runner
 from ._sched import install_sleep_hooks
 from ._stores._memory import InMemoryCheckpointStore
 from ._stores._protocol import CheckpointStore
+from ._stream import RunHandle, RunStream, drain
 from ._vloop import LOOP_OWNED, backend_options, install_thread_guards
 from .errors import (
     CheckpointNotFound,
@@ -53,285 +45,11 @@ from .errors import (
     UpdateRejected,
 )
 
-__all__ = ["EventLog", "GraphResult", "GraphRuntime", "RunHandle", "RunRecord", "RunStream",
-           "Trace"]
+__all__ = ["GraphRuntime"]
 
-StateT = TypeVar("StateT", bound=BaseModel)
 T = TypeVar("T")
 StreamMode = Literal["events", "updates", "values", "custom", "debug"]
-_MODES = ("events", "updates", "values", "custom", "debug")
 _DEFAULT: Any = object()
-
-
-@dataclass
-class GraphResult(Generic[StateT]):
-    """The outcome of a run (seed 001, seed 002).
-
-    Attributes:
-        state: the final (or paused) state as the schema's model.
-        data: the same state as a plain dict (JSON form).
-        status: ``completed``, ``interrupted``, ``failed`` or ``cancelled``.
-        run_id: the run.
-        thread_id: the thread the run used.
-        step: the superstep in which the run finished or paused, from 0.
-        checkpoint_id: the run's last checkpoint, if one was saved.
-        interrupts: pending interrupts by ``Interrupt.key``.
-        error: what ended a failed or cancelled run (``NodeFailed``, ``RunTimedOut``, ...).
-    """
-
-    state: StateT
-    data: dict[str, Any]
-    status: str
-    run_id: str
-    thread_id: str
-    step: int
-    checkpoint_id: str | None = None
-    interrupts: dict[str, Interrupt] = field(default_factory=dict)
-    error: BaseException | None = None
-
-    def raise_for_status(self) -> GraphResult[StateT]:
-        """Raise the run's error if it failed or was cancelled; return ``self`` otherwise."""
-        if self.error is not None and self.status in ("failed", "cancelled"):
-            raise self.error
-        return self
-
-
-@dataclass
-class RunRecord:
-    """A run's record (seed 002): lifecycle status, graph identity, revision, timing, failure."""
-
-    run_id: str
-    thread_id: str
-    graph_id: str
-    revision: str
-    status: str
-    started_at: datetime | None
-    updated_at: datetime | None
-    tenant_id: str | None = None
-    error: dict[str, Any] | None = None
-    legs: int = 1
-
-    def as_dict(self) -> dict[str, Any]:
-        """The record in JSON form (what durable stores keep)."""
-        return {
-            "run_id": self.run_id, "thread_id": self.thread_id, "graph_id": self.graph_id,
-            "revision": self.revision, "status": self.status,
-            "started_at": None if self.started_at is None else self.started_at.isoformat(),
-            "updated_at": None if self.updated_at is None else self.updated_at.isoformat(),
-            "tenant_id": self.tenant_id, "error": self.error,
-        }
-
-
-class EventLog(list[EventBase]):
-    """A run's events, with the ``updates`` and ``values`` views of ``stream(mode=...)``."""
-
-    def __init__(self, events: list[EventBase] = (), states: list[StepState] = ()) -> None:  # type: ignore[assignment]
-        super().__init__(events)
-        self._states = list(states)
-
-    def updates(self) -> list[StreamEvent]:
-        """Each completed task's update, as ``stream(mode="updates")`` gives them."""
-        return [StreamEvent(mode="updates", data=jcopy(e.patch), node=e.node, run_id=e.run_id,
-                            step=e.step, task_id=e.task_id)
-                for e in self if isinstance(e, NodeEnd)]
-
-    def values(self) -> list[dict[str, Any]]:
-        """The state after each superstep, as ``stream(mode="values")`` gives them."""
-        return [jcopy(s.state) for s in self._states]
-
-    def of_type(self, *types: str) -> list[EventBase]:
-        """The events whose ``type`` is one of ``types``."""
-        return [e for e in self if e.type in types]  # type: ignore[attr-defined]
-
-
-@dataclass
-class Trace:
-    """A finished run as tests look at it: result, events and the store's call log."""
-
-    result: GraphResult[Any]
-    events: EventLog
-    store_log: list[Any]
-
-    @property
-    def status(self) -> str:
-        """The run's status."""
-        return self.result.status
-
-    @property
-    def state(self) -> Any:
-        """The run's final state (model)."""
-        return self.result.state
-
-    def to_json(self) -> str:
-        """The event stream as JSON lines (byte-identical for the same graph, input and seed)."""
-        return "\n".join(e.model_dump_json() for e in self.events)
-
-
-def _to_views(items: list[Any], mode: str, runner: Runner) -> list[Any]:
-    if mode == "events":
-        return [e for e in items if type(e) is not StepState]
-    out: list[Any] = []
-    step_cp: dict[int, str | None] = {s.step: s.checkpoint_id for s in items
-                                      if type(s) is StepState}
-    for e in items:
-        if type(e) is StepState:
-            if mode == "values":
-                out.append(StreamEvent(mode="values", data=jcopy(e.state), run_id=runner.run_id,
-                                       checkpoint_id=e.checkpoint_id, step=e.step))
-            elif mode == "debug":
-                out.append(StreamEvent(mode="debug", data={"type": "state_merge",
-                                                           "state": jcopy(e.state)},
-                                       run_id=runner.run_id, checkpoint_id=e.checkpoint_id,
-                                       step=e.step))
-            continue
-        if mode == "updates" and isinstance(e, NodeEnd):
-            out.append(StreamEvent(mode="updates", data=jcopy(e.patch), node=e.node,
-                                   run_id=e.run_id, checkpoint_id=step_cp.get(e.step),
-                                   step=e.step, task_id=e.task_id))
-        elif mode == "custom" and isinstance(e, CustomEvent):
-            out.append(StreamEvent(mode="tokens" if e.channel == "tokens" else "custom",
-                                   data=jcopy(e.value), node=e.node, run_id=e.run_id,
-                                   step=e.step, task_id=e.task_id))
-        elif mode == "debug":
-            out.append(StreamEvent(mode="debug", data=e.model_dump(mode="json"), node=e.node,
-                                   run_id=e.run_id, step=e.step, task_id=e.task_id))
-        if isinstance(e, RunEnd):
-            if e.status == "interrupted":
-                data: Any = InterruptEventData(
-                    state=jcopy(e.state), thread_id=runner.thread_id,
-                    interrupts={i.key: i for i in runner.interrupts})
-                out.append(StreamEvent(mode="interrupt", data=data, run_id=e.run_id,
-                                       checkpoint_id=runner.checkpoint_id, step=e.step))
-            else:
-                data = FinalEventData(state=jcopy(e.state), thread_id=runner.thread_id)
-                out.append(StreamEvent(mode="final", data=data, run_id=e.run_id,
-                                       checkpoint_id=runner.checkpoint_id, step=e.step))
-    return out
-
-
-class RunStream:
-    """The events of a run as an async iterator, also an async context manager.
-
-    Safe to leave early: ``break`` at ``interrupt`` (the run already saved its checkpoint
-    and released its thread), or anywhere else (the run is closed, resumable from its last
-    checkpoint). ``async with runtime.stream(...) as events:`` closes it on exit.
-    """
-
-    def __init__(self, prepare: Callable[[], Awaitable[Runner]], mode: str) -> None:
-        if mode not in _MODES:
-            raise InvalidArgument(f"stream(mode={mode!r}): use one of {list(_MODES)}")
-        self._prepare: Callable[[], Awaitable[Runner]] | None = prepare
-        self._mode = mode
-        self._buf: deque[Any] = deque()
-        self.runner: Runner | None = None
-        self.states: list[StepState] = []
-        self._record_events = True
-
-    def __aiter__(self) -> RunStream:
-        return self
-
-    async def _ensure(self) -> Runner:
-        if self.runner is None:
-            assert self._prepare is not None
-            prepare, self._prepare = self._prepare, None
-            self.runner = await prepare()
-        return self.runner
-
-    async def __anext__(self) -> Any:
-        buf = self._buf
-        while not buf:
-            runner = await self._ensure()
-            if runner.done:
-                raise StopAsyncIteration
-            items = await runner.advance()
-            if self._mode == "events":
-                for item in items:
-                    if type(item) is StepState:
-                        self.states.append(item)
-                    else:
-                        buf.append(item)
-            else:
-                buf.extend(_to_views(items, self._mode, runner))
-        return buf.popleft()
-
-    async def aclose(self) -> None:
-        """Close the run if it has not ended (it stays resumable)."""
-        if self.runner is not None:
-            await self.runner.close()
-        self._prepare = None
-
-    async def __aenter__(self) -> RunStream:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    def __del__(self) -> None:
-        runner = getattr(self, "runner", None)
-        if runner is not None and not runner.done:
-            runner.abandon()
-
-    def result(self) -> GraphResult[Any]:
-        """The run's result, once the stream is exhausted."""
-        if self.runner is None or not self.runner.done:
-            raise GraphExecutionError("the run has not ended yet; consume the stream first")
-        return _result(self.runner)
-
-
-def _result(runner: Runner) -> GraphResult[Any]:
-    data = runner.state
-    try:
-        model = validate_state(runner.graph, data)
-    except GraphflowError:  # pragma: no cover - a checkpointed state always validates
-        model = runner.graph.state_model.model_construct(**data)
-    status = runner.status or "failed"
-    return GraphResult(
-        state=model, data=jcopy(data), status=status, run_id=runner.run_id,
-        thread_id=runner.thread_id, step=max(runner.step - (1 if status == "completed" else 0), 0),
-        checkpoint_id=runner.checkpoint_id,
-        interrupts={i.key: i for i in runner.interrupts},
-        error=runner.error if status in ("failed", "cancelled") else None,
-    )
-
-
-class RunHandle:
-    """A started run: cancel it, or await its result (``handle = await runtime.start(...)``).
-
-    The run advances while ``result()`` is awaited (in whichever task awaits it); ``cancel()``
-    from another task cancels the running batch, joins every task and ends the run with status
-    ``cancelled``, resumable without re-running the tasks that finished.
-    """
-
-    def __init__(self, stream: RunStream, run_id: str) -> None:
-        self._stream = stream
-        self.run_id = run_id
-        self._result: GraphResult[Any] | None = None
-
-    def cancel(self) -> None:
-        """Cancel the run.
-
-        Raises:
-            GraphExecutionError: if the run has already ended.
-        """
-        runner = self._stream.runner
-        if runner is not None and runner.done:
-            raise GraphExecutionError(
-                f"run {self.run_id} already ended with status {runner.status!r}; there is "
-                "nothing to cancel"
-            )
-        if runner is not None:
-            runner.cancel()
-
-    async def result(self) -> GraphResult[Any]:
-        """Run to the end (or halt) and return the result."""
-        if self._result is None:
-            async for _ in self._stream:
-                pass
-            self._result = self._stream.result()
-        return self._result
 
 
 class _Claims:
@@ -468,7 +186,7 @@ class GraphRuntime:
         self._check_graph(graph)
         opts = self._options(options)
         opts["record_events"] = False
-        return await _drain(RunStream(
+        return await drain(RunStream(
             lambda: self._prepare_new(graph, input, thread_id, opts), "events"))
 
     async def aresume(
@@ -482,7 +200,7 @@ class GraphRuntime:
         """Resume a run and return its result (see :meth:`resume_stream`)."""
         stream = self.resume_stream(run_or_checkpoint_id, resume, graph=graph, **options)
         stream._record_events = False
-        return await _drain(stream)
+        return await drain(stream)
 
     def invoke(
         self,
@@ -887,9 +605,3 @@ def _check_budget(max_supersteps: Any, timeout: Any) -> None:
                                 or not timeout > 0):
         raise InvalidArgument(f"timeout={timeout!r} must be a number of seconds > 0 or None "
                               "(float('inf') means no limit)")
-
-
-async def _drain(stream: RunStream) -> GraphResult[Any]:
-    async for _ in stream:
-        pass
-    return stream.result()
