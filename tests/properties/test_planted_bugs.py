@@ -260,9 +260,10 @@ def test_the_unmodified_runtime_passes_c5_on_the_same_graph() -> None:
 @pytest.fixture
 def rerun_effects(monkeypatch: pytest.MonkeyPatch) -> None:
     """A runtime variant that re-runs completed write/external/human tasks on resume."""
-    from pytest_graphflow import _runner
+    from pytest_graphflow import _batch
 
-    monkeypatch.setattr(_runner, "REPLAYED_EFFECTS", frozenset())
+    # The batch runner decides which completed tasks a resume replays.
+    monkeypatch.setattr(_batch, "REPLAYED_EFFECTS", frozenset())
 
 
 def _equivalence_rules(spec: GraphSpec) -> set[str]:
