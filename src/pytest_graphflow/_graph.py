@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import inspect
 import json
@@ -522,6 +523,22 @@ class CompiledGraph:
         }
         digest = hashlib.sha256(json.dumps(structure, sort_keys=True).encode()).hexdigest()
         return f"rev-{digest[:16]}"
+
+    def with_policy(self, checkpoint_policy: CheckpointPolicy) -> CompiledGraph:
+        """The same graph (same structure and ``revision``) under another checkpoint policy.
+
+        Raises:
+            InvalidArgument: for an unknown policy.
+        """
+        if checkpoint_policy not in POLICIES:
+            raise InvalidArgument(f"with_policy({checkpoint_policy!r}): use one of "
+                                  f"{sorted(POLICIES)}")
+        if checkpoint_policy == self.checkpoint_policy:
+            return self
+        twin = copy.copy(self)
+        twin.checkpoint_policy = checkpoint_policy
+        twin.every_step = checkpoint_policy == "every_step"
+        return twin
 
     def allowed_targets(self, node: str) -> tuple[str, ...]:
         """Every target ``node`` may reach: static edges, branch targets, destinations."""

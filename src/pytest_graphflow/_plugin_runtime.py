@@ -13,7 +13,6 @@ examples, a runtime made inside the example is.
 
 from __future__ import annotations
 
-import copy
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -223,9 +222,7 @@ class RecordingRuntime(GraphRuntime):
         if cached is not None and cached[0] is graph:
             return cached[1]
         # Same structure and revision (the policy is not part of it), another policy.
-        twin = copy.copy(graph)
-        twin.checkpoint_policy = policy
-        twin.every_step = policy == "every_step"
+        twin = graph.with_policy(policy)
         self._policy_graphs[id(graph)] = (graph, twin)
         return twin
 

@@ -269,3 +269,31 @@ def test_an_invalid_stream_mode_is_invalid_argument_and_warns_nothing() -> None:
     with pytest.raises(InvalidArgument):
         rt.stream(chain_graph(Script()), mode="tokens-please")  # type: ignore[arg-type]
     gc.collect()
+
+
+def test_with_policy_keeps_structure_and_rejects_unknown_policies() -> None:
+    """CompiledGraph.with_policy: the same graph (revision included) under another policy."""
+    from pydantic import BaseModel
+
+    from pytest_graphflow import END, START, Graph, GraphRuntime, InvalidArgument, VirtualClock
+
+    class S(BaseModel):
+        n: int = 0
+
+    g = Graph("policy", S)
+    g.node("a", lambda s: {"n": s.n + 1})
+    g.edge(START, "a")
+    g.edge("a", END)
+    graph = g.compile()
+    never = graph.with_policy("never")
+
+    assert never.revision == graph.revision
+    assert never.checkpoint_policy == "never"
+    assert graph.checkpoint_policy == "every_step"  # the original is unchanged
+    assert graph.with_policy("every_step") is graph
+    runtime = GraphRuntime(clock=VirtualClock(), seed=0)
+    # A run that never halts saves nothing under "never"; "every_step" saves input + step.
+    assert runtime.trace(never, {}).events.of_type("checkpoint_saved") == []
+    assert len(runtime.trace(graph, {}).events.of_type("checkpoint_saved")) == 2
+    with pytest.raises(InvalidArgument, match="with_policy"):
+        graph.with_policy("sometimes")  # type: ignore[arg-type]
