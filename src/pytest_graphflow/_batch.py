@@ -31,13 +31,7 @@ class BatchRunner(RunnerState):
 
     def _context(self, record: TaskRecord) -> NodeContext:
         """What the task of ``record`` sees as ``ctx`` in the current superstep."""
-        return NodeContext(
-            node=record.node, task_id=record.task_id, run_id=self.run_id,
-            thread_id=self.thread_id, step=self.step, item=record.item,
-            checkpoint_id_before=record.checkpoint_id_before, visited=self.visited,
-            failure=record.failure, clock=self.clock, answers=self.answers,
-            hook=self.on_interrupt,
-        )
+        return NodeContext(self, record, self.step, self.visited)
 
     async def _run_inline(self, record: TaskRecord, spec: NodeSpec) -> Outcome:
         """Run one sync task inline (nothing can interleave with it)."""

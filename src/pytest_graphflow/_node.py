@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
@@ -170,42 +170,58 @@ class NodeContext:
         clock: the runtime's clock.
     """
 
-    __slots__ = (
-        "_answers", "_custom", "_hook", "_used", "_visited", "attempt", "checkpoint_id_before",
-        "clock", "failure", "item", "node", "run_id", "step", "task_id", "thread_id",
-    )
+    # Built for every task on the hot path: only what varies is stored; the rest is read
+    # from the task's record and the run when asked.
+    __slots__ = ("_custom", "_leg", "_record", "_used", "_visited", "attempt", "step")
 
-    def __init__(
-        self,
-        *,
-        node: str,
-        task_id: str,
-        run_id: str,
-        thread_id: str,
-        step: int,
-        item: Any,
-        checkpoint_id_before: str | None,
-        visited: Visited,
-        failure: dict[str, Any] | None,
-        clock: Clock,
-        answers: dict[str, Any],
-        hook: Callable[[Interrupt], Any] | None,
-    ) -> None:
-        self.node = node
-        self.task_id = task_id
-        self.run_id = run_id
-        self.thread_id = thread_id
+    def __init__(self, leg: Any, record: Any, step: int, visited: Visited) -> None:
+        self._leg = leg
+        self._record = record
         self.step = step
         self.attempt = 1
-        self.item = item
-        self.checkpoint_id_before = checkpoint_id_before
         self._visited = visited
-        self.failure = failure
-        self.clock = clock
-        self._answers = answers
-        self._hook = hook
-        self._used: set[str] = set()
+        self._used: set[str] | None = None
         self._custom: list[tuple[str, Any]] = []
+
+    @property
+    def node(self) -> str:
+        """The node's name."""
+        return self._record.node  # type: ignore[no-any-return]
+
+    @property
+    def task_id(self) -> str:
+        """The task's id (stable across resumes)."""
+        return self._record.task_id  # type: ignore[no-any-return]
+
+    @property
+    def item(self) -> Any:
+        """The expansion item, for a task scheduled by ``Expand``."""
+        return self._record.item
+
+    @property
+    def checkpoint_id_before(self) -> str | None:
+        """For an expansion task, the checkpoint saved before the expansion."""
+        return self._record.checkpoint_id_before  # type: ignore[no-any-return]
+
+    @property
+    def failure(self) -> dict[str, Any] | None:
+        """For a failure-route target, the failure it handles."""
+        return self._record.failure  # type: ignore[no-any-return]
+
+    @property
+    def run_id(self) -> str:
+        """The run."""
+        return self._leg.run_id  # type: ignore[no-any-return]
+
+    @property
+    def thread_id(self) -> str:
+        """The run's thread."""
+        return self._leg.thread_id  # type: ignore[no-any-return]
+
+    @property
+    def clock(self) -> Clock:
+        """The runtime's clock."""
+        return self._leg.clock  # type: ignore[no-any-return]
 
     @property
     def visited(self) -> tuple[str, ...]:
@@ -219,16 +235,19 @@ class NodeContext:
     def emit(self, value: Any, *, channel: str = "custom") -> None:
         """Emit a custom event (``stream(mode="custom")``); ``channel="tokens"`` for tokens."""
         try:
-            self._custom.append((channel, to_json_value(value)))
+            item = (channel, to_json_value(value))
         except NotJSONError as exc:
             raise TypeError(f"emit() from node {self.node!r}: the value has no JSON form "
                             f"({exc})") from None
+        self._custom.append(item)
 
     def interrupt(self, payload: Any = None, *, id: str) -> Any:
         """Pause this node until answered; see :func:`interrupt`."""
         if not isinstance(id, str) or not _ID_RE.match(id):
             raise ValueError(f"interrupt id {id!r} is invalid: use a non-empty id of letters, "
                              "digits, '_', '.' and '-'")
+        if self._used is None:
+            self._used = set()
         if id in self._used:
             raise GraphExecutionError(
                 f"node {self.node!r} already used interrupt id {id!r} in this run; give each "
@@ -236,8 +255,9 @@ class NodeContext:
             )
         self._used.add(id)
         key = f"{self.task_id}:{id}"
-        if key in self._answers:
-            return jcopy(self._answers[key])
+        answers: dict[str, Any] = self._leg.answers
+        if key in answers:
+            return jcopy(answers[key])
         try:
             payload = to_json_value(payload)
         except NotJSONError as exc:
@@ -245,8 +265,9 @@ class NodeContext:
                             f"{exc}") from None
         pending = Interrupt(key=key, id=id, node=self.node, task_id=self.task_id,
                             payload=payload)
-        if self._hook is not None:
-            answer = self._hook(pending)
+        hook = self._leg.on_interrupt
+        if hook is not None:
+            answer = hook(pending)
             if inspect.isawaitable(answer):
                 close = getattr(answer, "close", None)
                 if close is not None:
@@ -259,7 +280,7 @@ class NodeContext:
                 except NotJSONError as exc:
                     raise TypeError(f"the on_interrupt answer for {key!r} has no JSON form: "
                                     f"{exc}") from None
-                self._answers[key] = normalised
+                answers[key] = normalised
                 return jcopy(normalised)
         raise _InterruptSignal(pending)
 

@@ -90,7 +90,7 @@ async def execute(
                 out.failed_attempts.append((attempt_start, clock.now(), exc))
                 await sleep(retry.delay(attempt))
                 attempt += 1
-                ctx._used.clear()  # a new attempt runs the node from the top
+                ctx._used = None  # a new attempt runs the node from the top
                 model = make_input()
                 continue
             out.kind = "error"
