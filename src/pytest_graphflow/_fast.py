@@ -35,6 +35,28 @@ def _spec(
     return spec
 
 
+def template(cls: type[BaseModel]) -> tuple[dict[str, Any], set[str]]:
+    """A dict of ``cls``'s static defaults and the set of all its field names (internal).
+
+    For models without default factories: ``data = template.copy(); data.update(...)`` plus
+    :func:`adopt` builds an instance with no per-field work.
+    """
+    static, factories, _count, every = _SPECS.get(cls) or _spec(cls)
+    if factories:
+        raise TypeError(f"{cls.__name__} has default factories; use make()")
+    return static, every
+
+
+def adopt(cls: type[ModelT], data: dict[str, Any], fields_set: set[str]) -> ModelT:
+    """An instance of ``cls`` whose ``__dict__`` is ``data`` (complete and trusted)."""
+    obj = _new(cls)
+    _set(obj, "__dict__", data)
+    _set(obj, "__pydantic_fields_set__", fields_set)
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
+
+
 def make(cls: type[ModelT], **fields: Any) -> ModelT:
     """An instance of ``cls`` from trusted ``fields`` (no validation)."""
     static, factories, count, every = _SPECS.get(cls) or _spec(cls)

@@ -257,14 +257,14 @@ class Runner(BatchRunner, HaltRunner):
             return await self._halt_stop([], timed_out=False)
         self.supersteps += 1
         tasks = self.tasks
-        if not self.completed and not self.record_events:
+        if not self.completed:
             if len(tasks) == 1:
                 spec = graph.nodes[tasks[0].node]
                 if not spec.is_async and spec.retry is None:
-                    # The common step of invoke(): no events wanted, one sync node.
+                    # The common step: one sync node, run inline.
                     out = await self._run_inline(tasks[0], spec)
-                    if out.kind == "done" and out.expand is None:
-                        return await self._commit_one(out)
+                    if out.kind == "done" and out.expand is None and not self.record_events:
+                        return await self._commit_one(out)  # invoke(): no events wanted
                     return await self._after_batch([out], False)
             specs = [graph.nodes[t.node] for t in tasks]
             if all(not s.is_async and s.retry is None for s in specs):

@@ -28,7 +28,7 @@ from ._events import (
     NodeEnd,
     NodeStart,
 )
-from ._fast import make
+from ._fast import adopt, make, template
 from ._graph import CompiledGraph
 from ._json import jcopy
 from ._node import Visited
@@ -38,9 +38,18 @@ from ._task import Outcome
 __all__ = ["RunnerState", "StepState"]
 
 
+_EVENT_TEMPLATES: dict[type[EventBase], tuple[dict[str, Any], set[str]]] = {}
+
+
 def _ev(cls: type[EventBase], **fields: Any) -> Any:
     """Build an event without validation (hot path); ``time`` is stamped when yielded."""
-    return make(cls, time=None, **fields)
+    found = _EVENT_TEMPLATES.get(cls)
+    if found is None:
+        static, every = template(cls)
+        found = _EVENT_TEMPLATES[cls] = ({**static, "time": None}, every)
+    data = found[0].copy()
+    data.update(fields)
+    return adopt(cls, data, found[1])
 
 
 @contextlib.asynccontextmanager
