@@ -34,7 +34,7 @@ from ._events import (
 from ._explore import ExploreReport, explore
 from ._graph import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
 from ._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
-from ._results import EventLog, GraphResult, RunRecord, Trace
+from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
 from ._runtime import GraphRuntime
 from ._stores._faulty import FaultPlan, FaultyStore, StoreCall
 from ._stores._memory import InMemoryCheckpointStore
@@ -171,6 +171,7 @@ __all__ = [
     "Retry",
     "RunEnd",
     "RunHandle",
+    "RunLeg",
     "RunRecord",
     "RunStart",
     "RunStream",

@@ -15,19 +15,16 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ._events import EventBase
-from ._graph import END, START, CompiledGraph
+from ._results import RunLeg
 from ._runtime import GraphRuntime
 
 if TYPE_CHECKING:
     from ._clock import VirtualClock
-    from ._runner import Runner
     from ._stores._faulty import FaultyStore
     from ._stores._protocol import CheckpointStore
 
@@ -38,78 +35,8 @@ _UNSET: Final[Any] = object()
 _KEEP: Final = 50  # recordings a runtime keeps (a loop of runs must not grow without bound)
 
 
-@dataclass
-class RunRecording:
-    """One run (leg) a :class:`RecordingRuntime` performed, as it happened.
-
-    Attributes:
-        graph: the graph that ran (with the runtime's checkpoint policy, if it sets one).
-        run_id: the run.
-        resumed: whether the leg resumed an earlier one.
-        events: the events of the leg, in order, whichever stream mode was consumed.
-        error: an exception that escaped the run (a rejected checkpoint save, an edge
-            function's error, a simulated crash), or ``None``.
-        visited: the nodes whose tasks completed, in order (for a run that raised, this goes
-            further than ``events``: the events of the piece of the run that raised are lost
-            with the exception).
-        seed: the seed of the runtime that ran it.
-    """
-
-    graph: CompiledGraph
-    run_id: str
-    resumed: bool = False
-    seed: int | None = None
-    events: list[EventBase] = field(default_factory=list)
-    error: BaseException | None = None
-    visited: list[str] = field(default_factory=list)
-
-    @property
-    def status(self) -> str:
-        """``run_end``'s status, ``"raised"`` when an exception escaped, else ``"running"``."""
-        for event in reversed(self.events):
-            if getattr(event, "type", None) == "run_end":
-                return str(event.status)  # type: ignore[attr-defined]
-        return "raised" if self.error is not None else "running"
-
-    def path(self) -> list[tuple[str, str]]:
-        """The ``(source, target)`` edges the leg took, in order, each once.
-
-        A fresh run also enters its first nodes from ``START`` (``"__start__"``); the other
-        edges come from ``edge_transition`` events.
-        """
-        pairs: list[tuple[str, str]] = []
-        first_step: int | None = None
-        fresh = False
-        for event in self.events:
-            kind = getattr(event, "type", None)
-            if kind == "run_start":
-                fresh = getattr(event, "resumed_from", None) is None
-            elif kind == "node_start" and fresh and event.node is not None:
-                if first_step is None:
-                    first_step = event.step
-                if event.step == first_step:
-                    pairs.append((START, event.node))
-            elif kind == "edge_transition":
-                pairs.append((event.source, event.target))  # type: ignore[attr-defined]
-        return list(dict.fromkeys(pairs))
-
-    def path_text(self) -> str:
-        """The path as one line: ``START -> a -> b -> END`` (branches separated by ``;``)."""
-        names = {START: "START", END: "END"}
-        chains: list[list[str]] = []
-        for source, target in self.path():
-            src, dst = names.get(source, source), names.get(target, target)
-            for chain in chains:
-                if chain[-1] == src:
-                    chain.append(dst)
-                    break
-            else:
-                chains.append([src, dst])
-        return "; ".join(" -> ".join(chain) for chain in chains) or "(no edges taken)"
-
-    def mermaid(self) -> str:
-        """The graph as a Mermaid flowchart with the edges of :meth:`path` drawn bold."""
-        return self.graph.mermaid(path=self.path())
+RunRecording = RunLeg
+"""The name the plugin's recordings had; the same class as :class:`RunLeg`."""
 
 
 Observer = Callable[[RunRecording], None]
@@ -141,21 +68,16 @@ class RecordingRuntime(GraphRuntime):
         observer: Observer | None = None,
         **kwargs: Any,
     ) -> None:
-        if checkpoint_policy is not None:
-            from ._graph import POLICIES
-            from .errors import InvalidArgument
-
-            if checkpoint_policy not in POLICIES:
-                raise InvalidArgument(
-                    f"RecordingRuntime(checkpoint_policy={checkpoint_policy!r}): use one of "
-                    f"{sorted(POLICIES)} or None"
-                )
-        super().__init__(store, **kwargs)
-        self.checkpoint_policy = checkpoint_policy
+        super().__init__(store, checkpoint_policy=checkpoint_policy, on_leg=self._record,
+                         **kwargs)
         self._observers: list[Observer] = [] if observer is None else [observer]
         self._recordings: deque[RunRecording] = deque(maxlen=_KEEP)
-        self._policy_graphs: dict[int, tuple[CompiledGraph, CompiledGraph]] = {}
         self._closers: list[Callable[[], None]] = []
+
+    def _record(self, leg: RunLeg) -> None:
+        self._recordings.append(leg)
+        for observer in self._observers:
+            observer(leg)
 
     # ----------------------------------------------------------------- recordings
 
@@ -196,60 +118,6 @@ class RecordingRuntime(GraphRuntime):
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-    # ----------------------------------------------------------------- overrides
-
-    # The two places every run passes through once its runner exists.
-    async def _prepare_new(self, *args: Any, **kwargs: Any) -> Runner:
-        runner = await super()._prepare_new(*args, **kwargs)
-        self._watch(runner, resumed=False)
-        return runner
-
-    async def _prepare_resume(self, *args: Any, **kwargs: Any) -> Runner:
-        runner = await super()._prepare_resume(*args, **kwargs)
-        self._watch(runner, resumed=True)
-        return runner
-
-    # ----------------------------------------------------------------- internals
-
-    def _with_policy(self, graph: CompiledGraph) -> CompiledGraph:
-        policy = self.checkpoint_policy
-        if policy is None or not isinstance(graph, CompiledGraph):
-            return graph
-        if graph.checkpoint_policy == policy:
-            return graph
-        cached = self._policy_graphs.get(id(graph))
-        if cached is not None and cached[0] is graph:
-            return cached[1]
-        # Same structure and revision (the policy is not part of it), another policy.
-        twin = graph.with_policy(policy)
-        self._policy_graphs[id(graph)] = (graph, twin)
-        return twin
-
-    def _watch(self, runner: Runner, *, resumed: bool) -> None:
-        # Every API (invoke included, which skips events on the production hot path) records
-        # events here: a failing test's report needs them, and tests can afford them.
-        runner.record_events = True
-        runner.graph = self._with_policy(runner.graph)
-        recording = RunRecording(graph=runner.graph, run_id=runner.run_id, resumed=resumed,
-                                 seed=self.seed)
-        self._recordings.append(recording)
-        for observer in self._observers:
-            observer(recording)
-        advance = runner.advance
-
-        async def observed_advance() -> list[Any]:
-            try:
-                items: list[Any] = await advance()
-            except BaseException as exc:
-                recording.error = exc
-                raise
-            finally:
-                recording.visited = list(getattr(runner, "visited", ()))
-            recording.events.extend(i for i in items if isinstance(i, EventBase))
-            return items
-
-        runner.advance = observed_advance  # type: ignore[method-assign]
 
 
 class GraphRuntimeFactory:

@@ -9,10 +9,11 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from ._events import EventBase, Interrupt, NodeEnd, StreamEvent
+from ._graph import END, START, CompiledGraph
 from ._json import jcopy
 from ._runner import StepState
 
-__all__ = ["EventLog", "GraphResult", "RunRecord", "Trace"]
+__all__ = ["EventLog", "GraphResult", "RunLeg", "RunRecord", "Trace"]
 
 StateT = TypeVar("StateT", bound=BaseModel)
 
@@ -119,3 +120,77 @@ class Trace:
     def to_json(self) -> str:
         """The event stream as JSON lines (byte-identical for the same graph, input and seed)."""
         return "\n".join(e.model_dump_json() for e in self.events)
+
+
+@dataclass
+class RunLeg:
+    """One leg of a run as it happened, for observers (``GraphRuntime(on_leg=...)``).
+
+    Attributes:
+        graph: the graph that ran (with the runtime's checkpoint policy, if it sets one).
+        run_id: the run.
+        resumed: whether the leg resumed an earlier one.
+        events: the events of the leg, in order, whichever stream mode was consumed.
+        error: an exception that escaped the run (a rejected checkpoint save, an edge
+            function's error, a simulated crash), or ``None``.
+        visited: the nodes whose tasks completed, in order (for a run that raised, this goes
+            further than ``events``: the events of the piece of the run that raised are lost
+            with the exception).
+        seed: the seed of the runtime that ran it.
+    """
+
+    graph: CompiledGraph
+    run_id: str
+    resumed: bool = False
+    seed: int | None = None
+    events: list[EventBase] = field(default_factory=list)
+    error: BaseException | None = None
+    visited: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """``run_end``'s status, ``"raised"`` when an exception escaped, else ``"running"``."""
+        for event in reversed(self.events):
+            if getattr(event, "type", None) == "run_end":
+                return str(event.status)  # type: ignore[attr-defined]
+        return "raised" if self.error is not None else "running"
+
+    def path(self) -> list[tuple[str, str]]:
+        """The ``(source, target)`` edges the leg took, in order, each once.
+
+        A fresh run also enters its first nodes from ``START`` (``"__start__"``); the other
+        edges come from ``edge_transition`` events.
+        """
+        pairs: list[tuple[str, str]] = []
+        first_step: int | None = None
+        fresh = False
+        for event in self.events:
+            kind = getattr(event, "type", None)
+            if kind == "run_start":
+                fresh = getattr(event, "resumed_from", None) is None
+            elif kind == "node_start" and fresh and event.node is not None:
+                if first_step is None:
+                    first_step = event.step
+                if event.step == first_step:
+                    pairs.append((START, event.node))
+            elif kind == "edge_transition":
+                pairs.append((event.source, event.target))  # type: ignore[attr-defined]
+        return list(dict.fromkeys(pairs))
+
+    def path_text(self) -> str:
+        """The path as one line: ``START -> a -> b -> END`` (branches separated by ``;``)."""
+        names = {START: "START", END: "END"}
+        chains: list[list[str]] = []
+        for source, target in self.path():
+            src, dst = names.get(source, source), names.get(target, target)
+            for chain in chains:
+                if chain[-1] == src:
+                    chain.append(dst)
+                    break
+            else:
+                chains.append([src, dst])
+        return "; ".join(" -> ".join(chain) for chain in chains) or "(no edges taken)"
+
+    def mermaid(self) -> str:
+        """The graph as a Mermaid flowchart with the edges of :meth:`path` drawn bold."""
+        return self.graph.mermaid(path=self.path())

@@ -117,6 +117,7 @@ class Runner(BatchRunner, HaltRunner):
         self.started_at: datetime | None = None
         self.ended_at: datetime | None = None
         self.record: Any = None
+        self.leg: Any = None
         self._durable = bool(getattr(store, "records_events", False))
         self.record_events = record_events or self._durable
         self._adopt = store._adopt_fields if type(store) is InMemoryCheckpointStore else None
@@ -134,6 +135,20 @@ class Runner(BatchRunner, HaltRunner):
         """Run the next piece of the run and return its events (and step markers)."""
         if self.done:
             return []
+        leg = self.leg
+        if leg is None:
+            return await self._advance()
+        try:
+            items = await self._advance()
+        except BaseException as exc:
+            leg.error = exc
+            raise
+        finally:
+            leg.visited = list(self.visited)
+        leg.events.extend(i for i in items if type(i) is not StepState)
+        return items
+
+    async def _advance(self) -> list[Any]:
         try:
             if not self.started:
                 items = await self._begin()

@@ -131,6 +131,7 @@ class RunnerState:
     started_at: datetime | None
     ended_at: datetime | None
     record: Any
+    leg: Any
     _durable: bool
     record_events: bool
     _adopt: Callable[[dict[str, Any]], None] | None

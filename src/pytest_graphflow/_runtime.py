@@ -16,12 +16,12 @@ from ._events import (
     EventBase,
     Interrupt,
 )
-from ._graph import CompiledGraph
+from ._graph import POLICIES, CheckpointPolicy, CompiledGraph
 from ._ids import IdSource
 from ._json import NotJSONError, to_json_value
 from ._merge import merge_patches, validate_state
 from ._node import Resume
-from ._results import EventLog, GraphResult, RunRecord, Trace
+from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
 from ._runner import Runner
 from ._sched import install_sleep_hooks
 from ._stores._memory import InMemoryCheckpointStore
@@ -84,6 +84,11 @@ class GraphRuntime:
         tenant_id: the tenant runs belong to; a thread belongs to one tenant.
         claim_ttl: seconds a thread claim lasts on stores with claims.
         backend: the anyio backend of the sync API (``"asyncio"`` or ``"trio"``).
+        checkpoint_policy: run every graph under this policy instead of its own (same
+            structure and revision, see :meth:`CompiledGraph.with_policy`).
+        on_leg: called with a :class:`RunLeg` as each leg of a run starts; the leg fills in
+            (events, error, visited nodes) as the run goes. With it, every API builds events,
+            ``invoke`` included.
     """
 
     def __init__(
@@ -98,6 +103,8 @@ class GraphRuntime:
         tenant_id: str | None = None,
         claim_ttl: float = 30.0,
         backend: str = "asyncio",
+        checkpoint_policy: CheckpointPolicy | None = None,
+        on_leg: Callable[[RunLeg], None] | None = None,
     ) -> None:
         if store is _DEFAULT or store is None:
             store = InMemoryCheckpointStore()
@@ -117,6 +124,12 @@ class GraphRuntime:
         self.tenant_id = tenant_id
         self.claim_ttl = claim_ttl
         self.backend = backend
+        if checkpoint_policy is not None and checkpoint_policy not in POLICIES:
+            raise InvalidArgument(f"GraphRuntime(checkpoint_policy={checkpoint_policy!r}): use "
+                                  f"one of {sorted(POLICIES)} or None")
+        self.checkpoint_policy = checkpoint_policy
+        self.on_leg = on_leg
+        self._policy_graphs: dict[int, tuple[CompiledGraph, CompiledGraph]] = {}
         self._ids = IdSource(seed)
         self._graphs: dict[str, CompiledGraph] = {}
         self._runs: dict[str, RunRecord] = {}
@@ -417,6 +430,7 @@ class GraphRuntime:
         opts: dict[str, Any],
     ) -> Runner:
         self._graphs.setdefault(graph.graph_id, graph)
+        graph = self._policy(graph)
         patch = self._state_from_input(graph, input)
         run_id, token = await self._new_run_id()
         tenant = opts["tenant_id"]
@@ -532,7 +546,7 @@ class GraphRuntime:
         opts: dict[str, Any],
     ) -> Runner:
         cp = await self._resolve(ref)
-        graph = self._graph_for(cp, graph)
+        graph = self._policy(self._graph_for(cp, graph))
         tenant = opts["tenant_id"]
         if cp.tenant_id != tenant:
             raise TenantMismatch(cp.thread_id, tenant)
@@ -572,10 +586,20 @@ class GraphRuntime:
             timeout=opts["timeout"], on_interrupt=opts["on_interrupt"], release=release,
             on_done=on_done, wall_clock=wall, record_events=opts.get("record_events", True),
         )
-        self._track(runner)
+        self._track(runner, resumed=True)
         return runner
 
-    def _track(self, runner: Runner) -> None:
+    def _policy(self, graph: CompiledGraph) -> CompiledGraph:
+        """``graph`` under the runtime's checkpoint policy, if it sets one."""
+        policy = self.checkpoint_policy
+        if policy is None or graph.checkpoint_policy == policy:
+            return graph
+        cached = self._policy_graphs.get(id(graph))
+        if cached is None or cached[0] is not graph:
+            cached = self._policy_graphs[id(graph)] = (graph, graph.with_policy(policy))
+        return cached[1]
+
+    def _track(self, runner: Runner, *, resumed: bool = False) -> None:
         live = self._live
         for run_id in [r for r, other in live.items() if other.done]:
             del live[run_id]
@@ -591,6 +615,11 @@ class GraphRuntime:
             record.status = "running"
             record.legs += 1
         runner.record = self._runs[runner.run_id]
+        if self.on_leg is not None:
+            runner.record_events = True  # an observer sees every leg's events
+            runner.leg = RunLeg(graph=runner.graph, run_id=runner.run_id, resumed=resumed,
+                                seed=self.seed)
+            self.on_leg(runner.leg)
 
 
 install_sleep_hooks()
