@@ -59,7 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"graphflow: error: {exc}", file=sys.stderr)
         return 2
     if text:
-        print(text)
+        try:
+            print(text)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `graphflow ... | head`: the reader left, that is fine
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
     return 0
 
 

@@ -34,6 +34,7 @@ from ._json import jcopy
 from ._node import Visited
 from ._stores._protocol import CheckpointStore
 from ._task import Outcome
+from .errors import SimulatedCrash
 
 __all__ = ["RunnerState", "StepState"]
 
@@ -250,9 +251,14 @@ class RunnerState:
         release, self._release = self._release, None
         if release is not None:
             with anyio.CancelScope(shield=True):
-                # A dead store keeps the claim; it expires on its own.
-                with contextlib.suppress(BaseException):
+                # A store that fails here keeps the claim; it expires on its own. A simulated
+                # process death still propagates: the caller must not see a clean end.
+                try:
                     await release()
+                except SimulatedCrash:
+                    raise
+                except Exception:
+                    pass
 
     async def _save(
         self,
