@@ -565,10 +565,14 @@ class GraphRuntime:
                               f"{cp.status!r}); resume it without a Resume")
         cp_counter = int(cp.metadata.get("cp_counter", 0))
         task_counter = int(cp.metadata.get("task_counter", 0))
+        seq = cp.next_seq
         latest = await self.store.latest(cp.run_id)
         if latest is not None and latest.id != cp.id:
+            # Time travel: the run's log goes on after everything it already holds, so no
+            # event number (and no id) of the original continuation is used twice (C10).
             cp_counter = max(cp_counter, int(latest.metadata.get("cp_counter", 0)))
             task_counter = max(task_counter, int(latest.metadata.get("task_counter", 0)))
+            seq = max(seq, latest.next_seq)
         release = await self._claim(cp.thread_id, cp.run_id)
         clock = self.clock
         if isinstance(clock, VirtualClock) and clock.now() < cp.timestamp:
@@ -581,7 +585,7 @@ class GraphRuntime:
             thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=cp.state, step=cp.next_step,
             tasks=list(cp.tasks), completed=dict(cp.completed), answers=answers,
             visited=list(cp.visited), arrivals={k: list(v) for k, v in cp.arrivals.items()},
-            seq=cp.next_seq, parent_id=cp.id, resumed_from=cp.id, cp_counter=cp_counter,
+            seq=seq, parent_id=cp.id, resumed_from=cp.id, cp_counter=cp_counter,
             task_counter=task_counter, max_supersteps=opts["max_supersteps"],
             timeout=opts["timeout"], on_interrupt=opts["on_interrupt"], release=release,
             on_done=on_done, wall_clock=wall, record_events=opts.get("record_events", True),

@@ -205,3 +205,35 @@ async def test_resuming_an_unknown_id_is_checkpoint_not_found() -> None:
         await rt.aresume("run-unknown")
     with pytest.raises(CheckpointNotFound):
         await rt.aresume("cp-unknown-3")
+
+
+def test_time_travel_numbers_its_events_after_the_whole_log() -> None:
+    """C10: a run's log has one event per seq, also after a time-travel resume (the durable
+    store would otherwise overwrite the original continuation's events)."""
+    import anyio
+    from pydantic import BaseModel
+
+    from pytest_graphflow import END, START, Graph, GraphRuntime, VirtualClock
+    from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+
+    class N(BaseModel):
+        n: int = 0
+
+    g = Graph("travel", N)
+    g.node("a", lambda s: {"n": s.n + 1}).node("b", lambda s: {"n": s.n + 10})
+    g.edge(START, "a").edge("a", "b").edge("b", END)
+    graph = g.compile()
+    store = SQLiteCheckpointStore(":memory:")
+    runtime = GraphRuntime(store, clock=VirtualClock(), seed=3)
+
+    first = runtime.trace(graph, {})
+    after_a = next(cp for cp in anyio.run(runtime.history, first.result.run_id)
+                   if cp.node_id == "a")
+    again = runtime.resume_trace(after_a.id)
+
+    assert again.result.data == {"n": 11}
+    assert again.events[0].seq == first.events[-1].seq + 1
+    logged = anyio.run(store.events, first.result.run_id)
+    seqs = [e["seq"] for e in logged]
+    assert seqs == sorted(set(seqs))
+    assert len(logged) == len(first.events) + len(again.events)
