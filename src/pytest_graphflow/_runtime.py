@@ -34,6 +34,7 @@ from .errors import (
     GraphflowError,
     InvalidArgument,
     MidExecution,
+    NothingToRecover,
     NotSuspended,
     ResumeError,
     SnapshotMismatch,
@@ -214,6 +215,41 @@ class GraphRuntime:
         stream = self.resume_stream(run_or_checkpoint_id, resume, graph=graph, **options)
         stream._record_events = False
         return await drain(stream)
+
+    async def arecover(
+        self,
+        thread_id: str,
+        *,
+        graph: CompiledGraph | None = None,
+        **options: Any,
+    ) -> GraphResult[Any]:
+        """Continue the incomplete run of ``thread_id`` (after a crash, a failure, a
+        cancellation or a timeout) from its last checkpoint — what a fresh process calls
+        when it knows the thread but not the run.
+
+        Raises:
+            NothingToRecover: the thread has no checkpoint, or its last run completed.
+            ThreadSuspended: the thread waits for answers; resume it with a ``Resume``.
+        """
+        found = await self.store.list(thread_id=thread_id)
+        if not found or found[-1].status == "completed":
+            raise NothingToRecover(
+                f"thread {thread_id!r} has no incomplete run to recover"
+                + ("" if found else " (the store holds no checkpoint of it)")
+            )
+        last = found[-1]
+        if last.status == "interrupted":
+            raise ThreadSuspended(
+                f"thread {thread_id!r} is waiting for answers (run {last.run_id}); resume it "
+                f"with aresume({last.run_id!r}, Resume(...))"
+            )
+        return await self.aresume(last.run_id, graph=graph, **options)
+
+    def recover(
+        self, thread_id: str, *, graph: CompiledGraph | None = None, **options: Any
+    ) -> GraphResult[Any]:
+        """Synchronous :meth:`arecover`."""
+        return self._run_sync(self.arecover, thread_id, graph=graph, **options)
 
     def invoke(
         self,

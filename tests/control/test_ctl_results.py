@@ -195,3 +195,58 @@ def test_sync_invoke_returns_the_same_result(anyio_backend: str) -> None:
     assert result.status == "completed"
     assert result.data == {"log": ["first", "sleepy"], "n": 1}
     assert rt.run_record(result.run_id).updated_at == T0 + timedelta(seconds=7)
+
+
+def test_recover_continues_a_threads_incomplete_run_and_refuses_otherwise() -> None:
+    """Seed 004: NothingToRecover — "recover was called on a thread with no incomplete
+    execution"; a suspended thread is answered with resume (ThreadSuspended)."""
+    from pydantic import BaseModel
+
+    from pytest_graphflow import (
+        END,
+        START,
+        Graph,
+        GraphRuntime,
+        NothingToRecover,
+        ThreadSuspended,
+        VirtualClock,
+        interrupt,
+    )
+
+    class N(BaseModel):
+        n: int = 0
+
+    calls: list[str] = []
+
+    def flaky(state: N) -> dict[str, int]:
+        calls.append("flaky")
+        if len(calls) == 1:
+            raise ConnectionError("down")
+        return {"n": state.n + 1}
+
+    g = Graph("recoverable", N)
+    g.node("flaky", flaky)
+    g.edge(START, "flaky")
+    g.edge("flaky", END)
+    graph = g.compile()
+    runtime = GraphRuntime(clock=VirtualClock(), seed=5)
+
+    with pytest.raises(NothingToRecover, match="no checkpoint"):
+        runtime.recover("t-1", graph=graph)
+    failed = runtime.invoke(graph, {}, thread_id="t-1")
+    assert failed.status == "failed"
+
+    fresh = GraphRuntime(runtime.store, clock=VirtualClock(), seed=6)  # another process
+    recovered = fresh.recover("t-1", graph=graph)
+    assert (recovered.status, recovered.data, recovered.run_id) == (
+        "completed", {"n": 1}, failed.run_id)
+    with pytest.raises(NothingToRecover, match="no incomplete run"):
+        fresh.recover("t-1", graph=graph)
+
+    asks = Graph("asks", N)
+    asks.node("ask", lambda s: {"n": interrupt("?", id="q")})
+    asks.edge(START, "ask")
+    asks.edge("ask", END)
+    fresh.invoke(asks.compile(), {}, thread_id="t-2")
+    with pytest.raises(ThreadSuspended, match="waiting for answers"):
+        fresh.recover("t-2")
