@@ -95,7 +95,8 @@ def parse_seed(value: object, where: str) -> int | None:
 def _seed_error(value: object, where: str) -> pytest.UsageError:
     return pytest.UsageError(
         f"{where}={value!r} is not a valid graphflow seed: use an integer from 0 to "
-        f"{SEED_LIMIT - 1}, or 'random' for a fresh session seed"
+        f"{SEED_LIMIT - 1}, 'random' for a fresh session seed, or 'last' (option only) for "
+        "the previous session's"
     )
 
 
@@ -132,6 +133,8 @@ def resolve_session(config: pytest.Config) -> SessionSettings:
         return SessionSettings(seed, "controller", store, option_store is not None)
 
     option_seed = config.getoption("graphflow_seed", None)
+    if option_seed is not None and str(option_seed).strip().lower() == "last":
+        return SessionSettings(_last_seed(config), "option", store, option_store is not None)
     if option_seed is not None:
         parsed = parse_seed(option_seed, "--graphflow-seed")
         source: SeedSource = "option"
@@ -142,6 +145,30 @@ def resolve_session(config: pytest.Config) -> SessionSettings:
     if parsed is None:
         return SessionSettings(random_seed(), "random", store, option_store is not None)
     return SessionSettings(parsed, source, store, option_store is not None)
+
+
+CACHE_KEY = "graphflow/session_seed"
+"""Where the session seed is kept in pytest's cache, for ``--graphflow-seed=last``."""
+
+
+def _last_seed(config: pytest.Config) -> int:
+    cache = getattr(config, "cache", None)
+    found = None if cache is None else cache.get(CACHE_KEY, None)
+    if not isinstance(found, int) or not 0 <= found < SEED_LIMIT:
+        why = "the cache plugin is off (-p no:cacheprovider)" if cache is None else \
+            "no earlier session stored one"
+        raise pytest.UsageError(
+            f"--graphflow-seed=last: no seed of an earlier session to reuse ({why}); pass "
+            "--graphflow-seed=<int> (the header of the failing session prints it)"
+        )
+    return found
+
+
+def remember_seed(config: pytest.Config, seed: int) -> None:
+    """Keep the session seed in pytest's cache, for ``--graphflow-seed=last``."""
+    cache = getattr(config, "cache", None)
+    if cache is not None and getattr(config, "workerinput", None) is None:
+        cache.set(CACHE_KEY, seed)
 
 
 def test_seed(session_seed: int, nodeid: str) -> int:

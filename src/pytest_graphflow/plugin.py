@@ -15,13 +15,13 @@ Fixtures (all function-scoped except the factory, which is session-scoped):
   session-scoped it does not trip the ``function_scoped_fixture`` health check);
 * ``graph_snapshot``: syrupy's ``snapshot`` storing event streams as readable text.
 
-Options ``--graphflow-seed`` (an int or ``random``) and ``--graphflow-store``, with the ini
-keys ``graphflow_seed`` and ``graphflow_store``. A failing test that used these fixtures gets a
-``graphflow`` report section with its seed, the command that reproduces it, the path its last
-run took (Mermaid) and that run's last events.
+Options ``--graphflow-seed`` (an int, ``random``, or ``last`` for the previous session's)
+and ``--graphflow-store``, with the ini keys ``graphflow_seed`` and ``graphflow_store``. A
+failing test that used these fixtures gets a ``graphflow`` report section with its seed, the
+command that reproduces it, the path its last run took (Mermaid) and that run's last events.
 
-This module stays cheap to import: the runtime is imported by the fixtures and hooks that
-need it.
+The heavy pieces (syrupy, Hypothesis, the assertion helpers) are imported only by the fixtures
+and hooks that need them.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("graphflow", "graphflow (deterministic graph runs)")
     group.addoption(
         "--graphflow-seed", dest="graphflow_seed", default=None, metavar="SEED",
-        help="session seed (an integer from 0 to 2**32-1, or 'random'); each test's seed is "
+        help="session seed (an integer from 0 to 2**32-1, 'random', or 'last' for the "
+             "previous session's); each test's seed is "
              "derived from it and the test's node id. Default: the graphflow_seed ini key, "
              "else random (printed in the header).",
     )
@@ -84,12 +85,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Register the marker, resolve the session seed once, hook into xdist if present."""
     from ._plugin_marker import MARKER_HELP
-    from ._plugin_seed import XdistHooks, resolve_session
+    from ._plugin_seed import XdistHooks, remember_seed, resolve_session
     from ._plugin_state import SESSION
 
     config.addinivalue_line("markers", MARKER_HELP)
     session = resolve_session(config)
     config.stash[SESSION] = session
+    remember_seed(config, session.seed)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(XdistHooks(session.seed), "graphflow-xdist")
 

@@ -99,7 +99,8 @@ def test_a_test_keeps_its_seed_when_others_are_added_or_deselected(
     [
         pytest.param(["--graphflow-seed=abc"], None,
                      "ERROR: --graphflow-seed='abc' is not a valid graphflow seed: use an integer "
-                     "from 0 to 4294967295, or 'random' for a fresh session seed",
+                     "from 0 to 4294967295, 'random' for a fresh session seed, or 'last' "
+                     "(option only) for the previous session's",
                      id="option-text"),
         pytest.param(["--graphflow-seed=-3"], None, "ERROR: --graphflow-seed='-3' is not a valid*",
                      id="option-negative"),
