@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from ._graph import CompiledGraph
 from ._json import NotJSONError, jcopy, to_json_value
@@ -111,10 +111,4 @@ def validate_state(
     Raises:
         UpdateRejected: naming the node whose patch wrote the offending key.
     """
-    try:
-        return graph.state_model.model_validate(jcopy(state))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = str(first["loc"][0]) if first["loc"] else "<state>"
-        node = next((n for n, p in reversed(blame) if p and key in p), "<input>")
-        raise UpdateRejected(node, key, f"the state schema rejected it: {first['msg']}") from exc
+    return graph.codec.model_validated(state, blame)

@@ -145,12 +145,24 @@ class StateCodec:
                             if key not in on_write:
                                 state[key] = self.check_value(node, key, state[key])
             return state, None
+        model = self.model_validated(state, blame)
+        return model.model_dump(mode="json"), model
+
+    def model_validated(
+        self,
+        state: dict[str, Any],
+        blame: Sequence[tuple[str, dict[str, Any] | None]] = (),
+    ) -> BaseModel:
+        """Validate ``state`` as a whole; return a fresh model (its own copy).
+
+        Raises:
+            UpdateRejected: naming the node whose patch wrote the offending key.
+        """
         try:
-            model = self.model.model_validate(jcopy(state))
+            return self.model.model_validate(jcopy(state))
         except ValidationError as exc:
             first = exc.errors()[0]
             key = str(first["loc"][0]) if first["loc"] else "<state>"
             node = next((n for n, p in reversed(blame) if p and key in p), "<input>")
             raise UpdateRejected(node, key, f"the state schema rejected it: {first['msg']}") \
                 from exc
-        return model.model_dump(mode="json"), model
