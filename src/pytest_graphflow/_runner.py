@@ -330,12 +330,21 @@ class Runner(BatchRunner, HaltRunner):
         record = out.record
         node = record.node
         patch = out.patch
-        patches = [(node, patch)]
-        try:
-            new_state = merge_patches(graph, self.state, patches, parallel=False)
-            new_state, model = graph.codec.validate(new_state, patches)
-        except GraphflowError as exc:
-            return await self._halt([out], [], batch_error=exc)
+        codec = graph.codec
+        model: BaseModel | None = None
+        if not patch:
+            new_state = self.state
+            model = None
+        elif codec.plain and not graph.reducers.keys() & patch.keys():
+            # Plain writes, each already checked as the node wrote it: nothing left to do.
+            new_state = {**self.state, **patch}
+        else:
+            patches = [(node, patch)]
+            try:
+                new_state = merge_patches(graph, self.state, patches, parallel=False)
+                new_state, model = codec.validate(new_state, patches)
+            except GraphflowError as exc:
+                return await self._halt([out], [], batch_error=exc)
         seq = 2 + len(out.custom) + len(out.targets)  # node_start, custom..., node_end, edges
         arrivals = self.arrivals
         joins = graph.joins
