@@ -69,7 +69,7 @@ class BatchRunner(RunnerState):
 
     async def _run_batch(self) -> tuple[list[Outcome], bool]:
         assert self.tasks is not None
-        graph, clock, step = self.graph, self.clock, self.step
+        graph, step = self.graph, self.step
         tasks = self.tasks
         visited = self.visited
         outcomes: list[Outcome] = []
@@ -85,55 +85,23 @@ class BatchRunner(RunnerState):
             else:
                 outcomes.append(Outcome(record, spec))
                 to_run.append(i)
-        parallel = len(tasks) > 1
-        make_input = self._input_factory(parallel)
-        self.model = None
-        virtual = isinstance(clock, VirtualClock)
         timed_out = False
-
-        context = self._context
-
-        if len(to_run) == 1 and len(tasks) == 1:
-            spec = outcomes[0].spec
-            if not spec.is_async and spec.retry is None:
-                record = tasks[0]
-                t1 = CURRENT_TASK.set(context(record))
-                t2 = NODE_CLOCK.set(clock) if virtual and self.wall_clock else None  # type: ignore[arg-type]
-                try:
-                    outcomes[0] = await execute(graph, spec, record, make_input,
-                                                CURRENT_TASK.get(), clock, clock.sleep,  # type: ignore[arg-type]
-                                                self.state)
-                finally:
-                    if t2 is not None:
-                        NODE_CLOCK.reset(t2)
-                    CURRENT_TASK.reset(t1)
-                self.start_order.append(record.node)
-                return outcomes, False
         if to_run and all(not outcomes[i].spec.is_async and outcomes[i].spec.retry is None
                           for i in to_run):
-            # Fast path: sync tasks cannot interleave, so they run inline, one after the
-            # other, in the seeded start order.
+            # Sync tasks cannot interleave: they run inline, one after the other, in the
+            # seeded start order.
             order = to_run
             if len(order) > 1 and self.seed is not None:
                 order = list(order)
                 ScheduleRng(self.seed, self.run_id, step).shuffle(order)  # type: ignore[arg-type]
-            t2 = NODE_CLOCK.set(clock if virtual and self.wall_clock else None)  # type: ignore[arg-type]
-            try:
-                for i in order:
-                    record = tasks[i]
-                    ctx = context(record)
-                    t1 = CURRENT_TASK.set(ctx)
-                    try:
-                        outcomes[i] = await execute(graph, outcomes[i].spec, record, make_input,
-                                                    ctx, clock, clock.sleep, self.state)
-                    finally:
-                        CURRENT_TASK.reset(t1)
-                    self.start_order.append(record.node)
-            finally:
-                NODE_CLOCK.reset(t2)
+            for i in order:
+                outcomes[i] = await self._run_inline(tasks[i], outcomes[i].spec)
         elif to_run:
+            make_input = self._input_factory(len(tasks) > 1)
+            self.model = None
             self._batch = outcomes
-            timed_out = await self._run_concurrently(tasks, outcomes, to_run, make_input, context)
+            timed_out = await self._run_concurrently(tasks, outcomes, to_run, make_input,
+                                                     self._context)
             self._batch = None
         for out in outcomes:
             if out.replayed:

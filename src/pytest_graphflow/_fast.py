@@ -63,21 +63,10 @@ def make(cls: type[ModelT], **fields: Any) -> ModelT:
     if len(fields) == count:
         # Every field given: the kwargs dict is ours already, and the fields-set is the
         # shared set of all names (assigning a field can only add a name it already has).
-        obj = _new(cls)
-        _set(obj, "__dict__", fields)
-        _set(obj, "__pydantic_fields_set__", every)
-        _set(obj, "__pydantic_extra__", None)
-        _set(obj, "__pydantic_private__", None)
-        return obj
-    else:
-        data = dict(static)
-        for name, factory in factories:
-            if name not in fields:
-                data[name] = factory()
-        data.update(fields)
-    obj = _new(cls)
-    _set(obj, "__dict__", data)
-    _set(obj, "__pydantic_fields_set__", set(fields))
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
-    return obj
+        return adopt(cls, fields, every)
+    data = dict(static)
+    for name, factory in factories:
+        if name not in fields:
+            data[name] = factory()
+    data.update(fields)
+    return adopt(cls, data, set(fields))

@@ -29,7 +29,6 @@ from ._graph import END, REPLAYED_EFFECTS, CompiledGraph, Join
 from ._halts import HaltRunner
 from ._merge import merge_patches, validate_state
 from ._node import EdgeContext, Visited
-from ._rng import ScheduleRng
 from ._runner_base import StepState
 from ._stores._memory import InMemoryCheckpointStore
 from ._stores._protocol import CheckpointStore
@@ -272,25 +271,14 @@ class Runner(BatchRunner, HaltRunner):
             return await self._halt_stop([], timed_out=False)
         self.supersteps += 1
         tasks = self.tasks
-        if not self.completed:
-            if len(tasks) == 1:
-                spec = graph.nodes[tasks[0].node]
-                if not spec.is_async and spec.retry is None:
-                    # The common step: one sync node, run inline.
-                    out = await self._run_inline(tasks[0], spec)
-                    if out.kind == "done" and out.expand is None and not self.record_events:
-                        return await self._commit_one(out)  # invoke(): no events wanted
-                    return await self._after_batch([out], False)
-            specs = [graph.nodes[t.node] for t in tasks]
-            if all(not s.is_async and s.retry is None for s in specs):
-                # Sync nodes cannot interleave: they run inline, in the seeded start order.
-                order = list(range(len(tasks)))
-                if self.seed is not None:
-                    ScheduleRng(self.seed, self.run_id, self.step).shuffle(order)  # type: ignore[arg-type]
-                outcomes: list[Outcome] = [None] * len(tasks)  # type: ignore[list-item]
-                for i in order:
-                    outcomes[i] = await self._run_inline(tasks[i], specs[i])
-                return await self._after_batch(outcomes, False)
+        if not self.completed and len(tasks) == 1:
+            spec = graph.nodes[tasks[0].node]
+            if not spec.is_async and spec.retry is None:
+                # The common step: one sync node, run inline.
+                out = await self._run_inline(tasks[0], spec)
+                if out.kind == "done" and out.expand is None and not self.record_events:
+                    return await self._commit_one(out)  # invoke(): no events wanted
+                return await self._after_batch([out], False)
         outcomes, timed_out = await self._run_batch()
         return await self._after_batch(outcomes, timed_out)
 
@@ -334,7 +322,8 @@ class Runner(BatchRunner, HaltRunner):
         model: BaseModel | None = None
         if not patch:
             new_state = self.state
-            model = None
+        elif out.merged is not None:
+            new_state = out.merged  # merged and checked already, to decide its branches
         elif codec.plain and not graph.reducers.keys() & patch.keys():
             # Plain writes, each already checked as the node wrote it: nothing left to do.
             new_state = {**self.state, **patch}
@@ -403,11 +392,15 @@ class Runner(BatchRunner, HaltRunner):
         else:
             done = [o for o in outcomes if o.kind == "done"]
         patches = [(o.record.node, o.patch) for o in done]
-        try:
-            new_state = merge_patches(graph, self.state, patches, parallel=len(tasks) > 1)
-            new_state, model = graph.codec.validate(new_state, patches)
-        except GraphflowError as exc:
-            return await self._halt(outcomes, [], batch_error=exc)
+        model: BaseModel | None = None
+        if len(tasks) == 1 and done and done[0].merged is not None:
+            new_state = done[0].merged  # merged and checked already, to decide its branches
+        else:
+            try:
+                new_state = merge_patches(graph, self.state, patches, parallel=len(tasks) > 1)
+                new_state, model = graph.codec.validate(new_state, patches)
+            except GraphflowError as exc:
+                return await self._halt(outcomes, [], batch_error=exc)
 
         events: list[Any] = []
         e = self._e

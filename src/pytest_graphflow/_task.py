@@ -50,6 +50,9 @@ class Outcome:
     routed_to: str | None = None
     attempt: int = 1
     user_error: bool = False
+    merged: dict[str, Any] | None = None
+    """The state with this task's own patch applied, when its branches needed it (checked
+    against the schema); a one-task batch commits it instead of merging again."""
 
 
 async def execute(
@@ -166,6 +169,7 @@ async def decide_edges(
         try:
             merged = merge_patches(graph, state, [(node, out.patch)], parallel=False)
             merged, view = graph.codec.validate(merged, [(node, out.patch)])
+            out.merged = merged
             if view is None:
                 view = graph.codec.model_of(merged)
         except GraphflowError as exc:
