@@ -6,13 +6,13 @@ import re
 import sys
 import textwrap
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from syrupy.filters import props
 from syrupy.matchers import path_type
 
+from graphflow_test_time import at
 from pytest_graphflow._events import (
     CheckpointSaved,
     CustomEvent,
@@ -35,12 +35,8 @@ from pytest_graphflow._snapshot import (
 )
 from pytest_graphflow.errors import InvalidArgument, UnsupportedFormat
 
-T0 = datetime(2025, 1, 1, tzinfo=UTC)
 RUN = "run-1"
 
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
 
 
 def sample() -> list[EventBase]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 from unittest.mock import ANY
 
 import pytest
 
+from graphflow_test_time import at
 from pytest_graphflow._events import (
     CheckpointSaved,
     CustomEvent,
@@ -33,12 +33,8 @@ from pytest_graphflow.assertions import (
 )
 from pytest_graphflow.errors import GraphflowError, InvalidArgument
 
-T0 = datetime(2025, 1, 1, tzinfo=UTC)
 RUN = "run-1"
 
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
 
 
 def interrupted_trace() -> list[EventBase]:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from graphflow_test_time import T0, at
 from pytest_graphflow._assertrepr import format_event, graphflow_assertrepr_compare
 from pytest_graphflow._events import (
     CheckpointSaved,
@@ -19,11 +19,9 @@ from pytest_graphflow._events import (
     RunStart,
 )
 
-T0 = datetime(2025, 1, 1, tzinfo=UTC)
-
 
 def trace(total: int = 3) -> list[EventBase]:
-    t1 = T0 + timedelta(seconds=1)
+    t1 = at(1)
     return [
         RunStart(seq=0, run_id="run-1", step=0, time=T0, graph_id="g", revision="r",
                  thread_id="th-1"),

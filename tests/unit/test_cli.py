@@ -8,13 +8,14 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from graphflow_test_time import T0
+from graphflow_test_time import at as _at
 from pytest_graphflow._checkpoint import Checkpoint
 from pytest_graphflow._cli import main
 from pytest_graphflow._events import (
@@ -30,12 +31,8 @@ from pytest_graphflow._events import (
 )
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
 
-T0 = datetime(2025, 1, 1, tzinfo=UTC)
 MODULE = "graphflow_cli_sample_graphs"
 
-
-def _at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
 
 
 def _events() -> list[dict[str, Any]]:
