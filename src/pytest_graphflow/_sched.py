@@ -112,7 +112,6 @@ class BatchScheduler:
         self.loop_deadline = loop_deadline
         self.kick: anyio.Event | None = anyio.Event() if loop_deadline is not None else None
         self._kicked_for: int | None = None
-        self.remaining = 0
         self.order_keys: list[int] = []
         self._done: set[int] = set()
         self.keeper_scope: anyio.CancelScope | None = None
@@ -129,9 +128,13 @@ class BatchScheduler:
         """Register a task before the batch starts; it waits on the returned event."""
         ev = anyio.Event()
         self._ready.append((key, ev))
-        self.remaining += 1
         self.order_keys.append(key)
         return ev
+
+    @property
+    def remaining(self) -> int:
+        """Tasks of the batch that have not finished."""
+        return len(self.order_keys) - len(self._done)
 
     def stall(self) -> bool:
         """Every task of this batch waits on something that can never happen: fail them."""
@@ -146,7 +149,6 @@ class BatchScheduler:
         """Task ``key`` is done for good: pass the baton on; stop the keeper after the last."""
         self.release(key)
         self._done.add(key)
-        self.remaining -= 1
         if self.remaining == 0 and self.keeper_scope is not None:
             self.keeper_scope.cancel()
 
