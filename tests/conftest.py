@@ -11,7 +11,7 @@ import os
 
 from hypothesis import settings
 
-from pytest_graphflow._hypothesis_profiles import register_profiles
+from pytest_graphflow._properties._profiles import register_profiles
 
 register_profiles()
 settings.load_profile("graphflow-ci" if os.environ.get("CI") else "graphflow-dev")

@@ -11,9 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import errors
-from ._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
-from ._clock import DEFAULT_START, Clock, RealClock, VirtualClock
-from ._events import (
+from ._engine._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
+from ._engine._runtime import GraphRuntime
+from ._engine._stream import RunHandle, RunStream
+from ._graph._builder import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
+from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
+from ._properties._explore import ExploreReport, explore
+from ._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
+from ._records._events import (
     CheckpointSaved,
     CustomEvent,
     EdgeTransition,
@@ -31,17 +36,13 @@ from ._events import (
     StreamEvent,
     parse_event,
 )
-from ._explore import ExploreReport, explore
-from ._graph import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
-from ._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
-from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
-from ._runtime import GraphRuntime
-from ._stores._faulty import FaultPlan, FaultyStore, StoreCall
+from ._stores._faulty import FaultyStore, StoreCall
 from ._stores._memory import InMemoryCheckpointStore
+from ._stores._plan import FaultPlan
 from ._stores._protocol import CheckpointStore
 from ._stores._sqlite import SQLiteCheckpointStore
-from ._stream import RunHandle, RunStream
-from ._vloop import virtual_anyio_backend
+from ._time._clock import DEFAULT_START, Clock, RealClock, VirtualClock
+from ._time._vloop import virtual_anyio_backend
 from .errors import (
     Cancelled,
     CheckpointNotFound,
@@ -76,7 +77,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from ._snapshot import GraphEventsExtension
+    from ._assert._snapshot import GraphEventsExtension
     from .assertions import (
         EventPatternError,
         EventPatternMismatch,
@@ -90,7 +91,7 @@ if TYPE_CHECKING:
 # entry point should not pay for (and `assertions` must be imported after pytest registers
 # it for assertion rewriting).
 _LAZY = {
-    "GraphEventsExtension": "._snapshot",
+    "GraphEventsExtension": "._assert._snapshot",
     "EventPatternError": ".assertions",
     "EventPatternMismatch": ".assertions",
     "assert_events": ".assertions",

@@ -53,7 +53,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from ._assertrepr import (
+from ._assert._repr import (
     EVENT_TYPES,
     HEAD_FIELD,
     coerce_events,
@@ -63,8 +63,8 @@ from ._assertrepr import (
     format_events,
     short_repr,
 )
-from ._events import EventBase
-from ._json import NotJSONError, to_json_value
+from ._records._events import EventBase
+from ._records._json import NotJSONError, to_json_value
 from .errors import GraphflowError
 
 __all__ = [

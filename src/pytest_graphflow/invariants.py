@@ -23,7 +23,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ._checks import (
+from ._graph._builder import CompiledGraph
+from ._properties._checkers import (
+    check_crash_recovery,
+    check_determinism,
+    check_interrupt_resume_equivalence,
+)
+from ._properties._checks import (
     Violation,
     check_c1,
     check_c2,
@@ -39,13 +45,7 @@ from ._checks import (
     format_violations,
     normalise_events,
 )
-from ._graph import CompiledGraph
-from ._properties import (
-    check_crash_recovery,
-    check_determinism,
-    check_interrupt_resume_equivalence,
-)
-from ._recording import (
+from ._properties._recording import (
     Mark,
     Recording,
     RecordingStore,
@@ -54,7 +54,7 @@ from ._recording import (
     record_run,
     record_run_sync,
 )
-from ._reducer_laws import assert_reducer_laws, check_reducer_laws
+from ._properties._reducer_laws import assert_reducer_laws, check_reducer_laws
 
 __all__ = [
     "Mark",

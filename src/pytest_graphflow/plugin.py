@@ -42,10 +42,10 @@ if "pytest_graphflow.assertions" not in sys.modules:
 if TYPE_CHECKING:
     from syrupy.assertion import SnapshotAssertion
 
-    from ._clock import VirtualClock
-    from ._plugin_runtime import GraphRuntimeFactory, RecordingRuntime
+    from ._plugin._runtime import GraphRuntimeFactory, RecordingRuntime
     from ._stores._faulty import FaultyStore
     from ._stores._protocol import CheckpointStore
+    from ._time._clock import VirtualClock
 
 __all__ = [
     "checkpoint_store",
@@ -84,9 +84,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register the marker, resolve the session seed once, hook into xdist if present."""
-    from ._plugin_marker import MARKER_HELP
-    from ._plugin_seed import XdistHooks, remember_seed, resolve_session
-    from ._plugin_state import SESSION
+    from ._plugin._marker import MARKER_HELP
+    from ._plugin._seed import XdistHooks, remember_seed, resolve_session
+    from ._plugin._state import SESSION
 
     config.addinivalue_line("markers", MARKER_HELP)
     session = resolve_session(config)
@@ -98,7 +98,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     """``graphflow: session seed N (reproduce with --graphflow-seed=N)``."""
-    from ._plugin_state import SESSION
+    from ._plugin._state import SESSION
 
     session = config.stash.get(SESSION, None)
     if session is None:  # pragma: no cover - configure always ran
@@ -110,8 +110,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Check every ``graphflow`` marker before any test runs (a typo is a usage error)."""
-    from ._plugin_marker import settings_for
-    from ._plugin_state import SESSION
+    from ._plugin._marker import settings_for
+    from ._plugin._state import SESSION
 
     session = config.stash[SESSION]
     for item in items:
@@ -125,7 +125,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Know which test is running (for the session-scoped factory); clean up after it."""
-    from ._plugin_state import CURRENT_ITEM, finish_item
+    from ._plugin._state import CURRENT_ITEM, finish_item
 
     item.config.stash[CURRENT_ITEM] = item
     try:
@@ -145,7 +145,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     hundreds of Hypothesis examples fast. Outside node code, time stays real meanwhile."""
     if _GRAPH_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())):
         return (yield)
-    from ._wallclock import activate, deactivate
+    from ._time._wallclock import activate, deactivate
 
     activate()
     try:
@@ -158,7 +158,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
     """Know the scope of the fixture being set up (a session fixture's runtimes are not the
     running test's)."""
-    from ._plugin_state import FIXTURE_SCOPES
+    from ._plugin._state import FIXTURE_SCOPES
 
     scopes = request.config.stash.setdefault(FIXTURE_SCOPES, [])
     scopes.append(fixturedef.scope)
@@ -173,11 +173,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Add the ``graphflow`` section to a failing report of a test that used our fixtures."""
     report = yield
     if report.failed:
-        from ._plugin_state import existing_state
+        from ._plugin._state import existing_state
 
         state = existing_state(item)
         if state is not None:
-            from ._plugin_report import failure_section
+            from ._plugin._report import failure_section
 
             report.sections.append(("graphflow", failure_section(item, state)))
     return report
@@ -187,7 +187,7 @@ def pytest_assertrepr_compare(
     config: pytest.Config, op: str, left: object, right: object
 ) -> list[str] | None:
     """Explain ``==`` between event sequences (first divergent event, in a window)."""
-    from ._assertrepr import graphflow_assertrepr_compare
+    from ._assert._repr import graphflow_assertrepr_compare
 
     return graphflow_assertrepr_compare(op, left, right)
 
@@ -198,7 +198,7 @@ def pytest_assertrepr_compare(
 @pytest.fixture
 def graph_seed(request: pytest.FixtureRequest) -> int:
     """The test's seed: derived from the session seed and the node id, or the marker's."""
-    from ._plugin_state import item_state
+    from ._plugin._state import item_state
 
     return item_state(request.node).settings.seed
 
@@ -206,7 +206,7 @@ def graph_seed(request: pytest.FixtureRequest) -> int:
 @pytest.fixture
 def virtual_clock(request: pytest.FixtureRequest) -> VirtualClock:
     """A :class:`VirtualClock` at the marker's ``start`` (default: ``DEFAULT_START``)."""
-    from ._plugin_state import build_clock, item_state
+    from ._plugin._state import build_clock, item_state
 
     return build_clock(item_state(request.node))
 
@@ -214,7 +214,7 @@ def virtual_clock(request: pytest.FixtureRequest) -> VirtualClock:
 @pytest.fixture
 def checkpoint_store(request: pytest.FixtureRequest) -> Iterator[CheckpointStore]:
     """The test's checkpoint store: in memory, or SQLite in ``tmp_path`` (``store="sqlite"``)."""
-    from ._plugin_state import build_checkpoint_store, item_state
+    from ._plugin._state import build_checkpoint_store, item_state
 
     yield from build_checkpoint_store(item_state(request.node), request)
 
@@ -223,7 +223,7 @@ def checkpoint_store(request: pytest.FixtureRequest) -> Iterator[CheckpointStore
 def store_faults(checkpoint_store: CheckpointStore, virtual_clock: VirtualClock) -> FaultyStore:
     """A :class:`FaultyStore` over ``checkpoint_store``: ``reject_save``, ``fail``, ``delay``,
     ``crash_at`` and the ``.calls`` log. ``graph_runtime`` runs over this store."""
-    from ._plugin_state import build_store_faults
+    from ._plugin._state import build_store_faults
 
     return build_store_faults(checkpoint_store, virtual_clock)
 
@@ -238,7 +238,7 @@ def graph_runtime(
 ) -> RecordingRuntime:
     """The deterministic runtime of the test (``store_faults``, ``virtual_clock``,
     ``graph_seed``). In a Hypothesis ``@given`` test use ``graph_runtime_factory`` instead."""
-    from ._plugin_state import build_runtime, item_state
+    from ._plugin._state import build_runtime, item_state
 
     return build_runtime(item_state(request.node), store_faults, virtual_clock, graph_seed,
                          graph_runtime_factory)
@@ -251,7 +251,7 @@ def graph_runtime_factory(
     """Call it for a fresh runtime (new clock, store and the running test's seed), e.g. once
     per Hypothesis example: ``runtime = graph_runtime_factory()``. ``.seed`` is the running
     test's seed (``graph_seed`` itself is function-scoped, which ``@given`` refuses)."""
-    from ._plugin_state import build_factory
+    from ._plugin._state import build_factory
 
     factory = build_factory(pytestconfig, tmp_path_factory)
     yield factory
@@ -261,6 +261,6 @@ def graph_runtime_factory(
 @pytest.fixture
 def graph_snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
     """syrupy's ``snapshot`` with :class:`GraphEventsExtension`: event streams as text."""
-    from ._snapshot import graph_snapshot_fixture
+    from ._assert._snapshot import graph_snapshot_fixture
 
     return graph_snapshot_fixture(snapshot)

@@ -32,8 +32,13 @@ loads none of them; a ``conftest.py`` picks one::
 
 from __future__ import annotations
 
-from ._hypothesis_profiles import register_profiles
-from ._plugin_runtime import GraphRuntimeFactory, RecordingRuntime, RunRecording, make_graph_runtime
+from ._plugin._runtime import (
+    GraphRuntimeFactory,
+    RecordingRuntime,
+    RunRecording,
+    make_graph_runtime,
+)
+from ._properties._profiles import register_profiles
 
 __all__ = [
     "GraphRuntimeFactory",

@@ -9,7 +9,7 @@ import shlex
 import pytest
 from graphflow_plugin_helpers import Run, dedent
 
-from pytest_graphflow._plugin_seed import test_seed as per_test_seed
+from pytest_graphflow._plugin._seed import test_seed as per_test_seed
 
 FAILING = dedent("""
     import pytest

@@ -11,7 +11,7 @@ def test_given_with_the_factory_gets_fresh_runtimes(graph_project: pytest.Pytest
                                                     run: Run) -> None:
     graph_project.makepyfile(test_given=dedent("""
         from hypothesis import given, settings, strategies as st
-        from pytest_graphflow._plugin_seed import test_seed as per_test_seed
+        from pytest_graphflow._plugin._seed import test_seed as per_test_seed
         from gf_graphs import fan, sleepy
 
         SESSION_SEED = 31

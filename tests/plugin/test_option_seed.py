@@ -9,7 +9,7 @@ import zlib
 import pytest
 from graphflow_plugin_helpers import Run, dedent, seeds_of
 
-from pytest_graphflow._plugin_seed import test_seed as per_test_seed
+from pytest_graphflow._plugin._seed import test_seed as per_test_seed
 
 PRINTING_TESTS = dedent("""
     def test_a(graph_seed, request):

@@ -13,7 +13,13 @@ from syrupy.filters import props
 from syrupy.matchers import path_type
 
 from graphflow_test_time import at
-from pytest_graphflow._events import (
+from pytest_graphflow._assert._snapshot import (
+    FORMAT_MARKER,
+    GraphEventsExtension,
+    parse_snapshot_text,
+    serialize_events,
+)
+from pytest_graphflow._records._events import (
     CheckpointSaved,
     CustomEvent,
     EdgeTransition,
@@ -26,12 +32,6 @@ from pytest_graphflow._events import (
     RunEnd,
     RunStart,
     parse_event,
-)
-from pytest_graphflow._snapshot import (
-    FORMAT_MARKER,
-    GraphEventsExtension,
-    parse_snapshot_text,
-    serialize_events,
 )
 from pytest_graphflow.errors import InvalidArgument, UnsupportedFormat
 
@@ -168,8 +168,8 @@ def test_extension_settings() -> None:
 TEST_FILE = """
 from datetime import UTC, datetime, timedelta
 
-from pytest_graphflow._events import NodeEnd, NodeStart, RunEnd, RunStart
-from pytest_graphflow._snapshot import GraphEventsExtension
+from pytest_graphflow._records._events import NodeEnd, NodeStart, RunEnd, RunStart
+from pytest_graphflow._assert._snapshot import GraphEventsExtension
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 T1 = T0 + timedelta(seconds=1)
@@ -262,7 +262,7 @@ def test_graph_snapshot_fixture_defaults_to_the_extension(inner: pytest.Pytester
     inner.makeconftest(
         """
         import pytest
-        from pytest_graphflow._snapshot import graph_snapshot_fixture
+        from pytest_graphflow._assert._snapshot import graph_snapshot_fixture
 
         @pytest.fixture
         def graph_snapshot(snapshot):

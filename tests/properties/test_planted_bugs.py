@@ -33,7 +33,7 @@ from pytest_graphflow import (
     VirtualClock,
     interrupt,
 )
-from pytest_graphflow._explore import explore
+from pytest_graphflow._properties._explore import explore
 from pytest_graphflow.invariants import (
     check_crash_recovery,
     check_determinism,
@@ -191,7 +191,7 @@ def late_halt_save(monkeypatch: pytest.MonkeyPatch) -> None:
     leg — so resuming works and an event list looks exactly as usual: only the interleaving
     of saves and events shows the bug.
     """
-    from pytest_graphflow import _runner, _runtime
+    from pytest_graphflow._engine import _runner, _runtime
 
     original_save = _runner.Runner._save
     original_anext = _runtime.RunStream.__anext__
@@ -260,7 +260,7 @@ def test_the_unmodified_runtime_passes_c5_on_the_same_graph() -> None:
 @pytest.fixture
 def rerun_effects(monkeypatch: pytest.MonkeyPatch) -> None:
     """A runtime variant that re-runs completed write/external/human tasks on resume."""
-    from pytest_graphflow import _batch
+    from pytest_graphflow._engine import _batch
 
     # The batch runner decides which completed tasks a resume replays.
     monkeypatch.setattr(_batch, "REPLAYED_EFFECTS", frozenset())

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from hypothesis import Phase, settings
 
-from pytest_graphflow._checkpoint import Checkpoint
-from pytest_graphflow._clock import VirtualClock
+from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores._faulty import FaultyStore
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow._time._clock import VirtualClock
 from pytest_graphflow.conformance import (
     StoreConformance,
     run_store_conformance,

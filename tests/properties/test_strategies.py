@@ -19,8 +19,9 @@ from pytest_graphflow import (
     Interrupt,
     VirtualClock,
 )
-from pytest_graphflow._hypothesis_plugin import _hypothesis_setup_hook
-from pytest_graphflow._stores._faulty import FaultPlan, FaultyStore
+from pytest_graphflow._properties._hypothesis_entry import _hypothesis_setup_hook
+from pytest_graphflow._stores._faulty import FaultyStore
+from pytest_graphflow._stores._plan import FaultPlan
 from pytest_graphflow.errors import InvalidArgument
 from pytest_graphflow.strategies import (
     GraphSpec,

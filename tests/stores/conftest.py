@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_graphflow._checkpoint import Checkpoint
+from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
 

@@ -14,12 +14,13 @@ from typing import Any
 import anyio
 import pytest
 
-from pytest_graphflow._checkpoint import Checkpoint
-from pytest_graphflow._clock import VirtualClock
+from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores import _faulty
-from pytest_graphflow._stores._faulty import Fault, FaultPlan, FaultyStore, StoreCall
+from pytest_graphflow._stores._faulty import Fault, FaultyStore, StoreCall
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
+from pytest_graphflow._stores._plan import FaultPlan
 from pytest_graphflow._stores._protocol import CheckpointStore
+from pytest_graphflow._time._clock import VirtualClock
 from pytest_graphflow.errors import (
     CheckpointNotFound,
     InvalidArgument,

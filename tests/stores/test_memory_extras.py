@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pytest_graphflow._checkpoint import Checkpoint
-from pytest_graphflow._events import NodeEnd, NodeStart, parse_event
+from pytest_graphflow._records._checkpoint import Checkpoint
+from pytest_graphflow._records._events import NodeEnd, NodeStart, parse_event
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
 from pytest_graphflow.errors import EventsCompacted, InvalidArgument, StaleClaim, ThreadBusy

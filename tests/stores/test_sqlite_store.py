@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_graphflow._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
-from pytest_graphflow._events import Interrupt
-from pytest_graphflow._ids import derived_hex
+from pytest_graphflow._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
+from pytest_graphflow._records._events import Interrupt
+from pytest_graphflow._records._ids import derived_hex
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._protocol import CheckpointStore
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore

@@ -11,7 +11,7 @@ from unittest.mock import ANY
 import pytest
 
 from graphflow_test_time import at
-from pytest_graphflow._events import (
+from pytest_graphflow._records._events import (
     CheckpointSaved,
     CustomEvent,
     EdgeTransition,

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import pytest
 
 from graphflow_test_time import T0, at
-from pytest_graphflow._assertrepr import format_event, graphflow_assertrepr_compare
-from pytest_graphflow._events import (
+from pytest_graphflow._assert._repr import format_event, graphflow_assertrepr_compare
+from pytest_graphflow._records._events import (
     CheckpointSaved,
     EventBase,
     Interrupt,
@@ -85,7 +85,7 @@ def test_pytest_shows_the_explanation(pytester: pytest.Pytester) -> None:
     # The plugin wires this hook; the inner conftest stands in for it here.
     pytester.makeconftest(
         """
-        from pytest_graphflow._assertrepr import graphflow_assertrepr_compare
+        from pytest_graphflow._assert._repr import graphflow_assertrepr_compare
 
         def pytest_assertrepr_compare(config, op, left, right):
             return graphflow_assertrepr_compare(op, left, right)
@@ -94,7 +94,7 @@ def test_pytest_shows_the_explanation(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
         from datetime import UTC, datetime
-        from pytest_graphflow._events import NodeStart
+        from pytest_graphflow._records._events import NodeStart
 
         def ev(seq, node):
             return NodeStart(seq=seq, run_id="run-1", step=0,

@@ -16,9 +16,9 @@ import pytest
 
 from graphflow_test_time import T0
 from graphflow_test_time import at as _at
-from pytest_graphflow._checkpoint import Checkpoint
-from pytest_graphflow._cli import main
-from pytest_graphflow._events import (
+from pytest_graphflow._cli._main import main
+from pytest_graphflow._records._checkpoint import Checkpoint
+from pytest_graphflow._records._events import (
     CheckpointSaved,
     EdgeTransition,
     ErrorEvent,
@@ -250,7 +250,7 @@ def test_usage_errors_and_help(capsys: pytest.CaptureFixture[str]) -> None:
 
 GRAPHS = """
 from pydantic import BaseModel
-from pytest_graphflow._graph import END, START, Graph
+from pytest_graphflow._graph._builder import END, START, Graph
 
 class State(BaseModel):
     n: int = 0

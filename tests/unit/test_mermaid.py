@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from pytest_graphflow._graph import END, START, CompiledGraph, Graph
-from pytest_graphflow._mermaid import render
+from pytest_graphflow._graph._builder import END, START, CompiledGraph, Graph
+from pytest_graphflow._graph._mermaid import render
 
 
 class State(BaseModel):

@@ -1,1 +1,7 @@
-"""Checkpoint stores: the protocol and its backends."""
+"""Checkpoint stores: the protocol, its backends, claims and injected faults.
+
+Owns the ``CheckpointStore`` protocol, ``InMemoryCheckpointStore``, ``SQLiteCheckpointStore``,
+the claim rules they share, and ``FaultyStore`` (a wrapper that injects failures into any
+store). May import ``_records``, ``_time`` and :mod:`pytest_graphflow.errors`; a store never
+knows about graphs or the run loop.
+"""

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .._checkpoint import FORMAT_VERSION
-from .._json import NotJSONError, to_json_value
+from .._records._checkpoint import FORMAT_VERSION
+from .._records._json import NotJSONError, to_json_value
 from ..errors import (
     EventsCompacted,
     InvalidArgument,

@@ -7,21 +7,20 @@ plans and a log can be compared.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from .._checkpoint import Checkpoint
+from .._records._checkpoint import Checkpoint
 from ..errors import InvalidArgument, StoreFault
 
 if TYPE_CHECKING:
-    from ._faulty import FaultyStore
-    from ._protocol import CheckpointStore
+    pass
 
-__all__ = ["ErrorSpec", "Fault", "FaultPlan", "FaultRule", "Outcome", "StoreCall"]
+__all__ = ["ErrorSpec", "Fault", "FaultRule", "Outcome", "StoreCall"]
 
 Outcome = Literal["pending", "ok", "rejected", "failed", "crashed", "dead", "cancelled"]
 """What became of a store call (see :class:`StoreCall`)."""
@@ -73,7 +72,7 @@ class StoreCall:
 
 @dataclass(frozen=True)
 class Fault:
-    """A description of one fault rule, as plain data (see :class:`FaultPlan`).
+    """A description of one fault rule, as plain data (see :class:`~pytest_graphflow.FaultPlan`).
 
     Build them with the class methods (:meth:`reject_save`, :meth:`fail`, :meth:`delay`,
     :meth:`crash_at`), which mirror the methods of :class:`FaultyStore`.
@@ -232,54 +231,6 @@ class Fault:
             if self.times is not None:
                 parts.append(f"times={self.times!r}")
         return f"{head}({', '.join(parts)})"
-
-
-@dataclass(frozen=True)
-class FaultPlan:
-    """A set of fault rules as a value, so tests and Hypothesis can build and print them.
-
-    Example:
-        >>> plan = FaultPlan((Fault.reject_save(nth=2), Fault.delay("get", 1.0)))
-        >>> store = plan.apply(InMemoryCheckpointStore())   # a FaultyStore
-
-    Attributes:
-        faults: the rules, in the order they are added.
-    """
-
-    faults: tuple[Fault, ...] = ()
-
-    @classmethod
-    def of(cls, *faults: Fault) -> FaultPlan:
-        """A plan of the given faults.
-
-        Returns:
-            The plan.
-        """
-        return cls(tuple(faults))
-
-    def apply(self, store: CheckpointStore) -> FaultyStore:
-        """Add the plan's rules to ``store`` (wrapped in a :class:`FaultyStore` unless it is one).
-
-        Returns:
-            The :class:`FaultyStore` holding the rules.
-        """
-        from ._faulty import FaultyStore
-
-
-        faulty = store if isinstance(store, FaultyStore) else FaultyStore(store)
-        for fault in self.faults:
-            faulty.add_fault(fault)
-        return faulty
-
-    def describe(self) -> str:
-        """The plan as readable text: one ``FaultyStore`` call per rule, or ``no faults``."""
-        return "; ".join(f.describe() for f in self.faults) or "no faults"
-
-    def __iter__(self) -> Iterator[Fault]:
-        return iter(self.faults)
-
-    def __len__(self) -> int:
-        return len(self.faults)
 
 
 @dataclass(eq=False)

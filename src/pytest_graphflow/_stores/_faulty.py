@@ -16,15 +16,14 @@ from typing import Any, cast
 
 import anyio
 
-from .._checkpoint import Checkpoint
-from .._clock import Clock
+from .._records._checkpoint import Checkpoint
+from .._time._clock import Clock
 from ..errors import InvalidArgument, SimulatedCrash
 from ._faults import (
     PROTOCOL_OPS,
     CrashPhase,
     ErrorSpec,
     Fault,
-    FaultPlan,
     FaultRule,
     Outcome,
     StoreCall,
@@ -34,7 +33,7 @@ from ._faults import (
 )
 from ._protocol import CheckpointStore
 
-__all__ = ["Fault", "FaultPlan", "FaultRule", "FaultyStore", "StoreCall"]
+__all__ = ["Fault", "FaultRule", "FaultyStore", "StoreCall"]
 
 class FaultyStore:
     """A :class:`CheckpointStore` wrapper that rejects, fails, delays and crashes on command.

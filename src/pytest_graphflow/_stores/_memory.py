@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from .._checkpoint import Checkpoint
-from .._fast import make
-from .._ids import derived_hex
-from .._json import jcopy
+from .._records._checkpoint import Checkpoint
+from .._records._fast import make
+from .._records._ids import derived_hex
+from .._records._json import jcopy
 from ..errors import CheckpointNotFound, ForkTargetExists
 from . import _claims as rules
 from ._closing import ClosingStore
@@ -199,7 +199,7 @@ class InMemoryCheckpointStore(ClosingStore):
                 raise ForkTargetExists(f"no free run id for a fork of {checkpoint_id!r}")
         state = dict(source.state)
         if patch_state:
-            from .._json import to_json_value
+            from .._records._json import to_json_value
 
             state.update({k: to_json_value(v) for k, v in patch_state.items()})
         forked = source.clone(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from .._checkpoint import Checkpoint
+from .._records._checkpoint import Checkpoint
 
 __all__ = ["CheckpointStore"]
 

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from .._checkpoint import FORMAT_VERSION, Checkpoint
-from .._ids import derived_hex
-from .._json import to_json_value
+from .._records._checkpoint import FORMAT_VERSION, Checkpoint
+from .._records._ids import derived_hex
+from .._records._json import to_json_value
 from ..errors import CheckpointNotFound, ForkTargetExists, UnsupportedFormat
 from . import _claims as rules
 from ._closing import ClosingStore

@@ -1,0 +1,309 @@
+"""The ``graphflow`` command: inspect a SQLite store file and draw graphs (SPEC §5).
+
+::
+
+    graphflow runs FILE                          # the runs a store recorded
+    graphflow events FILE RUN_ID                 # a run's event log, one event a line
+    graphflow show FILE CHECKPOINT_ID            # one checkpoint as JSON
+    graphflow mermaid MODULE:GRAPH [--run FILE RUN_ID]   # a Mermaid diagram of a graph
+
+A problem (missing file, unknown run or checkpoint, bad ``MODULE:GRAPH``) prints one line to
+stderr naming the object and the fix, and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sqlite3
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+
+from .._records._json import to_json_value
+from ..errors import EventsCompacted, GraphflowError
+
+__all__ = ["main"]
+
+T = TypeVar("T")
+
+_COMMON = frozenset({"seq", "run_id", "step", "time", "node", "task_id", "type"})
+
+
+class _Fail(Exception):
+    """A user-facing problem: printed as one line, exit status 2."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``graphflow`` command.
+
+    Args:
+        argv: the arguments (without the program name); ``sys.argv[1:]`` when ``None``.
+
+    Returns:
+        The exit status: 0 on success, 2 on a usage error or a problem with the input.
+    """
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits on --help and on usage errors
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        text: str = args.command(args)
+    except _Fail as exc:
+        print(f"graphflow: error: {exc}", file=sys.stderr)
+        return 2
+    if text:
+        try:
+            print(text)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `graphflow ... | head`: the reader left, that is fine
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="graphflow",
+        description="Inspect pytest-graphflow store files and draw graphs.",
+    )
+    sub = parser.add_subparsers(dest="name", metavar="COMMAND", required=True)
+
+    runs = sub.add_parser("runs", help="list the runs a store file recorded")
+    runs.add_argument("file", metavar="FILE", help="a SQLite store file")
+    runs.set_defaults(command=_runs)
+
+    events = sub.add_parser("events", help="print a run's events, one a line")
+    events.add_argument("file", metavar="FILE", help="a SQLite store file")
+    events.add_argument("run_id", metavar="RUN_ID")
+    events.set_defaults(command=_events)
+
+    show = sub.add_parser("show", help="print a checkpoint as JSON")
+    show.add_argument("file", metavar="FILE", help="a SQLite store file")
+    show.add_argument("checkpoint_id", metavar="CHECKPOINT_ID")
+    show.set_defaults(command=_show)
+
+    mermaid = sub.add_parser("mermaid", help="print a graph as a Mermaid flowchart")
+    mermaid.add_argument("target", metavar="MODULE:GRAPH",
+                         help="an importable module and the Graph or CompiledGraph in it")
+    mermaid.add_argument("--run", nargs=2, metavar=("FILE", "RUN_ID"),
+                         help="draw the edges this run took in bold")
+    mermaid.set_defaults(command=_mermaid)
+    return parser
+
+
+# -- the store --------------------------------------------------------------------------------
+
+
+def _with_store(file: str, action: Callable[[Any], Awaitable[T]]) -> T:
+    """Open the store ``file`` (which must exist and be a graphflow store), run ``action``."""
+    from .._stores._sqlite import SQLiteCheckpointStore
+
+    path = Path(file)
+    if not path.is_file():
+        raise _Fail(f"no store file {file!r}; pass the path of a SQLite file written by "
+                    "SQLiteCheckpointStore")
+    try:  # read-only look first: never turn a stranger's file into a store
+        probe = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+        try:
+            found = probe.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
+            ).fetchone()
+        finally:
+            probe.close()
+    except sqlite3.DatabaseError as exc:
+        raise _Fail(f"{file!r} is not a graphflow store ({exc}); pass a file written by "
+                    "SQLiteCheckpointStore") from None
+    if found is None:
+        raise _Fail(f"{file!r} is a SQLite file but not a graphflow store (no checkpoints "
+                    "table); pass a file written by SQLiteCheckpointStore")
+
+    async def run() -> T:
+        with SQLiteCheckpointStore(path) as store:
+            return await action(store)
+
+    try:
+        return anyio.run(run)
+    except (GraphflowError, sqlite3.Error) as exc:
+        raise _Fail(f"{file!r}: {exc}") from None
+
+
+async def _run_exists(store: Any, run_id: str) -> bool:
+    return await store.run(run_id) is not None or await store.latest(run_id) is not None
+
+
+async def _all_events(store: Any, run_id: str) -> tuple[list[dict[str, Any]], int]:
+    """The run's events, from the earliest kept one; and how many seqs were compacted."""
+    try:
+        return await store.events(run_id), 0
+    except EventsCompacted as exc:
+        earliest: int = getattr(exc, "earliest_seq", 0)
+        return await store.events(run_id, after_seq=earliest - 1), earliest
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+def _runs(args: argparse.Namespace) -> str:
+    async def read(store: Any) -> list[dict[str, Any]]:
+        records: list[dict[str, Any]] = await store.runs()
+        known = {r.get("run_id") for r in records}
+        for run_id in store.checkpointed_runs():  # runs with checkpoints but no record
+            if run_id not in known:
+                known.add(run_id)
+                records.append({"run_id": run_id})
+        for record in records:
+            latest = await store.latest(record["run_id"])
+            if latest is not None:
+                record.setdefault("thread_id", latest.thread_id)
+                record.setdefault("graph_id", latest.graph_id)
+                record.setdefault("status", latest.status)
+                record.setdefault("updated_at", to_json_value(latest.timestamp))
+        return records
+
+    records = _with_store(args.file, read)
+    if not records:
+        return f"no runs recorded in {args.file}"
+    header = ("RUN ID", "THREAD", "GRAPH", "STATUS", "UPDATED")
+    rows = [tuple(_cell(r.get(k)) for k in ("run_id", "thread_id", "graph_id", "status",
+                                            "updated_at")) for r in records]
+    return _table(header, rows)
+
+
+def _events(args: argparse.Namespace) -> str:
+    async def read(store: Any) -> tuple[list[dict[str, Any]], int] | None:
+        events, compacted = await _all_events(store, args.run_id)
+        if not events and not await _run_exists(store, args.run_id):
+            return None
+        return events, compacted
+
+    found = _with_store(args.file, read)
+    if found is None:
+        raise _Fail(f"no run {args.run_id!r} in {args.file}; list the runs with "
+                    f"`graphflow runs {args.file}`")
+    events, compacted = found
+    lines = [f"(events before seq {compacted} were compacted away)"] if compacted else []
+    lines.extend(_event_line(e) for e in events)
+    if not events:
+        lines.append(f"no events recorded for run {args.run_id}")
+    return "\n".join(lines)
+
+
+def _show(args: argparse.Namespace) -> str:
+    async def read(store: Any) -> dict[str, Any] | None:
+        cp = await store.get(args.checkpoint_id)
+        return None if cp is None else dict(cp.model_dump(mode="json"))
+
+    found = _with_store(args.file, read)
+    if found is None:
+        raise _Fail(f"no checkpoint {args.checkpoint_id!r} in {args.file}; find checkpoint "
+                    f"ids with `graphflow events {args.file} RUN_ID` (checkpoint_saved)")
+    return json.dumps(found, indent=2)
+
+
+def _mermaid(args: argparse.Namespace) -> str:
+    graph = _load_graph(args.target)
+    path: list[tuple[str, str]] | None = None
+    if args.run is not None:
+        file, run_id = args.run
+
+        async def read(store: Any) -> list[tuple[str, str]] | None:
+            events, _ = await _all_events(store, run_id)
+            if not events and not await _run_exists(store, run_id):
+                return None
+            return [(e["source"], e["target"]) for e in events
+                    if e.get("type") == "edge_transition"]
+
+        path = _with_store(file, read)
+        if path is None:
+            raise _Fail(f"no run {run_id!r} in {file}; list the runs with "
+                        f"`graphflow runs {file}`")
+    return str(graph.mermaid(path=path))
+
+
+def _load_graph(target: str) -> Any:
+    """The compiled graph named by ``MODULE:GRAPH`` (a ``Graph`` is compiled)."""
+    from .._graph._builder import CompiledGraph, Graph
+
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise _Fail(f"{target!r} is not MODULE:GRAPH; name the module and the graph in it, "
+                    "e.g. `graphflow mermaid myapp.graphs:checkout`")
+    added = os.getcwd() not in sys.path
+    if added:  # like `python -m`, find modules in the current directory
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise _Fail(f"cannot import module {module_name!r} ({type(exc).__name__}: {exc}); run "
+                    "from the directory that contains it or add it to PYTHONPATH") from None
+    finally:
+        if added:
+            sys.path.remove(os.getcwd())
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise _Fail(f"module {module_name!r} has no attribute {attr!r}; name a Graph or "
+                        "CompiledGraph defined in it") from None
+    if isinstance(obj, Graph):
+        try:
+            obj = obj.compile()
+        except GraphflowError as exc:
+            first = str(exc).splitlines()[0]
+            raise _Fail(f"{target}: {first} (see Graph.compile() for the list)") from None
+    if not isinstance(obj, CompiledGraph):
+        raise _Fail(f"{target} is a {type(obj).__name__}, not a Graph or CompiledGraph; name "
+                    "the graph object")
+    return obj
+
+
+# -- formatting -------------------------------------------------------------------------------
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in (header, *rows))
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _event_line(event: dict[str, Any]) -> str:
+    """``seq  step N  type  node  key fields`` for one wire-form event."""
+    kind = str(event.get("type", "?"))
+    head = (f"{event.get('seq', '?'):>5}  step {event.get('step', '?')!s:<3} {kind:<17}"
+            f"{_cell(event.get('node')):<12}")
+    fields: list[str] = []
+    if kind == "edge_transition":
+        fields.append(f"{event.get('source')} -> {event.get('target')}")
+    elif kind == "error":
+        fields.append(f"{event.get('error_type')}: {_short(event.get('message'), 80)}")
+    elif kind == "interrupt":
+        keys = [i.get("key") for i in event.get("interrupts", []) if isinstance(i, dict)]
+        fields.append(f"keys={_short(keys)}")
+    skip = _COMMON | {"source", "target", "error_type", "message", "interrupts", "state",
+                      "started_at", "finished_at"}
+    for key, value in event.items():
+        if key in skip or value is None or value is False:
+            continue
+        if key == "attempt" and value == 1:
+            continue
+        fields.append(key if value is True else f"{key}={_short(value)}")
+    if event.get("task_id"):
+        fields.append(f"task={event['task_id']}")
+    return f"{head} {' '.join(fields)}".rstrip()

@@ -1,0 +1,201 @@
+"""Running a superstep's tasks: inline for sync nodes, or as tasks under the scheduler."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from pydantic import BaseModel
+
+from .._graph._builder import REPLAYED_EFFECTS, NodeSpec
+from .._graph._node import CURRENT_TASK, NodeContext
+from .._records._checkpoint import TaskRecord
+from .._time._clock import VirtualClock
+from .._time._rng import ScheduleRng
+from .._time._sched import NODE_SLEEPER, BatchScheduler
+from .._time._vloop import LOOP_OWNED, STALL_HANDLERS, loop_clock, loop_deadline_ns
+from .._time._wallclock import NODE_CLOCK
+from ..errors import (
+    VirtualDeadlock,
+)
+from ._runner_base import RunnerState, _unwrapped
+from ._task import Outcome, decide_edges, execute
+
+__all__ = ["BatchRunner"]
+
+
+class BatchRunner(RunnerState):
+    """The part of the run loop that runs a batch and collects its outcomes (internal)."""
+
+    def _context(self, record: TaskRecord) -> NodeContext:
+        """What the task of ``record`` sees as ``ctx`` in the current superstep."""
+        return NodeContext(self, record, self.step, self.visited)
+
+    async def _run_inline(self, record: TaskRecord, spec: NodeSpec) -> Outcome:
+        """Run one sync task inline (nothing can interleave with it)."""
+        clock = self.clock
+        ctx = self._context(record)
+        model = self.model
+        self.model = None
+        if model is None:
+            model = self.graph.codec.model_of(self.state)
+        t1 = CURRENT_TASK.set(ctx)
+        t2 = NODE_CLOCK.set(clock) if self.wall_clock else None  # type: ignore[arg-type]
+        try:
+            out = await execute(self.graph, spec, record, lambda: model, ctx, clock, clock.sleep,
+                                self.state)
+        finally:
+            if t2 is not None:
+                NODE_CLOCK.reset(t2)
+            CURRENT_TASK.reset(t1)
+        self.start_order.append(record.node)
+        return out
+
+    def _input_factory(self, parallel: bool) -> Callable[[], BaseModel]:
+        graph, state = self.graph, self.state
+        cached = [None if parallel else self.model]
+        model_of = graph.codec.model_of
+
+        def make_input() -> BaseModel:
+            model = cached[0]
+            if model is not None:
+                cached[0] = None
+                return model
+            return model_of(state)
+
+        return make_input
+
+    async def _run_batch(self) -> tuple[list[Outcome], bool]:
+        assert self.tasks is not None
+        graph, step = self.graph, self.step
+        tasks = self.tasks
+        visited = self.visited
+        outcomes: list[Outcome] = []
+        to_run: list[int] = []
+        for i, record in enumerate(tasks):
+            spec = graph.nodes[record.node]
+            done = self.completed.get(record.task_id)
+            if done is not None and (done.keep or spec.effect in REPLAYED_EFFECTS):
+                out = Outcome(record, spec, kind="done", patch=done.patch, goto=done.goto,
+                              expand=done.expand, replayed=True,
+                              started_at=done.started_at, finished_at=done.finished_at)
+                outcomes.append(out)
+            else:
+                outcomes.append(Outcome(record, spec))
+                to_run.append(i)
+        timed_out = False
+        if to_run and all(not outcomes[i].spec.is_async and outcomes[i].spec.retry is None
+                          for i in to_run):
+            # Sync tasks cannot interleave: they run inline, one after the other, in the
+            # seeded start order.
+            order = to_run
+            if len(order) > 1 and self.seed is not None:
+                order = list(order)
+                ScheduleRng(self.seed, self.run_id, step).shuffle(order)  # type: ignore[arg-type]
+            for i in order:
+                outcomes[i] = await self._run_inline(tasks[i], outcomes[i].spec)
+        elif to_run:
+            make_input = self._input_factory(len(tasks) > 1)
+            self.model = None
+            self._batch = outcomes
+            timed_out = await self._run_concurrently(tasks, outcomes, to_run, make_input,
+                                                     self._context)
+            self._batch = None
+        for out in outcomes:
+            if out.replayed:
+                await decide_edges(graph, out.spec, out, self.state, visited, step)
+        return outcomes, timed_out
+
+    async def _run_concurrently(
+        self,
+        tasks: list[TaskRecord],
+        outcomes: list[Outcome],
+        to_run: list[int],
+        make_input: Callable[[], BaseModel],
+        context: Callable[[TaskRecord], NodeContext],
+    ) -> bool:
+        graph, clock = self.graph, self.clock
+        rng: Any
+        if self.seed is not None:
+            rng = ScheduleRng(self.seed, self.run_id, self.step)
+        else:
+            rng = None if len(to_run) == 1 else random.Random()
+        stalled: list[list[int]] = []
+        sched: BatchScheduler | None = None
+        if isinstance(clock, VirtualClock):
+            owned = LOOP_OWNED.get() is clock or loop_clock() is clock
+
+            def stall(keys: list[int]) -> None:
+                stalled.append(keys)
+                scope.cancel()
+
+            sched = BatchScheduler(
+                clock, rng, self._deadline_ns, on_deadline=lambda: scope.cancel(),
+                on_stall=stall,
+                loop_deadline=(lambda: loop_deadline_ns(clock)) if owned else None,
+            )
+        events = {i: sched.register(i) for i in to_run} if sched is not None else {}
+        wall = self.wall_clock and sched is not None
+
+        async def run_one(i: int) -> None:
+            record = tasks[i]
+            ctx = context(record)
+            CURRENT_TASK.set(ctx)
+            try:
+                if sched is not None:
+                    await events[i].wait()
+                    self.start_order.append(record.node)
+                    sleep = sched.sleeper(i)
+                    NODE_SLEEPER.set(sleep)
+                    if wall:
+                        NODE_CLOCK.set(clock)  # type: ignore[arg-type]
+                else:
+                    self.start_order.append(record.node)
+                    sleep = clock.sleep
+                outcomes[i] = await execute(graph, outcomes[i].spec, record, make_input, ctx,
+                                            clock, sleep, self.state)
+            finally:
+                if sched is not None:
+                    sched.finished(i)
+
+        order = list(to_run)
+        if sched is None and rng is not None:
+            rng.shuffle(order)
+        deadline = None if self._deadline is None else self._deadline - clock.monotonic()
+        handler = sched.stall if sched is not None and sched.kick is not None else None
+        if handler is not None:
+            STALL_HANDLERS.append(handler)
+        with anyio.CancelScope() as scope:
+            if deadline is not None:
+                scope.deadline = anyio.current_time() + max(0.0, deadline)
+            self._scope = scope
+            if self.cancel_requested:
+                scope.cancel()
+            try:
+                async with _unwrapped(), anyio.create_task_group() as tg:
+                    for i in order:
+                        tg.start_soon(run_one, i)
+                    if sched is not None:
+                        if sched.kick is not None:
+                            tg.start_soon(sched.keeper)
+                        sched.start()
+            finally:
+                self._scope = None
+                if handler is not None:
+                    STALL_HANDLERS.remove(handler)
+        if stalled:
+            names = [tasks[i].node for i in stalled[0]]
+            for i in stalled[0]:
+                outcomes[i].kind = "error"
+                outcomes[i].error = VirtualDeadlock(
+                    f"nodes {names} wait forever: every task of the batch waits (an infinite "
+                    "sleep, or an event, lock or queue nothing will set) and no timer, thread "
+                    "or I/O is pending, so virtual time cannot wake them. Do not make the "
+                    "tasks of one batch wait for each other; pass data through the state"
+                )
+            return False
+        if scope.cancelled_caught and not self.cancel_requested:
+            return True
+        return sched is not None and sched.timed_out

@@ -1,0 +1,196 @@
+"""What a run gives back: ``GraphResult``, run records, and traces of events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from .._graph._builder import END, START, CompiledGraph
+from .._records._events import EventBase, Interrupt, NodeEnd, StreamEvent
+from .._records._json import jcopy
+from ._runner import StepState
+
+__all__ = ["EventLog", "GraphResult", "RunLeg", "RunRecord", "Trace"]
+
+StateT = TypeVar("StateT", bound=BaseModel)
+
+
+@dataclass
+class GraphResult(Generic[StateT]):
+    """The outcome of a run (seed 001, seed 002).
+
+    Attributes:
+        state: the final (or paused) state as the schema's model.
+        data: the same state as a plain dict (JSON form).
+        status: ``completed``, ``interrupted``, ``failed`` or ``cancelled``.
+        run_id: the run.
+        thread_id: the thread the run used.
+        step: the superstep in which the run finished or paused, from 0.
+        checkpoint_id: the run's last checkpoint, if one was saved.
+        interrupts: pending interrupts by ``Interrupt.key``.
+        error: what ended a failed or cancelled run (``NodeFailed``, ``RunTimedOut``, ...).
+    """
+
+    state: StateT
+    data: dict[str, Any]
+    status: str
+    run_id: str
+    thread_id: str
+    step: int
+    checkpoint_id: str | None = None
+    interrupts: dict[str, Interrupt] = field(default_factory=dict)
+    error: BaseException | None = None
+
+    def raise_for_status(self) -> GraphResult[StateT]:
+        """Raise the run's error if it failed or was cancelled; return ``self`` otherwise."""
+        if self.error is not None and self.status in ("failed", "cancelled"):
+            raise self.error
+        return self
+
+
+@dataclass
+class RunRecord:
+    """A run's record (seed 002): lifecycle status, graph identity, revision, timing, failure."""
+
+    run_id: str
+    thread_id: str
+    graph_id: str
+    revision: str
+    status: str
+    started_at: datetime | None
+    updated_at: datetime | None
+    tenant_id: str | None = None
+    error: dict[str, Any] | None = None
+    legs: int = 1
+
+    def as_dict(self) -> dict[str, Any]:
+        """The record in JSON form (what durable stores keep)."""
+        return {
+            "run_id": self.run_id, "thread_id": self.thread_id, "graph_id": self.graph_id,
+            "revision": self.revision, "status": self.status,
+            "started_at": None if self.started_at is None else self.started_at.isoformat(),
+            "updated_at": None if self.updated_at is None else self.updated_at.isoformat(),
+            "tenant_id": self.tenant_id, "error": self.error,
+        }
+
+
+class EventLog(list[EventBase]):
+    """A run's events, with the ``updates`` and ``values`` views of ``stream(mode=...)``."""
+
+    def __init__(self, events: list[EventBase] = (), states: list[StepState] = ()) -> None:  # type: ignore[assignment]
+        super().__init__(events)
+        self._states = list(states)
+
+    def updates(self) -> list[StreamEvent]:
+        """Each completed task's update, as ``stream(mode="updates")`` gives them."""
+        return [StreamEvent(mode="updates", data=jcopy(e.patch), node=e.node, run_id=e.run_id,
+                            step=e.step, task_id=e.task_id)
+                for e in self if isinstance(e, NodeEnd)]
+
+    def values(self) -> list[dict[str, Any]]:
+        """The state after each superstep, as ``stream(mode="values")`` gives them."""
+        return [jcopy(s.state) for s in self._states]
+
+    def of_type(self, *types: str) -> list[EventBase]:
+        """The events whose ``type`` is one of ``types``."""
+        return [e for e in self if e.type in types]  # type: ignore[attr-defined]
+
+
+@dataclass
+class Trace:
+    """A finished run as tests look at it: result, events and the store's call log."""
+
+    result: GraphResult[Any]
+    events: EventLog
+    store_log: list[Any]
+
+    @property
+    def status(self) -> str:
+        """The run's status."""
+        return self.result.status
+
+    @property
+    def state(self) -> Any:
+        """The run's final state (model)."""
+        return self.result.state
+
+    def to_json(self) -> str:
+        """The event stream as JSON lines (byte-identical for the same graph, input and seed)."""
+        return "\n".join(e.model_dump_json() for e in self.events)
+
+
+@dataclass
+class RunLeg:
+    """One leg of a run as it happened, for observers (``GraphRuntime(on_leg=...)``).
+
+    Attributes:
+        graph: the graph that ran (with the runtime's checkpoint policy, if it sets one).
+        run_id: the run.
+        resumed: whether the leg resumed an earlier one.
+        events: the events of the leg, in order, whichever stream mode was consumed.
+        error: an exception that escaped the run (a rejected checkpoint save, an edge
+            function's error, a simulated crash), or ``None``.
+        visited: the nodes whose tasks completed, in order (for a run that raised, this goes
+            further than ``events``: the events of the piece of the run that raised are lost
+            with the exception).
+        seed: the seed of the runtime that ran it.
+    """
+
+    graph: CompiledGraph
+    run_id: str
+    resumed: bool = False
+    seed: int | None = None
+    events: list[EventBase] = field(default_factory=list)
+    error: BaseException | None = None
+    visited: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """``run_end``'s status, ``"raised"`` when an exception escaped, else ``"running"``."""
+        for event in reversed(self.events):
+            if getattr(event, "type", None) == "run_end":
+                return str(event.status)  # type: ignore[attr-defined]
+        return "raised" if self.error is not None else "running"
+
+    def path(self) -> list[tuple[str, str]]:
+        """The ``(source, target)`` edges the leg took, in order, each once.
+
+        A fresh run also enters its first nodes from ``START`` (``"__start__"``); the other
+        edges come from ``edge_transition`` events.
+        """
+        pairs: list[tuple[str, str]] = []
+        first_step: int | None = None
+        fresh = False
+        for event in self.events:
+            kind = getattr(event, "type", None)
+            if kind == "run_start":
+                fresh = getattr(event, "resumed_from", None) is None
+            elif kind == "node_start" and fresh and event.node is not None:
+                if first_step is None:
+                    first_step = event.step
+                if event.step == first_step:
+                    pairs.append((START, event.node))
+            elif kind == "edge_transition":
+                pairs.append((event.source, event.target))  # type: ignore[attr-defined]
+        return list(dict.fromkeys(pairs))
+
+    def path_text(self) -> str:
+        """The path as one line: ``START -> a -> b -> END`` (branches separated by ``;``)."""
+        names = {START: "START", END: "END"}
+        chains: list[list[str]] = []
+        for source, target in self.path():
+            src, dst = names.get(source, source), names.get(target, target)
+            for chain in chains:
+                if chain[-1] == src:
+                    chain.append(dst)
+                    break
+            else:
+                chains.append([src, dst])
+        return "; ".join(" -> ".join(chain) for chain in chains) or "(no edges taken)"
+
+    def mermaid(self) -> str:
+        """The graph as a Mermaid flowchart with the edges of :meth:`path` drawn bold."""
+        return self.graph.mermaid(path=self.path())

@@ -1,0 +1,676 @@
+"""``GraphRuntime``: running, streaming and resuming graphs (SPEC §2)."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, ClassVar, Literal, TypeVar
+
+import anyio
+from pydantic import BaseModel
+
+from .._graph._builder import POLICIES, CheckpointPolicy, CompiledGraph
+from .._graph._node import Resume
+from .._records._checkpoint import FORMAT_VERSION, Checkpoint
+from .._records._events import (
+    EventBase,
+    Interrupt,
+)
+from .._records._ids import IdSource
+from .._records._json import NotJSONError, to_json_value
+from .._stores._memory import InMemoryCheckpointStore
+from .._stores._protocol import CheckpointStore
+from .._time import _wallclock
+from .._time._clock import Clock, RealClock, VirtualClock
+from .._time._sched import install_sleep_hooks
+from .._time._vloop import LOOP_OWNED, backend_options, install_thread_guards
+from ..errors import (
+    CheckpointNotFound,
+    GraphExecutionError,
+    GraphflowError,
+    InvalidArgument,
+    MidExecution,
+    NothingToRecover,
+    NotSuspended,
+    ResumeError,
+    SnapshotMismatch,
+    TenantMismatch,
+    ThreadBusy,
+    ThreadSuspended,
+    UnknownKey,
+    UnsupportedFormat,
+    UpdateRejected,
+)
+from ._merge import merge_patches, validate_state
+from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
+from ._runner import Runner
+from ._stream import RunHandle, RunStream, drain
+
+__all__ = ["GraphRuntime"]
+
+T = TypeVar("T")
+StreamMode = Literal["events", "updates", "values", "custom", "debug"]
+_DEFAULT: Any = object()
+
+
+class _Claims:
+    """Thread claims for stores without their own (one table per store object)."""
+
+    tables: ClassVar[weakref.WeakKeyDictionary[Any, dict[str, str]]] = (
+        weakref.WeakKeyDictionary())
+
+    @classmethod
+    def table(cls, store: Any) -> dict[str, str]:
+        try:
+            return cls.tables.setdefault(store, {})
+        except TypeError:  # not weak-referenceable
+            return {}
+
+
+class GraphRuntime:
+    """Runs compiled graphs: ``invoke``/``ainvoke``, ``stream``, ``aresume``, ``start``.
+
+    With the default real clock and ``seed=None`` it is the production runtime; with a
+    :class:`VirtualClock` and a ``seed`` it is the deterministic testing runtime: same graph,
+    input and seed give the same event stream, ids and times included.
+
+    Args:
+        store: the checkpoint store (default: a fresh :class:`InMemoryCheckpointStore`).
+        clock: :class:`RealClock` (default) or :class:`VirtualClock`.
+        seed: decides the order of a parallel batch's tasks and every id; ``None`` for
+            system randomness.
+        max_supersteps: the superstep budget of a run (leg); ``SuperstepLimit`` beyond it.
+        timeout: seconds, on the runtime's clock, a run (leg) may take; ``RunTimedOut``.
+        on_interrupt: a hook answering interrupts at once (return ``PAUSE`` to pause).
+        tenant_id: the tenant runs belong to; a thread belongs to one tenant.
+        claim_ttl: seconds a thread claim lasts on stores with claims.
+        backend: the anyio backend of the sync API (``"asyncio"`` or ``"trio"``).
+        checkpoint_policy: run every graph under this policy instead of its own (same
+            structure and revision, see :meth:`CompiledGraph.with_policy`).
+        on_leg: called with a :class:`RunLeg` as each leg of a run starts; the leg fills in
+            (events, error, visited nodes) as the run goes. With it, every API builds events,
+            ``invoke`` included.
+    """
+
+    def __init__(
+        self,
+        store: CheckpointStore | None = _DEFAULT,
+        *,
+        clock: Clock | None = None,
+        seed: int | None = None,
+        max_supersteps: int | None = 1000,
+        timeout: float | None = None,
+        on_interrupt: Callable[[Interrupt], Any] | None = None,
+        tenant_id: str | None = None,
+        claim_ttl: float = 30.0,
+        backend: str = "asyncio",
+        checkpoint_policy: CheckpointPolicy | None = None,
+        on_leg: Callable[[RunLeg], None] | None = None,
+    ) -> None:
+        if store is _DEFAULT or store is None:
+            store = InMemoryCheckpointStore()
+        for name in ("save", "get", "latest", "list"):
+            if not callable(getattr(store, name, None)):
+                raise InvalidArgument(f"GraphRuntime(store={store!r}): the store has no "
+                                      f"{name}(); pass a CheckpointStore")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise InvalidArgument(f"GraphRuntime(seed={seed!r}): seed must be an int or None")
+        _check_budget(max_supersteps, timeout)
+        self.store: CheckpointStore = store
+        self.clock: Clock = clock if clock is not None else RealClock()
+        self.seed = seed
+        self.max_supersteps = max_supersteps
+        self.timeout = timeout
+        self.on_interrupt = on_interrupt
+        self.tenant_id = tenant_id
+        self.claim_ttl = claim_ttl
+        self.backend = backend
+        if checkpoint_policy is not None and checkpoint_policy not in POLICIES:
+            raise InvalidArgument(f"GraphRuntime(checkpoint_policy={checkpoint_policy!r}): use "
+                                  f"one of {sorted(POLICIES)} or None")
+        self.checkpoint_policy = checkpoint_policy
+        self.on_leg = on_leg
+        self._policy_graphs: dict[int, tuple[CompiledGraph, CompiledGraph]] = {}
+        self._ids = IdSource(seed)
+        self._graphs: dict[str, CompiledGraph] = {}
+        self._runs: dict[str, RunRecord] = {}
+        self._live: dict[str, Runner] = {}
+        bind = getattr(store, "bind_clock", None)
+        if callable(bind):
+            bind(self.clock)
+
+    # ------------------------------------------------------------------ public API
+
+    def stream(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        *,
+        thread_id: str | None = None,
+        mode: StreamMode = "events",
+        **options: Any,
+    ) -> RunStream:
+        """Start a run and stream its events (or a view of them, see ``mode``)."""
+        self._check_graph(graph)
+        opts = self._options(options)
+        return RunStream(lambda: self._prepare_new(graph, input, thread_id, opts), mode)
+
+    def resume_stream(
+        self,
+        run_or_checkpoint_id: str,
+        resume: Resume | None = None,
+        *,
+        graph: CompiledGraph | None = None,
+        mode: StreamMode = "events",
+        **options: Any,
+    ) -> RunStream:
+        """Resume a paused, failed or cancelled run and stream its events from there.
+
+        A run id continues from the run's last saved checkpoint (C8); a checkpoint id from
+        exactly that checkpoint (time travel).
+        """
+        if resume is not None and not isinstance(resume, Resume):
+            raise InvalidArgument(f"resume={resume!r}: pass a Resume(...) or None")
+        if graph is not None:
+            self._check_graph(graph)
+        opts = self._options(options)
+        stream: RunStream
+
+        async def prepare() -> Runner:
+            opts["record_events"] = stream._record_events
+            return await self._prepare_resume(run_or_checkpoint_id, resume, graph, opts)
+
+        stream = RunStream(prepare, mode)
+        return stream
+
+    async def ainvoke(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        *,
+        thread_id: str | None = None,
+        **options: Any,
+    ) -> GraphResult[Any]:
+        """Run ``graph`` to its end (or halt) and return the result.
+
+        Raises:
+            the store's own exception for a rejected save (C6), an edge function's own
+            exception (C7), and caller errors; failures *in* the run are in the result.
+        """
+        self._check_graph(graph)
+        opts = self._options(options)
+        opts["record_events"] = False
+        return await drain(RunStream(
+            lambda: self._prepare_new(graph, input, thread_id, opts), "events"))
+
+    async def aresume(
+        self,
+        run_or_checkpoint_id: str,
+        resume: Resume | None = None,
+        *,
+        graph: CompiledGraph | None = None,
+        **options: Any,
+    ) -> GraphResult[Any]:
+        """Resume a run and return its result (see :meth:`resume_stream`)."""
+        stream = self.resume_stream(run_or_checkpoint_id, resume, graph=graph, **options)
+        stream._record_events = False
+        return await drain(stream)
+
+    async def arecover(
+        self,
+        thread_id: str,
+        *,
+        graph: CompiledGraph | None = None,
+        **options: Any,
+    ) -> GraphResult[Any]:
+        """Continue the incomplete run of ``thread_id`` (after a crash, a failure, a
+        cancellation or a timeout) from its last checkpoint — what a fresh process calls
+        when it knows the thread but not the run.
+
+        Raises:
+            NothingToRecover: the thread has no checkpoint, or its last run completed.
+            ThreadSuspended: the thread waits for answers; resume it with a ``Resume``.
+        """
+        found = await self.store.list(thread_id=thread_id)
+        if not found or found[-1].status == "completed":
+            raise NothingToRecover(
+                f"thread {thread_id!r} has no incomplete run to recover"
+                + ("" if found else " (the store holds no checkpoint of it)")
+            )
+        last = found[-1]
+        if last.status == "interrupted":
+            raise ThreadSuspended(
+                f"thread {thread_id!r} is waiting for answers (run {last.run_id}); resume it "
+                f"with aresume({last.run_id!r}, Resume(...))"
+            )
+        return await self.aresume(last.run_id, graph=graph, **options)
+
+    def recover(
+        self, thread_id: str, *, graph: CompiledGraph | None = None, **options: Any
+    ) -> GraphResult[Any]:
+        """Synchronous :meth:`arecover`."""
+        return self._run_sync(self.arecover, thread_id, graph=graph, **options)
+
+    def invoke(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        *,
+        thread_id: str | None = None,
+        **options: Any,
+    ) -> GraphResult[Any]:
+        """Synchronous :meth:`ainvoke` (runs an event loop of ``backend``)."""
+        return self._run_sync(self.ainvoke, graph, input, thread_id=thread_id, **options)
+
+    def resume(
+        self,
+        run_or_checkpoint_id: str,
+        resume: Resume | None = None,
+        *,
+        graph: CompiledGraph | None = None,
+        **options: Any,
+    ) -> GraphResult[Any]:
+        """Synchronous :meth:`aresume`."""
+        return self._run_sync(self.aresume, run_or_checkpoint_id, resume, graph=graph,
+                              **options)
+
+    async def start(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        *,
+        thread_id: str | None = None,
+        **options: Any,
+    ) -> RunHandle:
+        """Admit a run and return its :class:`RunHandle` (claims and ids are taken now)."""
+        stream = self.stream(graph, input, thread_id=thread_id, **options)
+        runner = await stream._ensure()
+        return RunHandle(stream, runner.run_id)
+
+    async def atrace(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        **options: Any,
+    ) -> Trace:
+        """Run to the end and return a :class:`Trace` (result, events, store log)."""
+        return await self._trace(self.stream(graph, input, **options))
+
+    def trace(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        **options: Any,
+    ) -> Trace:
+        """Synchronous :meth:`atrace`."""
+        return self._run_sync(self.atrace, graph, input, **options)
+
+    async def aresume_trace(
+        self, run_or_checkpoint_id: str, resume: Resume | None = None, **options: Any
+    ) -> Trace:
+        """Resume and return a :class:`Trace` of the resumed leg."""
+        return await self._trace(self.resume_stream(run_or_checkpoint_id, resume, **options))
+
+    def resume_trace(
+        self, run_or_checkpoint_id: str, resume: Resume | None = None, **options: Any
+    ) -> Trace:
+        """Synchronous :meth:`aresume_trace`."""
+        return self._run_sync(self.aresume_trace, run_or_checkpoint_id, resume, **options)
+
+    async def history(self, run_id: str) -> list[Checkpoint]:
+        """Every checkpoint of a run, oldest first (resume from any of them by id)."""
+        return await self.store.list(run_id)
+
+    def run_record(self, run_id: str) -> RunRecord:
+        """The record of a run this runtime ran.
+
+        Raises:
+            CheckpointNotFound: when this runtime never ran ``run_id``.
+        """
+        try:
+            return self._runs[run_id]
+        except KeyError:
+            raise CheckpointNotFound(f"this runtime has no record of run {run_id!r}") from None
+
+    @property
+    def runs(self) -> list[RunRecord]:
+        """Records of the runs this runtime ran, in start order."""
+        return list(self._runs.values())
+
+    def register(self, graph: CompiledGraph) -> None:
+        """Remember ``graph`` so runs of it can be resumed by id alone."""
+        self._check_graph(graph)
+        self._graphs[graph.graph_id] = graph
+
+    # ------------------------------------------------------------------ internals
+
+    async def _trace(self, stream: RunStream) -> Trace:
+        before = getattr(self.store, "calls", None)
+        start = len(before) if isinstance(before, list) else 0
+        events: list[EventBase] = []
+        async for event in stream:
+            events.append(event)
+        result = stream.result()
+        after = getattr(self.store, "calls", None)
+        store_log = list(after[start:]) if isinstance(after, list) else []
+        return Trace(result=result, events=EventLog(events, stream.states), store_log=store_log)
+
+    def _run_sync(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        clock = self.clock
+        if not isinstance(clock, VirtualClock):
+            async def main() -> T:
+                return await fn(*args, **kwargs)
+
+            return anyio.run(main, backend=self.backend)
+
+        async def owned() -> T:
+            # This loop reads the virtual clock: fail_after/move_on_after and
+            # anyio.current_time() in node code are virtual too.
+            token = LOOP_OWNED.set(clock)
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                LOOP_OWNED.reset(token)
+
+        return anyio.run(owned, backend=self.backend,
+                         backend_options=backend_options(self.backend, clock))
+
+    def _check_graph(self, graph: Any) -> None:
+        if not isinstance(graph, CompiledGraph):
+            hint = " (call .compile() first)" if hasattr(graph, "compile") else ""
+            raise InvalidArgument(f"expected a CompiledGraph, got {graph!r}{hint}")
+
+    def _options(self, options: dict[str, Any]) -> dict[str, Any]:
+        allowed = {"max_supersteps", "timeout", "on_interrupt", "tenant_id"}
+        unknown = sorted(set(options) - allowed)
+        if unknown:
+            raise InvalidArgument(f"unknown run option(s) {unknown}; run options are "
+                                  f"{sorted(allowed)}")
+        opts = {
+            "max_supersteps": options.get("max_supersteps", self.max_supersteps),
+            "timeout": options.get("timeout", self.timeout),
+            "on_interrupt": options.get("on_interrupt", self.on_interrupt),
+            "tenant_id": options.get("tenant_id", self.tenant_id),
+        }
+        _check_budget(opts["max_supersteps"], opts["timeout"])
+        if opts["on_interrupt"] is not None and not callable(opts["on_interrupt"]):
+            raise InvalidArgument(f"on_interrupt={opts['on_interrupt']!r} must be callable")
+        return opts
+
+    def _state_from_input(
+        self, graph: CompiledGraph, input: Mapping[str, Any] | BaseModel | None
+    ) -> dict[str, Any]:
+        if input is None:
+            data: dict[str, Any] = {}
+        elif isinstance(input, BaseModel):
+            data = input.model_dump(mode="json")
+        elif isinstance(input, Mapping):
+            data = dict(input)
+        else:
+            raise InvalidArgument(f"input={input!r}: pass a dict, a {graph.state_model.__name__} "
+                                  "or None")
+        for key in data:
+            if key not in graph.keys:
+                raise UnknownKey("<input>", key, sorted(graph.keys))
+        try:
+            return {k: to_json_value(v) for k, v in data.items()}
+        except NotJSONError as exc:
+            raise UpdateRejected("<input>", "<input>", f"input values must be JSON: {exc}") \
+                from None
+
+    async def _claim(self, thread_id: str, run_id: str) -> Callable[[], Awaitable[None]]:
+        for live in self._live.values():
+            if not live.done and (live.thread_id == thread_id or live.run_id == run_id):
+                raise ThreadBusy(thread_id, live.run_id)
+        store: Any = self.store
+        claim = getattr(store, "claim", None)
+        if callable(claim):
+            token = await claim(thread_id, run_id, now=self.clock.now(), ttl=self.claim_ttl)
+
+            async def release() -> None:
+                await store.release(thread_id, token)
+
+            return release
+        table = _Claims.table(store)
+        holder = table.get(thread_id)
+        if holder is not None and holder != run_id:
+            raise ThreadBusy(thread_id, holder)
+        table[thread_id] = run_id
+
+        async def release_local() -> None:
+            if table.get(thread_id) == run_id:
+                del table[thread_id]
+
+        return release_local
+
+    def _wall(self) -> tuple[bool, Callable[[], None] | None]:
+        clock = self.clock
+        if isinstance(clock, VirtualClock) and clock.patch_wall_clock:
+            _wallclock.activate()
+            return True, _wallclock.deactivate
+        return False, None
+
+    async def _new_run_id(self) -> tuple[str, str]:
+        for _ in range(1000):
+            token = self._ids.run_hex()
+            run_id = f"run-{token}"
+            if run_id not in self._runs and await self.store.latest(run_id) is None:
+                return run_id, token
+        raise GraphExecutionError("could not find a free run id")  # pragma: no cover
+
+    async def _prepare_new(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None,
+        thread_id: str | None,
+        opts: dict[str, Any],
+    ) -> Runner:
+        self._graphs.setdefault(graph.graph_id, graph)
+        graph = self._policy(graph)
+        patch = self._state_from_input(graph, input)
+        run_id, token = await self._new_run_id()
+        tenant = opts["tenant_id"]
+        explicit = thread_id is not None
+        if thread_id is None:
+            thread_id = f"thread-{token}"
+            base = validate_state(graph, patch).model_dump(mode="json")
+            release = await self._claim(thread_id, run_id)
+        else:
+            # A live run holding the thread is ThreadBusy, whatever the thread's checkpoints say.
+            release = await self._claim(thread_id, run_id)
+            try:
+                base = await self._thread_base(graph, thread_id, tenant, patch)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await release()
+                raise
+        wall, on_done = self._wall()
+
+        runner = Runner(
+            graph=graph, store=self.store, clock=self.clock, seed=self.seed, run_id=run_id,
+            thread_id=thread_id, tenant_id=tenant, state=base, step=0, tasks=None,
+            completed={}, answers={}, visited=[], arrivals={}, seq=0, parent_id=None,
+            resumed_from=None, cp_counter=0, task_counter=0,
+            max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
+            on_interrupt=opts["on_interrupt"], release=release, on_done=on_done,
+            wall_clock=wall, record_events=opts.get("record_events", True),
+        )
+        runner.thread_explicit = explicit
+        self._track(runner)
+        return runner
+
+    async def _thread_base(
+        self,
+        graph: CompiledGraph,
+        thread_id: str,
+        tenant: str | None,
+        patch: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The starting state of a new run on ``thread_id``: its last state plus the input."""
+        previous = await self.store.list(thread_id=thread_id)
+        if previous:
+            last = previous[-1]
+            if last.tenant_id != tenant:
+                raise TenantMismatch(thread_id, tenant)
+            if last.status in ("interrupted", "failed"):
+                raise ThreadSuspended(
+                    f"thread {thread_id!r} is suspended (run {last.run_id} is "
+                    f"{last.status}); resume it with aresume({last.run_id!r}, ...)"
+                )
+            if last.status != "completed":
+                raise MidExecution(
+                    f"thread {thread_id!r} is mid-execution (run {last.run_id}, checkpoint "
+                    f"{last.id}); resume that run instead of starting a new one"
+                )
+            base = merge_patches(graph, last.state, [("<input>", patch)], parallel=False)
+            base = validate_state(graph, base).model_dump(mode="json")
+        else:
+            base = validate_state(graph, patch).model_dump(mode="json")
+        return base
+
+    async def _resolve(self, ref: str) -> Checkpoint:
+        if not isinstance(ref, str):
+            raise InvalidArgument(f"expected a run id or checkpoint id, got {ref!r}")
+        cp = await self.store.latest(ref)
+        if cp is None:
+            cp = await self.store.get(ref)
+        if cp is None:
+            raise CheckpointNotFound(
+                f"no checkpoint for run or checkpoint id {ref!r}: the store has none. Pass the "
+                "run_id of run_start (or GraphResult.run_id) or a checkpoint id"
+            )
+        if cp.format_version != FORMAT_VERSION:
+            raise UnsupportedFormat(
+                f"checkpoint {cp.id} has format_version {cp.format_version}; this build reads "
+                f"{FORMAT_VERSION}"
+            )
+        return cp
+
+    def _graph_for(self, cp: Checkpoint, graph: CompiledGraph | None) -> CompiledGraph:
+        if graph is None:
+            graph = self._graphs.get(cp.graph_id)
+            if graph is None:
+                raise GraphExecutionError(
+                    f"this runtime does not know graph {cp.graph_id!r} of checkpoint {cp.id}; "
+                    "pass graph= (a fresh runtime in another process must be given the graph)"
+                )
+        problems: list[str] = []
+        if graph.graph_id != cp.graph_id:
+            problems.append(f"checkpoint {cp.id} is of graph {cp.graph_id!r}, not "
+                            f"{graph.graph_id!r}")
+        names = {t.node for t in cp.tasks} | {o.node for o in cp.completed.values()}
+        names |= set(cp.visited)
+        for name in sorted(names):
+            if name not in graph.nodes:
+                problems.append(f"checkpoint {cp.id} names node {name!r}, which the graph "
+                                "does not have")
+        if not problems:
+            try:
+                validate_state(graph, cp.state)
+            except GraphflowError as exc:
+                problems.append(f"checkpoint {cp.id} state does not fit the schema: {exc}")
+        if problems:
+            raise SnapshotMismatch("; ".join(problems))
+        self._graphs.setdefault(graph.graph_id, graph)
+        return graph
+
+    async def _prepare_resume(
+        self,
+        ref: str,
+        resume: Resume | None,
+        graph: CompiledGraph | None,
+        opts: dict[str, Any],
+    ) -> Runner:
+        cp = await self._resolve(ref)
+        graph = self._policy(self._graph_for(cp, graph))
+        tenant = opts["tenant_id"]
+        if cp.tenant_id != tenant:
+            raise TenantMismatch(cp.thread_id, tenant)
+        answers = dict(cp.answers)
+        if cp.status == "completed":
+            raise NotSuspended(f"run {cp.run_id} completed (checkpoint {cp.id}); there is "
+                               "nothing to resume. Start a new run on its thread instead")
+        if cp.status == "interrupted":
+            if resume is None:
+                keys = [i.key for i in cp.interrupts]
+                raise ResumeError(f"run {cp.run_id} is paused at interrupts {keys}; resume it "
+                                  "with Resume(value) or Resume(answers={key: ...})")
+            answers.update(resume.resolve(cp.interrupts))
+        elif resume is not None:
+            raise ResumeError(f"run {cp.run_id} has no pending interrupts (status "
+                              f"{cp.status!r}); resume it without a Resume")
+        cp_counter = int(cp.metadata.get("cp_counter", 0))
+        task_counter = int(cp.metadata.get("task_counter", 0))
+        seq = cp.next_seq
+        latest = await self.store.latest(cp.run_id)
+        if latest is not None and latest.id != cp.id:
+            # Time travel: the run's log goes on after everything it already holds, so no
+            # event number (and no id) of the original continuation is used twice (C10).
+            cp_counter = max(cp_counter, int(latest.metadata.get("cp_counter", 0)))
+            task_counter = max(task_counter, int(latest.metadata.get("task_counter", 0)))
+            seq = max(seq, latest.next_seq)
+        release = await self._claim(cp.thread_id, cp.run_id)
+        clock = self.clock
+        if isinstance(clock, VirtualClock) and clock.now() < cp.timestamp:
+            # A fresh virtual clock continues from the checkpoint, so time never goes back
+            # within a run's log (C10).
+            clock.advance((cp.timestamp - clock.now()).total_seconds())
+        wall, on_done = self._wall()
+        runner = Runner(
+            graph=graph, store=self.store, clock=self.clock, seed=self.seed, run_id=cp.run_id,
+            thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=cp.state, step=cp.next_step,
+            tasks=list(cp.tasks), completed=dict(cp.completed), answers=answers,
+            visited=list(cp.visited), arrivals={k: list(v) for k, v in cp.arrivals.items()},
+            seq=seq, parent_id=cp.id, resumed_from=cp.id, cp_counter=cp_counter,
+            task_counter=task_counter, max_supersteps=opts["max_supersteps"],
+            timeout=opts["timeout"], on_interrupt=opts["on_interrupt"], release=release,
+            on_done=on_done, wall_clock=wall, record_events=opts.get("record_events", True),
+        )
+        self._track(runner, resumed=True)
+        return runner
+
+    def _policy(self, graph: CompiledGraph) -> CompiledGraph:
+        """``graph`` under the runtime's checkpoint policy, if it sets one."""
+        policy = self.checkpoint_policy
+        if policy is None or graph.checkpoint_policy == policy:
+            return graph
+        cached = self._policy_graphs.get(id(graph))
+        if cached is None or cached[0] is not graph:
+            cached = self._policy_graphs[id(graph)] = (graph, graph.with_policy(policy))
+        return cached[1]
+
+    def _track(self, runner: Runner, *, resumed: bool = False) -> None:
+        live = self._live
+        for run_id in [r for r, other in live.items() if other.done]:
+            del live[run_id]
+        live[runner.run_id] = runner
+        record = self._runs.get(runner.run_id)
+        if record is None:
+            self._runs[runner.run_id] = RunRecord(
+                run_id=runner.run_id, thread_id=runner.thread_id, graph_id=runner.graph.graph_id,
+                revision=runner.graph.revision, status="running", started_at=self.clock.now(),
+                updated_at=None, tenant_id=runner.tenant_id,
+            )
+        else:
+            record.status = "running"
+            record.legs += 1
+        runner.record = self._runs[runner.run_id]
+        if self.on_leg is not None:
+            runner.record_events = True  # an observer sees every leg's events
+            runner.leg = RunLeg(graph=runner.graph, run_id=runner.run_id, resumed=resumed,
+                                seed=self.seed)
+            self.on_leg(runner.leg)
+
+
+install_sleep_hooks()
+install_thread_guards()
+
+
+def _check_budget(max_supersteps: Any, timeout: Any) -> None:
+    if max_supersteps is not None and (not isinstance(max_supersteps, int)
+                                       or isinstance(max_supersteps, bool) or max_supersteps < 1):
+        raise InvalidArgument(f"max_supersteps={max_supersteps!r} must be an int >= 1 or None")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout > 0):
+        raise InvalidArgument(f"timeout={timeout!r} must be a number of seconds > 0 or None "
+                              "(float('inf') means no limit)")

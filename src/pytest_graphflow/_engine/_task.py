@@ -1,0 +1,216 @@
+"""Running one task: the node call, its retries, its result and its edges."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from .._graph._builder import END, Command, CompiledGraph, Expand, NodeSpec
+from .._graph._node import CURRENT_TASK, EdgeContext, NodeContext, Visited, _InterruptSignal
+from .._records._checkpoint import TaskRecord
+from .._records._events import Interrupt
+from .._records._json import NotJSONError, to_json_value
+from .._time._clock import Clock
+from ..errors import GraphflowError, UnknownRoute, UpdateRejected
+from ._merge import merge_patches, normalize_patch
+
+__all__ = ["Outcome", "decide_edges", "execute"]
+
+
+_PLAIN_RESULTS = (dict, type(None), Command, Expand)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What one task came to (internal).
+
+    ``kind`` is ``done``, ``interrupt``, ``error`` (the node or its result failed),
+    ``edge_error`` (an edge function raised: C7) or ``cancelled``.
+    """
+
+    record: TaskRecord
+    spec: NodeSpec
+    kind: str = "cancelled"
+    patch: dict[str, Any] | None = None
+    goto: list[str] | None = None
+    expand: dict[str, Any] | None = None
+    targets: list[str] = field(default_factory=list)
+    interrupt: Interrupt | None = None
+    error: BaseException | None = None
+    failed_attempts: list[tuple[datetime, datetime, BaseException]] = field(default_factory=list)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    custom: list[tuple[str, Any]] = field(default_factory=list)
+    replayed: bool = False
+    routed_to: str | None = None
+    attempt: int = 1
+    user_error: bool = False
+    merged: dict[str, Any] | None = None
+    """The state with this task's own patch applied, when its branches needed it (checked
+    against the schema); a one-task batch commits it instead of merging again."""
+
+
+async def execute(
+    graph: CompiledGraph,
+    spec: NodeSpec,
+    record: TaskRecord,
+    make_input: Callable[[], BaseModel],
+    ctx: NodeContext,
+    clock: Clock,
+    sleep: Callable[[float], Awaitable[None]],
+    state: dict[str, Any],
+) -> Outcome:
+    """Run the node of ``record`` (with retries), then decide its edges."""
+    out = Outcome(record, spec)
+    out.custom = ctx._custom
+    out.started_at = clock.now()
+    fn = spec.fn
+    attempt = 1
+    model = make_input()
+    while True:
+        ctx.attempt = attempt
+        attempt_start = clock.now() if attempt > 1 else out.started_at
+        try:
+            result = fn(model, ctx) if spec.arity == 2 else fn(model)
+            if spec.is_async or (type(result) not in _PLAIN_RESULTS
+                                 and inspect.isawaitable(result)):
+                result = await result
+            break
+        except _InterruptSignal as signal:
+            out.kind = "interrupt"
+            out.interrupt = signal.interrupt
+            out.attempt = attempt
+            out.finished_at = clock.now()
+            return out
+        except Exception as exc:
+            retry = spec.retry
+            if retry is not None and attempt < retry.attempts and isinstance(exc, retry.retry_on):
+                out.failed_attempts.append((attempt_start, clock.now(), exc))
+                await sleep(retry.delay(attempt))
+                attempt += 1
+                ctx._used = None  # a new attempt runs the node from the top
+                model = make_input()
+                continue
+            out.kind = "error"
+            out.error = exc
+            out.user_error = True
+            out.attempt = attempt
+            out.finished_at = clock.now()
+            return out
+    out.attempt = attempt
+    out.finished_at = clock.now()
+    try:
+        _take_result(graph, spec, result, out)
+    except GraphflowError as exc:
+        out.kind = "error"
+        out.error = exc
+        return out
+    out.kind = "done"
+    if out.goto is None and out.expand is None:
+        await decide_edges(graph, spec, out, state, ctx._visited, ctx.step)
+    return out
+
+
+def _take_result(graph: CompiledGraph, spec: NodeSpec, result: Any, out: Outcome) -> None:
+    node = spec.name
+    if isinstance(result, Command):
+        out.patch = normalize_patch(graph, node, result.update)
+        if result.goto is not None:
+            goto = [result.goto] if isinstance(result.goto, str) else list(result.goto)
+            allowed = graph.allowed_targets(node)
+            for target in goto:
+                if target != END and target not in allowed:
+                    raise UnknownRoute(node, target, allowed)
+            out.goto = goto
+            out.targets = list(dict.fromkeys(goto))
+    elif isinstance(result, Expand):
+        out.patch = normalize_patch(graph, node, result.update)
+        if result.node not in graph.nodes or result.node not in spec.destinations:
+            raise UnknownRoute(node, result.node, spec.destinations)
+        if isinstance(result.items, (str, bytes)) or not isinstance(result.items, Sequence):
+            raise UpdateRejected(node, "<expand>", "Expand items must be a list")
+        try:
+            items = [to_json_value(i) for i in result.items]
+        except NotJSONError as exc:
+            raise UpdateRejected(node, "<expand>", f"an Expand item has no JSON form: {exc}") \
+                from None
+        out.expand = {"node": result.node, "items": items}
+    else:
+        out.patch = normalize_patch(graph, node, result)
+
+
+async def decide_edges(
+    graph: CompiledGraph,
+    spec: NodeSpec,
+    out: Outcome,
+    state: dict[str, Any],
+    visited: Visited,
+    step: int,
+) -> None:
+    """Decide the static and conditional targets of a completed (or replayed) task.
+
+    A replayed task that picked its target itself keeps its recorded ``goto``/``expand``.
+    An edge function that raises makes the outcome an ``edge_error`` (C7).
+    """
+    if out.goto is not None:
+        out.targets = list(dict.fromkeys(out.goto))
+        return
+    if out.expand is not None:
+        return
+    node = spec.name
+    targets = list(graph.edges.get(node, ()))
+    branches = graph.branches.get(node)
+    if branches:
+        try:
+            merged = merge_patches(graph, state, [(node, out.patch)], parallel=False)
+            merged, view = graph.codec.validate(merged, [(node, out.patch)])
+            out.merged = merged
+            if view is None:
+                view = graph.codec.model_of(merged)
+        except GraphflowError as exc:
+            out.kind = "error"
+            out.error = exc
+            return
+        ectx = EdgeContext(node, visited, step)
+        token = CURRENT_TASK.set(None)  # edge functions run outside the node (no interrupt)
+        try:
+            for branch in branches:
+                try:
+                    picked = branch.route(view, ectx) if branch.arity == 2 else branch.route(view)
+                    if inspect.isawaitable(picked):
+                        picked = await picked
+                except Exception as exc:
+                    out.kind = "edge_error"
+                    out.error = exc
+                    return
+                if not _pick(branch, node, picked, out, targets):
+                    return
+        finally:
+            CURRENT_TASK.reset(token)
+    out.targets = list(dict.fromkeys(targets))
+
+
+def _pick(branch: Any, node: str, picked: Any, out: Outcome, targets: list[str]) -> bool:
+    """Resolve what a branch function returned into targets; ``False`` on an unknown route."""
+    picks = list(picked) if isinstance(picked, (list, tuple)) else [picked]
+    for key in picks:
+        if branch.mapping is not None:
+            if key not in branch.mapping:
+                out.kind = "error"
+                out.error = UnknownRoute(node, key, [str(k) for k in branch.mapping])
+                return False
+            target = branch.mapping[key]
+        else:
+            target = key
+            if target not in branch.targets and target != END:
+                out.kind = "error"
+                out.error = UnknownRoute(node, target, branch.targets)
+                return False
+        targets.append(target)
+    return True
+

@@ -1,0 +1,352 @@
+"""What node code sees: ``ctx``, ``interrupt()``, ``emit()``, ``Resume`` and ``PAUSE``."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from datetime import datetime
+from typing import Any
+
+from .._records._events import Interrupt
+from .._records._json import NotJSONError, jcopy, to_json_value
+from .._time._clock import Clock
+from ..errors import GraphExecutionError, ResumeError
+
+__all__ = ["PAUSE", "EdgeContext", "NodeContext", "Resume", "emit", "interrupt"]
+
+_ID_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+class _Pause:
+    """The type of :data:`PAUSE`."""
+
+    _instance: _Pause | None = None
+
+    def __new__(cls) -> _Pause:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "PAUSE"
+
+
+PAUSE = _Pause()
+"""Returned by an ``on_interrupt`` hook to let the run pause (``None`` is a valid answer)."""
+
+_NO_VALUE: Any = object()
+
+
+class Resume:
+    """Answers for every pending interrupt of a paused run (seed 001).
+
+    ``Resume(value)`` answers the only pending interrupt; ``Resume(answers={key: ...})``
+    answers each by ``Interrupt.key``.
+
+    Raises:
+        TypeError: if ``answers`` is not a mapping.
+        ResumeError: if both or neither of ``value`` and ``answers`` are given, or
+            ``answers`` is empty.
+    """
+
+    __slots__ = ("_has_value", "answers", "value")
+
+    def __init__(self, value: Any = _NO_VALUE, *, answers: Mapping[str, Any] | None = None):
+        if answers is not None and not isinstance(answers, Mapping):
+            raise TypeError(f"Resume(answers={answers!r}): answers must be a mapping of "
+                            "Interrupt.key to answer")
+        if value is not _NO_VALUE and answers is not None:
+            raise ResumeError("Resume takes a value or answers=, not both")
+        if value is _NO_VALUE and answers is None:
+            raise ResumeError("Resume needs a value (for the only pending interrupt) or "
+                              "answers={key: ...}")
+        if answers is not None and not answers:
+            raise ResumeError("Resume(answers={}) is empty: give one answer per pending "
+                              "interrupt key")
+        self._has_value = value is not _NO_VALUE
+        self.value: Any = value if self._has_value else None
+        self.answers: dict[str, Any] | None = dict(answers) if answers is not None else None
+
+    def resolve(self, pending: list[Interrupt]) -> dict[str, Any]:
+        """The answers by key for ``pending``, JSON-normalised.
+
+        Raises:
+            ResumeError: when the answers do not match the pending interrupts one to one.
+        """
+        keys = [i.key for i in pending]
+        if self._has_value:
+            if len(pending) != 1:
+                raise ResumeError(
+                    f"Resume(value) answers exactly one interrupt, but {len(pending)} are "
+                    f"pending: {keys}; use Resume(answers={{key: ...}})"
+                )
+            raw = {keys[0]: self.value}
+        else:
+            assert self.answers is not None
+            raw = self.answers
+            unknown = sorted(set(raw) - set(keys))
+            missing = [k for k in keys if k not in raw]
+            if unknown or missing:
+                raise ResumeError(
+                    f"Resume answers must match the pending interrupts one to one; "
+                    f"pending: {keys}; not pending: {unknown}; unanswered: {missing}"
+                )
+        out: dict[str, Any] = {}
+        for key, answer in raw.items():
+            try:
+                out[key] = to_json_value(answer)
+            except NotJSONError as exc:
+                raise ResumeError(
+                    f"the answer for {key!r} does not decode to JSON: {exc}") from None
+        return out
+
+    def __repr__(self) -> str:
+        return f"Resume({self.value!r})" if self._has_value else f"Resume(answers={self.answers!r})"
+
+
+class Visited:
+    """The nodes a run completed, in order: an append-only log and a length (internal).
+
+    Extending a snapshot that ends the log appends in place (O(1) per node), so a long run
+    does not copy its history at every step; the tuple is built only when someone reads it.
+    """
+
+    __slots__ = ("_cache", "_log", "_n")
+
+    def __init__(self, log: list[str], n: int | None = None) -> None:
+        self._log = log
+        self._n = len(log) if n is None else n
+        self._cache: tuple[str, ...] | None = None
+
+    def extend(self, nodes: Sequence[str]) -> Visited:
+        """A snapshot with ``nodes`` added after this one."""
+        if not nodes:
+            return self
+        if self._n == len(self._log):
+            self._log.extend(nodes)
+            return Visited(self._log)
+        return Visited([*self._log[:self._n], *nodes])
+
+    def as_tuple(self) -> tuple[str, ...]:
+        """The nodes as a tuple."""
+        if self._cache is None:
+            self._cache = tuple(self._log[:self._n])
+        return self._cache
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.as_tuple())
+
+
+class _InterruptSignal(BaseException):
+    """Raised by ``interrupt()`` to pause a node. Not an ``Exception``: ``except Exception``
+    in node code cannot swallow it."""
+
+    def __init__(self, interrupt: Interrupt) -> None:
+        super().__init__(interrupt.key)
+        self.interrupt = interrupt
+
+
+class NodeContext:
+    """The second argument of a node ``fn(state, ctx)``.
+
+    Attributes:
+        node: the node's name.
+        task_id: the task's id (stable across resumes).
+        run_id: the run.
+        thread_id: the run's thread.
+        step: the superstep.
+        attempt: the try, from 1 (see ``Retry``).
+        item: the expansion item, for a task scheduled by ``Expand``.
+        checkpoint_id_before: for an expansion task, the checkpoint saved before the
+            expansion (resuming from it re-runs the expanding node).
+        visited: the nodes completed so far in the run, in order.
+        failure: for a failure-route target, the failure it handles
+            (``{"node", "error_type", "message"}``).
+        clock: the runtime's clock.
+    """
+
+    # Built for every task on the hot path: only what varies is stored; the rest is read
+    # from the task's record and the run when asked.
+    __slots__ = ("_custom", "_leg", "_record", "_used", "_visited", "attempt", "step")
+
+    def __init__(self, leg: Any, record: Any, step: int, visited: Visited) -> None:
+        self._leg = leg
+        self._record = record
+        self.step = step
+        self.attempt = 1
+        self._visited = visited
+        self._used: set[str] | None = None
+        self._custom: list[tuple[str, Any]] = []
+
+    @property
+    def node(self) -> str:
+        """The node's name."""
+        return self._record.node  # type: ignore[no-any-return]
+
+    @property
+    def task_id(self) -> str:
+        """The task's id (stable across resumes)."""
+        return self._record.task_id  # type: ignore[no-any-return]
+
+    @property
+    def item(self) -> Any:
+        """The expansion item, for a task scheduled by ``Expand``."""
+        return self._record.item
+
+    @property
+    def checkpoint_id_before(self) -> str | None:
+        """For an expansion task, the checkpoint saved before the expansion."""
+        return self._record.checkpoint_id_before  # type: ignore[no-any-return]
+
+    @property
+    def failure(self) -> dict[str, Any] | None:
+        """For a failure-route target, the failure it handles."""
+        return self._record.failure  # type: ignore[no-any-return]
+
+    @property
+    def run_id(self) -> str:
+        """The run."""
+        return self._leg.run_id  # type: ignore[no-any-return]
+
+    @property
+    def thread_id(self) -> str:
+        """The run's thread."""
+        return self._leg.thread_id  # type: ignore[no-any-return]
+
+    @property
+    def clock(self) -> Clock:
+        """The runtime's clock."""
+        return self._leg.clock  # type: ignore[no-any-return]
+
+    @property
+    def visited(self) -> tuple[str, ...]:
+        """The nodes completed so far in the run, in order."""
+        return self._visited.as_tuple()
+
+    def now(self) -> datetime:
+        """The runtime clock's current time."""
+        return self.clock.now()
+
+    def emit(self, value: Any, *, channel: str = "custom") -> None:
+        """Emit a custom event (``stream(mode="custom")``); ``channel="tokens"`` for tokens."""
+        try:
+            item = (channel, to_json_value(value))
+        except NotJSONError as exc:
+            raise TypeError(f"emit() from node {self.node!r}: the value has no JSON form "
+                            f"({exc})") from None
+        self._custom.append(item)
+
+    def interrupt(self, payload: Any = None, *, id: str) -> Any:
+        """Pause this node until answered; see :func:`interrupt`."""
+        if not isinstance(id, str) or not _ID_RE.match(id):
+            raise ValueError(f"interrupt id {id!r} is invalid: use a non-empty id of letters, "
+                             "digits, '_', '.' and '-'")
+        if self._used is None:
+            self._used = set()
+        if id in self._used:
+            raise GraphExecutionError(
+                f"node {self.node!r} already used interrupt id {id!r} in this run; give each "
+                "interrupt() call of a node its own id"
+            )
+        self._used.add(id)
+        key = f"{self.task_id}:{id}"
+        answers: dict[str, Any] = self._leg.answers
+        if key in answers:
+            return jcopy(answers[key])
+        try:
+            payload = to_json_value(payload)
+        except NotJSONError as exc:
+            raise TypeError(f"interrupt payload of node {self.node!r} has no JSON form: "
+                            f"{exc}") from None
+        pending = Interrupt(key=key, id=id, node=self.node, task_id=self.task_id,
+                            payload=payload)
+        hook = self._leg.on_interrupt
+        if hook is not None:
+            answer = hook(pending)
+            if inspect.isawaitable(answer):
+                close = getattr(answer, "close", None)
+                if close is not None:
+                    close()
+                raise TypeError("the on_interrupt hook returned an awaitable; it must return "
+                                "the answer (or PAUSE) synchronously")
+            if answer is not PAUSE:
+                try:
+                    normalised = to_json_value(answer)
+                except NotJSONError as exc:
+                    raise TypeError(f"the on_interrupt answer for {key!r} has no JSON form: "
+                                    f"{exc}") from None
+                answers[key] = normalised
+                return jcopy(normalised)
+        raise _InterruptSignal(pending)
+
+    def __repr__(self) -> str:
+        return f"<NodeContext node={self.node!r} task={self.task_id} step={self.step}>"
+
+
+class EdgeContext:
+    """The second argument of an edge function ``route(state, ctx)`` (seed 000).
+
+    Attributes:
+        current_node: the node whose edges are being decided.
+        visited_nodes: the nodes visited so far, ``current_node`` included.
+        step: the superstep.
+    """
+
+    __slots__ = ("_visited", "current_node", "step")
+
+    def __init__(self, current_node: str, visited: Visited | tuple[str, ...], step: int) -> None:
+        self.current_node = current_node
+        self._visited = visited
+        self.step = step
+
+    @property
+    def visited_nodes(self) -> tuple[str, ...]:
+        """The nodes visited so far, ``current_node`` included."""
+        v = self._visited
+        return v if isinstance(v, tuple) else (*v.as_tuple(), self.current_node)
+
+    def __repr__(self) -> str:
+        return f"<EdgeContext current_node={self.current_node!r} step={self.step}>"
+
+
+CURRENT_TASK: ContextVar[NodeContext | None] = ContextVar("graphflow_task", default=None)
+
+
+def _current(what: str) -> NodeContext:
+    ctx = CURRENT_TASK.get()
+    if ctx is None:
+        raise RuntimeError(f"{what} was called outside a running node; call it from node code")
+    return ctx
+
+
+def interrupt(payload: Any = None, *, id: str) -> Any:
+    """Pause the current node until the interrupt is answered (seed 001).
+
+    An ``on_interrupt`` hook may answer at once; otherwise the run pauses. On resume the node
+    runs again from the top, and this call returns the answer (normalised to JSON values).
+
+    Args:
+        payload: the question or data for whoever answers (JSON values).
+        id: unique within one run of the node; letters, digits, ``_``, ``.`` and ``-``.
+
+    Raises:
+        ValueError: if ``id`` is empty or has other characters.
+        GraphExecutionError: if the node already used ``id`` in this run.
+        RuntimeError: if called outside a running node.
+        TypeError: if an ``on_interrupt`` hook returns an awaitable.
+    """
+    return _current("interrupt()").interrupt(payload, id=id)
+
+
+def emit(value: Any, *, channel: str = "custom") -> None:
+    """Emit a custom event from node code (``stream(mode="custom")``).
+
+    Raises:
+        RuntimeError: if called outside a running node.
+    """
+    _current("emit()").emit(value, channel=channel)

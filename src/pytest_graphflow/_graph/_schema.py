@@ -1,0 +1,168 @@
+"""Moving state between its JSON form and the schema's model, as cheaply as is safe.
+
+A *plain* schema — every field a JSON-native type (``int``, ``float``, ``str``, ``bool``,
+``None``, ``Any``, ``Literal``, unions, ``list``/``dict`` of those) and no validators — is
+handled field by field: a patch is validated key by key, and a node's input model is built from
+a copy of the (already valid) state without validating it again. Any other schema (nested
+models, datetimes, validators) is validated as a whole at each step.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from .._records._fast import make
+from .._records._json import jcopy
+from ..errors import UpdateRejected
+
+__all__ = ["StateCodec"]
+
+_PLAIN_LEAVES: tuple[Any, ...] = (int, float, str, bool, type(None), Any)
+
+
+_SCALAR_TYPES: tuple[Any, ...] = (int, float, str, bool, type(None))
+
+
+def _scalar(tp: Any) -> bool:
+    """Whether every value of ``tp`` is an immutable JSON scalar."""
+    if tp in _SCALAR_TYPES or tp is None:
+        return True
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _scalar(typing.get_args(tp)[0])
+    if origin is typing.Literal:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return all(_scalar(a) for a in typing.get_args(tp))
+    return False
+
+
+def _copier(tp: Any) -> Callable[[Any], Any] | None:
+    """The cheapest correct deep copy of a valid value of ``tp`` (``None``: no copy)."""
+    if _scalar(tp):
+        return None
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _copier(typing.get_args(tp)[0])
+    args = typing.get_args(tp)
+    if origin is list and args and _scalar(args[0]):
+        return list
+    if origin is dict and len(args) == 2 and _scalar(args[1]):
+        return dict
+    return jcopy
+
+
+def _plain(tp: Any) -> bool:
+    if tp in _PLAIN_LEAVES or tp is None:
+        return True
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _plain(typing.get_args(tp)[0])
+    if origin is typing.Literal:
+        return all(isinstance(a, (int, str, bool, type(None))) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return all(_plain(a) for a in typing.get_args(tp))
+    if origin is list:
+        args = typing.get_args(tp)
+        return not args or _plain(args[0])
+    if origin is dict:
+        args = typing.get_args(tp)
+        return not args or (args[0] is str and _plain(args[1]))
+    return False
+
+
+class StateCodec:
+    """Validation and copies of one state schema (internal)."""
+
+    def __init__(self, model: type[BaseModel]) -> None:
+        self.model = model
+        decorators = model.__pydantic_decorators__
+        has_validators = bool(decorators.validators or decorators.field_validators
+                              or decorators.model_validators or decorators.root_validators)
+        config = model.model_config
+        self.plain = (
+            not has_validators
+            and not config.get("strict")
+            and config.get("extra") in (None, "ignore")
+            and all(_plain(info.annotation) for info in model.model_fields.values())
+        )
+        # Keys whose written value is checked as the node writes it (a plain write, or a pure
+        # reducer combining valid values); the others are checked after their reducer ran.
+        self.checked_on_write: frozenset[str] = frozenset()
+        self._copiers: tuple[tuple[str, Callable[[Any], Any]], ...] = tuple(
+            (name, copier) for name, info in model.model_fields.items()
+            if (copier := _copier(info.annotation)) is not None
+        ) if self.plain else ()
+        self._adapters: dict[str, TypeAdapter[Any]] = (
+            {name: TypeAdapter(info.annotation or Any)
+             for name, info in model.model_fields.items()}
+            if self.plain else {}
+        )
+
+    def model_of(self, state: dict[str, Any]) -> BaseModel:
+        """A fresh model of a valid ``state`` (its own copy: mutating it changes nothing)."""
+        if self.plain:
+            # The state is valid, so each field's type says how deep a copy it needs.
+            fields = dict(state)
+            for name, copy in self._copiers:
+                value = fields.get(name)
+                if value is not None:
+                    fields[name] = copy(value)
+            return make(self.model, **fields)
+        return self.model.model_validate(jcopy(state))
+
+    def check_value(self, node: str, key: str, value: Any) -> Any:
+        """Validate one key's value (plain schemas only); returns the canonical value."""
+        try:
+            return self._adapters[key].validate_python(value)
+        except ValidationError as exc:
+            raise UpdateRejected(node, key, "the state schema rejected it: "
+                                            f"{exc.errors()[0]['msg']}") from exc
+
+    def validate(
+        self,
+        state: dict[str, Any],
+        blame: Sequence[tuple[str, dict[str, Any] | None]] = (),
+        *,
+        touched: bool = True,
+    ) -> tuple[dict[str, Any], BaseModel | None]:
+        """Validate a merged state; return its canonical JSON form and, if built, a model.
+
+        For a plain schema only the keys the patches wrote are checked (the rest was valid
+        before) and no model is built.
+        """
+        if self.plain:
+            if touched:
+                on_write = self.checked_on_write
+                for node, patch in blame:
+                    if patch:
+                        for key in patch:
+                            if key not in on_write:
+                                state[key] = self.check_value(node, key, state[key])
+            return state, None
+        model = self.model_validated(state, blame)
+        return model.model_dump(mode="json"), model
+
+    def model_validated(
+        self,
+        state: dict[str, Any],
+        blame: Sequence[tuple[str, dict[str, Any] | None]] = (),
+    ) -> BaseModel:
+        """Validate ``state`` as a whole; return a fresh model (its own copy).
+
+        Raises:
+            UpdateRejected: naming the node whose patch wrote the offending key.
+        """
+        try:
+            return self.model.model_validate(jcopy(state))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            key = str(first["loc"][0]) if first["loc"] else "<state>"
+            node = next((n for n, p in reversed(blame) if p and key in p), "<input>")
+            raise UpdateRejected(node, key, f"the state schema rejected it: {first['msg']}") \
+                from exc

@@ -1,0 +1,668 @@
+"""A Hypothesis state machine any :class:`CheckpointStore` implementation can be run against.
+
+The machine drives the store through random sequences of ``save`` (new ids and overwrites),
+``get``, ``load``, ``latest``, ``list``, ``delete`` and ``fork``, mirrors every call in a plain
+dict model, and fails as soon as the store and the model disagree, naming the store method and
+the rule of the contract it broke (SPEC §5, seed 003). Hypothesis then shrinks the failure to a
+short program of calls.
+
+Hypothesis' stateful testing is synchronous, so the async store runs in an event loop in a
+background thread (``anyio.from_thread.start_blocking_portal``), opened when the machine is
+created and closed in ``teardown``. Any backend anyio supports works (``"asyncio"``,
+``"trio"``).
+
+Three ways to use it::
+
+    # 1. one line, inside any test
+    def test_my_store_conforms():
+        run_store_conformance(MyStore, backend="trio")
+
+    # 2. a test class pytest collects
+    TestMyStore = store_conformance_test(MyStore)
+
+    # 3. subclass, to add rules or tune the budget
+    class MyStoreConformance(StoreConformance):
+        backend = "trio"
+
+        def make_store(self):
+            return MyStore()
+
+    TestMyStoreConformance = MyStoreConformance.TestCase
+    TestMyStoreConformance.settings = settings(max_examples=200)
+"""
+
+from __future__ import annotations
+
+import inspect
+import unittest
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import ExitStack
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any, ClassVar, NoReturn
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from hypothesis import HealthCheck
+from hypothesis import settings as Settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    multiple,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from .._records._checkpoint import Checkpoint
+from .._records._json import jcopy, to_json_value
+from .._stores._protocol import CheckpointStore
+from ..errors import CheckpointNotFound
+
+__all__ = [
+    "StoreConformance",
+    "run_store_conformance",
+    "store_conformance_machine",
+    "store_conformance_test",
+]
+
+RUNS = ("run-a", "run-b", "run-c")
+"""The run ids saved checkpoints draw from: few, so runs hold several checkpoints."""
+
+THREAD_OF_RUN = {"run-a": "thread-1", "run-b": "thread-1", "run-c": "thread-2"}
+"""A run lives on one thread; two runs share ``thread-1`` so thread listings span runs."""
+
+BASE_TIME = datetime(2025, 1, 1, tzinfo=UTC)
+TICKS = 3
+"""Timestamps are ``BASE_TIME + tick`` seconds, tick < 3: equal timestamps happen often."""
+
+NODES = ("a", "b", "c")
+
+LATEST_RULE = "latest = the latest timestamp; of equal timestamps, the one saved last"
+ORDER_RULE = "list is ordered by timestamp, then save order"
+
+_leaves = st.one_of(st.integers(-2, 2), st.booleans(), st.none(), st.sampled_from(["", "x"]))
+_values = st.one_of(
+    _leaves,
+    st.lists(_leaves, max_size=2),
+    st.dictionaries(st.sampled_from(["k", "v"]), _leaves, max_size=2),
+)
+_states = st.dictionaries(st.sampled_from(["count", "items", "meta"]), _values, max_size=3)
+_node_ids = st.lists(st.sampled_from(NODES), max_size=2, unique=True)
+
+
+def _dump(cp: Checkpoint) -> dict[str, Any]:
+    return cp.model_dump(mode="json")
+
+
+def _mutate(cp: Checkpoint) -> None:
+    """Change a checkpoint object in place, at every depth a careless store might share."""
+    for value in cp.state.values():
+        if isinstance(value, list):
+            value.append("mutated")
+        elif isinstance(value, dict):
+            value["mutated"] = True
+    cp.state["mutated"] = True
+    cp.node_ids.append("mutated")
+    cp.metadata["mutated"] = True
+    cp.step += 100
+
+
+def _has_checkpoints(machine: StoreConformance) -> bool:
+    # Until something is saved, only save_new runs: reads of an empty store find nothing a
+    # later read would not, and no-op steps before the first save are hard to shrink away.
+    return bool(machine.model)
+
+
+class StoreConformance(RuleBasedStateMachine):
+    """The checkpoint-store contract as a Hypothesis state machine.
+
+    Subclass it and override :meth:`make_store` (and optionally :attr:`backend`), then expose
+    ``MyConformance.TestCase`` to pytest; or use :func:`run_store_conformance`. Each example
+    gets a fresh store from :meth:`make_store`, which may be a coroutine function: it runs on
+    the machine's event loop, so stores bound to their loop or thread work.
+
+    Rules checked (each failure message names the store method and the rule it broke):
+
+    * ``save`` of a new id, and of an existing id (overwrite; it then counts as saved last);
+    * ``get`` returns the checkpoint saved last under that id, or ``None``;
+    * ``latest``/``load(run)``: the latest timestamp, ties broken by save order;
+      ``load(run, node)``: the same among checkpoints whose ``node_id`` or ``node_ids`` name it;
+    * ``list`` by run, by thread, by both and of the whole store: exactly the matching
+      checkpoints, ordered by timestamp then save order;
+    * ``delete`` returns whether the id existed, and the checkpoint is gone everywhere;
+    * ``fork`` returns a fresh run id; the new run holds one checkpoint with a fresh id and
+      thread, a deep clone of the source with ``patch_state`` applied; the source is unchanged;
+    * isolation: mutating a checkpoint after saving it, or one a read returned, changes nothing
+      in the store;
+    * missing ids: ``get`` → ``None``, ``delete`` → ``False``, ``fork`` raises
+      ``CheckpointNotFound``; unknown runs load nothing and list nothing.
+
+    The model assumes what the runtime guarantees: a run lives on one thread (runs
+    ``run-a``/``run-b`` on ``thread-1``, ``run-c`` on ``thread-2``, each fork on its own).
+    Until the first save only ``save_new`` runs, so shrunk programs start with it.
+
+    Attributes:
+        backend: the anyio backend the store runs on (``"asyncio"`` or ``"trio"``).
+        backend_options: options for that backend (see ``anyio.run``).
+        portal: the blocking portal the store is driven through.
+        store: the store under test.
+    """
+
+    backend: ClassVar[str] = "asyncio"
+    backend_options: ClassVar[dict[str, Any] | None] = None
+
+    checkpoints = Bundle("checkpoints")
+    runs = Bundle("runs")
+
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._exit = ExitStack()
+        self.portal: BlockingPortal = self._exit.enter_context(
+            start_blocking_portal(self.backend, self.backend_options)
+        )
+        try:
+            self.store: CheckpointStore = self.portal.call(self._open_store)
+        except BaseException:
+            self._exit.close()
+            raise
+        self.model: dict[str, Checkpoint] = {}
+        self.saved_at: dict[str, int] = {}
+        self.thread_of_run: dict[str, str] = dict(THREAD_OF_RUN)
+        self._seq = 0
+        self._next_id = 0
+
+    def make_store(self) -> Any:
+        """Return a fresh, empty store (or an awaitable of one). Override this.
+
+        Raises:
+            NotImplementedError: always, in the base class.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} must override make_store() to return a fresh, empty "
+            "CheckpointStore (or use run_store_conformance(factory))"
+        )
+
+    async def close_store(self, store: Any) -> None:
+        """Close the store after an example: ``aclose()`` or ``close()`` if it has one."""
+        for name in ("aclose", "close"):
+            closer = getattr(store, name, None)
+            if callable(closer):
+                result = closer()
+                if inspect.isawaitable(result):
+                    await result
+                return
+
+    def teardown(self) -> None:
+        """Close the store and the event loop."""
+        try:
+            self.portal.call(self.close_store, self.store)
+        finally:
+            self._exit.close()
+
+    async def _open_store(self) -> CheckpointStore:
+        store = self.make_store()
+        if inspect.isawaitable(store):
+            store = await store
+        return store  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ helpers
+    # Each rule runs all its store calls and checks in one coroutine on the machine's loop:
+    # one thread hop per step instead of one per store call.
+
+    def _run(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        return self.portal.call(partial(fn, *args))
+
+    @property
+    def _name(self) -> str:
+        return type(self.store).__name__
+
+    def _broke(self, call: str, rule_text: str, detail: str) -> NoReturn:
+        raise AssertionError(
+            f"{self._name}.{call} broke the store contract: {rule_text}.\n{detail}"
+        )
+
+    def _rank(self, cid: str) -> tuple[datetime, int]:
+        return (self.model[cid].timestamp, self.saved_at[cid])
+
+    def _ordered(self, ids: Any) -> list[str]:
+        return sorted(ids, key=self._rank)
+
+    def _ids_of_run(self, run_id: str) -> list[str]:
+        return [cid for cid, cp in self.model.items() if cp.run_id == run_id]
+
+    def _fresh_id(self) -> str:
+        while True:
+            self._next_id += 1
+            cid = f"cp-{self._next_id:03d}"
+            if cid not in self.model:
+                return cid
+
+    def _record(self, cp: Checkpoint) -> None:
+        self._seq += 1
+        self.model[cp.id] = cp.model_copy(deep=True)
+        self.saved_at[cp.id] = self._seq
+
+    def _describe(self, ids: list[str]) -> str:
+        return ", ".join(
+            f"{cid} (t+{(self.model[cid].timestamp - BASE_TIME).total_seconds():g}s, "
+            f"save #{self.saved_at[cid]})" for cid in ids
+        ) or "none"
+
+    def _expect_same(self, call: str, rule_text: str, expected_id: str, got: Any) -> None:
+        if not isinstance(got, Checkpoint):
+            self._broke(call, rule_text, f"expected checkpoint {expected_id}, got {got!r}")
+        if got.id != expected_id:
+            self._broke(call, rule_text, f"expected checkpoint {expected_id}, got {got.id}")
+        want, have = _dump(self.model[expected_id]), _dump(got)
+        if want != have:
+            diff = {k: (want.get(k), have.get(k)) for k in sorted(want.keys() | have.keys())
+                    if want.get(k) != have.get(k)}
+            self._broke(
+                call, rule_text,
+                f"checkpoint {expected_id} is not as it was saved last: it differs in "
+                f"{sorted(diff)}; (saved, returned): {diff}",
+            )
+
+    def _expect_latest(self, call: str, ids: list[str], got: Any, rule_text: str) -> None:
+        if not ids:
+            if got is not None:
+                self._broke(call, f"{rule_text} (None when nothing matches)",
+                            f"nothing matches, yet it returned {getattr(got, 'id', got)!r}")
+            return
+        expected = max(ids, key=self._rank)
+        if getattr(got, "id", None) != expected:
+            self._broke(
+                call, rule_text,
+                f"expected {expected}, got {getattr(got, 'id', got)!r}; candidates (timestamp "
+                f"offset, save order): {self._describe(self._ordered(ids))}",
+            )
+        self._expect_same(call, rule_text, expected, got)
+
+    async def _check_latest(self, run_id: str) -> None:
+        got = await self.store.latest(run_id)
+        self._expect_latest(f"latest({run_id!r})", self._ids_of_run(run_id), got, LATEST_RULE)
+
+    def _build(
+        self, cid: str, run_id: str, tick: int, node_id: str | None, node_ids: list[str],
+        step: int, state: dict[str, Any],
+    ) -> Checkpoint:
+        return Checkpoint(
+            id=cid, run_id=run_id, thread_id=self.thread_of_run[run_id], graph_id="conformance",
+            revision="rev-1", node_id=node_id, node_ids=list(node_ids), step=step,
+            # Our own copy: rules mutate it later, and Hypothesis' drawn values stay intact.
+            timestamp=BASE_TIME + timedelta(seconds=tick), state=jcopy(state),
+            visited=list(node_ids), metadata={"origin": "conformance"},
+        )
+
+    async def _save(self, cp: Checkpoint, what: str) -> None:
+        old = self.model.get(cp.id)
+        result = await self.store.save(cp)  # type: ignore[func-returns-value]
+        if result is not None:
+            self._broke(f"save({cp.id!r})", "save returns None", f"it returned {result!r}")
+        self._record(cp)
+        # The caller keeps its object: changing it must not change what the store holds.
+        _mutate(cp)
+        got = await self.store.get(cp.id)
+        self._expect_same(f"get({cp.id!r})", f"a {what} checkpoint can be read back by id",
+                          cp.id, got)
+        # Nor may changing what a read returned.
+        assert got is not None
+        _mutate(got)
+        self._expect_same(
+            f"get({cp.id!r})", "get returns copies: mutating a checkpoint it returned changes "
+            "nothing in the store", cp.id, await self.store.get(cp.id),
+        )
+        # Every save can change its run's latest (and, for an overwrite, the old run's).
+        await self._check_latest(cp.run_id)
+        if old is not None and old.run_id != cp.run_id:
+            await self._check_latest(old.run_id)
+
+    async def _fork_missing(self, cid: str) -> None:
+        call, rule_text = f"fork({cid!r})", "fork of a missing id raises CheckpointNotFound"
+        try:
+            result = await self.store.fork(cid)
+        except CheckpointNotFound:
+            return
+        except Exception as exc:
+            self._broke(call, rule_text, f"it raised {exc!r}")
+        self._broke(call, rule_text, f"it returned {result!r}")
+
+    # -------------------------------------------------------------------- rules
+
+    @initialize(target=runs)
+    def known_runs(self) -> Any:
+        """Seed the run bundle with the run pool (forks add theirs)."""
+        return multiple(*RUNS)
+
+    @rule(
+        target=checkpoints, run_id=st.sampled_from(RUNS), tick=st.integers(0, TICKS - 1),
+        node_id=st.none() | st.sampled_from(NODES), node_ids=_node_ids,
+        step=st.integers(0, 3), state=_states,
+    )
+    def save_new(
+        self, run_id: str, tick: int, node_id: str | None, node_ids: list[str], step: int,
+        state: dict[str, Any],
+    ) -> str:
+        """Save a checkpoint under a new id."""
+        cp = self._build(self._fresh_id(), run_id, tick, node_id, node_ids, step, state)
+        self._run(self._save, cp, "new")
+        return cp.id
+
+    @rule(
+        cid=checkpoints, run_id=st.sampled_from(RUNS), tick=st.integers(0, TICKS - 1),
+        node_id=st.none() | st.sampled_from(NODES), node_ids=_node_ids,
+        step=st.integers(0, 3), state=_states,
+    )
+    def overwrite(
+        self, cid: str, run_id: str, tick: int, node_id: str | None, node_ids: list[str],
+        step: int, state: dict[str, Any],
+    ) -> None:
+        """Save again under an id that exists (or existed): it replaces the old checkpoint."""
+        cp = self._build(cid, run_id, tick, node_id, node_ids, step, state)
+        self._run(self._save, cp, "overwritten")
+
+    @rule(cid=checkpoints)
+    def get(self, cid: str) -> None:
+        """``get`` returns the checkpoint saved last under the id, or ``None``."""
+        got = self._run(self.store.get, cid)
+        if cid in self.model:
+            self._expect_same(f"get({cid!r})", "get returns the checkpoint with that id", cid,
+                              got)
+        elif got is not None:
+            self._broke(f"get({cid!r})", "get of a missing (deleted) id returns None",
+                        f"it returned checkpoint {getattr(got, 'id', got)!r}")
+
+    @precondition(_has_checkpoints)
+    @rule(run_id=runs)
+    def latest(self, run_id: str) -> None:
+        """``latest`` is the latest timestamp, ties broken by save order."""
+        self._run(self._check_latest, run_id)
+
+    @precondition(_has_checkpoints)
+    @rule(run_id=runs, node_id=st.none() | st.sampled_from(NODES))
+    def load(self, run_id: str, node_id: str | None) -> None:
+        """``load(run)`` equals ``latest``; ``load(run, node)`` is the latest for that node."""
+        if node_id is None:
+            got = self._run(self.store.load, run_id)
+            self._expect_latest(f"load({run_id!r})", self._ids_of_run(run_id), got,
+                                f"load without node_id is latest: {LATEST_RULE}")
+            return
+        got = self._run(self.store.load, run_id, node_id)
+        ids = [cid for cid in self._ids_of_run(run_id)
+               if self.model[cid].node_id == node_id or node_id in self.model[cid].node_ids]
+        self._expect_latest(
+            f"load({run_id!r}, {node_id!r})", ids, got,
+            "load(run, node) is the latest of the run's checkpoints whose node_id or node_ids "
+            f"name the node ({LATEST_RULE})",
+        )
+
+    @precondition(_has_checkpoints)
+    @rule(run_id=runs, scope=st.sampled_from(["run", "thread", "run+thread", "all", "other"]))
+    def list_checkpoints(self, run_id: str, scope: str) -> None:
+        """``list`` returns exactly the matching checkpoints, by timestamp then save order."""
+        thread = self.thread_of_run[run_id]
+        if scope == "other":  # a thread the run is not on: nothing matches
+            thread = "thread-2" if thread != "thread-2" else "thread-1"
+        run_arg = None if scope in ("thread", "all") else run_id
+        thread_arg = None if scope in ("run", "all") else thread
+        ids = [cid for cid, cp in self.model.items()
+               if run_arg in (None, cp.run_id) and thread_arg in (None, cp.thread_id)]
+        shown = [repr(run_arg)] if run_arg is not None else []
+        shown += [f"thread_id={thread_arg!r}"] if thread_arg is not None else []
+        call = f"list({', '.join(shown)})"
+        got = self._run(partial(self.store.list, run_arg, thread_id=thread_arg))
+        expected = self._ordered(ids)
+        got_ids = [getattr(cp, "id", cp) for cp in got]
+        if sorted(got_ids, key=str) != sorted(expected):
+            self._broke(call, "list returns exactly the matching checkpoints",
+                        f"expected {expected}, got {got_ids}")
+        if got_ids != expected:
+            self._broke(call, ORDER_RULE, f"expected {self._describe(expected)}; got {got_ids}")
+        for cid, cp in zip(expected, got, strict=True):
+            self._expect_same(call, "list returns the checkpoints as saved", cid, cp)
+
+    @rule(cid=checkpoints)
+    def delete(self, cid: str) -> None:
+        """``delete`` says whether the id existed; the checkpoint is then gone."""
+        self._run(self._delete, cid)
+
+    @precondition(_has_checkpoints)
+    @rule(run_id=runs)
+    def delete_latest(self, run_id: str) -> None:
+        """Delete a run's latest checkpoint: the run's latest falls back to the one before."""
+        if ids := self._ids_of_run(run_id):
+            self._run(self._delete, max(ids, key=self._rank))
+
+    async def _delete(self, cid: str) -> None:
+        existed = cid in self.model
+        got = await self.store.delete(cid)
+        if got is not existed:
+            self._broke(f"delete({cid!r})", "delete returns True if the id existed, else False",
+                        f"the id {'existed' if existed else 'did not exist'}; it returned {got!r}")
+        gone = self.model.pop(cid, None)
+        self.saved_at.pop(cid, None)
+        if await self.store.get(cid) is not None:
+            self._broke(f"get({cid!r})", "a deleted checkpoint is gone",
+                        f"after delete({cid!r}), get still returned it")
+        if gone is not None:  # the run's latest falls back to the one before
+            await self._check_latest(gone.run_id)
+
+    @rule(
+        target=runs, cid=checkpoints,
+        patch=st.none() | st.dictionaries(st.sampled_from(["count", "extra"]), _values,
+                                          max_size=2),
+    )
+    def fork(self, cid: str, patch: dict[str, Any] | None) -> Any:
+        """``fork`` clones a checkpoint into a fresh run; the source is unchanged."""
+        new_run = self._run(self._fork, cid, patch)
+        return multiple() if new_run is None else new_run
+
+    async def _fork(self, cid: str, patch: dict[str, Any] | None) -> str | None:
+        if cid not in self.model:
+            await self._fork_missing(cid)
+            return None
+        call = f"fork({cid!r}{'' if patch is None else f', patch_state={patch!r}'})"
+        runs_before = {cp.run_id for cp in self.model.values()}
+        threads_before = {cp.thread_id for cp in self.model.values()}
+        passed = None if patch is None else jcopy(patch)
+        new_run = await self.store.fork(cid, passed)
+        if not isinstance(new_run, str):
+            self._broke(call, "fork returns the new run id (a str)", f"it returned {new_run!r}")
+        if new_run in runs_before:
+            held = self._ordered(self._ids_of_run(new_run))
+            self._broke(call, "fork returns a fresh run id",
+                        f"it returned {new_run!r}, a run the store already holds ({held})")
+        forked = await self.store.list(new_run)
+        if len(forked) != 1:
+            self._broke(call, "fork persists exactly one checkpoint, in the new run",
+                        f"list({new_run!r}) returned {[getattr(c, 'id', c) for c in forked]}")
+        new = forked[0]
+        if new.id in self.model:
+            self._broke(call, "fork gives the new checkpoint a fresh id",
+                        f"it reused {new.id!r}, which the store already holds")
+        if new.thread_id in threads_before:
+            self._broke(call, "fork puts the new run on a fresh thread",
+                        f"it used thread {new.thread_id!r}, which the store already holds")
+        want = _dump(self.model[cid])
+        want["state"] = {**want["state"],
+                         **{k: to_json_value(v) for k, v in (patch or {}).items()}}
+        have = _dump(new)
+        diff = {k: (want[k], have[k]) for k in _FORK_KEEPS if want[k] != have[k]}
+        if diff:
+            self._broke(call, "fork deep-clones the source and applies patch_state",
+                        f"the fork differs in {sorted(diff)}; (expected, got): {diff}")
+        self._record(new)
+        self.thread_of_run[new_run] = new.thread_id
+        # The clone is deep and owns its data: changing the fork's object, or the patch we
+        # passed, changes neither the source nor the stored fork.
+        _mutate(new)
+        if passed:
+            for value in passed.values():
+                if isinstance(value, list | dict):
+                    value.clear()
+            passed["mutated"] = True
+        self._expect_same(f"get({cid!r})", "fork leaves the source checkpoint unchanged", cid,
+                          await self.store.get(cid))
+        self._expect_same(f"get({new.id!r})", "fork persists the new checkpoint", new.id,
+                          await self.store.get(new.id))
+        await self._check_latest(new_run)
+        return new_run
+
+    @rule(cid=checkpoints, via=st.sampled_from(["get", "latest", "load", "list"]))
+    def mutate_returned(self, cid: str, via: str) -> None:
+        """Mutating a checkpoint any read returned changes nothing in the store."""
+        if cid in self.model:
+            self._run(self._mutate_returned, cid, via)
+
+    async def _mutate_returned(self, cid: str, via: str) -> None:
+        cp = self.model[cid]
+        if via == "get":
+            got = [await self.store.get(cid)]
+        elif via == "latest":
+            got = [await self.store.latest(cp.run_id)]
+        elif via == "load":
+            got = [await self.store.load(cp.run_id, cp.node_id)]
+        else:
+            got = list(await self.store.list(cp.run_id))
+        for returned in got:
+            if isinstance(returned, Checkpoint):
+                _mutate(returned)
+        for other in self._ordered(self._ids_of_run(cp.run_id)):
+            self._expect_same(
+                f"{via}() (checked with get({other!r}))",
+                f"{via} returns copies: mutating a checkpoint it returned changes nothing in "
+                "the store", other, await self.store.get(other),
+            )
+
+    @precondition(_has_checkpoints)
+    @rule(n=st.integers(0, 2))
+    def missing_ids(self, n: int) -> None:
+        """Missing ids: get → None, delete → False, fork → CheckpointNotFound; unknown runs."""
+        self._run(self._missing_ids, f"cp-missing-{n}", f"run-missing-{n}")
+
+    async def _missing_ids(self, cid: str, run_id: str) -> None:
+        if cid in self.model:
+            return
+        if (got := await self.store.get(cid)) is not None:
+            self._broke(f"get({cid!r})", "get of a missing id returns None", f"got {got!r}")
+        if (deleted := await self.store.delete(cid)) is not False:
+            self._broke(f"delete({cid!r})", "delete of a missing id returns False",
+                        f"got {deleted!r}")
+        await self._fork_missing(cid)
+        if (got := await self.store.latest(run_id)) is not None:
+            self._broke(f"latest({run_id!r})", "latest of an unknown run returns None",
+                        f"got {got!r}")
+        for node in (None, "a"):
+            if (got := await self.store.load(run_id, node)) is not None:
+                self._broke(f"load({run_id!r}, {node!r})", "load of an unknown run returns None",
+                            f"got {got!r}")
+        if (listed := await self.store.list(run_id)) != []:
+            self._broke(f"list({run_id!r})", "list of an unknown run is empty",
+                        f"got {listed!r}")
+
+
+_FORK_KEEPS = (
+    "graph_id", "revision", "node_id", "node_ids", "step", "timestamp", "state",
+    "format_version", "status", "next_step", "tasks", "completed", "interrupts", "answers",
+    "visited", "arrivals", "error", "tenant_id",
+)
+"""Checkpoint fields a fork copies from its source (``state`` with ``patch_state`` applied)."""
+
+
+def store_conformance_machine(
+    factory: Callable[[], Any],
+    *,
+    backend: str = "asyncio",
+    backend_options: Mapping[str, Any] | None = None,
+    name: str | None = None,
+) -> type[StoreConformance]:
+    """A :class:`StoreConformance` subclass whose stores come from ``factory``.
+
+    Args:
+        factory: returns a fresh, empty store (or an awaitable of one) each time it is called.
+        backend: the anyio backend to run the store on.
+        backend_options: options for that backend.
+        name: the class name (default: ``StoreConformance[<factory name>]``).
+
+    Returns:
+        The machine class; run it with ``run_state_machine_as_test`` or expose ``.TestCase``.
+    """
+
+    class FactoryConformance(StoreConformance):
+        def make_store(self) -> Any:
+            return factory()
+
+    FactoryConformance.backend = backend
+    FactoryConformance.backend_options = None if backend_options is None else dict(
+        backend_options
+    )
+    label = name or f"StoreConformance[{getattr(factory, '__qualname__', repr(factory))}]"
+    FactoryConformance.__name__ = FactoryConformance.__qualname__ = label
+    return FactoryConformance
+
+
+def _default_settings() -> Settings:
+    # Each example starts an event loop in a thread: a deadline would measure that, not the store.
+    return Settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def run_store_conformance(
+    factory: Callable[[], Any],
+    *,
+    backend: str = "asyncio",
+    backend_options: Mapping[str, Any] | None = None,
+    settings: Settings | None = None,
+) -> None:
+    """Run the store conformance machine against stores made by ``factory``.
+
+    Example:
+        >>> def test_sqlite_store_conforms(tmp_path):
+        ...     run_store_conformance(lambda: SQLiteCheckpointStore(tmp_path / f"{uuid4()}.db"))
+
+    Args:
+        factory: returns a fresh, empty store (or an awaitable of one).
+        backend: ``"asyncio"`` or ``"trio"``.
+        backend_options: options for the backend.
+        settings: Hypothesis settings (``max_examples``, ``stateful_step_count``, ...); by
+            default the active profile with no deadline.
+
+    Raises:
+        AssertionError: naming the store method and the contract rule it broke, after
+            Hypothesis has shrunk the failing program of calls (printed above it).
+    """
+    machine = store_conformance_machine(factory, backend=backend, backend_options=backend_options)
+    run_state_machine_as_test(machine, settings=settings or _default_settings())
+
+
+def store_conformance_test(
+    factory: Callable[[], Any],
+    *,
+    backend: str = "asyncio",
+    backend_options: Mapping[str, Any] | None = None,
+    settings: Settings | None = None,
+    name: str | None = None,
+) -> type[unittest.TestCase]:
+    """A ``unittest.TestCase`` class running the conformance machine, for pytest to collect.
+
+    Example:
+        >>> TestMyStore = store_conformance_test(lambda: MyStore())
+
+    Args:
+        factory: returns a fresh, empty store (or an awaitable of one).
+        backend: ``"asyncio"`` or ``"trio"``.
+        backend_options: options for the backend.
+        settings: Hypothesis settings; by default the active profile with no deadline.
+        name: the machine's name in reports.
+
+    Returns:
+        The test case class (its one test is ``runTest``).
+    """
+    machine = store_conformance_machine(
+        factory, backend=backend, backend_options=backend_options, name=name
+    )
+    case = machine.TestCase
+    case.settings = settings or _default_settings()
+    return case

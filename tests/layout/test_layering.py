@@ -1,0 +1,176 @@
+"""Imports run one way: plugin and property tools → runtime → graph/time/stores → records.
+
+Each private subpackage of ``pytest_graphflow`` may import only the layers listed for it in
+``ALLOWED`` (its own modules always). The check reads the source with :mod:`ast`, so a
+function-level import counts as much as a module-level one, and ``TYPE_CHECKING`` imports are
+allowed (they never run). A new subpackage must be added here with its allowed layers.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import pytest_graphflow
+
+PACKAGE = Path(pytest_graphflow.__file__).parent
+NAME = "pytest_graphflow"
+
+# layer -> the layers it may import (besides itself). ``errors`` is the root of everything.
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "_records": {"errors"},
+    "_time": {"_records", "errors"},
+    "_graph": {"_time", "_records", "errors"},
+    "_stores": {"_time", "_records", "errors"},
+    "_engine": {"_graph", "_stores", "_time", "_records", "errors"},
+    "_assert": {"_records", "errors"},
+    "_properties": {"_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors"},
+    "_plugin": {
+        "_properties", "_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors",
+    },
+    "_cli": {"_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors"},
+}
+# The public fronts (``__init__``, ``plugin``, ``strategies``, ...) may import any layer.
+FRONTS = {p.stem for p in PACKAGE.glob("*.py")} - {"errors"}
+
+
+def layer_of(module: str) -> str | None:
+    """The layer a dotted module name inside the package belongs to, or None for a front."""
+    parts = module.split(".")
+    if parts[0] != NAME or len(parts) == 1:
+        return None
+    top = parts[1]
+    return None if top in FRONTS and top not in ALLOWED else top
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
+    if node.level == 0:
+        base = node.module or ""
+    else:
+        parts = module.split(".")
+        pkg = parts if is_package else parts[:-1]
+        pkg = pkg[: len(pkg) - (node.level - 1)]
+        base = ".".join(pkg + ([node.module] if node.module else []))
+    if node.module is None:  # from . import a, b: each name may be a module
+        return [f"{base}.{alias.name}" for alias in node.names]
+    return [base]
+
+
+def _type_checking_lines(tree: ast.Module) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                for sub in ast.walk(child):
+                    if hasattr(sub, "lineno"):
+                        lines.add(sub.lineno)
+    return lines
+
+
+def imports_of(path: Path, package: Path = PACKAGE) -> list[tuple[int, str]]:
+    """(line, imported module) for every import in one source file of the package."""
+    rel = path.relative_to(package.parent).with_suffix("")
+    is_package = rel.name == "__init__"
+    module = ".".join(rel.parts[:-1] if is_package else rel.parts)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _type_checking_lines(tree)
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            found.extend((node.lineno, m) for m in _resolve(module, is_package, node))
+        elif isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+    return found
+
+
+def violations(package: Path = PACKAGE) -> list[str]:
+    """Every import in the package that goes against ``ALLOWED``, as readable lines."""
+    bad: list[str] = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package.parent).with_suffix("")
+        own = layer_of(".".join(rel.parts))
+        if own is None:
+            continue
+        if own not in ALLOWED:
+            bad.append(f"{rel}: subpackage {own!r} has no entry in ALLOWED (add its layers)")
+            continue
+        for line, imported in imports_of(path, package):
+            target = layer_of(imported)
+            if imported.startswith(NAME) and target is None and imported != NAME + ".errors":
+                bad.append(f"{rel}:{line}: {own} imports the public front {imported}")
+            elif target is not None and target != own and target not in ALLOWED[own]:
+                bad.append(f"{rel}:{line}: {own} imports {imported} ({target} is above it)")
+    return bad
+
+
+def test_every_import_runs_down_the_layers() -> None:
+    assert violations() == []
+
+
+def test_every_subpackage_is_listed() -> None:
+    subpackages = {p.parent.name for p in PACKAGE.glob("_*/__init__.py")}
+    assert subpackages <= set(ALLOWED), sorted(subpackages - set(ALLOWED))
+
+
+def test_every_subpackage_says_what_it_owns_and_may_import() -> None:
+    for init in PACKAGE.glob("_*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        assert "import" in doc, f"{init}: the docstring must say what the subpackage may import"
+
+
+@pytest.mark.parametrize(
+    ("where", "line", "expected"),
+    [
+        ("_records/_bad.py", "from .._engine._runtime import GraphRuntime", "_records imports"),
+        ("_stores/_bad.py", "from .._graph._builder import Graph", "_stores imports"),
+        ("_engine/_bad.py", "from .._plugin._seed import SEED_LIMIT", "_engine imports"),
+        ("_time/_bad.py", "def f():\n    from pytest_graphflow._engine import _runner", "_time"),
+        ("_graph/_bad.py", "from .. import strategies", "imports the public front"),
+    ],
+    ids=["records->engine", "stores->graph", "engine->plugin", "lazy-absolute", "front"],
+)
+def test_a_forbidden_import_is_reported(
+    tmp_path: Path, where: str, line: str, expected: str
+) -> None:
+    import shutil
+
+    copy = tmp_path / NAME
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / where).write_text(line + "\n", encoding="utf-8")
+    found = violations(copy)
+    assert any(expected in v and where.split("/")[1][:-3] in v for v in found), found
+
+
+def test_no_import_cycles_between_modules() -> None:
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        mod = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        graph[mod] = {m for _, m in imports_of(path) if m.startswith(NAME + ".") and m != mod}
+    known = set(graph)
+    for mod in graph:
+        graph[mod] = {m for m in graph[mod] if m in known}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt):], nxt])
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = 2
+
+    for mod in sorted(graph):
+        if mod not in state:
+            visit(mod, [])
+    # Package __init__ fronts re-export lazily; a cycle through one is still a cycle.
+    assert cycles == [], "\n".join(" -> ".join(c) for c in cycles)
