@@ -28,8 +28,11 @@ ALLOWED: dict[str, set[str]] = {
     "_engine": {"_graph", "_stores", "_time", "_records", "errors"},
     "_assert": {"_records", "errors"},
     "_properties": {"_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors"},
-    "_plugin": {
+    "_langgraph": {
         "_properties", "_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors",
+    },
+    "_plugin": {
+        "_langgraph", "_properties", "_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors",
     },
     "_cli": {"_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors"},
 }

@@ -35,8 +35,6 @@ from ._saver import FaultySaver, SaverOp
 __all__ = ["LangGraphHarness"]
 
 _NO_ANSWER: Any = object()
-_STORE_OPS = {"save": "put", "get": "get_tuple", "load": "get_tuple", "latest": "get_tuple",
-              "list": "list", "delete": "delete_thread"}
 
 
 class LangGraphHarness:
@@ -107,11 +105,7 @@ class LangGraphHarness:
         self.clock = clock if clock is not None else VirtualClock()
         self.saver.bind_clock(self.clock)
         if faults is not None:
-            for rule in faults.rules:
-                op = _STORE_OPS.get(rule.op, rule.op)
-                self.saver._rules.append(rule if op == rule.op or rule.op == "save" else
-                                         type(rule)(rule.fault.__class__(**{
-                                             **rule.fault.__dict__, "op": op})))
+            self.saver.link(faults)
         token = hashlib.sha256(f"graphflow-langgraph-run:{seed}".encode()).hexdigest()[:12]
         self.run_id = f"run-{token}"
         self.thread_id = thread_id if thread_id is not None else f"thread-{token}"
@@ -120,7 +114,7 @@ class LangGraphHarness:
         self.graph_id = str(getattr(self.graph, "name", None) or "LangGraph")
         self.revision = _revision(self.graph)
         self.events = EventLog()
-        self.start_orders: list[tuple[str, ...]] = []
+        self.start_steps: list[tuple[int, str]] = []
         self._legs = 0
         self._known: dict[str, Interrupt] = {}
         self.last: GraphResult[Any] | None = None
@@ -218,7 +212,7 @@ class LangGraphHarness:
             recorder.on_saver(info, payload)
 
         self.saver.listeners.append(listen)
-        started: list[str] = []
+        started: list[tuple[int, str]] = []
         outcome: dict[str, Any] = {}
         _wallclock.activate()
         try:
@@ -228,7 +222,7 @@ class LangGraphHarness:
             _wallclock.deactivate()
             self.saver.listeners.remove(listen)
             self.events.extend(recorder.events)
-            self.start_orders.append(tuple(started))
+            self.start_steps.extend(started)
         error = outcome.get("error")
         status = outcome["status"]
         interrupts = {}
@@ -244,7 +238,7 @@ class LangGraphHarness:
         return Trace(result, EventLog(list(recorder.events)), self.saver.calls[first_call:])
 
     async def _main(self, input: Any, recorder: LegRecorder, ids: IdSource,
-                    started: list[str], leg_no: int, outcome: dict[str, Any]) -> None:
+                    started: list[tuple[int, str]], leg_no: int, outcome: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, SeededLoop)
         ID_SOURCE.set(ids)

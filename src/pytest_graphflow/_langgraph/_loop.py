@@ -45,7 +45,7 @@ class LegContext:
 
     loop: SeededLoop
     clock: VirtualClock
-    started: list[str]
+    started: list[tuple[int, str]]
 
 
 LEG: ContextVar[LegContext | None] = ContextVar("graphflow_langgraph_leg", default=None)
@@ -129,7 +129,8 @@ def install_loop_hooks() -> None:
             return await original(task, *args, **kwargs)
         key = f"{getattr(task, 'name', '')}:{getattr(task, 'id', '')}"
         await leg.loop.gate(key)
-        leg.started.append(str(getattr(task, "name", "")))
+        metadata = (getattr(task, "config", None) or {}).get("metadata") or {}
+        leg.started.append((int(metadata.get("langgraph_step", -1)), str(task.name)))
         sleeper_token = NODE_SLEEPER.set(_sleeper(leg, key))
         node_token = _IN_NODE.set(True)
         try:

@@ -55,7 +55,7 @@ class LegRecorder:
         self.pending: list[str] = []
         self.checkpoint_id: str | None = None
         self.node_errors = 0
-        self._starts: list[dict[str, Any]] = []
+        self._starts: list[tuple[dict[str, Any], Any]] = []
         self._started_at: dict[str, Any] = {}
         self._writes: dict[str, list[tuple[str, Any]]] = {}
         self._ended: list[tuple[int, str]] = []  # (step, task id) of completed tasks
@@ -95,7 +95,7 @@ class LegRecorder:
             if isinstance(step, int):
                 self._edges_before(step)
                 self.step = step
-            self._starts.append(payload)
+            self._starts.append((payload, self.clock.now()))
             self.task_nodes[str(payload.get("id"))] = str(payload.get("name"))
             return
         self.flush()
@@ -106,10 +106,11 @@ class LegRecorder:
         """Yield the buffered ``node_start`` events of a step (sorted by node, task id, so
         the order LangGraph plans tasks in does not leak in)."""
         starts, self._starts = self._starts, []
-        for payload in sorted(starts, key=lambda p: (str(p.get("name")), str(p.get("id")))):
+        for payload, at in sorted(starts, key=lambda p: (str(p[0].get("name")),
+                                                         str(p[0].get("id")))):
             tid, node = str(payload.get("id")), str(payload.get("name"))
-            self._started_at[tid] = self.clock.now()
-            self.add(NodeStart(**self._base(node, tid)))
+            self._started_at[tid] = at
+            self.add(NodeStart(**{**self._base(node, tid), "time": at}))
 
     def _result(self, payload: dict[str, Any]) -> None:
         tid, node = str(payload.get("id")), str(payload.get("name"))
@@ -152,6 +153,7 @@ class LegRecorder:
 
     def on_saver(self, info: SaverOp, payload: Any) -> None:
         """A saver call returned: a checkpoint was saved, or a task's writes."""
+        self.flush()
         if info.op == "put":
             self.checkpoint_id = info.checkpoint_id
             step = info.step if isinstance(info.step, int) else self.step

@@ -34,7 +34,8 @@ from ._ids import ID_SOURCE
 __all__ = ["FaultySaver", "SaverOp"]
 
 OPS = ("put", "put_writes", "get_tuple", "list", "delete_thread")
-_ALIASES = {"save": "put", "get": "get_tuple", "delete": "delete_thread"}
+_ALIASES = {"save": "put", "get": "get_tuple", "load": "get_tuple", "latest": "get_tuple",
+            "delete": "delete_thread"}
 
 
 def _canon(op: str) -> str:
@@ -121,6 +122,7 @@ class FaultySaver(BaseCheckpointSaver[Any]):
         self._raised: list[BaseException] = []
         self.task_nodes: dict[str, str] = {}
         self.listeners: list[Any] = []
+        self._linked: Any = None
 
     # ----------------------------------------------------------------- introspection
 
@@ -136,7 +138,7 @@ class FaultySaver(BaseCheckpointSaver[Any]):
 
     @property
     def rules(self) -> list[FaultRule]:
-        """The rules, in the order added (a copy)."""
+        """The rules, in the order added (a copy; linked rules not included)."""
         return list(self._rules)
 
     @property
@@ -169,6 +171,19 @@ class FaultySaver(BaseCheckpointSaver[Any]):
     def format_calls(self) -> str:
         """The call log as text, one call per line."""
         return "\n".join(map(str, self._calls)) or "(no saver calls)"
+
+    def link(self, faults: Any) -> FaultySaver:
+        """Also apply the rules of ``faults`` (a :class:`~pytest_graphflow.FaultyStore`, such
+        as the ``store_faults`` fixture), read at every call: ``save`` rules watch ``put``,
+        ``get``/``load``/``latest`` watch ``get_tuple``, ``delete`` watches
+        ``delete_thread``, ``list`` watches ``list``. The rule objects are shared, so
+        ``faults.last_rule.hits`` counts what fired here.
+
+        Returns:
+            This saver, for chaining.
+        """
+        self._linked = faults
+        return self
 
     def bind_clock(self, clock: Clock) -> None:
         """Use ``clock`` for call times and delays (the harness binds its virtual clock)."""
@@ -280,7 +295,8 @@ class FaultySaver(BaseCheckpointSaver[Any]):
             self._finish(index, "dead", dead, injected=True)
             raise dead
         wait, decider = 0.0, None
-        for rule in list(self._rules):
+        linked = [] if self._linked is None else list(self._linked.rules)
+        for rule in list(self._rules) + linked:
             if _canon(rule.op) != info.op or not rule._count((info,), {}):
                 continue
             if rule.kind == "delay":
