@@ -114,7 +114,8 @@ class LangGraphHarness:
         self.graph_id = str(getattr(self.graph, "name", None) or "LangGraph")
         self.revision = _revision(self.graph)
         self.events = EventLog()
-        self.start_steps: list[tuple[int, str]] = []
+        self.start_steps: list[tuple[int, int, str, str]] = []
+        self.generated_ids: list[str] = []
         self._legs = 0
         self._known: dict[str, Interrupt] = {}
         self.last: GraphResult[Any] | None = None
@@ -201,7 +202,7 @@ class LangGraphHarness:
         self._legs += 1
         leg_no = self._legs
         rng = ScheduleRng(self.seed, self.run_id, leg_no)
-        ids = IdSource(self.seed, self.clock, f"{self.run_id}:{leg_no}")
+        ids = IdSource(self.clock, f"{self.thread_id}:{leg_no}")
         recorder = LegRecorder(self.clock, self.run_id, len(self.events), self._known,
                                self.saver.task_nodes)
         first_call = len(self.saver.calls)
@@ -212,7 +213,7 @@ class LangGraphHarness:
             recorder.on_saver(info, payload)
 
         self.saver.listeners.append(listen)
-        started: list[tuple[int, str]] = []
+        started: list[tuple[int, str, str]] = []
         outcome: dict[str, Any] = {}
         _wallclock.activate()
         try:
@@ -222,7 +223,8 @@ class LangGraphHarness:
             _wallclock.deactivate()
             self.saver.listeners.remove(listen)
             self.events.extend(recorder.events)
-            self.start_steps.extend(started)
+            self.start_steps.extend((leg_no, *s) for s in started)
+            self.generated_ids.extend(ids.generated)
         error = outcome.get("error")
         status = outcome["status"]
         interrupts = {}
@@ -238,7 +240,7 @@ class LangGraphHarness:
         return Trace(result, EventLog(list(recorder.events)), self.saver.calls[first_call:])
 
     async def _main(self, input: Any, recorder: LegRecorder, ids: IdSource,
-                    started: list[tuple[int, str]], leg_no: int, outcome: dict[str, Any]) -> None:
+                    started: list[tuple[int, str, str]], leg_no: int, outcome: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, SeededLoop)
         ID_SOURCE.set(ids)

@@ -43,17 +43,27 @@ class IdSource:
     checkpoint id the leg has seen (:meth:`observe`), so a fresh harness resuming a thread
     written earlier never creates an id below the thread's newest.
 
+    Ids and random numbers come from three independent streams (ids; retry jitter; channel
+    versions), each seeded from ``salt`` — the thread and the leg, not the schedule seed — so
+    two schedules of one thread draw the same ids whatever order their tasks ran in.
+
     Args:
-        seed: the harness seed.
         clock: the virtual clock timestamps come from.
-        salt: distinguishes legs of one harness (so two legs never repeat a random stream).
+        salt: the thread id and leg number.
     """
 
-    def __init__(self, seed: int, clock: VirtualClock, salt: str) -> None:
+    def __init__(self, clock: VirtualClock, salt: str) -> None:
         self.clock = clock
-        digest = hashlib.sha256(f"graphflow-langgraph:{seed}:{salt}".encode()).digest()
-        self.random = random.Random(int.from_bytes(digest[:8], "big"))
+        self.random = self._stream(salt, "ids")
+        self.jitter = self._stream(salt, "jitter")
+        self.versions = self._stream(salt, "versions")
+        self.generated: list[str] = []
         self._last = 0
+
+    @staticmethod
+    def _stream(salt: str, name: str) -> random.Random:
+        digest = hashlib.sha256(f"graphflow-langgraph:{salt}:{name}".encode()).digest()
+        return random.Random(int.from_bytes(digest[:8], "big"))
 
     def observe(self, checkpoint_id: str | None) -> None:
         """Note a checkpoint id that exists already; new ids are made greater than it."""
@@ -89,8 +99,10 @@ class IdSource:
         return uuid.UUID(int=value)
 
     def uuid4(self) -> uuid.UUID:
-        """A version-4 uuid from the seeded stream."""
-        return uuid.UUID(int=self.random.getrandbits(128), version=4)
+        """A version-4 uuid from the seeded stream (remembered in :attr:`generated`)."""
+        value = uuid.UUID(int=self.random.getrandbits(128), version=4)
+        self.generated.append(str(value))
+        return value
 
 
 class _UuidProxy(ModuleType):
@@ -118,7 +130,7 @@ class _RandomProxy(ModuleType):
 
     def __getattr__(self, name: str) -> Any:
         source = ID_SOURCE.get()
-        return getattr(random if source is None else source.random, name)
+        return getattr(random if source is None else source.jitter, name)
 
 
 def install_id_hooks() -> None:

@@ -65,7 +65,7 @@ def reducers_of(graph: Any) -> dict[str, Callable[[Any, Any], Any]]:
 
 @contextmanager
 def _seeded() -> Any:
-    token = ID_SOURCE.set(IdSource(0, VirtualClock(), "reducer-laws"))
+    token = ID_SOURCE.set(IdSource(VirtualClock(), "reducer-laws"))
     try:
         yield
     finally:

@@ -45,7 +45,7 @@ class LegContext:
 
     loop: SeededLoop
     clock: VirtualClock
-    started: list[tuple[int, str]]
+    started: list[tuple[int, str, str]]
 
 
 LEG: ContextVar[LegContext | None] = ContextVar("graphflow_langgraph_leg", default=None)
@@ -130,7 +130,8 @@ def install_loop_hooks() -> None:
         key = f"{getattr(task, 'name', '')}:{getattr(task, 'id', '')}"
         await leg.loop.gate(key)
         metadata = (getattr(task, "config", None) or {}).get("metadata") or {}
-        leg.started.append((int(metadata.get("langgraph_step", -1)), str(task.name)))
+        leg.started.append((int(metadata.get("langgraph_step", -1)), str(task.name),
+                            str(task.id)))
         sleeper_token = NODE_SLEEPER.set(_sleeper(leg, key))
         node_token = _IN_NODE.set(True)
         try:

@@ -473,7 +473,7 @@ class FaultySaver(BaseCheckpointSaver[Any]):
         source = ID_SOURCE.get()
         if source is not None and isinstance(version, str) and "." in version:
             head = version.split(".", 1)[0]
-            version = f"{head}.{source.random.random():016}"
+            version = f"{head}.{source.versions.random():016}"
         return version
 
 
