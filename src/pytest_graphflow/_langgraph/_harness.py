@@ -203,8 +203,10 @@ class LangGraphHarness:
         leg_no = self._legs
         rng = ScheduleRng(self.seed, self.run_id, leg_no)
         ids = IdSource(self.clock, f"{self.thread_id}:{leg_no}")
+        writes: dict[str, list[tuple[str, Any]]] = {}
         recorder = LegRecorder(self.clock, self.run_id, len(self.events), self._known,
-                               self.saver.task_nodes)
+                               self.saver.task_nodes, writes)
+        resumed_from = self._latest_checkpoint()
         first_call = len(self.saver.calls)
 
         def listen(info: SaverOp, payload: Any) -> None:
@@ -218,7 +220,8 @@ class LangGraphHarness:
         _wallclock.activate()
         try:
             with asyncio.Runner(loop_factory=lambda: SeededLoop(self.clock, rng)) as runner:
-                runner.run(self._main(input, recorder, ids, started, leg_no, outcome))
+                runner.run(self._main(input, recorder, ids, started, writes, resumed_from,
+                                      outcome))
         finally:
             _wallclock.deactivate()
             self.saver.listeners.remove(listen)
@@ -239,12 +242,21 @@ class LangGraphHarness:
         self.last = result
         return Trace(result, EventLog(list(recorder.events)), self.saver.calls[first_call:])
 
+    def _latest_checkpoint(self) -> str | None:
+        """The id of the thread's newest checkpoint (read from the inner saver, unlogged)."""
+        found = self.saver.inner.get_tuple({"configurable": {"thread_id": self.thread_id}})
+        if found is None:
+            return None
+        return str(found.config.get("configurable", {}).get("checkpoint_id")) or None
+
     async def _main(self, input: Any, recorder: LegRecorder, ids: IdSource,
-                    started: list[tuple[int, str, str]], leg_no: int, outcome: dict[str, Any]) -> None:
+                    started: list[tuple[int, str, str]],
+                    writes: dict[str, list[tuple[str, Any]]], resumed_from: str | None,
+                    outcome: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, SeededLoop)
         ID_SOURCE.set(ids)
-        LEG.set(LegContext(loop, self.clock, started))
+        LEG.set(LegContext(loop, self.clock, started, writes))
         _wallclock.NODE_CLOCK.set(self.clock)
         configurable = {**dict(self.config.get("configurable") or {}),
                         "thread_id": self.thread_id}
@@ -252,8 +264,7 @@ class LangGraphHarness:
         kwargs: dict[str, Any] = {"stream_mode": ["debug", "values"]}
         if self.durability is not None:
             kwargs["durability"] = self.durability
-        recorder.run_start(self.graph_id, self.revision, self.thread_id,
-                           None if leg_no == 1 else self.run_id,
+        recorder.run_start(self.graph_id, self.revision, self.thread_id, resumed_from,
                            0 if self.last is None else self.last.step)
         try:
             async for mode, chunk in self.graph.astream(input, config, **kwargs):

@@ -46,6 +46,7 @@ class LegContext:
     loop: SeededLoop
     clock: VirtualClock
     started: list[tuple[int, str, str]]
+    writes: dict[str, list[tuple[str, Any]]]
 
 
 LEG: ContextVar[LegContext | None] = ContextVar("graphflow_langgraph_leg", default=None)
@@ -135,7 +136,11 @@ def install_loop_hooks() -> None:
         sleeper_token = NODE_SLEEPER.set(_sleeper(leg, key))
         node_token = _IN_NODE.set(True)
         try:
-            return await original(task, *args, **kwargs)
+            result = await original(task, *args, **kwargs)
+            # Every write of the task, edges included (the channels LangGraph's own
+            # ``branch:to:X``/``join:...`` edges write), whatever the durability mode.
+            leg.writes[str(task.id)] = list(getattr(task, "writes", ()))
+            return result
         finally:
             _IN_NODE.reset(node_token)
             NODE_SLEEPER.reset(sleeper_token)

@@ -2,11 +2,12 @@
 
 Sources: LangGraph's ``debug`` stream (``task`` → ``node_start``; ``task_result`` →
 ``node_end``, ``interrupt`` or ``error``), its ``values`` stream (the state after each step,
-pending interrupts), and the :class:`FaultySaver` (a ``put`` that returned →
-``checkpoint_saved``; a task's ``put_writes`` → the edges it took). ``edge_transition`` events
-of a step are yielded just before the next step's ``node_start`` events, from the
+pending interrupts), the :class:`FaultySaver` (a ``put`` that returned →
+``checkpoint_saved``) and each task's own writes (→ the edges it took). ``edge_transition``
+events of a step are yielded just before the next step's ``node_start`` events, from the
 ``branch:to:X``/``join:...:X`` channels and ``Send`` packets the task wrote; edges into END
-write nothing in LangGraph, so they are not reported.
+write nothing in LangGraph, and the entry tasks are started by LangGraph's hidden
+``__start__`` task, so neither has an edge event.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class LegRecorder:
     """
 
     def __init__(self, clock: VirtualClock, run_id: str, first_seq: int,
-                 known: dict[str, Interrupt], task_nodes: dict[str, str]) -> None:
+                 known: dict[str, Interrupt], task_nodes: dict[str, str],
+                 writes: dict[str, list[tuple[str, Any]]]) -> None:
         self.clock = clock
         self.run_id = run_id
         self.events: list[EventBase] = []
@@ -52,12 +54,12 @@ class LegRecorder:
         self.known = known
         self.task_nodes = task_nodes
         self.values: dict[str, Any] | None = None
-        self.pending: list[str] = []
+        self._pending: dict[str, list[str]] = {}  # task id -> its interrupt ids
         self.checkpoint_id: str | None = None
         self.node_errors = 0
         self._starts: list[tuple[dict[str, Any], Any]] = []
         self._started_at: dict[str, Any] = {}
-        self._writes: dict[str, list[tuple[str, Any]]] = {}
+        self._writes = writes
         self._ended: list[tuple[int, str]] = []  # (step, task id) of completed tasks
         self._edged: set[str] = set()
 
@@ -86,8 +88,6 @@ class LegRecorder:
         """One item of ``astream(stream_mode=["debug", "values"])``."""
         if mode == "values":
             self.values = strip_interrupts(chunk)
-            pending = chunk.get("__interrupt__", ()) if isinstance(chunk, dict) else ()
-            self.pending = [str(getattr(i, "id", "")) for i in pending]
             return
         kind, payload = chunk.get("type"), chunk.get("payload") or {}
         step = chunk.get("step")
@@ -125,7 +125,10 @@ class LegRecorder:
                 self.known[iid] = interrupt
                 found.append(interrupt)
             self.add(InterruptEvent(**self._base(node, tid), interrupts=found))
-        elif error is not None:
+            self._pending[tid] = [i.id for i in found]
+            return
+        self._pending.pop(tid, None)
+        if error is not None:
             self.node_errors += 1
             error_type, message = _error_parts(error)
             self.add(ErrorEvent(**self._base(node, tid), error_type=error_type,
@@ -149,6 +152,11 @@ class LegRecorder:
                 self.add(EdgeTransition(**self._base(source, tid, ended_step),
                                         source=source, target=target))
 
+    @property
+    def pending(self) -> list[str]:
+        """LangGraph ids of the interrupts this leg's tasks raised and did not get past."""
+        return [iid for ids in self._pending.values() for iid in ids]
+
     # ---------------------------------------------------------------- saver calls
 
     def on_saver(self, info: SaverOp, payload: Any) -> None:
@@ -159,8 +167,6 @@ class LegRecorder:
             step = info.step if isinstance(info.step, int) else self.step
             self.add(CheckpointSaved(**self._base(step=step),
                                      checkpoint_id=str(info.checkpoint_id)))
-        elif info.op == "put_writes" and info.task_id:
-            self._writes.setdefault(info.task_id, []).extend(payload or [])
 
     # ---------------------------------------------------------------- the end
 
