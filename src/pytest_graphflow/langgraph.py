@@ -6,6 +6,7 @@ own LangGraph graph with LangGraph itself; see docs/langgraph.md.
 - :class:`LangGraphHarness`: run/resume a compiled graph or a ``StateGraph`` builder under a
   virtual clock and a seed, returning our ``Trace`` (events, result, saver call log).
 - :class:`FaultySaver`: ``FaultyStore``'s fault rules over any LangGraph checkpoint saver.
+- :func:`check_invariants`: the event invariants a LangGraph trace keeps (:data:`HOLDING`).
 - Properties: :func:`check_determinism`, :func:`explore`, :func:`check_crash_recovery`,
   :func:`check_interrupt_resume_equivalence`, :func:`check_reducer_laws` /
   :func:`assert_reducer_laws` (``Annotated`` reducers, ``add_messages`` included).
@@ -24,6 +25,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 from ._langgraph._harness import LangGraphHarness
+from ._langgraph._invariants import HOLDING, check_invariants
 from ._langgraph._laws import assert_reducer_laws, check_reducer_laws, messages
 from ._langgraph._props import (
     check_crash_recovery,
@@ -35,12 +37,14 @@ from ._langgraph._props import (
 from ._langgraph._saver import FaultySaver, SaverOp
 
 __all__ = [
+    "HOLDING",
     "FaultySaver",
     "LangGraphHarness",
     "SaverOp",
     "assert_reducer_laws",
     "check_crash_recovery",
     "check_determinism",
+    "check_invariants",
     "check_interrupt_resume_equivalence",
     "check_reducer_laws",
     "drive",

@@ -8,8 +8,22 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
+from pathlib import Path
+
+import pytest
 
 collect_ignore_glob = (
     ["test_*.py"] if importlib.util.find_spec("langgraph") is None and not os.environ.get("CI")
     else []
 )
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+if str(EXAMPLES) not in sys.path:  # the example agent is tested here too (differential)
+    sys.path.insert(0, str(EXAMPLES))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The harness runs LangGraph on its own loop; the test's own loop is asyncio."""
+    return "asyncio"

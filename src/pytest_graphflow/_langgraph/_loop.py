@@ -47,6 +47,7 @@ class LegContext:
     clock: VirtualClock
     started: list[tuple[int, str, str]]
     writes: dict[str, list[tuple[str, Any]]]
+    task_nodes: dict[str, str]
 
 
 LEG: ContextVar[LegContext | None] = ContextVar("graphflow_langgraph_leg", default=None)
@@ -133,6 +134,7 @@ def install_loop_hooks() -> None:
         metadata = (getattr(task, "config", None) or {}).get("metadata") or {}
         leg.started.append((int(metadata.get("langgraph_step", -1)), str(task.name),
                             str(task.id)))
+        leg.task_nodes[str(task.id)] = str(task.name)
         sleeper_token = NODE_SLEEPER.set(_sleeper(leg, key))
         node_token = _IN_NODE.set(True)
         try:
