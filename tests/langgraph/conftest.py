@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,17 @@ collect_ignore_glob = (
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 if str(EXAMPLES) not in sys.path:  # the example agent is tested here too (differential)
     sys.path.insert(0, str(EXAMPLES))
+
+
+@pytest.fixture(autouse=True)
+def _wall_clock_patch_held() -> Iterator[None]:
+    """Hold the wall-clock patch for the whole test, as the plugin's graph fixtures do, so
+    each harness leg does not start freezegun again (~70 ms a leg)."""
+    from pytest_graphflow._time import _wallclock
+
+    _wallclock.activate()
+    yield
+    _wallclock.deactivate()
 
 
 @pytest.fixture
