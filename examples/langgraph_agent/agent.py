@@ -96,7 +96,8 @@ def build_agent(services: Services | None = None) -> StateGraph:
     g = StateGraph(AgentState)
     g.add_node("plan", plan)
     g.add_node("call_tool", call_tool, retry_policy=RetryPolicy(
-        initial_interval=600.0, backoff_factor=2.0, max_interval=3600.0, max_attempts=5, retry_on=ServiceDown))
+        initial_interval=600.0, backoff_factor=2.0, max_interval=3600.0, max_attempts=5,
+        retry_on=ServiceDown))
     g.add_node("draft", draft)
     g.add_node("review", review, destinations=("send", "draft"))
     g.add_node("send", send)

@@ -161,7 +161,8 @@ def test_same_seed_gives_byte_identical_trace_json_in_two_processes() -> None:
 
     first, second = run(5, "1"), run(5, "2")
     assert first == second
-    assert b'"checkpoint_id":"' in first and b'"task_id":"' in first
+    assert b'"checkpoint_id":"' in first
+    assert b'"task_id":"' in first
 
     def here(seed: int) -> bytes:
         from langgraph_agent.agent import build_agent, question

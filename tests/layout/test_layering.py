@@ -32,7 +32,8 @@ ALLOWED: dict[str, set[str]] = {
         "_properties", "_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors",
     },
     "_plugin": {
-        "_langgraph", "_properties", "_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors",
+        "_langgraph", "_properties", "_assert", "_engine", "_graph", "_stores", "_time",
+        "_records", "errors",
     },
     "_cli": {"_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors"},
 }

@@ -33,6 +33,7 @@ ID_SOURCE: ContextVar[IdSource | None] = ContextVar("graphflow_langgraph_ids", d
 
 _UUID_EPOCH = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
 _installed = False
+_UUID6 = "uuid6"
 
 
 class IdSource:
@@ -144,7 +145,7 @@ def install_id_hooks() -> None:
     import langgraph.pregel._retry as retry
 
     for module in (checkpoint_base, pregel_checkpoint):
-        original = module.uuid6
+        original = getattr(module, _UUID6)
 
         def seeded_uuid6(
             node: int | None = None, clock_seq: int | None = None, *, _original: Any = original
@@ -155,7 +156,7 @@ def install_id_hooks() -> None:
             return source.uuid6(clock_seq)
 
         seeded_uuid6.__wrapped__ = original  # type: ignore[attr-defined]
-        module.uuid6 = seeded_uuid6
+        setattr(module, _UUID6, seeded_uuid6)
     message.uuid = _UuidProxy()  # type: ignore[attr-defined]
     retry.random = _RandomProxy()  # type: ignore[attr-defined]
     _installed = True

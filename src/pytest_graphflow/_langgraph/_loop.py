@@ -57,6 +57,7 @@ _IN_NODE: ContextVar[bool] = ContextVar("graphflow_langgraph_in_node", default=F
 
 _installed = False
 _real_sleep = time.sleep
+_NODE_TASK = "arun_with_retry"  # the coroutine LangGraph's runner starts per node task
 
 
 class SeededLoop(VirtualEventLoop):
@@ -123,7 +124,7 @@ def install_loop_hooks() -> None:
     install_sleep_hooks()
     import langgraph.pregel._runner as runner
 
-    original = runner.arun_with_retry
+    original = getattr(runner, _NODE_TASK)
 
     async def arun_with_retry(task: Any, *args: Any, **kwargs: Any) -> Any:
         leg = LEG.get()
@@ -148,8 +149,8 @@ def install_loop_hooks() -> None:
             NODE_SLEEPER.reset(sleeper_token)
 
     arun_with_retry.__wrapped__ = original  # type: ignore[attr-defined]
-    runner.arun_with_retry = arun_with_retry  # type: ignore[assignment]
-    time.sleep = _blocking_sleep
+    setattr(runner, _NODE_TASK, arun_with_retry)
+    time.sleep = _blocking_sleep  # type: ignore[assignment]
     _installed = True
 
 
@@ -171,8 +172,8 @@ def _blocking_sleep(seconds: float) -> None:
     """``time.sleep``: in a node under a harness leg, advance virtual time instead."""
     leg = LEG.get()
     if leg is None or not _IN_NODE.get():
-        return _real_sleep(seconds)
+        _real_sleep(seconds)
+        return
     if seconds < 0:
         raise ValueError("sleep length must be non-negative")
     leg.clock.advance(seconds)
-    return None

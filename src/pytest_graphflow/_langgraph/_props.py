@@ -16,7 +16,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -33,7 +33,6 @@ from .._records._events import EventBase, Interrupt
 from .._time import _wallclock
 from .._time._clock import VirtualClock
 from ..errors import InvalidArgument, SimulatedCrash
-from ._convert import jsonable
 from ._harness import LangGraphHarness
 from ._saver import FaultySaver
 
@@ -51,6 +50,7 @@ Answers = Mapping[str, Any] | Callable[[Interrupt], Any] | None
 
 _MAX_LEGS = 50
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @contextmanager
@@ -64,9 +64,9 @@ def _wall_clock_held() -> Iterator[None]:
         _wallclock.deactivate()
 
 
-def _held(fn: Callable[..., T]) -> Callable[..., T]:
+def _held(fn: Callable[P, T]) -> Callable[P, T]:
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         with _wall_clock_held():
             return fn(*args, **kwargs)
     return wrapper

@@ -177,7 +177,7 @@ class LegRecorder:
         if error is not None and self.node_errors == 0:
             self.add(ErrorEvent(**self._base(), error_type=type(error).__name__,
                                 message=str(error)))
-        self.add(RunEnd(**self._base(), status=status,  # type: ignore[arg-type]
+        self.add(RunEnd(**self._base(), status=status,
                         state=jsonable(self.values or {}),
                         error_type=None if error is None else type(error).__name__))
 

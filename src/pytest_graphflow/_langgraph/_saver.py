@@ -224,8 +224,9 @@ class FaultySaver(BaseCheckpointSaver[Any]):
         Returns:
             This saver, for chaining.
         """
+        check: Any = when  # called with a SaverOp (it has the checkpoint's ``id``)
         return self.add_fault(
-            Fault.reject_save(nth, every=every, when=when, error=error, times=times))
+            Fault.reject_save(nth, every=every, when=check, error=error, times=times))
 
     def fail(self, op: str, nth: int | None = None, *, every: int | None = None,
              when: Callable[[SaverOp], bool] | None = None, error: ErrorSpec = None,
