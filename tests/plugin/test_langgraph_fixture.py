@@ -56,3 +56,27 @@ def test_store_faults_rules_apply_to_the_langgraph_saver(
     pytester.syspathinsert()
     result = run("-q")
     result.assert_outcomes(passed=2)
+
+
+FAILING = '''
+from lg_app import build
+
+def test_fails_after_a_langgraph_run(graph_runtime):
+    graph_runtime.langgraph(build()).trace({"log": []})
+    assert False, "the user's own assertion"
+'''
+
+
+def test_a_failing_test_reports_the_langgraph_run(pytester: pytest.Pytester, run: Run) -> None:
+    pytester.makepyfile(lg_app=LANGGRAPH_APP, test_lg_fail=FAILING)
+    pytester.syspathinsert()
+    result = run("-q")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*seed: *",
+        "*reproduce: pytest *test_lg_fail.py::test_fails_after_a_langgraph_run --graphflow-seed=*",
+        "*last run: run-* of graph 'LangGraph': completed, * events",
+        "*path: START -> a -> b*",
+        "*node_end b*",
+        "*run_end completed*",
+    ])

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 import anyio.to_thread
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import StateGraph
 from langgraph.types import Command
 
-from .._engine._results import EventLog, GraphResult, Trace
+from .._engine._results import EventLog, GraphResult, RunLeg, Trace
 from .._records._events import EventBase, Interrupt
 from .._stores._faulty import FaultyStore
 from .._time import _wallclock
@@ -63,6 +63,8 @@ class LangGraphHarness:
         durability: LangGraph's ``durability`` (``"sync"``, ``"async"``, ``"exit"``);
             default: LangGraph's.
         config: more run config (``recursion_limit``, ``configurable`` keys, ...).
+        on_leg: called with a :class:`RunLeg` as each leg starts; it fills in as the leg
+            goes (the plugin's failure report shows the last one: path, diagram, events).
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class LangGraphHarness:
         thread_id: str | None = None,
         durability: str | None = None,
         config: Mapping[str, Any] | None = None,
+        on_leg: Callable[[RunLeg], None] | None = None,
     ) -> None:
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise InvalidArgument(f"LangGraphHarness(seed={seed!r}): seed must be an int")
@@ -111,6 +114,7 @@ class LangGraphHarness:
         self.thread_id = thread_id if thread_id is not None else f"thread-{token}"
         self.durability = durability
         self.config = dict(config or {})
+        self.on_leg = on_leg
         self.graph_id = str(getattr(self.graph, "name", None) or "LangGraph")
         self.revision = _revision(self.graph)
         self.events = EventLog()
@@ -215,6 +219,10 @@ class LangGraphHarness:
             recorder.on_saver(info, payload)
 
         self.saver.listeners.append(listen)
+        record = RunLeg(cast("Any", _GraphView(self.graph, self.graph_id)), self.run_id,
+                        resumed=leg_no > 1, seed=self.seed)
+        if self.on_leg is not None:
+            self.on_leg(record)
         started: list[tuple[int, str, str]] = []
         outcome: dict[str, Any] = {}
         _wallclock.activate()
@@ -222,7 +230,13 @@ class LangGraphHarness:
             with asyncio.Runner(loop_factory=lambda: SeededLoop(self.clock, rng)) as runner:
                 runner.run(self._main(input, recorder, ids, started, writes, resumed_from,
                                       outcome))
+        except BaseException as exc:
+            record.error = exc
+            raise
         finally:
+            record.events.extend(recorder.events)
+            record.visited.extend(e.node for e in recorder.events
+                                  if e.type == "node_end" and e.node)  # type: ignore[attr-defined]
             _wallclock.deactivate()
             self.saver.listeners.remove(listen)
             self.events.extend(recorder.events)
@@ -279,6 +293,18 @@ class LangGraphHarness:
         status = "interrupted" if recorder.pending else "completed"
         recorder.run_end(status)
         outcome.update(status=status)
+
+
+class _GraphView:
+    """What a :class:`RunLeg` needs of a graph (id, Mermaid), for a LangGraph graph."""
+
+    def __init__(self, graph: Any, graph_id: str) -> None:
+        self.graph_id = graph_id
+        self._graph = graph
+
+    def mermaid(self, path: Any = None) -> str:
+        """LangGraph's own Mermaid drawing of the graph (the path is not drawn)."""
+        return str(self._graph.get_graph().draw_mermaid())
 
 
 def _revision(graph: Any) -> str:

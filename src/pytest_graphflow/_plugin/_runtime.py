@@ -116,6 +116,7 @@ class RecordingRuntime(GraphRuntime):
             kwargs.setdefault("clock", self.clock)
         if self.store_faults is not None:
             kwargs.setdefault("faults", self.store_faults)
+        kwargs.setdefault("on_leg", self._record)
         return LangGraphHarness(graph, **kwargs)
 
     # ----------------------------------------------------------------- lifetime
