@@ -16,7 +16,9 @@ Fixtures (all function-scoped except the factory, which is session-scoped):
 * ``graph_snapshot``: syrupy's ``snapshot`` storing event streams as readable text.
 
 Options ``--graphflow-seed`` (an int, ``random``, or ``last`` for the previous session's)
-and ``--graphflow-store``, with the ini keys ``graphflow_seed`` and ``graphflow_store``. A
+and ``--graphflow-store``, with the ini keys ``graphflow_seed`` and ``graphflow_store``;
+``--graphflow-record=DIR`` writes every run of a test as a history file and
+``--graphflow-replay=DIR`` runs each history file under DIR as a replay test. A
 failing test that used these fixtures gets a ``graphflow`` report section with its seed, the
 command that reproduces it, the path its last run took (Mermaid) and that run's last events.
 
@@ -76,6 +78,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="checkpoint store of the graphflow fixtures: 'memory' (default) or 'sqlite' "
              "(a file in the test's tmp_path).",
     )
+    group.addoption(
+        "--graphflow-record", dest="graphflow_record", default=None, metavar="DIR",
+        help="write every run of every test that uses the graphflow fixtures to "
+             "DIR/<test>/<run id>.history.json (replay them with --graphflow-replay).",
+    )
+    group.addoption(
+        "--graphflow-replay", dest="graphflow_replay", default=None, metavar="DIR",
+        help="run every *.history.json file under DIR as a test that replays the recorded "
+             "run against the current code.",
+    )
+    parser.addini("graphflow_record", "graphflow: folder to record run histories into",
+                  default="")
+    parser.addini("graphflow_replay_graphs", "graphflow: lines 'graph_id = module:attr' "
+                  "naming the graph of replayed histories", type="linelist", default=[])
     parser.addini("graphflow_seed", "graphflow session seed: an integer or 'random'",
                   default="")
     parser.addini("graphflow_store", "graphflow checkpoint store: 'memory' or 'sqlite'",
@@ -94,6 +110,26 @@ def pytest_configure(config: pytest.Config) -> None:
     remember_seed(config, session.seed)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(XdistHooks(session.seed), "graphflow-xdist")
+    if config.getoption("graphflow_replay", None):
+        from ._plugin._replay_items import replay_dir
+
+        folder = replay_dir(config)
+        if folder is not None and str(folder) not in config.args:
+            config.args.append(str(folder))
+
+
+def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Collector | None:
+    """With ``--graphflow-replay=DIR``, each ``*.history.json`` under DIR is a replay test."""
+    if not file_path.name.endswith(".history.json"):
+        return None
+    if not parent.config.getoption("graphflow_replay", None):
+        return None
+    from ._plugin._replay_items import HistoryFile, replay_dir
+
+    folder = replay_dir(parent.config)
+    if folder is None or folder not in file_path.parents:
+        return None
+    return HistoryFile.from_parent(parent, path=file_path)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -136,6 +172,23 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 _GRAPH_FIXTURES = frozenset({"graph_runtime", "graph_runtime_factory"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """With ``--graphflow-record=DIR``, write the test's runs as history files before its
+    fixtures close their stores."""
+    from ._plugin._state import existing_state
+
+    state = existing_state(item)
+    if state is None or not state.recorded:
+        return
+    from ._plugin._record import record_dir, write_histories
+
+    folder = record_dir(item.config)
+    legs, state.recorded = state.recorded, []
+    if folder is not None:
+        write_histories(item, legs, folder, state.settings.checkpoint_policy)
 
 
 @pytest.hookimpl(wrapper=True)
