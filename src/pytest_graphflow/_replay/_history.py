@@ -201,7 +201,7 @@ class History(BaseModel):
             seed=first.seed,
             clock_start=clock_start if clock_start is not None else (
                 start.time if start is not None else None),
-            checkpoint_policy=checkpoint_policy,  # type: ignore[arg-type]
+            checkpoint_policy=checkpoint_policy,
             initial_state=first.initial_state, resumes=resumes, source=source,
             events=events, checkpoints=[c.model_dump(mode="json") for c in checkpoints],
         )
@@ -255,9 +255,15 @@ def load_history(source: str | Path | dict[str, Any]) -> History:
             f"history file {name} has format_version {version!r}; this build reads "
             f"{HISTORY_FORMAT_VERSION}: {hint}")
     try:
-        return History.model_validate(data)
+        history = History.model_validate(data)
     except ValidationError as exc:
         raise InvalidHistory(f"history file {name} is malformed: {_first_error(exc)}") from None
+    try:  # everything is read now, so a bad event or checkpoint names the file
+        history.parsed_events()
+        history.parsed_checkpoints()
+    except (InvalidHistory, UnsupportedFormat) as exc:
+        raise type(exc)(f"history file {name}: {exc}") from None
+    return history
 
 
 def contract_of(graph: CompiledGraph) -> dict[str, Any]:

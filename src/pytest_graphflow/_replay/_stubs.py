@@ -115,7 +115,8 @@ def _exception(name: str, message: str) -> BaseException:
     base = getattr(builtins, name, None)
     if isinstance(base, type) and issubclass(base, Exception):
         return base(message)
-    return type(name, (Exception,), {"__module__": "replay"})(message)
+    cls: type[Exception] = type(name, (Exception,), {"__module__": "replay"})
+    return cls(message)
 
 
 def _stub(scripts: ExternalScripts, name: str) -> Any:
