@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -114,7 +115,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from ._plugin._replay_items import replay_dir
 
         folder = replay_dir(config)
-        if folder is not None and str(folder) not in config.args:
+        here = Path(config.invocation_params.dir)
+        given = {(here / arg.split("::")[0]).resolve() for arg in config.args}
+        if folder is not None and not any(p == folder.resolve() or p in folder.resolve().parents
+                                          for p in given):
             config.args.append(str(folder))
 
 

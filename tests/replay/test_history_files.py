@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Payments, build, record
+from graphflow_replay_graph import Payments, build, record
 
 from pytest_graphflow import (
     HISTORY_FORMAT_VERSION,

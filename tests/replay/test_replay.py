@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import Payments, build, record
+from graphflow_replay_graph import Payments, build, record
 
 from pytest_graphflow import (
     History,
@@ -73,7 +73,8 @@ def test_changes_that_decide_otherwise_diverge_with_a_diff(
     for line in lines:
         assert line in text.splitlines() or line in text.splitlines()[0]
     assert isinstance(caught.value, AssertionError)  # a plain failing assertion in pytest
-    assert caught.value.recorded is not None and caught.value.replayed is not None
+    assert caught.value.recorded is not None
+    assert caught.value.replayed is not None
 
 
 def test_a_renamed_paused_node_diverges_where_the_run_reaches_it(recorded: History) -> None:
@@ -106,7 +107,8 @@ def test_a_history_round_trips_through_its_file(recorded: History, tmp_path: Pat
 def test_answers_a_hook_gave_are_given_again() -> None:
     runtime = RecordingRuntime(clock=VirtualClock(), seed=5, on_interrupt=lambda i: "no")
     result = runtime.invoke(build(Payments()), {"amount": 10})
-    assert result.status == "completed" and result.data["approved"] is False
+    assert result.status == "completed"
+    assert result.data["approved"] is False
     history = History.from_legs(runtime.recordings,
                                 anyio.run(runtime.store.list, result.run_id))
     assert_replays(history, build(Forbidden()))

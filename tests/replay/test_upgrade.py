@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import Payments, build, record
+from graphflow_replay_graph import Payments, build, record
 from pydantic import BaseModel
 
 from pytest_graphflow import (
