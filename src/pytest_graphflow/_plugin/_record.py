@@ -37,8 +37,8 @@ def write_histories(item: pytest.Item, legs: list[RunLeg], folder: Path,
     """Write one history per run of ``legs`` (runs whose first leg is missing are skipped)."""
     import anyio
 
+    from .._graph._refs import find_graph_ref
     from .._replay._history import SUFFIX, History
-    from .._replay._refs import find_graph_ref
 
     runs: dict[str, list[RunLeg]] = {}
     for leg in legs:

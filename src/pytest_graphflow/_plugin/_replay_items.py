@@ -53,8 +53,8 @@ class HistoryItem(pytest.Item):
     """Replays one history file against the current code."""
 
     def runtest(self) -> None:
+        from .._graph._refs import resolve_graph
         from .._replay._history import load_history
-        from .._replay._refs import resolve_graph
         from .._replay._replayer import assert_replays
         from ..errors import InvalidArgument
 

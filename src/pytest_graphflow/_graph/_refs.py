@@ -12,10 +12,56 @@ import importlib
 import sys
 from typing import Any
 
-from .._graph._builder import CompiledGraph, Graph
 from ..errors import InvalidArgument
+from ._builder import CompiledGraph, Graph
 
-__all__ = ["find_graph_ref", "resolve_graph"]
+__all__ = ["find_graph_ref", "ref_of", "resolve_graph", "resolve_ref"]
+
+
+def ref_of(obj: Any, what: str) -> str:
+    """``obj`` as a ``"module:attr"`` reference: text is kept, a module-level function or
+    class becomes ``"its.module:its_name"``.
+
+    Raises:
+        InvalidArgument: a lambda, a nested function or another object with no import path.
+    """
+    if isinstance(obj, str):
+        return obj
+    module = getattr(obj, "__module__", None)
+    name = getattr(obj, "__qualname__", None)
+    if module and name and "<" not in name and module != "__main__":
+        return f"{module}:{name}"
+    raise InvalidArgument(f"{what}={obj!r} cannot be named in another process: pass "
+                          "'module:attr' text or a function defined at module level "
+                          "(not a lambda, a nested function or one in __main__)")
+
+
+def resolve_ref(ref: str) -> Any:
+    """The object ``ref`` (``"module:attr"``) names.
+
+    Raises:
+        InvalidArgument: a malformed reference, a module that does not import, a missing
+            attribute.
+    """
+    if not isinstance(ref, str):
+        raise InvalidArgument(f"reference {ref!r} must be text 'module:attr'")
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise InvalidArgument(f"reference {ref!r} is not 'module:attr'; name the module and "
+                              "the object in it, e.g. 'myapp.graphs:build'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise InvalidArgument(f"reference {ref!r}: cannot import {module_name!r} "
+                              f"({type(exc).__name__}: {exc}); put it on sys.path "
+                              "(PYTHONPATH, or pytest's pythonpath ini key)") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise InvalidArgument(f"reference {ref!r}: {module_name!r} has no attribute "
+                                  f"{attr!r}") from None
+    return obj
 
 
 def resolve_graph(ref: str) -> CompiledGraph:
@@ -25,24 +71,7 @@ def resolve_graph(ref: str) -> CompiledGraph:
         InvalidArgument: a malformed reference, a module that does not import, a missing
             attribute, or an object that is not a graph or a graph factory.
     """
-    if not isinstance(ref, str):
-        raise InvalidArgument(f"graph reference {ref!r} must be text 'module:attr'")
-    module_name, sep, attr = ref.partition(":")
-    if not sep or not module_name or not attr:
-        raise InvalidArgument(f"graph reference {ref!r} is not 'module:attr'; name the module "
-                              "and the graph (or graph factory) in it, e.g. 'myapp.graphs:build'")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:
-        raise InvalidArgument(f"graph reference {ref!r}: cannot import {module_name!r} "
-                              f"({type(exc).__name__}: {exc}); put it on sys.path "
-                              "(PYTHONPATH, or pytest's pythonpath ini key)") from None
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise InvalidArgument(f"graph reference {ref!r}: {module_name!r} has no attribute "
-                                  f"{attr!r}") from None
+    obj = resolve_ref(ref)
     if callable(obj) and not isinstance(obj, (Graph, CompiledGraph, type)):
         obj = obj()
     if isinstance(obj, Graph):
