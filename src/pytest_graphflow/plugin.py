@@ -89,6 +89,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run every *.history.json file under DIR as a test that replays the recorded "
              "run against the current code.",
     )
+    group.addoption(
+        "--graphflow-processes", dest="graphflow_processes", default=None, metavar="N",
+        help="after each test, replay every run it performed in N fresh interpreters with "
+             "PYTHONHASHSEED 1..N and fail on any difference (hash-order dependence).",
+    )
+    parser.addini("graphflow_processes", "graphflow: replay each test's runs in this many "
+                  "fresh interpreters (see --graphflow-processes)", default="")
     parser.addini("graphflow_record", "graphflow: folder to record run histories into",
                   default="")
     parser.addini("graphflow_replay_graphs", "graphflow: lines 'graph_id = module:attr' "
@@ -111,6 +118,9 @@ def pytest_configure(config: pytest.Config) -> None:
     remember_seed(config, session.seed)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(XdistHooks(session.seed), "graphflow-xdist")
+    from ._plugin._processes import processes_of
+
+    processes_of(config)  # a bad value is a usage error before any test runs
     if config.getoption("graphflow_replay", None):
         from ._plugin._replay_items import replay_dir
 
@@ -178,6 +188,17 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 _GRAPH_FIXTURES = frozenset({"graph_runtime", "graph_runtime_factory"})
 
 
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """How many runs ``--graphflow-processes`` checked, and how many it could not."""
+    from ._plugin._processes import COUNTS
+
+    counts = config.stash.get(COUNTS, None)
+    if counts is not None:
+        terminalreporter.write_line(
+            f"graphflow: {counts['checked']} run(s) replayed in fresh interpreters, "
+            f"{counts['skipped']} skipped (their graph is not held by an importable module)")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """With ``--graphflow-record=DIR``, write the test's runs as history files before its
@@ -191,7 +212,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
     folder = record_dir(item.config)
     legs, state.recorded = state.recorded, []
-    if folder is not None:
+    if folder is not None and state.record:
         write_histories(item, legs, folder, state.settings.checkpoint_policy)
 
 
@@ -199,16 +220,26 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Hold the virtual wall-clock patch (freezegun) for the whole test body of a test that
     uses the graph fixtures: it starts once per test instead of once per run — what keeps
-    hundreds of Hypothesis examples fast. Outside node code, time stays real meanwhile."""
+    hundreds of Hypothesis examples fast. Outside node code, time stays real meanwhile.
+    With ``--graphflow-processes=N``, then replay the test's runs in N fresh interpreters."""
     if _GRAPH_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())):
         return (yield)
     from ._time._wallclock import activate, deactivate
 
     activate()
     try:
-        return (yield)
+        result = yield
     finally:
         deactivate()
+    # --graphflow-processes=N: the passing test's runs are replayed in N fresh interpreters.
+    from ._plugin._state import existing_state
+
+    state = existing_state(item)
+    if state is not None and state.processes and state.recorded:
+        from ._plugin._processes import check_runs
+
+        check_runs(item, list(state.recorded), state.processes)
+    return result
 
 
 @pytest.hookimpl(wrapper=True)

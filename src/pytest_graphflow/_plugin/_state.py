@@ -58,7 +58,8 @@ class ItemState:
         runs: the last runs the test's runtimes performed (fixture and factory alike).
         owned: runtimes the session factory made for the test, closed when it ends.
         record: whether ``--graphflow-record`` asks for the test's runs as history files.
-        recorded: every run (leg) of the test, kept while ``record`` is on.
+        processes: N of ``--graphflow-processes`` (0: off).
+        recorded: every run (leg) of the test, kept while ``record`` or ``processes`` is on.
     """
 
     settings: TestSettings
@@ -66,12 +67,13 @@ class ItemState:
     runs: deque[RunRecording] = field(default_factory=lambda: deque(maxlen=_KEEP_RUNS))
     owned: list[RecordingRuntime] = field(default_factory=list)
     record: bool = False
+    processes: int = 0
     recorded: list[RunRecording] = field(default_factory=list)
 
     def observe(self, recording: RunRecording) -> None:
         """Observer given to every runtime made for the test."""
         self.runs.append(recording)
-        if self.record:
+        if self.record or self.processes:
             self.recorded.append(recording)
 
 
@@ -84,6 +86,9 @@ def item_state(item: pytest.Item) -> ItemState:
         from ._record import record_dir
 
         state.record = record_dir(item.config) is not None
+        from ._processes import processes_of
+
+        state.processes = processes_of(item.config)
         item.stash[ITEM_STATE] = state
         item.user_properties.append(("graphflow_seed", state.settings.seed))
     return state

@@ -217,3 +217,16 @@ def assert_replays(history: History | str | Path | dict[str, Any], graph: Compil
     """
     replay = _Replay(_as_history(history), graph)
     replay.runtime._run_sync(replay.run)
+
+
+def replay_report(history: dict[str, Any], graph: str) -> str | None:
+    """Replay ``history`` (its JSON form) against the graph ``graph`` names (``"module:attr"``);
+    return ``None`` when it replays, else what diverged. What worker processes run for
+    ``--graphflow-processes``."""
+    from .._graph._refs import resolve_graph
+
+    try:
+        assert_replays(load_history(history), resolve_graph(graph))
+    except ReplayDiverged as exc:
+        return str(exc)
+    return None
