@@ -99,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     mermaid.set_defaults(command=_mermaid)
     from ._export import add_export
 
-    add_export(sub)
+    add_export(sub, {"fail": _Fail, "load_graph": _load_graph, "with_store": _with_store})
     return parser
 
 

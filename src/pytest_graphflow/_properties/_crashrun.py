@@ -66,16 +66,43 @@ def effect_calls(graph: Any, calls: Any) -> list[list[Any]]:
             if c.outcome == "ok" and c.node in effectful]
 
 
+def answer_for(answers: dict[str, Any] | None, pending: Any) -> Any:
+    """The answer for an interrupt: by ``Interrupt.key``, else by ``"<node>:<id>"``."""
+    if not answers:
+        return None
+    if pending.key in answers:
+        return answers[pending.key]
+    return answers.get(f"{pending.node}:{pending.id}")
+
+
+async def _drive(runtime: Any, graph: Any, input: Any, answers: dict[str, Any] | None, *,
+                 run_id: str | None = None, pending: Any = None, max_legs: int = 50) -> Any:
+    """Run (or resume ``run_id``) to the end, answering every interrupt by resuming."""
+    from .._graph._node import Resume
+
+    resume = None if pending is None else Resume(
+        answers={i.key: answer_for(answers, i) for i in pending})
+    for _ in range(max_legs):
+        if run_id is None:
+            result = await runtime.ainvoke(graph, input)
+        else:
+            result = await runtime.aresume(run_id, resume, graph=graph)
+        run_id = result.run_id
+        if result.status != "interrupted":
+            break
+        resume = Resume(answers={k: answer_for(answers, i)
+                                 for k, i in result.interrupts.items()})
+    return result
+
+
 def run_child(req: dict[str, Any], out: Any, recover: bool, *, die: Callable[[], None],
               store: Any = None) -> None:
     """Run (or, with ``recover``, recover) the run ``req`` describes, writing JSON lines to
     ``out``. ``store`` reuses a store object instead of opening one from the factory."""
     import anyio
 
-    from .._graph._node import Resume
     from .._graph._refs import resolve_graph, resolve_ref
     from .._time._clock import VirtualClock
-    from ._checkers import _runtime, answer_for, drive
     from ._instrument import CallLog, record_calls
 
     graph0 = resolve_graph(req["graph"])
@@ -93,13 +120,15 @@ def run_child(req: dict[str, Any], out: Any, recover: bool, *, die: Callable[[],
     opened = store is None
     if store is None:
         store = resolve_ref(req["factory"])(req["directory"])
-    runtime = _runtime(Killer(store, req.get("kill"), report, die), req["seed"], clock)
+    from .._engine._runtime import GraphRuntime
+
+    runtime = GraphRuntime(Killer(store, req.get("kill"), report, die), clock=clock,
+                           seed=req["seed"])
 
     async def go() -> dict[str, Any]:
         if not recover:
-            d = await drive(runtime, graph, req.get("input"), answers, calls=calls)
-            return {"status": d.result.status if d.result else None,
-                    "state": d.result.data if d.result else None, "run_id": d.run_id}
+            result = await _drive(runtime, graph, req.get("input"), answers)
+            return {"status": result.status, "state": result.data, "run_id": result.run_id}
         run_id = req["run_id"]
         acked = req.get("acked")
         present = None if acked is None else (await store.get(acked)) is not None
@@ -107,17 +136,13 @@ def run_child(req: dict[str, Any], out: Any, recover: bool, *, die: Callable[[],
         base = {"run_id": run_id, "from": None if cp is None else summary(cp),
                 "present": present}
         if cp is None:
-            d = await drive(runtime, graph, req.get("input"), answers, calls=calls)
+            result = await _drive(runtime, graph, req.get("input"), answers)
         elif cp.status in ("completed", "failed", "cancelled"):
             return {**base, "status": cp.status, "state": cp.state}
         else:
-            resume = None
-            if cp.status == "interrupted":
-                resume = Resume(answers={i.key: answer_for(answers, i) for i in cp.interrupts})
-            d = await drive(runtime, graph, req.get("input"), answers, calls=calls,
-                            resume_run=run_id, first_resume=resume)
-        return {**base, "status": d.result.status if d.result else None,
-                "state": d.result.data if d.result else None}
+            result = await _drive(runtime, graph, req.get("input"), answers, run_id=run_id,
+                                  pending=cp.interrupts if cp.status == "interrupted" else None)
+        return {**base, "status": result.status, "state": result.data}
 
     try:
         result = anyio.run(go)
