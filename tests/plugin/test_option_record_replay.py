@@ -125,3 +125,33 @@ def test_replay_of_a_missing_folder_is_a_usage_error(pytester: pytest.Pytester, 
     result = run("--graphflow-replay=nowhere")
     result.stderr.fnmatch_lines(["*--graphflow-replay=nowhere: * is not a folder*"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+FACTORY_TESTS = dedent('''
+    from pytest_graphflow import Resume
+    from shop import build
+
+    def test_checkout(graph_runtime):
+        graph = build()  # no module holds this graph object, but one of the same revision
+        paused = graph_runtime.trace(graph, {"amount": 120})
+        graph_runtime.resume_trace(paused.result.run_id, Resume("yes"))
+''')
+
+
+def test_the_ini_key_names_the_graph_of_histories_without_one(
+    pytester: pytest.Pytester, run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(shop=SHOP.replace("GRAPH = build()", ""), test_shop=FACTORY_TESTS)
+    pytester.syspathinsert()
+    run("--graphflow-record=histories", "test_shop.py").assert_outcomes(passed=1)
+    (path,) = (pytester.path / "histories").rglob("*.history.json")
+    assert load_history(path).graph_ref is None
+    monkeypatch.setenv("SHOP_FORBID", "1")
+
+    result = run("--graphflow-replay=histories", "histories")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*does not say where its graph is: name it in the ini key "
+                                 "graphflow_replay_graphs, a line 'shop = module:attr'*"])
+
+    pytester.makeini("[pytest]\ngraphflow_replay_graphs =\n    shop = shop:build\n")
+    run("--graphflow-replay=histories", "histories").assert_outcomes(passed=1)

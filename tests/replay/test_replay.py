@@ -120,3 +120,21 @@ def test_a_run_still_paused_replays_up_to_its_pause() -> None:
     assert_replays(history, build(Forbidden()))
     with pytest.raises(ReplayDiverged, match="decide->reject"):
         assert_replays(history, build(Forbidden(), "route"))
+
+
+def test_a_leg_a_store_fault_ended_is_compared_up_to_the_fault() -> None:
+    from pytest_graphflow import FaultyStore, InMemoryCheckpointStore, Resume, StoreFault
+
+    store = FaultyStore(InMemoryCheckpointStore())
+    store.reject_save(nth=3)
+    runtime = RecordingRuntime(store, clock=VirtualClock(), seed=3)
+    with pytest.raises(StoreFault):
+        runtime.invoke(build(Payments()), {"amount": 120})
+    run_id = runtime.recordings[0].run_id
+    assert runtime.resume(run_id).status == "interrupted"  # recovered after the fault
+    assert runtime.resume(run_id, Resume("yes")).status == "completed"
+    assert [leg.status for leg in runtime.recordings] == ["raised", "interrupted", "completed"]
+    history = History.from_legs(runtime.recordings, anyio.run(store.inner.list, run_id))
+    assert_replays(history, build(Forbidden()))
+    with pytest.raises(ReplayDiverged, match="leg 2"):
+        assert_replays(history, build(Forbidden(), "route"))

@@ -63,8 +63,8 @@ class HistoryItem(pytest.Item):
         if ref is None:
             raise InvalidArgument(
                 f"history {self.path.name} (graph {history.graph_id!r}) does not say where its "
-                "graph is: add 'graphflow_replay_graphs = "
-                f"{history.graph_id} = module:attr' to the pytest ini")
+                "graph is: name it in the ini key graphflow_replay_graphs, a line "
+                f"'{history.graph_id} = module:attr'")
         assert_replays(history, resolve_graph(ref))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
