@@ -246,7 +246,18 @@ class CheckpointNotFound(GraphflowError, LookupError):
 
 
 class SnapshotMismatch(GraphflowError, ValueError):
-    """A checkpoint does not match this compiled graph; every problem is listed."""
+    """A checkpoint does not match this compiled graph; every problem is listed.
+
+    Attributes:
+        problems: the incompatibilities (``Incompatibility``: ``kind``, ``subject``,
+            ``message``) when the resume rules found them, else empty.
+    """
+
+    problems: tuple[Any, ...] = ()
+
+    def __init__(self, message: str, problems: Sequence[Any] = ()) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
 
 
 class UnsupportedFormat(GraphflowError, ValueError):

@@ -73,6 +73,7 @@ def test_the_runtime_resumes_exactly_when_check_upgrade_allows(
     text = str(caught.value)
     for problem in report.problems:
         assert problem.message in text
+    assert list(caught.value.problems) == report.problems
     if new.revision != cp.revision:  # a type change alone keeps the structure's revision
         assert f"written under revision {cp.revision}; the graph is {new.revision}" in text
     # refused: nothing changed, the run still resumes under its own graph

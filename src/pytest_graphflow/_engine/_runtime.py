@@ -560,7 +560,7 @@ class GraphRuntime:
                         f"graph is {graph.revision})")
             raise SnapshotMismatch(
                 f"checkpoint {cp.id} cannot resume under graph {graph.graph_id!r}{revision}: "
-                + "; ".join(p.message for p in problems))
+                + "; ".join(p.message for p in problems), problems)
         self._graphs.setdefault(graph.graph_id, graph)
         return graph
 

@@ -62,7 +62,7 @@ class UpgradeReport:
     def raise_if_incompatible(self) -> UpgradeReport:
         """Raise :class:`SnapshotMismatch` listing every problem; return ``self`` otherwise."""
         if self.problems:
-            raise SnapshotMismatch(str(self))
+            raise SnapshotMismatch(str(self), self.problems)
         return self
 
 
