@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -226,6 +227,10 @@ def check_crash_recovery_across_processes(
         directory: where the stores' folders go (default: a temporary folder).
         timeout: seconds one run may take in a worker.
     """
+    if not in_process and not hasattr(os, "fork"):
+        raise InvalidArgument("check_crash_recovery(store_factory=...) kills forked processes, "
+                              "which this platform does not have (POSIX only); pass "
+                              "in_process=True for the in-process view")
     factory = ref_of(store_factory, "store_factory")
     base = {"graph": graph_ref(graph), "input": _json(input, "input"), "seed": seed,
             "answers": _json(answers, "answers"), "factory": factory}
