@@ -31,11 +31,14 @@ ALLOWED: dict[str, set[str]] = {
     "_langgraph": {
         "_properties", "_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors",
     },
-    "_plugin": {
-        "_langgraph", "_properties", "_assert", "_engine", "_graph", "_stores", "_time",
-        "_records", "errors",
+    "_replay": {
+        "_properties", "_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors",
     },
-    "_cli": {"_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors"},
+    "_plugin": {
+        "_langgraph", "_replay", "_properties", "_assert", "_engine", "_graph", "_stores",
+        "_time", "_records", "errors",
+    },
+    "_cli": {"_replay", "_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors"},
 }
 # The public fronts (``__init__``, ``plugin``, ``strategies``, ...) may import any layer.
 FRONTS = {p.stem for p in PACKAGE.glob("*.py")} - {"errors"}
