@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -152,15 +153,13 @@ sys.stdout.write("\\n".join(e.model_dump_json() for e in h.events))
 
 def test_same_seed_gives_byte_identical_trace_json_in_two_processes() -> None:
     examples = str(Path(__file__).resolve().parents[2] / "examples")
-
-    def run(seed: int, hash_seed: str) -> bytes:
-        env = {"PYTHONHASHSEED": hash_seed, "PATH": ""}
-        return subprocess.run(
-            [sys.executable, "-c", _SCRIPT.format(examples=examples, seed=seed)],
-            check=True, capture_output=True, env=env, timeout=120).stdout
-
-    first, second = run(5, "1"), run(5, "2")
-    assert first == second
+    # another interpreter, with a hash seed other than this process's (sets iterate
+    # differently): only what the harness makes deterministic can agree
+    hash_seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"
+    first = subprocess.run(
+        [sys.executable, "-c", _SCRIPT.format(examples=examples, seed=5)],
+        check=True, capture_output=True, env={"PYTHONHASHSEED": hash_seed, "PATH": ""},
+        timeout=120).stdout
     assert b'"checkpoint_id":"' in first
     assert b'"task_id":"' in first
 
@@ -173,5 +172,5 @@ def test_same_seed_gives_byte_identical_trace_json_in_two_processes() -> None:
         h.resume("approve")
         return "\n".join(e.model_dump_json() for e in h.events).encode()
 
-    assert here(5) == first  # and the test process agrees with both
+    assert here(5) == first  # this process agrees, byte for byte
     assert here(6) != first  # another seed: another run id and schedule

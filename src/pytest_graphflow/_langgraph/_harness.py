@@ -20,7 +20,7 @@ from langgraph.graph import StateGraph
 from langgraph.types import Command
 
 from .._engine._results import EventLog, GraphResult, RunLeg, Trace
-from .._records._events import EventBase, Interrupt
+from .._records._events import Interrupt
 from .._stores._faulty import FaultyStore
 from .._time import _wallclock
 from .._time._clock import VirtualClock
@@ -319,6 +319,3 @@ def _revision(graph: Any) -> str:
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
 
-
-def _event_lines(events: list[EventBase]) -> str:
-    return "\n".join(e.model_dump_json() for e in events)

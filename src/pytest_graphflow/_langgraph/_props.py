@@ -30,6 +30,7 @@ from .._properties._explore import (
     _seed_stream,
 )
 from .._records._events import EventBase, Interrupt
+from .._stores._faults import CrashPhase
 from .._time import _wallclock
 from .._time._clock import VirtualClock
 from ..errors import InvalidArgument, SimulatedCrash
@@ -245,7 +246,7 @@ def _covered(coverage: dict[str, set[tuple[int, ...]]], sizes: dict[str, int]) -
 
 @_held
 def check_crash_recovery(graph: Any, input: Any = None, *, answers: Answers = None,
-                         seed: int = 0, phases: Iterable[str] = ("before", "after"),
+                         seed: int = 0, phases: Iterable[CrashPhase] = ("before", "after"),
                          ignore: Iterable[str] = (),
                          saver_factory: Callable[[], BaseCheckpointSaver[Any]] = InMemorySaver,
                          **harness_kwargs: Any) -> list[Violation]:
@@ -266,6 +267,11 @@ def check_crash_recovery(graph: Any, input: Any = None, *, answers: Answers = No
         one ``"crash-recovery"`` violation per crash point whose recovered state differs (or
         whose recovery raised); ``example`` is ``(op, nth, phase)``.
     """
+    phases = tuple(phases)
+    bad = [p for p in phases if p not in ("before", "after")]
+    if bad or not phases:
+        raise InvalidArgument(f"check_crash_recovery(phases={phases!r}): use 'before' and/or "
+                              "'after'")
     clean = LangGraphHarness(graph, seed=seed, saver=saver_factory(), **harness_kwargs)
     drive(clean, input, answers)
     ignore = tuple(ignore)

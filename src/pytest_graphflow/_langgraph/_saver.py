@@ -26,7 +26,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, CheckpointTuple
 
-from .._stores._faults import ErrorSpec, Fault, FaultRule, Outcome, StoreCall
+from .._stores._faults import CrashPhase, ErrorSpec, Fault, FaultRule, Outcome, StoreCall
 from .._time._clock import Clock
 from ..errors import InvalidArgument, SimulatedCrash, StoreFault
 from ._ids import ID_SOURCE
@@ -252,7 +252,7 @@ class FaultySaver(BaseCheckpointSaver[Any]):
 
     def crash_at(self, op: str = "put", nth: int | None = 1, *,
                  when: Callable[[SaverOp], bool] | None = None,
-                 phase: Any = "before") -> FaultySaver:
+                 phase: CrashPhase = "before") -> FaultySaver:
         """Simulate a process death at the ``nth`` call of ``op``: the call raises
         :class:`~pytest_graphflow.errors.SimulatedCrash` (``phase="before"``: it never reaches
         the inner saver; ``"after"``: it does, and the caller never learns), and every later
