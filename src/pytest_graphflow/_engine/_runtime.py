@@ -523,7 +523,10 @@ class GraphRuntime:
                     f"{last.id}); resume that run instead of starting a new one"
                 )
             base = merge_patches(graph, last.state, [("<input>", patch)], parallel=False)
-            base = validate_state(graph, base).model_dump(mode="json")
+            if graph.codec.plain:
+                base = validate_state(graph, base).model_dump(mode="json")
+            else:  # the thread's state was validated as it was written: only the input is
+                base = graph.codec.validate(base, [("<input>", patch)])[0]
         else:
             base = validate_state(graph, patch).model_dump(mode="json")
         return base
@@ -564,13 +567,12 @@ class GraphRuntime:
             if name not in graph.nodes:
                 problems.append(f"checkpoint {cp.id} names node {name!r}, which the graph "
                                 "does not have")
-        if not problems:
-            try:
-                validate_state(graph, cp.state)
-            except GraphflowError as exc:
-                problems.append(f"checkpoint {cp.id} state does not fit the schema: {exc}")
+        try:
+            validate_state(graph, cp.state)
+        except GraphflowError as exc:
+            problems.append(f"checkpoint {cp.id} state does not fit the schema: {exc}")
         if problems:
-            raise SnapshotMismatch("; ".join(problems))
+            raise SnapshotMismatch(problems)
         self._graphs.setdefault(graph.graph_id, graph)
         return graph
 
@@ -597,8 +599,8 @@ class GraphRuntime:
                                   "with Resume(value) or Resume(answers={key: ...})")
             answers.update(resume.resolve(cp.interrupts))
         elif resume is not None:
-            raise ResumeError(f"run {cp.run_id} has no pending interrupts (status "
-                              f"{cp.status!r}); resume it without a Resume")
+            raise NotSuspended(f"run {cp.run_id} has no pending interrupts (status "
+                               f"{cp.status!r}); resume it without a Resume")
         cp_counter = int(cp.metadata.get("cp_counter", 0))
         task_counter = int(cp.metadata.get("task_counter", 0))
         seq = cp.next_seq

@@ -16,7 +16,7 @@ from .._records._checkpoint import TaskRecord
 from .._records._events import Interrupt
 from .._records._json import NotJSONError, to_json_value
 from .._time._clock import Clock
-from ..errors import GraphflowError, UnknownRoute, UpdateRejected
+from ..errors import GraphflowError, UnknownKey, UnknownRoute, UpdateRejected
 from ._merge import merge_patches, normalize_patch
 
 __all__ = ["Outcome", "decide_edges", "execute"]
@@ -80,6 +80,10 @@ async def execute(
             if spec.is_async or (type(result) not in _PLAIN_RESULTS
                                  and inspect.isawaitable(result)):
                 result = await result
+            if isinstance(result, Exception):
+                # A node that returns a failure failed (seed 004: "A node returned a
+                # failure or threw"): it is retried and reported as if it had raised it.
+                raise result
             break
         except _InterruptSignal as signal:
             out.kind = "interrupt"
@@ -88,6 +92,13 @@ async def execute(
             out.finished_at = clock.now()
             return out
         except Exception as exc:
+            unknown = _unknown_read(graph, spec, model, exc)
+            if unknown is not None:
+                out.kind = "error"
+                out.error = unknown
+                out.attempt = attempt
+                out.finished_at = clock.now()
+                return out
             retry = spec.retry
             if retry is not None and attempt < retry.attempts and isinstance(exc, retry.retry_on):
                 out.failed_attempts.append((attempt_start, clock.now(), exc))
@@ -114,6 +125,22 @@ async def execute(
     if out.goto is None and out.expand is None:
         await decide_edges(graph, spec, out, state, ctx._visited, ctx.step)
     return out
+
+
+def _unknown_read(
+    graph: CompiledGraph, spec: NodeSpec, model: Any, exc: Exception
+) -> UnknownKey | None:
+    """An ``UnknownKey`` when ``exc`` is the node reading a key its state does not define.
+
+    That is the graph's mistake, not a failure worth retrying (seed 004: "A key was read or
+    written that the graph did not register").
+    """
+    if not isinstance(exc, AttributeError) or exc.obj is not model or exc.name is None \
+            or exc.name in graph.keys:
+        return None
+    unknown = UnknownKey(spec.name, exc.name, sorted(graph.keys), read=True)
+    unknown.__cause__ = exc
+    return unknown
 
 
 def _take_result(graph: CompiledGraph, spec: NodeSpec, result: Any, out: Outcome) -> None:

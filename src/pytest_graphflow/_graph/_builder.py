@@ -429,6 +429,20 @@ class Graph:
                 succ.setdefault(spec.name, []).append(spec.on_error)
             succ.setdefault(spec.name, []).extend(spec.destinations)
 
+        for j in self._joins:
+            for s in j.sources:
+                source = nodes.get(s)
+                if source is None or source.on_error is None or source.on_error not in nodes:
+                    continue
+                if s not in reachable(source.on_error, succ):
+                    problems.append(
+                        f"node {s!r} on_error {source.on_error!r}: {s!r} feeds join "
+                        f"{list(j.sources)} -> {j.target!r}, but a failure routed to "
+                        f"{source.on_error!r} never arrives there and nothing leads back to "
+                        f"{s!r}, so the join would starve (JoinStarved) after the fallback "
+                        f"ran; route the failure back to {s!r} (a retry loop), give {s!r} a "
+                        "Retry instead, or join on the fallback's result in a node of its own"
+                    )
         if not succ.get(START):
             problems.append("START: the graph has no entry; add g.edge(START, <first node>)")
         reach = reachable(START, succ)
