@@ -15,6 +15,7 @@ from pydantic import BaseModel, field_validator, model_validator
 from pytest_graphflow import (
     END,
     START,
+    ConflictingWrites,
     Graph,
     GraphValidationError,
     NodeFailed,
@@ -28,7 +29,7 @@ from pytest_graphflow import (
     interrupt,
 )
 
-from .conftest import Boom, S, of, resume, run, runtime
+from .conftest import Boom, S, brief, of, resume, run, runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -242,3 +243,68 @@ def test_an_on_error_route_that_leads_back_to_the_source_compiles() -> None:
     g.node("a", noop, on_error="fix").node("b", noop).node("fix", noop).node("z", noop)
     g.edge(START, ["a", "b"]).edge(["a", "b"], "z").edge("z", END).edge("fix", "a")
     g.compile()
+
+
+@pytest.mark.parametrize("policy", ["every_step", "on_halt", "never"])
+async def test_an_empty_run_completes_its_thread(policy: str) -> None:
+    """SPEC §2: "a new run on a thread that has completed runs starts from that thread's last
+    state". A run whose START routes straight to END completed, so its checkpoint must say so
+    (it stayed ``running`` and the next run on the thread raised MidExecution)."""
+    g = Graph("empty", S)
+    g.node("work", lambda s: {"n": s.n + 1})
+    g.branch(START, lambda s: "work" if s.n else END, ["work", END])
+    g.edge("work", END)
+    graph = g.compile(checkpoint_policy=policy)  # type: ignore[arg-type]
+    rt = runtime()
+    events, first = await run(rt, graph, {"log": ["hi"]}, thread_id="t-empty")
+    assert first.status == "completed"
+    assert [c.status for c in await rt.store.list(thread_id="t-empty")] == ["completed"]
+    assert [e.type for e in events][-2:] == ["checkpoint_saved", "run_end"]
+    _, second = await run(rt, graph, {"n": 1}, thread_id="t-empty")
+    assert second.status == "completed"
+    assert second.data["n"] == 2
+    assert second.data["log"] == ["hi"]  # the empty run's input is the thread's state
+
+
+async def test_conflicting_writes_fail_the_batch_before_an_interrupt_pauses_it() -> None:
+    """Seed 002: "Parallel branches are merged only when their writes are disjoint or use a
+    registered reducer." Two writers of a plain key fail the run with ConflictingWrites at
+    once; the human is not asked first (it failed only after the answer)."""
+    asked: list[str] = []
+
+    def ask(state: S) -> dict[str, Any]:
+        asked.append("ask")
+        return {"answer": interrupt("ok?", id="ok")}
+
+    g = Graph("conflict-vs-interrupt", S)
+    g.node("ask", ask, effect="human")
+    g.node("w1", lambda s: {"n": 1}).node("w2", lambda s: {"n": 2})
+    g.edge(START, ["ask", "w1", "w2"]).edge(["ask", "w1", "w2"], END)
+    rt = runtime()
+    events, result = await run(rt, g.compile())
+    assert result.status == "failed"
+    assert isinstance(result.error, ConflictingWrites)
+    assert (result.error.key, result.error.nodes) == ("n", ["w1", "w2"])
+    assert result.interrupts == {}
+    (cp,) = [c for c in await rt.store.list(result.run_id) if c.status != "running"]
+    assert (cp.status, cp.interrupts) == ("failed", [])
+    assert [e.error_type for e in of(events, "error")] == ["ConflictingWrites"]
+    assert brief(events)[-3:] == ["error", "checkpoint_saved", "run_end"]
+
+
+async def test_writes_through_a_reducer_still_pause_at_the_interrupt() -> None:
+    """The passing twin: the same batch writing a key with a reducer pauses for the human."""
+
+    def ask(state: S) -> dict[str, Any]:
+        return {"answer": interrupt("ok?", id="ok")}
+
+    g = Graph("reducer-vs-interrupt", S)
+    g.node("ask", ask, effect="human")
+    g.node("w1", lambda s: {"log": ["w1"]}).node("w2", lambda s: {"log": ["w2"]})
+    g.edge(START, ["ask", "w1", "w2"]).edge(["ask", "w1", "w2"], END)
+    rt = runtime()
+    _, paused = await run(rt, g.compile())
+    assert paused.status == "interrupted"
+    _, done = await resume(rt, paused.run_id, Resume("yes"))
+    assert done.data["log"] == ["w1", "w2"]
+    assert done.data["answer"] == "yes"

@@ -23,11 +23,11 @@ from .._graph._builder import END, START
 from .._graph._node import EdgeContext
 from .._records._events import CheckpointSaved, Interrupt, RunStart
 from .._time._clock import VirtualClock
-from ..errors import JoinStarved, SuperstepLimit
+from ..errors import GraphflowError, JoinStarved, SuperstepLimit
 from ._batch import BatchRunner
 from ._commit import Committer
 from ._halts import HaltHandler
-from ._merge import validate_state
+from ._merge import merge_patches
 from ._run_state import RunState, StepState
 from ._task import Outcome
 from ._writer import CheckpointWriter, LegEnd
@@ -153,11 +153,14 @@ class Runner:
         if run.tasks is None:  # a fresh run: schedule the entry
             run.tasks = []
             await self._schedule_entry()
-            if run.graph.every_step:
+            # A run whose entry schedules nothing (START routes straight to END) is complete
+            # at once: its checkpoint says so, or the thread would look mid-execution.
+            empty = not run.tasks
+            if run.graph.every_step or (empty and run.thread_explicit):
                 cid = run.next_checkpoint_id()
                 events.append(run.event(CheckpointSaved, run.step, checkpoint_id=cid))
                 await self.writer.save(cid, step=-1, next_step=run.step, tasks=run.tasks,
-                                       node_ids=[], status="running")
+                                       node_ids=[], status="completed" if empty else "running")
         return run.stamp(events)
 
     async def _schedule_entry(self) -> None:
@@ -166,7 +169,7 @@ class Runner:
         graph = run.graph
         targets = list(graph.edges.get(START, ()))
         for branch in graph.branches.get(START, ()):
-            view = run.model or validate_state(graph, run.state)
+            view = run.model or graph.codec.model_of(run.state)
             picked = branch.route(view) if branch.arity == 1 else branch.route(
                 view, EdgeContext(START, (), run.step))
             if hasattr(picked, "__await__"):
@@ -226,8 +229,28 @@ class Runner:
                 await self.halts.halt(outcomes, halting)
             raise edge_error.error
         if halting:
+            if all(o.kind == "interrupt" for o in halting):
+                # Seed 002: parallel writes merge "only when their writes are disjoint or use
+                # a registered reducer". Writes that cannot merge fail the run now, not after
+                # a human answered the interrupt of the same batch.
+                conflict = self._merge_error(outcomes)
+                if conflict is not None:
+                    return await self.halts.halt(outcomes, halting, batch_error=conflict)
             return await self.halts.halt(outcomes, halting)
         return await self.committer.commit(outcomes)
+
+    def _merge_error(self, outcomes: list[Outcome]) -> GraphflowError | None:
+        """The error merging the completed tasks' patches would raise, if any."""
+        run = self.run
+        patches = [(o.record.node, o.patch) for o in outcomes if o.kind == "done" and o.patch]
+        if len(patches) < 2:
+            return None
+        try:
+            merged = merge_patches(run.graph, run.state, patches, parallel=True)
+            run.graph.codec.validate(dict(merged), patches)
+        except GraphflowError as exc:
+            return exc
+        return None
 
     def _timed_out_now(self) -> bool:
         run = self.run
