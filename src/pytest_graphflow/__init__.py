@@ -19,6 +19,7 @@ from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interru
 from ._properties._explore import ExploreReport, explore
 from ._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
 from ._records._events import (
+    Breakpoint,
     CheckpointSaved,
     CustomEvent,
     EdgeTransition,
@@ -120,6 +121,7 @@ __all__ = [
     "FORMAT_VERSION",
     "PAUSE",
     "START",
+    "Breakpoint",
     "Cancelled",
     "Checkpoint",
     "CheckpointNotFound",

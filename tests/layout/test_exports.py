@@ -13,6 +13,7 @@ import pytest
 
 PUBLIC: dict[str, list[str]] = {
     'pytest_graphflow': [
+        'Breakpoint',
         'Cancelled',
         'Checkpoint',
         'CheckpointNotFound',

@@ -201,14 +201,20 @@ class Runner:
             return await self.halts.stop([], timed_out=True)
         if run.cancel_requested:
             return await self.halts.stop([], timed_out=False)
-        run.supersteps += 1
         tasks = run.tasks
+        if run.break_before:
+            stopping = [t.node for t in tasks
+                        if t.node in run.break_before and t.task_id not in run.passed]
+            if stopping:
+                return await self.halts.pause_before(list(dict.fromkeys(stopping)))
+        run.supersteps += 1
         if not run.completed and len(tasks) == 1:
             spec = graph.nodes[tasks[0].node]
             if not spec.is_async and spec.retry is None:
                 # The common step: one sync node, run inline.
                 out = await self.batches.run_inline(tasks[0], spec)
-                if out.kind == "done" and out.expand is None and not run.record_events:
+                if out.kind == "done" and out.expand is None and not run.record_events \
+                        and not run.break_after:
                     return await self.committer.commit_one(out)  # invoke(): no events wanted
                 return await self._after_batch([out], False)
         outcomes, timed_out = await self.batches.run_batch()

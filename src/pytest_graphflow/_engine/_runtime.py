@@ -382,7 +382,8 @@ class GraphRuntime:
             raise InvalidArgument(f"expected a CompiledGraph, got {graph!r}{hint}")
 
     def _options(self, options: dict[str, Any]) -> dict[str, Any]:
-        allowed = {"max_supersteps", "timeout", "on_interrupt", "tenant_id"}
+        allowed = {"max_supersteps", "timeout", "on_interrupt", "tenant_id",
+                   "interrupt_before", "interrupt_after"}
         unknown = sorted(set(options) - allowed)
         if unknown:
             raise InvalidArgument(f"unknown run option(s) {unknown}; run options are "
@@ -393,6 +394,11 @@ class GraphRuntime:
             "on_interrupt": options.get("on_interrupt", self.on_interrupt),
             "tenant_id": options.get("tenant_id", self.tenant_id),
         }
+        for name in ("interrupt_before", "interrupt_after"):
+            nodes = options.get(name, ())
+            if isinstance(nodes, str) or not all(isinstance(n, str) for n in nodes):
+                raise InvalidArgument(f"{name}={nodes!r} must be a list of node names")
+            opts[name] = frozenset(nodes)
         _check_budget(opts["max_supersteps"], opts["timeout"])
         if opts["on_interrupt"] is not None and not callable(opts["on_interrupt"]):
             raise InvalidArgument(f"on_interrupt={opts['on_interrupt']!r} must be callable")
@@ -494,6 +500,7 @@ class GraphRuntime:
             on_interrupt=opts["on_interrupt"], wall_clock=wall,
             record_events=opts.get("record_events", True), thread_explicit=explicit,
         )
+        run.set_breakpoints(*_breakpoints(graph, opts))
         runner = Runner(run, release=release, on_done=on_done)
         self._track(runner)
         return runner
@@ -591,7 +598,12 @@ class GraphRuntime:
         if cp.status == "completed":
             raise NotSuspended(f"run {cp.run_id} completed (checkpoint {cp.id}); there is "
                                "nothing to resume. Start a new run on its thread instead")
-        if cp.status == "interrupted":
+        if cp.status == "interrupted" and not cp.interrupts:
+            if resume is not None:  # paused for a breakpoint: nothing to answer
+                raise ResumeError(f"run {cp.run_id} paused for a breakpoint (checkpoint "
+                                  f"{cp.id}); it has no interrupts to answer, resume it "
+                                  "without a Resume")
+        elif cp.status == "interrupted":
             if resume is None:
                 keys = [i.key for i in cp.interrupts]
                 raise ResumeError(f"run {cp.run_id} is paused at interrupts {keys}; resume it "
@@ -624,6 +636,7 @@ class GraphRuntime:
             on_interrupt=opts["on_interrupt"], wall_clock=wall,
             record_events=opts.get("record_events", True),
         )
+        run.set_breakpoints(*_breakpoints(graph, opts))
         run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
                           task_counter=task_counter)
         runner = Runner(run, release=release, on_done=on_done)
@@ -666,6 +679,21 @@ class GraphRuntime:
 
 install_sleep_hooks()
 install_thread_guards()
+
+
+def _breakpoints(
+    graph: CompiledGraph, opts: dict[str, Any]
+) -> tuple[frozenset[str], frozenset[str]]:
+    """A run's own breakpoints (before, after), checked against ``graph``."""
+    out: list[frozenset[str]] = []
+    for name in ("interrupt_before", "interrupt_after"):
+        nodes: frozenset[str] = opts.get(name, frozenset())
+        unknown = sorted(nodes - set(graph.nodes))
+        if unknown:
+            raise InvalidArgument(f"{name}={sorted(nodes)}: graph {graph.graph_id!r} has no "
+                                  f"node {unknown[0]!r}; its nodes are {list(graph.nodes)}")
+        out.append(nodes)
+    return out[0], out[1]
 
 
 def _check_budget(max_supersteps: Any, timeout: Any) -> None:

@@ -154,6 +154,7 @@ def _result(runner: Runner) -> GraphResult[Any]:
         checkpoint_id=run.checkpoint_id,
         interrupts={i.key: i for i in run.interrupts},
         error=run.error if status in ("failed", "cancelled") else None,
+        breakpoint=run.breakpoint if status == "interrupted" else None,
     )
 
 

@@ -362,8 +362,21 @@ class Graph:
         )
         return self
 
-    def compile(self, *, checkpoint_policy: CheckpointPolicy = "every_step") -> CompiledGraph:
+    def compile(
+        self,
+        *,
+        checkpoint_policy: CheckpointPolicy = "every_step",
+        interrupt_before: Iterable[str] = (),
+        interrupt_after: Iterable[str] = (),
+    ) -> CompiledGraph:
         """Check the structure and return the runnable graph.
+
+        Args:
+            checkpoint_policy: ``every_step`` (default), ``on_halt`` or ``never``.
+            interrupt_before: breakpoints: every run pauses before a batch holding one of
+                these nodes runs (resume it without a ``Resume``).
+            interrupt_after: breakpoints: every run pauses after a batch holding one of these
+                nodes committed.
 
         Raises:
             GraphValidationError: listing every structural problem at once.
@@ -373,6 +386,12 @@ class Graph:
                                   f"{sorted(POLICIES)}")
         problems = list(self._problems)
         nodes = self._nodes
+        before = _as_list(list(interrupt_before), "interrupt_before")
+        after = _as_list(list(interrupt_after), "interrupt_after")
+        for what, names in (("interrupt_before", before), ("interrupt_after", after)):
+            for name in names:
+                if name not in nodes:
+                    problems.append(f"compile({what}=...): unknown node {name!r}")
         keys = set(self.state.model_fields)
 
         def known(name: str, where: str) -> bool:
@@ -459,7 +478,10 @@ class Graph:
                 problems.append(f"node {name!r}: no path to END")
         if problems:
             raise GraphValidationError(self.graph_id, problems)
-        return CompiledGraph(self, checkpoint_policy)
+        compiled = CompiledGraph(self, checkpoint_policy)
+        compiled.interrupt_before = frozenset(before)
+        compiled.interrupt_after = frozenset(after)
+        return compiled
 
 
 def reachable(start: str, succ: Mapping[str, Sequence[str]]) -> set[str]:
@@ -482,9 +504,13 @@ class CompiledGraph:
         revision: a stable hash of the structure; checkpoints record it.
         state_model: the pydantic state model.
         checkpoint_policy: ``every_step``, ``on_halt`` or ``never``.
+        interrupt_before: nodes every run pauses before (breakpoints).
+        interrupt_after: nodes every run pauses after (breakpoints).
     """
 
     def __init__(self, graph: Graph, checkpoint_policy: str) -> None:
+        self.interrupt_before: frozenset[str] = frozenset()
+        self.interrupt_after: frozenset[str] = frozenset()
         self.graph_id = graph.graph_id
         self.state_model = graph.state
         self.checkpoint_policy = checkpoint_policy

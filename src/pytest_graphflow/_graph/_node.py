@@ -43,7 +43,9 @@ class Resume:
     """Answers for every pending interrupt of a paused run (seed 001).
 
     ``Resume(value)`` answers the only pending interrupt; ``Resume(answers={key: ...})``
-    answers each by ``Interrupt.key``.
+    answers each by ``Interrupt.key``. With ``partial=True``, ``answers`` may leave some
+    pending interrupts unanswered: their nodes run again, ask again, and the run pauses
+    again with just those pending.
 
     Raises:
         TypeError: if ``answers`` is not a mapping.
@@ -51,12 +53,21 @@ class Resume:
             ``answers`` is empty.
     """
 
-    __slots__ = ("_has_value", "answers", "value")
+    __slots__ = ("_has_value", "answers", "partial", "value")
 
-    def __init__(self, value: Any = _NO_VALUE, *, answers: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        value: Any = _NO_VALUE,
+        *,
+        answers: Mapping[str, Any] | None = None,
+        partial: bool = False,
+    ):
         if answers is not None and not isinstance(answers, Mapping):
             raise TypeError(f"Resume(answers={answers!r}): answers must be a mapping of "
                             "Interrupt.key to answer")
+        if partial and answers is None:
+            raise ResumeError("Resume(partial=True) needs answers={key: ...} for the "
+                              "interrupts it answers")
         if value is not _NO_VALUE and answers is not None:
             raise ResumeError("Resume takes a value or answers=, not both")
         if value is _NO_VALUE and answers is None:
@@ -65,6 +76,7 @@ class Resume:
         if answers is not None and not answers:
             raise ResumeError("Resume(answers={}) is empty: give one answer per pending "
                               "interrupt key")
+        self.partial = bool(partial)
         self._has_value = value is not _NO_VALUE
         self.value: Any = value if self._has_value else None
         self.answers: dict[str, Any] | None = dict(answers) if answers is not None else None
@@ -87,7 +99,7 @@ class Resume:
             assert self.answers is not None
             raw = self.answers
             unknown = sorted(set(raw) - set(keys))
-            missing = [k for k in keys if k not in raw]
+            missing = [] if self.partial else [k for k in keys if k not in raw]
             if unknown or missing:
                 raise ResumeError(
                     f"Resume answers must match the pending interrupts one to one; "
@@ -103,7 +115,10 @@ class Resume:
         return out
 
     def __repr__(self) -> str:
-        return f"Resume({self.value!r})" if self._has_value else f"Resume(answers={self.answers!r})"
+        if self._has_value:
+            return f"Resume({self.value!r})"
+        partial = ", partial=True" if self.partial else ""
+        return f"Resume(answers={self.answers!r}{partial})"
 
 
 class Visited:
