@@ -46,6 +46,7 @@ from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
 from ._run_state import RunState
 from ._runner import Runner
 from ._stream import RunHandle, RunStream, drain
+from ._update import apply_update, updated_checkpoint
 
 __all__ = ["GraphRuntime"]
 
@@ -317,6 +318,76 @@ class GraphRuntime:
     ) -> Trace:
         """Synchronous :meth:`aresume_trace`."""
         return self._run_sync(self.aresume_trace, run_or_checkpoint_id, resume, **options)
+
+    async def aupdate_state(
+        self,
+        run_or_thread_id: str,
+        values: Mapping[str, Any] | BaseModel,
+        *,
+        as_node: str | None = None,
+        graph: CompiledGraph | None = None,
+    ) -> str:
+        """Write ``values`` into the state from outside a run; return the new checkpoint id.
+
+        ``run_or_thread_id`` is a run id (its last checkpoint), a checkpoint id (exactly that
+        one: the update forks the history from there) or a thread id (its last checkpoint).
+        The values merge as a node's patch would (reducers applied, validated), into a new
+        checkpoint whose parent is the one updated. Without ``as_node`` only the state changes:
+        a paused run stays paused at the same interrupts. With ``as_node`` the update is written
+        as that node (its ``writes=`` contract applies) and the run continues as if the node had
+        just completed: its edges are decided on the new state, and its targets replace the
+        pending tasks and interrupts. Resume the run by id to continue it.
+
+        Raises:
+            CheckpointNotFound: nothing matches ``run_or_thread_id``.
+            UnknownKey, UndeclaredWrite, UpdateRejected: bad values (nothing is written).
+            ThreadBusy: a run holds the thread.
+            InvalidArgument: ``as_node`` is not a node of the graph.
+        """
+        cp = await self._resolve_target(run_or_thread_id)
+        graph = self._graph_for(cp, graph)
+        if cp.tenant_id != self.tenant_id:
+            raise TenantMismatch(cp.thread_id, self.tenant_id)
+        release = await self._claim(cp.thread_id, cp.run_id)
+        try:
+            latest = await self.store.latest(cp.run_id)
+            counters = [cp.metadata, latest.metadata if latest is not None else {}]
+            cp_counter = max(int(m.get("cp_counter", 0)) for m in counters) + 1
+            task_counter = max(int(m.get("task_counter", 0)) for m in counters)
+            token = cp.run_id[4:] if cp.run_id.startswith("run-") else cp.run_id
+            clock = self.clock
+            if isinstance(clock, VirtualClock) and clock.now() < cp.timestamp:
+                clock.advance((cp.timestamp - clock.now()).total_seconds())
+            new = await updated_checkpoint(
+                graph, cp, values, as_node=as_node, cid=f"cp-{token}-{cp_counter}",
+                task_hex=token, task_counter=task_counter, now=clock.now())
+            new.metadata["cp_counter"] = cp_counter
+            await self.store.save(new)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await release()
+        return new.id
+
+    def update_state(
+        self,
+        run_or_thread_id: str,
+        values: Mapping[str, Any] | BaseModel,
+        *,
+        as_node: str | None = None,
+        graph: CompiledGraph | None = None,
+    ) -> str:
+        """Synchronous :meth:`aupdate_state`."""
+        return self._run_sync(self.aupdate_state, run_or_thread_id, values, as_node=as_node,
+                              graph=graph)
+
+    async def _resolve_target(self, ref: str) -> Checkpoint:
+        """A run's last checkpoint, a checkpoint, or a thread's last checkpoint."""
+        if isinstance(ref, str) and await self.store.latest(ref) is None \
+                and await self.store.get(ref) is None:
+            found = await self.store.list(thread_id=ref)
+            if found:
+                return await self._resolve(found[-1].id)
+        return await self._resolve(ref)
 
     async def history(self, run_id: str) -> list[Checkpoint]:
         """Every checkpoint of a run, oldest first (resume from any of them by id)."""
@@ -598,18 +669,19 @@ class GraphRuntime:
         if cp.status == "completed":
             raise NotSuspended(f"run {cp.run_id} completed (checkpoint {cp.id}); there is "
                                "nothing to resume. Start a new run on its thread instead")
+        answering = resume is not None and resume.has_answers
         if cp.status == "interrupted" and not cp.interrupts:
-            if resume is not None:  # paused for a breakpoint: nothing to answer
+            if answering:  # paused for a breakpoint: nothing to answer
                 raise ResumeError(f"run {cp.run_id} paused for a breakpoint (checkpoint "
                                   f"{cp.id}); it has no interrupts to answer, resume it "
                                   "without a Resume")
         elif cp.status == "interrupted":
-            if resume is None:
+            if resume is None or not resume.has_answers:
                 keys = [i.key for i in cp.interrupts]
                 raise ResumeError(f"run {cp.run_id} is paused at interrupts {keys}; resume it "
                                   "with Resume(value) or Resume(answers={key: ...})")
             answers.update(resume.resolve(cp.interrupts))
-        elif resume is not None:
+        elif answering:
             raise NotSuspended(f"run {cp.run_id} has no pending interrupts (status "
                                f"{cp.status!r}); resume it without a Resume")
         cp_counter = int(cp.metadata.get("cp_counter", 0))
@@ -628,10 +700,18 @@ class GraphRuntime:
             # A fresh virtual clock continues from the checkpoint, so time never goes back
             # within a run's log (C10).
             clock.advance((cp.timestamp - clock.now()).total_seconds())
+        state = cp.state
+        if resume is not None and resume.update is not None:
+            try:
+                state = apply_update(graph, state, resume.update)[0]
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await release()
+                raise
         wall, on_done = self._wall()
         run = RunState(
             graph=graph, store=self.store, clock=self.clock, seed=self.seed, run_id=cp.run_id,
-            thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=cp.state,
+            thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=state,
             max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
             on_interrupt=opts["on_interrupt"], wall_clock=wall,
             record_events=opts.get("record_events", True),

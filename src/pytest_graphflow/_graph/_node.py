@@ -47,13 +47,17 @@ class Resume:
     pending interrupts unanswered: their nodes run again, ask again, and the run pauses
     again with just those pending.
 
+    ``update={key: value}`` is merged into the state before the run continues, as a node's
+    patch would be (reducers applied, validated). ``Resume(update=...)`` alone continues a run
+    that has nothing to answer (a breakpoint, a failure) with that update.
+
     Raises:
-        TypeError: if ``answers`` is not a mapping.
-        ResumeError: if both or neither of ``value`` and ``answers`` are given, or
-            ``answers`` is empty.
+        TypeError: if ``answers`` or ``update`` is not a mapping.
+        ResumeError: if both or neither of ``value`` and ``answers`` are given (neither is
+            fine with ``update``), or ``answers`` is empty.
     """
 
-    __slots__ = ("_has_value", "answers", "partial", "value")
+    __slots__ = ("_has_value", "answers", "partial", "update", "value")
 
     def __init__(
         self,
@@ -61,16 +65,21 @@ class Resume:
         *,
         answers: Mapping[str, Any] | None = None,
         partial: bool = False,
+        update: Mapping[str, Any] | None = None,
     ):
         if answers is not None and not isinstance(answers, Mapping):
             raise TypeError(f"Resume(answers={answers!r}): answers must be a mapping of "
                             "Interrupt.key to answer")
+        if update is not None and not isinstance(update, Mapping):
+            raise TypeError(f"Resume(update={update!r}): update must be a mapping of state "
+                            "keys to values")
+        self.update: dict[str, Any] | None = dict(update) if update is not None else None
         if partial and answers is None:
             raise ResumeError("Resume(partial=True) needs answers={key: ...} for the "
                               "interrupts it answers")
         if value is not _NO_VALUE and answers is not None:
             raise ResumeError("Resume takes a value or answers=, not both")
-        if value is _NO_VALUE and answers is None:
+        if value is _NO_VALUE and answers is None and update is None:
             raise ResumeError("Resume needs a value (for the only pending interrupt) or "
                               "answers={key: ...}")
         if answers is not None and not answers:
@@ -80,6 +89,11 @@ class Resume:
         self._has_value = value is not _NO_VALUE
         self.value: Any = value if self._has_value else None
         self.answers: dict[str, Any] | None = dict(answers) if answers is not None else None
+
+    @property
+    def has_answers(self) -> bool:
+        """Whether this resume answers interrupts (a value or ``answers``)."""
+        return self._has_value or self.answers is not None
 
     def resolve(self, pending: list[Interrupt]) -> dict[str, Any]:
         """The answers by key for ``pending``, JSON-normalised.
@@ -115,10 +129,16 @@ class Resume:
         return out
 
     def __repr__(self) -> str:
+        parts = []
         if self._has_value:
-            return f"Resume({self.value!r})"
-        partial = ", partial=True" if self.partial else ""
-        return f"Resume(answers={self.answers!r}{partial})"
+            parts.append(repr(self.value))
+        if self.answers is not None:
+            parts.append(f"answers={self.answers!r}")
+        if self.partial:
+            parts.append("partial=True")
+        if self.update is not None:
+            parts.append(f"update={self.update!r}")
+        return f"Resume({', '.join(parts)})"
 
 
 class Visited:
