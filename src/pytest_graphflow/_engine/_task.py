@@ -143,8 +143,42 @@ def _unknown_read(
     return unknown
 
 
+def _commands(graph: CompiledGraph, node: str, commands: Sequence[Command]) -> Command:
+    """Several ``Command``s a node returned, as one: updates in order, targets unioned.
+
+    A key without a reducer written by two of them is rejected (which should win?); a key
+    with one folds the updates with it in order (exact for an associative reducer such as
+    ``operator.add``).
+    """
+    update: dict[str, Any] = {}
+    goto: list[str] = []
+    any_goto = False
+    for command in commands:
+        patch = normalize_patch(graph, node, command.update) or {}
+        for key, value in patch.items():
+            if key not in update:
+                update[key] = value
+                continue
+            reducer = graph.reducers.get(key)
+            if reducer is None:
+                raise UpdateRejected(node, key, "two of the node's Commands wrote it and it has "
+                                                "no reducer; write it from one Command")
+            try:
+                update[key] = to_json_value(reducer.fn(update[key], value))
+            except Exception as exc:
+                raise UpdateRejected(node, key, f"its reducer raised {type(exc).__name__}: "
+                                                f"{exc}") from exc
+        if command.goto is not None:
+            any_goto = True
+            goto.extend([command.goto] if isinstance(command.goto, str) else command.goto)
+    return Command(update=update, goto=list(dict.fromkeys(goto)) if any_goto else None)
+
+
 def _take_result(graph: CompiledGraph, spec: NodeSpec, result: Any, out: Outcome) -> None:
     node = spec.name
+    if isinstance(result, (list, tuple)) and result \
+            and all(isinstance(r, Command) for r in result):
+        result = _commands(graph, node, result)
     if isinstance(result, Command):
         out.patch = normalize_patch(graph, node, result.update)
         if result.goto is not None:
