@@ -16,6 +16,7 @@ from ._engine._runtime import GraphRuntime
 from ._engine._stream import RunHandle, RunStream
 from ._graph._builder import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
 from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
+from ._graph._subgraph import Subgraph
 from ._properties._explore import ExploreReport, explore
 from ._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
 from ._records._events import (
@@ -186,6 +187,7 @@ __all__ = [
     "StoreCall",
     "StoreFault",
     "StreamEvent",
+    "Subgraph",
     "SuperstepLimit",
     "TaskOutput",
     "TaskRecord",

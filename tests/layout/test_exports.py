@@ -83,6 +83,7 @@ PUBLIC: dict[str, list[str]] = {
         'StoreCall',
         'StoreFault',
         'StreamEvent',
+        'Subgraph',
         'SuperstepLimit',
         'TaskOutput',
         'TaskRecord',

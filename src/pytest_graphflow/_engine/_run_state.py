@@ -171,6 +171,12 @@ class RunState:
         self.task_counter = task_counter
         self.passed = set(cp.metadata.get("breakpoint_passed", ()))
 
+    async def run_subgraph(self, sub: Any, state: BaseModel, ctx: Any) -> Any:
+        """Run a subgraph node's child run (see :mod:`._subgraph`)."""
+        from ._subgraph import run_subgraph
+
+        return await run_subgraph(self, sub, state, ctx)
+
     def set_breakpoints(self, before: frozenset[str], after: frozenset[str]) -> None:
         """Add this leg's own breakpoints to the graph's."""
         self.break_before = self.graph.interrupt_before | before

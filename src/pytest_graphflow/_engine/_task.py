@@ -179,6 +179,12 @@ def _take_result(graph: CompiledGraph, spec: NodeSpec, result: Any, out: Outcome
     if isinstance(result, (list, tuple)) and result \
             and all(isinstance(r, Command) for r in result):
         result = _commands(graph, node, result)
+    if isinstance(result, Command) and result.graph is not None:
+        if result.graph != Command.PARENT:
+            raise UnknownRoute(node, f"graph={result.graph!r}", ["graph=Command.PARENT"])
+        from ._subgraph import ParentCommand
+
+        raise ParentCommand(node, result)
     if isinstance(result, Command):
         out.patch = normalize_patch(graph, node, result.update)
         if result.goto is not None:

@@ -11,7 +11,7 @@ import operator
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
 
@@ -82,10 +82,15 @@ class Command:
 
     ``goto`` replaces the node's static edges and branches. Every target must be declared in
     ``g.node(..., destinations=[...])``; another target fails the run with ``UnknownRoute``.
+    In a subgraph, ``graph=Command.PARENT`` ends the child run and hands ``update`` (in the
+    parent's keys) and ``goto`` to the parent's subgraph node.
     """
+
+    PARENT: ClassVar[str] = "__parent__"
 
     update: Mapping[str, Any] | None = None
     goto: str | Sequence[str] | None = None
+    graph: str | None = None
 
 
 @dataclass(frozen=True)
@@ -283,6 +288,10 @@ class Graph:
         Returns:
             the graph, so calls can chain.
         """
+        if isinstance(fn, CompiledGraph):
+            from ._subgraph import Subgraph
+
+            fn = Subgraph(fn)
         if not callable(fn):
             raise InvalidArgument(f"g.node({name!r}, fn={fn!r}): fn must be callable")
         if effect not in EFFECTS:
