@@ -23,7 +23,7 @@ from .._graph._builder import END, START
 from .._graph._node import EdgeContext
 from .._records._events import CheckpointSaved, Interrupt, RunStart
 from .._time._clock import VirtualClock
-from ..errors import GraphflowError, JoinStarved, SuperstepLimit
+from ..errors import GraphExecutionError, GraphflowError, JoinStarved, SuperstepLimit
 from ._batch import BatchRunner
 from ._commit import Committer
 from ._halts import HaltHandler
@@ -213,12 +213,31 @@ class Runner:
             if not spec.is_async and spec.retry is None:
                 # The common step: one sync node, run inline.
                 out = await self.batches.run_inline(tasks[0], spec)
+                if out.artifacts:
+                    await self._store_artifacts([out])
                 if out.kind == "done" and out.expand is None and not run.record_events \
                         and not run.break_after:
                     return await self.committer.commit_one(out)  # invoke(): no events wanted
                 return await self._after_batch([out], False)
         outcomes, timed_out = await self.batches.run_batch()
+        if any(o.artifacts for o in outcomes):
+            await self._store_artifacts(outcomes)
         return await self._after_batch(outcomes, timed_out)
+
+    async def _store_artifacts(self, outcomes: list[Outcome]) -> None:
+        """Store what the batch's nodes attached (in declared order), whatever their outcome."""
+        run = self.run
+        put = getattr(run.store, "put_artifact", None)
+        for out in outcomes:
+            for name, data, media_type in out.artifacts:
+                if put is None:
+                    raise GraphExecutionError(
+                        f"node {out.record.node!r} attached artifact {name!r}, but the store "
+                        f"{type(run.store).__name__} keeps no artifacts (it has no "
+                        "put_artifact); use a store that does, such as InMemoryCheckpointStore "
+                        "or SQLiteCheckpointStore")
+                await put(run.run_id, name, data, media_type)
+            out.artifacts = []
 
     async def _after_batch(self, outcomes: list[Outcome], timed_out: bool) -> list[Any]:
         if timed_out or self.run.cancel_requested:

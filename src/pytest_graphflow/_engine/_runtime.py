@@ -389,6 +389,26 @@ class GraphRuntime:
                 return await self._resolve(found[-1].id)
         return await self._resolve(ref)
 
+    async def attach(self, run_id: str, name: str, data: bytes | str,
+                     media_type: str = "application/octet-stream") -> None:
+        """Attach an artifact to a run from outside it (seed 002), replacing one of that name.
+
+        Raises:
+            InvalidArgument: a bad name, data or media type.
+            GraphExecutionError: the store keeps no artifacts.
+        """
+        put = getattr(self.store, "put_artifact", None)
+        if put is None:
+            raise GraphExecutionError(f"the store {type(self.store).__name__} keeps no "
+                                      "artifacts (it has no put_artifact)")
+        await put(run_id, name, data, media_type)
+
+    async def artifacts(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's artifacts (``name``, ``media_type``, ``size``), in the order first stored;
+        ``[]`` when the store keeps none."""
+        found = getattr(self.store, "artifacts", None)
+        return [] if found is None else list(await found(run_id))
+
     async def history(self, run_id: str) -> list[Checkpoint]:
         """Every checkpoint of a run, oldest first (resume from any of them by id)."""
         return await self.store.list(run_id)

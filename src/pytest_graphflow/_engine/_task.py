@@ -46,6 +46,7 @@ class Outcome:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     custom: list[tuple[str, Any]] = field(default_factory=list)
+    artifacts: list[tuple[str, bytes, str]] = field(default_factory=list)
     replayed: bool = False
     routed_to: str | None = None
     attempt: int = 1
@@ -68,6 +69,7 @@ async def execute(
     """Run the node of ``record`` (with retries), then decide its edges."""
     out = Outcome(record, spec)
     out.custom = ctx._custom
+    out.artifacts = ctx._artifacts
     out.started_at = clock.now()
     fn = spec.fn
     attempt = 1

@@ -207,7 +207,8 @@ class NodeContext:
 
     # Built for every task on the hot path: only what varies is stored; the rest is read
     # from the task's record and the run when asked.
-    __slots__ = ("_custom", "_leg", "_record", "_used", "_visited", "attempt", "step")
+    __slots__ = ("_artifacts", "_custom", "_leg", "_record", "_used", "_visited", "attempt",
+                 "step")
 
     def __init__(self, leg: Any, record: Any, step: int, visited: Visited) -> None:
         self._leg = leg
@@ -217,6 +218,7 @@ class NodeContext:
         self._visited = visited
         self._used: set[str] | None = None
         self._custom: list[tuple[str, Any]] = []
+        self._artifacts: list[tuple[str, bytes, str]] = []
 
     @property
     def node(self) -> str:
@@ -275,6 +277,34 @@ class NodeContext:
             raise TypeError(f"emit() from node {self.node!r}: the value has no JSON form "
                             f"({exc})") from None
         self._custom.append(item)
+
+    def attach(self, name: str, data: bytes | str,
+               media_type: str = "application/octet-stream") -> None:
+        """Attach an artifact to the run (seed 002: "larger outputs or diagnostic material").
+
+        It is stored with the run's store (``store.artifacts(run_id)``, ``graphflow
+        artifacts FILE RUN_ID``) once the task's batch has run, whatever its outcome, so a
+        failing node can leave its diagnostics; a ``custom`` event on channel ``"artifact"``
+        records ``{"name", "media_type", "size"}``. An artifact of the same name is replaced.
+
+        Raises:
+            TypeError: ``name`` is not a non-empty str, ``data`` not bytes or str, or
+                ``media_type`` not a str.
+        """
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"attach(name={name!r}): name must be a non-empty str")
+        if not isinstance(media_type, str) or not media_type:
+            raise TypeError(f"attach({name!r}, media_type={media_type!r}): media_type must be "
+                            "a non-empty str")
+        if isinstance(data, str):
+            data = data.encode()
+        if not isinstance(data, (bytes, bytearray)):
+            raise TypeError(f"attach({name!r}): data must be bytes or str, got "
+                            f"{type(data).__name__}")
+        content = bytes(data)
+        self._artifacts.append((name, content, media_type))
+        self._custom.append(("artifact", {"name": name, "media_type": media_type,
+                                          "size": len(content)}))
 
     def interrupt(self, payload: Any = None, *, id: str) -> Any:
         """Pause this node until answered; see :func:`interrupt`."""
