@@ -11,16 +11,21 @@ from typing import Any
 __all__ = ["add_parser"]
 
 
-def add_parser(sub: Any) -> None:
-    """Add the ``artifacts`` command to the ``graphflow`` subcommands ``sub``."""
+def add_parser(sub: Any, tools: Any) -> None:
+    """Add the ``artifacts`` command to the ``graphflow`` subcommands ``sub``.
+
+    ``tools`` is the CLI module (its ``_Fail``, ``_with_store``, ``_run_exists`` and
+    ``_table``), passed in so that this module does not import it back.
+    """
     cmd = sub.add_parser("artifacts", help="list the artifacts a run attached")
     cmd.add_argument("file", metavar="FILE", help="a SQLite store file")
     cmd.add_argument("run_id", metavar="RUN_ID")
-    cmd.set_defaults(command=_artifacts)
+    cmd.set_defaults(command=lambda args: _artifacts(args, tools))
 
 
-def _artifacts(args: argparse.Namespace) -> str:
-    from ._main import _Fail, _run_exists, _table, _with_store
+def _artifacts(args: argparse.Namespace, tools: Any) -> str:
+    _Fail, _run_exists, _table, _with_store = (
+        tools._Fail, tools._run_exists, tools._table, tools._with_store)
 
     async def read(store: Any) -> list[dict[str, Any]] | None:
         found: list[dict[str, Any]] = await store.artifacts(args.run_id)
@@ -35,4 +40,4 @@ def _artifacts(args: argparse.Namespace) -> str:
     if not found:
         return f"no artifacts attached to run {args.run_id}"
     rows = [(str(a["name"]), str(a["media_type"]), str(a["size"])) for a in found]
-    return _table(("NAME", "MEDIA TYPE", "SIZE"), rows)
+    return str(_table(("NAME", "MEDIA TYPE", "SIZE"), rows))

@@ -28,6 +28,7 @@ import anyio
 
 from .._records._json import to_json_value
 from ..errors import EventsCompacted, GraphflowError
+from ._artifacts import add_parser as add_artifacts
 
 __all__ = ["main"]
 
@@ -96,9 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     mermaid.add_argument("--run", nargs=2, metavar=("FILE", "RUN_ID"),
                          help="draw the edges this run took in bold")
     mermaid.set_defaults(command=_mermaid)
-    from ._artifacts import add_parser as add_artifacts
-
-    add_artifacts(sub)
+    add_artifacts(sub, sys.modules[__name__])
     return parser
 
 

@@ -157,7 +157,7 @@ class Committer:
                 expansions.append(out)
                 events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
                                 source=node, target=out.expand["node"]))
-            elif joins and out.goto is None:
+            if joins and out.goto is None and (out.expand is None or out.route_expand):
                 for join in graph.joins_from.get(node, ()):
                     got = arrivals.setdefault(join.key, [])
                     if node not in got:

@@ -146,6 +146,8 @@ class RunState:
         # Observers the runtime attaches: its run record and a recording leg.
         self.record: Any = None
         self.leg: Any = None
+        # How a Subgraph node runs its child (set by the runtime, see _subgraph).
+        self.subgraph_runner: Any = None
 
     def continue_from(
         self,
@@ -172,10 +174,11 @@ class RunState:
         self.passed = set(cp.metadata.get("breakpoint_passed", ()))
 
     async def run_subgraph(self, sub: Any, state: BaseModel, ctx: Any) -> Any:
-        """Run a subgraph node's child run (see :mod:`._subgraph`)."""
-        from ._subgraph import run_subgraph
-
-        return await run_subgraph(self, sub, state, ctx)
+        """Run a subgraph node's child run (see :mod:`._subgraph`); the runtime that built
+        this leg provides how (``subgraph_runner``)."""
+        if self.subgraph_runner is None:  # pragma: no cover - the runtime always sets it
+            raise RuntimeError("this leg cannot run subgraphs")
+        return await self.subgraph_runner(self, sub, state, ctx)
 
     def set_breakpoints(self, before: frozenset[str], after: frozenset[str]) -> None:
         """Add this leg's own breakpoints to the graph's."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from .._graph._builder import END, START
+from .._graph._builder import END, START, Expand
 from .._graph._node import EdgeContext
 from .._records._events import CheckpointSaved, Interrupt, RunStart
 from .._time._clock import VirtualClock
@@ -29,7 +29,7 @@ from ._commit import Committer
 from ._halts import HaltHandler
 from ._merge import merge_patches
 from ._run_state import RunState, StepState
-from ._task import Outcome
+from ._task import Outcome, route_expand
 from ._writer import CheckpointWriter, LegEnd
 
 __all__ = ["Runner", "StepState"]
@@ -168,6 +168,7 @@ class Runner:
         assert run.tasks is not None
         graph = run.graph
         targets = list(graph.edges.get(START, ()))
+        expansions: list[dict[str, Any]] = []
         for branch in graph.branches.get(START, ()):
             view = run.model or graph.codec.model_of(run.state)
             picked = branch.route(view) if branch.arity == 1 else branch.route(
@@ -175,11 +176,19 @@ class Runner:
             if hasattr(picked, "__await__"):
                 picked = await picked
             picks = list(picked) if isinstance(picked, (list, tuple)) else [picked]
-            targets.extend(branch.mapping[p] if branch.mapping is not None else p for p in picks)
+            for p in picks:
+                if isinstance(p, Expand):  # an expansion from START: one task per item
+                    expansions.append(route_expand(START, p, branch.targets))
+                else:
+                    targets.append(branch.mapping[p] if branch.mapping is not None else p)
         order = graph.nodes
         for node in sorted(dict.fromkeys(t for t in targets if t != END),
                            key=lambda n: order[n].index):
             run.tasks.append(run.new_task(node))
+        for expansion in expansions:
+            for item in expansion["items"]:
+                run.tasks.append(run.new_task(expansion["node"], None, item, True))
+        run.tasks.sort(key=lambda t: order[t.node].index)
 
     async def _superstep(self) -> list[Any]:
         run = self.run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Literal, TypeVar
@@ -46,6 +47,7 @@ from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
 from ._run_state import RunState
 from ._runner import Runner
 from ._stream import RunHandle, RunStream, drain
+from ._subgraph import run_subgraph
 from ._update import apply_update, updated_checkpoint
 
 __all__ = ["GraphRuntime"]
@@ -592,6 +594,7 @@ class GraphRuntime:
             record_events=opts.get("record_events", True), thread_explicit=explicit,
         )
         run.set_breakpoints(*_breakpoints(graph, opts))
+        run.subgraph_runner = _SUBGRAPHS
         runner = Runner(run, release=release, on_done=on_done)
         self._track(runner)
         return runner
@@ -737,6 +740,7 @@ class GraphRuntime:
             record_events=opts.get("record_events", True),
         )
         run.set_breakpoints(*_breakpoints(graph, opts))
+        run.subgraph_runner = _SUBGRAPHS
         run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
                           task_counter=task_counter)
         runner = Runner(run, release=release, on_done=on_done)
@@ -779,6 +783,9 @@ class GraphRuntime:
 
 install_sleep_hooks()
 install_thread_guards()
+
+
+_SUBGRAPHS = functools.partial(run_subgraph, runtime=GraphRuntime)
 
 
 def _breakpoints(

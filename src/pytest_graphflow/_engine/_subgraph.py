@@ -12,27 +12,13 @@ from .._graph._node import NodeContext, Resume, _InterruptSignal
 from .._records._events import Interrupt
 from .._records._ids import derived_hex
 from ..errors import GraphExecutionError
+from ._task import ParentCommand
 
 if TYPE_CHECKING:
     from .._graph._subgraph import Subgraph
     from ._run_state import RunState
 
 __all__ = ["ParentCommand", "run_subgraph"]
-
-
-class ParentCommand(GraphExecutionError):
-    """A node of a subgraph returned ``Command(graph=Command.PARENT, ...)``: the child run
-    ends here and the parent's subgraph node takes the command (internal signal; in a graph
-    that does not run as a subgraph it fails the run)."""
-
-    def __init__(self, node: str, command: Command) -> None:
-        self.node = node
-        self.command = command
-        super().__init__(
-            f"node {node!r} returned Command(graph=Command.PARENT, goto={command.goto!r}): "
-            "control goes to the parent graph's subgraph node (a graph that does not run as "
-            "a subgraph has no parent to route)"
-        )
 
 
 class _ChildIds:
@@ -52,9 +38,14 @@ def _prefixed(pending: Interrupt, ctx: NodeContext) -> Interrupt:
                      task_id=ctx.task_id, payload=pending.payload)
 
 
-async def run_subgraph(run: RunState, sub: Subgraph, state: BaseModel, ctx: NodeContext) -> Any:
-    """Run (or resume) the child of ``sub`` for the task of ``ctx``; return the node's result."""
-    from ._runtime import GraphRuntime  # the runtime builds legs: imported when a child runs
+async def run_subgraph(
+    run: RunState, sub: Subgraph, state: BaseModel, ctx: NodeContext, *, runtime: Any
+) -> Any:
+    """Run (or resume) the child of ``sub`` for the task of ``ctx``; return the node's result.
+
+    ``runtime`` is the ``GraphRuntime`` class (passed in: this module cannot import it).
+    """
+    GraphRuntime = runtime
 
     prefix = f"{ctx.task_id}/"
     thread = f"{run.thread_id}/{ctx.task_id}"
@@ -62,7 +53,7 @@ async def run_subgraph(run: RunState, sub: Subgraph, state: BaseModel, ctx: Node
     child_hook = None if hook is None else (lambda pending: hook(_prefixed(pending, ctx)))
     rt = GraphRuntime(store=run.store, clock=run.clock, seed=run.seed, tenant_id=run.tenant_id,
                       max_supersteps=run.max_supersteps, on_interrupt=child_hook)
-    rt._ids = _ChildIds(run.run_id, ctx.task_id)  # type: ignore[assignment]
+    rt._ids = _ChildIds(run.run_id, ctx.task_id)
     found = await run.store.list(thread_id=thread)
     last = found[-1] if found else None
     if last is None:

@@ -16,10 +16,16 @@ from .._records._checkpoint import TaskRecord
 from .._records._events import Interrupt
 from .._records._json import NotJSONError, to_json_value
 from .._time._clock import Clock
-from ..errors import GraphflowError, UnknownKey, UnknownRoute, UpdateRejected
+from ..errors import (
+    GraphExecutionError,
+    GraphflowError,
+    UnknownKey,
+    UnknownRoute,
+    UpdateRejected,
+)
 from ._merge import merge_patches, normalize_patch
 
-__all__ = ["Outcome", "decide_edges", "execute"]
+__all__ = ["Outcome", "ParentCommand", "decide_edges", "execute", "route_expand"]
 
 
 _PLAIN_RESULTS = (dict, type(None), Command, Expand)
@@ -51,6 +57,9 @@ class Outcome:
     routed_to: str | None = None
     attempt: int = 1
     user_error: bool = False
+    route_expand: bool = False
+    """``expand`` came from an edge function: the node's static edges and joins still apply,
+    and a replay decides it again (it is not recorded)."""
     merged: dict[str, Any] | None = None
     """The state with this task's own patch applied, when its branches needed it (checked
     against the schema); a one-task batch commits it instead of merging again."""
@@ -145,6 +154,21 @@ def _unknown_read(
     return unknown
 
 
+class ParentCommand(GraphExecutionError):
+    """A node of a subgraph returned ``Command(graph=Command.PARENT, ...)``: the child run
+    ends here and the parent's subgraph node takes the command (internal signal; in a graph
+    that does not run as a subgraph it fails the run)."""
+
+    def __init__(self, node: str, command: Command) -> None:
+        self.node = node
+        self.command = command
+        super().__init__(
+            f"node {node!r} returned Command(graph=Command.PARENT, goto={command.goto!r}): "
+            "control goes to the parent graph's subgraph node (a graph that does not run as "
+            "a subgraph has no parent to route)"
+        )
+
+
 def _commands(graph: CompiledGraph, node: str, commands: Sequence[Command]) -> Command:
     """Several ``Command``s a node returned, as one: updates in order, targets unioned.
 
@@ -184,8 +208,6 @@ def _take_result(graph: CompiledGraph, spec: NodeSpec, result: Any, out: Outcome
     if isinstance(result, Command) and result.graph is not None:
         if result.graph != Command.PARENT:
             raise UnknownRoute(node, f"graph={result.graph!r}", ["graph=Command.PARENT"])
-        from ._subgraph import ParentCommand
-
         raise ParentCommand(node, result)
     if isinstance(result, Command):
         out.patch = normalize_patch(graph, node, result.update)
@@ -229,8 +251,9 @@ async def decide_edges(
     if out.goto is not None:
         out.targets = list(dict.fromkeys(out.goto))
         return
-    if out.expand is not None:
+    if out.expand is not None and not out.route_expand:
         return
+    out.expand = None  # a route's expansion is decided again
     node = spec.name
     targets = list(graph.edges.get(node, ()))
     branches = graph.branches.get(node)
@@ -264,10 +287,40 @@ async def decide_edges(
     out.targets = list(dict.fromkeys(targets))
 
 
+def route_expand(node: str, expand: Expand, allowed: Sequence[str]) -> dict[str, Any]:
+    """An ``Expand`` an edge function returned, checked: its node must be one the route may
+    pick, and it carries no update (edge functions do not write state)."""
+    if expand.node not in allowed:
+        raise UnknownRoute(node, expand.node, list(allowed))
+    if expand.update:
+        raise UpdateRejected(node, "<expand>", "an edge function's Expand cannot carry an "
+                                               "update; edge functions do not write state")
+    if isinstance(expand.items, (str, bytes)) or not isinstance(expand.items, Sequence):
+        raise UpdateRejected(node, "<expand>", "Expand items must be a list")
+    try:
+        items = [to_json_value(i) for i in expand.items]
+    except NotJSONError as exc:
+        raise UpdateRejected(node, "<expand>", f"an Expand item has no JSON form: {exc}") \
+            from None
+    return {"node": expand.node, "items": items}
+
+
 def _pick(branch: Any, node: str, picked: Any, out: Outcome, targets: list[str]) -> bool:
     """Resolve what a branch function returned into targets; ``False`` on an unknown route."""
     picks = list(picked) if isinstance(picked, (list, tuple)) else [picked]
     for key in picks:
+        if isinstance(key, Expand):
+            # Seed 000's expansions, from an edge function: one task per item next batch.
+            try:
+                if out.expand is not None:
+                    raise UpdateRejected(node, "<expand>", "a route may return one Expand")
+                out.expand = route_expand(node, key, branch.targets)
+            except GraphflowError as exc:
+                out.kind = "error"
+                out.error = exc
+                return False
+            out.route_expand = True
+            continue
         if branch.mapping is not None:
             if key not in branch.mapping:
                 out.kind = "error"

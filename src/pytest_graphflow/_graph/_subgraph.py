@@ -42,9 +42,8 @@ class Subgraph:
 
     def __init__(self, graph: CompiledGraph, *, input: StateMap = None,
                  output: StateMap = None) -> None:
-        from ._builder import CompiledGraph
-
-        if not isinstance(graph, CompiledGraph):
+        # Duck-typed: the builder imports this module, so it cannot import the builder.
+        if not all(hasattr(graph, a) for a in ("graph_id", "codec", "keys", "nodes")):
             raise InvalidArgument(f"Subgraph(graph={graph!r}): pass a CompiledGraph "
                                   "(call .compile() first)")
         for name, value in (("input", input), ("output", output)):
