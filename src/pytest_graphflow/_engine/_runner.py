@@ -21,7 +21,7 @@ import anyio
 
 from .._graph._builder import END, START, Expand
 from .._graph._node import EdgeContext
-from .._records._events import CheckpointSaved, Interrupt, RunStart
+from .._records._events import CheckpointSaved, Interrupt, NodeStart, RunStart
 from .._time._clock import VirtualClock
 from ..errors import GraphExecutionError, GraphflowError, JoinStarved, SuperstepLimit
 from ._batch import BatchRunner
@@ -217,6 +217,8 @@ class Runner:
             if stopping:
                 return await self.halts.pause_before(list(dict.fromkeys(stopping)))
         run.supersteps += 1
+        if run.durable:
+            await self._record_in_flight(tasks)
         if not run.completed and len(tasks) == 1:
             spec = graph.nodes[tasks[0].node]
             if not spec.is_async and spec.retry is None:
@@ -232,6 +234,28 @@ class Runner:
         if any(o.artifacts for o in outcomes):
             await self._store_artifacts(outcomes)
         return await self._after_batch(outcomes, timed_out)
+
+    async def _record_in_flight(self, tasks: list[Any]) -> None:
+        """Seed 002: "When a side-effect outcome is unknown, inspect Events before resuming."
+
+        Before a batch runs, a durable store records a ``node_start`` for each of its
+        ``external`` tasks that will really run, at the numbers the batch's own events take
+        next. The batch's events overwrite them; if the batch never reports (the process died,
+        a checkpoint save was refused), the log ends with the external node started and never
+        ended: its outcome is unknown.
+        """
+        run = self.run
+        graph = run.graph
+        flying = [t for t in tasks if graph.nodes[t.node].effect == "external"
+                  and t.task_id not in run.completed]
+        if not flying:
+            return
+        now = run.clock.now()
+        events = [NodeStart(seq=run.seq + i, run_id=run.run_id, step=run.step, time=now,
+                            node=t.node, task_id=t.task_id).model_dump(mode="json")
+                  for i, t in enumerate(flying)]
+        store: Any = run.store
+        await store.record_events(run.run_id, events)
 
     async def _store_artifacts(self, outcomes: list[Outcome]) -> None:
         """Store what the batch's nodes attached (in declared order), whatever their outcome."""
