@@ -47,11 +47,15 @@ async def test_the_log_shows_an_external_node_whose_outcome_is_unknown(tmp_path:
     store = FaultyStore(sqlite)
     store.reject_save(when=lambda cp: cp.node_ids == ["charge"], times=1)
     rt = GraphRuntime(store=store, clock=VirtualClock(), seed=3)
-    run_id = None
-    with pytest.raises(StoreFault):
+    seen: list[str] = []
+
+    async def consume() -> None:
         async for event in rt.stream(graph):
-            run_id = event.run_id
-    assert run_id is not None
+            seen.append(event.run_id)
+
+    with pytest.raises(StoreFault):
+        await consume()
+    run_id = seen[0]
     assert charges == [1]  # the API was called, but the run never reported it
     log = await sqlite.events(run_id)
     last = log[-1]
