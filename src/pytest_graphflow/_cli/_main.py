@@ -7,6 +7,8 @@
     graphflow show FILE CHECKPOINT_ID            # one checkpoint as JSON
     graphflow mermaid MODULE:GRAPH [--run FILE RUN_ID]   # a Mermaid diagram of a graph
     graphflow artifacts FILE RUN_ID              # the artifacts a run attached
+    graphflow export FILE RUN_ID OUT [--seed N] [--clock-start ISO] [--graph MODULE:GRAPH]
+                                                 # a run as a history file
 
 A problem (missing file, unknown run or checkpoint, bad ``MODULE:GRAPH``) prints one line to
 stderr naming the object and the fix, and exits with status 2.
@@ -98,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="draw the edges this run took in bold")
     mermaid.set_defaults(command=_mermaid)
     add_artifacts(sub, sys.modules[__name__])
+    from ._export import add_export
+
+    add_export(sub, {"fail": _Fail, "load_graph": _load_graph, "with_store": _with_store})
     return parser
 
 
