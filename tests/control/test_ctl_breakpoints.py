@@ -151,3 +151,18 @@ def test_breakpoints_on_unknown_nodes_are_refused() -> None:
         rt.invoke(graph, interrupt_before=["zzz"])
     with pytest.raises(InvalidArgument, match="list of node names"):
         rt.invoke(graph, interrupt_after="b")
+
+
+async def test_a_breakpoint_pause_resumes_in_another_process_over_sqlite(tmp_path: Any) -> None:
+    from pytest_graphflow import SQLiteCheckpointStore
+
+    calls: list[str] = []
+    graph = build(calls, interrupt_before=["b"])
+    path = tmp_path / "runs.db"
+    first = GraphRuntime(store=SQLiteCheckpointStore(path), clock=VirtualClock(), seed=3)
+    paused = await first.ainvoke(graph)
+    assert paused.breakpoint == Breakpoint(when="before", nodes=["b"])
+    fresh = GraphRuntime(store=SQLiteCheckpointStore(path), clock=VirtualClock(), seed=3)
+    done = await fresh.aresume(paused.run_id, graph=graph)
+    assert done.status == "completed"  # the task passed its breakpoint: it does not stop again
+    assert calls.count("b") == 1

@@ -158,3 +158,20 @@ def test_update_state_sync_twin() -> None:
     paused = rt.invoke(approval([]))
     cid = rt.update_state(paused.run_id, {"n": 1})
     assert cid.startswith("cp-")
+
+
+async def test_update_state_as_node_then_resume_in_another_process_over_sqlite(
+    tmp_path: Any,
+) -> None:
+    from pytest_graphflow import SQLiteCheckpointStore
+
+    calls: list[str] = []
+    path = tmp_path / "runs.db"
+    graph = approval(calls)
+    first = GraphRuntime(store=SQLiteCheckpointStore(path), clock=VirtualClock(), seed=5)
+    paused = await first.ainvoke(graph)
+    await first.aupdate_state(paused.run_id, {"answer": "ops", "log": ["ask"]}, as_node="ask")
+    fresh = GraphRuntime(store=SQLiteCheckpointStore(path), clock=VirtualClock(), seed=5)
+    done = await fresh.aresume(paused.run_id, graph=graph)
+    assert done.data["log"] == ["plan", "ask", "ship:ops"]
+    assert calls == ["plan", "ask", "ship"]
