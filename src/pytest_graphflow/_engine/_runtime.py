@@ -321,6 +321,46 @@ class GraphRuntime:
         """Synchronous :meth:`aresume_trace`."""
         return self._run_sync(self.aresume_trace, run_or_checkpoint_id, resume, **options)
 
+    async def astep(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        *,
+        run_id: str | None = None,
+        resume: Resume | None = None,
+        **options: Any,
+    ) -> GraphResult[Any]:
+        """Run one superstep: start a run (``run_id=None``) or continue ``run_id`` by one.
+
+        The run pauses after the superstep as at a breakpoint after every node (status
+        ``interrupted``, ``result.breakpoint`` naming the batch's nodes); call again with
+        ``run_id=result.run_id`` for the next one. A superstep that ends the run, fails it or
+        pauses it at an interrupt returns that instead (answer interrupts with ``resume=``).
+        """
+        self._check_graph(graph)
+        options["interrupt_after"] = list(graph.nodes)
+        if run_id is None:
+            if resume is not None:
+                raise InvalidArgument("step(resume=...) needs the run_id of the run to continue")
+            return await self.ainvoke(graph, input, **options)
+        if input is not None:
+            raise InvalidArgument(f"step(run_id={run_id!r}) continues a run: pass no input "
+                                  "(change its state with update_state)")
+        return await self.aresume(run_id, resume, graph=graph, **options)
+
+    def step(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        *,
+        run_id: str | None = None,
+        resume: Resume | None = None,
+        **options: Any,
+    ) -> GraphResult[Any]:
+        """Synchronous :meth:`astep`."""
+        return self._run_sync(self.astep, graph, input, run_id=run_id, resume=resume,
+                              **options)
+
     async def aupdate_state(
         self,
         run_or_thread_id: str,

@@ -150,7 +150,9 @@ def _result(runner: Runner) -> GraphResult[Any]:
     status = run.status or "failed"
     return GraphResult(
         state=model, data=jcopy(data), status=status, run_id=run.run_id,
-        thread_id=run.thread_id, step=max(run.step - (1 if status == "completed" else 0), 0),
+        thread_id=run.thread_id, step=max(run.step - (1 if status == "completed" or (
+            status == "interrupted" and run.breakpoint is not None
+            and run.breakpoint.when == "after") else 0), 0),
         checkpoint_id=run.checkpoint_id,
         interrupts={i.key: i for i in run.interrupts},
         error=run.error if status in ("failed", "cancelled") else None,

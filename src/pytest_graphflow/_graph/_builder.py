@@ -585,6 +585,17 @@ class CompiledGraph:
         twin.every_step = checkpoint_policy == "every_step"
         return twin
 
+    def step(self, runtime: Any, input: Any = None, *, run_id: str | None = None,
+             resume: Any = None, **options: Any) -> Any:
+        """Run one superstep of this graph on ``runtime`` (a ``GraphRuntime``); see
+        ``GraphRuntime.step``: start a run, or continue ``run_id`` by one superstep.
+
+        Returns:
+            the ``GraphResult`` after that superstep (``interrupted`` with a ``breakpoint``
+            while the run has more to do).
+        """
+        return runtime.step(self, input, run_id=run_id, resume=resume, **options)
+
     def allowed_targets(self, node: str) -> tuple[str, ...]:
         """Every target ``node`` may reach: static edges, branch targets, destinations."""
         spec = self.nodes[node]
