@@ -194,3 +194,30 @@ def test_subgraph_arguments_are_checked() -> None:
         Subgraph(Graph("raw", Child))  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="Subgraph\\(input=3\\)"):
         Subgraph(child_graph(), input=3)  # type: ignore[arg-type]
+
+
+async def test_the_childs_events_reach_the_parents_stream_with_their_path() -> None:
+    calls.clear()
+    rt = GraphRuntime(clock=VirtualClock(), seed=4)
+    trace = await rt.atrace(parent_graph(), {"draft": "hi"})
+    forwarded = [e for e in trace.events.of_type("custom") if e.channel == "subgraph"]
+    assert {e.node for e in forwarded} == {"review"}
+    seen = [(tuple(e.value["path"]), e.value["event"]["type"]) for e in forwarded]
+    assert seen[0] == (("review",), "run_start")
+    assert (("review", "polish"), "node_end") in seen
+    assert (("review", "approve"), "interrupt") in seen
+    assert seen[-1] == (("review",), "run_end")
+    assert_invariants(trace.events, graph=parent_graph())
+
+
+async def test_a_nested_subgraph_prefixes_the_outer_node_to_the_path() -> None:
+    inner = Graph("leaf", Child)
+    inner.node("leaf", lambda s: {"verdict": "ok"}).edge(START, "leaf").edge("leaf", END)
+    middle = Graph("middle", Child)
+    middle.node("inner", inner.compile()).edge(START, "inner").edge("inner", END)
+    outer = Graph("outer", Parent)
+    outer.node("mid", middle.compile()).edge(START, "mid").edge("mid", END)
+    trace = await GraphRuntime(clock=VirtualClock(), seed=4).atrace(outer.compile())
+    paths = {tuple(e.value["path"]) for e in trace.events.of_type("custom")}
+    assert ("mid", "inner", "leaf") in paths
+    assert trace.result.data["verdict"] == "ok"

@@ -38,6 +38,22 @@ def _prefixed(pending: Interrupt, ctx: NodeContext) -> Interrupt:
                      task_id=ctx.task_id, payload=pending.payload)
 
 
+async def _forwarded(stream: Any, ctx: NodeContext) -> Any:
+    """Drain a child leg's stream, forwarding each event to the parent as a ``custom`` event
+    on channel ``"subgraph"``: ``{"path": [subgraph node, child node...], "event": wire}``
+    (a nested subgraph's forwarded events get the outer node prepended to their path)."""
+    async for event in stream:
+        wire = event.model_dump(mode="json")
+        if wire["type"] == "custom" and wire.get("channel") == "subgraph":
+            inner = wire["value"]
+            ctx.emit({"path": [ctx.node, *inner["path"]], "event": inner["event"]},
+                     channel="subgraph")
+            continue
+        path = [ctx.node] if wire["node"] is None else [ctx.node, wire["node"]]
+        ctx.emit({"path": path, "event": wire}, channel="subgraph")
+    return stream.result()
+
+
 async def run_subgraph(
     run: RunState, sub: Subgraph, state: BaseModel, ctx: NodeContext, *, runtime: Any
 ) -> Any:
@@ -57,8 +73,8 @@ async def run_subgraph(
     found = await run.store.list(thread_id=thread)
     last = found[-1] if found else None
     if last is None:
-        result = await rt.ainvoke(sub.graph, sub.child_input(state, run.graph.keys),
-                                  thread_id=thread)
+        result = await _forwarded(rt.stream(
+            sub.graph, sub.child_input(state, run.graph.keys), thread_id=thread), ctx)
         data, status, error, pending = result.data, result.status, result.error, \
             list(result.interrupts.values())
     elif last.status == "completed":  # the task runs again: the child already finished
@@ -71,7 +87,8 @@ async def run_subgraph(
             data, status, error, pending = last.state, "interrupted", None, last.interrupts
         else:
             resume = Resume(answers=mine, partial=True) if mine else None
-            result = await rt.aresume(last.run_id, resume, graph=sub.graph)
+            result = await _forwarded(
+                rt.resume_stream(last.run_id, resume, graph=sub.graph), ctx)
             data, status, error, pending = result.data, result.status, result.error, \
                 list(result.interrupts.values())
     if status == "interrupted" and pending:
