@@ -135,25 +135,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         finish_item(item)
 
 
-_GRAPH_FIXTURES = frozenset({"graph_runtime", "graph_runtime_factory"})
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    """Hold the virtual wall-clock patch (freezegun) for the whole test body of a test that
-    uses the graph fixtures: it starts once per test instead of once per run — what keeps
-    hundreds of Hypothesis examples fast. Outside node code, time stays real meanwhile."""
-    if _GRAPH_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())):
-        return (yield)
-    from ._time._wallclock import activate, deactivate
-
-    activate()
-    try:
-        return (yield)
-    finally:
-        deactivate()
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
     """Know the scope of the fixture being set up (a session fixture's runtimes are not the
