@@ -82,7 +82,10 @@ def _traveller_class() -> type[Any]:
             if ns is not None:
                 return ns
             stack = time_machine.traveller_stack
-            below = stack.index(self) - 1 if self in stack else -1
+            try:
+                below = stack.index(self) - 1
+            except ValueError:  # being removed by another thread
+                below = -1
             if below >= 0:
                 return stack[below].time_ns()
             return _time_machine.original_time_ns()  # type: ignore[no-any-return]
@@ -97,9 +100,11 @@ def _tm_start() -> None:
     if _tm.traveller is None:
         _tm.traveller = _traveller_class()()
     stack = time_machine.traveller_stack
-    if not stack:
-        _time_machine.patch()
+    # Push before patching, unpatch before popping: a patched function called meanwhile by
+    # another thread always finds a traveller.
     stack.append(_tm.traveller)
+    if len(stack) == 1:
+        _time_machine.patch()
 
 
 def _tm_stop() -> None:
@@ -107,12 +112,14 @@ def _tm_stop() -> None:
     import time_machine
 
     stack = time_machine.traveller_stack
+    if len(stack) == 1 and stack[0] is _tm.traveller:
+        _time_machine.unpatch()
+        stack.pop()
+        return
     for i in range(len(stack) - 1, -1, -1):
         if stack[i] is _tm.traveller:
             del stack[i]
             break
-    if not stack:
-        _time_machine.unpatch()
 
 
 # --------------------------------------------------------------------------- freezegun
