@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ._engine._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
     from ._engine._runtime import GraphRuntime
     from ._engine._stream import RunHandle, RunStream
+    from ._engine._upgrade import Incompatibility
     from ._graph._builder import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
     from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
     from ._properties._explore import ExploreReport, explore
@@ -39,6 +40,10 @@ if TYPE_CHECKING:
         StreamEvent,
         parse_event,
     )
+    from ._replay._export import export_history
+    from ._replay._history import HISTORY_FORMAT_VERSION, History, load_history
+    from ._replay._replayer import aassert_replays, assert_replays
+    from ._replay._upgrade import UpgradeReport, check_upgrade
     from ._stores._faulty import FaultyStore, StoreCall
     from ._stores._memory import InMemoryCheckpointStore
     from ._stores._plan import FaultPlan
@@ -64,11 +69,13 @@ if TYPE_CHECKING:
         GraphflowError,
         GraphValidationError,
         InvalidArgument,
+        InvalidHistory,
         JoinStarved,
         MidExecution,
         NodeFailed,
         NothingToRecover,
         NotSuspended,
+        ReplayDiverged,
         ResumeError,
         RunTimedOut,
         SimulatedCrash,
@@ -100,6 +107,7 @@ _LAZY = {
     "GraphRuntime": "._engine._runtime",
     "RunHandle": "._engine._stream",
     "RunStream": "._engine._stream",
+    "Incompatibility": "._engine._upgrade",
     "END": "._graph._builder",
     "START": "._graph._builder",
     "Command": "._graph._builder",
@@ -136,6 +144,14 @@ _LAZY = {
     "RunStart": "._records._events",
     "StreamEvent": "._records._events",
     "parse_event": "._records._events",
+    "export_history": "._replay._export",
+    "HISTORY_FORMAT_VERSION": "._replay._history",
+    "History": "._replay._history",
+    "load_history": "._replay._history",
+    "aassert_replays": "._replay._replayer",
+    "assert_replays": "._replay._replayer",
+    "UpgradeReport": "._replay._upgrade",
+    "check_upgrade": "._replay._upgrade",
     "FaultyStore": "._stores._faulty",
     "StoreCall": "._stores._faulty",
     "InMemoryCheckpointStore": "._stores._memory",
@@ -156,11 +172,13 @@ _LAZY = {
     "GraphflowError": ".errors",
     "GraphValidationError": ".errors",
     "InvalidArgument": ".errors",
+    "InvalidHistory": ".errors",
     "JoinStarved": ".errors",
     "MidExecution": ".errors",
     "NodeFailed": ".errors",
     "NothingToRecover": ".errors",
     "NotSuspended": ".errors",
+    "ReplayDiverged": ".errors",
     "ResumeError": ".errors",
     "RunTimedOut": ".errors",
     "SimulatedCrash": ".errors",
@@ -208,6 +226,7 @@ __all__ = [
     "DEFAULT_START",
     "END",
     "FORMAT_VERSION",
+    "HISTORY_FORMAT_VERSION",
     "PAUSE",
     "START",
     "Cancelled",
@@ -242,11 +261,14 @@ __all__ = [
     "GraphRuntime",
     "GraphValidationError",
     "GraphflowError",
+    "History",
     "InMemoryCheckpointStore",
+    "Incompatibility",
     "Interrupt",
     "InterruptEvent",
     "InterruptEventData",
     "InvalidArgument",
+    "InvalidHistory",
     "JoinStarved",
     "MidExecution",
     "NodeContext",
@@ -257,6 +279,7 @@ __all__ = [
     "NothingToRecover",
     "RealClock",
     "Reducer",
+    "ReplayDiverged",
     "Resume",
     "ResumeError",
     "Retry",
@@ -286,17 +309,23 @@ __all__ = [
     "UnknownRoute",
     "UnsupportedFormat",
     "UpdateRejected",
+    "UpgradeReport",
     "VirtualClock",
     "VirtualDeadlock",
     "__version__",
+    "aassert_replays",
     "assert_events",
+    "assert_replays",
+    "check_upgrade",
     "emit",
     "errors",
     "events_diff",
     "explore",
+    "export_history",
     "format_event",
     "format_events",
     "interrupt",
+    "load_history",
     "parse_event",
     "virtual_anyio_backend",
 ]
