@@ -97,7 +97,9 @@ if TYPE_CHECKING:
 # Every public name is imported on first use (PEP 562): importing the package, which pytest's
 # entry point and Hypothesis's entry point do in every session of a process where it is merely
 # installed, costs almost nothing and patches nothing. ``assertions`` must anyway be imported
-# after pytest registers it for assertion rewriting.
+# after pytest registers it for assertion rewriting. No ``__dir__`` listing the lazy names:
+# tools that walk every module's ``dir()`` and read each attribute (freezegun's start does)
+# would import the whole package halfway through their own patching.
 _LAZY = {
     "EventLog": "._engine._results",
     "GraphResult": "._engine._results",
@@ -215,9 +217,6 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
 
 
 __version__ = "0.1.0"

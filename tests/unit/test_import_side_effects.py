@@ -119,3 +119,19 @@ report["patched"] = getattr(trio.sleep, "__wrapped__", None) is not None
 """)
     assert report == {"t": 3600.0 if backend == "trio" else 0.0, "fast": True,
                       "patched": True}
+
+
+def test_a_module_walk_under_freeze_time_imports_nothing_of_ours() -> None:
+    """freezegun's start reads every attribute ``dir()`` lists in every module: the package's
+    lazy names must not be listed, or the walk would import the runtime halfway through
+    freezegun's patching (pydantic models built against ``FakeDatetime``)."""
+    report = probe("""
+import pytest_graphflow
+from freezegun import freeze_time
+with freeze_time("2030-01-01"):
+    report["during"] = ours()
+from pytest_graphflow import GraphRuntime, History, VirtualClock
+report["usable"] = GraphRuntime(clock=VirtualClock(), seed=0).clock.start.year
+""")
+    assert report == {"during": ["pytest_graphflow", "pytest_graphflow.errors"],
+                      "usable": 2025}
