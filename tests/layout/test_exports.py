@@ -229,6 +229,7 @@ PUBLIC: dict[str, list[str]] = {
         'pytest_configure',
         'pytest_fixture_setup',
         'pytest_report_header',
+        'pytest_runtest_call',
         'pytest_runtest_makereport',
         'pytest_runtest_protocol',
         'store_faults',
