@@ -30,9 +30,9 @@ def _wall_clock_patch_held() -> Iterator[None]:
     each harness leg does not start freezegun again (~70 ms a leg)."""
     from pytest_graphflow._time import _wallclock
 
-    _wallclock.activate()
+    driver = _wallclock.activate()
     yield
-    _wallclock.deactivate()
+    _wallclock.deactivate(driver)
 
 
 @pytest.fixture

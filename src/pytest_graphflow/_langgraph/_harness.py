@@ -225,7 +225,7 @@ class LangGraphHarness:
             self.on_leg(record)
         started: list[tuple[int, str, str]] = []
         outcome: dict[str, Any] = {}
-        _wallclock.activate()
+        driver = _wallclock.activate()
         try:
             with asyncio.Runner(loop_factory=lambda: SeededLoop(self.clock, rng)) as runner:
                 runner.run(self._main(input, recorder, ids, started, writes, resumed_from,
@@ -237,7 +237,7 @@ class LangGraphHarness:
             record.events.extend(recorder.events)
             record.visited.extend(e.node for e in recorder.events
                                   if e.type == "node_end" and e.node)  # type: ignore[attr-defined]
-            _wallclock.deactivate()
+            _wallclock.deactivate(driver)
             self.saver.listeners.remove(listen)
             self.events.extend(recorder.events)
             self.start_steps.extend((leg_no, *s) for s in started)

@@ -58,11 +58,11 @@ P = ParamSpec("P")
 def _wall_clock_held() -> Iterator[None]:
     """Hold the wall-clock patch for a whole property (starting freezegun costs ~70 ms; a
     held patch makes each harness leg's own activation free)."""
-    _wallclock.activate()
+    driver = _wallclock.activate()
     try:
         yield
     finally:
-        _wallclock.deactivate()
+        _wallclock.deactivate(driver)
 
 
 def _held(fn: Callable[P, T]) -> Callable[P, T]:
