@@ -102,6 +102,23 @@ class RecordingRuntime(GraphRuntime):
 
         return self.store if isinstance(self.store, FaultyStore) else None
 
+    def langgraph(self, graph: Any, **kwargs: Any) -> Any:
+        """A :class:`~pytest_graphflow.langgraph.LangGraphHarness` for a LangGraph graph
+        (compiled, or a ``StateGraph`` builder) with this runtime's seed and virtual clock,
+        whose checkpoint saver obeys this runtime's :attr:`store_faults` rules (needs the
+        ``langgraph`` extra). Keyword arguments go to the harness.
+        """
+        from .._langgraph._harness import LangGraphHarness
+        from .._time._clock import VirtualClock
+
+        kwargs.setdefault("seed", self.seed if isinstance(self.seed, int) else 0)
+        if isinstance(self.clock, VirtualClock):
+            kwargs.setdefault("clock", self.clock)
+        if self.store_faults is not None:
+            kwargs.setdefault("faults", self.store_faults)
+        kwargs.setdefault("on_leg", self._record)
+        return LangGraphHarness(graph, **kwargs)
+
     # ----------------------------------------------------------------- lifetime
 
     def close(self) -> None:
