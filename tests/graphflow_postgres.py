@@ -71,7 +71,23 @@ def fresh_pg_schema(postgres_dsn: str) -> Iterator[str]:
         conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
-_TABLES = ("checkpoints", "events", "event_compactions", "runs", "artifacts", "claims")
+_TABLES = ("checkpoints", "events", "event_compactions", "runs", "artifacts", "claims", "jobs")
+
+
+def empty_schema(dsn: str, schema: str) -> None:
+    """Delete every row of a store schema (if it exists); its layout and version stay."""
+    import psycopg
+
+    from pytest_graphflow._stores._pgschema import SCHEMA_VERSION
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        exists = conn.execute("SELECT to_regclass(%s)", (f"{schema}.claims",)).fetchone()
+        if exists is not None and exists[0] is not None:
+            conn.execute(f"SET search_path = {schema}")
+            for table in _TABLES:
+                conn.execute(f"DELETE FROM {table}")  # faster than TRUNCATE on tiny tables
+            conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'",
+                         (str(SCHEMA_VERSION),))
 
 
 @pytest.fixture
@@ -79,20 +95,9 @@ def pg_schema(postgres_dsn: str) -> Iterator[str]:
     """This process's test schema, emptied when the test ends (creating a schema per test
     costs ~0.2 s; emptying one, a few ms). Sequences keep counting, as they would in a
     shared database."""
-    import psycopg
-
-    from pytest_graphflow._stores._pgschema import SCHEMA_VERSION
-
     name = f"tests_{os.getpid()}"
     yield name
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        exists = conn.execute("SELECT to_regclass(%s)", (f"{name}.claims",)).fetchone()
-        if exists is not None and exists[0] is not None:
-            conn.execute(f"SET search_path = {name}")
-            for table in _TABLES:
-                conn.execute(f"DELETE FROM {table}")  # faster than TRUNCATE on tiny tables
-            conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'",
-                         (str(SCHEMA_VERSION),))
+    empty_schema(postgres_dsn, name)
 
 
 @pytest.fixture

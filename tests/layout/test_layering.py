@@ -31,7 +31,10 @@ ALLOWED: dict[str, set[str]] = {
     "_plugin": {
         "_properties", "_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors",
     },
-    "_cli": {"_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors"},
+    "_workers": {"_engine", "_graph", "_stores", "_time", "_records", "errors"},
+    "_cli": {
+        "_assert", "_workers", "_engine", "_graph", "_stores", "_time", "_records", "errors",
+    },
 }
 # The public fronts (``__init__``, ``plugin``, ``strategies``, ...) may import any layer.
 FRONTS = {p.stem for p in PACKAGE.glob("*.py")} - {"errors"}

@@ -6,6 +6,7 @@
     graphflow events FILE RUN_ID                 # a run's event log, one event a line
     graphflow show FILE CHECKPOINT_ID            # one checkpoint as JSON
     graphflow mermaid MODULE:GRAPH [--run FILE RUN_ID]   # a Mermaid diagram of a graph
+    graphflow worker DSN MODULE:GRAPH ...        # take queued runs from PostgreSQL (_worker)
 
 A problem (missing file, unknown run or checkpoint, bad ``MODULE:GRAPH``) prints one line to
 stderr naming the object and the fix, and exits with status 2.
@@ -95,6 +96,10 @@ def _parser() -> argparse.ArgumentParser:
     mermaid.add_argument("--run", nargs=2, metavar=("FILE", "RUN_ID"),
                          help="draw the edges this run took in bold")
     mermaid.set_defaults(command=_mermaid)
+
+    from ._worker import add_worker_parser
+
+    add_worker_parser(sub, _load_graph, _Fail)
     return parser
 
 

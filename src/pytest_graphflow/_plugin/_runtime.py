@@ -144,7 +144,7 @@ class GraphRuntimeFactory:
         seed: the default seed.
         start: the virtual clock's default start (``None``: :data:`DEFAULT_START`).
         store: ``"memory"``, ``"sqlite"`` (in ``sqlite_dir``, else an in-memory SQLite
-            database), a zero-argument callable returning a store, or a store (shared by
+            database), ``"postgres"`` (on ``postgres_dsn``), a zero-argument callable returning a store, or a store (shared by
             every runtime made: pass one per call instead to keep examples apart).
         checkpoint_policy: overrides the graphs' own checkpoint policy.
         faulty: wrap the store in a :class:`FaultyStore` (``runtime.store_faults``).
@@ -163,6 +163,7 @@ class GraphRuntimeFactory:
         checkpoint_policy: Policy | None = None,
         faulty: bool = True,
         sqlite_dir: Callable[[], Path] | None = None,
+        postgres_dsn: str | None = None,
         observer: Observer | None = None,
         **runtime_options: Any,
     ) -> None:
@@ -170,6 +171,7 @@ class GraphRuntimeFactory:
                                           "checkpoint_policy": checkpoint_policy}
         self.faulty = faulty
         self.sqlite_dir = sqlite_dir
+        self.postgres_dsn = postgres_dsn
         self.observer = observer
         self.runtime_options = runtime_options
         self._open: list[RecordingRuntime] = []
@@ -264,10 +266,21 @@ class GraphRuntimeFactory:
             sqlite = SQLiteCheckpointStore(path)
             closers.append(sqlite.close)
             return sqlite
+        if spec == "postgres":
+            from ._state import open_test_postgres_store
+
+            postgres = open_test_postgres_store(self.postgres_dsn)
+
+            def drop() -> None:
+                postgres.drop()
+                postgres.close()
+
+            closers.append(drop)
+            return postgres
         if isinstance(spec, str):
             from ..errors import InvalidArgument
 
-            raise InvalidArgument(f"store={spec!r}: use 'memory', 'sqlite', a store, or a "
+            raise InvalidArgument(f"store={spec!r}: use 'memory', 'sqlite', 'postgres', a store, or a "
                                   "zero-argument callable returning a store")
         if callable(spec) and not callable(getattr(spec, "save", None)):
             made: CheckpointStore = spec()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import UnsupportedFormat
 from ._pgconn import Cursor
+from ._pgqueue import QUEUE_SCHEMA
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "ensure_schema"]
 
@@ -73,6 +74,7 @@ _CREATE = [
         expires_us BIGINT,
         ttl DOUBLE PRECISION
     )""",
+    *QUEUE_SCHEMA,
 ]
 
 MIGRATIONS: dict[int, list[str]] = {}

@@ -26,6 +26,7 @@ from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument
 from . import _claims as rules
 from ._closing import ClosingStore
 from ._pgclaims import PgClaims
+from ._pgqueue import PgQueue
 from ._pgconn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
 from ._pgschema import SCHEMA_VERSION, ensure_schema
 
@@ -68,7 +69,7 @@ def _lock_key(kind: str, name: str) -> tuple[str]:
 _ADVISORY = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 
 
-class PostgresCheckpointStore(PgClaims, ClosingStore):
+class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
     """A durable :class:`CheckpointStore` in a PostgreSQL database, for workers on many hosts.
 
     The same data and answers as :class:`SQLiteCheckpointStore`: checkpoints, run records,
@@ -151,6 +152,10 @@ class PostgresCheckpointStore(PgClaims, ClosingStore):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    def drop(self) -> None:
+        """Drop the store's schema with everything in it (irreversible); close it after."""
+        run_now(self._pg.sync_tx(_drop_schema, self.schema))
 
     def _tx(self) -> Any:
         return self._pg.tx()
@@ -424,6 +429,10 @@ class PostgresCheckpointStore(PgClaims, ClosingStore):
         async with self._tx() as cur:
             found = (await self._claim_row(cur, thread_id, lock=""))[0]
         return None if found is None else found.as_tuple()
+
+
+async def _drop_schema(cur: Cursor, schema: str) -> None:
+    await cur.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 async def _checkpointed_runs(cur: Cursor) -> list[str]:
