@@ -78,6 +78,8 @@ from .errors import (
 
 if TYPE_CHECKING:
     from ._assert._snapshot import GraphEventsExtension
+    from ._stores._postgres import PostgresCheckpointStore
+    from ._workers._worker import Worker, WorkerStats
     from .assertions import (
         EventPatternError,
         EventPatternMismatch,
@@ -92,6 +94,9 @@ if TYPE_CHECKING:
 # it for assertion rewriting).
 _LAZY = {
     "GraphEventsExtension": "._assert._snapshot",
+    "PostgresCheckpointStore": "._stores._postgres",  # needs the `postgres` extra (psycopg)
+    "Worker": "._workers._worker",
+    "WorkerStats": "._workers._worker",
     "EventPatternError": ".assertions",
     "EventPatternMismatch": ".assertions",
     "assert_events": ".assertions",
@@ -165,6 +170,7 @@ __all__ = [
     "NodeStart",
     "NotSuspended",
     "NothingToRecover",
+    "PostgresCheckpointStore",
     "RealClock",
     "Reducer",
     "Resume",
@@ -198,6 +204,8 @@ __all__ = [
     "UpdateRejected",
     "VirtualClock",
     "VirtualDeadlock",
+    "Worker",
+    "WorkerStats",
     "__version__",
     "assert_events",
     "emit",

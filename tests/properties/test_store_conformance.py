@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import Phase, settings
 
+from graphflow_postgres import empty_schema
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores._faulty import FaultyStore
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
@@ -27,8 +28,6 @@ from pytest_graphflow.conformance import (
     store_conformance_test,
 )
 from pytest_graphflow.errors import CheckpointNotFound
-
-from graphflow_postgres import empty_schema
 
 PASSING = settings(
     max_examples=30, stateful_step_count=20, derandomize=True, database=None, deadline=None

@@ -5,7 +5,8 @@ the input, the side effect counted) → ``settle`` (pure). A worker process can 
 SIGKILL itself at a chosen point, so a crash lands exactly where a test wants it:
 ``GRAPHFLOW_TEST_DIE=charge:N`` dies right after the N-th effect this process performed (the
 effect happened, its result is not checkpointed); ``settle:N`` dies in the N-th ``settle``
-(after ``charge``'s result was checkpointed).
+(after ``charge``'s result was checkpointed). ``GRAPHFLOW_TEST_TERM=charge:N`` sends SIGTERM
+instead (a graceful stop requested mid-step).
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ class Job(BaseModel):
 
 def _maybe_die(where: str) -> None:
     _counts[where] += 1
-    plan = os.environ.get("GRAPHFLOW_TEST_DIE", "")
-    for item in plan.split(","):
-        name, _, count = item.partition(":")
-        if name == where and count and _counts[where] == int(count):
-            os.kill(os.getpid(), signal.SIGKILL)
+    for env, sig in (("GRAPHFLOW_TEST_DIE", signal.SIGKILL), ("GRAPHFLOW_TEST_TERM",
+                                                             signal.SIGTERM)):
+        for item in os.environ.get(env, "").split(","):
+            name, _, count = item.partition(":")
+            if name == where and count and _counts[where] == int(count):
+                os.kill(os.getpid(), sig)
 
 
 def prepare(state: Job) -> dict[str, Any]:

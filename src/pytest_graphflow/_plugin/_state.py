@@ -9,8 +9,6 @@ performed, which the failure report draws from.
 
 from __future__ import annotations
 
-import itertools
-import os
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,7 +22,6 @@ from ._seed import SessionSettings
 
 if TYPE_CHECKING:
     from .._stores._faulty import FaultyStore
-    from .._stores._postgres import PostgresCheckpointStore
     from .._stores._protocol import CheckpointStore
     from .._time._clock import VirtualClock
     from ._runtime import GraphRuntimeFactory, RecordingRuntime, RunRecording
@@ -41,10 +38,7 @@ __all__ = [
     "build_store_faults",
     "finish_item",
     "item_state",
-    "open_test_postgres_store",
 ]
-
-_SCHEMAS = itertools.count()
 
 SESSION: Final = pytest.StashKey[SessionSettings]()
 CURRENT_ITEM: Final = pytest.StashKey["pytest.Item | None"]()
@@ -116,6 +110,8 @@ def build_checkpoint_store(
     """The test's checkpoint store (a generator: SQLite stores are closed afterwards, a
     PostgreSQL store's schema is dropped)."""
     if state.settings.store == "postgres":
+        from ._runtime import open_test_postgres_store
+
         postgres = open_test_postgres_store(request.config.stash[SESSION].postgres_dsn)
         try:
             yield postgres
@@ -136,26 +132,6 @@ def build_checkpoint_store(
     from .._stores._memory import InMemoryCheckpointStore
 
     yield InMemoryCheckpointStore()
-
-
-def open_test_postgres_store(dsn: str | None) -> PostgresCheckpointStore:
-    """A PostgreSQL store on a schema of its own (``graphflow_test_<pid>_<n>``), so tests
-    never see each other's runs; the caller drops it with ``store.drop()``.
-
-    Raises:
-        InvalidArgument: no DSN was configured.
-    """
-    from .._stores._postgres import PostgresCheckpointStore
-
-    if dsn is None:
-        from ..errors import InvalidArgument
-
-        raise InvalidArgument(
-            "store='postgres' needs a server: give --graphflow-postgres-dsn=DSN (or the "
-            "graphflow_postgres_dsn ini key, or GRAPHFLOW_POSTGRES_DSN)"
-        )
-    return PostgresCheckpointStore(dsn, schema=f"graphflow_test_{os.getpid()}_"
-                                               f"{next(_SCHEMAS)}")
 
 
 def build_store_faults(store: CheckpointStore, clock: VirtualClock) -> FaultyStore:

@@ -10,8 +10,8 @@ the check and the write of the same transaction.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Any
 
 from . import _claims as rules
 from ._pgconn import Cursor
@@ -24,7 +24,7 @@ class PgClaims:
 
     claim_ttl: float
 
-    def _tx(self) -> Any:  # pragma: no cover - provided by the store
+    def _tx(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
         raise NotImplementedError
 
     @staticmethod

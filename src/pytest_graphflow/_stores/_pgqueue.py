@@ -18,12 +18,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
 from .._records._json import NotJSONError, to_json_value
 from ..errors import InvalidArgument
 from . import _claims as rules
+from ._pgconn import Cursor
 
 __all__ = ["JOB_STATUSES", "QUEUE_SCHEMA", "PgQueue"]
 
@@ -64,7 +66,7 @@ def _json_text(value: Any, where: str) -> str:
 class PgQueue:
     """The queue operations of :class:`PostgresCheckpointStore` (a mixin)."""
 
-    def _tx(self) -> Any:  # pragma: no cover - provided by the store
+    def _tx(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
         raise NotImplementedError
 
     async def enqueue(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -26,13 +27,14 @@ from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument
 from . import _claims as rules
 from ._closing import ClosingStore
 from ._pgclaims import PgClaims
-from ._pgqueue import PgQueue
 from ._pgconn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
+from ._pgqueue import PgQueue
 from ._pgschema import SCHEMA_VERSION, ensure_schema
 
 __all__ = ["SCHEMA_VERSION", "PostgresCheckpointStore"]
 
 _Records = list[dict[str, Any]]
+_Normalised = list[tuple[int, dict[str, Any]]]
 
 _COLUMNS = "id, format_version, data"
 _ORDER = "ORDER BY ts_us, save_order"
@@ -157,7 +159,7 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
         """Drop the store's schema with everything in it (irreversible); close it after."""
         run_now(self._pg.sync_tx(_drop_schema, self.schema))
 
-    def _tx(self) -> Any:
+    def _tx(self) -> AbstractAsyncContextManager[Cursor]:
         return self._pg.tx()
 
     # -- checkpoints (seed 003) --
@@ -303,7 +305,7 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
             await self._write_events(cur, run_id, normalised)
 
     async def _write_events(
-        self, cur: Cursor, run_id: str, normalised: list[tuple[int, dict[str, Any]]]
+        self, cur: Cursor, run_id: str, normalised: _Normalised
     ) -> None:
         await cur.execute(_ADVISORY, _lock_key("events", run_id))
         await cur.execute(
