@@ -78,9 +78,8 @@ async def best_of(repeat: int, fn: Callable[[], Awaitable[Any]]) -> float:
 async def measure(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
     results: dict[str, float] = {}
     schema = f"bench_{uuid.uuid4().hex[:8]}"
-    store = PostgresCheckpointStore(dsn, schema=schema)
-    try:
-        async with store:
+    async with PostgresCheckpointStore(dsn, schema=schema) as store:
+        try:
             runtime = GraphRuntime(store, max_supersteps=100_000)
             graph = gf_chain(nodes)
 
@@ -90,9 +89,8 @@ async def measure(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
 
             results["graphflow+PostgresCheckpointStore"] = (
                 await best_of(repeat, run_gf) / nodes * 1e6)
-    finally:
-        store.drop()
-        store.close()
+        finally:
+            store.drop()
     try:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         from psycopg.rows import dict_row

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import anyio
 import psycopg
 import pytest
 
@@ -21,7 +20,7 @@ from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores import _pgschema
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._postgres import PostgresCheckpointStore
-from pytest_graphflow.errors import InvalidArgument, ThreadBusy, UnsupportedFormat
+from pytest_graphflow.errors import InvalidArgument, UnsupportedFormat
 
 MakeCheckpoint = Callable[..., Checkpoint]
 MakeStore = Callable[..., PostgresCheckpointStore]

@@ -10,7 +10,9 @@ Every store operation is one transaction on a cursor this module hands out:
   store does: the query never yields, so virtual time never moves under it and no worker
   thread is involved.
 
-Both give the same cursor interface (``await cur.execute(...)``, ``await cur.fetchone()``),
+Connections are in autocommit mode: an operation of one statement runs as it is (``one()``);
+one of several statements runs in an explicit transaction (``tx()``). Both give the same cursor
+interface (``await cur.execute(...)``, ``await cur.fetchone()``),
 so each operation is written once. Concurrency between processes is the server's: row locks
 (``SELECT ... FOR UPDATE``) and transaction-scoped advisory locks, never a lock here.
 """
@@ -141,7 +143,7 @@ class PgConnections:
             raise psycopg.OperationalError("the PostgreSQL store is closed; open a new one")
         conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
         if conn is None or conn.closed or conn.broken:
-            conn = psycopg.connect(self.dsn, options=self._options, autocommit=False)
+            conn = psycopg.connect(self.dsn, options=self._options, autocommit=True)
             self._local.conn = conn
             self._sync.append(conn)
         return conn
@@ -156,7 +158,7 @@ class PgConnections:
                                "open one store per event loop")
         pool = AsyncConnectionPool(
             self.dsn, min_size=1, max_size=self.pool_size, open=False,
-            kwargs={"options": self._options, "autocommit": False},
+            kwargs={"options": self._options, "autocommit": True},
         )
         await pool.open(wait=True)
         self._pool, self._pool_loop = pool, loop
@@ -174,31 +176,31 @@ class PgConnections:
         """One transaction: committed when the block ends, rolled back when it raises."""
         if self._on_pool_loop():
             assert self._pool is not None
-            async with self._pool.connection() as aconn, aconn.cursor() as acur:
-                yield acur  # the pool commits on a clean exit, rolls back on an error
+            async with self._pool.connection() as aconn, aconn.transaction(), \
+                    aconn.cursor() as acur:
+                yield acur
             return
         conn = self.sync_connection()
-        try:
-            with conn.cursor() as cur:
-                yield _SyncCursor(cur)
-        except BaseException:
-            if not conn.closed:
-                conn.rollback()
-            raise
-        conn.commit()
+        with conn.transaction(), conn.cursor() as cur:
+            yield _SyncCursor(cur)
+
+    @asynccontextmanager
+    async def one(self) -> AsyncIterator[Cursor]:
+        """A cursor for one statement, which is its own transaction (one round trip, where a
+        ``BEGIN``/``COMMIT`` pair would cost two more)."""
+        if self._on_pool_loop():
+            assert self._pool is not None
+            async with self._pool.connection() as aconn, aconn.cursor() as acur:
+                yield acur
+            return
+        with self.sync_connection().cursor() as cur:
+            yield _SyncCursor(cur)
 
     async def sync_tx(self, op: Callable[..., Awaitable[T]], *args: Any) -> T:
         """``await op(cursor, *args)`` in one transaction on this thread's sync connection."""
         conn = self.sync_connection()
-        try:
-            with conn.cursor() as cur:
-                result = await op(_SyncCursor(cur), *args)
-        except BaseException:
-            if not conn.closed:
-                conn.rollback()
-            raise
-        conn.commit()
-        return result
+        with conn.transaction(), conn.cursor() as cur:
+            return await op(_SyncCursor(cur), *args)
 
     async def aclose(self) -> None:
         """Close the pool (on its loop) and every sync connection."""

@@ -162,6 +162,9 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
     def _tx(self) -> AbstractAsyncContextManager[Cursor]:
         return self._pg.tx()
 
+    def _one(self) -> AbstractAsyncContextManager[Cursor]:
+        return self._pg.one()
+
     # -- checkpoints (seed 003) --
 
     @staticmethod
@@ -173,7 +176,7 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
     async def save(self, checkpoint: Checkpoint) -> None:
         """Persist ``checkpoint``; one with the same id is overwritten (and counts as saved last).
         """
-        async with self._tx() as cur:
+        async with self._one() as cur:
             await cur.execute(_UPSERT, _row(checkpoint))
 
     async def get(self, checkpoint_id: str) -> Checkpoint | None:
@@ -182,13 +185,13 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
         Raises:
             UnsupportedFormat: it was written in another format version.
         """
-        async with self._tx() as cur:
+        async with self._one() as cur:
             return await self._first(cur, f"SELECT {_COLUMNS} FROM checkpoints WHERE id = %s",
                                      (checkpoint_id,))
 
     async def latest(self, run_id: str) -> Checkpoint | None:
         """The run's most recent checkpoint (latest timestamp, then saved last), or ``None``."""
-        async with self._tx() as cur:
+        async with self._one() as cur:
             return await self._first(
                 cur, f"SELECT {_COLUMNS} FROM checkpoints WHERE run_id = %s {_NEWEST}", (run_id,))
 
@@ -197,7 +200,7 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
         ``node_id`` or one of its ``node_ids``), or ``None``."""
         if node_id is None:
             return await self.latest(run_id)
-        async with self._tx() as cur:
+        async with self._one() as cur:
             return await self._first(
                 cur, f"SELECT {_COLUMNS} FROM checkpoints WHERE run_id = %s AND (node_id = %s "
                 f"OR %s = ANY(node_ids)) {_NEWEST}", (run_id, node_id, node_id))
@@ -219,7 +222,7 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
             where.append("thread_id = %s")
             params.append(thread_id)
         clause = f"WHERE {' AND '.join(where)} " if where else ""
-        async with self._tx() as cur:
+        async with self._one() as cur:
             await cur.execute(f"SELECT {_COLUMNS} FROM checkpoints {clause}{_ORDER}",
                               tuple(params))
             rows = await cur.fetchall()
@@ -227,7 +230,7 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
 
     async def delete(self, checkpoint_id: str) -> bool:
         """Delete one checkpoint; ``True`` if it existed."""
-        async with self._tx() as cur:
+        async with self._one() as cur:
             await cur.execute("DELETE FROM checkpoints WHERE id = %s", (checkpoint_id,))
             return cur.rowcount > 0
 
@@ -274,7 +277,7 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the newest ``keep_last`` checkpoints of the run; return how many."""
         keep = rules.check_keep_last(keep_last)
-        async with self._tx() as cur:
+        async with self._one() as cur:
             await cur.execute(
                 "DELETE FROM checkpoints WHERE id IN (SELECT id FROM checkpoints WHERE "
                 "run_id = %s ORDER BY ts_us DESC, save_order DESC OFFSET %s FOR UPDATE)",
@@ -301,13 +304,15 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
         normalised = [rules.normalise_event(e) for e in events]
         if not normalised:
             return
-        async with self._tx() as cur:
+        async with self._one() as cur:
             await self._write_events(cur, run_id, normalised)
 
     async def _write_events(
         self, cur: Cursor, run_id: str, normalised: _Normalised
     ) -> None:
-        await cur.execute(_ADVISORY, _lock_key("events", run_id))
+        # One statement, no lock: a compaction committed concurrently may leave rows of this
+        # insert below its point, but no read returns them (reads start at the point or
+        # raise EventsCompacted), so the log readers see is the same either way.
         await cur.execute(
             "INSERT INTO events (run_id, seq, type, data) SELECT %s, s, t, d FROM "
             "unnest(%s::bigint[], %s::text[], %s::text[]) AS u(s, t, d) "
@@ -376,14 +381,14 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
 
     async def runs(self) -> _Records:
         """Every run record, in the order the runs were first recorded."""
-        async with self._tx() as cur:
+        async with self._one() as cur:
             await cur.execute("SELECT data FROM runs ORDER BY first_order")
             rows = await cur.fetchall()
         return [json.loads(r[0]) for r in rows]
 
     async def run(self, run_id: str) -> dict[str, Any] | None:
         """The record of ``run_id``, or ``None``."""
-        async with self._tx() as cur:
+        async with self._one() as cur:
             await cur.execute("SELECT data FROM runs WHERE run_id = %s", (run_id,))
             row = await cur.fetchone()
         return None if row is None else dict(json.loads(row[0]))
@@ -399,7 +404,7 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
     ) -> None:
         """Store an artifact of ``run_id`` (``str`` as UTF-8), replacing one of that name."""
         content = rules.artifact_bytes(run_id, name, data, media_type)
-        async with self._tx() as cur:
+        async with self._one() as cur:
             await cur.execute(
                 "INSERT INTO artifacts (run_id, name, media_type, size, content) "
                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id, name) DO UPDATE SET "
@@ -410,7 +415,7 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
 
     async def get_artifact(self, run_id: str, name: str) -> bytes | None:
         """The content of the run's artifact ``name``, or ``None``."""
-        async with self._tx() as cur:
+        async with self._one() as cur:
             await cur.execute("SELECT content FROM artifacts WHERE run_id = %s AND name = %s",
                               (run_id, name))
             row = await cur.fetchone()
@@ -418,7 +423,7 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
 
     async def artifacts(self, run_id: str) -> _Records:
         """The run's artifacts (``name``, ``media_type``, ``size``), in the order first stored."""
-        async with self._tx() as cur:
+        async with self._one() as cur:
             await cur.execute("SELECT name, media_type, size FROM artifacts WHERE run_id = %s "
                               "ORDER BY first_order", (run_id,))
             rows = await cur.fetchall()
@@ -428,7 +433,7 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
 
     async def current_claim(self, thread_id: str) -> tuple[str, int, datetime] | None:
         """``(run_id, token, expires_at)`` of the thread's claim (live or expired), or ``None``."""
-        async with self._tx() as cur:
+        async with self._one() as cur:
             found = (await self._claim_row(cur, thread_id, lock=""))[0]
         return None if found is None else found.as_tuple()
 
