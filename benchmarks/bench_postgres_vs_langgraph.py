@@ -2,7 +2,7 @@
 against LangGraph's AsyncPostgresSaver, on the same server, in one run.
 
     .venv/bin/pip install -e ".[bench]"     # langgraph, langgraph-checkpoint-postgres
-    .venv/bin/python benchmarks/bench_postgres_vs_langgraph.py [--nodes 50] [--repeat 7]
+    .venv/bin/python benchmarks/bench_postgres_vs_langgraph.py [--nodes 50] [--repeat 15]
         [--dsn DSN]
 
 The server: ``--dsn``, else ``$GRAPHFLOW_POSTGRES_DSN``, else a throwaway cluster started
@@ -13,8 +13,10 @@ superstep on both sides, each run on a new thread, both through their async APIs
 asyncio loop with an async connection pool (graphflow: ``async with PostgresCheckpointStore``
 ; LangGraph: ``AsyncPostgresSaver`` over a psycopg ``AsyncConnectionPool``). graphflow also
 records each run's events and run record in the same database (what its durable stores do);
-LangGraph writes its checkpoints, blobs and pending writes. Reported: the best time per
-node-step of R runs, and the ratio LangGraph / graphflow. No timing is asserted anywhere.
+LangGraph writes its checkpoints, blobs and pending writes. The two take turns, run by run
+(a busy moment of the machine slows one run of each, not all runs of one). Reported: the
+best time per node-step of R runs each, and the ratio LangGraph / graphflow. No timing is
+asserted anywhere.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import Any
 
 from pydantic import BaseModel
@@ -65,50 +68,59 @@ def lg_chain(n: int, saver: Any) -> Any:
     return g.compile(checkpointer=saver)
 
 
-async def best_of(repeat: int, fn: Callable[[], Awaitable[Any]]) -> float:
-    await fn()  # warm-up: connections, prepared plans
-    best = float("inf")
+async def interleaved(
+    repeat: int, runs: dict[str, Callable[[], Awaitable[Any]]]
+) -> dict[str, float]:
+    """The best wall time of each run, the runs taking turns (so both sides see the same
+    machine: a busy moment slows one round of each, not all rounds of one)."""
+    for fn in runs.values():
+        await fn()  # warm-up: connections, prepared plans
+    best = dict.fromkeys(runs, float("inf"))
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        await fn()
-        best = min(best, time.perf_counter() - t0)
+        for label, fn in runs.items():
+            t0 = time.perf_counter()
+            await fn()
+            best[label] = min(best[label], time.perf_counter() - t0)
     return best
 
 
 async def measure(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
-    results: dict[str, float] = {}
-    schema = f"bench_{uuid.uuid4().hex[:8]}"
-    async with PostgresCheckpointStore(dsn, schema=schema) as store:
-        try:
-            runtime = GraphRuntime(store, max_supersteps=100_000)
-            graph = gf_chain(nodes)
-
-            async def run_gf() -> None:
-                result = await runtime.ainvoke(graph, {})
-                assert result.data["n"] == nodes
-
-            results["graphflow+PostgresCheckpointStore"] = (
-                await best_of(repeat, run_gf) / nodes * 1e6)
-        finally:
-            store.drop()
-    try:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-        from psycopg.rows import dict_row
-        from psycopg_pool import AsyncConnectionPool
-    except ImportError:
-        print("langgraph-checkpoint-postgres is not installed: pip install -e '.[bench]'")
-        return results
     import psycopg
 
+    runs: dict[str, Callable[[], Awaitable[Any]]] = {}
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
     lg_schema = f"bench_lg_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {lg_schema}")
-    try:
-        async with AsyncConnectionPool(
-            dsn, min_size=1, max_size=4, open=False,
-            kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row,
-                    "options": f"-c search_path={lg_schema}"},
-        ) as pool:
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(PostgresCheckpointStore(dsn, schema=schema))
+        stack.callback(store.drop)  # runs before the store closes
+        runtime = GraphRuntime(store, max_supersteps=100_000)
+        graph = gf_chain(nodes)
+
+        async def run_gf() -> None:
+            result = await runtime.ainvoke(graph, {})
+            assert result.data["n"] == nodes
+
+        runs["graphflow+PostgresCheckpointStore"] = run_gf
+        try:
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+            from psycopg.rows import dict_row
+            from psycopg_pool import AsyncConnectionPool
+        except ImportError:
+            print("langgraph-checkpoint-postgres is not installed: pip install -e '.[bench]'")
+        else:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(f"CREATE SCHEMA {lg_schema}")
+
+            def drop_lg() -> None:
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    conn.execute(f"DROP SCHEMA {lg_schema} CASCADE")
+
+            stack.callback(drop_lg)
+            pool = await stack.enter_async_context(AsyncConnectionPool(
+                dsn, min_size=1, max_size=4, open=False,
+                kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row,
+                        "options": f"-c search_path={lg_schema}"},
+            ))
             saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
             await saver.setup()
             app = lg_chain(nodes, saver)
@@ -119,17 +131,15 @@ async def measure(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
                 out = await app.ainvoke({"n": 0}, config)
                 assert out["n"] == nodes
 
-            results["langgraph+AsyncPostgresSaver"] = await best_of(repeat, run_lg) / nodes * 1e6
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {lg_schema} CASCADE")
-    return results
+            runs["langgraph+AsyncPostgresSaver"] = run_lg
+        best = await interleaved(repeat, runs)
+    return {label: t / nodes * 1e6 for label, t in best.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=50)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--dsn", default=os.environ.get("GRAPHFLOW_POSTGRES_DSN"))
     args = parser.parse_args()
     cluster = None
