@@ -20,7 +20,7 @@ from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores import _pgschema
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._postgres import PostgresCheckpointStore
-from pytest_graphflow.errors import InvalidArgument, UnsupportedFormat
+from pytest_graphflow.errors import InvalidArgument, StaleClaim, UnsupportedFormat
 
 MakeCheckpoint = Callable[..., Checkpoint]
 MakeStore = Callable[..., PostgresCheckpointStore]
@@ -110,6 +110,65 @@ async def test_racing_processes_exactly_one_claims_each_thread(
         assert {x for _run, kind, x in per_thread if kind == "busy"} == {winner}
         assert await store.current_claim(f"thread-{k}") == (
             winner, token, T0 + timedelta(seconds=60))
+
+
+# -- fenced commits (the claims issue's protocol; its own tests run here through any_store) --
+
+
+def _ev(seq: int, run: str = "run-a") -> dict[str, Any]:
+    return {"seq": seq, "run_id": run, "type": "custom"}
+
+
+async def _snapshot(store: PostgresCheckpointStore) -> tuple[Any, ...]:
+    return ([(c.id, c.state) for c in await store.list()], await store.events("run-a"),
+            await store.run("run-a"))
+
+
+@pytest.mark.parametrize("with_record", [False, True], ids=["one-statement", "transaction"])
+async def test_a_commit_under_a_superseded_token_changes_nothing(
+    make_pg_store: MakeStore, make_cp: MakeCheckpoint, with_record: bool
+) -> None:
+    store = make_pg_store()
+    old = await store.claim("thread-a", "run-a", now=T0, ttl=10)
+    await store.commit("thread-a", old, run_id="run-a", checkpoints=[make_cp("cp-1")],
+                       events=[_ev(0)], run={"run_id": "run-a", "status": "running"})
+    await store.commit("thread-a", old, run_id="run-a", checkpoints=[make_cp("cp-2", at=1)],
+                       events=[_ev(1)])
+    new = await store.claim("thread-a", "run-b", now=T0 + timedelta(seconds=10))
+    before = await _snapshot(store)
+    record = {"run_id": "run-a", "status": "completed"} if with_record else None
+    with pytest.raises(StaleClaim) as stale:
+        await store.commit("thread-a", old, run_id="run-a",
+                           checkpoints=[make_cp("cp-1", state={"n": 9})], events=[_ev(0), _ev(2)],
+                           run=record)
+    assert (stale.value.token, stale.value.current) == (old, new)
+    with pytest.raises(StaleClaim):
+        await store.save(make_cp("cp-3", at=5), fence=("thread-a", old))
+    assert await _snapshot(store) == before
+    await store.release("thread-a", new)
+    with pytest.raises(StaleClaim) as released:
+        await store.commit("thread-a", new, run_id="run-a", events=[_ev(2)], run=record)
+    assert released.value.current is None
+    assert await _snapshot(store) == before
+
+
+async def test_a_commit_writes_everything_or_nothing(
+    make_pg_store: MakeStore, make_cp: MakeCheckpoint
+) -> None:
+    store = make_pg_store()
+    token = await store.claim("thread-a", "run-a", now=T0)
+    await store.commit("thread-a", token, run_id="run-a",
+                       checkpoints=[make_cp("cp-1", at=1), make_cp("cp-2", at=2)],
+                       events=[_ev(0), _ev(1)], run={"run_id": "run-a", "status": "running"})
+    await store.save(make_cp("cp-3", at=3), fence=("thread-a", token))
+    assert [c.id for c in await store.list("run-a")] == ["cp-1", "cp-2", "cp-3"]
+    assert [e["seq"] for e in await store.events("run-a")] == [0, 1]
+    with pytest.raises(InvalidArgument, match="is of run run-b"):
+        await store.commit("thread-a", token, run_id="run-a",
+                           checkpoints=[make_cp("cp-4", at=4)], events=[_ev(2, run="run-b")])
+    assert [c.id for c in await store.list("run-a")] == ["cp-1", "cp-2", "cp-3"]
+    with pytest.raises(InvalidArgument, match="the fence is for thread 'thread-b'"):
+        await store.save(make_cp("cp-4", at=4), fence=("thread-b", token))
 
 
 # -- schema versions and migrations -------------------------------------------------------------

@@ -27,6 +27,7 @@ from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument
 from . import _claims as rules
 from ._closing import ClosingStore
 from ._pgclaims import PgClaims
+from ._pgcommit import Fence, PgCommits
 from ._pgconn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
 from ._pgqueue import PgQueue
 from ._pgschema import SCHEMA_VERSION, ensure_schema
@@ -71,7 +72,7 @@ def _lock_key(kind: str, name: str) -> tuple[str]:
 _ADVISORY = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 
 
-class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
+class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
     """A durable :class:`CheckpointStore` in a PostgreSQL database, for workers on many hosts.
 
     The same data and answers as :class:`SQLiteCheckpointStore`: checkpoints, run records,
@@ -99,6 +100,8 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
 
     records_events = True
     """The runtime records every run's events and run record here (durable inspection)."""
+
+    _UPSERT = _UPSERT
 
     def __init__(
         self,
@@ -173,9 +176,23 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
         row = await cur.fetchone()
         return None if row is None else _parse(row)
 
-    async def save(self, checkpoint: Checkpoint) -> None:
+    @staticmethod
+    def _checkpoint_row(cp: Checkpoint) -> tuple[Any, ...]:
+        return _row(cp)
+
+    async def save(self, checkpoint: Checkpoint, *, fence: Fence | None = None) -> None:
         """Persist ``checkpoint``; one with the same id is overwritten (and counts as saved last).
+
+        With ``fence=(thread_id, token)`` the save is made under that claim, in the statement
+        that checks it: it is refused (nothing written) unless ``token`` is the thread's
+        current claim.
+
+        Raises:
+            StaleClaim: the fence's token is not the current claim.
         """
+        if fence is not None:
+            await self._save_fenced(checkpoint, fence)
+            return
         async with self._one() as cur:
             await cur.execute(_UPSERT, _row(checkpoint))
 
@@ -257,8 +274,10 @@ class PostgresCheckpointStore(PgClaims, PgQueue, ClosingStore):
             while True:
                 token = derived_hex("fork", checkpoint_id, n)
                 run_id, thread_id, cid = f"run-{token}", f"thread-{token}", f"cp-{token}-f"
-                await cur.execute("SELECT 1 FROM checkpoints WHERE run_id = %s OR id = %s "
-                                  "LIMIT 1", (run_id, cid))
+                await cur.execute(  # never onto a thread that has checkpoints or a claim
+                    "SELECT 1 FROM checkpoints WHERE run_id = %s OR id = %s OR thread_id = %s "
+                    "UNION ALL SELECT 1 FROM claims WHERE thread_id = %s LIMIT 1",
+                    (run_id, cid, thread_id, thread_id))
                 if await cur.fetchone() is None:
                     break
                 n += 1
