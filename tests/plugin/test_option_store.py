@@ -104,11 +104,15 @@ POSTGRES_TESTS = dedent("""
 
 
 def _schemas(dsn: str) -> set[str]:
+    """The test schemas of this process (the inner session runs in it; other xdist workers
+    make their own meanwhile)."""
+    import os
+
     import psycopg
 
     with psycopg.connect(dsn) as conn:
-        rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE "
-                            "'graphflow_test_%'").fetchall()
+        rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s",
+                            (f"graphflow\\_test\\_{os.getpid()}\\_%",)).fetchall()
     return {r[0] for r in rows}
 
 
@@ -126,8 +130,7 @@ def test_postgres_store_from_option_ini_or_env(
     else:
         monkeypatch.setenv("GRAPHFLOW_POSTGRES_DSN", postgres_dsn)
     graph_project.makepyfile(test_store=POSTGRES_TESTS)
-    before = _schemas(postgres_dsn)
     result = run(*args)
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["STORE PostgresCheckpointStore graphflow_test_*"])
-    assert _schemas(postgres_dsn) == before  # every test's schema was dropped
+    assert _schemas(postgres_dsn) == set()  # every test's schema was dropped
