@@ -171,6 +171,27 @@ async def test_a_commit_writes_everything_or_nothing(
         await store.save(make_cp("cp-4", at=4), fence=("thread-b", token))
 
 
+async def test_a_fenced_run_record_is_merged_like_record_run(
+    make_pg_store: MakeStore, make_cp: MakeCheckpoint
+) -> None:
+    """The one-statement commit merges the run record in SQL: the same answer, key order
+    included, as ``record_run``'s ``{**old, **new}``."""
+    store = make_pg_store()
+    token = await store.claim("thread-a", "run-a", now=T0)
+    await store.commit("thread-a", token, run_id="run-a", checkpoints=[make_cp("cp-1")],
+                       run={"run_id": "run-a", "status": "running", "a": [1, {"x": None}]})
+    await store.commit("thread-a", token, run_id="run-a", events=[_ev(0)],
+                       run={"run_id": "run-a", "b": "é", "status": "completed"})
+    got = await store.run("run-a")
+    assert got == {"run_id": "run-a", "status": "completed", "a": [1, {"x": None}], "b": "é"}
+    assert list(got) == ["run_id", "status", "a", "b"]
+    await store.record_run({"run_id": "run-b", "status": "running", "a": [1, {"x": None}]})
+    await store.record_run({"run_id": "run-b", "b": "é", "status": "completed"})
+    again = await store.run("run-b")
+    assert again is not None
+    assert list(again.items())[1:] == list(got.items())[1:]
+
+
 # -- schema versions and migrations -------------------------------------------------------------
 
 

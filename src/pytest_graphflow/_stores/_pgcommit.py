@@ -1,12 +1,13 @@
 """Fenced commits in PostgreSQL (seed 004, SPEC §5): a run's checkpoints, events and run
 record written together under its claim's token, or nothing at all.
 
-The hot path — a step's checkpoint and its events — is one statement: data-modifying CTEs
-that read the thread's claim row ``FOR SHARE`` and write only when the token is the current
-claim's. One statement is one transaction and one round trip; the share lock holds the claim
-row until it ends, so no claim can change hands between the check and the write. A commit
-with a run record (a run's start and end) reads and merges the record, so it runs as a
-transaction of several statements, the claim row share-locked first.
+The hot path — a step's checkpoint, its events and the run record — is one statement:
+data-modifying CTEs that read the thread's claim row ``FOR SHARE`` and write only when the
+token is the current claim's (the run record merged into the stored one in SQL, keeping its
+keys' order). One statement is one transaction and one round trip; the share lock holds the
+claim row until it ends, so no claim can change hands between the check and the write. A
+commit of several checkpoints runs as a transaction of several statements, the claim row
+share-locked first.
 """
 
 from __future__ import annotations
@@ -65,12 +66,38 @@ def check_parts(
     return cps, normalised, record
 
 
+_RUN_COLUMNS = ("thread_id", "graph_id", "status", "tenant_id", "updated_at")
+
+# ``{**old, **new}`` on JSON text, keeping the keys' order: the old keys in their order
+# (values from ``new`` where it has them), then the keys only ``new`` has.
+_MERGE = (
+    "(SELECT json_object_agg(k, v ORDER BY pos)::text FROM ("
+    "SELECT o.key AS k, COALESCE(n.value, o.value) AS v, o.pos FROM json_each(runs.data::json) "
+    "WITH ORDINALITY AS o(key, value, pos) LEFT JOIN json_each(excluded.data::json) AS n "
+    "ON n.key = o.key UNION ALL SELECT n.key, n.value, 1000000 + n.pos FROM "
+    "json_each(excluded.data::json) WITH ORDINALITY AS n(key, value, pos) WHERE NOT EXISTS "
+    "(SELECT 1 FROM json_each(runs.data::json) AS o WHERE o.key = n.key)) AS merged)"
+)
+
+
+def _run_record_part(record: dict[str, Any]) -> tuple[str, list[Any]]:
+    """The CTE that upserts a run record (merged into the stored one) under the fence."""
+    sets = ", ".join(f"{c} = CASE WHEN %s THEN excluded.{c} ELSE runs.{c} END"
+                     for c in _RUN_COLUMNS)
+    sql = (f"rr AS (INSERT INTO runs (run_id, {', '.join(_RUN_COLUMNS)}, data) SELECT %s, %s, "
+           f"%s, %s, %s, %s, %s FROM ok ON CONFLICT (run_id) DO UPDATE SET {sets}, "
+           f"data = {_MERGE} RETURNING 1)")
+    values = [None if record.get(c) is None else str(record[c]) for c in _RUN_COLUMNS]
+    params = [record["run_id"], *values, json.dumps(record), *(c in record for c in _RUN_COLUMNS)]
+    return sql, params
+
+
 def _fenced_statement(
     thread_id: str, token: int, run_id: str, cp_row: tuple[Any, ...] | None,
-    normalised: _Normalised,
+    normalised: _Normalised, record: dict[str, Any] | None = None,
 ) -> tuple[str, list[Any]]:
-    """The one statement writing a checkpoint (``cp_row``, if any) and events under the
-    fence; it returns the claim's token and run id and whether the fence held."""
+    """The one statement writing a checkpoint (``cp_row``, if any), events and the run record
+    under the fence; it returns the claim's token and run id and whether the fence held."""
     parts = ["WITH claim AS (SELECT run_id, token FROM claims WHERE thread_id = %s FOR SHARE), "
              "ok AS (SELECT 1 FROM claim WHERE run_id IS NOT NULL AND token = %s)"]
     params: list[Any] = [thread_id, token]
@@ -96,6 +123,10 @@ def _fenced_statement(
         params.extend([run_id, [seq for seq, _ in normalised],
                        [d.get("type") for _, d in normalised],
                        [json.dumps(d) for _, d in normalised], run_id])
+    if record is not None:
+        part, more = _run_record_part(record)
+        parts.append(part)
+        params.extend(more)
     # Data-modifying CTEs run whether or not the final SELECT reads them.
     sql = (", ".join(parts) + " SELECT (SELECT token FROM claim), (SELECT run_id FROM claim), "
            "EXISTS (SELECT 1 FROM ok)")
@@ -141,10 +172,10 @@ class PgCommits:
         cps, normalised, record = check_parts(thread_id, run_id, list(checkpoints),
                                               list(events), run)
         token = rules.check_token(token, "commit")
-        if record is None and len(cps) <= 1:  # a step: one statement, one round trip
+        if len(cps) <= 1:  # a step: one statement, one round trip
             sql, params = _fenced_statement(thread_id, token, run_id,
                                             self._checkpoint_row(cps[0]) if cps else None,
-                                            normalised)
+                                            normalised, record)
             async with self._one() as cur:
                 await cur.execute(sql, params)
                 current, holder, held = await cur.fetchone()
