@@ -17,9 +17,11 @@ from ._engine._stream import RunHandle, RunStream
 from ._engine._upgrade import Incompatibility
 from ._graph._builder import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
 from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
+from ._graph._subgraph import Subgraph
 from ._properties._explore import ExploreReport, explore
 from ._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
 from ._records._events import (
+    Breakpoint,
     CheckpointSaved,
     CustomEvent,
     EdgeTransition,
@@ -133,6 +135,7 @@ __all__ = [
     "HISTORY_FORMAT_VERSION",
     "PAUSE",
     "START",
+    "Breakpoint",
     "Cancelled",
     "Checkpoint",
     "CheckpointNotFound",
@@ -202,6 +205,7 @@ __all__ = [
     "StoreCall",
     "StoreFault",
     "StreamEvent",
+    "Subgraph",
     "SuperstepLimit",
     "TaskOutput",
     "TaskRecord",

@@ -6,6 +6,7 @@
     graphflow events FILE RUN_ID                 # a run's event log, one event a line
     graphflow show FILE CHECKPOINT_ID            # one checkpoint as JSON
     graphflow mermaid MODULE:GRAPH [--run FILE RUN_ID]   # a Mermaid diagram of a graph
+    graphflow artifacts FILE RUN_ID              # the artifacts a run attached
     graphflow export FILE RUN_ID OUT [--seed N] [--clock-start ISO] [--graph MODULE:GRAPH]
                                                  # a run as a history file
     graphflow worker DSN MODULE:GRAPH ...        # take queued runs from PostgreSQL (_worker)
@@ -30,6 +31,7 @@ import anyio
 
 from .._records._json import to_json_value
 from ..errors import EventsCompacted, GraphflowError
+from ._artifacts import add_parser as add_artifacts
 
 __all__ = ["main"]
 
@@ -98,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     mermaid.add_argument("--run", nargs=2, metavar=("FILE", "RUN_ID"),
                          help="draw the edges this run took in bold")
     mermaid.set_defaults(command=_mermaid)
+    add_artifacts(sub, sys.modules[__name__])
 
     from ._export import add_export
 

@@ -252,15 +252,22 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
             return cur.rowcount > 0
 
     async def fork(
-        self, checkpoint_id: str, patch_state: Mapping[str, Any] | None = None
+        self,
+        checkpoint_id: str,
+        patch_state: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
     ) -> str:
         """Clone a checkpoint into a new run and thread; return the new run id.
 
         The new ids derive from ``checkpoint_id`` exactly as in the other stores; concurrent
-        forks of one checkpoint (from any process) get distinct runs.
+        forks of one checkpoint (from any process) get distinct runs. ``thread_id`` names the
+        new thread (default: a fresh one); it must not exist yet.
 
         Raises:
             CheckpointNotFound: when ``checkpoint_id`` does not exist.
+            ForkTargetExists: when ``thread_id`` is given and the store holds a checkpoint of
+                it (a fork only ever creates a new thread); nothing was changed.
         """
         async with self._tx() as cur:
             await cur.execute(_ADVISORY, _lock_key("fork", checkpoint_id))
@@ -270,14 +277,24 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
                 raise CheckpointNotFound(
                     f"cannot fork checkpoint {checkpoint_id!r}: the store has no such checkpoint"
                 )
+            target = thread_id
+            if target is not None:
+                await cur.execute(_ADVISORY, _lock_key("thread", target))
+                await cur.execute("SELECT 1 FROM checkpoints WHERE thread_id = %s LIMIT 1",
+                                  (target,))
+                if await cur.fetchone() is not None:
+                    raise rules.fork_target_exists(checkpoint_id, target)
             n = 0
             while True:
                 token = derived_hex("fork", checkpoint_id, n)
-                run_id, thread_id, cid = f"run-{token}", f"thread-{token}", f"cp-{token}-f"
-                await cur.execute(  # never onto a thread that has checkpoints or a claim
-                    "SELECT 1 FROM checkpoints WHERE run_id = %s OR id = %s OR thread_id = %s "
-                    "UNION ALL SELECT 1 FROM claims WHERE thread_id = %s LIMIT 1",
-                    (run_id, cid, thread_id, thread_id))
+                run_id, cid = f"run-{token}", f"cp-{token}-f"
+                thread_id = target or f"thread-{token}"
+                await cur.execute(  # a fresh thread never lands on one with checkpoints or
+                    # a claim
+                    "SELECT 1 FROM checkpoints WHERE run_id = %s OR id = %s OR "
+                    "(thread_id = %s AND %s) UNION ALL SELECT 1 FROM claims WHERE "
+                    "thread_id = %s AND %s LIMIT 1",
+                    (run_id, cid, thread_id, target is None, thread_id, target is None))
                 if await cur.fetchone() is None:
                     break
                 n += 1
