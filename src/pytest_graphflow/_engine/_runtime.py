@@ -23,8 +23,9 @@ from .._stores._memory import InMemoryCheckpointStore
 from .._stores._protocol import CheckpointStore
 from .._time import _wallclock
 from .._time._clock import Clock, RealClock, VirtualClock
-from .._time._sched import install_sleep_hooks
-from .._time._vloop import LOOP_OWNED, backend_options, install_thread_guards
+from .._time._hooks import install_hooks
+from .._time._loops import run_owned
+from .._time._vloop import LOOP_OWNED, backend_options
 from ..errors import (
     CheckpointNotFound,
     GraphExecutionError,
@@ -142,6 +143,7 @@ class GraphRuntime:
         bind = getattr(store, "bind_clock", None)
         if callable(bind):
             bind(self.clock)
+        install_hooks()  # the first runtime patches the sleeps (importing patches nothing)
 
     # ------------------------------------------------------------------ public API
 
@@ -506,6 +508,8 @@ class GraphRuntime:
             finally:
                 LOOP_OWNED.reset(token)
 
+        if self.backend == "asyncio":
+            return run_owned(clock, owned)  # the thread's virtual loop, reused
         return anyio.run(owned, backend=self.backend,
                          backend_options=backend_options(self.backend, clock))
 
@@ -586,8 +590,8 @@ class GraphRuntime:
     def _wall(self) -> tuple[bool, Callable[[], None] | None]:
         clock = self.clock
         if isinstance(clock, VirtualClock) and clock.patch_wall_clock:
-            _wallclock.activate()
-            return True, _wallclock.deactivate
+            driver = _wallclock.activate()
+            return True, lambda: _wallclock.deactivate(driver)
         return False, None
 
     async def _new_run_id(self) -> tuple[str, str]:
@@ -605,6 +609,7 @@ class GraphRuntime:
         thread_id: str | None,
         opts: dict[str, Any],
     ) -> Runner:
+        install_hooks()  # trio's, once a run meets trio
         self._graphs.setdefault(graph.graph_id, graph)
         graph = self._policy(graph)
         patch = self._state_from_input(graph, input)
@@ -715,6 +720,7 @@ class GraphRuntime:
         graph: CompiledGraph | None,
         opts: dict[str, Any],
     ) -> Runner:
+        install_hooks()
         cp = await self._resolve(ref)
         graph = self._policy(self._graph_for(cp, graph))
         tenant = opts["tenant_id"]
@@ -813,10 +819,6 @@ class GraphRuntime:
                 initial_state=None if resumed else jcopy(run.state),
                 answers=jcopy(run.answers) if resumed else {}, store=self.store)
             self.on_leg(run.leg)
-
-
-install_sleep_hooks()
-install_thread_guards()
 
 
 _SUBGRAPHS = functools.partial(run_subgraph, runtime=GraphRuntime)
