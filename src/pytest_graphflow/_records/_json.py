@@ -8,7 +8,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 __all__ = ["MAX_DEPTH", "NotJSONError", "jcopy", "to_json_value"]
 
-MAX_DEPTH = 200
+MAX_DEPTH = 100
 """The deepest nesting of lists and dicts a JSON value may have (stores and the runtime's
 copies recurse; far deeper data would overflow them)."""
 
