@@ -217,8 +217,11 @@ def test_a_file_that_is_not_a_database(
 ) -> None:
     path = tmp_path / "notes.db"
     path.write_text("just text, not sqlite " * 50)
+    before = path.read_bytes()
     err = _fails(capsys, "events", str(path), "run-a")
-    assert "not a graphflow store" in err
+    assert "is not a SQLite database" in err
+    assert str(path) in err
+    assert path.read_bytes() == before
 
 
 def test_a_foreign_database_is_left_alone(
@@ -229,8 +232,10 @@ def test_a_foreign_database_is_left_alone(
     with db:
         db.execute("CREATE TABLE things (x)")
     db.close()
+    before = path.read_bytes()
     err = _fails(capsys, "show", str(path), "cp-1")
-    assert "not a graphflow store" in err
+    assert "not a pytest-graphflow store" in err
+    assert path.read_bytes() == before
     db = sqlite3.connect(path)
     tables = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     db.close()
