@@ -138,7 +138,7 @@ class SQLiteCheckpointStore(ClosingStore):
         return self._db
 
     def _failure(self, exc: sqlite3.Error) -> StoreFileError:
-        name = getattr(exc, "sqlite_errorname", "")
+        name = "_".join(str(getattr(exc, "sqlite_errorname", "")).split("_")[:2])
         problem, fix = _FAILURES.get(
             name, (f"failed: {exc}", "check the file, its directory and free disk space"))
         return file_error(self.path, problem, fix)

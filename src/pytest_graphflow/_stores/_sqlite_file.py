@@ -170,8 +170,11 @@ def _identify(path: str) -> int | None:
     if header != _HEADER:
         raise file_error(path, "is not a SQLite database (its first bytes are not SQLite's "
                          "header: another kind of file, or damaged)", _PASS_STORE)
+    # With no journal beside it the file holds everything: read it as immutable, which
+    # creates no -wal/-shm files. Otherwise read it (and its journal) read-only.
+    mode = "mode=ro" if _has_journal(path) else "immutable=1"
     try:
-        probe = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
+        probe = sqlite3.connect(f"{Path(path).absolute().as_uri()}?{mode}", uri=True)
     except sqlite3.Error as exc:
         raise file_error(path, f"cannot be opened for reading ({exc})",
                          "check the file's and its directory's permissions") from None
@@ -257,10 +260,7 @@ def open_store(path: str, *, readonly: bool) -> tuple[sqlite3.Connection, bool]:
                 "read-only. Open it once with write access (SQLiteCheckpointStore(path)), or "
                 "read it with the pytest-graphflow version that wrote it."
             )
-        uri = f"{Path(path).absolute().as_uri()}?mode=ro"
-        db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA busy_timeout = 5000")
-        return db, True
+        return _open_readonly(path), True
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         db.execute("PRAGMA busy_timeout = 5000")
@@ -275,6 +275,9 @@ def open_store(path: str, *, readonly: bool) -> tuple[sqlite3.Connection, bool]:
         db.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.Error as exc:
         db.close()
+        name = getattr(exc, "sqlite_errorname", "")
+        if name.startswith("SQLITE_READONLY") and version == SCHEMA_VERSION:
+            return _open_readonly(path), True  # read-only after all (a read-only mount, ...)
         raise file_error(path, f"could not be prepared for writing ({exc})",
                          "check free disk space and permissions, or open it read-only "
                          "(SQLiteCheckpointStore(path, readonly=True))") from None
@@ -282,6 +285,30 @@ def open_store(path: str, *, readonly: bool) -> tuple[sqlite3.Connection, bool]:
         db.close()
         raise
     return db, False
+
+
+def _has_journal(path: str) -> bool:
+    return os.path.exists(f"{path}-wal") or os.path.exists(f"{path}-journal")
+
+
+def _open_readonly(path: str) -> sqlite3.Connection:
+    """A read-only connection. Without a journal beside it, the file holds everything and
+    is read as immutable (SQLite then needs no -wal/-shm files, so a read-only directory
+    works); with one, SQLite reads the file and its journal read-only."""
+    mode = "mode=ro" if _has_journal(path) else "immutable=1"
+    uri = f"{Path(path).absolute().as_uri()}?{mode}"
+    db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        db.execute("PRAGMA busy_timeout = 5000")
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        db.close()
+        raise file_error(path, f"cannot be read read-only ({exc}): a writer's journal "
+                         f"({os.path.basename(path)}-wal) is beside it and SQLite needs write "
+                         "access to the directory to read it",
+                         "read it where the directory is writable, or let the writer finish "
+                         "and close the file") from None
+    return db
 
 
 def _create(db: sqlite3.Connection) -> None:
