@@ -11,7 +11,7 @@ __all__ = ["MAX_ID_LENGTH", "bad_text", "check_id", "check_optional_id"]
 MAX_ID_LENGTH = 512
 """The longest id (run, thread, checkpoint, tenant) or name the stores accept, in characters."""
 
-_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 def bad_text(text: str) -> str | None:
@@ -36,6 +36,8 @@ def check_id(value: object, what: str, where: str) -> str:
     Raises:
         InvalidArgument: naming the call, the argument and the fix.
     """
+    if type(value) is str and 0 < len(value) <= MAX_ID_LENGTH and value.isprintable():
+        return value  # the common case: no control character, no lone surrogate
     if not isinstance(value, str):
         raise InvalidArgument(f"{where}({what}={_show(value)}): {what} must be a str, got "
                               f"{type(value).__name__}")

@@ -41,16 +41,24 @@ _INSERT = (
     "ts_us, status, tenant_id, format_version, path_id, path_len, data) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_GC_PATHS = """
-DELETE FROM paths WHERE run_id = ? AND id NOT IN (
-    WITH RECURSIVE live(id) AS (
-        SELECT path_id FROM checkpoints WHERE run_id = ? AND path_id IS NOT NULL
-        UNION
-        SELECT p.parent FROM paths p JOIN live l ON p.id = l.id WHERE p.parent IS NOT NULL
-    )
-    SELECT id FROM live
+_INSERT_EVENT = (
+    "INSERT OR REPLACE INTO events (run_id, seq, type, data) SELECT ?1, ?2, ?3, ?4 "
+    "WHERE ?2 >= COALESCE((SELECT earliest_seq FROM event_compactions WHERE run_id = ?1), 0)"
 )
+"""An event, unless it is before the run's compaction point (that part of the log is gone)."""
+_GC_PATHS = """
+WITH RECURSIVE
+    dead(id) AS (
+        SELECT value FROM json_each(?)
+        UNION SELECT p.parent FROM paths p JOIN dead d ON p.id = d.id WHERE p.parent IS NOT NULL
+    ),
+    live(id) AS (
+        SELECT path_id FROM checkpoints WHERE run_id = ? AND path_id IS NOT NULL
+        UNION SELECT p.parent FROM paths p JOIN live l ON p.id = l.id WHERE p.parent IS NOT NULL
+    )
+DELETE FROM paths WHERE id IN (SELECT id FROM dead EXCEPT SELECT id FROM live)
 """
+"""Delete the path segments only the deleted checkpoints (path ids in ``?1``) used."""
 
 _FAILURES = {
     "SQLITE_FULL": ("cannot be written: the disk (or the file's size limit) is full",
@@ -358,9 +366,20 @@ class SQLiteCheckpointStore(ClosingStore):
         """Delete one checkpoint; ``True`` if it existed."""
         check_id(checkpoint_id, "checkpoint_id", "delete")
         with self._tx() as db:
+            found = db.execute("SELECT run_id, path_id FROM checkpoints WHERE id = ?",
+                               (checkpoint_id,)).fetchone()
+            if found is None:
+                return False
             db.execute("DELETE FROM checkpoint_nodes WHERE checkpoint_id = ?", (checkpoint_id,))
-            return db.execute("DELETE FROM checkpoints WHERE id = ?",
-                              (checkpoint_id,)).rowcount > 0
+            db.execute("DELETE FROM checkpoints WHERE id = ?", (checkpoint_id,))
+            self._gc_paths(db, found[0], [found[1]])
+        return True
+
+    def _gc_paths(self, db: sqlite3.Connection, run_id: str, dead: list[int | None]) -> None:
+        ids = [pid for pid in dead if pid is not None]
+        if ids:
+            db.execute(_GC_PATHS, (json.dumps(ids), run_id))
+            self._paths.forget()
 
     async def fork(
         self, checkpoint_id: str, patch_state: Mapping[str, Any] | None = None
@@ -415,13 +434,14 @@ class SQLiteCheckpointStore(ClosingStore):
         check_id(run_id, "run_id", "prune")
         keep = rules.check_keep_last(keep_last)
         with self._tx() as db:
-            ids = [r[0] for r in db.execute(
-                f"SELECT id FROM checkpoints WHERE run_id = ? {_ORDER}", (run_id,))]
-            doomed = [(cid,) for cid in ids[: max(len(ids) - keep, 0)]]
+            rows = db.execute(f"SELECT id, path_id FROM checkpoints WHERE run_id = ? {_ORDER}",
+                              (run_id,)).fetchall()
+            gone = rows[: max(len(rows) - keep, 0)]
+            doomed = [(cid,) for cid, _ in gone]
             if doomed:
                 db.executemany("DELETE FROM checkpoint_nodes WHERE checkpoint_id = ?", doomed)
                 db.executemany("DELETE FROM checkpoints WHERE id = ?", doomed)
-                db.execute(_GC_PATHS, (run_id, run_id))
+                self._gc_paths(db, run_id, sorted({pid for _, pid in gone if pid is not None}))
         if doomed:
             self._give_back()
         return len(doomed)
@@ -452,12 +472,10 @@ class SQLiteCheckpointStore(ClosingStore):
             raise InvalidArgument(f"record_events(events={events!r:.80}): pass a list of "
                                   "events in wire form")
         rows = [_event_row(run_id, e) for e in events]
+        if not rows:
+            return
         with self._tx() as db:
-            earliest = self._earliest(db, run_id)
-            db.executemany(
-                "INSERT OR REPLACE INTO events (run_id, seq, type, data) VALUES (?, ?, ?, ?)",
-                [row for row in rows if row[1] >= earliest],
-            )
+            db.executemany(_INSERT_EVENT, rows)
 
     async def events(self, run_id: str, after_seq: int | None = None) -> _Records:
         """The run's recorded events with ``seq > after_seq`` (all when ``None``), by seq.

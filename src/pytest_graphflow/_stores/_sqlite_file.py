@@ -62,13 +62,12 @@ CREATE TABLE IF NOT EXISTS checkpoint_nodes (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS checkpoint_nodes_run ON checkpoint_nodes (run_id, node);
 CREATE TABLE IF NOT EXISTS paths (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id INTEGER PRIMARY KEY,
     run_id TEXT NOT NULL,
     parent INTEGER,
     length INTEGER NOT NULL,
     nodes TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS paths_run ON paths (run_id);
 CREATE TABLE IF NOT EXISTS events (
     run_id TEXT NOT NULL,
     seq INTEGER NOT NULL,

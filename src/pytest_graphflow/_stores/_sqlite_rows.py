@@ -39,6 +39,12 @@ SELECT id, length, nodes FROM chain
 
 _CACHED_RUNS = 256
 
+_SAME = "SELECT 1 FROM paths WHERE id = ? AND run_id = ? AND length = ?"
+_EXTEND = (
+    "INSERT INTO paths (run_id, parent, length, nodes) SELECT ?, ?, ?, ? "
+    "WHERE EXISTS (SELECT 1 FROM paths WHERE id = ? AND run_id = ? AND length = ?)"
+)
+
 
 class PathWriter:
     """Writes each checkpoint's visited path as the segment it adds to the run's last path.
@@ -60,20 +66,25 @@ class PathWriter:
         n = len(visited)
         if n == 0:
             return None
-        parent: int | None = None
-        start = 0
+        cur: sqlite3.Cursor | None = None
         cached = self._last.get(run_id)
         if cached is not None:
             prev, pid = cached
             m = len(prev)
-            if m <= n and (visited == prev if m == n else visited[:m] == prev) and db.execute(
-                "SELECT 1 FROM paths WHERE id = ?", (pid,)
-            ).fetchone() is not None:
-                if m == n:
+            # The remembered segment must still be there and be this run's path of that
+            # length (another process may have pruned it, and SQLite reuses a deleted row's
+            # id): the insert checks it in the same statement.
+            if m == n and visited == prev:
+                if db.execute(_SAME, (pid, run_id, m)).fetchone() is not None:
                     return pid
-                parent, start = pid, m
-        cur = db.execute("INSERT INTO paths (run_id, parent, length, nodes) VALUES (?, ?, ?, ?)",
-                         (run_id, parent, n, json.dumps(visited[start:])))
+            elif m < n and visited[:m] == prev:
+                cur = db.execute(_EXTEND, (run_id, pid, n, json.dumps(visited[m:]),
+                                           pid, run_id, m))
+                if cur.rowcount != 1:
+                    cur = None
+        if cur is None:
+            cur = db.execute("INSERT INTO paths (run_id, parent, length, nodes) "
+                             "VALUES (?, NULL, ?, ?)", (run_id, n, json.dumps(visited)))
         pid = cur.lastrowid
         assert pid is not None
         self._last.pop(run_id, None)
