@@ -39,6 +39,9 @@ SELECT id, length, nodes FROM chain
 
 _CACHED_RUNS = 256
 
+SPAN = 64
+"""Steps an anchor segment covers (see :class:`PathWriter`)."""
+
 _SAME = "SELECT 1 FROM paths WHERE id = ? AND run_id = ? AND length = ?"
 _EXTEND = (
     "INSERT INTO paths (run_id, parent, length, nodes) SELECT ?, ?, ?, ? "
@@ -49,15 +52,19 @@ _EXTEND = (
 class PathWriter:
     """Writes each checkpoint's visited path as the segment it adds to the run's last path.
 
-    It remembers the last path it wrote per run (a bounded number of runs); a checkpoint whose
-    path does not extend it (a resume in another process, time travel) starts a new chain.
+    Every :data:`SPAN`-th segment of a chain covers the last ``SPAN`` steps at once and hangs
+    from the previous such segment, so reading any path walks at most ``n / SPAN + SPAN``
+    segments (the file keeps each node about twice). It remembers the last path it wrote
+    per run (a bounded number of runs); a checkpoint whose path does not extend it (a resume
+    in another process, time travel) starts a new chain.
     """
 
     def __init__(self) -> None:
-        self._last: dict[str, tuple[tuple[str, ...], int]] = {}
+        # run -> (visited, its segment id, anchor segment id, anchor length, steps since)
+        self._last: dict[str, tuple[tuple[str, ...], int, int, int, int]] = {}
 
     def forget(self) -> None:
-        """Drop what it remembers (after a rolled-back transaction)."""
+        """Drop what it remembers (after a rolled-back transaction or a deletion)."""
         self._last.clear()
 
     def write(self, db: sqlite3.Connection, run_id: str, visited: tuple[str, ...]) -> int | None:
@@ -67,28 +74,34 @@ class PathWriter:
         if n == 0:
             return None
         cur: sqlite3.Cursor | None = None
+        anchor: tuple[int, int, int] | None = None
         cached = self._last.get(run_id)
         if cached is not None:
-            prev, pid = cached
+            prev, pid, anchor_id, anchor_len, since = cached
             m = len(prev)
-            # The remembered segment must still be there and be this run's path of that
+            # The segment it hangs from must still be there and be this run's path of that
             # length (another process may have pruned it, and SQLite reuses a deleted row's
             # id): the insert checks it in the same statement.
             if m == n and visited == prev:
                 if db.execute(_SAME, (pid, run_id, m)).fetchone() is not None:
                     return pid
             elif m < n and visited[:m] == prev:
-                cur = db.execute(_EXTEND, (run_id, pid, n, json.dumps(visited[m:]),
-                                           pid, run_id, m))
+                parent, start = (anchor_id, anchor_len) if since + 1 >= SPAN else (pid, m)
+                cur = db.execute(_EXTEND, (run_id, parent, n, json.dumps(visited[start:]),
+                                           parent, run_id, start))
                 if cur.rowcount != 1:
                     cur = None
+                elif parent == pid:
+                    anchor = (anchor_id, anchor_len, since + 1)
         if cur is None:
             cur = db.execute("INSERT INTO paths (run_id, parent, length, nodes) "
                              "VALUES (?, NULL, ?, ?)", (run_id, n, json.dumps(visited)))
         pid = cur.lastrowid
         assert pid is not None
+        if anchor is None:  # this segment is the new anchor
+            anchor = (pid, n, 0)
         self._last.pop(run_id, None)
-        self._last[run_id] = (visited, pid)
+        self._last[run_id] = (visited, pid, *anchor)
         if len(self._last) > _CACHED_RUNS:
             del self._last[next(iter(self._last))]
         return pid
