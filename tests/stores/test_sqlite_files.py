@@ -23,7 +23,7 @@ from pytest_graphflow import GraphRuntime, StoreFileError, UnsupportedFormat, Vi
 from pytest_graphflow._cli._main import main
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
-from pytest_graphflow._stores._sqlite_file import APPLICATION_ID, SCHEMA_VERSION
+from pytest_graphflow._stores._sqlite_schema import APPLICATION_ID, SCHEMA_VERSION
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

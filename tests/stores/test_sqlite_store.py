@@ -432,7 +432,7 @@ def test_a_file_of_another_schema_version_is_refused(store_path: Path) -> None:
 def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("not a database, just some text that is long enough " * 20)
-    with pytest.raises(StoreFileError, match="notes.txt.*not a SQLite database"):
+    with pytest.raises(StoreFileError, match=r"notes\.txt.*not a SQLite database"):
         SQLiteCheckpointStore(path)
     assert path.read_text().startswith("not a database")
 

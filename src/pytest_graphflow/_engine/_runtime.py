@@ -348,10 +348,10 @@ class GraphRuntime:
         check_optional_id(before, "before", "history")
         store: Any = self.store
         if limit is None and before is None:
-            return await store.list(run_id)
+            return list(await store.list(run_id))
         if getattr(store, "pages_history", False):
             return list(await store.list(run_id, limit=limit, before=before))
-        found = await store.list(run_id)
+        found: list[Checkpoint] = list(await store.list(run_id))
         if before is not None:
             ids = [cp.id for cp in found]
             if before not in ids:

@@ -27,11 +27,11 @@ __all__ = [
     "Claim",
     "artifact_bytes",
     "check_after_seq",
-    "checked_patch",
     "check_before_seq",
     "check_keep_last",
     "check_token",
     "check_ttl",
+    "checked_patch",
     "current_or_stale",
     "events_compacted",
     "from_micros",
@@ -293,7 +293,8 @@ def _kind(value: Any) -> str:
         return "bool"
     if isinstance(value, (int, float)):
         return "number"
-    return {str: "str", list: "list", dict: "dict"}.get(type(value), type(value).__name__)
+    kinds: dict[type, str] = {str: "str", list: "list", dict: "dict"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def checked_patch(

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Any
 
@@ -26,8 +26,9 @@ from .._records._json import NotJSONError, to_json_value
 from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, StoreFileError
 from . import _claims as rules
 from ._closing import ClosingStore
-from ._sqlite_file import SCHEMA_VERSION, file_error, open_store
+from ._sqlite_file import open_store
 from ._sqlite_rows import SELECT, PathWriter, decode, encode
+from ._sqlite_schema import SCHEMA_VERSION, file_error
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
 
@@ -182,10 +183,8 @@ class SQLiteCheckpointStore(ClosingStore):
     def _rollback(self, db: sqlite3.Connection) -> None:
         self._paths.forget()
         if db.in_transaction:
-            try:
+            with suppress(sqlite3.Error):  # SQLite may have rolled back already
                 db.execute("ROLLBACK")
-            except sqlite3.Error:  # pragma: no cover - SQLite rolled back already
-                pass
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         """The rows of a read; a SQLite failure becomes a ``StoreFileError``."""
@@ -375,7 +374,8 @@ class SQLiteCheckpointStore(ClosingStore):
             self._gc_paths(db, found[0], [found[1]])
         return True
 
-    def _gc_paths(self, db: sqlite3.Connection, run_id: str, dead: list[int | None]) -> None:
+    def _gc_paths(self, db: sqlite3.Connection, run_id: str, dead: Sequence[int | None]
+                  ) -> None:
         ids = [pid for pid in dead if pid is not None]
         if ids:
             db.execute(_GC_PATHS, (json.dumps(ids), run_id))

@@ -15,134 +15,22 @@ import os
 import sqlite3
 from pathlib import Path
 
-from ..errors import StoreFileError, UnsupportedFormat
+from ..errors import UnsupportedFormat
+from ._sqlite_migrate import migrate_v1
+from ._sqlite_schema import (
+    APPLICATION_ID,
+    LAYOUT,
+    PASS_STORE,
+    SCHEMA_VERSION,
+    V1_CHECKPOINTS,
+    create_statements,
+    file_error,
+    layout,
+)
 
-__all__ = [
-    "APPLICATION_ID",
-    "SCHEMA_VERSION",
-    "create_statements",
-    "file_error",
-    "open_store",
-]
-
-SCHEMA_VERSION = 2
-"""The layout of the tables this build writes and reads (1: before incremental paths)."""
-
-APPLICATION_ID = 0x4746_6C77
-"""``PRAGMA application_id`` of a store file (``"GFlw"``), so tools can recognise one."""
+__all__ = ["open_store"]
 
 _HEADER = b"SQLite format 3\x00"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS checkpoints (
-    seq INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    run_id TEXT NOT NULL,
-    thread_id TEXT NOT NULL,
-    graph_id TEXT NOT NULL,
-    node_id TEXT,
-    step INTEGER NOT NULL,
-    timestamp TEXT NOT NULL,
-    ts_us INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    tenant_id TEXT,
-    format_version INTEGER NOT NULL,
-    path_id INTEGER,
-    path_len INTEGER NOT NULL,
-    data TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS checkpoints_run ON checkpoints (run_id, ts_us, seq);
-CREATE INDEX IF NOT EXISTS checkpoints_thread ON checkpoints (thread_id, ts_us, seq);
-CREATE TABLE IF NOT EXISTS checkpoint_nodes (
-    checkpoint_id TEXT NOT NULL,
-    run_id TEXT NOT NULL,
-    node TEXT NOT NULL,
-    PRIMARY KEY (checkpoint_id, node)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS checkpoint_nodes_run ON checkpoint_nodes (run_id, node);
-CREATE TABLE IF NOT EXISTS paths (
-    id INTEGER PRIMARY KEY,
-    run_id TEXT NOT NULL,
-    parent INTEGER,
-    length INTEGER NOT NULL,
-    nodes TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS events (
-    run_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    type TEXT,
-    data TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS event_compactions (
-    run_id TEXT PRIMARY KEY,
-    earliest_seq INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    thread_id TEXT,
-    graph_id TEXT,
-    status TEXT,
-    tenant_id TEXT,
-    updated_at TEXT,
-    data TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS artifacts (
-    run_id TEXT NOT NULL,
-    name TEXT NOT NULL,
-    media_type TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    content BLOB NOT NULL,
-    PRIMARY KEY (run_id, name)
-);
-CREATE TABLE IF NOT EXISTS claims (
-    thread_id TEXT PRIMARY KEY,
-    run_id TEXT,
-    token INTEGER NOT NULL,
-    expires_us INTEGER,
-    ttl REAL
-);
-"""
-
-_V1_CHECKPOINTS = ["id", "run_id", "thread_id", "graph_id", "node_id", "node_ids", "step",
-                   "timestamp", "ts_us", "save_order", "status", "tenant_id", "format_version",
-                   "data"]
-"""The columns of the checkpoints table of schema version 1 (migrated on a writable open)."""
-
-
-def _statements(script: str) -> list[str]:
-    return [s.strip() for s in script.split(";") if s.strip()]
-
-
-def _layout(db: sqlite3.Connection) -> dict[str, list[str]]:
-    tables = [r[0] for r in db.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
-    return {t: [c[1] for c in db.execute(f"PRAGMA table_info('{t}')")] for t in tables}
-
-
-def _expected_layout() -> dict[str, list[str]]:
-    db = sqlite3.connect(":memory:")
-    try:
-        for statement in _statements(_SCHEMA):
-            db.execute(statement)
-        return _layout(db)
-    finally:
-        db.close()
-
-
-_LAYOUT = _expected_layout()
-
-
-def file_error(path: str, problem: str, fix: str) -> StoreFileError:
-    """The error for a store file ``path`` with ``problem``; ``fix`` says what to do."""
-    exc = StoreFileError(f"store file {path!r} {problem}; {fix}")
-    exc.path = path  # type: ignore[attr-defined]
-    return exc
-
-
-_PASS_STORE = "pass the path of a file written by SQLiteCheckpointStore, or a new path to create one"
-
 
 def _identify(path: str) -> int | None:
     """The schema version of the store in ``path``; ``None`` for a new or empty file.
@@ -160,7 +48,7 @@ def _identify(path: str) -> int | None:
     except FileNotFoundError:
         return None
     except IsADirectoryError:
-        raise file_error(path, "is a directory", _PASS_STORE) from None
+        raise file_error(path, "is a directory", PASS_STORE) from None
     except OSError as exc:
         raise file_error(path, f"cannot be read ({exc.strerror})",
                          "check its permissions, or pass another path") from None
@@ -168,7 +56,7 @@ def _identify(path: str) -> int | None:
         return None
     if header != _HEADER:
         raise file_error(path, "is not a SQLite database (its first bytes are not SQLite's "
-                         "header: another kind of file, or damaged)", _PASS_STORE)
+                         "header: another kind of file, or damaged)", PASS_STORE)
     # With no journal beside it the file holds everything: read it as immutable, which
     # creates no -wal/-shm files. Otherwise read it (and its journal) read-only.
     mode = "mode=ro" if _has_journal(path) else "immutable=1"
@@ -178,12 +66,12 @@ def _identify(path: str) -> int | None:
         raise file_error(path, f"cannot be opened for reading ({exc})",
                          "check the file's and its directory's permissions") from None
     try:
-        layout = _layout(probe)
+        tables = layout(probe)
         (app_id,) = probe.execute("PRAGMA application_id").fetchone()
         (user_version,) = probe.execute("PRAGMA user_version").fetchone()
-        if not layout and app_id == 0 and user_version == 0:
+        if not tables and app_id == 0 and user_version == 0:
             return None  # an empty SQLite database: nothing to harm
-        version = _stored_version(probe, layout)
+        version = _stored_version(probe, tables)
     except sqlite3.DatabaseError as exc:
         raise file_error(path, f"cannot be read as SQLite ({exc}): the file is damaged",
                          "restore it from a backup, or pass another path") from None
@@ -191,16 +79,16 @@ def _identify(path: str) -> int | None:
         probe.close()
     if version is None:
         raise file_error(path, "is a SQLite database but not a pytest-graphflow store (no "
-                         "store meta table)", _PASS_STORE)
+                         "store meta table)", PASS_STORE)
     if version > SCHEMA_VERSION:
         raise UnsupportedFormat(
             f"store file {path!r} has schema version {version}, written by a newer "
             f"pytest-graphflow; this build reads schema versions up to {SCHEMA_VERSION}. "
             "Upgrade pytest-graphflow to open it."
         )
-    expected = {1: _V1_CHECKPOINTS, SCHEMA_VERSION: _LAYOUT["checkpoints"]}.get(version)
-    if expected is None or layout.get("checkpoints") != expected or (
-        version == SCHEMA_VERSION and layout != _LAYOUT
+    expected = {1: V1_CHECKPOINTS, SCHEMA_VERSION: LAYOUT["checkpoints"]}.get(version)
+    if expected is None or tables.get("checkpoints") != expected or (
+        version == SCHEMA_VERSION and tables != LAYOUT
     ):
         raise file_error(path, f"says schema version {version} but its tables have another "
                          "layout (changed by hand or by another program)",
@@ -266,8 +154,6 @@ def open_store(path: str, *, readonly: bool) -> tuple[sqlite3.Connection, bool]:
         if version is None:
             _create(db)
         elif version == 1:
-            from ._sqlite_migrate import migrate_v1
-
             migrate_v1(db, path)
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")
@@ -316,7 +202,7 @@ def _create(db: sqlite3.Connection) -> None:
     db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     db.execute("BEGIN IMMEDIATE")
     try:
-        for statement in _statements(_SCHEMA):
+        for statement in create_statements():
             db.execute(statement)
         db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
                    (str(SCHEMA_VERSION),))
@@ -326,8 +212,3 @@ def _create(db: sqlite3.Connection) -> None:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
-
-
-def create_statements() -> list[str]:
-    """The statements that lay out a new store's tables (for migrations)."""
-    return _statements(_SCHEMA)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from ._sqlite_file import APPLICATION_ID, SCHEMA_VERSION, create_statements
 from ._sqlite_rows import PathWriter
+from ._sqlite_schema import APPLICATION_ID, SCHEMA_VERSION, create_statements
 
 __all__ = ["migrate_v1"]
 

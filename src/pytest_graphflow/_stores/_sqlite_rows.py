@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
 from ..errors import InvalidArgument
 from . import _claims as rules
-from ._sqlite_file import file_error
+from ._sqlite_schema import file_error
 
 __all__ = ["SELECT", "PathWriter", "decode", "encode"]
 
@@ -96,15 +96,15 @@ class PathWriter:
         if cur is None:
             cur = db.execute("INSERT INTO paths (run_id, parent, length, nodes) "
                              "VALUES (?, NULL, ?, ?)", (run_id, n, json.dumps(visited)))
-        pid = cur.lastrowid
-        assert pid is not None
+        new_id = cur.lastrowid
+        assert new_id is not None
         if anchor is None:  # this segment is the new anchor
-            anchor = (pid, n, 0)
+            anchor = (new_id, n, 0)
         self._last.pop(run_id, None)
-        self._last[run_id] = (visited, pid, *anchor)
+        self._last[run_id] = (visited, new_id, *anchor)
         if len(self._last) > _CACHED_RUNS:
             del self._last[next(iter(self._last))]
-        return pid
+        return new_id
 
 
 def encode(path: str, cp: Checkpoint) -> str:
