@@ -18,14 +18,21 @@ __all__ = ["clean", "table", "to_json"]
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
+    char = match.group()
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def clean(value: Any) -> str:
     """``value`` as one line of printable text: control characters, line separators and
-    lone surrogates become ``\\xNN`` / ``\\uNNNN`` escapes; ``None`` is ``-``."""
+    lone surrogates become escapes (``\\n``, ``\\x1b``, ``\\u2028``); ``None`` is ``-``."""
     text = "-" if value is None else value if isinstance(value, str) else str(value)
     return _UNSAFE.sub(_escape, text)
 
