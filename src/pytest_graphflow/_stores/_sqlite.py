@@ -17,7 +17,7 @@ from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Any
 
-from pydantic_core import to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from .._records._checkpoint import Checkpoint
 from .._records._checks import check_id, check_optional_id
@@ -463,7 +463,8 @@ class SQLiteCheckpointStore(ClosingStore):
         """Record events of ``run_id`` in wire form; an event with a recorded seq overwrites it.
 
         Events before the run's compaction point are dropped: that part of the log is gone.
-        Each event is serialised once (keys become strings, as in JSON).
+        Each event is serialised once (keys become strings and datetimes ISO strings, as
+        in their JSON form).
 
         Raises:
             InvalidArgument: when an event is not a JSON dict with an int ``seq``.
@@ -677,10 +678,12 @@ def _event_row(run_id: str, event: object) -> tuple[str, int, Any, str]:
         raise InvalidArgument(f"record_events: event has seq={seq!r}; every event needs an "
                               "int seq >= 0")
     try:
-        data = json.dumps(event, ensure_ascii=False, allow_nan=False, default=_wire)
-        if not data.isascii():
-            data.encode("utf-8")
-    except (TypeError, ValueError, RecursionError, NotJSONError) as exc:
+        raw = to_json(event, inf_nan_mode="constants")
+        if b"NaN" in raw or b"Infinity" in raw:  # a real NaN is refused; a word in a text is not
+            json.dumps(event, allow_nan=False, default=_wire)
+        data = raw.decode()
+    except (TypeError, ValueError, RecursionError, NotJSONError,
+            PydanticSerializationError) as exc:
         raise InvalidArgument(f"record_events: event seq={seq} of run {run_id} is not JSON: "
                               f"{str(exc)[:200]}") from None
     kind = event.get("type")
