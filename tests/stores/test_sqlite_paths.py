@@ -63,16 +63,16 @@ def test_a_long_run_reads_the_same_as_in_memory(tmp_path: Path) -> None:
 def test_history_pages_walk_back_to_the_first_checkpoint(tmp_path: Path) -> None:
     memory, durable, run_id, _ = _both(tmp_path, 90)
     whole = _views(anyio.run(memory.history, run_id))
-    for rt in (memory, durable):
+    async def walk(rt: GraphRuntime) -> list[list[tuple[str, tuple[str, ...], int]]]:
         pages: list[list[tuple[str, tuple[str, ...], int]]] = []
+        page = await rt.history(run_id, limit=50)
+        while page:
+            pages.insert(0, _views(page))
+            page = await rt.history(run_id, limit=50, before=page[0].id)
+        return pages
 
-        async def walk(rt: GraphRuntime = rt) -> None:
-            page = await rt.history(run_id, limit=50)
-            while page:
-                pages.insert(0, _views(page))
-                page = await rt.history(run_id, limit=50, before=page[0].id)
-
-        anyio.run(walk)
+    for rt in (memory, durable):
+        pages = anyio.run(walk, rt)
         assert [len(p) for p in pages][1:] == [50] * (len(pages) - 1)
         assert [v for p in pages for v in p] == whole
 

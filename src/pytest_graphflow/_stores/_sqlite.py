@@ -132,6 +132,7 @@ class SQLiteCheckpointStore(ClosingStore):
         db, self.readonly = open_store(self.path, readonly=readonly)
         self._db = db
         self._paths = PathWriter()
+        self._checked_run: tuple[Any, ...] = ()
 
     def __repr__(self) -> str:
         return f"SQLiteCheckpointStore({self.path!r})"
@@ -259,10 +260,15 @@ class SQLiteCheckpointStore(ClosingStore):
     def _checked(self, checkpoint: object, where: str) -> Checkpoint:
         if not isinstance(checkpoint, Checkpoint):
             raise InvalidArgument(f"{where}(checkpoint={checkpoint!r:.80}): pass a Checkpoint")
-        for field in ("id", "run_id", "thread_id", "graph_id"):
-            check_id(getattr(checkpoint, field), f"checkpoint.{field}", where)
-        check_optional_id(checkpoint.tenant_id, "checkpoint.tenant_id", where)
+        check_id(checkpoint.id, "checkpoint.id", where)
         check_optional_id(checkpoint.node_id, "checkpoint.node_id", where)
+        run = (checkpoint.run_id, checkpoint.thread_id, checkpoint.graph_id,
+               checkpoint.tenant_id)
+        if run != self._checked_run:  # a run's checkpoints share these: check them once
+            for field in ("run_id", "thread_id", "graph_id"):
+                check_id(getattr(checkpoint, field), f"checkpoint.{field}", where)
+            check_optional_id(checkpoint.tenant_id, "checkpoint.tenant_id", where)
+            self._checked_run = run
         return checkpoint
 
     async def save(self, checkpoint: Checkpoint) -> None:
