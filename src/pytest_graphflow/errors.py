@@ -27,11 +27,13 @@ __all__ = [
     "GraphValidationError",
     "GraphflowError",
     "InvalidArgument",
+    "InvalidHistory",
     "JoinStarved",
     "MidExecution",
     "NodeFailed",
     "NotSuspended",
     "NothingToRecover",
+    "ReplayDiverged",
     "ResumeError",
     "RunTimedOut",
     "SimulatedCrash",
@@ -127,14 +129,24 @@ class UndeclaredWrite(GraphExecutionError):
 
 
 class UnknownKey(GraphExecutionError):
-    """A key was written that the graph's state schema does not define."""
+    """A key was read or written that the graph's state schema does not define.
 
-    def __init__(self, node: str, key: str, known: Sequence[str]) -> None:
+    Attributes:
+        node: the node (``"<input>"`` for a run's input, ``"<update>"`` for update_state).
+        key: the unknown key.
+        known: the keys the schema defines.
+        read: ``True`` when the node read the key, ``False`` when it wrote it.
+    """
+
+    def __init__(self, node: str, key: str, known: Sequence[str], *, read: bool = False
+                 ) -> None:
         self.node = node
         self.key = key
         self.known = sorted(known)
+        self.read = read
+        verb = "read" if read else "wrote"
         super().__init__(
-            f"node {node!r} wrote key {key!r}, which the state schema does not define; "
+            f"node {node!r} {verb} key {key!r}, which the state schema does not define; "
             f"known keys: {self.known}."
         )
 
@@ -245,11 +257,44 @@ class CheckpointNotFound(GraphflowError, LookupError):
 
 
 class SnapshotMismatch(GraphflowError, ValueError):
-    """A checkpoint does not match this compiled graph; every problem is listed."""
+    """A checkpoint does not match this compiled graph; every problem is listed.
+
+    Attributes:
+        problems: the incompatibilities (``Incompatibility``: ``kind``, ``subject``,
+            ``message``) when the resume rules found them, else empty.
+    """
+
+    problems: tuple[Any, ...] = ()
+
+    def __init__(self, message: str, problems: Sequence[Any] = ()) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
 
 
 class UnsupportedFormat(GraphflowError, ValueError):
     """A checkpoint was written in a format this build does not read."""
+
+
+class InvalidHistory(GraphflowError, ValueError):
+    """A history file is not a readable graphflow history (not JSON, a field missing, a
+    malformed event or checkpoint). The message names the file and what is wrong."""
+
+
+class ReplayDiverged(GraphflowError, AssertionError):
+    """Re-running a recorded history under the current code took another path.
+
+    Attributes:
+        index: the position of the first event that differs, in the history's events.
+        recorded: that event as recorded (JSON form), or ``None`` when the recording ended.
+        replayed: the event the current code produced there, or ``None`` when it ended.
+    """
+
+    def __init__(self, message: str, index: int, recorded: dict[str, Any] | None,
+                 replayed: dict[str, Any] | None) -> None:
+        super().__init__(message)
+        self.index = index
+        self.recorded = recorded
+        self.replayed = replayed
 
 
 class ThreadBusy(GraphflowError, RuntimeError):
@@ -291,7 +336,8 @@ class TenantMismatch(GraphflowError, PermissionError):
 
 
 class ForkTargetExists(GraphflowError, ValueError):
-    """A fork's target run already exists; a fork only ever creates a new run."""
+    """A fork's target thread (or run) already exists; a fork only ever creates a new
+    thread. Nothing was changed."""
 
 
 class EventsCompacted(GraphflowError, LookupError):

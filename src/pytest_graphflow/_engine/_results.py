@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from .._graph._builder import END, START, CompiledGraph
-from .._records._events import EventBase, Interrupt, NodeEnd, StreamEvent
+from .._records._events import Breakpoint, EventBase, Interrupt, NodeEnd, StreamEvent
 from .._records._json import jcopy
 from ._runner import StepState
 
@@ -32,6 +32,8 @@ class GraphResult(Generic[StateT]):
         checkpoint_id: the run's last checkpoint, if one was saved.
         interrupts: pending interrupts by ``Interrupt.key``.
         error: what ended a failed or cancelled run (``NodeFailed``, ``RunTimedOut``, ...).
+        breakpoint: where a run paused for a breakpoint (status ``interrupted`` and no
+            ``interrupts``); resume it without a ``Resume``.
     """
 
     state: StateT
@@ -43,6 +45,7 @@ class GraphResult(Generic[StateT]):
     checkpoint_id: str | None = None
     interrupts: dict[str, Interrupt] = field(default_factory=dict)
     error: BaseException | None = None
+    breakpoint: Breakpoint | None = None
 
     def raise_for_status(self) -> GraphResult[StateT]:
         """Raise the run's error if it failed or was cancelled; return ``self`` otherwise."""
@@ -137,6 +140,10 @@ class RunLeg:
             further than ``events``: the events of the piece of the run that raised are lost
             with the exception).
         seed: the seed of the runtime that ran it.
+        initial_state: for a fresh run, the state it started from (JSON form).
+        answers: for a resumed leg, every interrupt answer it starts with (earlier answers
+            and the ``Resume``'s), by ``Interrupt.key``.
+        store: the store the leg ran on (recorders read its checkpoints from it).
     """
 
     graph: CompiledGraph
@@ -146,6 +153,9 @@ class RunLeg:
     events: list[EventBase] = field(default_factory=list)
     error: BaseException | None = None
     visited: list[str] = field(default_factory=list)
+    initial_state: dict[str, Any] | None = None
+    answers: dict[str, Any] = field(default_factory=dict)
+    store: Any = None
 
     @property
     def status(self) -> str:

@@ -389,7 +389,11 @@ class SQLiteCheckpointStore(ClosingStore):
             self._paths.forget()
 
     async def fork(
-        self, checkpoint_id: str, patch_state: Mapping[str, Any] | None = None
+        self,
+        checkpoint_id: str,
+        patch_state: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
     ) -> str:
         """Clone a checkpoint into a new run and thread; return the new run id.
 
@@ -400,8 +404,11 @@ class SQLiteCheckpointStore(ClosingStore):
         Raises:
             CheckpointNotFound: when ``checkpoint_id`` does not exist.
             InvalidArgument: a bad ``patch_state``. Nothing is written.
+            ForkTargetExists: when ``thread_id`` is given and the store holds a checkpoint of
+                it (a fork only ever creates a new thread); nothing was changed.
         """
         check_id(checkpoint_id, "checkpoint_id", "fork")
+        check_optional_id(thread_id, "thread_id", "fork")
         if patch_state is not None and not isinstance(patch_state, Mapping):
             raise InvalidArgument(f"fork(patch_state={patch_state!r:.80}): pass a dict of "
                                   "state keys to values, or None")
@@ -414,10 +421,14 @@ class SQLiteCheckpointStore(ClosingStore):
             state = dict(source.state)
             if patch_state:
                 state.update(rules.checked_patch(checkpoint_id, source.state, patch_state))
+            if thread_id is not None and db.execute(
+                    "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1",
+                    (thread_id,)).fetchone() is not None:
+                raise rules.fork_target_exists(checkpoint_id, thread_id)
             n = 0
             while True:
                 token = derived_hex("fork", checkpoint_id, n)
-                run_id, thread_id, cid = f"run-{token}", f"thread-{token}", f"cp-{token}-f"
+                run_id, cid = f"run-{token}", f"cp-{token}-f"
                 taken = db.execute(
                     "SELECT 1 FROM checkpoints WHERE run_id = ? OR id = ? LIMIT 1", (run_id, cid)
                 ).fetchone()
@@ -427,7 +438,8 @@ class SQLiteCheckpointStore(ClosingStore):
                 if n > 1000:  # pragma: no cover - defensive
                     raise ForkTargetExists(f"no free run id for a fork of {checkpoint_id!r}")
             forked = source.clone(
-                id=cid, run_id=run_id, thread_id=thread_id, parent_id=source.id, state=state,
+                id=cid, run_id=run_id, thread_id=thread_id or f"thread-{token}",
+                parent_id=source.id, state=state,
                 metadata={**source.metadata, "forked_from": source.id},
             )
             self._write(db, forked, encode(self.path, forked))
