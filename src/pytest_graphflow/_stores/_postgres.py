@@ -22,7 +22,6 @@ from typing import Any
 
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
 from .._records._ids import derived_hex
-from .._records._json import to_json_value
 from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument
 from . import _claims as rules
 from ._closing import ClosingStore
@@ -266,9 +265,14 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
 
         Raises:
             CheckpointNotFound: when ``checkpoint_id`` does not exist.
+            InvalidArgument: ``patch_state`` names a key the checkpoint's state does not have,
+                or gives a key a value of another kind; nothing is written.
             ForkTargetExists: when ``thread_id`` is given and the store holds a checkpoint of
                 it (a fork only ever creates a new thread); nothing was changed.
         """
+        if patch_state is not None and not isinstance(patch_state, Mapping):
+            raise InvalidArgument(f"fork(patch_state={patch_state!r:.80}): pass a dict of "
+                                  "state keys to values, or None")
         async with self._tx() as cur:
             await cur.execute(_ADVISORY, _lock_key("fork", checkpoint_id))
             source = await self._first(
@@ -277,6 +281,7 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
                 raise CheckpointNotFound(
                     f"cannot fork checkpoint {checkpoint_id!r}: the store has no such checkpoint"
                 )
+            patch = rules.checked_patch(checkpoint_id, source.state, patch_state or {})
             target = thread_id
             if target is not None:
                 await cur.execute(_ADVISORY, _lock_key("thread", target))
@@ -300,9 +305,7 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
                 n += 1
                 if n > 1000:  # pragma: no cover - defensive
                     raise ForkTargetExists(f"no free run id for a fork of {checkpoint_id!r}")
-            state = dict(source.state)
-            if patch_state:
-                state.update({k: to_json_value(v) for k, v in patch_state.items()})
+            state = {**source.state, **patch}
             forked = source.clone(
                 id=cid, run_id=run_id, thread_id=thread_id, parent_id=source.id, state=state,
                 metadata={**source.metadata, "forked_from": source.id},
