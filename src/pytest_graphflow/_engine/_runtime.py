@@ -23,7 +23,7 @@ from .._stores._protocol import CheckpointStore
 from .._time import _wallclock
 from .._time._clock import Clock, RealClock, VirtualClock
 from .._time._sched import install_sleep_hooks
-from .._time._vloop import LOOP_OWNED, backend_options, install_thread_guards
+from .._time._vloop import install_thread_guards, run_owned
 from ..errors import (
     CheckpointNotFound,
     GraphExecutionError,
@@ -356,24 +356,12 @@ class GraphRuntime:
         return Trace(result=result, events=EventLog(events, stream.states), store_log=store_log)
 
     def _run_sync(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        clock = self.clock
-        if not isinstance(clock, VirtualClock):
-            async def main() -> T:
-                return await fn(*args, **kwargs)
-
-            return anyio.run(main, backend=self.backend)
-
-        async def owned() -> T:
-            # This loop reads the virtual clock: fail_after/move_on_after and
+        async def main() -> T:
+            # Under a VirtualClock the loop reads it: fail_after/move_on_after and
             # anyio.current_time() in node code are virtual too.
-            token = LOOP_OWNED.set(clock)
-            try:
-                return await fn(*args, **kwargs)
-            finally:
-                LOOP_OWNED.reset(token)
+            return await fn(*args, **kwargs)
 
-        return anyio.run(owned, backend=self.backend,
-                         backend_options=backend_options(self.backend, clock))
+        return run_owned(main, self.clock, self.backend)
 
     def _check_graph(self, graph: Any) -> None:
         if not isinstance(graph, CompiledGraph):

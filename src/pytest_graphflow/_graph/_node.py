@@ -14,7 +14,8 @@ from .._records._json import NotJSONError, jcopy, to_json_value
 from .._time._clock import Clock
 from ..errors import GraphExecutionError, ResumeError
 
-__all__ = ["PAUSE", "EdgeContext", "NodeContext", "Resume", "emit", "interrupt"]
+__all__ = ["PAUSE", "EdgeContext", "NodeContext", "Resume", "answer_keys", "emit", "interrupt",
+           "match_answers"]
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -39,11 +40,41 @@ PAUSE = _Pause()
 _NO_VALUE: Any = object()
 
 
+def answer_keys(interrupt: Interrupt) -> tuple[str, ...]:
+    """The keys an answer for ``interrupt`` may be given under, most specific first.
+
+    One form everywhere (``Resume(answers=...)``, the checkers, ``explore``): the interrupt's
+    key (``"<task_id>:<id>"``, one task), ``"<node>:<id>"``, the interrupt id alone, or the
+    node's name (every interrupt that node raises).
+    """
+    return (interrupt.key, f"{interrupt.node}:{interrupt.id}", interrupt.id, interrupt.node)
+
+
+def match_answers(
+    answers: Mapping[str, Any], pending: Sequence[Interrupt]
+) -> tuple[dict[str, Any], list[str]]:
+    """Each pending interrupt's answer by :attr:`Interrupt.key`, and the keys of ``answers``
+    that match no pending interrupt. An interrupt ``answers`` has nothing for is left out."""
+    out: dict[str, Any] = {}
+    used: set[str] = set()
+    for i in pending:
+        for k in answer_keys(i):
+            if k in answers:
+                out[i.key] = answers[k]
+                used.add(k)
+                break
+    matchable = {k for i in pending for k in answer_keys(i)}
+    unknown = sorted(k for k in answers if k not in used and k not in matchable)
+    return out, unknown
+
+
 class Resume:
     """Answers for every pending interrupt of a paused run (seed 001).
 
     ``Resume(value)`` answers the only pending interrupt; ``Resume(answers={key: ...})``
-    answers each by ``Interrupt.key``.
+    answers each; a key is the interrupt's ``Interrupt.key`` (``"<task_id>:<id>"``),
+    ``"<node>:<id>"``, the interrupt id, or a node name (all of that node's interrupts) —
+    the most specific key given wins (see :func:`answer_keys`).
 
     Raises:
         TypeError: if ``answers`` is not a mapping.
@@ -56,7 +87,7 @@ class Resume:
     def __init__(self, value: Any = _NO_VALUE, *, answers: Mapping[str, Any] | None = None):
         if answers is not None and not isinstance(answers, Mapping):
             raise TypeError(f"Resume(answers={answers!r}): answers must be a mapping of "
-                            "Interrupt.key to answer")
+                            "key (Interrupt.key, '<node>:<id>', interrupt id or node) to answer")
         if value is not _NO_VALUE and answers is not None:
             raise ResumeError("Resume takes a value or answers=, not both")
         if value is _NO_VALUE and answers is None:
@@ -85,13 +116,13 @@ class Resume:
             raw = {keys[0]: self.value}
         else:
             assert self.answers is not None
-            raw = self.answers
-            unknown = sorted(set(raw) - set(keys))
+            raw, unknown = match_answers(self.answers, pending)
             missing = [k for k in keys if k not in raw]
             if unknown or missing:
+                forms = [f"{i.key} (or {i.node}:{i.id}, {i.id}, {i.node})" for i in pending]
                 raise ResumeError(
-                    f"Resume answers must match the pending interrupts one to one; "
-                    f"pending: {keys}; not pending: {unknown}; unanswered: {missing}"
+                    f"Resume answers must answer every pending interrupt and only those; "
+                    f"pending: {forms}; matching none: {unknown}; unanswered: {missing}"
                 )
         out: dict[str, Any] = {}
         for key, answer in raw.items():

@@ -18,11 +18,11 @@ virtual time never jumps under a running thread.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
-from ._clock import VirtualClock
+from ._clock import Clock, VirtualClock
 
 __all__ = [
     "LOOP_OWNED",
@@ -31,8 +31,11 @@ __all__ = [
     "install_thread_guards",
     "loop_clock",
     "loop_deadline_ns",
+    "run_owned",
     "virtual_anyio_backend",
 ]
+
+T = TypeVar("T")
 
 LOOP_OWNED: ContextVar[VirtualClock | None] = ContextVar("graphflow_loop_owned", default=None)
 """Set while a run executes on a loop the runtime started with the virtual clock."""
@@ -279,3 +282,27 @@ def loop_deadline_ns(clock: VirtualClock) -> int | None:
     if wait == float("inf"):
         return None
     return clock.elapsed_ns + max(0, round(wait * 1e9))
+
+
+def run_owned(fn: Callable[[], Awaitable[T]], clock: Clock | None, backend: str = "asyncio") -> T:
+    """Run ``fn()`` to its end on a new event loop of ``backend``, owned by ``clock``.
+
+    Under a :class:`VirtualClock` the loop reads the virtual clock (timers, cancel scopes and
+    ``anyio.current_time()`` are virtual) and is marked as the runtime's own, so a batch that
+    can never wake fails with ``VirtualDeadlock`` instead of hanging. Every run made on the
+    loop must use ``clock``. Under any other clock it is a plain ``anyio.run``. The sync API
+    of ``GraphRuntime`` and every whole-run testing tool run through this one function.
+    """
+    import anyio
+
+    if not isinstance(clock, VirtualClock):
+        return anyio.run(fn, backend=backend)
+
+    async def owned() -> T:
+        token = LOOP_OWNED.set(clock)
+        try:
+            return await fn()
+        finally:
+            LOOP_OWNED.reset(token)
+
+    return anyio.run(owned, backend=backend, backend_options=backend_options(backend, clock))
