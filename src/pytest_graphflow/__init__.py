@@ -44,6 +44,7 @@ from ._stores._sqlite import SQLiteCheckpointStore
 from ._time._clock import DEFAULT_START, Clock, RealClock, VirtualClock
 from ._time._vloop import virtual_anyio_backend
 from .errors import (
+    BlockingSleepWarning,
     Cancelled,
     CheckpointNotFound,
     ConflictingWrites,
@@ -120,6 +121,7 @@ __all__ = [
     "FORMAT_VERSION",
     "PAUSE",
     "START",
+    "BlockingSleepWarning",
     "Cancelled",
     "Checkpoint",
     "CheckpointNotFound",

@@ -13,6 +13,7 @@ import pytest
 
 PUBLIC: dict[str, list[str]] = {
     'pytest_graphflow': [
+        'BlockingSleepWarning',
         'Cancelled',
         'Checkpoint',
         'CheckpointNotFound',
@@ -109,6 +110,7 @@ PUBLIC: dict[str, list[str]] = {
         'virtual_anyio_backend',
     ],
     'pytest_graphflow.errors': [
+        'BlockingSleepWarning',
         'Cancelled',
         'CheckpointNotFound',
         'ConflictingWrites',
@@ -182,6 +184,7 @@ PUBLIC: dict[str, list[str]] = {
         'check_determinism',
         'check_interrupt_resume_equivalence',
         'check_invariants',
+        'check_node_code',
         'check_recording',
         'check_reducer_laws',
         'format_violations',

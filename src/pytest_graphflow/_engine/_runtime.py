@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import anyio
 from pydantic import BaseModel
 
+from .._graph._blocking import install_blocking_sleep_warning
 from .._graph._builder import POLICIES, CheckpointPolicy, CompiledGraph
 from .._graph._node import Resume
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
@@ -652,6 +653,7 @@ class GraphRuntime:
 
 install_sleep_hooks()
 install_thread_guards()
+install_blocking_sleep_warning()
 
 
 def _check_budget(max_supersteps: Any, timeout: Any) -> None:

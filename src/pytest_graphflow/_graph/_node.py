@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import random as _random
 import re
+import uuid as _uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import datetime
@@ -199,11 +201,16 @@ class NodeContext:
         failure: for a failure-route target, the failure it handles
             (``{"node", "error_type", "message"}``).
         clock: the runtime's clock.
+
+    ``ctx.random()`` and ``ctx.uuid()`` are the node's seeded randomness (in the manner of
+    Temporal's workflow random): derived from the run (whose id the runtime's ``seed``
+    decides) and the task, so the same seed gives the same values, and a task run again on
+    resume draws the same values again.
     """
 
     # Built for every task on the hot path: only what varies is stored; the rest is read
     # from the task's record and the run when asked.
-    __slots__ = ("_custom", "_leg", "_record", "_used", "_visited", "attempt", "step")
+    __slots__ = ("_custom", "_leg", "_record", "_rng", "_used", "_visited", "attempt", "step")
 
     def __init__(self, leg: Any, record: Any, step: int, visited: Visited) -> None:
         self._leg = leg
@@ -213,6 +220,7 @@ class NodeContext:
         self._visited = visited
         self._used: set[str] | None = None
         self._custom: list[tuple[str, Any]] = []
+        self._rng: _random.Random | None = None
 
     @property
     def node(self) -> str:
@@ -262,6 +270,23 @@ class NodeContext:
     def now(self) -> datetime:
         """The runtime clock's current time."""
         return self.clock.now()
+
+    def random(self) -> _random.Random:
+        """This task's seeded random number generator (one stream per task run).
+
+        Seeded from the run id and the task id: under a seeded runtime the same seed gives
+        the same draws, and the task, run again when its run resumes (or after a failure in
+        its batch), draws the same values in the same order. Use it instead of the
+        ``random`` module in node code, which makes runs differ.
+        """
+        if self._rng is None:
+            self._rng = _random.Random(f"graphflow-task:{self.run_id}:{self.task_id}")
+        return self._rng
+
+    def uuid(self) -> _uuid.UUID:
+        """A version-4 UUID drawn from :meth:`random` (same seed, same UUIDs; use it instead
+        of ``uuid.uuid4()`` in node code)."""
+        return _uuid.UUID(int=self.random().getrandbits(128), version=4)
 
     def emit(self, value: Any, *, channel: str = "custom") -> None:
         """Emit a custom event (``stream(mode="custom")``); ``channel="tokens"`` for tokens."""
