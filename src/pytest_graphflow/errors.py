@@ -40,6 +40,7 @@ __all__ = [
     "StaleClaim",
     "StoreFault",
     "SuperstepLimit",
+    "SyncCallInEventLoop",
     "TenantMismatch",
     "ThreadBusy",
     "ThreadSuspended",
@@ -321,3 +322,9 @@ class BlockingSleepWarning(UserWarning):
     It blocks the loop in real time (every other task of the batch waits) and does not move
     the virtual clock; use ``await anyio.sleep(...)`` (or ``asyncio.sleep``) instead.
     """
+
+
+class SyncCallInEventLoop(GraphflowError, RuntimeError):
+    """A synchronous API (``invoke``, ``trace``, ``resume``, a whole-run checker) was called
+    from inside a running event loop (an async test, say); it starts a loop of its own.
+    Await the async twin instead (``ainvoke``, ``atrace``, ``aresume``)."""

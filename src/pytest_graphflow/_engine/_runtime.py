@@ -362,7 +362,11 @@ class GraphRuntime:
             # anyio.current_time() in node code are virtual too.
             return await fn(*args, **kwargs)
 
-        return run_owned(main, self.clock, self.backend)
+        name = getattr(fn, "__name__", "ainvoke")
+        sync = name[1:] if name.startswith("a") else name
+        return run_owned(main, self.clock, self.backend, what=f"{sync}()",
+                         instead=f"`await runtime.{name}(...)` (e.g. `await "
+                         "graph_runtime.atrace(...)` / `ainvoke(...)`) in async code")
 
     def _check_graph(self, graph: Any) -> None:
         if not isinstance(graph, CompiledGraph):

@@ -284,7 +284,19 @@ def loop_deadline_ns(clock: VirtualClock) -> int | None:
     return clock.elapsed_ns + max(0, round(wait * 1e9))
 
 
-def run_owned(fn: Callable[[], Awaitable[T]], clock: Clock | None, backend: str = "asyncio") -> T:
+def _in_running_loop() -> bool:
+    """Whether this thread runs an event loop already (the test anyio.run itself makes)."""
+    import sniffio
+
+    try:
+        sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
+    return True
+
+
+def run_owned(fn: Callable[[], Awaitable[T]], clock: Clock | None, backend: str = "asyncio",
+              *, what: str = "this synchronous call", instead: str = "its async twin") -> T:
     """Run ``fn()`` to its end on a new event loop of ``backend``, owned by ``clock``.
 
     Under a :class:`VirtualClock` the loop reads the virtual clock (timers, cancel scopes and
@@ -292,8 +304,19 @@ def run_owned(fn: Callable[[], Awaitable[T]], clock: Clock | None, backend: str 
     can never wake fails with ``VirtualDeadlock`` instead of hanging. Every run made on the
     loop must use ``clock``. Under any other clock it is a plain ``anyio.run``. The sync API
     of ``GraphRuntime`` and every whole-run testing tool run through this one function.
+
+    Raises:
+        SyncCallInEventLoop: when called from inside a running event loop; ``what`` and
+            ``instead`` name the call and the one to await.
     """
     import anyio
+
+    if _in_running_loop():
+        from ..errors import SyncCallInEventLoop
+
+        raise SyncCallInEventLoop(
+            f"{what} starts an event loop of its own, but it was called inside a running "
+            f"one (an async test?): use {instead}")
 
     if not isinstance(clock, VirtualClock):
         return anyio.run(fn, backend=backend)
