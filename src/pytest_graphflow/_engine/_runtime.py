@@ -44,6 +44,7 @@ from ..errors import (
 )
 from ._merge import merge_patches, validate_state
 from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
+from ._run_state import RunState
 from ._runner import Runner
 from ._stream import RunHandle, RunStream, drain
 
@@ -413,7 +414,7 @@ class GraphRuntime:
 
     async def _claim(self, thread_id: str, run_id: str) -> Callable[[], Awaitable[None]]:
         for live in self._live.values():
-            if not live.done and (live.thread_id == thread_id or live.run_id == run_id):
+            if not live.done and (live.run.thread_id == thread_id or live.run_id == run_id):
                 raise ThreadBusy(thread_id, live.run_id)
         store: Any = self.store
         claim = getattr(store, "claim", None)
@@ -479,16 +480,14 @@ class GraphRuntime:
                 raise
         wall, on_done = self._wall()
 
-        runner = Runner(
+        run = RunState(
             graph=graph, store=self.store, clock=self.clock, seed=self.seed, run_id=run_id,
-            thread_id=thread_id, tenant_id=tenant, state=base, step=0, tasks=None,
-            completed={}, answers={}, visited=[], arrivals={}, seq=0, parent_id=None,
-            resumed_from=None, cp_counter=0, task_counter=0,
+            thread_id=thread_id, tenant_id=tenant, state=base,
             max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
-            on_interrupt=opts["on_interrupt"], release=release, on_done=on_done,
-            wall_clock=wall, record_events=opts.get("record_events", True),
+            on_interrupt=opts["on_interrupt"], wall_clock=wall,
+            record_events=opts.get("record_events", True), thread_explicit=explicit,
         )
-        runner.thread_explicit = explicit
+        runner = Runner(run, release=release, on_done=on_done)
         self._track(runner)
         return runner
 
@@ -609,16 +608,16 @@ class GraphRuntime:
             # within a run's log (C10).
             clock.advance((cp.timestamp - clock.now()).total_seconds())
         wall, on_done = self._wall()
-        runner = Runner(
+        run = RunState(
             graph=graph, store=self.store, clock=self.clock, seed=self.seed, run_id=cp.run_id,
-            thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=cp.state, step=cp.next_step,
-            tasks=list(cp.tasks), completed=dict(cp.completed), answers=answers,
-            visited=list(cp.visited), arrivals={k: list(v) for k, v in cp.arrivals.items()},
-            seq=seq, parent_id=cp.id, resumed_from=cp.id, cp_counter=cp_counter,
-            task_counter=task_counter, max_supersteps=opts["max_supersteps"],
-            timeout=opts["timeout"], on_interrupt=opts["on_interrupt"], release=release,
-            on_done=on_done, wall_clock=wall, record_events=opts.get("record_events", True),
+            thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=cp.state,
+            max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
+            on_interrupt=opts["on_interrupt"], wall_clock=wall,
+            record_events=opts.get("record_events", True),
         )
+        run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
+                          task_counter=task_counter)
+        runner = Runner(run, release=release, on_done=on_done)
         self._track(runner, resumed=True)
         return runner
 
@@ -637,22 +636,23 @@ class GraphRuntime:
         for run_id in [r for r, other in live.items() if other.done]:
             del live[run_id]
         live[runner.run_id] = runner
+        run = runner.run
         record = self._runs.get(runner.run_id)
         if record is None:
             self._runs[runner.run_id] = RunRecord(
-                run_id=runner.run_id, thread_id=runner.thread_id, graph_id=runner.graph.graph_id,
-                revision=runner.graph.revision, status="running", started_at=self.clock.now(),
-                updated_at=None, tenant_id=runner.tenant_id,
+                run_id=runner.run_id, thread_id=run.thread_id, graph_id=run.graph.graph_id,
+                revision=run.graph.revision, status="running", started_at=self.clock.now(),
+                updated_at=None, tenant_id=run.tenant_id,
             )
         else:
             record.status = "running"
             record.legs += 1
-        runner.record = self._runs[runner.run_id]
+        run.record = self._runs[runner.run_id]
         if self.on_leg is not None:
-            runner.record_events = True  # an observer sees every leg's events
-            runner.leg = RunLeg(graph=runner.graph, run_id=runner.run_id, resumed=resumed,
-                                seed=self.seed)
-            self.on_leg(runner.leg)
+            run.record_events = True  # an observer sees every leg's events
+            run.leg = RunLeg(graph=run.graph, run_id=runner.run_id, resumed=resumed,
+                             seed=self.seed)
+            self.on_leg(run.leg)
 
 
 install_sleep_hooks()
