@@ -15,6 +15,7 @@ from ._engine._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
 from ._engine._runtime import GraphRuntime
 from ._engine._stream import RunHandle, RunStream
 from ._graph._builder import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
+from ._graph._effects import record_effect
 from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
 from ._properties._explore import ExploreReport, explore
 from ._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
@@ -212,5 +213,6 @@ __all__ = [
     "format_events",
     "interrupt",
     "parse_event",
+    "record_effect",
     "virtual_anyio_backend",
 ]

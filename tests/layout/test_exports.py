@@ -108,6 +108,7 @@ PUBLIC: dict[str, list[str]] = {
         'format_events',
         'interrupt',
         'parse_event',
+        'record_effect',
         'virtual_anyio_backend',
     ],
     'pytest_graphflow.errors': [

@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from .._engine._results import GraphResult
 from .._engine._runtime import GraphRuntime
 from .._graph._builder import CompiledGraph
+from .._graph._effects import EFFECT_LEDGER, Effect
 from .._graph._node import Resume, answer_keys
 from .._records._events import EventBase, Interrupt, RunStart
 from .._stores._faulty import FaultyStore
@@ -448,6 +449,11 @@ def check_crash_recovery(
       checkpoint recorded it — re-running those is unavoidable (at least once) — and the
       nodes' functions complete exactly as often as in the oracle plus those re-runs. With
       ``strict_effects`` no re-run is allowed;
+    * effects recorded with :func:`~pytest_graphflow.record_effect` (by a fake service, a
+      node left ``pure``, ...): each happens exactly once in the fault-free run (a ``Retry``
+      attempt repeating one is reported) and exactly once after every crash and recovery —
+      no allowance for re-runs: recording it where the effect really happens, after an
+      idempotency check, is how a node shows it is safe to run again;
     * the recovered legs keep C1–C10.
 
     The oracle and each crash point run on a graph of their own when ``graph`` is a factory;
@@ -466,13 +472,17 @@ def check_crash_recovery(
     g0 = make()
     effectful = {n for n, s in g0.nodes.items() if s.effect in ("write", "external")}
 
-    async def run_oracle(rt: GraphRuntime) -> tuple[Drive, CallLog, list[Any]]:
+    async def run_oracle(rt: GraphRuntime) -> tuple[Drive, CallLog, list[Any], list[Effect]]:
         calls = CallLog()
+        ledger: list[Effect] = []
+        EFFECT_LEDGER.set(ledger)
         g = record_calls(g0, calls)
         d = await drive(rt, g, input, answers, calls=calls)
-        return d, calls, rt.store.calls  # type: ignore[attr-defined]
+        return d, calls, rt.store.calls, ledger  # type: ignore[attr-defined]
 
     async def crash_once(point: CrashPoint, rt: GraphRuntime) -> list[Violation]:
+        ledger: list[Effect] = []
+        EFFECT_LEDGER.set(ledger)
         calls = CallLog()
         g = record_calls(make(), calls)
         faulty = rt.store
@@ -491,6 +501,7 @@ def check_crash_recovery(
                                        rt.claim_ttl)
         uncovered = [c for c in before_recovery if not _covered(c, cp)]
         out = _compare(point, recovered, oracle, uncovered, calls, oracle_calls)
+        out += _ledger_violations(ledger, oracle_effects, f"after {point} and recovery", point)
         if recovered.events:
             for v in check_invariants(recovered.events, graph=g0, resumed_by_run_id=True):
                 out.append(Violation(v.rule, v.index, f"after {point}: {v.message}"))
@@ -526,8 +537,9 @@ def check_crash_recovery(
         return _runtime(FaultyStore(InMemoryCheckpointStore()), seed, backend=backend,
                         wall=_wall(graph))
 
-    oracle, oracle_calls, log = _on_owned_loop(fresh_runtime(), run_oracle)
+    oracle, oracle_calls, log, oracle_effects = _on_owned_loop(fresh_runtime(), run_oracle)
     broken = _effects_per_task(oracle_calls, effectful, Counter(), "in the fault-free run", None)
+    broken += _ledger_violations(oracle_effects, None, "in the fault-free run", None)
     if broken:
         return broken  # every crash point would repeat it; fix this first
     nth: Counter[str] = Counter()
@@ -543,6 +555,31 @@ def check_crash_recovery(
         violations += _on_owned_loop(fresh_runtime(),
                                      lambda rt, p=point: crash_once(p, rt))  # type: ignore[misc]
     return violations
+
+
+def _ledger_violations(
+    got: list[Effect], want: list[Effect] | None, where: str, example: Any
+) -> list[Violation]:
+    """Effects recorded with ``record_effect``: each once, and (after a crash) exactly the
+    fault-free run's."""
+    out: list[Violation] = []
+    counts = Counter(e.identity for e in got)
+    for (name, key), n in counts.items():
+        if n > 1:
+            attempts = sorted({e.attempt for e in got if e.identity == (name, key)
+                               and e.attempt is not None})
+            why = (" (Retry attempts " + ", ".join(map(str, attempts)) + " each did it)"
+                   if len(attempts) > 1 else "")
+            out.append(Violation("effects", None, f"{where}: effect {name!r} (key {key}) "
+                                 f"happened {n} times; it must happen once{why}",
+                                 example=example))
+    if want is not None:
+        missing = sorted({e.identity for e in want} - set(counts))
+        for name, key in missing:
+            out.append(Violation("effects", None, f"{where}: effect {name!r} (key {key}) "
+                                 "never happened; without the crash it does",
+                                 example=example))
+    return out
 
 
 def _effects_per_task(
