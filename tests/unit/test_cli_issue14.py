@@ -44,7 +44,7 @@ def build() -> object:
 
 
 @pytest.fixture
-def store_file(tmp_path: Path) -> Iterator[tuple[Path, str, str]]:
+def store_file(tmp_path: Path) -> tuple[Path, str, str]:
     """Two refund runs: one waiting for approval, one approved and done."""
     path = tmp_path / "refunds.db"
     with SQLiteCheckpointStore(path) as store:
@@ -52,7 +52,7 @@ def store_file(tmp_path: Path) -> Iterator[tuple[Path, str, str]]:
         waiting = rt.invoke(build(), {"amount": 120})
         done = rt.invoke(build(), {"amount": 30})
         rt.resume(done.run_id, Resume(True))
-    yield path, waiting.run_id, done.run_id
+    return path, waiting.run_id, done.run_id
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
