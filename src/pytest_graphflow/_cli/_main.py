@@ -8,6 +8,8 @@
     graphflow waiting FILE [--json]              # runs paused at an interrupt (for a human)
     graphflow show FILE CHECKPOINT_ID            # one checkpoint as JSON
     graphflow mermaid MODULE:GRAPH [--run FILE RUN_ID]   # a Mermaid diagram of a graph
+    graphflow export FILE RUN_ID OUT [--seed N] [--clock-start ISO] [--graph MODULE:GRAPH]
+                                                 # a run as a history file
 
 ``MODULE:GRAPH`` names a ``Graph``, a ``CompiledGraph``, or a function of no arguments that
 returns one (a factory such as ``myapp:build``).
@@ -118,6 +120,9 @@ def _parser() -> argparse.ArgumentParser:
     mermaid.add_argument("--run", nargs=2, metavar=("FILE", "RUN_ID"),
                          help="draw the edges this run took in bold")
     mermaid.set_defaults(command=_mermaid)
+    from ._export import add_export
+
+    add_export(sub, {"fail": _Fail, "load_graph": _load_graph, "with_store": _with_store})
     return parser
 
 

@@ -58,6 +58,9 @@ class ItemState:
         runs: the last legs the test's runtimes ran (fixture and factory alike).
         owned: runtimes the session factory made for the test, closed when it ends.
         dropped: legs run before the kept ones (not kept).
+        record: whether ``--graphflow-record`` asks for the test's runs as history files.
+        processes: N of ``--graphflow-processes`` (0: off).
+        recorded: every run (leg) of the test, kept while ``record`` or ``processes`` is on.
     """
 
     settings: TestSettings
@@ -65,12 +68,17 @@ class ItemState:
     runs: deque[RunRecording] = field(default_factory=lambda: deque(maxlen=_KEEP_RUNS))
     owned: list[RecordingRuntime] = field(default_factory=list)
     dropped: int = 0
+    record: bool = False
+    processes: int = 0
+    recorded: list[RunRecording] = field(default_factory=list)
 
     def observe(self, recording: RunRecording) -> None:
         """Observer given to every runtime made for the test."""
         if len(self.runs) == self.runs.maxlen:
             self.dropped += 1
         self.runs.append(recording)
+        if self.record or self.processes:
+            self.recorded.append(recording)
 
 
 def item_state(item: pytest.Item) -> ItemState:
@@ -79,6 +87,12 @@ def item_state(item: pytest.Item) -> ItemState:
     if state is None:
         session = item.config.stash[SESSION]
         state = ItemState(settings=settings_for(item, session), session=session)
+        from ._record import record_dir
+
+        state.record = record_dir(item.config) is not None
+        from ._processes import processes_of
+
+        state.processes = processes_of(item.config)
         item.stash[ITEM_STATE] = state
         item.user_properties.append(("graphflow_seed", state.settings.seed))
     return state

@@ -317,6 +317,7 @@ def check_determinism(
     backends: Iterable[str] = ("asyncio",),
     ignore: Iterable[str] | str | None = None,
     normalize: Normalize | None = None,
+    processes: int | None = None,
 ) -> list[Violation]:
     """One seed, run ``runs`` times per backend on fresh runtimes: identical JSON streams.
 
@@ -325,12 +326,20 @@ def check_determinism(
     far more often than by two runs (a 30% coin agrees in two runs more than half the time;
     in five, under a fifth). The first divergent event is reported (only the fields that
     differ), with how many of the runs diverged and the streams' SHA-256 in the example.
+    With ``processes=N``, the runs happen in N fresh interpreters with different
+    ``PYTHONHASHSEED`` values instead (:func:`check_determinism_across_processes`; the graph
+    is then ``"module:attr"``, a module-level factory, or a graph a module holds).
 
     Args:
         runs: runs per backend (at least 2).
         ignore: state paths left out of the comparison, in the events' patches and states.
         normalize: a function ``state -> state`` applied to each ``run_end`` state.
     """
+    if processes is not None:
+        from ._xprocess import check_determinism_across_processes
+
+        return check_determinism_across_processes(graph, input, seed, answers=answers,
+                                                  processes=processes)
     import hashlib
 
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 2:
@@ -432,8 +441,14 @@ def check_crash_recovery(
     backend: str = "asyncio",
     ignore: Iterable[str] | str | None = None,
     normalize: Normalize | None = None,
+    store_factory: Any = None,
 ) -> list[Violation]:
     """Crash at every store operation in turn, recover, and end where the fault-free run ends.
+
+    With ``store_factory`` (``"module:attr"`` or a module-level ``f(directory) -> store``),
+    the crash kills a real process and recovery reopens the store from its medium in a fresh
+    one: see :func:`check_crash_recovery_across_processes` (crash points at ``save`` only,
+    unless ``points`` picks others).
 
     The fault-free run (interrupts answered by pausing and resuming) is the oracle: its store
     calls are the crash points. For each call and phase (``"before"``: the call never reaches
@@ -467,6 +482,12 @@ def check_crash_recovery(
             from ``ctx.now()`` after the crash differs: ``ignore=["audit.*.at"]``).
         normalize: a function ``state -> state`` applied before comparing.
     """
+    if store_factory is not None:
+        from ._xprocess import check_crash_recovery_across_processes
+
+        return check_crash_recovery_across_processes(
+            graph, input, answers, store_factory=store_factory, seed=seed, phases=phases,
+            points=points)
     make = graph_maker(graph, "check_crash_recovery")
     cmp = Compare.of(ignore, normalize)
     g0 = make()
