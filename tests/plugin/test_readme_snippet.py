@@ -15,11 +15,11 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 def test_the_readme_snippet_runs_as_written(pytester: pytest.Pytester, run: Run) -> None:
     block = re.search(r"```python\n(.*?)```", README.read_text(), re.DOTALL)
     assert block is not None
-    pytester.makepyfile(test_approval=block.group(1))
+    pytester.makepyfile(test_readme_approval=block.group(1))
 
-    first = run("--snapshot-update", "test_approval.py")
+    first = run("--snapshot-update", "test_readme_approval.py")
     first.assert_outcomes(passed=1)
-    again = run("test_approval.py")
+    again = run("test_readme_approval.py")
     again.assert_outcomes(passed=1)
 
 
