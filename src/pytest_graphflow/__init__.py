@@ -18,9 +18,11 @@ from ._engine._upgrade import Incompatibility
 from ._graph._builder import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
 from ._graph._effects import record_effect
 from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
+from ._graph._subgraph import Subgraph
 from ._properties._explore import ExploreReport, explore
 from ._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
 from ._records._events import (
+    Breakpoint,
     CheckpointSaved,
     CustomEvent,
     EdgeTransition,
@@ -132,6 +134,7 @@ __all__ = [
     "PAUSE",
     "START",
     "BlockingSleepWarning",
+    "Breakpoint",
     "Cancelled",
     "Checkpoint",
     "CheckpointNotFound",
@@ -200,6 +203,7 @@ __all__ = [
     "StoreCall",
     "StoreFault",
     "StreamEvent",
+    "Subgraph",
     "SuperstepLimit",
     "SyncCallInEventLoop",
     "TaskOutput",

@@ -14,6 +14,7 @@ import pytest
 PUBLIC: dict[str, list[str]] = {
     'pytest_graphflow': [
         'BlockingSleepWarning',
+        'Breakpoint',
         'HISTORY_FORMAT_VERSION',
         'History',
         'Incompatibility',
@@ -94,6 +95,7 @@ PUBLIC: dict[str, list[str]] = {
         'StoreCall',
         'StoreFault',
         'StreamEvent',
+        'Subgraph',
         'SuperstepLimit',
         'SyncCallInEventLoop',
         'TaskOutput',

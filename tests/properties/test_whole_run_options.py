@@ -213,8 +213,8 @@ def test_resume_by_task_key_still_works_and_wins_over_the_node_name() -> None:
 
 
 @pytest.mark.parametrize(("answers", "match"), [
-    ({"nobody": 1}, "matching none: \\['nobody'\\]"),
-    ({"approval": 1, "other:q": 2}, "matching none: \\['other:q'\\]"),
+    ({"nobody": 1}, "not pending: \\['nobody'\\]"),
+    ({"approval": 1, "other:q": 2}, "not pending: \\['other:q'\\]"),
 ], ids=["unknown-only", "unknown-extra"])
 def test_resume_refuses_keys_that_match_no_pending_interrupt(answers: Any, match: str) -> None:
     rt = GraphRuntime(clock=VirtualClock(), seed=0)

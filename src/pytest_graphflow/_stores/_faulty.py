@@ -314,10 +314,16 @@ class FaultyStore:
         return cast("bool", await self._call("delete", self._inner.delete, (checkpoint_id,), {}))
 
     async def fork(
-        self, checkpoint_id: str, patch_state: Mapping[str, Any] | None = None
+        self,
+        checkpoint_id: str,
+        patch_state: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
     ) -> str:
         """Fork through the fault rules (see :meth:`CheckpointStore.fork`)."""
-        result = await self._call("fork", self._inner.fork, (checkpoint_id, patch_state), {})
+        kwargs = {} if thread_id is None else {"thread_id": thread_id}
+        result = await self._call("fork", self._inner.fork, (checkpoint_id, patch_state),
+                                  kwargs)
         return cast("str", result)
 
     def __getattr__(self, name: str) -> Any:

@@ -282,7 +282,11 @@ class SQLiteCheckpointStore(ClosingStore):
                               (checkpoint_id,)).rowcount > 0
 
     async def fork(
-        self, checkpoint_id: str, patch_state: Mapping[str, Any] | None = None
+        self,
+        checkpoint_id: str,
+        patch_state: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
     ) -> str:
         """Clone a checkpoint into a new run and thread; return the new run id.
 
@@ -290,6 +294,8 @@ class SQLiteCheckpointStore(ClosingStore):
 
         Raises:
             CheckpointNotFound: when ``checkpoint_id`` does not exist.
+            ForkTargetExists: when ``thread_id`` is given and the store holds a checkpoint of
+                it (a fork only ever creates a new thread); nothing was changed.
         """
         with self._tx() as db:
             source = self._first(db, "SELECT id, format_version, data FROM checkpoints "
@@ -298,10 +304,14 @@ class SQLiteCheckpointStore(ClosingStore):
                 raise CheckpointNotFound(
                     f"cannot fork checkpoint {checkpoint_id!r}: the store has no such checkpoint"
                 )
+            if thread_id is not None and db.execute(
+                    "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1",
+                    (thread_id,)).fetchone() is not None:
+                raise rules.fork_target_exists(checkpoint_id, thread_id)
             n = 0
             while True:
                 token = derived_hex("fork", checkpoint_id, n)
-                run_id, thread_id, cid = f"run-{token}", f"thread-{token}", f"cp-{token}-f"
+                run_id, cid = f"run-{token}", f"cp-{token}-f"
                 taken = db.execute(
                     "SELECT 1 FROM checkpoints WHERE run_id = ? OR id = ? LIMIT 1", (run_id, cid)
                 ).fetchone()
@@ -314,7 +324,8 @@ class SQLiteCheckpointStore(ClosingStore):
             if patch_state:
                 state.update({k: to_json_value(v) for k, v in patch_state.items()})
             forked = source.clone(
-                id=cid, run_id=run_id, thread_id=thread_id, parent_id=source.id, state=state,
+                id=cid, run_id=run_id, thread_id=thread_id or f"thread-{token}",
+                parent_id=source.id, state=state,
                 metadata={**source.metadata, "forked_from": source.id},
             )
             self._write(db, forked)
