@@ -137,7 +137,7 @@ def test_a_sync_call_in_an_async_test_says_to_await_the_async_twin(
     result.assert_outcomes(failed=2)  # asyncio and trio
     result.stdout.fnmatch_lines([
         "*SyncCallInEventLoop: *() starts an event loop of its own, but it was called inside "
-        "a running one (an async test?): use `await runtime.a*(...)`*",
+        "a running event loop (an async test?): use `await runtime.a*(...)`*",
     ])
     assert "Already running" not in result.stdout.str()
 

@@ -24,8 +24,8 @@ from .._stores._memory import InMemoryCheckpointStore
 from .._stores._protocol import CheckpointStore
 from .._time import _wallclock
 from .._time._clock import Clock, RealClock, VirtualClock
-from .._time._sched import install_sleep_hooks
-from .._time._vloop import install_thread_guards, run_owned
+from .._time._hooks import install_hooks
+from .._time._loops import run_sync_owned
 from ..errors import (
     CheckpointNotFound,
     GraphExecutionError,
@@ -143,6 +143,8 @@ class GraphRuntime:
         bind = getattr(store, "bind_clock", None)
         if callable(bind):
             bind(self.clock)
+        install_hooks()  # the first runtime patches the sleeps (importing patches nothing)
+        install_blocking_sleep_warning()
 
     # ------------------------------------------------------------------ public API
 
@@ -498,9 +500,9 @@ class GraphRuntime:
 
         name = getattr(fn, "__name__", "ainvoke")
         sync = name[1:] if name.startswith("a") else name
-        return run_owned(main, self.clock, self.backend, what=f"{sync}()",
-                         instead=f"`await runtime.{name}(...)` (e.g. `await "
-                         "graph_runtime.atrace(...)` / `ainvoke(...)`) in async code")
+        return run_sync_owned(main, self.clock, self.backend, what=f"{sync}()",
+                              instead=f"`await runtime.{name}(...)` (e.g. `await "
+                              "graph_runtime.atrace(...)` / `ainvoke(...)`) in async code")
 
     def _check_graph(self, graph: Any) -> None:
         if not isinstance(graph, CompiledGraph):
@@ -579,8 +581,8 @@ class GraphRuntime:
     def _wall(self) -> tuple[bool, Callable[[], None] | None]:
         clock = self.clock
         if isinstance(clock, VirtualClock) and clock.patch_wall_clock:
-            _wallclock.activate()
-            return True, _wallclock.deactivate
+            driver = _wallclock.activate()
+            return True, lambda: _wallclock.deactivate(driver)
         return False, None
 
     async def _new_run_id(self) -> tuple[str, str]:
@@ -598,6 +600,7 @@ class GraphRuntime:
         thread_id: str | None,
         opts: dict[str, Any],
     ) -> Runner:
+        install_hooks()  # trio's, once a run meets trio
         self._graphs.setdefault(graph.graph_id, graph)
         graph = self._policy(graph)
         patch = self._state_from_input(graph, input)
@@ -708,6 +711,7 @@ class GraphRuntime:
         graph: CompiledGraph | None,
         opts: dict[str, Any],
     ) -> Runner:
+        install_hooks()
         cp = await self._resolve(ref)
         graph = self._policy(self._graph_for(cp, graph))
         tenant = opts["tenant_id"]
@@ -806,11 +810,6 @@ class GraphRuntime:
                 initial_state=None if resumed else jcopy(run.state),
                 answers=jcopy(run.answers) if resumed else {}, store=self.store)
             self.on_leg(run.leg)
-
-
-install_sleep_hooks()
-install_thread_guards()
-install_blocking_sleep_warning()
 
 
 _SUBGRAPHS = functools.partial(run_subgraph, runtime=GraphRuntime)

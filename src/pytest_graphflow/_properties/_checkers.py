@@ -37,7 +37,7 @@ from .._records._events import EventBase, Interrupt, RunStart
 from .._stores._faulty import FaultyStore
 from .._stores._memory import InMemoryCheckpointStore
 from .._time._clock import VirtualClock
-from .._time._vloop import run_owned
+from .._time._loops import run_sync_owned
 from ..errors import InvalidArgument, SimulatedCrash
 from ._checks import Violation, check_invariants
 from ._compare import Compare, Normalize, diff_paths
@@ -218,7 +218,7 @@ def _on_owned_loop(runtime: GraphRuntime, fn: Callable[[GraphRuntime], Any]) -> 
     async def main() -> Any:
         return await fn(runtime)
 
-    return run_owned(main, runtime.clock, runtime.backend)
+    return run_sync_owned(main, runtime.clock, runtime.backend)
 
 
 def _first_difference(a: list[str], b: list[str]) -> tuple[int, str]:

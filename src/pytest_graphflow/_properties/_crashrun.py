@@ -144,9 +144,9 @@ def run_child(req: dict[str, Any], out: Any, recover: bool, *, die: Callable[[],
         return {**base, "status": result.status, "state": result.data}
 
     try:
-        from .._time._vloop import run_owned
+        from .._time._loops import run_sync_owned
 
-        result = run_owned(go, runtime.clock)  # the loop the runtime owns, as invoke()
+        result = run_sync_owned(go, runtime.clock)  # the loop the runtime owns, as invoke()
     finally:
         close = getattr(store, "close", None)
         if opened and callable(close):

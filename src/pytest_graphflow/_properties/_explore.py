@@ -49,7 +49,7 @@ from .._records._events import EventBase, Interrupt, NodeEnd, RunEnd, RunStart
 from .._records._json import jcopy
 from .._stores._memory import InMemoryCheckpointStore
 from .._time._clock import VirtualClock
-from .._time._vloop import run_owned
+from .._time._loops import run_sync_owned
 from ..errors import GraphflowError, InvalidArgument
 from ._checks import Violation
 from ._compare import Compare, Normalize, diff_paths
@@ -470,7 +470,7 @@ def explore(
         async def main() -> tuple[ScheduleOutcome, list[EventBase]]:
             return await _run_one(g, input, rt, answers, cmp)
 
-        return (*run_owned(main, rt.clock, backend), g)
+        return (*run_sync_owned(main, rt.clock, backend), g)
 
     outcomes: list[ScheduleOutcome] = []
     coverage: dict[str, set[tuple[int, ...]]] = {}

@@ -23,7 +23,8 @@ from .._graph._builder import CompiledGraph
 from .._graph._node import Resume
 from .._records._checkpoint import Checkpoint
 from .._records._events import CheckpointSaved, EventBase
-from ._checks import Violation, _halting, check_invariants, split_legs
+from ._checks import Violation, check_invariants, split_legs
+from ._legs import halting as _halting
 
 __all__ = ["Mark", "Recording", "RecordingStore", "check_recording", "record_resume",
            "record_run", "record_run_sync"]
@@ -178,9 +179,9 @@ def record_run_sync(
     async def main() -> Recording:
         return await record_run(rt, graph, input, **options)
 
-    from .._time._vloop import run_owned
+    from .._time._loops import run_sync_owned
 
-    return run_owned(main, rt.clock, backend)
+    return run_sync_owned(main, rt.clock, backend)
 
 
 def check_recording(rec: Recording, *, graph: CompiledGraph | None = None) -> list[Violation]:

@@ -55,7 +55,7 @@ def _run(req: dict[str, Any]) -> dict[str, Any]:
 
     graph = resolve_graph(req["graph"])
 
-    from .._time._vloop import run_owned
+    from .._time._loops import run_sync_owned
 
     runtime = _runtime(InMemoryCheckpointStore(), req["seed"])
 
@@ -63,7 +63,7 @@ def _run(req: dict[str, Any]) -> dict[str, Any]:
         return await drive(runtime, graph, req.get("input"), req.get("answers"))
 
     # On the loop the runtime owns, as invoke() runs it: virtual timers, no hang.
-    d = run_owned(go, runtime.clock)
+    d = run_sync_owned(go, runtime.clock)
     return {"events": [e.model_dump_json() for e in d.events],
             "status": d.result.status if d.result is not None else None}
 

@@ -18,24 +18,23 @@ virtual time never jumps under a running thread.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import sys
+from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any
 
-from ._clock import Clock, VirtualClock
+from ._clock import VirtualClock
 
 __all__ = [
     "LOOP_OWNED",
     "backend_options",
     "busy",
     "install_thread_guards",
+    "install_trio_thread_guards",
     "loop_clock",
     "loop_deadline_ns",
-    "run_owned",
     "virtual_anyio_backend",
 ]
-
-T = TypeVar("T")
 
 LOOP_OWNED: ContextVar[VirtualClock | None] = ContextVar("graphflow_loop_owned", default=None)
 """Set while a run executes on a loop the runtime started with the virtual clock."""
@@ -66,7 +65,7 @@ def busy() -> bool:
 
 
 def install_thread_guards() -> None:
-    """Count worker threads started through anyio, asyncio and trio (idempotent)."""
+    """Count worker threads started through anyio (idempotent)."""
     import anyio.to_thread
 
     if getattr(anyio.to_thread.run_sync, "__graphflow__", False):
@@ -84,11 +83,16 @@ def install_thread_guards() -> None:
     run_sync.__graphflow__ = True  # type: ignore[attr-defined]
     run_sync.__wrapped__ = original  # type: ignore[attr-defined]
     anyio.to_thread.run_sync = run_sync  # type: ignore[assignment]
-    try:
-        import trio
-    except ImportError:  # pragma: no cover - trio is optional
-        return
+
+
+def install_trio_thread_guards() -> None:
+    """Count worker threads started through ``trio.to_thread`` (idempotent; trio must be
+    imported already)."""
+    import trio
+
     trio_original = trio.to_thread.run_sync
+    if getattr(trio_original, "__graphflow__", False):
+        return
 
     async def trio_run_sync(sync_fn: Any, *args: Any, **kwargs: Any) -> Any:
         _busy[0] += 1
@@ -97,12 +101,14 @@ def install_thread_guards() -> None:
         finally:
             _busy[0] -= 1
 
+    trio_run_sync.__graphflow__ = True  # type: ignore[attr-defined]
     trio_run_sync.__wrapped__ = trio_original  # type: ignore[attr-defined]
     trio.to_thread.run_sync = trio_run_sync  # type: ignore[assignment]
 
 
 class VirtualEventLoop(asyncio.SelectorEventLoop):
-    """An asyncio loop whose ``time()`` is the virtual clock."""
+    """An asyncio loop whose ``time()`` is the virtual clock (``_vclock``; the sync API
+    reuses one loop per thread and points it at the clock of each call)."""
 
     def __init__(self, clock: VirtualClock) -> None:
         super().__init__()
@@ -125,7 +131,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     if ready or _stalled():
                         return ready
                 return real_select(None)
-            clock.advance(timeout)  # idle with a timer pending: jump to it
+            self._vclock.advance(timeout)  # idle with a timer pending: jump to it
             return []
 
         self._selector.select = select  # type: ignore[attr-defined]
@@ -244,9 +250,8 @@ def loop_clock() -> VirtualClock | None:
         loop = None
     if loop is not None:
         return loop._vclock if isinstance(loop, VirtualEventLoop) else None
-    try:
-        import trio
-    except ImportError:  # pragma: no cover
+    trio: Any = sys.modules.get("trio")  # not imported: not running on trio
+    if trio is None:
         return None
     try:
         current = trio.lowlevel.current_clock()
@@ -273,59 +278,11 @@ def loop_deadline_ns(clock: VirtualClock) -> int | None:
         if not pending:
             return None
         return round((min(pending) - _BASE) * 1e9)
-    try:
-        import trio
-    except ImportError:  # pragma: no cover
+    trio: Any = sys.modules.get("trio")
+    if trio is None:  # pragma: no cover - an owned loop is asyncio or trio
         return None
     stats = trio.lowlevel.current_statistics()
     wait: float = stats.seconds_to_next_deadline
     if wait == float("inf"):
         return None
     return clock.elapsed_ns + max(0, round(wait * 1e9))
-
-
-def _in_running_loop() -> bool:
-    """Whether this thread runs an event loop already (the test anyio.run itself makes)."""
-    import sniffio
-
-    try:
-        sniffio.current_async_library()
-    except sniffio.AsyncLibraryNotFoundError:
-        return False
-    return True
-
-
-def run_owned(fn: Callable[[], Awaitable[T]], clock: Clock | None, backend: str = "asyncio",
-              *, what: str = "this synchronous call", instead: str = "its async twin") -> T:
-    """Run ``fn()`` to its end on a new event loop of ``backend``, owned by ``clock``.
-
-    Under a :class:`VirtualClock` the loop reads the virtual clock (timers, cancel scopes and
-    ``anyio.current_time()`` are virtual) and is marked as the runtime's own, so a batch that
-    can never wake fails with ``VirtualDeadlock`` instead of hanging. Every run made on the
-    loop must use ``clock``. Under any other clock it is a plain ``anyio.run``. The sync API
-    of ``GraphRuntime`` and every whole-run testing tool run through this one function.
-
-    Raises:
-        SyncCallInEventLoop: when called from inside a running event loop; ``what`` and
-            ``instead`` name the call and the one to await.
-    """
-    import anyio
-
-    if _in_running_loop():
-        from ..errors import SyncCallInEventLoop
-
-        raise SyncCallInEventLoop(
-            f"{what} starts an event loop of its own, but it was called inside a running "
-            f"one (an async test?): use {instead}")
-
-    if not isinstance(clock, VirtualClock):
-        return anyio.run(fn, backend=backend)
-
-    async def owned() -> T:
-        token = LOOP_OWNED.set(clock)
-        try:
-            return await fn()
-        finally:
-            LOOP_OWNED.reset(token)
-
-    return anyio.run(owned, backend=backend, backend_options=backend_options(backend, clock))
