@@ -31,6 +31,7 @@ __all__ = [
     "InvalidHistory",
     "JoinStarved",
     "MidExecution",
+    "MissingExtra",
     "NodeFailed",
     "NotSuspended",
     "NothingToRecover",
@@ -41,6 +42,7 @@ __all__ = [
     "SnapshotMismatch",
     "StaleClaim",
     "StoreFault",
+    "StoreFileError",
     "SuperstepLimit",
     "SyncCallInEventLoop",
     "TenantMismatch",
@@ -345,8 +347,23 @@ class EventsCompacted(GraphflowError, LookupError):
     """Events before ``earliest_seq`` were compacted away and cannot be replayed."""
 
 
+class StoreFileError(GraphflowError, OSError):
+    """A store file cannot be used as asked: it is not a store (another kind of file, another
+    SQLite database, another table layout), it is damaged, it is read-only, or the disk is
+    full. The message names the file and the fix; the file was not changed.
+
+    Attributes:
+        path: the file.
+    """
+
+
 class StoreFault(GraphflowError, OSError):
     """The default error a :class:`FaultyStore` rule raises."""
+
+
+class MissingExtra(GraphflowError, ImportError):
+    """An optional part of pytest-graphflow was imported without its extra installed
+    (``pytest_graphflow.langgraph`` needs ``pip install 'pytest-graphflow[langgraph]'``)."""
 
 
 class SimulatedCrash(BaseException):

@@ -68,8 +68,8 @@ __all__ = [
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    """``--graphflow-seed``, ``--graphflow-store`` (each with its ini key) and
-    ``--graphflow-report``."""
+    """``--graphflow-seed``, ``--graphflow-store``, ``--graphflow-postgres-dsn`` (each with its
+    ini key) and ``--graphflow-report``."""
     if not pluginmanager.has_plugin("graphflow-hypothesis-profiles"):
         pluginmanager.register(_HypothesisProfiles(), "graphflow-hypothesis-profiles")
     group = parser.getgroup("graphflow", "graphflow (deterministic graph runs)")
@@ -82,8 +82,14 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     )
     group.addoption(
         "--graphflow-store", dest="graphflow_store", default=None, metavar="STORE",
-        help="checkpoint store of the graphflow fixtures: 'memory' (default) or 'sqlite' "
-             "(a file in the test's tmp_path).",
+        help="checkpoint store of the graphflow fixtures: 'memory' (default), 'sqlite' "
+             "(a file in the test's tmp_path) or 'postgres' (a schema of its own per test on "
+             "the server of --graphflow-postgres-dsn, dropped afterwards).",
+    )
+    group.addoption(
+        "--graphflow-postgres-dsn", dest="graphflow_postgres_dsn", default=None, metavar="DSN",
+        help="PostgreSQL server of the 'postgres' store (a libpq connection string or URI). "
+             "Default: the graphflow_postgres_dsn ini key, else $GRAPHFLOW_POSTGRES_DSN.",
     )
     group.addoption(
         "--graphflow-report", dest="graphflow_report", default="short",
@@ -115,8 +121,11 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                   "naming the graph of replayed histories", type="linelist", default=[])
     parser.addini("graphflow_seed", "graphflow session seed: an integer or 'random'",
                   default="")
-    parser.addini("graphflow_store", "graphflow checkpoint store: 'memory' or 'sqlite'",
+    parser.addini("graphflow_store",
+                  "graphflow checkpoint store: 'memory', 'sqlite' or 'postgres'",
                   default="memory")
+    parser.addini("graphflow_postgres_dsn",
+                  "graphflow: PostgreSQL server (DSN) of the 'postgres' store", default="")
 
 
 class _HypothesisProfiles:

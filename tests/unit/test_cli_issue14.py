@@ -81,7 +81,9 @@ def test_events_as_json(capsys: pytest.CaptureFixture[str],
     path, waiting, _ = store_file
     code, out, _ = run(capsys, "events", str(path), waiting, "--json")
     assert code == 0
-    events = [json.loads(line) for line in out.splitlines()]
+    doc = json.loads(out)
+    assert doc["run_id"] == waiting
+    events = doc["events"]
     assert events[0]["type"] == "run_start"
     assert events[-1]["type"] == "run_end"
     assert [e["seq"] for e in events] == list(range(len(events)))
@@ -98,7 +100,7 @@ def test_checkpoints_lists_a_runs_checkpoints(capsys: pytest.CaptureFixture[str]
     assert rows[-1].split()[-1].endswith(":ok")
 
     code, out, _ = run(capsys, "checkpoints", str(path), waiting, "--json")
-    found = [json.loads(line) for line in out.splitlines()]
+    found = json.loads(out)
     assert len(found) == len(rows) - 1
     assert found[-1]["status"] == "interrupted"
     assert found[-1]["pending"] == [rows[-1].split()[-1]]
@@ -127,7 +129,7 @@ def test_waiting_lists_the_runs_waiting_for_a_human(capsys: pytest.CaptureFixtur
     assert done not in out
 
     code, out, _ = run(capsys, "waiting", str(path), "--json")
-    (row,) = [json.loads(line) for line in out.splitlines()]
+    (row,) = json.loads(out)
     assert row["run_id"] == waiting
     assert row["interrupts"][0]["payload"] == {"amount": 120}
 

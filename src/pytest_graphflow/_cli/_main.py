@@ -2,7 +2,7 @@
 
 ::
 
-    graphflow runs FILE                          # the runs a store recorded
+    graphflow runs FILE [--json]                 # the runs a store recorded
     graphflow events FILE RUN_ID [--json]        # a run's event log, one event a line
     graphflow checkpoints FILE RUN_ID [--json]   # a run's checkpoints, oldest first
     graphflow waiting FILE [--json]              # runs paused at an interrupt (for a human)
@@ -11,12 +11,16 @@
     graphflow artifacts FILE RUN_ID              # the artifacts a run attached
     graphflow export FILE RUN_ID OUT [--seed N] [--clock-start ISO] [--graph MODULE:GRAPH]
                                                  # a run as a history file
+    graphflow worker DSN MODULE:GRAPH ...        # take queued runs from PostgreSQL (_worker)
 
 ``MODULE:GRAPH`` names a ``Graph``, a ``CompiledGraph``, or a function of no arguments that
 returns one (a factory such as ``myapp:build``).
 
-A problem (missing file, unknown run or checkpoint, bad ``MODULE:GRAPH``) prints one line to
-stderr naming the object and the fix, and exits with status 2.
+Store files are opened read-only: the command never changes a file. Everything printed is
+escaped (:mod:`._output`): control characters in ids or messages never reach the terminal.
+A problem (missing file, a file that is not a store, unknown run or checkpoint, bad
+``MODULE:GRAPH``) prints one line to stderr naming the object and the fix, and exits with
+status 2.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import json
 import os
 import sqlite3
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,6 +40,7 @@ import anyio
 from .._records._json import to_json_value
 from ..errors import EventsCompacted, GraphflowError
 from ._artifacts import add_parser as add_artifacts
+from ._output import clean, table, to_json
 
 __all__ = ["main"]
 
@@ -65,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         text: str = args.command(args)
     except _Fail as exc:
-        print(f"graphflow: error: {exc}", file=sys.stderr)
+        print(f"graphflow: error: {clean(str(exc))}", file=sys.stderr)
         return 2
     if text:
         try:
@@ -86,13 +91,13 @@ def _parser() -> argparse.ArgumentParser:
 
     runs = sub.add_parser("runs", help="list the runs a store file recorded")
     runs.add_argument("file", metavar="FILE", help="a SQLite store file")
+    runs.add_argument("--json", action="store_true", help="print JSON for scripts")
     runs.set_defaults(command=_runs)
 
     events = sub.add_parser("events", help="print a run's events, one a line")
     events.add_argument("file", metavar="FILE", help="a SQLite store file")
     events.add_argument("run_id", metavar="RUN_ID")
-    events.add_argument("--json", action="store_true",
-                        help="one JSON object a line, as stored")
+    events.add_argument("--json", action="store_true", help="print JSON for scripts")
     events.set_defaults(command=_events)
 
     checkpoints = sub.add_parser("checkpoints", help="list a run's checkpoints, oldest first")
@@ -123,9 +128,14 @@ def _parser() -> argparse.ArgumentParser:
                          help="draw the edges this run took in bold")
     mermaid.set_defaults(command=_mermaid)
     add_artifacts(sub, sys.modules[__name__])
+
     from ._export import add_export
 
     add_export(sub, {"fail": _Fail, "load_graph": _load_graph, "with_store": _with_store})
+
+    from ._worker import add_worker_parser
+
+    add_worker_parser(sub, _load_graph, _Fail)
     return parser
 
 
@@ -133,36 +143,24 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _with_store(file: str, action: Callable[[Any], Awaitable[T]]) -> T:
-    """Open the store ``file`` (which must exist and be a graphflow store), run ``action``."""
+    """Open the store ``file`` read-only (it must exist and be a graphflow store), run
+    ``action``. The file is never changed."""
     from .._stores._sqlite import SQLiteCheckpointStore
 
     path = Path(file)
     if not path.is_file():
         raise _Fail(f"no store file {file!r}; pass the path of a SQLite file written by "
                     "SQLiteCheckpointStore")
-    try:  # read-only look first: never turn a stranger's file into a store
-        probe = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
-        try:
-            found = probe.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
-            ).fetchone()
-        finally:
-            probe.close()
-    except sqlite3.DatabaseError as exc:
-        raise _Fail(f"{file!r} is not a graphflow store ({exc}); pass a file written by "
-                    "SQLiteCheckpointStore") from None
-    if found is None:
-        raise _Fail(f"{file!r} is a SQLite file but not a graphflow store (no checkpoints "
-                    "table); pass a file written by SQLiteCheckpointStore")
 
     async def run() -> T:
-        with SQLiteCheckpointStore(path) as store:
+        with SQLiteCheckpointStore(path, readonly=True) as store:
             return await action(store)
 
     try:
         return anyio.run(run)
     except (GraphflowError, sqlite3.Error) as exc:
-        raise _Fail(f"{file!r}: {exc}") from None
+        text = str(exc)
+        raise _Fail(text if file in text else f"{file!r}: {text}") from None
 
 
 async def _run_exists(store: Any, run_id: str) -> bool:
@@ -199,12 +197,13 @@ def _runs(args: argparse.Namespace) -> str:
         return records
 
     records = _with_store(args.file, read)
+    if args.json:
+        return to_json(records)
     if not records:
-        return f"no runs recorded in {args.file}"
+        return f"no runs recorded in {clean(args.file)}"
     header = ("RUN ID", "THREAD", "GRAPH", "STATUS", "UPDATED")
-    rows = [tuple(_cell(r.get(k)) for k in ("run_id", "thread_id", "graph_id", "status",
-                                            "updated_at")) for r in records]
-    return _table(header, rows)
+    return table(header, [[r.get(k) for k in ("run_id", "thread_id", "graph_id", "status",
+                                              "updated_at")] for r in records])
 
 
 def _events(args: argparse.Namespace) -> str:
@@ -220,12 +219,12 @@ def _events(args: argparse.Namespace) -> str:
                     f"`graphflow runs {args.file}`")
     events, compacted = found
     if args.json:
-        return "\n".join(json.dumps(e, sort_keys=True) for e in events)
+        return to_json({"run_id": args.run_id, "earliest_seq": compacted, "events": events})
     lines = [f"(events before seq {compacted} were compacted away)"] if compacted else []
     width = max([12, *(len(_cell(e.get("node"))) + 1 for e in events)])
-    lines.extend(_event_line(e, width) for e in events)
+    lines.extend(clean(_event_line(e, width)) for e in events)
     if not events:
-        lines.append(f"no events recorded for run {args.run_id}")
+        lines.append(f"no events recorded for run {clean(args.run_id)}")
     return "\n".join(lines)
 
 
@@ -247,11 +246,11 @@ def _checkpoints(args: argparse.Namespace) -> str:
         raise _Fail(f"no run {args.run_id!r} in {args.file}; list the runs with "
                     f"`graphflow runs {args.file}`")
     if args.json:
-        return "\n".join(json.dumps(r, sort_keys=True) for r in rows)
+        return to_json(rows)
     if not rows:
-        return f"no checkpoints saved for run {args.run_id}"
+        return f"no checkpoints saved for run {clean(args.run_id)}"
     header = ("CHECKPOINT", "STEP", "STATUS", "NODE", "TIME", "PENDING")
-    return _table(header, [(r["checkpoint_id"], str(r["step"]), _cell(r["status"]),
+    return table(header, [(r["checkpoint_id"], str(r["step"]), _cell(r["status"]),
                             _cell(r["node"]), _cell(r["time"]),
                             ", ".join(r["pending"]) or "-") for r in rows])
 
@@ -273,11 +272,11 @@ def _waiting(args: argparse.Namespace) -> str:
 
     rows = _with_store(args.file, read)
     if args.json:
-        return "\n".join(json.dumps(r, sort_keys=True) for r in rows)
+        return to_json(rows)
     if not rows:
-        return f"no run in {args.file} is waiting at an interrupt"
+        return f"no run in {clean(args.file)} is waiting at an interrupt"
     header = ("RUN ID", "THREAD", "GRAPH", "SINCE", "WAITING AT", "PAYLOAD")
-    return _table(header, [
+    return table(header, [
         (r["run_id"], r["thread_id"], r["graph_id"], r["since"],
          ", ".join(f"{i['node']}:{i['id']}" for i in r["interrupts"]),
          "; ".join(_short(i["payload"], 40) for i in r["interrupts"]))
@@ -293,7 +292,7 @@ def _show(args: argparse.Namespace) -> str:
     if found is None:
         raise _Fail(f"no checkpoint {args.checkpoint_id!r} in {args.file}; find checkpoint "
                     f"ids with `graphflow events {args.file} RUN_ID` (checkpoint_saved)")
-    return json.dumps(found, indent=2)
+    return to_json(found)
 
 
 def _mermaid(args: argparse.Namespace) -> str:
@@ -313,7 +312,7 @@ def _mermaid(args: argparse.Namespace) -> str:
         if path is None:
             raise _Fail(f"no run {run_id!r} in {file}; list the runs with "
                         f"`graphflow runs {file}`")
-    return str(graph.mermaid(path=path))
+    return "\n".join(clean(line) for line in str(graph.mermaid(path=path)).splitlines())
 
 
 def _load_graph(target: str) -> Any:
@@ -365,14 +364,12 @@ def _load_graph(target: str) -> Any:
 # -- formatting -------------------------------------------------------------------------------
 
 
+_table = table
+"""The escaped table of :mod:`._output` (the artifacts command prints through it)."""
+
+
 def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in (header, *rows))
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -452,9 +452,12 @@ def explore(
     if schedules != "exhaustive" and (not isinstance(schedules, int) or isinstance(
             schedules, bool) or schedules < 1):
         raise InvalidArgument(f"explore(schedules={schedules!r}): use 'exhaustive' or an int >= 1")
-    if not isinstance(graph, CompiledGraph) and (not callable(graph) or isinstance(graph, type)):
+    if not isinstance(graph, CompiledGraph) and (not callable(graph) or isinstance(graph, type)
+                                                 or type(graph).__module__.startswith("langgraph")):
+        hint = ("; for a LangGraph graph use pytest_graphflow.langgraph.explore"
+                if type(graph).__module__.startswith("langgraph") else "")
         raise InvalidArgument(f"explore(graph={graph!r}): pass a CompiledGraph or a factory "
-                              "() -> CompiledGraph")
+                              f"() -> CompiledGraph{hint}")
     from ._checkers import graph_maker
 
     make = graph_maker(graph, "explore")
