@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._engine._stream import RunHandle, RunStream
     from ._engine._upgrade import Incompatibility
     from ._graph._builder import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
+    from ._graph._effects import record_effect
     from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
     from ._graph._subgraph import Subgraph
     from ._properties._explore import ExploreReport, explore
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
         format_events,
     )
     from .errors import (
+        BlockingSleepWarning,
         Cancelled,
         CheckpointNotFound,
         ConflictingWrites,
@@ -89,6 +91,7 @@ if TYPE_CHECKING:
         StoreFault,
         StoreFileError,
         SuperstepLimit,
+        SyncCallInEventLoop,
         TenantMismatch,
         ThreadBusy,
         ThreadSuspended,
@@ -130,6 +133,7 @@ _LAZY = {
     "Resume": "._graph._node",
     "emit": "._graph._node",
     "interrupt": "._graph._node",
+    "record_effect": "._graph._effects",
     "Subgraph": "._graph._subgraph",
     "Breakpoint": "._records._events",
     "ExploreReport": "._properties._explore",
@@ -176,6 +180,7 @@ _LAZY = {
     "RealClock": "._time._clock",
     "VirtualClock": "._time._clock",
     "virtual_anyio_backend": "._time._vloop",
+    "BlockingSleepWarning": ".errors",
     "Cancelled": ".errors",
     "CheckpointNotFound": ".errors",
     "ConflictingWrites": ".errors",
@@ -201,6 +206,7 @@ _LAZY = {
     "StoreFault": ".errors",
     "StoreFileError": ".errors",
     "SuperstepLimit": ".errors",
+    "SyncCallInEventLoop": ".errors",
     "TenantMismatch": ".errors",
     "ThreadBusy": ".errors",
     "ThreadSuspended": ".errors",
@@ -241,6 +247,7 @@ __all__ = [
     "HISTORY_FORMAT_VERSION",
     "PAUSE",
     "START",
+    "BlockingSleepWarning",
     "Breakpoint",
     "Cancelled",
     "Checkpoint",
@@ -315,6 +322,7 @@ __all__ = [
     "StreamEvent",
     "Subgraph",
     "SuperstepLimit",
+    "SyncCallInEventLoop",
     "TaskOutput",
     "TaskRecord",
     "TenantMismatch",
@@ -346,5 +354,6 @@ __all__ = [
     "interrupt",
     "load_history",
     "parse_event",
+    "record_effect",
     "virtual_anyio_backend",
 ]

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "BlockingSleepWarning",
     "Cancelled",
     "CheckpointNotFound",
     "ConflictingWrites",
@@ -43,6 +44,7 @@ __all__ = [
     "StoreFault",
     "StoreFileError",
     "SuperstepLimit",
+    "SyncCallInEventLoop",
     "TenantMismatch",
     "ThreadBusy",
     "ThreadSuspended",
@@ -375,3 +377,17 @@ class SimulatedCrash(BaseException):
 def _describe(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+class BlockingSleepWarning(UserWarning):
+    """Node code called ``time.sleep`` on the event loop of a virtual-clock run.
+
+    It blocks the loop in real time (every other task of the batch waits) and does not move
+    the virtual clock; use ``await anyio.sleep(...)`` (or ``asyncio.sleep``) instead.
+    """
+
+
+class SyncCallInEventLoop(GraphflowError, RuntimeError):
+    """A synchronous API (``invoke``, ``trace``, ``resume``, a whole-run checker) was called
+    from inside a running event loop (an async test, say); it starts a loop of its own.
+    Await the async twin instead (``ainvoke``, ``atrace``, ``aresume``)."""

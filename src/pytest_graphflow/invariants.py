@@ -47,6 +47,7 @@ from ._properties._checks import (
     format_violations,
     normalise_events,
 )
+from ._properties._lint import check_node_code
 from ._properties._recording import (
     Mark,
     Recording,
@@ -85,6 +86,7 @@ __all__ = [
     "check_determinism_across_processes",
     "check_interrupt_resume_equivalence",
     "check_invariants",
+    "check_node_code",
     "check_recording",
     "check_reducer_laws",
     "format_violations",

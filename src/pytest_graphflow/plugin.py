@@ -20,7 +20,10 @@ and ``--graphflow-store``, with the ini keys ``graphflow_seed`` and ``graphflow_
 ``--graphflow-record=DIR`` writes every run of a test as a history file and
 ``--graphflow-replay=DIR`` runs each history file under DIR as a replay test. A
 failing test that used these fixtures gets a ``graphflow`` report section with its seed, the
-command that reproduces it, the path its last run took (Mermaid) and that run's last events.
+command that reproduces it, every leg it ran with its path, and the last leg's last events
+(``--graphflow-report=full``: each leg's Mermaid diagram and events). pytest-graphflow's own
+frames are hidden from tracebacks (``--full-trace`` shows them). ``--hypothesis-profile=
+graphflow-ci`` (``-dev``, ``-thorough``) works without registering the profiles first.
 
 The heavy pieces (syrupy, Hypothesis, the assertion helpers) are imported only by the fixtures
 and hooks that need them.
@@ -64,9 +67,11 @@ __all__ = [
 # --------------------------------------------------------------------------- options
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    """``--graphflow-seed``, ``--graphflow-store`` and ``--graphflow-postgres-dsn``, each with
-    its ini key."""
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """``--graphflow-seed``, ``--graphflow-store``, ``--graphflow-postgres-dsn`` (each with its
+    ini key) and ``--graphflow-report``."""
+    if not pluginmanager.has_plugin("graphflow-hypothesis-profiles"):
+        pluginmanager.register(_HypothesisProfiles(), "graphflow-hypothesis-profiles")
     group = parser.getgroup("graphflow", "graphflow (deterministic graph runs)")
     group.addoption(
         "--graphflow-seed", dest="graphflow_seed", default=None, metavar="SEED",
@@ -85,6 +90,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--graphflow-postgres-dsn", dest="graphflow_postgres_dsn", default=None, metavar="DSN",
         help="PostgreSQL server of the 'postgres' store (a libpq connection string or URI). "
              "Default: the graphflow_postgres_dsn ini key, else $GRAPHFLOW_POSTGRES_DSN.",
+    )
+    group.addoption(
+        "--graphflow-report", dest="graphflow_report", default="short",
+        choices=("short", "full"),
+        help="the graphflow section of a failing test's report: 'short' (default: every leg "
+             "in a line, the last leg's last events) or 'full' (each leg's Mermaid diagram "
+             "and events).",
     )
     group.addoption(
         "--graphflow-record", dest="graphflow_record", default=None, metavar="DIR",
@@ -114,6 +126,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default="memory")
     parser.addini("graphflow_postgres_dsn",
                   "graphflow: PostgreSQL server (DSN) of the 'postgres' store", default="")
+
+
+class _HypothesisProfiles:
+    """Registers the ``graphflow-*`` profiles before Hypothesis' own plugin loads
+    ``--hypothesis-profile=...`` (only when one of them is asked for), so no conftest
+    boilerplate is needed. A hook object of its own: the plugin's ``pytest_configure`` must
+    run after the cache provider's, this one before Hypothesis'."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        profile = config.getoption("hypothesis_profile", None)
+        if isinstance(profile, str) and profile.startswith("graphflow-"):
+            from ._properties._profiles import register_profiles
+
+            register_profiles()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -260,7 +287,13 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.Fix
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """Add the ``graphflow`` section to a failing report of a test that used our fixtures."""
+    """Add the ``graphflow`` section to a failing report of a test that used our fixtures;
+    hide pytest-graphflow's own frames (and the event loop's under them) from its traceback
+    unless ``--full-trace``."""
+    if call.excinfo is not None and not item.config.getoption("fulltrace", False):
+        from ._plugin._frames import hide_library_frames
+
+        hide_library_frames(item)
     report = yield
     if report.failed:
         from ._plugin._state import existing_state
@@ -269,7 +302,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if state is not None:
             from ._plugin._report import failure_section
 
-            report.sections.append(("graphflow", failure_section(item, state)))
+            mode = item.config.getoption("graphflow_report", "short") or "short"
+            report.sections.append(("graphflow", failure_section(item, state, mode)))
     return report
 
 
@@ -329,6 +363,13 @@ def graph_runtime(
     """The deterministic runtime of the test (``store_faults``, ``virtual_clock``,
     ``graph_seed``). In a Hypothesis ``@given`` test use ``graph_runtime_factory`` instead."""
     from ._plugin._state import build_runtime, item_state
+
+    if getattr(request.function, "is_hypothesis_test", False):
+        pytest.fail(
+            "graph_runtime is one runtime per test, but a Hypothesis @given test runs many "
+            "examples: they would share its clock, store and runs. Take "
+            "graph_runtime_factory instead and call it once per example "
+            "(runtime = graph_runtime_factory())", pytrace=False)
 
     return build_runtime(item_state(request.node), store_faults, virtual_clock, graph_seed,
                          graph_runtime_factory)

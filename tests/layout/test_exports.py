@@ -13,6 +13,7 @@ import pytest
 
 PUBLIC: dict[str, list[str]] = {
     'pytest_graphflow': [
+        'BlockingSleepWarning',
         'Breakpoint',
         'HISTORY_FORMAT_VERSION',
         'History',
@@ -99,6 +100,7 @@ PUBLIC: dict[str, list[str]] = {
         'StreamEvent',
         'Subgraph',
         'SuperstepLimit',
+        'SyncCallInEventLoop',
         'TaskOutput',
         'TaskRecord',
         'TenantMismatch',
@@ -124,9 +126,11 @@ PUBLIC: dict[str, list[str]] = {
         'format_events',
         'interrupt',
         'parse_event',
+        'record_effect',
         'virtual_anyio_backend',
     ],
     'pytest_graphflow.errors': [
+        'BlockingSleepWarning',
         'InvalidHistory',
         'ReplayDiverged',
         'Cancelled',
@@ -152,6 +156,7 @@ PUBLIC: dict[str, list[str]] = {
         'StoreFault',
         'StoreFileError',
         'SuperstepLimit',
+        'SyncCallInEventLoop',
         'TenantMismatch',
         'ThreadBusy',
         'ThreadSuspended',
@@ -206,6 +211,7 @@ PUBLIC: dict[str, list[str]] = {
         'check_determinism_across_processes',
         'check_interrupt_resume_equivalence',
         'check_invariants',
+        'check_node_code',
         'check_recording',
         'check_reducer_laws',
         'format_violations',

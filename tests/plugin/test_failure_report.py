@@ -42,7 +42,7 @@ def section_of(result: pytest.RunResult) -> list[str]:
 def test_a_failing_test_reports_seed_command_path_and_events(graph_project: pytest.Pytester,
                                                              run: Run) -> None:
     graph_project.makepyfile(test_flow=FAILING)
-    result = run("--graphflow-seed=77", "test_flow.py")
+    result = run("--graphflow-seed=77", "--graphflow-report=full", "test_flow.py")
     result.assert_outcomes(passed=1, failed=2)
     seed = per_test_seed(77, "test_flow.py::test_fails")
     assert len(SECTION.findall(result.stdout.str())) == 1  # not for the other failure
@@ -50,7 +50,8 @@ def test_a_failing_test_reports_seed_command_path_and_events(graph_project: pyte
         "*- graphflow -*",
         f"seed: {seed} (session seed 77 + crc32 of the node id, modulo 2**32)",
         "reproduce: pytest test_flow.py::test_fails --graphflow-seed=77",
-        "last run: run-* of graph 'fan': completed, * events",
+        "last run: run-*, 1 leg(s)",
+        "leg 1: run-* of graph 'fan': completed, * events",
         "path: START -> plan -> a -> join -> END; plan -> b -> join",
         "mermaid:",
         "  flowchart TD",
@@ -116,12 +117,13 @@ def test_a_run_that_raised_is_reported_with_its_error(graph_project: pytest.Pyte
             store_faults.reject_save(nth=3)
             graph_runtime.trace(fan())
     """))
-    result = run("--graphflow-seed=3", "--graphflow-store=sqlite", "test_raised.py")
+    result = run("--graphflow-seed=3", "--graphflow-store=sqlite", "--graphflow-report=full",
+                 "test_raised.py")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "reproduce: pytest test_raised.py::test_rejected --graphflow-seed=3 "
         "--graphflow-store=sqlite",
-        "last run: run-* of graph 'fan': *",
+        "leg 1: run-* of graph 'fan': *",
         "raised: StoreFault: *",
         "nodes completed: plan, *",
         "path: START -> plan*",
@@ -158,4 +160,4 @@ def test_a_run_with_another_seed_names_it(graph_project: pytest.Pytester, run: R
             assert False
     """))
     result = run("test_other.py")
-    result.stdout.fnmatch_lines(["last run: run-* of graph 'fan' (runtime seed 12345): *"])
+    result.stdout.fnmatch_lines(["leg 1: run-* of graph 'fan' (runtime seed 12345): *"])

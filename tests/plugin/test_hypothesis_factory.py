@@ -46,10 +46,11 @@ def test_given_with_the_factory_gets_fresh_runtimes(graph_project: pytest.Pytest
     result.assert_outcomes(passed=3)
 
 
-def test_given_with_the_function_scoped_fixture_trips_the_health_check(
+def test_given_with_the_function_scoped_fixture_points_to_the_factory(
     graph_project: pytest.Pytester, run: Run
 ) -> None:
-    """Twin: ``graph_runtime`` itself is function-scoped, so Hypothesis rightly objects."""
+    """Twin: ``graph_runtime`` itself is function-scoped; the error says what to use
+    (issue 14: Hypothesis' generic health check did not)."""
     graph_project.makepyfile(test_given_bad=dedent("""
         from hypothesis import given, strategies as st
 
@@ -58,8 +59,9 @@ def test_given_with_the_function_scoped_fixture_trips_the_health_check(
             pass
     """))
     result = run("-q", "test_given_bad.py")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*uses a function-scoped fixture 'graph_runtime'*"])
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*Take graph_runtime_factory instead and call it once per "
+                                 "example*"])
 
 
 def test_the_factory_follows_the_marker_and_closes_its_stores(graph_project: pytest.Pytester,
@@ -111,7 +113,8 @@ def test_a_failing_example_reports_its_last_run(graph_project: pytest.Pytester, 
         "*n=9,*",
         "*- graphflow -*",
         "reproduce: pytest test_given_fail.py::test_small_only --graphflow-seed=4",
-        "last run: run-* of graph 'fan': completed, * events",
+        "last run: run-*, 1 leg(s) (the test made * other leg(s) before, not shown)",
+        "leg 1: run-* of graph 'fan': completed, * events",
         "*run_end completed state={'n': 10,*",  # the shrunk example's run, not a bigger one
     ])
 

@@ -211,10 +211,41 @@ def test_planted_bug_is_found_and_shrunk(
 ) -> None:
     with pytest.raises(AssertionError, match=message) as info:
         run_store_conformance(store, settings=HUNTING)
-    steps = program(info.value)
-    assert [step.split("(")[0].removeprefix("state.") for step in steps] == calls, steps
+    steps = [step.split("(")[0].removeprefix("state.") for step in program(info.value)]
+    # Shrunk to the calls the bug needs; with whole checkpoints drawn (issue 14) the shrinker
+    # may keep one harmless overwrite of the source checkpoint before a fork.
+    assert [s for s in steps if s != "overwrite" or "overwrite" in calls] == calls, steps
+    assert len(steps) <= len(calls) + 1, steps
 
 
 def test_a_planted_bug_is_found_on_trio_too() -> None:
     with pytest.raises(AssertionError, match=r"fork returns a fresh run id"):
         run_store_conformance(ForkReusesSourceRun, backend="trio", settings=HUNTING)
+
+
+# ------------------------------------------------------------------------ whole checkpoints
+
+LOST_FIELDS = ["arrivals", "parent_id", "status", "tasks", "completed", "answers", "next_seq",
+               "error", "tenant_id", "interrupts", "next_step"]
+
+
+def store_losing(field: str) -> type[InMemoryCheckpointStore]:
+    """A store that saves every field but one (it keeps its default)."""
+
+    class Loses(InMemoryCheckpointStore):
+        async def save(self, checkpoint: Checkpoint) -> None:
+            default = Checkpoint.model_fields[field].get_default(call_default_factory=True)
+            await super().save(checkpoint.model_copy(update={field: default}))
+
+    Loses.__name__ = Loses.__qualname__ = f"Loses_{field}"
+    return Loses
+
+
+@pytest.mark.parametrize("field", LOST_FIELDS)
+def test_a_store_that_loses_a_field_fails(field: str) -> None:
+    """Issue 14: "The store conformance machine builds checkpoints with most fields at their
+    defaults: a store that loses arrivals, parent_id, status, tasks, completed, answers,
+    next_seq, error or tenant_id passes." The machine draws whole checkpoints now."""
+    with pytest.raises(AssertionError, match=rf"is not as it was saved last: it differs in "
+                                             rf"\['{field}'\]"):
+        run_store_conformance(store_losing(field), settings=HUNTING)

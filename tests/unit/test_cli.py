@@ -129,11 +129,12 @@ def test_events_one_line_each(capsys: pytest.CaptureFixture[str], store_file: Pa
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert len(lines) == 10
-    assert lines[0].split()[:4] == ["0", "step", "0", "run_start"]
+    assert lines[0].split()[:5] == ["0", "00:00:00.000", "step", "0", "run_start"]
     assert "graph_id=flow" in lines[0]
     assert "thread_id=thread-a" in lines[0]
     assert "__start__ -> plan" in lines[1]
-    assert lines[3].split()[3:5] == ["node_end", "plan"]
+    assert lines[3].split()[1] == "00:00:01.000"  # the time column
+    assert lines[3].split()[4:6] == ["node_end", "plan"]
     assert 'patch={"n":1}' in lines[3]
     assert "task=task-1" in lines[3]
     assert "attempt=2" in lines[5]

@@ -4,12 +4,17 @@
 
     graphflow runs FILE [--json]                 # the runs a store recorded
     graphflow events FILE RUN_ID [--json]        # a run's event log, one event a line
+    graphflow checkpoints FILE RUN_ID [--json]   # a run's checkpoints, oldest first
+    graphflow waiting FILE [--json]              # runs paused at an interrupt (for a human)
     graphflow show FILE CHECKPOINT_ID            # one checkpoint as JSON
     graphflow mermaid MODULE:GRAPH [--run FILE RUN_ID]   # a Mermaid diagram of a graph
     graphflow artifacts FILE RUN_ID              # the artifacts a run attached
     graphflow export FILE RUN_ID OUT [--seed N] [--clock-start ISO] [--graph MODULE:GRAPH]
                                                  # a run as a history file
     graphflow worker DSN MODULE:GRAPH ...        # take queued runs from PostgreSQL (_worker)
+
+``MODULE:GRAPH`` names a ``Graph``, a ``CompiledGraph``, or a function of no arguments that
+returns one (a factory such as ``myapp:build``).
 
 Store files are opened read-only: the command never changes a file. Everything printed is
 escaped (:mod:`._output`): control characters in ids or messages never reach the terminal.
@@ -95,6 +100,21 @@ def _parser() -> argparse.ArgumentParser:
     events.add_argument("--json", action="store_true", help="print JSON for scripts")
     events.set_defaults(command=_events)
 
+    checkpoints = sub.add_parser("checkpoints", help="list a run's checkpoints, oldest first")
+    checkpoints.add_argument("file", metavar="FILE", help="a SQLite store file")
+    checkpoints.add_argument("run_id", metavar="RUN_ID")
+    checkpoints.add_argument("--json", action="store_true",
+                             help="one JSON object a line (id, step, status, node, time, "
+                                  "pending interrupt keys)")
+    checkpoints.set_defaults(command=_checkpoints)
+
+    waiting = sub.add_parser("waiting", help="list the runs paused at an interrupt, waiting "
+                                             "for an answer")
+    waiting.add_argument("file", metavar="FILE", help="a SQLite store file")
+    waiting.add_argument("--json", action="store_true",
+                         help="one JSON object a line, with each interrupt's payload")
+    waiting.set_defaults(command=_waiting)
+
     show = sub.add_parser("show", help="print a checkpoint as JSON")
     show.add_argument("file", metavar="FILE", help="a SQLite store file")
     show.add_argument("checkpoint_id", metavar="CHECKPOINT_ID")
@@ -102,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
 
     mermaid = sub.add_parser("mermaid", help="print a graph as a Mermaid flowchart")
     mermaid.add_argument("target", metavar="MODULE:GRAPH",
-                         help="an importable module and the Graph or CompiledGraph in it")
+                         help="an importable module and the Graph or CompiledGraph in it, "
+                              "or a function of no arguments returning one")
     mermaid.add_argument("--run", nargs=2, metavar=("FILE", "RUN_ID"),
                          help="draw the edges this run took in bold")
     mermaid.set_defaults(command=_mermaid)
@@ -200,10 +221,66 @@ def _events(args: argparse.Namespace) -> str:
     if args.json:
         return to_json({"run_id": args.run_id, "earliest_seq": compacted, "events": events})
     lines = [f"(events before seq {compacted} were compacted away)"] if compacted else []
-    lines.extend(clean(_event_line(e)) for e in events)
+    width = max([12, *(len(_cell(e.get("node"))) + 1 for e in events)])
+    lines.extend(clean(_event_line(e, width)) for e in events)
     if not events:
         lines.append(f"no events recorded for run {clean(args.run_id)}")
     return "\n".join(lines)
+
+
+def _checkpoint_row(cp: Any) -> dict[str, Any]:
+    return {"checkpoint_id": cp.id, "step": cp.step, "status": cp.status,
+            "node": cp.node_id, "time": to_json_value(cp.timestamp),
+            "pending": [i.key for i in cp.interrupts]}
+
+
+def _checkpoints(args: argparse.Namespace) -> str:
+    async def read(store: Any) -> list[dict[str, Any]] | None:
+        found = await store.list(args.run_id)
+        if not found and not await _run_exists(store, args.run_id):
+            return None
+        return [_checkpoint_row(cp) for cp in found]
+
+    rows = _with_store(args.file, read)
+    if rows is None:
+        raise _Fail(f"no run {args.run_id!r} in {args.file}; list the runs with "
+                    f"`graphflow runs {args.file}`")
+    if args.json:
+        return to_json(rows)
+    if not rows:
+        return f"no checkpoints saved for run {clean(args.run_id)}"
+    header = ("CHECKPOINT", "STEP", "STATUS", "NODE", "TIME", "PENDING")
+    return table(header, [(r["checkpoint_id"], str(r["step"]), _cell(r["status"]),
+                            _cell(r["node"]), _cell(r["time"]),
+                            ", ".join(r["pending"]) or "-") for r in rows])
+
+
+def _waiting(args: argparse.Namespace) -> str:
+    async def read(store: Any) -> list[dict[str, Any]]:
+        ids = [r["run_id"] for r in await store.runs()]
+        ids += [r for r in store.checkpointed_runs() if r not in ids]
+        out = []
+        for run_id in ids:
+            cp = await store.latest(run_id)
+            if cp is None or cp.status != "interrupted":
+                continue
+            out.append({"run_id": run_id, "thread_id": cp.thread_id, "graph_id": cp.graph_id,
+                        "since": to_json_value(cp.timestamp), "checkpoint_id": cp.id,
+                        "interrupts": [{"key": i.key, "node": i.node, "id": i.id,
+                                        "payload": i.payload} for i in cp.interrupts]})
+        return out
+
+    rows = _with_store(args.file, read)
+    if args.json:
+        return to_json(rows)
+    if not rows:
+        return f"no run in {clean(args.file)} is waiting at an interrupt"
+    header = ("RUN ID", "THREAD", "GRAPH", "SINCE", "WAITING AT", "PAYLOAD")
+    return table(header, [
+        (r["run_id"], r["thread_id"], r["graph_id"], r["since"],
+         ", ".join(f"{i['node']}:{i['id']}" for i in r["interrupts"]),
+         "; ".join(_short(i["payload"], 40) for i in r["interrupts"]))
+        for r in rows])
 
 
 def _show(args: argparse.Namespace) -> str:
@@ -264,6 +341,14 @@ def _load_graph(target: str) -> Any:
         except AttributeError:
             raise _Fail(f"module {module_name!r} has no attribute {attr!r}; name a Graph or "
                         "CompiledGraph defined in it") from None
+    if callable(obj) and not isinstance(obj, Graph | CompiledGraph | type):
+        try:  # a factory: `graphflow mermaid myapp:build`
+            obj = obj()
+        except TypeError as exc:
+            raise _Fail(f"{target} is a function but calling it with no arguments failed "
+                        f"({exc}); name a factory of no arguments or the graph itself") from None
+        except Exception as exc:
+            raise _Fail(f"{target}() raised {type(exc).__name__}: {exc}") from None
     if isinstance(obj, Graph):
         try:
             obj = obj.compile()
@@ -292,11 +377,24 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _event_line(event: dict[str, Any]) -> str:
-    """``seq  step N  type  node  key fields`` for one wire-form event."""
+def _time(event: dict[str, Any]) -> str:
+    """The event's time as ``HH:MM:SS.fff`` (its date is the run's, in ``graphflow runs``)."""
+    raw = event.get("time")
+    if not isinstance(raw, str) or "T" not in raw:
+        return "-"
+    clock = raw.split("T", 1)[1].rstrip("Z")
+    for sign in ("+", "-"):
+        clock = clock.split(sign, 1)[0]
+    hms, _, frac = clock.partition(".")
+    return f"{hms}.{(frac + '000')[:3]}"
+
+
+def _event_line(event: dict[str, Any], width: int = 12) -> str:
+    """``seq  time  step N  type  node  key fields`` for one wire-form event; ``width``: the
+    node column's (the longest node name of the log, so columns stay aligned)."""
     kind = str(event.get("type", "?"))
-    head = (f"{event.get('seq', '?'):>5}  step {event.get('step', '?')!s:<3} {kind:<17}"
-            f"{_cell(event.get('node')):<12}")
+    head = (f"{event.get('seq', '?'):>5}  {_time(event)}  step {event.get('step', '?')!s:<3} "
+            f"{kind:<17}{_cell(event.get('node')):<{width}}")
     fields: list[str] = []
     if kind == "edge_transition":
         fields.append(f"{event.get('source')} -> {event.get('target')}")

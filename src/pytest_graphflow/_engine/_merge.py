@@ -90,6 +90,11 @@ def merge_patches(
                 raise UpdateRejected(
                     node, key, f"its reducer raised {type(exc).__name__}: {exc}"
                 ) from exc
+            if isinstance(result, set | frozenset):
+                raise UpdateRejected(
+                    node, key, "its reducer returned a set: a set has no order, and stored as "
+                    "a JSON list its order would follow string hashing, which differs between "
+                    "processes; return a list, e.g. sorted(...)")
             if pure:
                 new[key] = result
                 continue

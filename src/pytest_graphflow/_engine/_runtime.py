@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import anyio
 from pydantic import BaseModel
 
+from .._graph._blocking import install_blocking_sleep_warning
 from .._graph._builder import POLICIES, CheckpointPolicy, CompiledGraph
 from .._graph._node import Resume
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
@@ -25,8 +26,7 @@ from .._stores._protocol import CheckpointStore
 from .._time import _wallclock
 from .._time._clock import Clock, RealClock, VirtualClock
 from .._time._hooks import install_hooks
-from .._time._loops import run_owned
-from .._time._vloop import LOOP_OWNED, backend_options
+from .._time._loops import run_sync_owned
 from ..errors import (
     CheckpointNotFound,
     GraphExecutionError,
@@ -146,6 +146,7 @@ class GraphRuntime:
         if callable(bind):
             bind(self.clock)
         install_hooks()  # the first runtime patches the sleeps (importing patches nothing)
+        install_blocking_sleep_warning()
 
     # ------------------------------------------------------------------ public API
 
@@ -539,26 +540,16 @@ class GraphRuntime:
         return Trace(result=result, events=EventLog(events, stream.states), store_log=store_log)
 
     def _run_sync(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        clock = self.clock
-        if not isinstance(clock, VirtualClock):
-            async def main() -> T:
-                return await fn(*args, **kwargs)
-
-            return anyio.run(main, backend=self.backend)
-
-        async def owned() -> T:
-            # This loop reads the virtual clock: fail_after/move_on_after and
+        async def main() -> T:
+            # Under a VirtualClock the loop reads it: fail_after/move_on_after and
             # anyio.current_time() in node code are virtual too.
-            token = LOOP_OWNED.set(clock)
-            try:
-                return await fn(*args, **kwargs)
-            finally:
-                LOOP_OWNED.reset(token)
+            return await fn(*args, **kwargs)
 
-        if self.backend == "asyncio":
-            return run_owned(clock, owned)  # the thread's virtual loop, reused
-        return anyio.run(owned, backend=self.backend,
-                         backend_options=backend_options(self.backend, clock))
+        name = getattr(fn, "__name__", "ainvoke")
+        sync = name[1:] if name.startswith("a") else name
+        return run_sync_owned(main, self.clock, self.backend, what=f"{sync}()",
+                              instead=f"`await runtime.{name}(...)` (e.g. `await "
+                              "graph_runtime.atrace(...)` / `ainvoke(...)`) in async code")
 
     def _check_graph(self, graph: Any) -> None:
         if not isinstance(graph, CompiledGraph):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import random as _random
 import re
+import uuid as _uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import datetime
@@ -14,7 +16,8 @@ from .._records._json import NotJSONError, jcopy, to_json_value
 from .._time._clock import Clock
 from ..errors import GraphExecutionError, ResumeError
 
-__all__ = ["PAUSE", "EdgeContext", "NodeContext", "Resume", "emit", "interrupt"]
+__all__ = ["PAUSE", "EdgeContext", "NodeContext", "Resume", "answer_keys", "emit", "interrupt",
+           "match_answers"]
 
 _ID_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 
@@ -39,13 +42,43 @@ PAUSE = _Pause()
 _NO_VALUE: Any = object()
 
 
+def answer_keys(interrupt: Interrupt) -> tuple[str, ...]:
+    """The keys an answer for ``interrupt`` may be given under, most specific first.
+
+    One form everywhere (``Resume(answers=...)``, the checkers, ``explore``): the interrupt's
+    key (``"<task_id>:<id>"``, one task), ``"<node>:<id>"``, the interrupt id alone, or the
+    node's name (every interrupt that node raises).
+    """
+    return (interrupt.key, f"{interrupt.node}:{interrupt.id}", interrupt.id, interrupt.node)
+
+
+def match_answers(
+    answers: Mapping[str, Any], pending: Sequence[Interrupt]
+) -> tuple[dict[str, Any], list[str]]:
+    """Each pending interrupt's answer by :attr:`Interrupt.key`, and the keys of ``answers``
+    that match no pending interrupt. An interrupt ``answers`` has nothing for is left out."""
+    out: dict[str, Any] = {}
+    used: set[str] = set()
+    for i in pending:
+        for k in answer_keys(i):
+            if k in answers:
+                out[i.key] = answers[k]
+                used.add(k)
+                break
+    matchable = {k for i in pending for k in answer_keys(i)}
+    unknown = sorted(k for k in answers if k not in used and k not in matchable)
+    return out, unknown
+
+
 class Resume:
     """Answers for every pending interrupt of a paused run (seed 001).
 
     ``Resume(value)`` answers the only pending interrupt; ``Resume(answers={key: ...})``
-    answers each by ``Interrupt.key``. With ``partial=True``, ``answers`` may leave some
-    pending interrupts unanswered: their nodes run again, ask again, and the run pauses
-    again with just those pending.
+    answers each; a key is the interrupt's ``Interrupt.key`` (``"<task_id>:<id>"``),
+    ``"<node>:<id>"``, the interrupt id, or a node name (all of that node's interrupts) —
+    the most specific key given wins (see :func:`answer_keys`). With ``partial=True``,
+    ``answers`` may leave some pending interrupts unanswered: their nodes run again, ask
+    again, and the run pauses again with just those pending.
 
     ``update={key: value}`` is merged into the state before the run continues, as a node's
     patch would be (reducers applied, validated). ``Resume(update=...)`` alone continues a run
@@ -69,7 +102,7 @@ class Resume:
     ):
         if answers is not None and not isinstance(answers, Mapping):
             raise TypeError(f"Resume(answers={answers!r}): answers must be a mapping of "
-                            "Interrupt.key to answer")
+                            "key (Interrupt.key, '<node>:<id>', interrupt id or node) to answer")
         if update is not None and not isinstance(update, Mapping):
             raise TypeError(f"Resume(update={update!r}): update must be a mapping of state "
                             "keys to values")
@@ -111,13 +144,13 @@ class Resume:
             raw = {keys[0]: self.value}
         else:
             assert self.answers is not None
-            raw = self.answers
-            unknown = sorted(set(raw) - set(keys))
+            raw, unknown = match_answers(self.answers, pending)
             missing = [] if self.partial else [k for k in keys if k not in raw]
             if unknown or missing:
+                forms = [f"{i.key} (or {i.node}:{i.id}, {i.id}, {i.node})" for i in pending]
                 raise ResumeError(
-                    f"Resume answers must match the pending interrupts one to one; "
-                    f"pending: {keys}; not pending: {unknown}; unanswered: {missing}"
+                    f"Resume answers must answer every pending interrupt and only those; "
+                    f"pending: {forms}; not pending: {unknown}; unanswered: {missing}"
                 )
         out: dict[str, Any] = {}
         for key, answer in raw.items():
@@ -203,12 +236,17 @@ class NodeContext:
         failure: for a failure-route target, the failure it handles
             (``{"node", "error_type", "message"}``).
         clock: the runtime's clock.
+
+    ``ctx.random()`` and ``ctx.uuid()`` are the node's seeded randomness (in the manner of
+    Temporal's workflow random): derived from the run (whose id the runtime's ``seed``
+    decides) and the task, so the same seed gives the same values, and a task run again on
+    resume draws the same values again.
     """
 
     # Built for every task on the hot path: only what varies is stored; the rest is read
     # from the task's record and the run when asked.
-    __slots__ = ("_artifacts", "_custom", "_leg", "_record", "_used", "_visited", "attempt",
-                 "step")
+    __slots__ = ("_artifacts", "_custom", "_leg", "_record", "_rng", "_used", "_visited",
+                 "attempt", "step")
 
     def __init__(self, leg: Any, record: Any, step: int, visited: Visited) -> None:
         self._leg = leg
@@ -218,6 +256,7 @@ class NodeContext:
         self._visited = visited
         self._used: set[str] | None = None
         self._custom: list[tuple[str, Any]] = []
+        self._rng: _random.Random | None = None
         self._artifacts: list[tuple[str, bytes, str]] = []
 
     @property
@@ -268,6 +307,23 @@ class NodeContext:
     def now(self) -> datetime:
         """The runtime clock's current time."""
         return self.clock.now()
+
+    def random(self) -> _random.Random:
+        """This task's seeded random number generator (one stream per task run).
+
+        Seeded from the run id and the task id: under a seeded runtime the same seed gives
+        the same draws, and the task, run again when its run resumes (or after a failure in
+        its batch), draws the same values in the same order. Use it instead of the
+        ``random`` module in node code, which makes runs differ.
+        """
+        if self._rng is None:
+            self._rng = _random.Random(f"graphflow-task:{self.run_id}:{self.task_id}")
+        return self._rng
+
+    def uuid(self) -> _uuid.UUID:
+        """A version-4 UUID drawn from :meth:`random` (same seed, same UUIDs; use it instead
+        of ``uuid.uuid4()`` in node code)."""
+        return _uuid.UUID(int=self.random().getrandbits(128), version=4)
 
     def emit(self, value: Any, *, channel: str = "custom") -> None:
         """Emit a custom event (``stream(mode="custom")``); ``channel="tokens"`` for tokens."""

@@ -4,9 +4,14 @@ It tells the reader what they need to replay and understand the failure:
 
 * the test's seed and where it came from;
 * the command that reruns this one test with the same session seed (hence the same seed);
-* the path the last run took through the graph, as text and as a Mermaid diagram with the
-  taken edges drawn bold;
-* the last events of that run, one per line.
+* every leg of the test's last run (a paused leg and its resumption are two), one line
+  each with its status, what it raised and the path it took (in a Hypothesis test, the last
+  run is the last example's: the shrunk one);
+* the last events of the last leg, one per line.
+
+That is the concise form (the default, ``--graphflow-report=short``). With
+``--graphflow-report=full`` every leg gets its Mermaid diagram (taken edges bold) and up to
+20 events.
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ if TYPE_CHECKING:
     from ._runtime import RunRecording
     from ._state import ItemState
 
-__all__ = ["failure_section", "reproduce_command"]
+__all__ = ["REPORT_MODES", "failure_section", "reproduce_command"]
 
 LAST_EVENTS: Final = 20
+SHORT_EVENTS: Final = 6
+REPORT_MODES: Final = ("short", "full")
 
 
 def reproduce_command(item: pytest.Item, state: ItemState) -> str:
@@ -48,8 +55,8 @@ def _node_arg(item: pytest.Item) -> str:
     return f"{rel}{sep}{rest}"
 
 
-def failure_section(item: pytest.Item, state: ItemState) -> str:
-    """The text of the ``graphflow`` report section."""
+def failure_section(item: pytest.Item, state: ItemState, mode: str = "short") -> str:
+    """The text of the ``graphflow`` report section (``mode``: ``"short"`` or ``"full"``)."""
     settings = state.settings
     if settings.seed_from_marker:
         origin = f"fixed by @pytest.mark.graphflow(seed={settings.seed})"
@@ -68,18 +75,65 @@ def failure_section(item: pytest.Item, state: ItemState) -> str:
     if not state.runs:
         lines.append("runs: none recorded (the test failed before its runtime ran a graph)")
         return "\n".join(lines)
-    lines.extend(_run_lines(state.runs[-1], settings.seed))
+    runs = list(state.runs)
+    last_id = runs[-1].run_id
+    # The last run's legs: walk back while a leg resumed the one before it (Hypothesis
+    # examples with one seed repeat run ids, so the id alone does not tell runs apart).
+    legs = [runs[-1]]
+    for prev in reversed(runs[:-1]):
+        if not (legs[0].resumed and prev.run_id == last_id):
+            break
+        legs.insert(0, prev)
+    others = len(runs) - len(legs) + state.dropped
+    head = f"last run: {last_id}, {len(legs)} leg(s)"
+    if others:
+        head += f" (the test made {others} other leg(s) before, not shown)"
+    lines.append(head)
+    if mode == "full":
+        for n, run in enumerate(legs, start=1):
+            lines.extend(_run_lines(run, settings.seed, f"leg {n}"))
+        return "\n".join(lines)
+    for n, run in enumerate(legs, start=1):
+        lines.extend(_leg_summary(run, settings.seed, f"leg {n}"))
+    lines.extend(_events(legs[-1], SHORT_EVENTS, f"leg {len(legs)}"))
+    lines.append("(--graphflow-report=full shows each leg's diagram and more events)")
     return "\n".join(lines)
 
 
-def _run_lines(run: RunRecording, test_seed: int) -> list[str]:
-    from .._assert._repr import format_events
-
+def _leg_summary(run: RunRecording, test_seed: int, name: str) -> list[str]:
     notes = [] if run.seed == test_seed else [f"runtime seed {run.seed}"]
     if run.resumed:
         notes.append("resumed")
     note = f" ({', '.join(notes)})" if notes else ""
-    head = (f"last run: {run.run_id} of graph {run.graph.graph_id!r}{note}: {run.status}, "
+    out = [f"{name}: {run.run_id} of graph {run.graph.graph_id!r}{note}: {run.status}, "
+           f"{len(run.events)} events"]
+    if run.error is not None:
+        out.append(f"  raised: {type(run.error).__name__}: {_one_line(run.error)}")
+    out.append(f"  path: {run.path_text()}")
+    return out
+
+
+def _events(run: RunRecording, limit: int, name: str) -> list[str]:
+    from .._assert._repr import format_events
+
+    shown = run.events[-limit:]
+    skipped = len(run.events) - len(shown)
+    lines = [f"last events of {name} ({len(shown)} of {len(run.events)}):" if skipped
+             else f"events of {name}:"]
+    try:
+        text = format_events(shown)
+    except Exception as exc:  # pragma: no cover - a report must never hide the failure
+        text = f"(cannot format events: {type(exc).__name__}: {exc})"
+    lines.extend(f"  {line}" for line in text.splitlines())
+    return lines
+
+
+def _run_lines(run: RunRecording, test_seed: int, name: str) -> list[str]:
+    notes = [] if run.seed == test_seed else [f"runtime seed {run.seed}"]
+    if run.resumed:
+        notes.append("resumed")
+    note = f" ({', '.join(notes)})" if notes else ""
+    head = (f"{name}: {run.run_id} of graph {run.graph.graph_id!r}{note}: {run.status}, "
             f"{len(run.events)} events")
     lines = [head]
     if run.error is not None:
@@ -92,15 +146,7 @@ def _run_lines(run: RunRecording, test_seed: int) -> list[str]:
         diagram = f"(no diagram: {type(exc).__name__}: {exc})"
     lines.append("mermaid:")
     lines.extend(f"  {line}" for line in diagram.splitlines())
-    shown = run.events[-LAST_EVENTS:]
-    skipped = len(run.events) - len(shown)
-    lines.append(f"last events ({len(shown)} of {len(run.events)}):" if skipped
-                 else "events:")
-    try:
-        text = format_events(shown)
-    except Exception as exc:  # pragma: no cover - defensive, as above
-        text = f"(cannot format events: {type(exc).__name__}: {exc})"
-    lines.extend(f"  {line}" for line in text.splitlines())
+    lines.extend(_events(run, LAST_EVENTS, name))
     return lines
 
 

@@ -45,7 +45,7 @@ CURRENT_ITEM: Final = pytest.StashKey["pytest.Item | None"]()
 FIXTURE_SCOPES: Final = pytest.StashKey[list[str]]()  # scopes of fixtures being set up
 ITEM_STATE: Final = pytest.StashKey["ItemState"]()
 
-_KEEP_RUNS: Final = 5  # the report shows the last run; a few more for context
+_KEEP_RUNS: Final = 8  # the report shows every leg a test ran, up to this many
 
 
 @dataclass
@@ -55,8 +55,9 @@ class ItemState:
     Attributes:
         settings: seed, clock start, store and checkpoint policy of the test.
         session: the session's settings (for the reproduce command).
-        runs: the last runs the test's runtimes performed (fixture and factory alike).
+        runs: the last legs the test's runtimes ran (fixture and factory alike).
         owned: runtimes the session factory made for the test, closed when it ends.
+        dropped: legs run before the kept ones (not kept).
         record: whether ``--graphflow-record`` asks for the test's runs as history files.
         processes: N of ``--graphflow-processes`` (0: off).
         recorded: every run (leg) of the test, kept while ``record`` or ``processes`` is on.
@@ -66,12 +67,15 @@ class ItemState:
     session: SessionSettings
     runs: deque[RunRecording] = field(default_factory=lambda: deque(maxlen=_KEEP_RUNS))
     owned: list[RecordingRuntime] = field(default_factory=list)
+    dropped: int = 0
     record: bool = False
     processes: int = 0
     recorded: list[RunRecording] = field(default_factory=list)
 
     def observe(self, recording: RunRecording) -> None:
         """Observer given to every runtime made for the test."""
+        if len(self.runs) == self.runs.maxlen:
+            self.dropped += 1
         self.runs.append(recording)
         if self.record or self.processes:
             self.recorded.append(recording)

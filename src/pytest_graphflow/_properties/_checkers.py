@@ -2,12 +2,20 @@
 
 Each check runs the graph several ways on fresh deterministic runtimes (a
 :class:`VirtualClock`, a seed, an in-memory store) and returns :class:`Violation` values; an
-empty list means the property held. They are synchronous (each runs its own event loop with
-``anyio.run``), so call them from sync tests, Hypothesis tests included.
+empty list means the property held. They are synchronous: each run executes on an event loop
+owned by its virtual clock, as ``GraphRuntime.invoke`` does, so timers are virtual and a batch
+that can never wake fails with ``VirtualDeadlock`` instead of hanging. Call them from sync
+tests, Hypothesis tests included.
 
-Interrupt answers are given as a mapping keyed by ``"<node>:<id>"`` (what
-``strategies.resume_answers(spec)`` draws) or by ``Interrupt.key``, or as a function of the
-:class:`~pytest_graphflow.Interrupt`; an interrupt without an answer is answered ``None``.
+``graph`` is a compiled graph, a ``GraphSpec``, or a factory ``() -> CompiledGraph`` called
+for each independent run (fakes built into the graph are then fresh per run). ``ignore=`` and
+``normalize=`` leave values that legitimately differ out of the comparison (see
+:mod:`._compare`); differences are reported as the differing paths only.
+
+Interrupt answers are a mapping keyed as ``Resume(answers=...)`` takes them (the interrupt's
+key, ``"<node>:<id>"`` — what ``strategies.resume_answers(spec)`` draws —, the interrupt id or
+the node's name), or a function of the :class:`~pytest_graphflow.Interrupt`; an interrupt
+without an answer is answered ``None``.
 """
 
 from __future__ import annotations
@@ -16,22 +24,23 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
-import anyio
 from pydantic import BaseModel
 
 from .._engine._results import GraphResult
 from .._engine._runtime import GraphRuntime
 from .._graph._builder import CompiledGraph
-from .._graph._node import Resume
+from .._graph._effects import EFFECT_LEDGER, Effect
+from .._graph._node import Resume, answer_keys
 from .._records._events import EventBase, Interrupt, RunStart
 from .._stores._faulty import FaultyStore
 from .._stores._memory import InMemoryCheckpointStore
 from .._time._clock import VirtualClock
-from ..errors import SimulatedCrash
+from .._time._loops import run_sync_owned
+from ..errors import InvalidArgument, SimulatedCrash
 from ._checks import Violation, check_invariants
+from ._compare import Compare, Normalize, diff_paths
 from ._genspec import GraphSpec
 from ._instrument import CallLog, NodeCall, record_calls
 
@@ -45,24 +54,51 @@ __all__ = [
 ]
 
 Answers = Mapping[str, Any] | Callable[[Interrupt], Any] | None
-GraphLike = CompiledGraph | GraphSpec
+GraphLike = CompiledGraph | GraphSpec | Callable[[], CompiledGraph]
 Input = Mapping[str, Any] | BaseModel | None
 
 
+def graph_maker(graph: GraphLike, where: str) -> Callable[[], CompiledGraph]:
+    """A function giving the graph for one independent run: a compiled graph itself, a
+    :class:`GraphSpec` compiled once, or the user's factory called anew each time."""
+    if isinstance(graph, CompiledGraph):
+        return lambda: graph
+    if isinstance(graph, GraphSpec):
+        compiled = graph.compile()
+        return lambda: compiled
+    if callable(graph):
+        def make() -> CompiledGraph:
+            built = graph()
+            if not isinstance(built, CompiledGraph):
+                raise InvalidArgument(f"{where}(graph={graph!r}): the factory returned "
+                                      f"{built!r}; it must return a CompiledGraph (call "
+                                      ".compile())")
+            return built
+
+        return make
+    raise InvalidArgument(f"{where}(graph={graph!r}): pass a CompiledGraph, a GraphSpec or a "
+                          "factory () -> CompiledGraph")
+
+
 def as_graph(graph: GraphLike) -> CompiledGraph:
-    """A compiled graph from a :class:`GraphSpec` or a compiled graph."""
-    return graph.compile() if isinstance(graph, GraphSpec) else graph
+    """A compiled graph from a :class:`GraphSpec`, a compiled graph or a factory."""
+    return graph_maker(graph, "as_graph")()
 
 
 def answer_for(answers: Answers, interrupt: Interrupt) -> Any:
-    """The answer ``answers`` gives ``interrupt`` (``None`` when it has none)."""
+    """The answer ``answers`` gives ``interrupt`` (``None`` when it has none).
+
+    Mapping keys are matched most specific first: the interrupt's key, ``"<node>:<id>"``, the
+    interrupt id, the node's name (as ``Resume(answers=...)`` matches them).
+    """
     if answers is None:
         return None
     if callable(answers):
         return answers(interrupt)
-    if interrupt.key in answers:
-        return answers[interrupt.key]
-    return answers.get(f"{interrupt.node}:{interrupt.id}")
+    for k in answer_keys(interrupt):
+        if k in answers:
+            return answers[k]
+    return None
 
 
 def _runtime(store: Any, seed: int, clock: VirtualClock | None = None,
@@ -77,8 +113,27 @@ def _wall(graph: GraphLike) -> bool:
     return not isinstance(graph, GraphSpec)
 
 
-def _outcome(result: GraphResult[Any]) -> tuple[str, str]:
-    return result.status, json.dumps(result.data, sort_keys=True)
+def _outcome(result: GraphResult[Any], cmp: Compare | None = None) -> tuple[str, str]:
+    data = result.data if cmp is None else cmp.state(result.data)
+    return result.status, json.dumps(data, sort_keys=True)
+
+
+def _outcome_diff(want: GraphResult[Any], got: GraphResult[Any], cmp: Compare) -> str:
+    """How ``got`` ended unlike ``want``: status, then the differing state paths only."""
+    parts = []
+    if got.status != want.status:
+        parts.append(f"status {want.status} → {got.status}")
+    paths = diff_paths(cmp.state(want.data), cmp.state(got.data))
+    if paths:
+        parts.append("state differs at:\n    " + "\n    ".join(paths))
+    return "; ".join(parts)
+
+
+def _pause_seconds(pause: float, where: str) -> float:
+    if isinstance(pause, bool) or not isinstance(pause, int | float) or pause < 0:
+        raise InvalidArgument(f"{where}(pause={pause!r}): give the seconds of virtual time a "
+                              "pause lasts (>= 0)")
+    return float(pause)
 
 
 @dataclass
@@ -105,6 +160,7 @@ async def drive(
     calls: CallLog | None = None,
     max_legs: int = 50,
     out: Drive | None = None,
+    pause: float = 0.0,
 ) -> Drive:
     """Run ``graph`` to its end, answering interrupts.
 
@@ -113,7 +169,8 @@ async def drive(
     (a new process over the same store, handed ``graph=``), else by the same runtime. With
     ``resume_run`` the first leg resumes that run (with ``first_resume``) instead of starting
     one. Events of every leg are appended to ``out.events`` as they are consumed, so a crash
-    leaves in ``out`` what was seen.
+    leaves in ``out`` what was seen. ``pause``: seconds of virtual time that pass while the
+    run waits for its answers, before each resume.
     """
     d = out if out is not None else Drive()
     opts: dict[str, Any] = {}
@@ -142,28 +199,44 @@ async def drive(
         if result.status != "interrupted" or hook or d.legs >= max_legs:
             return d
         resume = Resume(answers={k: answer_for(answers, i) for k, i in result.interrupts.items()})
+        if pause and isinstance(rt.clock, VirtualClock):
+            rt.clock.advance(pause)
         if fresh is not None:
             rt = fresh(rt)
             d.runtimes.append(rt)
 
 
 def _fresh_after(previous: GraphRuntime) -> GraphRuntime:
-    """A new runtime over the same store, its clock where the previous one stopped."""
+    """A new runtime over the same store, its clock going on where the previous one stopped
+    (the same virtual clock: the owned loop reads it)."""
     assert isinstance(previous.clock, VirtualClock)
-    clock = VirtualClock(previous.clock.now(), patch_wall_clock=previous.clock.patch_wall_clock)
-    return _runtime(previous.store, previous.seed or 0, clock, previous.backend)
+    return _runtime(previous.store, previous.seed or 0, previous.clock, previous.backend)
+
+
+def _on_owned_loop(runtime: GraphRuntime, fn: Callable[[GraphRuntime], Any]) -> Any:
+    """Run ``fn(runtime)`` on a loop owned by the runtime's clock (as ``invoke`` does)."""
+    async def main() -> Any:
+        return await fn(runtime)
+
+    return run_sync_owned(main, runtime.clock, runtime.backend)
 
 
 def _first_difference(a: list[str], b: list[str]) -> tuple[int, str]:
+    """The first differing event, as the paths that differ in it (not both dumps)."""
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
-            return i, f"event #{i} differs:\n  {x}\n  {y}"
+            ex, ey = json.loads(x), json.loads(y)
+            what = f"{ex.get('type')} {ex.get('node') or ''}".strip()
+            paths = diff_paths(ex, ey)
+            return i, f"event #{i} ({what}) differs at:\n    " + "\n    ".join(paths)
     i = min(len(a), len(b))
     return i, f"one stream has {len(a)} events, the other {len(b)}"
 
 
-def _lines(events: Iterable[EventBase]) -> list[str]:
-    return [e.model_dump_json() for e in events]
+def _lines(events: Iterable[EventBase], cmp: Compare | None = None) -> list[str]:
+    if cmp is None or not cmp.active:
+        return [e.model_dump_json() for e in events]
+    return [json.dumps(cmp.event(e.model_dump(mode="json")), sort_keys=True) for e in events]
 
 
 # --------------------------------------------------------------------------- equivalence
@@ -177,46 +250,58 @@ def check_interrupt_resume_equivalence(
     seed: int = 0,
     backend: str = "asyncio",
     max_legs: int = 50,
+    pause: float = 0.0,
+    ignore: Iterable[str] | str | None = None,
+    normalize: Normalize | None = None,
 ) -> list[Violation]:
     """Pausing at every interrupt and resuming ends where answering at once does.
 
     Three runs: (a) an ``on_interrupt`` hook answers each interrupt at once; (b) the run
     pauses at each interrupt and the same runtime resumes it by run id; (c) like (b), each
     resume by a fresh :class:`GraphRuntime` over the same store, given ``graph=`` (another
-    process; its virtual clock starts where the previous one stopped). (b) and (c) must end in
-    the status and state of (a); (c)'s log must equal (b)'s byte for byte; and (b)'s log, all
-    legs together, must keep C1–C10.
+    process; its virtual clock goes on where the previous one stopped). (b) and (c) must end
+    in the status and state of (a); (c)'s log must equal (b)'s byte for byte; and (b)'s log,
+    all legs together, must keep C1–C10.
+
+    Args:
+        pause: seconds of virtual time each pause lasts in (b) and (c) (a human takes a while
+            to answer): a route or node that decides again on resume from the clock, and so
+            decides differently after a pause, is then reported. Default 0.
+        ignore: state paths left out of the comparison (``"audit.*.at"``).
+        normalize: a function ``state -> state`` applied before comparing.
     """
-    g = as_graph(graph)
+    make = graph_maker(graph, "check_interrupt_resume_equivalence")
+    cmp = Compare.of(ignore, normalize)
+    wait = _pause_seconds(pause, "check_interrupt_resume_equivalence")
+    w = _wall(graph)
 
-    async def main() -> list[Violation]:
-        w = _wall(graph)
-        a = await drive(_runtime(InMemoryCheckpointStore(), seed, wall=w), g, input, answers,
-                        hook=True)
-        b = await drive(_runtime(InMemoryCheckpointStore(), seed, wall=w), g, input, answers,
-                        max_legs=max_legs)
-        c = await drive(_runtime(InMemoryCheckpointStore(), seed, wall=w), g, input, answers,
-                        fresh=_fresh_after, max_legs=max_legs)
-        out: list[Violation] = []
-        assert a.result is not None
-        want = _outcome(a.result)
-        for name, d in (("same-runtime resumes", b), ("fresh-runtime resumes", c)):
-            got = _outcome(d.result)  # type: ignore[arg-type]
-            if got != want:
-                out.append(Violation(
-                    "equivalence", None,
-                    f"pausing and resuming ({name}, {d.legs} legs) ended {got[0]} with state "
-                    f"{got[1]}; answering at once ended {want[0]} with state {want[1]}",
-                    example=(d.events, a.events)))
-        lb, lc = _lines(b.events), _lines(c.events)
-        if lb != lc:
-            i, diff = _first_difference(lb, lc)
-            out.append(Violation("equivalence", i, "resuming in a fresh runtime gave another "
-                                 f"log than resuming in the same runtime: {diff}"))
-        out += check_invariants(b.events, graph=g)
-        return out
+    def run(**kw: Any) -> Drive:
+        g = make()
+        rt = _runtime(InMemoryCheckpointStore(), seed, backend=backend, wall=w)
+        return _on_owned_loop(rt, lambda r: drive(r, g, input, answers, **kw))  # type: ignore[no-any-return]
 
-    return anyio.run(main, backend=backend)
+    a = run(hook=True)
+    b = run(max_legs=max_legs, pause=wait)
+    c = run(fresh=_fresh_after, max_legs=max_legs, pause=wait)
+    out: list[Violation] = []
+    assert a.result is not None
+    want = _outcome(a.result, cmp)
+    for name, d in (("same-runtime resumes", b), ("fresh-runtime resumes", c)):
+        assert d.result is not None
+        if _outcome(d.result, cmp) != want:
+            out.append(Violation(
+                "equivalence", None,
+                f"pausing and resuming ({name}, {d.legs} legs"
+                + (f", {wait:g}s each pause" if wait else "") + ") ended unlike answering at "
+                f"once: {_outcome_diff(a.result, d.result, cmp)}",
+                example=(d.events, a.events)))
+    lb, lc = _lines(b.events), _lines(c.events)
+    if lb != lc:
+        i, diff = _first_difference(lb, lc)
+        out.append(Violation("equivalence", i, "resuming in a fresh runtime gave another "
+                             f"log than resuming in the same runtime: {diff}"))
+    out += check_invariants(b.events, graph=make())
+    return out
 
 
 # --------------------------------------------------------------------------- determinism
@@ -228,17 +313,27 @@ def check_determinism(
     seed: int = 0,
     *,
     answers: Answers = None,
-    runs: int = 2,
+    runs: int = 5,
     backends: Iterable[str] = ("asyncio",),
+    ignore: Iterable[str] | str | None = None,
+    normalize: Normalize | None = None,
     processes: int | None = None,
 ) -> list[Violation]:
     """One seed, run ``runs`` times per backend on fresh runtimes: identical JSON streams.
 
-    Interrupts pause the run and are resumed with ``answers`` (all legs are compared). The
-    first divergent event is reported, and the streams' SHA-256 in the example. With
-    ``processes=N``, the runs happen in N fresh interpreters with different
+    Interrupts pause the run and are resumed with ``answers`` (all legs are compared). Every
+    run is compared with the first, so a decision that differs only now and then is caught
+    far more often than by two runs (a 30% coin agrees in two runs more than half the time;
+    in five, under a fifth). The first divergent event is reported (only the fields that
+    differ), with how many of the runs diverged and the streams' SHA-256 in the example.
+    With ``processes=N``, the runs happen in N fresh interpreters with different
     ``PYTHONHASHSEED`` values instead (:func:`check_determinism_across_processes`; the graph
     is then ``"module:attr"``, a module-level factory, or a graph a module holds).
+
+    Args:
+        runs: runs per backend (at least 2).
+        ignore: state paths left out of the comparison, in the events' patches and states.
+        normalize: a function ``state -> state`` applied to each ``run_end`` state.
     """
     if processes is not None:
         from ._xprocess import check_determinism_across_processes
@@ -247,27 +342,29 @@ def check_determinism(
                                                   processes=processes)
     import hashlib
 
-    g = as_graph(graph)
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 2:
+        raise InvalidArgument(f"check_determinism(runs={runs!r}): compare at least 2 runs")
+    make = graph_maker(graph, "check_determinism")
+    cmp = Compare.of(ignore, normalize)
     seen: list[tuple[str, list[str]]] = []
-    async def once(backend: str) -> list[str]:
-        d = await drive(_runtime(InMemoryCheckpointStore(), seed, backend=backend,
-                                 wall=_wall(graph)), g, input,
-                        answers)
-        return _lines(d.events)
-
     for backend in backends:
         for _ in range(runs):
-            seen.append((backend, anyio.run(once, backend, backend=backend)))
+            g = make()
+            rt = _runtime(InMemoryCheckpointStore(), seed, backend=backend, wall=_wall(graph))
+            d: Drive = _on_owned_loop(rt, lambda r, g=g: drive(  # type: ignore[misc]
+                r, g, input, answers))
+            seen.append((backend, _lines(d.events, cmp)))
     out: list[Violation] = []
     base_backend, base = seen[0]
     digest = hashlib.sha256("\n".join(base).encode()).hexdigest()
-    for backend, lines in seen[1:]:
-        if lines != base:
-            i, diff = _first_difference(base, lines)
-            other = hashlib.sha256("\n".join(lines).encode()).hexdigest()
-            out.append(Violation("determinism", i, f"seed {seed} gave two streams ({base_backend}"
-                                 f" vs {backend}): {diff}", example=(digest, other)))
-            break
+    differ = [(b, lines) for b, lines in seen[1:] if lines != base]
+    if differ:
+        backend, lines = differ[0]
+        i, diff = _first_difference(base, lines)
+        other = hashlib.sha256("\n".join(lines).encode()).hexdigest()
+        out.append(Violation("determinism", i, f"seed {seed}: {len(differ)} of {len(seen) - 1} "
+                             f"repeated runs gave another stream than the first "
+                             f"({base_backend} vs {backend}): {diff}", example=(digest, other)))
     return out
 
 
@@ -307,9 +404,9 @@ async def _recover(
     inner = faulty.inner
     old = crashed.runtimes[-1]
     assert isinstance(old.clock, VirtualClock)
-    clock = VirtualClock(old.clock.now() + timedelta(seconds=claim_ttl + 1),
-                         patch_wall_clock=old.clock.patch_wall_clock)
-    rt = _runtime(inner, seed, clock, old.backend)
+    # The same clock (the owned loop reads it), moved past the dead process's claim.
+    old.clock.advance(claim_ttl + 1)
+    rt = _runtime(inner, seed, old.clock, old.backend)
     run_id = crashed.run_id
     if run_id is None:
         runs = {cp.run_id for cp in await inner.list()}
@@ -342,6 +439,8 @@ def check_crash_recovery(
     points: Iterable[int] | None = None,
     strict_effects: bool = False,
     backend: str = "asyncio",
+    ignore: Iterable[str] | str | None = None,
+    normalize: Normalize | None = None,
     store_factory: Any = None,
 ) -> list[Violation]:
     """Crash at every store operation in turn, recover, and end where the fault-free run ends.
@@ -365,10 +464,23 @@ def check_crash_recovery(
       checkpoint recorded it — re-running those is unavoidable (at least once) — and the
       nodes' functions complete exactly as often as in the oracle plus those re-runs. With
       ``strict_effects`` no re-run is allowed;
+    * effects recorded with :func:`~pytest_graphflow.record_effect` (by a fake service, a
+      node left ``pure``, ...): each happens exactly once in the fault-free run (a ``Retry``
+      attempt repeating one is reported) and exactly once after every crash and recovery —
+      no allowance for re-runs: recording it where the effect really happens, after an
+      idempotency check, is how a node shows it is safe to run again;
     * the recovered legs keep C1–C10.
+
+    The oracle and each crash point run on a graph of their own when ``graph`` is a factory;
+    the crashed and the recovering process of one crash point share it (fakes built into the
+    graph stand for the outside world, which outlives the process).
 
     Args:
         points: store-call indexes to crash at (default: every call of the oracle).
+        ignore: state paths left out of the comparison with the oracle (recovery waits out
+            the dead process's claim, ``claim_ttl + 1`` virtual seconds, so a timestamp taken
+            from ``ctx.now()`` after the crash differs: ``ignore=["audit.*.at"]``).
+        normalize: a function ``state -> state`` applied before comparing.
     """
     if store_factory is not None:
         from ._xprocess import check_crash_recovery_across_processes
@@ -376,23 +488,27 @@ def check_crash_recovery(
         return check_crash_recovery_across_processes(
             graph, input, answers, store_factory=store_factory, seed=seed, phases=phases,
             points=points)
-    g0 = as_graph(graph)
+    make = graph_maker(graph, "check_crash_recovery")
+    cmp = Compare.of(ignore, normalize)
+    g0 = make()
     effectful = {n for n, s in g0.nodes.items() if s.effect in ("write", "external")}
 
-    async def run_oracle() -> tuple[Drive, CallLog, list[Any]]:
+    async def run_oracle(rt: GraphRuntime) -> tuple[Drive, CallLog, list[Any], list[Effect]]:
         calls = CallLog()
+        ledger: list[Effect] = []
+        EFFECT_LEDGER.set(ledger)
         g = record_calls(g0, calls)
-        faulty = FaultyStore(InMemoryCheckpointStore())
-        d = await drive(_runtime(faulty, seed, backend=backend, wall=_wall(graph)), g, input,
-                        answers, calls=calls)
-        return d, calls, faulty.calls
+        d = await drive(rt, g, input, answers, calls=calls)
+        return d, calls, rt.store.calls, ledger  # type: ignore[attr-defined]
 
-    async def crash_once(point: CrashPoint) -> list[Violation]:
+    async def crash_once(point: CrashPoint, rt: GraphRuntime) -> list[Violation]:
+        ledger: list[Effect] = []
+        EFFECT_LEDGER.set(ledger)
         calls = CallLog()
-        g = record_calls(g0, calls)
-        faulty = FaultyStore(InMemoryCheckpointStore())
+        g = record_calls(make(), calls)
+        faulty = rt.store
+        assert isinstance(faulty, FaultyStore)
         faulty.crash_at(point.op, point.nth, phase=point.phase)  # type: ignore[arg-type]
-        rt = _runtime(faulty, seed, backend=backend, wall=_wall(graph))
         crashed = Drive()
         try:
             await drive(rt, g, input, answers, calls=calls, out=crashed)
@@ -406,6 +522,7 @@ def check_crash_recovery(
                                        rt.claim_ttl)
         uncovered = [c for c in before_recovery if not _covered(c, cp)]
         out = _compare(point, recovered, oracle, uncovered, calls, oracle_calls)
+        out += _ledger_violations(ledger, oracle_effects, f"after {point} and recovery", point)
         if recovered.events:
             for v in check_invariants(recovered.events, graph=g0, resumed_by_run_id=True):
                 out.append(Violation(v.rule, v.index, f"after {point}: {v.message}"))
@@ -417,12 +534,11 @@ def check_crash_recovery(
         if got.result is None:
             return [Violation("crash-recovery", None, f"after {point}: no result")]
         assert want.result is not None
-        if _outcome(got.result) != _outcome(want.result):
-            g_s, g_d = _outcome(got.result)
-            w_s, w_d = _outcome(want.result)
+        if _outcome(got.result, cmp) != _outcome(want.result, cmp):
             out.append(Violation("crash-recovery", None, f"after {point} and recovery the run "
-                                 f"ended {g_s} with state {g_d}; without the crash it ends {w_s} "
-                                 f"with state {w_d}", example=point))
+                                 "ended unlike the run without the crash: "
+                                 f"{_outcome_diff(want.result, got.result, cmp)}",
+                                 example=point))
         allowed = Counter() if strict_effects else Counter(c.task_id for c in uncovered)
         out += _effects_per_task(calls, effectful, allowed, f"after {point}", point)
         unavoidable = Counter() if strict_effects else Counter(c.node for c in uncovered)
@@ -438,8 +554,13 @@ def check_crash_recovery(
                                      f"{n_want + extra}{why}", example=point))
         return out
 
-    oracle, oracle_calls, log = anyio.run(run_oracle, backend=backend)
+    def fresh_runtime() -> GraphRuntime:
+        return _runtime(FaultyStore(InMemoryCheckpointStore()), seed, backend=backend,
+                        wall=_wall(graph))
+
+    oracle, oracle_calls, log, oracle_effects = _on_owned_loop(fresh_runtime(), run_oracle)
     broken = _effects_per_task(oracle_calls, effectful, Counter(), "in the fault-free run", None)
+    broken += _ledger_violations(oracle_effects, None, "in the fault-free run", None)
     if broken:
         return broken  # every crash point would repeat it; fix this first
     nth: Counter[str] = Counter()
@@ -452,11 +573,34 @@ def check_crash_recovery(
                 crash_points.append(CrashPoint(call.index, call.op, nth[call.op], phase))
     violations: list[Violation] = []
     for point in crash_points:
-        async def one(p: CrashPoint = point) -> list[Violation]:
-            return await crash_once(p)
-
-        violations += anyio.run(one, backend=backend)
+        violations += _on_owned_loop(fresh_runtime(),
+                                     lambda rt, p=point: crash_once(p, rt))  # type: ignore[misc]
     return violations
+
+
+def _ledger_violations(
+    got: list[Effect], want: list[Effect] | None, where: str, example: Any
+) -> list[Violation]:
+    """Effects recorded with ``record_effect``: each once, and (after a crash) exactly the
+    fault-free run's."""
+    out: list[Violation] = []
+    counts = Counter(e.identity for e in got)
+    for (name, key), n in counts.items():
+        if n > 1:
+            attempts = sorted({e.attempt for e in got if e.identity == (name, key)
+                               and e.attempt is not None})
+            why = (" (Retry attempts " + ", ".join(map(str, attempts)) + " each did it)"
+                   if len(attempts) > 1 else "")
+            out.append(Violation("effects", None, f"{where}: effect {name!r} (key {key}) "
+                                 f"happened {n} times; it must happen once{why}",
+                                 example=example))
+    if want is not None:
+        missing = sorted({e.identity for e in want} - set(counts))
+        for name, key in missing:
+            out.append(Violation("effects", None, f"{where}: effect {name!r} (key {key}) "
+                                 "never happened; without the crash it does",
+                                 example=example))
+    return out
 
 
 def _effects_per_task(

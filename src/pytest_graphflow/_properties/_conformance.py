@@ -55,7 +55,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from .._records._checkpoint import Checkpoint
+from .._records._checkpoint import Checkpoint, TaskOutput, TaskRecord
+from .._records._events import Interrupt
 from .._records._json import jcopy, to_json_value
 from .._stores._claims import checked_patch
 from .._stores._protocol import CheckpointStore
@@ -91,6 +92,43 @@ _values = st.one_of(
 )
 _states = st.dictionaries(st.sampled_from(["count", "items", "meta"]), _values, max_size=3)
 _node_ids = st.lists(st.sampled_from(NODES), max_size=2, unique=True)
+
+
+def _maybe(name: str, values: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """``{name: value}`` half the time, else ``{}`` (the field keeps its default)."""
+    return st.one_of(st.just({}), values.map(lambda v: {name: v}))
+
+
+_TASK_IDS = ("task-1", "task-2")
+_times = st.integers(0, TICKS - 1).map(lambda t: BASE_TIME + timedelta(seconds=t))
+_task_records = st.builds(
+    TaskRecord, task_id=st.sampled_from(_TASK_IDS), node=st.sampled_from(NODES),
+    item=_values, has_item=st.booleans(), checkpoint_id_before=st.none() | st.just("cp-0"),
+    failure=st.none() | st.just({"node": "a", "error_type": "E", "message": "m"}))
+_task_outputs = st.builds(
+    TaskOutput, task_id=st.sampled_from(_TASK_IDS), node=st.sampled_from(NODES),
+    patch=st.none() | _states, goto=st.none() | _node_ids, keep=st.booleans(),
+    started_at=st.none() | _times, finished_at=st.none() | _times)
+_interrupts = st.builds(
+    Interrupt, key=st.sampled_from(["task-1:q", "task-2:q"]), id=st.just("q"),
+    node=st.sampled_from(NODES), task_id=st.sampled_from(_TASK_IDS), payload=_values)
+_extras: st.SearchStrategy[dict[str, Any]] = st.tuples(
+    _maybe("parent_id", st.sampled_from(["cp-0", "cp-1"])),
+    _maybe("status", st.sampled_from(["completed", "interrupted", "failed", "cancelled"])),
+    _maybe("next_step", st.integers(1, 4)),
+    _maybe("tasks", st.tuples(_task_records).map(list)),
+    _maybe("completed", _task_outputs.map(lambda o: {o.task_id: o})),
+    _maybe("interrupts", st.tuples(_interrupts).map(list)),
+    _maybe("answers", st.tuples(st.sampled_from(["task-1:q", "task-2:q"]), _values).map(
+        lambda kv: {kv[0]: kv[1]})),
+    _maybe("arrivals", st.tuples(st.sampled_from(NODES), st.sampled_from(NODES)).map(
+        lambda kv: {kv[0]: [kv[1]]})),
+    _maybe("next_seq", st.integers(1, 50)),
+    _maybe("error", st.just({"type": "ValueError", "message": "boom"})),
+    _maybe("tenant_id", st.sampled_from(["acme", "globex"])),
+).map(lambda parts: {k: v for part in parts for k, v in part.items()})
+"""Every other field of a checkpoint, each either at its default or drawn: a store that
+loses or rewrites any of them fails the read-back checks."""
 
 
 def _dump(cp: Checkpoint) -> dict[str, Any]:
@@ -290,15 +328,19 @@ class StoreConformance(RuleBasedStateMachine):
 
     def _build(
         self, cid: str, run_id: str, tick: int, node_id: str | None, node_ids: list[str],
-        step: int, state: dict[str, Any],
+        step: int, state: dict[str, Any], extras: dict[str, Any] | None = None,
     ) -> Checkpoint:
-        return Checkpoint(
+        cp = Checkpoint(
             id=cid, run_id=run_id, thread_id=self.thread_of_run[run_id], graph_id="conformance",
             revision="rev-1", node_id=node_id, node_ids=list(node_ids), step=step,
             # Our own copy: rules mutate it later, and Hypothesis' drawn values stay intact.
             timestamp=BASE_TIME + timedelta(seconds=tick), state=jcopy(state),
             visited=list(node_ids), metadata={"origin": "conformance"},
         )
+        if extras:
+            cp = Checkpoint.model_validate({**cp.model_dump(), **extras})
+            cp = cp.clone()  # nothing shared with the drawn values
+        return cp
 
     async def _save(self, cp: Checkpoint, what: str) -> None:
         old = self.model.get(cp.id)
@@ -343,28 +385,29 @@ class StoreConformance(RuleBasedStateMachine):
     @rule(
         target=checkpoints, run_id=st.sampled_from(RUNS), tick=st.integers(0, TICKS - 1),
         node_id=st.none() | st.sampled_from(NODES), node_ids=_node_ids,
-        step=st.integers(0, 3), state=_states,
+        step=st.integers(0, 3), state=_states, extras=_extras,
     )
     def save_new(
         self, run_id: str, tick: int, node_id: str | None, node_ids: list[str], step: int,
-        state: dict[str, Any],
+        state: dict[str, Any], extras: dict[str, Any],
     ) -> str:
-        """Save a checkpoint under a new id."""
-        cp = self._build(self._fresh_id(), run_id, tick, node_id, node_ids, step, state)
+        """Save a checkpoint under a new id (every field drawn: see ``_extras``)."""
+        cp = self._build(self._fresh_id(), run_id, tick, node_id, node_ids, step, state,
+                         extras)
         self._run(self._save, cp, "new")
         return cp.id
 
     @rule(
         cid=checkpoints, run_id=st.sampled_from(RUNS), tick=st.integers(0, TICKS - 1),
         node_id=st.none() | st.sampled_from(NODES), node_ids=_node_ids,
-        step=st.integers(0, 3), state=_states,
+        step=st.integers(0, 3), state=_states, extras=_extras,
     )
     def overwrite(
         self, cid: str, run_id: str, tick: int, node_id: str | None, node_ids: list[str],
-        step: int, state: dict[str, Any],
+        step: int, state: dict[str, Any], extras: dict[str, Any],
     ) -> None:
         """Save again under an id that exists (or existed): it replaces the old checkpoint."""
-        cp = self._build(cid, run_id, tick, node_id, node_ids, step, state)
+        cp = self._build(cid, run_id, tick, node_id, node_ids, step, state, extras)
         self._run(self._save, cp, "overwritten")
 
     @rule(cid=checkpoints)

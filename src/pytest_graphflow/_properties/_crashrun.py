@@ -99,7 +99,6 @@ def run_child(req: dict[str, Any], out: Any, recover: bool, *, die: Callable[[],
               store: Any = None) -> None:
     """Run (or, with ``recover``, recover) the run ``req`` describes, writing JSON lines to
     ``out``. ``store`` reuses a store object instead of opening one from the factory."""
-    import anyio
 
     from .._graph._refs import resolve_graph, resolve_ref
     from .._time._clock import VirtualClock
@@ -145,7 +144,9 @@ def run_child(req: dict[str, Any], out: Any, recover: bool, *, die: Callable[[],
         return {**base, "status": result.status, "state": result.data}
 
     try:
-        result = anyio.run(go)
+        from .._time._loops import run_sync_owned
+
+        result = run_sync_owned(go, runtime.clock)  # the loop the runtime owns, as invoke()
     finally:
         close = getattr(store, "close", None)
         if opened and callable(close):

@@ -19,7 +19,8 @@ What is compared, and why:
 The runtime folds a parallel batch's writes in declared node order, so a reducer that is not
 commutative gives the same result under every seed — and a different one as soon as the
 nodes are declared in another order, or an expansion's items come in another order. So
-``explore`` also re-folds each parallel batch's recorded writes in every other order
+``explore(..., merge_orders=True)`` also re-folds each parallel batch's recorded writes in
+every other order
 (all of them for up to 5 writes, 120 sampled orders beyond) and reports the reducer keys
 whose value would change (:class:`MergeOrderDependence`).
 
@@ -39,7 +40,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import anyio
 from pydantic import BaseModel
 
 from .._engine._merge import merge_patches, validate_state
@@ -49,8 +49,10 @@ from .._records._events import EventBase, Interrupt, NodeEnd, RunEnd, RunStart
 from .._records._json import jcopy
 from .._stores._memory import InMemoryCheckpointStore
 from .._time._clock import VirtualClock
+from .._time._loops import run_sync_owned
 from ..errors import GraphflowError, InvalidArgument
 from ._checks import Violation
+from ._compare import Compare, Normalize, diff_paths
 from ._instrument import CallLog, record_calls, task_number
 
 __all__ = ["Divergence", "ExploreReport", "MergeOrderDependence", "ScheduleOutcome", "explore"]
@@ -226,9 +228,10 @@ def _ranges(seeds: list[int]) -> str:
     return ", ".join(map(str, s[:10])) + (", ..." if len(s) > 10 else "")
 
 
-def _normalise(events: list[EventBase], data: Any) -> tuple[tuple[str, ...], str]:
-    lines = [json.dumps(e.model_dump(mode="json"), sort_keys=True) for e in events]
-    state = json.dumps(data, sort_keys=True)
+def _normalise(events: list[EventBase], data: Any,
+               cmp: Compare) -> tuple[tuple[str, ...], str]:
+    lines = [json.dumps(cmp.event(e.model_dump(mode="json")), sort_keys=True) for e in events]
+    state = json.dumps(cmp.state(data), sort_keys=True)
     run = next((e.run_id for e in events if isinstance(e, RunStart)), None)
     token = run[4:] if run and run.startswith("run-") else run
     if token:
@@ -242,12 +245,11 @@ def _default_runtime(seed: int) -> GraphRuntime:
 
 
 async def _run_one(
-    graph: CompiledGraph, input: Any, seed: int, factory: Callable[[int], GraphRuntime],
-    answers: Any,
+    graph: CompiledGraph, input: Any, rt: GraphRuntime, answers: Any, cmp: Compare,
 ) -> tuple[ScheduleOutcome, list[EventBase]]:
+    seed = rt.seed if rt.seed is not None else 0
     calls = CallLog()
     g = record_calls(graph, calls)
-    rt = factory(seed)
     opts: dict[str, Any] = {}
     if answers is not None:
         from ._checkers import answer_for
@@ -271,7 +273,7 @@ async def _run_one(
             orders.append((step, tuple(c.node for c in started)))
             positions.append((f"step {step}: {', '.join(c.node for c in declared)}",
                               tuple(declared.index(c) for c in started)))
-    lines, state = _normalise(events, data)
+    lines, state = _normalise(events, data, cmp)
     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
     return ScheduleOutcome(seed, status, state, tuple(orders), digest, lines, error,
                            tuple(positions)), events
@@ -286,7 +288,8 @@ def _compare(base: ScheduleOutcome, other: ScheduleOutcome) -> Divergence | None
                        f"{base.status} ({base.error or 'no error'})")
     if base.state != other.state:
         differs.append("state")
-        details.append(f"state {other.state} vs {base.state}")
+        paths = diff_paths(json.loads(base.state), json.loads(other.state), limit=5)
+        details.append("state differs at " + "; ".join(paths))
     if base.lines != other.lines:
         differs.append("events")
         for i, (a, b) in enumerate(itertools.zip_longest(base.lines, other.lines)):
@@ -305,9 +308,7 @@ def _event_diff(i: int, base: str | None, other: str | None) -> str:
     what = f"{b.get('type')} {b.get('node') or ''}".strip()
     if a.get("type") != b.get("type") or a.get("node") != b.get("node"):
         return f"event #{i} is {what}, not {a.get('type')} {a.get('node') or ''}".rstrip()
-    fields = [f"{k}={b.get(k)!r} (baseline {a.get(k)!r})" for k in sorted(set(a) | set(b))
-              if a.get(k) != b.get(k)]
-    return f"event #{i} ({what}): " + ", ".join(fields)
+    return f"event #{i} ({what}) differs at " + "; ".join(diff_paths(a, b, limit=5))
 
 
 def _merge_orders(
@@ -393,16 +394,18 @@ def _seed_stream(seeds: Iterable[int]) -> Iterator[int]:
 
 
 def explore(
-    graph: CompiledGraph,
+    graph: CompiledGraph | Callable[[], CompiledGraph],
     input: Mapping[str, Any] | BaseModel | None = None,
     *,
     seeds: Iterable[int] = range(50),
     schedules: Literal["exhaustive"] | int = "exhaustive",
     runtime_factory: Callable[[int], GraphRuntime] | None = None,
     answers: Mapping[str, Any] | Callable[[Interrupt], Any] | None = None,
-    merge_orders: bool = True,
+    merge_orders: bool = False,
     max_runs: int = 2000,
     backend: str = "asyncio",
+    ignore: Iterable[str] | str | None = None,
+    normalize: Normalize | None = None,
 ) -> ExploreReport:
     """Run ``graph`` under many schedules and report those whose outcome differs.
 
@@ -413,8 +416,14 @@ def explore(
     parallel batch's writes are also re-folded in other orders to find order-dependent
     reducers, which seeds cannot reveal (the runtime folds in declared order).
 
+    Every run executes on an event loop owned by its runtime's virtual clock, as
+    ``GraphRuntime.invoke`` does: timers and cancel scopes in node code are virtual, and a
+    batch that can never wake ends the run with ``VirtualDeadlock`` (an outcome like any
+    other) instead of hanging.
+
     Args:
-        graph: the graph.
+        graph: the graph, or a factory ``() -> CompiledGraph`` called for every run (fakes
+            built into the graph are then fresh per run and cannot leak between runs).
         input: its input.
         seeds: the seeds to run first (the first is the baseline).
         schedules: ``"exhaustive"``: every seed of ``seeds``, then more until every parallel
@@ -425,9 +434,17 @@ def explore(
         answers: answers for interrupts (``"<node>:<id>"`` or ``Interrupt.key`` keys, or a
             function), given at once by an ``on_interrupt`` hook; without, a run stops at its
             first interrupt.
-        merge_orders: also re-fold each parallel batch's writes in other orders.
+        merge_orders: also re-fold each parallel batch's writes in other orders, and report
+            reducer keys whose value hangs on declaration order. Off by default: the runtime
+            folds in declared order, so such a value is still deterministic, and the most
+            common reducer — appending a parallel batch's items to a list with
+            ``Reducer(operator.add)``, as the Quickstart does — legitimately depends on it.
+            Turn it on to find reducers that silently drop writes (last writer wins).
         max_runs: the most runs ``"exhaustive"`` makes.
         backend: the anyio backend to run on.
+        ignore: state paths left out of the comparison (``"audit.*.at"``), in the final
+            state and in the state events carry.
+        normalize: a function ``state -> state`` applied before comparing.
 
     Returns:
         an :class:`ExploreReport`; ``report.assert_ok()`` raises with a readable summary.
@@ -435,39 +452,52 @@ def explore(
     if schedules != "exhaustive" and (not isinstance(schedules, int) or isinstance(
             schedules, bool) or schedules < 1):
         raise InvalidArgument(f"explore(schedules={schedules!r}): use 'exhaustive' or an int >= 1")
-    if not isinstance(graph, CompiledGraph):
+    if not isinstance(graph, CompiledGraph) and (not callable(graph) or isinstance(graph, type)
+                                                 or type(graph).__module__.startswith("langgraph")):
         hint = ("; for a LangGraph graph use pytest_graphflow.langgraph.explore"
                 if type(graph).__module__.startswith("langgraph") else "")
-        raise InvalidArgument(f"explore(graph={graph!r}): pass a CompiledGraph{hint}")
+        raise InvalidArgument(f"explore(graph={graph!r}): pass a CompiledGraph or a factory "
+                              f"() -> CompiledGraph{hint}")
+    from ._checkers import graph_maker
+
+    make = graph_maker(graph, "explore")
+    cmp = Compare.of(ignore, normalize)
     factory = runtime_factory or _default_runtime
     seed_list = list(seeds)
     budget = schedules if isinstance(schedules, int) else max(max_runs, 1)
     minimum = schedules if isinstance(schedules, int) else len(seed_list)
 
-    async def main() -> ExploreReport:
-        outcomes: list[ScheduleOutcome] = []
-        coverage: dict[str, set[tuple[int, ...]]] = {}
-        sizes: dict[str, int] = {}
-        base_events: list[EventBase] = []
-        for n, seed in enumerate(_seed_stream(seed_list)):
-            if n >= budget or (n >= minimum and _covered(coverage, sizes)):
-                break
-            outcome, events = await _run_one(graph, input, seed, factory, answers)
-            if n == 0:
-                base_events = events
-            outcomes.append(outcome)
-            for name, order in outcome.positions:
-                coverage.setdefault(name, set()).add(order)
-                sizes[name] = len(order)
-        base = outcomes[0]
-        divergences = [d for o in outcomes[1:] if (d := _compare(base, o)) is not None]
-        again, _ = await _run_one(graph, input, base.seed, factory, answers)
-        unstable = [] if _compare(base, again) is None else [base.seed]
-        merges = _merge_orders(graph, input, base_events) if merge_orders else []
-        cov = {name: (len(seen), math.factorial(sizes[name])) for name, seen in coverage.items()}
-        return ExploreReport(base, outcomes, divergences, merges, cov, unstable)
+    def run(seed: int) -> tuple[ScheduleOutcome, list[EventBase], CompiledGraph]:
+        g, rt = make(), factory(seed)
 
-    return anyio.run(main, backend=backend)
+        async def main() -> tuple[ScheduleOutcome, list[EventBase]]:
+            return await _run_one(g, input, rt, answers, cmp)
+
+        return (*run_sync_owned(main, rt.clock, backend), g)
+
+    outcomes: list[ScheduleOutcome] = []
+    coverage: dict[str, set[tuple[int, ...]]] = {}
+    sizes: dict[str, int] = {}
+    base_events: list[EventBase] = []
+    base_graph: CompiledGraph | None = None
+    for n, seed in enumerate(_seed_stream(seed_list)):
+        if n >= budget or (n >= minimum and _covered(coverage, sizes)):
+            break
+        outcome, events, g = run(seed)
+        if n == 0:
+            base_events, base_graph = events, g
+        outcomes.append(outcome)
+        for name, order in outcome.positions:
+            coverage.setdefault(name, set()).add(order)
+            sizes[name] = len(order)
+    base = outcomes[0]
+    divergences = [d for o in outcomes[1:] if (d := _compare(base, o)) is not None]
+    again, _, _ = run(base.seed)
+    unstable = [] if _compare(base, again) is None else [base.seed]
+    assert base_graph is not None
+    merges = _merge_orders(base_graph, input, base_events) if merge_orders else []
+    cov = {name: (len(seen), math.factorial(sizes[name])) for name, seen in coverage.items()}
+    return ExploreReport(base, outcomes, divergences, merges, cov, unstable)
 
 
 def _covered(coverage: dict[str, set[tuple[int, ...]]], sizes: dict[str, int]) -> bool:

@@ -19,7 +19,9 @@ Use them from a ``conftest.py``::
     register_profiles()
     settings.load_profile("graphflow-ci" if os.environ.get("CI") else "graphflow-dev")
 
-or with Hypothesis' own option: ``pytest --hypothesis-profile=graphflow-thorough``.
+or with Hypothesis' own option: ``pytest --hypothesis-profile=graphflow-thorough``, which
+works without the conftest: the pytest plugin registers the profiles before Hypothesis loads
+the one asked for.
 """
 
 from __future__ import annotations

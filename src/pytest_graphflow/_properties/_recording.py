@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 from pydantic import BaseModel
 
 from .._engine._results import GraphResult
@@ -165,7 +164,12 @@ def record_run_sync(
     backend: str = "asyncio",
     **options: Any,
 ) -> Recording:
-    """Synchronous :func:`record_run` (on a fresh deterministic runtime unless one is given)."""
+    """Synchronous :func:`record_run` (on a fresh deterministic runtime unless one is given).
+
+    The run executes on an event loop owned by the runtime's clock, as ``invoke`` does: under
+    a :class:`VirtualClock` timers are virtual and a batch that can never wake fails with
+    ``VirtualDeadlock`` instead of hanging.
+    """
     if runtime is None:
         from .._time._clock import VirtualClock
 
@@ -175,7 +179,9 @@ def record_run_sync(
     async def main() -> Recording:
         return await record_run(rt, graph, input, **options)
 
-    return anyio.run(main, backend=backend)
+    from .._time._loops import run_sync_owned
+
+    return run_sync_owned(main, rt.clock, backend)
 
 
 def check_recording(rec: Recording, *, graph: CompiledGraph | None = None) -> list[Violation]:

@@ -48,7 +48,6 @@ def _setup(req: dict[str, Any]) -> None:
 
 
 def _run(req: dict[str, Any]) -> dict[str, Any]:
-    import anyio
 
     from .._graph._refs import resolve_graph
     from .._stores._memory import InMemoryCheckpointStore
@@ -56,11 +55,15 @@ def _run(req: dict[str, Any]) -> dict[str, Any]:
 
     graph = resolve_graph(req["graph"])
 
-    async def go() -> Any:
-        return await drive(_runtime(InMemoryCheckpointStore(), req["seed"]), graph,
-                           req.get("input"), req.get("answers"))
+    from .._time._loops import run_sync_owned
 
-    d = anyio.run(go)
+    runtime = _runtime(InMemoryCheckpointStore(), req["seed"])
+
+    async def go() -> Any:
+        return await drive(runtime, graph, req.get("input"), req.get("answers"))
+
+    # On the loop the runtime owns, as invoke() runs it: virtual timers, no hang.
+    d = run_sync_owned(go, runtime.clock)
     return {"events": [e.model_dump_json() for e in d.events],
             "status": d.result.status if d.result is not None else None}
 

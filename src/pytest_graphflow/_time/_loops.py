@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from ._clock import VirtualClock
 from ._vloop import VirtualEventLoop
 
-__all__ = ["close_loop", "run_owned"]
+__all__ = ["close_loop", "run_owned", "run_sync_owned"]
 
 T = TypeVar("T")
 
@@ -115,3 +115,56 @@ def _close_asyncgens(loop: asyncio.AbstractEventLoop) -> None:
     left = list(gens)
     gens.clear()
     loop.run_until_complete(asyncio.gather(*[g.aclose() for g in left], return_exceptions=True))
+
+
+def _in_running_loop() -> bool:
+    """Whether this thread runs an event loop already (an async test, say)."""
+    import sniffio
+
+    try:
+        sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
+    return True
+
+
+def run_sync_owned(fn: Callable[[], Awaitable[T]], clock: Any, backend: str = "asyncio",
+                   *, what: str = "this synchronous call",
+                   instead: str = "its async twin") -> T:
+    """Run ``fn()`` to its end on a loop owned by ``clock``, as the sync API does.
+
+    Under a :class:`VirtualClock` the loop reads the virtual clock (timers, cancel scopes and
+    ``anyio.current_time()`` are virtual) and is marked as the runtime's own, so a batch that
+    can never wake fails with ``VirtualDeadlock`` instead of hanging; on asyncio it is the
+    thread's virtual loop (:func:`run_owned`). Under any other clock it is a plain
+    ``anyio.run``. ``GraphRuntime``'s sync API and every whole-run testing tool
+    (``explore``, the checkers, ``record_run_sync``) run through this one function.
+
+    Raises:
+        SyncCallInEventLoop: when called inside a running event loop; ``what`` and
+            ``instead`` name the call and the one to await.
+    """
+    import anyio
+
+    from ._vloop import LOOP_OWNED, backend_options
+
+    if _in_running_loop():
+        from ..errors import SyncCallInEventLoop
+
+        raise SyncCallInEventLoop(
+            f"{what} starts an event loop of its own, but it was called inside a running "
+            f"event loop (an async test?): use {instead}")
+    if not isinstance(clock, VirtualClock):
+        return anyio.run(fn, backend=backend)
+    vclock = clock
+
+    async def owned() -> T:
+        token = LOOP_OWNED.set(vclock)
+        try:
+            return await fn()
+        finally:
+            LOOP_OWNED.reset(token)
+
+    if backend == "asyncio":
+        return run_owned(vclock, owned)  # the thread's virtual loop, reused
+    return anyio.run(owned, backend=backend, backend_options=backend_options(backend, vclock))

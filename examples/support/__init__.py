@@ -1,0 +1,1 @@
+"""A support-ticket agent: the app the example tests exercise."""
