@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -18,9 +18,10 @@ from typing import Any
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
 from .._records._ids import derived_hex
 from .._records._json import to_json_value
-from ..errors import CheckpointNotFound, ForkTargetExists, UnsupportedFormat
+from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, UnsupportedFormat
 from . import _claims as rules
 from ._closing import ClosingStore
+from ._protocol import Fence
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
 
@@ -122,6 +123,9 @@ class SQLiteCheckpointStore(ClosingStore):
     records_events = True
     """The runtime records every run's events and run record here (durable inspection)."""
 
+    supports_fencing = True
+    """``save`` takes ``fence=(thread_id, token)`` and the store has ``commit``."""
+
     def __init__(
         self, path: str | os.PathLike[str], *, claim_ttl: float = rules.DEFAULT_CLAIM_TTL
     ) -> None:
@@ -216,11 +220,59 @@ class SQLiteCheckpointStore(ClosingStore):
         db.executemany("INSERT OR IGNORE INTO checkpoint_nodes VALUES (?, ?, ?)",
                        [(cp.id, cp.run_id, node) for node in cp.node_ids])
 
-    async def save(self, checkpoint: Checkpoint) -> None:
+    async def save(self, checkpoint: Checkpoint, *, fence: Fence | None = None) -> None:
         """Persist ``checkpoint``; one with the same id is overwritten (and counts as saved last).
+
+        With ``fence=(thread_id, token)`` the save is made under that claim, in the same
+        transaction that checks it: it is refused (nothing written) unless ``token`` is the
+        thread's current claim.
+
+        Raises:
+            StaleClaim: the fence's token is not the current claim.
         """
+        if fence is None:
+            with self._tx() as db:
+                self._write(db, checkpoint)
+            return
+        thread_id, token = fence
+        if thread_id != checkpoint.thread_id:
+            raise InvalidArgument(f"save({checkpoint.id}): the fence is for thread "
+                                  f"{thread_id!r}, the checkpoint is on thread "
+                                  f"{checkpoint.thread_id!r}")
+        await self.commit(thread_id, token, run_id=checkpoint.run_id, checkpoints=[checkpoint])
+
+    async def commit(
+        self,
+        thread_id: str,
+        token: int,
+        *,
+        run_id: str,
+        checkpoints: Sequence[Checkpoint] = (),
+        events: Sequence[dict[str, Any]] = (),
+        run: dict[str, Any] | None = None,
+    ) -> None:
+        """Write checkpoints, events and the run record of ``run_id`` under the claim
+        ``token`` in one transaction, all or nothing (see
+        :class:`~pytest_graphflow._stores._protocol.ClaimingStore`).
+
+        The token is checked inside the transaction (``BEGIN IMMEDIATE`` holds the file's
+        write lock), so no other process can take the claim between the check and the write.
+
+        Raises:
+            StaleClaim: ``token`` is not the thread's current claim; nothing is written.
+            InvalidArgument: a part is not of ``run_id`` on ``thread_id``.
+        """
+        cps, normalised, record = rules.check_commit(thread_id, run_id, checkpoints,
+                                                     events, run)
+        token = rules.check_token(token, "commit")
         with self._tx() as db:
-            self._write(db, checkpoint)
+            rules.current_or_stale(thread_id, token, self._claim_of(db, thread_id)[0])
+            for cp in cps:
+                self._write(db, cp)
+            if normalised:
+                self._put_events(db, run_id, normalised)
+            if record is not None:
+                self._put_run(db, record)
 
     async def get(self, checkpoint_id: str) -> Checkpoint | None:
         """The checkpoint with this id, or ``None``.
@@ -303,7 +355,9 @@ class SQLiteCheckpointStore(ClosingStore):
                 token = derived_hex("fork", checkpoint_id, n)
                 run_id, thread_id, cid = f"run-{token}", f"thread-{token}", f"cp-{token}-f"
                 taken = db.execute(
-                    "SELECT 1 FROM checkpoints WHERE run_id = ? OR id = ? LIMIT 1", (run_id, cid)
+                    "SELECT 1 FROM checkpoints WHERE run_id = ? OR id = ? OR thread_id = ? "
+                    "UNION ALL SELECT 1 FROM claims WHERE thread_id = ? LIMIT 1",
+                    (run_id, cid, thread_id, thread_id),
                 ).fetchone()
                 if taken is None:
                     break
@@ -349,12 +403,16 @@ class SQLiteCheckpointStore(ClosingStore):
         """
         normalised = [rules.normalise_event(e) for e in events]
         with self._tx() as db:
-            earliest = self._earliest(db, run_id)
-            db.executemany(
-                "INSERT OR REPLACE INTO events (run_id, seq, type, data) VALUES (?, ?, ?, ?)",
-                [(run_id, seq, data.get("type"), json.dumps(data))
-                 for seq, data in normalised if seq >= earliest],
-            )
+            self._put_events(db, run_id, normalised)
+
+    def _put_events(self, db: sqlite3.Connection, run_id: str,
+                    normalised: list[tuple[int, dict[str, Any]]]) -> None:
+        earliest = self._earliest(db, run_id)
+        db.executemany(
+            "INSERT OR REPLACE INTO events (run_id, seq, type, data) VALUES (?, ?, ?, ?)",
+            [(run_id, seq, data.get("type"), json.dumps(data))
+             for seq, data in normalised if seq >= earliest],
+        )
 
     async def events(self, run_id: str, after_seq: int | None = None) -> _Records:
         """The run's recorded events with ``seq > after_seq`` (all when ``None``), by seq.
@@ -391,20 +449,23 @@ class SQLiteCheckpointStore(ClosingStore):
         """
         data = rules.normalise_run_record(record)
         with self._tx() as db:
-            row = db.execute("SELECT data FROM runs WHERE run_id = ?",
-                             (data["run_id"],)).fetchone()
-            if row is not None:
-                data = {**json.loads(row[0]), **data}
-            db.execute(
-                "INSERT INTO runs (run_id, thread_id, graph_id, status, tenant_id, updated_at, "
-                "data) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
-                "thread_id = excluded.thread_id, graph_id = excluded.graph_id, "
-                "status = excluded.status, tenant_id = excluded.tenant_id, "
-                "updated_at = excluded.updated_at, data = excluded.data",
-                (data["run_id"], *(_text(data.get(k)) for k in
-                                   ("thread_id", "graph_id", "status", "tenant_id",
-                                    "updated_at")), json.dumps(data)),
-            )
+            self._put_run(db, data)
+
+    @staticmethod
+    def _put_run(db: sqlite3.Connection, data: dict[str, Any]) -> None:
+        row = db.execute("SELECT data FROM runs WHERE run_id = ?", (data["run_id"],)).fetchone()
+        if row is not None:
+            data = {**json.loads(row[0]), **data}
+        db.execute(
+            "INSERT INTO runs (run_id, thread_id, graph_id, status, tenant_id, updated_at, "
+            "data) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+            "thread_id = excluded.thread_id, graph_id = excluded.graph_id, "
+            "status = excluded.status, tenant_id = excluded.tenant_id, "
+            "updated_at = excluded.updated_at, data = excluded.data",
+            (data["run_id"], *(_text(data.get(k)) for k in
+                               ("thread_id", "graph_id", "status", "tenant_id",
+                                "updated_at")), json.dumps(data)),
+        )
 
     async def runs(self) -> _Records:
         """Every run record, in the order the runs were first recorded."""
@@ -474,10 +535,11 @@ class SQLiteCheckpointStore(ClosingStore):
         """Claim ``thread_id`` for ``run_id`` and return a new, strictly increasing fencing token.
 
         ``now`` is the claiming runtime's clock; the claim is live until ``now + ttl``
-        (``claim_ttl`` by default). The same run re-claiming gets a new token.
+        (``claim_ttl`` by default). While a claim is live every other claim is refused, the
+        same run's included: a claim belongs to the holder of its token.
 
         Raises:
-            ThreadBusy: another run holds a live claim on the thread.
+            ThreadBusy: a claim on the thread is live.
         """
         moment = rules.utc_now(now, "claim")
         seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
