@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 from pydantic import BaseModel
@@ -41,6 +40,7 @@ from ..errors import (
     UnsupportedFormat,
     UpdateRejected,
 )
+from ._claim import ThreadClaim, released_on_error, take
 from ._merge import merge_patches, validate_state
 from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
 from ._runner import Runner
@@ -51,20 +51,6 @@ __all__ = ["GraphRuntime"]
 T = TypeVar("T")
 StreamMode = Literal["events", "updates", "values", "custom", "debug"]
 _DEFAULT: Any = object()
-
-
-class _Claims:
-    """Thread claims for stores without their own (one table per store object)."""
-
-    tables: ClassVar[weakref.WeakKeyDictionary[Any, dict[str, str]]] = (
-        weakref.WeakKeyDictionary())
-
-    @classmethod
-    def table(cls, store: Any) -> dict[str, str]:
-        try:
-            return cls.tables.setdefault(store, {})
-        except TypeError:  # not weak-referenceable
-            return {}
 
 
 class GraphRuntime:
@@ -231,19 +217,38 @@ class GraphRuntime:
             NothingToRecover: the thread has no checkpoint, or its last run completed.
             ThreadSuspended: the thread waits for answers; resume it with a ``Resume``.
         """
-        found = await self.store.list(thread_id=thread_id)
-        if not found or found[-1].status == "completed":
+        if not isinstance(thread_id, str):
+            raise InvalidArgument(f"arecover(thread_id={thread_id!r}): pass a thread id (str)")
+        if graph is not None:
+            self._check_graph(graph)
+        opts = self._options(options)
+        tenant = opts["tenant_id"]
+        last = await self._thread_latest(thread_id)
+        if last is not None and last.tenant_id != tenant:
+            raise TenantMismatch(thread_id, tenant)
+        self._check_recoverable(thread_id, last)
+        assert last is not None
+        opts["record_events"] = False
+        opts["recover"] = thread_id
+        run_id = last.run_id
+        return await drain(RunStream(
+            lambda: self._prepare_resume(run_id, None, graph, opts), "events"))
+
+    @staticmethod
+    def _check_recoverable(thread_id: str, last: Checkpoint | None) -> None:
+        """Refuse a recovery of a thread with nothing incomplete, or one waiting for answers.
+        """
+        if last is None or last.status == "completed":
             raise NothingToRecover(
                 f"thread {thread_id!r} has no incomplete run to recover"
-                + ("" if found else " (the store holds no checkpoint of it)")
+                + (" (the store holds no checkpoint of it)" if last is None else
+                   f" (its last run, {last.run_id}, completed); start a new run on it instead")
             )
-        last = found[-1]
         if last.status == "interrupted":
             raise ThreadSuspended(
                 f"thread {thread_id!r} is waiting for answers (run {last.run_id}); resume it "
                 f"with aresume({last.run_id!r}, Resume(...))"
             )
-        return await self.aresume(last.run_id, graph=graph, **options)
 
     def recover(
         self, thread_id: str, *, graph: CompiledGraph | None = None, **options: Any
@@ -317,9 +322,21 @@ class GraphRuntime:
         """Synchronous :meth:`aresume_trace`."""
         return self._run_sync(self.aresume_trace, run_or_checkpoint_id, resume, **options)
 
-    async def history(self, run_id: str) -> list[Checkpoint]:
-        """Every checkpoint of a run, oldest first (resume from any of them by id)."""
-        return await self.store.list(run_id)
+    async def history(self, run_id: str, *, tenant_id: str | None = _DEFAULT) -> list[Checkpoint]:
+        """Every checkpoint of a run, oldest first (resume from any of them by id).
+
+        Args:
+            run_id: the run.
+            tenant_id: the caller's tenant (default: the runtime's ``tenant_id``).
+
+        Raises:
+            TenantMismatch: the run belongs to another tenant (nothing of it is returned).
+        """
+        tenant = self.tenant_id if tenant_id is _DEFAULT else tenant_id
+        found = await self.store.list(run_id)
+        if found and found[-1].tenant_id != tenant:
+            raise TenantMismatch(run_id, tenant, what="run")
+        return found
 
     def run_record(self, run_id: str) -> RunRecord:
         """The record of a run this runtime ran.
@@ -418,30 +435,36 @@ class GraphRuntime:
             raise UpdateRejected("<input>", "<input>", f"input values must be JSON: {exc}") \
                 from None
 
-    async def _claim(self, thread_id: str, run_id: str) -> Callable[[], Awaitable[None]]:
+    async def _claim(self, thread_id: str, run_id: str, tenant: str | None) -> ThreadClaim:
+        """Claim the thread for one leg of ``run_id`` (one claim per runtime instance).
+
+        Raises:
+            ThreadBusy: another run holds the thread (in this runtime, or a live claim in the
+                store); the holder is named only to a caller of the thread's tenant.
+            TenantMismatch: the thread is busy and belongs to another tenant.
+        """
         for live in self._live.values():
             if not live.done and (live.thread_id == thread_id or live.run_id == run_id):
-                raise ThreadBusy(thread_id, live.run_id)
-        store: Any = self.store
-        claim = getattr(store, "claim", None)
-        if callable(claim):
-            token = await claim(thread_id, run_id, now=self.clock.now(), ttl=self.claim_ttl)
+                raise await self._busy(thread_id, live.run_id, tenant)
+        try:
+            return await take(self.store, self.clock, thread_id, run_id, self.claim_ttl)
+        except ThreadBusy as exc:
+            raise await self._busy(thread_id, exc.holder, tenant) from None
 
-            async def release() -> None:
-                await store.release(thread_id, token)
+    async def _busy(self, thread_id: str, holder: str | None, tenant: str | None
+                    ) -> GraphflowError:
+        """The error a caller of ``tenant`` may see for a busy thread (seed 004): the holder
+        is never named for a thread without a checkpoint, nor to another tenant."""
+        last = await self._thread_latest(thread_id)
+        if last is None:
+            return ThreadBusy(thread_id, None)
+        if last.tenant_id != tenant:
+            return TenantMismatch(thread_id, tenant)
+        return ThreadBusy(thread_id, holder)
 
-            return release
-        table = _Claims.table(store)
-        holder = table.get(thread_id)
-        if holder is not None and holder != run_id:
-            raise ThreadBusy(thread_id, holder)
-        table[thread_id] = run_id
-
-        async def release_local() -> None:
-            if table.get(thread_id) == run_id:
-                del table[thread_id]
-
-        return release_local
+    async def _thread_latest(self, thread_id: str) -> Checkpoint | None:
+        found = await self.store.list(thread_id=thread_id)
+        return found[-1] if found else None
 
     def _wall(self) -> tuple[bool, Callable[[], None] | None]:
         clock = self.clock
@@ -474,15 +497,15 @@ class GraphRuntime:
         if thread_id is None:
             thread_id = f"thread-{token}"
             base = validate_state(graph, patch).model_dump(mode="json")
-            release = await self._claim(thread_id, run_id)
+            claim = await self._claim(thread_id, run_id, tenant)
         else:
-            # A live run holding the thread is ThreadBusy, whatever the thread's checkpoints say.
-            release = await self._claim(thread_id, run_id)
+            # A live run holding the thread is ThreadBusy, whatever the thread's checkpoints
+            # say; the thread is read after the claim, so no other run can advance it between.
+            claim = await self._claim(thread_id, run_id, tenant)
             try:
                 base = await self._thread_base(graph, thread_id, tenant, patch)
             except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await release()
+                await released_on_error(claim)
                 raise
         wall, on_done = self._wall()
 
@@ -492,9 +515,10 @@ class GraphRuntime:
             completed={}, answers={}, visited=[], arrivals={}, seq=0, parent_id=None,
             resumed_from=None, cp_counter=0, task_counter=0,
             max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
-            on_interrupt=opts["on_interrupt"], release=release, on_done=on_done,
+            on_interrupt=opts["on_interrupt"], release=claim.release, on_done=on_done,
             wall_clock=wall, record_events=opts.get("record_events", True),
         )
+        runner.claim = claim
         runner.thread_explicit = explicit
         self._track(runner)
         return runner
@@ -512,15 +536,19 @@ class GraphRuntime:
             last = previous[-1]
             if last.tenant_id != tenant:
                 raise TenantMismatch(thread_id, tenant)
-            if last.status in ("interrupted", "failed"):
+            # Seed 004: only a thread waiting for answers is suspended; a failed, timed-out,
+            # cancelled or crashed run left its thread mid-execution.
+            if last.status == "interrupted":
                 raise ThreadSuspended(
-                    f"thread {thread_id!r} is suspended (run {last.run_id} is "
-                    f"{last.status}); resume it with aresume({last.run_id!r}, ...)"
+                    f"thread {thread_id!r} is suspended (run {last.run_id} waits for answers "
+                    f"to its interrupts); resume it with aresume({last.run_id!r}, Resume(...))"
                 )
             if last.status != "completed":
                 raise MidExecution(
-                    f"thread {thread_id!r} is mid-execution (run {last.run_id}, checkpoint "
-                    f"{last.id}); resume that run instead of starting a new one"
+                    f"thread {thread_id!r} is mid-execution (run {last.run_id} is "
+                    f"{last.status}, checkpoint {last.id}); continue it with "
+                    f"arecover({thread_id!r}) or aresume({last.run_id!r}) instead of starting "
+                    "a new run"
                 )
             base = merge_patches(graph, last.state, [("<input>", patch)], parallel=False)
             base = validate_state(graph, base).model_dump(mode="json")
@@ -528,7 +556,7 @@ class GraphRuntime:
             base = validate_state(graph, patch).model_dump(mode="json")
         return base
 
-    async def _resolve(self, ref: str) -> Checkpoint:
+    async def _resolve(self, ref: str, tenant: str | None) -> Checkpoint:
         if not isinstance(ref, str):
             raise InvalidArgument(f"expected a run id or checkpoint id, got {ref!r}")
         cp = await self.store.latest(ref)
@@ -539,6 +567,9 @@ class GraphRuntime:
                 f"no checkpoint for run or checkpoint id {ref!r}: the store has none. Pass the "
                 "run_id of run_start (or GraphResult.run_id) or a checkpoint id"
             )
+        if cp.tenant_id != tenant:
+            # Named by what the caller passed: no id of the other tenant's thread.
+            raise TenantMismatch(ref, tenant, what="run or checkpoint")
         if cp.format_version != FORMAT_VERSION:
             raise UnsupportedFormat(
                 f"checkpoint {cp.id} has format_version {cp.format_version}; this build reads "
@@ -581,40 +612,47 @@ class GraphRuntime:
         graph: CompiledGraph | None,
         opts: dict[str, Any],
     ) -> Runner:
-        cp = await self._resolve(ref)
-        graph = self._policy(self._graph_for(cp, graph))
         tenant = opts["tenant_id"]
-        if cp.tenant_id != tenant:
-            raise TenantMismatch(cp.thread_id, tenant)
+        recover: str | None = opts.get("recover")
+        cp = await self._resolve(ref, tenant)
+        graph = self._policy(self._graph_for(cp, graph))
+        self._check_resumable(cp, resume)
+        seen = await self._view(cp, recover)
+        clock = self.clock
+        if isinstance(clock, VirtualClock) and clock.now() < cp.timestamp:
+            # A fresh virtual clock continues from the checkpoint, so time never goes back
+            # within a run's log (C10), and the claim is taken at that time.
+            clock.advance((cp.timestamp - clock.now()).total_seconds())
+        claim = await self._claim(cp.thread_id, cp.run_id, tenant)
+        try:
+            # Read again under the claim: a run that advanced the thread between this call
+            # reading it and claiming it must not be run a second time (seed 004).
+            cp = await self._resolve(ref, tenant)
+            latest = await self.store.latest(cp.run_id)
+            if recover is not None:
+                last = await self._thread_latest(recover)
+                if last is not None and last.id != seen:
+                    raise ThreadBusy(recover, last.run_id)
+                self._check_recoverable(recover, last)
+            elif latest is not None and latest.id != seen:
+                raise ThreadBusy(cp.thread_id, latest.run_id)
+            self._check_resumable(cp, resume)
+        except BaseException:
+            await released_on_error(claim)
+            raise
         answers = dict(cp.answers)
-        if cp.status == "completed":
-            raise NotSuspended(f"run {cp.run_id} completed (checkpoint {cp.id}); there is "
-                               "nothing to resume. Start a new run on its thread instead")
         if cp.status == "interrupted":
-            if resume is None:
-                keys = [i.key for i in cp.interrupts]
-                raise ResumeError(f"run {cp.run_id} is paused at interrupts {keys}; resume it "
-                                  "with Resume(value) or Resume(answers={key: ...})")
+            assert resume is not None
             answers.update(resume.resolve(cp.interrupts))
-        elif resume is not None:
-            raise ResumeError(f"run {cp.run_id} has no pending interrupts (status "
-                              f"{cp.status!r}); resume it without a Resume")
         cp_counter = int(cp.metadata.get("cp_counter", 0))
         task_counter = int(cp.metadata.get("task_counter", 0))
         seq = cp.next_seq
-        latest = await self.store.latest(cp.run_id)
         if latest is not None and latest.id != cp.id:
             # Time travel: the run's log goes on after everything it already holds, so no
             # event number (and no id) of the original continuation is used twice (C10).
             cp_counter = max(cp_counter, int(latest.metadata.get("cp_counter", 0)))
             task_counter = max(task_counter, int(latest.metadata.get("task_counter", 0)))
             seq = max(seq, latest.next_seq)
-        release = await self._claim(cp.thread_id, cp.run_id)
-        clock = self.clock
-        if isinstance(clock, VirtualClock) and clock.now() < cp.timestamp:
-            # A fresh virtual clock continues from the checkpoint, so time never goes back
-            # within a run's log (C10).
-            clock.advance((cp.timestamp - clock.now()).total_seconds())
         wall, on_done = self._wall()
         runner = Runner(
             graph=graph, store=self.store, clock=self.clock, seed=self.seed, run_id=cp.run_id,
@@ -623,11 +661,39 @@ class GraphRuntime:
             visited=list(cp.visited), arrivals={k: list(v) for k, v in cp.arrivals.items()},
             seq=seq, parent_id=cp.id, resumed_from=cp.id, cp_counter=cp_counter,
             task_counter=task_counter, max_supersteps=opts["max_supersteps"],
-            timeout=opts["timeout"], on_interrupt=opts["on_interrupt"], release=release,
+            timeout=opts["timeout"], on_interrupt=opts["on_interrupt"], release=claim.release,
             on_done=on_done, wall_clock=wall, record_events=opts.get("record_events", True),
         )
+        runner.claim = claim
         self._track(runner, resumed=True)
         return runner
+
+    async def _view(self, cp: Checkpoint, recover: str | None) -> str | None:
+        """What this call saw before claiming: the id of the thread's latest checkpoint (a
+        recovery) or of the run's latest checkpoint (a resume)."""
+        if recover is not None:
+            last = await self._thread_latest(recover)
+        else:
+            last = await self.store.latest(cp.run_id)
+        return None if last is None else last.id
+
+    @staticmethod
+    def _check_resumable(cp: Checkpoint, resume: Resume | None) -> None:
+        if cp.status == "completed":
+            raise NotSuspended(f"run {cp.run_id} completed (checkpoint {cp.id}); there is "
+                               "nothing to resume. Start a new run on its thread instead")
+        if cp.status == "interrupted":
+            if resume is None:
+                keys = [i.key for i in cp.interrupts]
+                raise ResumeError(f"run {cp.run_id} is paused at interrupts {keys}; resume it "
+                                  "with Resume(value) or Resume(answers={key: ...})")
+            resume.resolve(cp.interrupts)  # refuses answers that do not fit, changing nothing
+        elif resume is not None:
+            raise NotSuspended(f"run {cp.run_id} has no pending interrupts (status "
+                               f"{cp.status!r}, checkpoint {cp.id}): another resume may have "
+                               "answered them. Read its state with history(); resume it "
+                               "without a Resume only to continue a failed, cancelled or "
+                               "timed-out run")
 
     def _policy(self, graph: CompiledGraph) -> CompiledGraph:
         """``graph`` under the runtime's checkpoint policy, if it sets one."""
