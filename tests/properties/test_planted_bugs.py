@@ -191,37 +191,40 @@ def late_halt_save(monkeypatch: pytest.MonkeyPatch) -> None:
     leg — so resuming works and an event list looks exactly as usual: only the interleaving
     of saves and events shows the bug.
     """
-    from pytest_graphflow._engine import _runner, _runtime
+    from pytest_graphflow._engine import _runtime, _writer
 
-    original_save = _runner.Runner._save
+    original_save = _writer.CheckpointWriter.save
     original_anext = _runtime.RunStream.__anext__
+    runs: dict[str, Any] = {}
 
     async def save(self: Any, cid: str, **fields: Any) -> None:
         if fields.get("status") not in ("interrupted", "failed"):
             return await original_save(self, cid, **fields)
-        real = self.store
+        run = self.run
+        real = run.store
+        adopt, self._adopt = self._adopt, None
 
         class Hold:
             async def save(self_: Any, checkpoint: Any) -> None:
-                self._late = (real, checkpoint)
+                runs[run.run_id] = (real, checkpoint)
 
-        self.store = Hold()
+        run.store = Hold()
         try:
             await original_save(self, cid, **fields)
         finally:
-            self.store = real
+            run.store = real
+            self._adopt = adopt
 
     async def anext(self: Any) -> Any:
         try:
             return await original_anext(self)
         except StopAsyncIteration:
-            late = getattr(self.runner, "_late", None)
+            late = runs.pop(self.runner.run_id, None) if self.runner is not None else None
             if late is not None:
-                self.runner._late = None
                 await late[0].save(late[1])
             raise
 
-    monkeypatch.setattr(_runner.Runner, "_save", save)
+    monkeypatch.setattr(_writer.CheckpointWriter, "save", save)
     monkeypatch.setattr(_runtime.RunStream, "__anext__", anext)
 
 

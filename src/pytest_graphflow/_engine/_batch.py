@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -20,42 +21,60 @@ from .._time._wallclock import NODE_CLOCK
 from ..errors import (
     VirtualDeadlock,
 )
-from ._runner_base import RunnerState, _unwrapped
+from ._run_state import RunState
 from ._task import Outcome, decide_edges, execute
 
 __all__ = ["BatchRunner"]
 
 
-class BatchRunner(RunnerState):
-    """The part of the run loop that runs a batch and collects its outcomes (internal)."""
+@contextlib.asynccontextmanager
+async def _unwrapped() -> AsyncIterator[None]:
+    """Let a lone exception out of a task group as itself, as a sync node's would be."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
+class BatchRunner:
+    """Runs a superstep's tasks — inline, or concurrently under the seeded scheduler — and
+    collects their outcomes; it decides nothing about what the outcomes mean."""
+
+    def __init__(self, run: RunState) -> None:
+        self.run = run
 
     def _context(self, record: TaskRecord) -> NodeContext:
         """What the task of ``record`` sees as ``ctx`` in the current superstep."""
-        return NodeContext(self, record, self.step, self.visited)
+        run = self.run
+        return NodeContext(run, record, run.step, run.visited)
 
-    async def _run_inline(self, record: TaskRecord, spec: NodeSpec) -> Outcome:
+    async def run_inline(self, record: TaskRecord, spec: NodeSpec) -> Outcome:
         """Run one sync task inline (nothing can interleave with it)."""
-        clock = self.clock
-        ctx = self._context(record)
-        model = self.model
-        self.model = None
+        run = self.run
+        clock = run.clock
+        ctx = NodeContext(run, record, run.step, run.visited)
+        model = run.model
+        run.model = None
         if model is None:
-            model = self.graph.codec.model_of(self.state)
+            model = run.graph.codec.model_of(run.state)
         t1 = CURRENT_TASK.set(ctx)
-        t2 = NODE_CLOCK.set(clock) if self.wall_clock else None  # type: ignore[arg-type]
+        t2 = NODE_CLOCK.set(clock) if run.wall_clock else None  # type: ignore[arg-type]
         try:
-            out = await execute(self.graph, spec, record, lambda: model, ctx, clock, clock.sleep,
-                                self.state)
+            out = await execute(run.graph, spec, record, lambda: model, ctx, clock, clock.sleep,
+                                run.state)
         finally:
             if t2 is not None:
                 NODE_CLOCK.reset(t2)
             CURRENT_TASK.reset(t1)
-        self.start_order.append(record.node)
+        run.start_order.append(record.node)
         return out
 
     def _input_factory(self, parallel: bool) -> Callable[[], BaseModel]:
-        graph, state = self.graph, self.state
-        cached = [None if parallel else self.model]
+        run = self.run
+        graph, state = run.graph, run.state
+        cached = [None if parallel else run.model]
         model_of = graph.codec.model_of
 
         def make_input() -> BaseModel:
@@ -67,16 +86,18 @@ class BatchRunner(RunnerState):
 
         return make_input
 
-    async def _run_batch(self) -> tuple[list[Outcome], bool]:
-        assert self.tasks is not None
-        graph, step = self.graph, self.step
-        tasks = self.tasks
-        visited = self.visited
+    async def run_batch(self) -> tuple[list[Outcome], bool]:
+        """Run the current batch; its outcomes in declared order, and whether it timed out."""
+        run = self.run
+        assert run.tasks is not None
+        graph, step = run.graph, run.step
+        tasks = run.tasks
+        visited = run.visited
         outcomes: list[Outcome] = []
         to_run: list[int] = []
         for i, record in enumerate(tasks):
             spec = graph.nodes[record.node]
-            done = self.completed.get(record.task_id)
+            done = run.completed.get(record.task_id)
             if done is not None and (done.keep or spec.effect in REPLAYED_EFFECTS):
                 out = Outcome(record, spec, kind="done", patch=done.patch, goto=done.goto,
                               expand=done.expand, replayed=True,
@@ -91,21 +112,21 @@ class BatchRunner(RunnerState):
             # Sync tasks cannot interleave: they run inline, one after the other, in the
             # seeded start order.
             order = to_run
-            if len(order) > 1 and self.seed is not None:
+            if len(order) > 1 and run.seed is not None:
                 order = list(order)
-                ScheduleRng(self.seed, self.run_id, step).shuffle(order)  # type: ignore[arg-type]
+                ScheduleRng(run.seed, run.run_id, step).shuffle(order)  # type: ignore[arg-type]
             for i in order:
-                outcomes[i] = await self._run_inline(tasks[i], outcomes[i].spec)
+                outcomes[i] = await self.run_inline(tasks[i], outcomes[i].spec)
         elif to_run:
             make_input = self._input_factory(len(tasks) > 1)
-            self.model = None
-            self._batch = outcomes
+            run.model = None
+            run.batch = outcomes
             timed_out = await self._run_concurrently(tasks, outcomes, to_run, make_input,
                                                      self._context)
-            self._batch = None
+            run.batch = None
         for out in outcomes:
             if out.replayed:
-                await decide_edges(graph, out.spec, out, self.state, visited, step)
+                await decide_edges(graph, out.spec, out, run.state, visited, step)
         return outcomes, timed_out
 
     async def _run_concurrently(
@@ -116,10 +137,11 @@ class BatchRunner(RunnerState):
         make_input: Callable[[], BaseModel],
         context: Callable[[TaskRecord], NodeContext],
     ) -> bool:
-        graph, clock = self.graph, self.clock
+        run = self.run
+        graph, clock = run.graph, run.clock
         rng: Any
-        if self.seed is not None:
-            rng = ScheduleRng(self.seed, self.run_id, self.step)
+        if run.seed is not None:
+            rng = ScheduleRng(run.seed, run.run_id, run.step)
         else:
             rng = None if len(to_run) == 1 else random.Random()
         stalled: list[list[int]] = []
@@ -132,12 +154,12 @@ class BatchRunner(RunnerState):
                 scope.cancel()
 
             sched = BatchScheduler(
-                clock, rng, self._deadline_ns, on_deadline=lambda: scope.cancel(),
+                clock, rng, run.deadline_ns, on_deadline=lambda: scope.cancel(),
                 on_stall=stall,
                 loop_deadline=(lambda: loop_deadline_ns(clock)) if owned else None,
             )
         events = {i: sched.register(i) for i in to_run} if sched is not None else {}
-        wall = self.wall_clock and sched is not None
+        wall = run.wall_clock and sched is not None
 
         async def run_one(i: int) -> None:
             record = tasks[i]
@@ -146,16 +168,16 @@ class BatchRunner(RunnerState):
             try:
                 if sched is not None:
                     await events[i].wait()
-                    self.start_order.append(record.node)
+                    run.start_order.append(record.node)
                     sleep = sched.sleeper(i)
                     NODE_SLEEPER.set(sleep)
                     if wall:
                         NODE_CLOCK.set(clock)  # type: ignore[arg-type]
                 else:
-                    self.start_order.append(record.node)
+                    run.start_order.append(record.node)
                     sleep = clock.sleep
                 outcomes[i] = await execute(graph, outcomes[i].spec, record, make_input, ctx,
-                                            clock, sleep, self.state)
+                                            clock, sleep, run.state)
             finally:
                 if sched is not None:
                     sched.finished(i)
@@ -163,15 +185,15 @@ class BatchRunner(RunnerState):
         order = list(to_run)
         if sched is None and rng is not None:
             rng.shuffle(order)
-        deadline = None if self._deadline is None else self._deadline - clock.monotonic()
+        deadline = None if run.deadline is None else run.deadline - clock.monotonic()
         handler = sched.stall if sched is not None and sched.kick is not None else None
         if handler is not None:
             STALL_HANDLERS.append(handler)
         with anyio.CancelScope() as scope:
             if deadline is not None:
                 scope.deadline = anyio.current_time() + max(0.0, deadline)
-            self._scope = scope
-            if self.cancel_requested:
+            run.scope = scope
+            if run.cancel_requested:
                 scope.cancel()
             try:
                 async with _unwrapped(), anyio.create_task_group() as tg:
@@ -182,7 +204,7 @@ class BatchRunner(RunnerState):
                             tg.start_soon(sched.keeper)
                         sched.start()
             finally:
-                self._scope = None
+                run.scope = None
                 if handler is not None:
                     STALL_HANDLERS.remove(handler)
         if stalled:
@@ -196,6 +218,6 @@ class BatchRunner(RunnerState):
                     "tasks of one batch wait for each other; pass data through the state"
                 )
             return False
-        if scope.cancelled_caught and not self.cancel_requested:
+        if scope.cancelled_caught and not run.cancel_requested:
             return True
         return sched is not None and sched.timed_out

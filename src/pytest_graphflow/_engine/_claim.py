@@ -9,6 +9,7 @@ object, which guards runtimes sharing that object only.
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from typing import Any, ClassVar
 
@@ -57,7 +58,7 @@ class ThreadClaim:
         self.ttl = ttl
         self.token = token
         self._local = local
-        self.fenced = token is not None and bool(getattr(store, "supports_fencing", False))
+        self.fenced = token is not None and _fencing(store)
         self.lost: StaleClaim | None = None
         self.released = False
 
@@ -113,6 +114,18 @@ class ThreadClaim:
                 raise
             except Exception:
                 return
+
+
+def _fencing(store: Any) -> bool:
+    """Whether ``store`` checks tokens: it says so, and its ``save`` takes ``fence=`` (a
+    subclass overriding ``save`` without it keeps unfenced saves)."""
+    if not getattr(store, "supports_fencing", False):
+        return False
+    try:
+        params = inspect.signature(store.save).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a builtin save
+        return False
+    return "fence" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 async def take(store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float

@@ -43,6 +43,7 @@ from ..errors import (
 from ._claim import ThreadClaim, released_on_error, take
 from ._merge import merge_patches, validate_state
 from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
+from ._run_state import RunState
 from ._runner import Runner
 from ._stream import RunHandle, RunStream, drain
 
@@ -444,7 +445,7 @@ class GraphRuntime:
             TenantMismatch: the thread is busy and belongs to another tenant.
         """
         for live in self._live.values():
-            if not live.done and (live.thread_id == thread_id or live.run_id == run_id):
+            if not live.done and (live.run.thread_id == thread_id or live.run_id == run_id):
                 raise await self._busy(thread_id, live.run_id, tenant)
         try:
             return await take(self.store, self.clock, thread_id, run_id, self.claim_ttl)
@@ -509,17 +510,15 @@ class GraphRuntime:
                 raise
         wall, on_done = self._wall()
 
-        runner = Runner(
+        run = RunState(
             graph=graph, store=self.store, clock=self.clock, seed=self.seed, run_id=run_id,
-            thread_id=thread_id, tenant_id=tenant, state=base, step=0, tasks=None,
-            completed={}, answers={}, visited=[], arrivals={}, seq=0, parent_id=None,
-            resumed_from=None, cp_counter=0, task_counter=0,
+            thread_id=thread_id, tenant_id=tenant, state=base,
             max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
-            on_interrupt=opts["on_interrupt"], release=claim.release, on_done=on_done,
-            wall_clock=wall, record_events=opts.get("record_events", True),
+            on_interrupt=opts["on_interrupt"], wall_clock=wall,
+            record_events=opts.get("record_events", True), thread_explicit=explicit,
         )
-        runner.claim = claim
-        runner.thread_explicit = explicit
+        run.claim = claim
+        runner = Runner(run, release=claim.release, on_done=on_done)
         self._track(runner)
         return runner
 
@@ -654,17 +653,17 @@ class GraphRuntime:
             task_counter = max(task_counter, int(latest.metadata.get("task_counter", 0)))
             seq = max(seq, latest.next_seq)
         wall, on_done = self._wall()
-        runner = Runner(
+        run = RunState(
             graph=graph, store=self.store, clock=self.clock, seed=self.seed, run_id=cp.run_id,
-            thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=cp.state, step=cp.next_step,
-            tasks=list(cp.tasks), completed=dict(cp.completed), answers=answers,
-            visited=list(cp.visited), arrivals={k: list(v) for k, v in cp.arrivals.items()},
-            seq=seq, parent_id=cp.id, resumed_from=cp.id, cp_counter=cp_counter,
-            task_counter=task_counter, max_supersteps=opts["max_supersteps"],
-            timeout=opts["timeout"], on_interrupt=opts["on_interrupt"], release=claim.release,
-            on_done=on_done, wall_clock=wall, record_events=opts.get("record_events", True),
+            thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=cp.state,
+            max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
+            on_interrupt=opts["on_interrupt"], wall_clock=wall,
+            record_events=opts.get("record_events", True),
         )
-        runner.claim = claim
+        run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
+                          task_counter=task_counter)
+        run.claim = claim
+        runner = Runner(run, release=claim.release, on_done=on_done)
         self._track(runner, resumed=True)
         return runner
 
@@ -710,22 +709,23 @@ class GraphRuntime:
         for run_id in [r for r, other in live.items() if other.done]:
             del live[run_id]
         live[runner.run_id] = runner
+        run = runner.run
         record = self._runs.get(runner.run_id)
         if record is None:
             self._runs[runner.run_id] = RunRecord(
-                run_id=runner.run_id, thread_id=runner.thread_id, graph_id=runner.graph.graph_id,
-                revision=runner.graph.revision, status="running", started_at=self.clock.now(),
-                updated_at=None, tenant_id=runner.tenant_id,
+                run_id=runner.run_id, thread_id=run.thread_id, graph_id=run.graph.graph_id,
+                revision=run.graph.revision, status="running", started_at=self.clock.now(),
+                updated_at=None, tenant_id=run.tenant_id,
             )
         else:
             record.status = "running"
             record.legs += 1
-        runner.record = self._runs[runner.run_id]
+        run.record = self._runs[runner.run_id]
         if self.on_leg is not None:
-            runner.record_events = True  # an observer sees every leg's events
-            runner.leg = RunLeg(graph=runner.graph, run_id=runner.run_id, resumed=resumed,
-                                seed=self.seed)
-            self.on_leg(runner.leg)
+            run.record_events = True  # an observer sees every leg's events
+            run.leg = RunLeg(graph=run.graph, run_id=runner.run_id, resumed=resumed,
+                             seed=self.seed)
+            self.on_leg(run.leg)
 
 
 install_sleep_hooks()

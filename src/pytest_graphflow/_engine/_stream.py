@@ -57,14 +57,14 @@ def _to_views(items: list[Any], mode: str, runner: Runner) -> list[Any]:
         if isinstance(e, RunEnd):
             if e.status == "interrupted":
                 data: Any = InterruptEventData(
-                    state=jcopy(e.state), thread_id=runner.thread_id,
+                    state=jcopy(e.state), thread_id=runner.run.thread_id,
                     interrupts={i.key: i for i in runner.interrupts})
                 out.append(StreamEvent(mode="interrupt", data=data, run_id=e.run_id,
-                                       checkpoint_id=runner.checkpoint_id, step=e.step))
+                                       checkpoint_id=runner.run.checkpoint_id, step=e.step))
             else:
-                data = FinalEventData(state=jcopy(e.state), thread_id=runner.thread_id)
+                data = FinalEventData(state=jcopy(e.state), thread_id=runner.run.thread_id)
                 out.append(StreamEvent(mode="final", data=data, run_id=e.run_id,
-                                       checkpoint_id=runner.checkpoint_id, step=e.step))
+                                       checkpoint_id=runner.run.checkpoint_id, step=e.step))
     return out
 
 
@@ -141,18 +141,19 @@ class RunStream:
 
 
 def _result(runner: Runner) -> GraphResult[Any]:
-    data = runner.state
+    run = runner.run
+    data = run.state
     try:
-        model = validate_state(runner.graph, data)
+        model = validate_state(run.graph, data)
     except GraphflowError:  # pragma: no cover - a checkpointed state always validates
-        model = runner.graph.state_model.model_construct(**data)
-    status = runner.status or "failed"
+        model = run.graph.state_model.model_construct(**data)
+    status = run.status or "failed"
     return GraphResult(
-        state=model, data=jcopy(data), status=status, run_id=runner.run_id,
-        thread_id=runner.thread_id, step=max(runner.step - (1 if status == "completed" else 0), 0),
-        checkpoint_id=runner.checkpoint_id,
-        interrupts={i.key: i for i in runner.interrupts},
-        error=runner.error if status in ("failed", "cancelled") else None,
+        state=model, data=jcopy(data), status=status, run_id=run.run_id,
+        thread_id=run.thread_id, step=max(run.step - (1 if status == "completed" else 0), 0),
+        checkpoint_id=run.checkpoint_id,
+        interrupts={i.key: i for i in run.interrupts},
+        error=run.error if status in ("failed", "cancelled") else None,
     )
 
 
@@ -178,7 +179,7 @@ class RunHandle:
         runner = self._stream.runner
         if runner is not None and runner.done:
             raise GraphExecutionError(
-                f"run {self.run_id} already ended with status {runner.status!r}; there is "
+                f"run {self.run_id} already ended with status {runner.run.status!r}; there is "
                 "nothing to cancel"
             )
         if runner is not None:

@@ -1,0 +1,235 @@
+"""Committing a superstep that ran to the end: merge, joins, next tasks, checkpoint, events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from .._graph._builder import END, REPLAYED_EFFECTS, Join
+from .._records._events import CheckpointSaved, EdgeTransition, RunEnd
+from ..errors import GraphflowError
+from ._halts import HaltHandler
+from ._merge import merge_patches
+from ._report import task_events, task_output
+from ._run_state import RunState, StepState
+from ._task import Outcome
+from ._writer import CheckpointWriter, LegEnd
+
+__all__ = ["Committer"]
+
+
+class Committer:
+    """Turns a finished batch into the run's next position (SPEC §1's merge rules, C3, C7)."""
+
+    def __init__(
+        self, run: RunState, writer: CheckpointWriter, end: LegEnd, halts: HaltHandler
+    ) -> None:
+        self.run = run
+        self.writer = writer
+        self.end = end
+        self.halts = halts
+
+    async def commit_one(self, out: Outcome) -> list[Any]:
+        """``commit`` for one completed task when no events are recorded (hot path).
+
+        It keeps exactly the numbering of the general path: ``seq`` advances by the events
+        that path would have built.
+        """
+        run = self.run
+        graph, step = run.graph, run.step
+        record = out.record
+        node = record.node
+        patch = out.patch
+        codec = graph.codec
+        model: BaseModel | None = None
+        if not patch:
+            new_state = run.state
+        elif out.merged is not None:
+            new_state = out.merged  # merged and checked already, to decide its branches
+        elif codec.plain and not graph.reducers.keys() & patch.keys():
+            # Plain writes, each already checked as the node wrote it: nothing left to do.
+            new_state = {**run.state, **patch}
+        else:
+            patches = [(node, patch)]
+            try:
+                new_state = merge_patches(graph, run.state, patches, parallel=False)
+                new_state, model = codec.validate(new_state, patches)
+            except GraphflowError as exc:
+                return await self.halts.halt([out], [], batch_error=exc)
+        seq = 2 + len(out.custom) + len(out.targets)  # node_start, custom..., node_end, edges
+        arrivals = run.arrivals
+        joins = graph.joins
+        scheduled: list[str] = []
+        if joins:
+            arrivals = {k: list(v) for k, v in arrivals.items()}
+            touched = graph.joins_from.get(node, ()) if out.goto is None else ()
+            for join in touched:
+                got = arrivals.setdefault(join.key, [])
+                if node not in got:
+                    got.append(node)
+                seq += 1
+            # Only a join that got an arrival now can have become complete.
+            for join in touched:
+                arrived = arrivals.get(join.key)
+                if arrived is not None and all(s in arrived for s in join.sources):
+                    del arrivals[join.key]
+                    if join.target != END:
+                        scheduled.append(join.target)
+        for target in out.targets:
+            if target != END:
+                scheduled.append(target)
+        if len(scheduled) > 1:
+            order = graph.nodes
+            scheduled = sorted(dict.fromkeys(scheduled), key=lambda n: order[n].index)
+        next_tasks = [run.new_task(name) for name in scheduled]
+        run.visited = visited = run.visited.extend((node,))
+        finished = not next_tasks and not arrivals
+        cid: str | None = None
+        if graph.every_step or out.spec.checkpoint or (
+                finished and (run.parent_id is not None or run.thread_explicit)):
+            cid = run.next_checkpoint_id()
+            seq += 1
+        if finished:
+            seq += 1
+        run.seq += seq
+        run.state = new_state
+        run.model = model
+        run.arrivals = arrivals
+        run.tasks = next_tasks
+        run.step = step + 1
+        if cid is not None:
+            await self.writer.save(cid, step=step, next_step=step + 1, tasks=next_tasks,
+                             node_ids=[node], status="completed" if finished else "running",
+                             state=new_state, visited=visited, arrivals=arrivals)
+        if finished:
+            await self.end.finish("completed", None)
+        return []
+
+    async def commit(self, outcomes: list[Outcome]) -> list[Any]:
+        """Merge a batch that ran to the end, schedule the next one, save, report."""
+        run = self.run
+        assert run.tasks is not None
+        graph, step = run.graph, run.step
+        tasks = run.tasks
+        if len(outcomes) == 1:
+            done = outcomes if outcomes[0].kind == "done" else []
+        else:
+            done = [o for o in outcomes if o.kind == "done"]
+        patches = [(o.record.node, o.patch) for o in done]
+        model: BaseModel | None = None
+        if len(tasks) == 1 and done and done[0].merged is not None:
+            new_state = done[0].merged  # merged and checked already, to decide its branches
+        else:
+            try:
+                new_state = merge_patches(graph, run.state, patches, parallel=len(tasks) > 1)
+                new_state, model = graph.codec.validate(new_state, patches)
+            except GraphflowError as exc:
+                return await self.halts.halt(outcomes, [], batch_error=exc)
+
+        events: list[Any] = []
+        e = run.event
+        joins = graph.joins
+        arrivals = {k: list(v) for k, v in run.arrivals.items()} if run.arrivals else {}
+        scheduled: dict[str, dict[str, Any] | None] = {}
+        touched: dict[Join, None] = {}
+        expansions: list[Outcome] = []
+        for out in outcomes:
+            task_events(run, out, step, events)
+            record = out.record
+            node = record.node
+            if out.kind == "error":  # routed failure (C2: error, then the route's edge)
+                target = out.spec.on_error
+                assert target is not None
+                out.routed_to = target
+                events[-1].__dict__["routed_to"] = target
+                events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
+                                source=node, target=target))
+                scheduled[target] = {"node": node, "error_type": type(out.error).__name__,
+                                     "message": str(out.error)}
+                continue
+            for target in out.targets:
+                events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
+                                source=node, target=target))
+                if target != END and target not in scheduled:
+                    scheduled[target] = None
+            if out.expand is not None:
+                expansions.append(out)
+                events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
+                                source=node, target=out.expand["node"]))
+            elif joins and out.goto is None:
+                for join in graph.joins_from.get(node, ()):
+                    got = arrivals.setdefault(join.key, [])
+                    if node not in got:
+                        got.append(node)
+                    touched[join] = None
+                    events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
+                                    source=node, target=join.target))
+        # Only a join that got an arrival in this batch can have become complete.
+        for join in touched:
+            arrived = arrivals.get(join.key)
+            if arrived is not None and all(s in arrived for s in join.sources):
+                del arrivals[join.key]
+                if join.target != END:
+                    scheduled.setdefault(join.target, None)
+
+        node_ids = [t.node for t in tasks]
+        saves: list[tuple[str, dict[str, Any]]] = []
+        before_id: str | None = None
+        if expansions:
+            # C7: saved before the expansion's tasks run; the expanding node is not completed.
+            before_id = run.next_checkpoint_id()
+            expanding = {o.record.task_id for o in expansions}
+            kept = {o.record.task_id: task_output(o) for o in done
+                    if o.record.task_id not in expanding and o.spec.effect in REPLAYED_EFFECTS}
+            saves.append((before_id, {
+                "step": step, "next_step": step, "tasks": list(tasks), "completed": kept,
+                "node_ids": node_ids, "status": "running", "state": run.state,
+                "visited": run.visited, "arrivals": run.arrivals,
+            }))
+        order = graph.nodes
+        if len(scheduled) > 1:
+            names: Any = sorted(scheduled, key=lambda n: order[n].index)
+        else:
+            names = scheduled
+        next_tasks = [run.new_task(node, scheduled[node]) for node in names]
+        if expansions:
+            for out in expansions:
+                assert out.expand is not None
+                target = out.expand["node"]
+                for item in out.expand["items"]:
+                    next_tasks.append(run.new_task(target, None, item, True, before_id))
+            next_tasks.sort(key=lambda t: order[t.node].index)
+
+        if done:
+            run.visited = visited = run.visited.extend([o.record.node for o in done])
+        else:
+            visited = run.visited
+        finished = not next_tasks and not arrivals
+        want = graph.every_step or (finished and (run.parent_id is not None
+                                                  or run.thread_explicit)) or any(
+            o.spec.checkpoint for o in done)
+        step_cp: str | None = None
+        if want:
+            step_cp = run.next_checkpoint_id()
+            saves.append((step_cp, {
+                "step": step, "next_step": step + 1, "tasks": next_tasks, "completed": {},
+                "node_ids": node_ids, "status": "completed" if finished else "running",
+                "state": new_state, "visited": visited, "arrivals": arrivals,
+            }))
+        for cid, _ in saves:
+            events.append(e(CheckpointSaved, step, checkpoint_id=cid))
+        run.state = new_state
+        run.model = model
+        run.arrivals = arrivals
+        run.tasks = next_tasks
+        run.completed = {}
+        run.step = step + 1
+        events.append(StepState(step, new_state, step_cp))
+        if finished:
+            events.append(e(RunEnd, step, status="completed", state=run.copy_state(new_state)))
+        for cid, fields in saves:
+            await self.writer.save(cid, **fields)
+        if finished:
+            await self.end.finish("completed", None)
+        return run.stamp(events)

@@ -1,0 +1,83 @@
+"""How a task's outcome reads as events: its start, attempts, custom values, end and edges."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._records._checkpoint import TaskOutput
+from .._records._events import (
+    CustomEvent,
+    EdgeTransition,
+    ErrorEvent,
+    InterruptEvent,
+    NodeEnd,
+    NodeStart,
+)
+from .._records._fast import make
+from .._records._json import jcopy
+from ._run_state import RunState
+from ._task import Outcome
+
+__all__ = ["edge_events", "task_events", "task_output"]
+
+
+def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> None:
+    """Append the events of one task (C2: ``node_start``, then its result)."""
+    rec = out.record
+    node, tid = rec.node, rec.task_id
+    e = run.event
+    events.append(e(NodeStart, step, node=node, task_id=tid))
+    for n, (_s, _f, exc) in enumerate(out.failed_attempts, start=1):
+        events.append(e(ErrorEvent, step, node=node, task_id=tid, error_type=type(exc).__name__,
+                        message=str(exc), attempt=n, will_retry=True))
+        events.append(e(NodeStart, step, node=node, task_id=tid, attempt=n + 1))
+    for channel, value in out.custom:
+        events.append(e(CustomEvent, step, node=node, task_id=tid, channel=channel,
+                        value=value))
+    kind = out.kind
+    if kind == "done":
+        patch = out.patch
+        events.append(e(NodeEnd, step, node=node, task_id=tid,
+                        patch=jcopy(patch) if patch and run.record_events else patch,
+                        replayed=out.replayed, attempt=out.attempt,
+                        started_at=out.started_at, finished_at=out.finished_at,
+                        goto=out.goto))
+    elif kind == "interrupt":
+        assert out.interrupt is not None
+        pending = out.interrupt
+        events.append(e(InterruptEvent, step, node=node, task_id=tid, interrupts=[
+            pending.model_copy(update={"payload": jcopy(pending.payload)})]))
+    elif kind == "error":
+        err = out.error
+        events.append(e(ErrorEvent, step, node=node, task_id=tid,
+                        error_type=type(err).__name__, message=str(err),
+                        attempt=out.attempt, routed_to=out.routed_to))
+    else:  # cancelled
+        events.append(e(ErrorEvent, step, node=node, task_id=tid, error_type="Cancelled",
+                        message=f"task {tid} was cancelled", attempt=out.attempt))
+
+
+def edge_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> None:
+    """Edge events of a completed task in a halted batch (its routes, expansion, joins)."""
+    node = out.record.node
+    tid = out.record.task_id
+    e = run.event
+    for target in out.targets:
+        events.append(e(EdgeTransition, step, node=node, task_id=tid, source=node,
+                        target=target))
+    if out.expand is not None:
+        events.append(e(EdgeTransition, step, node=node, task_id=tid, source=node,
+                        target=out.expand["node"]))
+    elif out.goto is None:
+        for join in run.graph.joins_from.get(node, ()):
+            events.append(e(EdgeTransition, step, node=node, task_id=tid, source=node,
+                            target=join.target))
+
+
+def task_output(out: Outcome, keep: bool = False) -> TaskOutput:
+    """What a checkpoint keeps of a completed task, to replay it on resume (C9)."""
+    return make(TaskOutput,
+        task_id=out.record.task_id, node=out.record.node, patch=out.patch, goto=out.goto,
+        expand=out.expand, keep=keep, started_at=out.started_at,
+        finished_at=out.finished_at,
+    )

@@ -1,0 +1,203 @@
+"""Writing a leg's checkpoints, and ending the leg (its status, claim and patches)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from .._graph._node import Visited
+from .._records._checkpoint import Checkpoint, TaskOutput, TaskRecord
+from .._records._events import Interrupt
+from .._records._fast import make
+from .._records._json import jcopy
+from .._stores._memory import InMemoryCheckpointStore
+from ..errors import SimulatedCrash
+from ._run_state import RunState
+
+__all__ = ["CheckpointWriter", "LegEnd"]
+
+
+def attach_run_error(store_error: BaseException, run_error: BaseException | None) -> None:
+    """Keep the run's own failure on the store error that refused its checkpoint (seed 000:
+    the store's error is raised; seed 004: ``runError`` is the run's own failure)."""
+    if run_error is None or run_error is store_error:
+        return
+    try:
+        store_error.run_error = run_error  # type: ignore[attr-defined]
+    except AttributeError:  # pragma: no cover - an exception type with __slots__
+        pass
+
+
+class CheckpointWriter:
+    """Saves a leg's checkpoints to its store; the run's position comes from its state.
+
+    Every save carries the leg's claim (its fencing token) on a store that checks it. On a
+    durable store with ``commit`` (SQLite), the piece's checkpoints are held in
+    ``run.pending`` and the runner commits them with the piece's events and run record in
+    one transaction (:meth:`Runner._persist`).
+    """
+
+    def __init__(self, run: RunState) -> None:
+        self.run = run
+        store = run.store
+        claim = run.claim
+        self._fence = None if claim is None else claim.fence
+        # The in-memory store keeps the fields and builds the model when it is read.
+        self._adopt = store._adopt_fields if type(store) is InMemoryCheckpointStore else None
+        run.deferred = bool(run.durable and self._fence is not None
+                            and callable(getattr(store, "commit", None)))
+
+    async def save(
+        self,
+        cid: str,
+        *,
+        step: int,
+        next_step: int,
+        tasks: list[TaskRecord],
+        node_ids: list[str],
+        status: str,
+        completed: dict[str, TaskOutput] | None = None,
+        interrupts: list[Interrupt] | None = None,
+        error: dict[str, Any] | None = None,
+        state: dict[str, Any] | None = None,
+        visited: Visited | tuple[str, ...] | None = None,
+        arrivals: dict[str, list[str]] | None = None,
+    ) -> None:
+        """Save checkpoint ``cid``; the leg's state fills in what is not given."""
+        run = self.run
+        fields = {
+            "id": cid, "run_id": run.run_id, "thread_id": run.thread_id,
+            "graph_id": run.graph.graph_id, "revision": run.graph.revision,
+            "node_id": node_ids[-1] if node_ids else None, "node_ids": node_ids, "step": step,
+            "parent_id": run.parent_id, "timestamp": run.clock.now(),
+            "state": run.state if state is None else state, "format_version": 1,
+            "status": status, "next_step": next_step, "tasks": tasks,
+            "completed": {} if completed is None else completed,
+            "interrupts": [] if interrupts is None else interrupts,
+            "answers": jcopy(run.answers) if run.answers else {},
+            "visited": run.visited if visited is None else visited,
+            "arrivals": run.arrivals if arrivals is None else arrivals,
+            "next_seq": run.seq, "error": error, "tenant_id": run.tenant_id,
+            "metadata": {"cp_counter": run.cp_counter, "task_counter": run.task_counter},
+        }
+        fence = self._fence
+        if self._adopt is not None:
+            # The visited nodes stay a lazy snapshot until the checkpoint is read.
+            if fence is None:
+                self._adopt(fields)
+            else:
+                self._adopt(fields, fence)  # type: ignore[call-arg]
+        else:
+            vis = fields["visited"]
+            if not isinstance(vis, tuple):
+                fields["visited"] = vis.as_tuple()
+            cp = make(Checkpoint, **fields)
+            if run.deferred:
+                run.pending.append(cp)  # committed with the piece's events
+            elif fence is not None:
+                await run.store.save(cp, fence=fence)  # type: ignore[call-arg]
+            else:
+                await run.store.save(cp)
+        run.parent_id = cid
+        run.checkpoint_id = cid
+
+
+class LegEnd:
+    """Ends a leg: records its status, undoes its patches and releases the thread's claim."""
+
+    def __init__(
+        self,
+        run: RunState,
+        release: Callable[[], Awaitable[None]] | None,
+        on_done: Callable[[], None] | None,
+    ) -> None:
+        self.run = run
+        self._release = release
+        self._on_done = on_done
+
+    async def finish(self, status: str, error: BaseException | None) -> None:
+        """The leg ended with ``status`` (and ``error``, the first one wins).
+
+        The claim is released here, unless the leg's last piece is still to be committed
+        (a durable store's commit carries the claim's token): then by :meth:`release`.
+        """
+        run = self.run
+        run.done = True
+        run.status = status
+        if error is not None and run.error is None:
+            run.error = error
+        run.ended_at = run.clock.now()
+        self.update_record()
+        on_done, self._on_done = self._on_done, None
+        if on_done is not None:
+            on_done()
+        if not run.deferred:
+            await self.release()
+
+    def update_record(self) -> None:
+        """Bring the runtime's run record up to the leg's status and error."""
+        run = self.run
+        record = run.record
+        if record is None:
+            return
+        record.status = run.status
+        record.updated_at = run.ended_at
+        if run.error is not None:
+            error = run.error
+            record.error = {"error_type": type(error).__name__, "message": str(error)}
+            own = getattr(error, "run_error", None)
+            if isinstance(own, BaseException):
+                # The store refused the failure's checkpoint: the failure itself is kept.
+                record.error["run_error"] = {"error_type": type(own).__name__,
+                                             "message": str(own)}
+
+    def refused(self, store_error: BaseException) -> None:
+        """The store refused the ended leg's last commit: the leg failed with the store's
+        error, and the run's own failure (if it had one) is kept on it."""
+        run = self.run
+        if run.error is not store_error:
+            attach_run_error(store_error, run.error)
+            run.error = store_error
+        run.status = "failed"
+        self.update_record()
+
+    async def release(self) -> None:
+        """Release the thread's claim (once)."""
+        release, self._release = self._release, None
+        if release is not None:
+            with anyio.CancelScope(shield=True):
+                # A store that fails here keeps the claim; it expires on its own. A simulated
+                # process death still propagates: the caller must not see a clean end.
+                try:
+                    await release()
+                except SimulatedCrash:
+                    raise
+                except Exception:
+                    pass
+
+    def abandon(self) -> None:
+        """Synchronous last resort (a stream left without closing it, then collected): undo
+        process-wide patches and release the thread's claim where that needs no event loop
+        (in-memory and SQLite stores); the run stays resumable from its last checkpoint."""
+        run = self.run
+        if not run.done:
+            run.done = True
+            run.status = "cancelled"
+            if run.record is not None:
+                run.record.status = "cancelled"
+        on_done, self._on_done = self._on_done, None
+        if on_done is not None:
+            on_done()
+        release, self._release = self._release, None
+        if release is not None:
+            coro: Any = release()
+            try:
+                coro.send(None)
+            except StopIteration:
+                pass
+            except BaseException:
+                pass
+            else:  # it needs the loop: give up, the claim expires after its ttl
+                coro.close()
