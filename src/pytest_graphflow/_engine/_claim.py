@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import weakref
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 import anyio
@@ -46,8 +47,8 @@ class ThreadClaim:
         lost: the :class:`StaleClaim` a renewal met, once the claim was taken over.
     """
 
-    __slots__ = ("_local", "_store", "clock", "fenced", "lost", "released", "run_id",
-                 "thread_id", "token", "ttl")
+    __slots__ = ("_local", "_renewed_at", "_store", "clock", "fenced", "lost", "released",
+                 "run_id", "thread_id", "token", "ttl")
 
     def __init__(self, store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float,
                  token: int | None, local: dict[str, ThreadClaim] | None) -> None:
@@ -61,6 +62,13 @@ class ThreadClaim:
         self.fenced = token is not None and _fencing(store)
         self.lost: StaleClaim | None = None
         self.released = False
+        self._renewed_at = clock.monotonic()
+
+    @property
+    def renewable(self) -> bool:
+        """Whether the claim lives in the store (and so must be renewed while the run is live).
+        """
+        return self._local is None and not self.released and self.lost is None
 
     @property
     def fence(self) -> tuple[str, int] | None:
@@ -95,19 +103,39 @@ class ThreadClaim:
         except StaleClaim as exc:
             self.lost = exc
             raise
+        self._renewed_at = self.clock.monotonic()
 
-    async def keep_alive(self) -> None:
-        """Renew the claim every third of its ttl, on the runtime's clock, until cancelled.
+    async def renew_if_due(self) -> None:
+        """Renew when a third of the ttl has passed since the claim was taken or renewed (on
+        the runtime's clock); between the pieces of a run, so a run of many short sync steps
+        keeps its claim too. A failed renewal is left to the next commit to report."""
+        if not self.renewable or self.clock.monotonic() - self._renewed_at < self.ttl / 3:
+            return
+        try:
+            await self.renew()
+        except SimulatedCrash:
+            raise
+        except Exception:
+            pass
+
+    async def keep_alive(
+        self,
+        sleep: Callable[[float], Awaitable[None]],
+        delay: Callable[[float], float] | None = None,
+    ) -> None:
+        """Renew the claim every third of its ttl until cancelled; ``sleep`` waits on the
+        runtime's clock (the batch scheduler's turn-taking sleep under a virtual clock), and
+        ``delay(period)`` may stretch a wait over virtual time no one can observe.
 
         Run it beside the tasks of a batch: a node that runs longer than the ttl keeps the
         thread. It stops when the claim was lost (the run's next commit is refused) or when a
         renewal fails otherwise (the claim then expires on its own).
         """
-        if self._local is not None:
+        if not self.renewable:
             return
         period = self.ttl / 3
         while True:
-            await self.clock.sleep(period)
+            await sleep(period if delay is None else delay(period))
             try:
                 await self.renew()
             except SimulatedCrash:

@@ -96,6 +96,8 @@ class Runner:
     async def _advance(self) -> list[Any]:
         run = self.run
         try:
+            if run.claim is not None:
+                await run.claim.renew_if_due()
             if not run.started:
                 items = await self._begin()
             else:
