@@ -46,8 +46,10 @@ class CheckpointWriter:
         self._fence = None if claim is None else claim.fence
         # The in-memory store keeps the fields and builds the model when it is read.
         self._adopt = store._adopt_fields if type(store) is InMemoryCheckpointStore else None
+        inner = getattr(store, "inner", store)  # a FaultyStore commits through its inner store
         run.deferred = bool(run.durable and self._fence is not None
-                            and callable(getattr(store, "commit", None)))
+                            and callable(getattr(store, "commit", None))
+                            and callable(getattr(inner, "commit", None)))
 
     async def save(
         self,
