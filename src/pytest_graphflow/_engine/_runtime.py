@@ -615,7 +615,7 @@ class GraphRuntime:
         recover: str | None = opts.get("recover")
         cp = await self._resolve(ref, tenant)
         graph = self._policy(self._graph_for(cp, graph))
-        self._check_resumable(cp, resume)
+        self._check_resumable(cp, resume, claimed=False)
         seen = await self._view(cp, recover)
         clock = self.clock
         if isinstance(clock, VirtualClock) and clock.now() < cp.timestamp:
@@ -677,7 +677,11 @@ class GraphRuntime:
         return None if last is None else last.id
 
     @staticmethod
-    def _check_resumable(cp: Checkpoint, resume: Resume | None) -> None:
+    def _check_resumable(cp: Checkpoint, resume: Resume | None, *, claimed: bool = True
+                         ) -> None:
+        """Refuse a resume of ``cp`` that cannot go on. Before the claim, only what no other
+        run can change is checked: a ``Resume`` for a checkpoint that is not waiting may be a
+        race with a resume that is still running (``ThreadBusy`` then, from the claim)."""
         if cp.status == "completed":
             raise NotSuspended(f"run {cp.run_id} completed (checkpoint {cp.id}); there is "
                                "nothing to resume. Start a new run on its thread instead")
@@ -687,7 +691,7 @@ class GraphRuntime:
                 raise ResumeError(f"run {cp.run_id} is paused at interrupts {keys}; resume it "
                                   "with Resume(value) or Resume(answers={key: ...})")
             resume.resolve(cp.interrupts)  # refuses answers that do not fit, changing nothing
-        elif resume is not None:
+        elif resume is not None and claimed:
             raise NotSuspended(f"run {cp.run_id} has no pending interrupts (status "
                                f"{cp.status!r}, checkpoint {cp.id}): another resume may have "
                                "answered them. Read its state with history(); resume it "
