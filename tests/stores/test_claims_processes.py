@@ -181,7 +181,8 @@ class Scene:
                 assert seqs == list(range(len(seqs))), f"gap in the events of {run_id}"
                 record = anyio.run(store.run, run_id)
                 latest = anyio.run(store.latest, run_id)
-                assert record is not None and latest is not None
+                assert record is not None
+                assert latest is not None
                 assert record["status"] == latest.status == "completed"
 
 
@@ -207,7 +208,8 @@ def test_a_live_run_against_other_processes(pool: Pool, tmp_path: Path, challeng
     scene.base("failed")  # a failed run, recovered by a holder process that stays live
     held, outcomes = pool.race([scene.cmd(challenge)] * (WORKERS - 1), gated=False,
                                holder=scene.cmd("recover"))
-    assert held is not None and held[1:3] == ("advanced", "completed"), held
+    assert held is not None
+    assert held[1:3] == ("advanced", "completed"), held
     assert _losers(outcomes, {"ThreadBusy"}) == []
     assert len(outcomes) == WORKERS - 1
     assert len(scene.effect_lines()) == 1
@@ -270,5 +272,6 @@ def test_randomised_races_never_run_an_effect_twice(pool: Pool, tmp_path: Path) 
         tally["rounds"] += 1
         tally["advanced"] += len(advanced)
         tally["lost"] += racers - len(advanced)
-    assert tally["rounds"] == ROUNDS and tally["lost"] > 0
+    assert tally["rounds"] == ROUNDS
+    assert tally["lost"] > 0
     print(f"stress: {tally}")

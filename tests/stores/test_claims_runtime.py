@@ -82,7 +82,8 @@ async def test_a_node_sleeping_three_ttls_keeps_its_claim(store: Any) -> None:
     g.node("slow", slow, effect="external")
     g.edge(START, "slow").edge("slow", END)
     result = await _runtime(store, clock).ainvoke(g.compile(), thread_id="t")
-    assert result.status == "completed" and result.data == {"n": 1, "answer": None}
+    assert result.status == "completed"
+    assert result.data == {"n": 1, "answer": None}
     busy, (_run, _token, expires) = seen
     assert isinstance(busy, ThreadBusy)
     assert expires > T0 + timedelta(seconds=3 * TTL)  # renewed while the node slept
@@ -145,7 +146,8 @@ async def test_another_runtime_cannot_resume_or_recover_a_live_run(store: Any) -
     g.edge(START, "first").edge("first", "probe").edge("probe", END)
     graph = g.compile(checkpoint_policy="every_step")
     result = await _runtime(store, clock).ainvoke(graph, thread_id="t")
-    assert result.status == "completed" and result.data["n"] == 2
+    assert result.status == "completed"
+    assert result.data["n"] == 2
     assert [type(e) for e in outcomes] == [ThreadBusy] * 3
     assert all(e.holder == result.run_id and "retry once" in str(e) for e in outcomes)
 
@@ -227,10 +229,12 @@ async def test_a_refused_failure_checkpoint_keeps_the_nodes_error(store: Any) ->
     with pytest.raises(StoreFault) as refused:
         await rt.ainvoke(g.compile(), thread_id="t")
     own = refused.value.run_error  # type: ignore[attr-defined]
-    assert isinstance(own, NodeFailed) and "card declined" in str(own.__cause__)
+    assert isinstance(own, NodeFailed)
+    assert "card declined" in str(own.__cause__)
     record = rt.runs[-1]
     assert record.status == "failed"
-    assert record.error is not None and record.error["error_type"] == "StoreFault"
+    assert record.error is not None
+    assert record.error["error_type"] == "StoreFault"
     assert record.error["run_error"]["error_type"] == "NodeFailed"
     stored = await store.run(record.run_id) if hasattr(store, "records_events") else None
     if stored is not None:  # the durable run record says the same
@@ -283,7 +287,8 @@ async def test_tenants_see_nothing_of_each_others_threads(store: Any) -> None:
     await store.claim("fresh", "run-holder", now=T0)
     with pytest.raises(ThreadBusy) as nameless:  # no checkpoint: no tenant to check
         await other.ainvoke(graph, thread_id="fresh")
-    assert nameless.value.holder is None and "run-holder" not in str(nameless.value)
+    assert nameless.value.holder is None
+    assert "run-holder" not in str(nameless.value)
     assert (await acme.aresume(paused.run_id, Resume("x"))).status == "completed"
 
 
@@ -345,7 +350,8 @@ def test_a_crash_at_every_store_operation_then_recover(tmp_path: Path) -> None:
             # The run record always says what the last checkpoint says (one transaction).
             for cp in checkpoints[-1:]:
                 record = anyio.run(inner.run, cp.run_id)
-                assert record is not None and record["status"] == (
+                assert record is not None, where
+                assert record["status"] == (
                     "completed" if cp.status == "completed" else "running"), where
             # A fresh process, once the dead one's claim expired, continues the thread.
             fresh = GraphRuntime(inner, clock=VirtualClock(start=T0 + timedelta(seconds=TTL)),
@@ -359,18 +365,22 @@ def test_a_crash_at_every_store_operation_then_recover(tmp_path: Path) -> None:
             else:
                 result = fresh.recover("t", graph=graph)
             if result is not None:
-                assert result.status == "completed" and result.data == {"n": 3}, where
+                assert result.status == "completed", where
+                assert result.data == {"n": 3}, where
             runs = anyio.run(lambda: inner.list(thread_id="t"))
             run_id = runs[-1].run_id
             seqs = [e["seq"] for e in anyio.run(inner.events, run_id)]
-            assert seqs == list(range(len(seqs))) and seqs, where  # no gap in seq
+            assert seqs, where
+            assert seqs == list(range(len(seqs))), where  # no gap in seq
             kinds = [e["type"] for e in anyio.run(inner.events, run_id)]
-            assert kinds[0] == "run_start" and kinds[-1] == "run_end", where
+            assert kinds[0] == "run_start", where
+            assert kinds[-1] == "run_end", where
             saved = {e["checkpoint_id"] for e in anyio.run(inner.events, run_id)
                      if e["type"] == "checkpoint_saved"}
             assert saved <= {c.id for c in runs}, where  # no event names a lost checkpoint
             record = anyio.run(inner.run, run_id)
-            assert record is not None and record["status"] == "completed", where
+            assert record is not None, where
+            assert record["status"] == "completed", where
             # Effects: exactly once where a checkpoint recorded the charge before the crash;
             # otherwise at most once more (the effect ran, its commit did not land).
             assert effects.count("charge") == (1 if charged or effects_at_crash == 0 else 2), \

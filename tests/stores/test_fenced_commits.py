@@ -138,7 +138,8 @@ async def test_a_fork_never_lands_on_a_claimed_thread(
     await any_store.claim(forked.thread_id, "run-x", now=T0)
     second = await any_store.fork("cp-1")
     again = await any_store.latest(second)
-    assert again is not None and again.thread_id != forked.thread_id
+    assert again is not None
+    assert again.thread_id != forked.thread_id
 
 
 # -- through a FaultyStore ----------------------------------------------------------------------
@@ -158,7 +159,7 @@ async def test_save_rules_watch_commits_and_a_rejected_commit_writes_nothing(
     token = await faulty.claim("thread-a", "run-a", now=T0)
     await faulty.commit("thread-a", token, run_id="run-a", checkpoints=[make_cp("cp-1")],
                         events=[_ev(0)])
-    with pytest.raises(StoreFault, match="save #2 .*rejected"):
+    with pytest.raises(StoreFault, match=r"save #2 .*rejected"):
         await faulty.commit("thread-a", token, run_id="run-a",
                             checkpoints=[make_cp("cp-2"), make_cp("cp-3")], events=[_ev(1)])
     await faulty.commit("thread-a", token, run_id="run-a", events=[_ev(1)])  # no checkpoint
@@ -195,5 +196,6 @@ async def test_a_fenced_save_through_a_faulty_store_reaches_the_fence(
     await inner.claim("thread-a", "run-b", now=_at(2))
     with pytest.raises(StaleClaim):
         await faulty.save(make_cp("cp-1"), fence=("thread-a", old))
-    assert await inner.list() == [] and faulty.saves == []
+    assert await inner.list() == []
+    assert faulty.saves == []
     assert str(faulty.calls[0]).startswith("#0 save(cp-1 of run run-a) -> failed: StaleClaim")

@@ -9,6 +9,7 @@ object, which guards runtimes sharing that object only.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import weakref
 from collections.abc import Awaitable, Callable
@@ -84,10 +85,8 @@ class ThreadClaim:
             if self._local.get(self.thread_id) is self:
                 del self._local[self.thread_id]
             return
-        try:
+        with contextlib.suppress(StaleClaim):
             await self._store.release(self.thread_id, self.token)
-        except StaleClaim:
-            pass
 
     async def renew(self) -> None:
         """Extend the claim by its ttl from now on the runtime's clock.

@@ -14,6 +14,7 @@ the leg.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -132,10 +133,8 @@ class Runner:
         then release the claim. A commit that fails here changes nothing more."""
         run = self.run
         if run.deferred and not isinstance(exc, SimulatedCrash):
-            try:
+            with contextlib.suppress(Exception):
                 await self._persist([])
-            except Exception:
-                pass
         if run.done:
             try:
                 await self.end.release()

@@ -615,7 +615,10 @@ class GraphRuntime:
         recover: str | None = opts.get("recover")
         cp = await self._resolve(ref, tenant)
         graph = self._policy(self._graph_for(cp, graph))
-        self._check_resumable(cp, resume, claimed=False)
+        if recover is not None:
+            self._check_recoverable(recover, cp)  # the run may have ended since it was read
+        else:
+            self._check_resumable(cp, resume, claimed=False)
         seen = await self._view(cp, recover)
         clock = self.clock
         if isinstance(clock, VirtualClock) and clock.now() < cp.timestamp:
@@ -633,9 +636,10 @@ class GraphRuntime:
                 if last is not None and last.id != seen:
                     raise ThreadBusy(recover, last.run_id)
                 self._check_recoverable(recover, last)
-            elif latest is not None and latest.id != seen:
-                raise ThreadBusy(cp.thread_id, latest.run_id)
-            self._check_resumable(cp, resume)
+            else:
+                if latest is not None and latest.id != seen:
+                    raise ThreadBusy(cp.thread_id, latest.run_id)
+                self._check_resumable(cp, resume)
         except BaseException:
             await released_on_error(claim)
             raise

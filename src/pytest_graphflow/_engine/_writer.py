@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,10 +25,8 @@ def attach_run_error(store_error: BaseException, run_error: BaseException | None
     the store's error is raised; seed 004: ``runError`` is the run's own failure)."""
     if run_error is None or run_error is store_error:
         return
-    try:
+    with contextlib.suppress(AttributeError):  # an exception type with __slots__
         store_error.run_error = run_error  # type: ignore[attr-defined]
-    except AttributeError:  # pragma: no cover - an exception type with __slots__
-        pass
 
 
 class CheckpointWriter:
@@ -90,7 +89,7 @@ class CheckpointWriter:
             if fence is None:
                 self._adopt(fields)
             else:
-                self._adopt(fields, fence)  # type: ignore[call-arg]
+                self._adopt(fields, fence)
         else:
             vis = fields["visited"]
             if not isinstance(vis, tuple):

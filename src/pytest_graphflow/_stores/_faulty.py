@@ -295,7 +295,7 @@ class FaultyStore:
         inner_save = self._inner.save
 
         async def fenced(cp: Checkpoint) -> None:
-            await inner_save(cp, **fence)  # type: ignore[call-arg]
+            await inner_save(cp, **fence)
 
         await self._call("save", fenced, (checkpoint,), {})
 

@@ -20,6 +20,9 @@ __all__ = ["InMemoryCheckpointStore"]
 _Records = list[dict[str, Any]]
 """A list of JSON records (events, run records, artifact descriptions)."""
 
+_Normalised = list[tuple[int, dict[str, Any]]]
+"""Events as ``(seq, JSON form)`` pairs."""
+
 
 class _Draft:
     """A checkpoint the runtime handed over, kept as its fields until someone reads it.
@@ -272,7 +275,7 @@ class InMemoryCheckpointStore(ClosingStore):
         """
         self._put_events(run_id, [rules.normalise_event(e) for e in events])
 
-    def _put_events(self, run_id: str, normalised: list[tuple[int, dict[str, Any]]]) -> None:
+    def _put_events(self, run_id: str, normalised: _Normalised) -> None:
         earliest = self._earliest_seq.get(run_id, 0)
         log = self._events.setdefault(run_id, {})
         for seq, data in normalised:

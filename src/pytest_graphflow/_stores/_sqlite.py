@@ -28,6 +28,9 @@ __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
 _Records = list[dict[str, Any]]
 """A list of JSON records (events, run records, artifact descriptions)."""
 
+_Normalised = list[tuple[int, dict[str, Any]]]
+"""Events as ``(seq, JSON form)`` pairs."""
+
 SCHEMA_VERSION = 1
 """The layout of the tables this build writes and reads."""
 
@@ -406,7 +409,7 @@ class SQLiteCheckpointStore(ClosingStore):
             self._put_events(db, run_id, normalised)
 
     def _put_events(self, db: sqlite3.Connection, run_id: str,
-                    normalised: list[tuple[int, dict[str, Any]]]) -> None:
+                    normalised: _Normalised) -> None:
         earliest = self._earliest(db, run_id)
         db.executemany(
             "INSERT OR REPLACE INTO events (run_id, seq, type, data) VALUES (?, ?, ?, ?)",
