@@ -619,7 +619,7 @@ class GraphRuntime:
             self._check_recoverable(recover, cp)  # the run may have ended since it was read
         else:
             self._check_resumable(cp, resume, claimed=False)
-        seen = await self._view(cp, recover)
+        seen = cp.id if recover is None and ref == cp.run_id else await self._view(cp, recover)
         clock = self.clock
         if isinstance(clock, VirtualClock) and clock.now() < cp.timestamp:
             # A fresh virtual clock continues from the checkpoint, so time never goes back
@@ -630,7 +630,7 @@ class GraphRuntime:
             # Read again under the claim: a run that advanced the thread between this call
             # reading it and claiming it must not be run a second time (seed 004).
             cp = await self._resolve(ref, tenant)
-            latest = await self.store.latest(cp.run_id)
+            latest = cp if ref == cp.run_id else await self.store.latest(cp.run_id)
             if recover is not None:
                 last = await self._thread_latest(recover)
                 if last is not None and last.id != seen:
