@@ -14,6 +14,7 @@ from . import errors
 from ._engine._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
 from ._engine._runtime import GraphRuntime
 from ._engine._stream import RunHandle, RunStream
+from ._engine._upgrade import Incompatibility
 from ._graph._builder import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
 from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
 from ._properties._explore import ExploreReport, explore
@@ -36,6 +37,10 @@ from ._records._events import (
     StreamEvent,
     parse_event,
 )
+from ._replay._export import export_history
+from ._replay._history import HISTORY_FORMAT_VERSION, History, load_history
+from ._replay._replayer import aassert_replays, assert_replays
+from ._replay._upgrade import UpgradeReport, check_upgrade
 from ._stores._faulty import FaultyStore, StoreCall
 from ._stores._memory import InMemoryCheckpointStore
 from ._stores._plan import FaultPlan
@@ -53,11 +58,13 @@ from .errors import (
     GraphflowError,
     GraphValidationError,
     InvalidArgument,
+    InvalidHistory,
     JoinStarved,
     MidExecution,
     NodeFailed,
     NothingToRecover,
     NotSuspended,
+    ReplayDiverged,
     ResumeError,
     RunTimedOut,
     SimulatedCrash,
@@ -118,6 +125,7 @@ __all__ = [
     "DEFAULT_START",
     "END",
     "FORMAT_VERSION",
+    "HISTORY_FORMAT_VERSION",
     "PAUSE",
     "START",
     "Cancelled",
@@ -152,11 +160,14 @@ __all__ = [
     "GraphRuntime",
     "GraphValidationError",
     "GraphflowError",
+    "History",
     "InMemoryCheckpointStore",
+    "Incompatibility",
     "Interrupt",
     "InterruptEvent",
     "InterruptEventData",
     "InvalidArgument",
+    "InvalidHistory",
     "JoinStarved",
     "MidExecution",
     "NodeContext",
@@ -167,6 +178,7 @@ __all__ = [
     "NothingToRecover",
     "RealClock",
     "Reducer",
+    "ReplayDiverged",
     "Resume",
     "ResumeError",
     "Retry",
@@ -196,17 +208,23 @@ __all__ = [
     "UnknownRoute",
     "UnsupportedFormat",
     "UpdateRejected",
+    "UpgradeReport",
     "VirtualClock",
     "VirtualDeadlock",
     "__version__",
+    "aassert_replays",
     "assert_events",
+    "assert_replays",
+    "check_upgrade",
     "emit",
     "errors",
     "events_diff",
     "explore",
+    "export_history",
     "format_event",
     "format_events",
     "interrupt",
+    "load_history",
     "parse_event",
     "virtual_anyio_backend",
 ]

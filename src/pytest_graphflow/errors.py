@@ -27,11 +27,13 @@ __all__ = [
     "GraphValidationError",
     "GraphflowError",
     "InvalidArgument",
+    "InvalidHistory",
     "JoinStarved",
     "MidExecution",
     "NodeFailed",
     "NotSuspended",
     "NothingToRecover",
+    "ReplayDiverged",
     "ResumeError",
     "RunTimedOut",
     "SimulatedCrash",
@@ -244,11 +246,44 @@ class CheckpointNotFound(GraphflowError, LookupError):
 
 
 class SnapshotMismatch(GraphflowError, ValueError):
-    """A checkpoint does not match this compiled graph; every problem is listed."""
+    """A checkpoint does not match this compiled graph; every problem is listed.
+
+    Attributes:
+        problems: the incompatibilities (``Incompatibility``: ``kind``, ``subject``,
+            ``message``) when the resume rules found them, else empty.
+    """
+
+    problems: tuple[Any, ...] = ()
+
+    def __init__(self, message: str, problems: Sequence[Any] = ()) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
 
 
 class UnsupportedFormat(GraphflowError, ValueError):
     """A checkpoint was written in a format this build does not read."""
+
+
+class InvalidHistory(GraphflowError, ValueError):
+    """A history file is not a readable graphflow history (not JSON, a field missing, a
+    malformed event or checkpoint). The message names the file and what is wrong."""
+
+
+class ReplayDiverged(GraphflowError, AssertionError):
+    """Re-running a recorded history under the current code took another path.
+
+    Attributes:
+        index: the position of the first event that differs, in the history's events.
+        recorded: that event as recorded (JSON form), or ``None`` when the recording ended.
+        replayed: the event the current code produced there, or ``None`` when it ended.
+    """
+
+    def __init__(self, message: str, index: int, recorded: dict[str, Any] | None,
+                 replayed: dict[str, Any] | None) -> None:
+        super().__init__(message)
+        self.index = index
+        self.recorded = recorded
+        self.replayed = replayed
 
 
 class ThreadBusy(GraphflowError, RuntimeError):

@@ -15,7 +15,9 @@ timeline, and :func:`check_recording` / :func:`assert_invariants` check it::
 
 Whole-run properties, each running the graph several ways on fresh deterministic runtimes:
 :func:`check_interrupt_resume_equivalence`, :func:`check_crash_recovery`,
-:func:`check_determinism`, and :func:`check_reducer_laws` for a :class:`Reducer` on its own.
+:func:`check_determinism`, and :func:`check_reducer_laws` for a :class:`Reducer` on its own;
+across process boundaries, :func:`check_determinism_across_processes` and
+:func:`check_crash_recovery_across_processes`.
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ from ._properties._recording import (
     record_run_sync,
 )
 from ._properties._reducer_laws import assert_reducer_laws, check_reducer_laws
+from ._properties._xprocess import (
+    check_crash_recovery_across_processes,
+    check_determinism_across_processes,
+)
 
 __all__ = [
     "Mark",
@@ -74,7 +80,9 @@ __all__ = [
     "check_c9",
     "check_c10",
     "check_crash_recovery",
+    "check_crash_recovery_across_processes",
     "check_determinism",
+    "check_determinism_across_processes",
     "check_interrupt_resume_equivalence",
     "check_invariants",
     "check_recording",

@@ -16,7 +16,9 @@ Fixtures (all function-scoped except the factory, which is session-scoped):
 * ``graph_snapshot``: syrupy's ``snapshot`` storing event streams as readable text.
 
 Options ``--graphflow-seed`` (an int, ``random``, or ``last`` for the previous session's)
-and ``--graphflow-store``, with the ini keys ``graphflow_seed`` and ``graphflow_store``. A
+and ``--graphflow-store``, with the ini keys ``graphflow_seed`` and ``graphflow_store``;
+``--graphflow-record=DIR`` writes every run of a test as a history file and
+``--graphflow-replay=DIR`` runs each history file under DIR as a replay test. A
 failing test that used these fixtures gets a ``graphflow`` report section with its seed, the
 command that reproduces it, the path its last run took (Mermaid) and that run's last events.
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -76,6 +79,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="checkpoint store of the graphflow fixtures: 'memory' (default) or 'sqlite' "
              "(a file in the test's tmp_path).",
     )
+    group.addoption(
+        "--graphflow-record", dest="graphflow_record", default=None, metavar="DIR",
+        help="write every run of every test that uses the graphflow fixtures to "
+             "DIR/<test>/<run id>.history.json (replay them with --graphflow-replay).",
+    )
+    group.addoption(
+        "--graphflow-replay", dest="graphflow_replay", default=None, metavar="DIR",
+        help="run every *.history.json file under DIR as a test that replays the recorded "
+             "run against the current code.",
+    )
+    group.addoption(
+        "--graphflow-processes", dest="graphflow_processes", default=None, metavar="N",
+        help="after each test, replay every run it performed in N fresh interpreters with "
+             "PYTHONHASHSEED 1..N and fail on any difference (hash-order dependence).",
+    )
+    parser.addini("graphflow_processes", "graphflow: replay each test's runs in this many "
+                  "fresh interpreters (see --graphflow-processes)", default="")
+    parser.addini("graphflow_record", "graphflow: folder to record run histories into",
+                  default="")
+    parser.addini("graphflow_replay_graphs", "graphflow: lines 'graph_id = module:attr' "
+                  "naming the graph of replayed histories", type="linelist", default=[])
     parser.addini("graphflow_seed", "graphflow session seed: an integer or 'random'",
                   default="")
     parser.addini("graphflow_store", "graphflow checkpoint store: 'memory' or 'sqlite'",
@@ -94,6 +118,32 @@ def pytest_configure(config: pytest.Config) -> None:
     remember_seed(config, session.seed)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(XdistHooks(session.seed), "graphflow-xdist")
+    from ._plugin._processes import processes_of
+
+    processes_of(config)  # a bad value is a usage error before any test runs
+    if config.getoption("graphflow_replay", None):
+        from ._plugin._replay_items import replay_dir
+
+        folder = replay_dir(config)
+        here = Path(config.invocation_params.dir)
+        given = {(here / arg.split("::")[0]).resolve() for arg in config.args}
+        if folder is not None and not any(p == folder.resolve() or p in folder.resolve().parents
+                                          for p in given):
+            config.args.append(str(folder))
+
+
+def pytest_collect_file(file_path: Any, parent: pytest.Collector) -> pytest.Collector | None:
+    """With ``--graphflow-replay=DIR``, each ``*.history.json`` under DIR is a replay test."""
+    if not file_path.name.endswith(".history.json"):
+        return None
+    if not parent.config.getoption("graphflow_replay", None):
+        return None
+    from ._plugin._replay_items import HistoryFile, replay_dir
+
+    folder = replay_dir(parent.config)
+    if folder is None or folder not in file_path.parents:
+        return None
+    return HistoryFile.from_parent(parent, path=file_path)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -138,20 +188,58 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 _GRAPH_FIXTURES = frozenset({"graph_runtime", "graph_runtime_factory"})
 
 
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """How many runs ``--graphflow-processes`` checked, and how many it could not."""
+    from ._plugin._processes import COUNTS
+
+    counts = config.stash.get(COUNTS, None)
+    if counts is not None:
+        terminalreporter.write_line(
+            f"graphflow: {counts['checked']} run(s) replayed in fresh interpreters, "
+            f"{counts['skipped']} skipped (their graph is not held by an importable module)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """With ``--graphflow-record=DIR``, write the test's runs as history files before its
+    fixtures close their stores."""
+    from ._plugin._state import existing_state
+
+    state = existing_state(item)
+    if state is None or not state.recorded:
+        return
+    from ._plugin._record import record_dir, write_histories
+
+    folder = record_dir(item.config)
+    legs, state.recorded = state.recorded, []
+    if folder is not None and state.record:
+        write_histories(item, legs, folder, state.settings.checkpoint_policy)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Hold the virtual wall-clock patch (freezegun) for the whole test body of a test that
     uses the graph fixtures: it starts once per test instead of once per run — what keeps
-    hundreds of Hypothesis examples fast. Outside node code, time stays real meanwhile."""
+    hundreds of Hypothesis examples fast. Outside node code, time stays real meanwhile.
+    With ``--graphflow-processes=N``, then replay the test's runs in N fresh interpreters."""
     if _GRAPH_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())):
         return (yield)
     from ._time._wallclock import activate, deactivate
 
     activate()
     try:
-        return (yield)
+        result = yield
     finally:
         deactivate()
+    # --graphflow-processes=N: the passing test's runs are replayed in N fresh interpreters.
+    from ._plugin._state import existing_state
+
+    state = existing_state(item)
+    if state is not None and state.processes and state.recorded:
+        from ._plugin._processes import check_runs
+
+        check_runs(item, list(state.recorded), state.processes)
+    return result
 
 
 @pytest.hookimpl(wrapper=True)

@@ -13,6 +13,17 @@ import pytest
 
 PUBLIC: dict[str, list[str]] = {
     'pytest_graphflow': [
+        'HISTORY_FORMAT_VERSION',
+        'History',
+        'Incompatibility',
+        'InvalidHistory',
+        'ReplayDiverged',
+        'UpgradeReport',
+        'aassert_replays',
+        'assert_replays',
+        'check_upgrade',
+        'export_history',
+        'load_history',
         'Cancelled',
         'Checkpoint',
         'CheckpointNotFound',
@@ -109,6 +120,8 @@ PUBLIC: dict[str, list[str]] = {
         'virtual_anyio_backend',
     ],
     'pytest_graphflow.errors': [
+        'InvalidHistory',
+        'ReplayDiverged',
         'Cancelled',
         'CheckpointNotFound',
         'ConflictingWrites',
@@ -179,7 +192,9 @@ PUBLIC: dict[str, list[str]] = {
         'check_c8',
         'check_c9',
         'check_crash_recovery',
+        'check_crash_recovery_across_processes',
         'check_determinism',
+        'check_determinism_across_processes',
         'check_interrupt_resume_equivalence',
         'check_invariants',
         'check_recording',

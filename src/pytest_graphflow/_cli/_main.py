@@ -6,6 +6,8 @@
     graphflow events FILE RUN_ID                 # a run's event log, one event a line
     graphflow show FILE CHECKPOINT_ID            # one checkpoint as JSON
     graphflow mermaid MODULE:GRAPH [--run FILE RUN_ID]   # a Mermaid diagram of a graph
+    graphflow export FILE RUN_ID OUT [--seed N] [--clock-start ISO] [--graph MODULE:GRAPH]
+                                                 # a run as a history file
 
 A problem (missing file, unknown run or checkpoint, bad ``MODULE:GRAPH``) prints one line to
 stderr naming the object and the fix, and exits with status 2.
@@ -95,6 +97,9 @@ def _parser() -> argparse.ArgumentParser:
     mermaid.add_argument("--run", nargs=2, metavar=("FILE", "RUN_ID"),
                          help="draw the edges this run took in bold")
     mermaid.set_defaults(command=_mermaid)
+    from ._export import add_export
+
+    add_export(sub, {"fail": _Fail, "load_graph": _load_graph, "with_store": _with_store})
     return parser
 
 

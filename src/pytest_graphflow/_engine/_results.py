@@ -137,6 +137,10 @@ class RunLeg:
             further than ``events``: the events of the piece of the run that raised are lost
             with the exception).
         seed: the seed of the runtime that ran it.
+        initial_state: for a fresh run, the state it started from (JSON form).
+        answers: for a resumed leg, every interrupt answer it starts with (earlier answers
+            and the ``Resume``'s), by ``Interrupt.key``.
+        store: the store the leg ran on (recorders read its checkpoints from it).
     """
 
     graph: CompiledGraph
@@ -146,6 +150,9 @@ class RunLeg:
     events: list[EventBase] = field(default_factory=list)
     error: BaseException | None = None
     visited: list[str] = field(default_factory=list)
+    initial_state: dict[str, Any] | None = None
+    answers: dict[str, Any] = field(default_factory=dict)
+    store: Any = None
 
     @property
     def status(self) -> str:

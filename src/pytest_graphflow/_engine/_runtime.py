@@ -16,7 +16,7 @@ from .._records._events import (
     Interrupt,
 )
 from .._records._ids import IdSource
-from .._records._json import NotJSONError, to_json_value
+from .._records._json import NotJSONError, jcopy, to_json_value
 from .._stores._memory import InMemoryCheckpointStore
 from .._stores._protocol import CheckpointStore
 from .._time import _wallclock
@@ -26,7 +26,6 @@ from .._time._vloop import LOOP_OWNED, backend_options, install_thread_guards
 from ..errors import (
     CheckpointNotFound,
     GraphExecutionError,
-    GraphflowError,
     InvalidArgument,
     MidExecution,
     NothingToRecover,
@@ -46,6 +45,7 @@ from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
 from ._run_state import RunState
 from ._runner import Runner
 from ._stream import RunHandle, RunStream, drain
+from ._upgrade import upgrade_problems
 
 __all__ = ["GraphRuntime"]
 
@@ -584,23 +584,14 @@ class GraphRuntime:
                     f"this runtime does not know graph {cp.graph_id!r} of checkpoint {cp.id}; "
                     "pass graph= (a fresh runtime in another process must be given the graph)"
                 )
-        problems: list[str] = []
-        if graph.graph_id != cp.graph_id:
-            problems.append(f"checkpoint {cp.id} is of graph {cp.graph_id!r}, not "
-                            f"{graph.graph_id!r}")
-        names = {t.node for t in cp.tasks} | {o.node for o in cp.completed.values()}
-        names |= set(cp.visited)
-        for name in sorted(names):
-            if name not in graph.nodes:
-                problems.append(f"checkpoint {cp.id} names node {name!r}, which the graph "
-                                "does not have")
-        if not problems:
-            try:
-                validate_state(graph, cp.state)
-            except GraphflowError as exc:
-                problems.append(f"checkpoint {cp.id} state does not fit the schema: {exc}")
+        problems = upgrade_problems(cp, graph)
         if problems:
-            raise SnapshotMismatch("; ".join(problems))
+            revision = ("" if cp.revision == graph.revision else
+                        f" (checkpoint {cp.id} was written under revision {cp.revision}; the "
+                        f"graph is {graph.revision})")
+            raise SnapshotMismatch(
+                f"checkpoint {cp.id} cannot resume under graph {graph.graph_id!r}{revision}: "
+                + "; ".join(p.message for p in problems), problems)
         self._graphs.setdefault(graph.graph_id, graph)
         return graph
 
@@ -731,8 +722,10 @@ class GraphRuntime:
         run.record = self._runs[runner.run_id]
         if self.on_leg is not None:
             run.record_events = True  # an observer sees every leg's events
-            run.leg = RunLeg(graph=run.graph, run_id=runner.run_id, resumed=resumed,
-                             seed=self.seed)
+            run.leg = RunLeg(
+                graph=run.graph, run_id=runner.run_id, resumed=resumed, seed=self.seed,
+                initial_state=None if resumed else jcopy(run.state),
+                answers=jcopy(run.answers) if resumed else {}, store=self.store)
             self.on_leg(run.leg)
 
 

@@ -57,16 +57,24 @@ class ItemState:
         session: the session's settings (for the reproduce command).
         runs: the last runs the test's runtimes performed (fixture and factory alike).
         owned: runtimes the session factory made for the test, closed when it ends.
+        record: whether ``--graphflow-record`` asks for the test's runs as history files.
+        processes: N of ``--graphflow-processes`` (0: off).
+        recorded: every run (leg) of the test, kept while ``record`` or ``processes`` is on.
     """
 
     settings: TestSettings
     session: SessionSettings
     runs: deque[RunRecording] = field(default_factory=lambda: deque(maxlen=_KEEP_RUNS))
     owned: list[RecordingRuntime] = field(default_factory=list)
+    record: bool = False
+    processes: int = 0
+    recorded: list[RunRecording] = field(default_factory=list)
 
     def observe(self, recording: RunRecording) -> None:
         """Observer given to every runtime made for the test."""
         self.runs.append(recording)
+        if self.record or self.processes:
+            self.recorded.append(recording)
 
 
 def item_state(item: pytest.Item) -> ItemState:
@@ -75,6 +83,12 @@ def item_state(item: pytest.Item) -> ItemState:
     if state is None:
         session = item.config.stash[SESSION]
         state = ItemState(settings=settings_for(item, session), session=session)
+        from ._record import record_dir
+
+        state.record = record_dir(item.config) is not None
+        from ._processes import processes_of
+
+        state.processes = processes_of(item.config)
         item.stash[ITEM_STATE] = state
         item.user_properties.append(("graphflow_seed", state.settings.seed))
     return state

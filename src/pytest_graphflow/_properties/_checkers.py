@@ -230,12 +230,21 @@ def check_determinism(
     answers: Answers = None,
     runs: int = 2,
     backends: Iterable[str] = ("asyncio",),
+    processes: int | None = None,
 ) -> list[Violation]:
     """One seed, run ``runs`` times per backend on fresh runtimes: identical JSON streams.
 
     Interrupts pause the run and are resumed with ``answers`` (all legs are compared). The
-    first divergent event is reported, and the streams' SHA-256 in the example.
+    first divergent event is reported, and the streams' SHA-256 in the example. With
+    ``processes=N``, the runs happen in N fresh interpreters with different
+    ``PYTHONHASHSEED`` values instead (:func:`check_determinism_across_processes`; the graph
+    is then ``"module:attr"``, a module-level factory, or a graph a module holds).
     """
+    if processes is not None:
+        from ._xprocess import check_determinism_across_processes
+
+        return check_determinism_across_processes(graph, input, seed, answers=answers,
+                                                  processes=processes)
     import hashlib
 
     g = as_graph(graph)
@@ -333,8 +342,14 @@ def check_crash_recovery(
     points: Iterable[int] | None = None,
     strict_effects: bool = False,
     backend: str = "asyncio",
+    store_factory: Any = None,
 ) -> list[Violation]:
     """Crash at every store operation in turn, recover, and end where the fault-free run ends.
+
+    With ``store_factory`` (``"module:attr"`` or a module-level ``f(directory) -> store``),
+    the crash kills a real process and recovery reopens the store from its medium in a fresh
+    one: see :func:`check_crash_recovery_across_processes` (crash points at ``save`` only,
+    unless ``points`` picks others).
 
     The fault-free run (interrupts answered by pausing and resuming) is the oracle: its store
     calls are the crash points. For each call and phase (``"before"``: the call never reaches
@@ -355,6 +370,12 @@ def check_crash_recovery(
     Args:
         points: store-call indexes to crash at (default: every call of the oracle).
     """
+    if store_factory is not None:
+        from ._xprocess import check_crash_recovery_across_processes
+
+        return check_crash_recovery_across_processes(
+            graph, input, answers, store_factory=store_factory, seed=seed, phases=phases,
+            points=points)
     g0 = as_graph(graph)
     effectful = {n for n, s in g0.nodes.items() if s.effect in ("write", "external")}
 

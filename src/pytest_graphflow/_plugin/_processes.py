@@ -1,0 +1,74 @@
+"""``--graphflow-processes=N``: every run of a test re-run in N fresh interpreters.
+
+After a test that used the graph fixtures passes, each run it performed is replayed (the
+recorded history: same seed, input, answers and clock; external nodes played back) in N worker
+interpreters with ``PYTHONHASHSEED`` 1..N, and every event must be the same bytes as in the
+test. An order that depends on ``hash()`` of strings (a ``set`` of strings, say) passes inside
+one process and fails here. Runs whose graph no imported module holds cannot be rebuilt in
+another process; they are counted as skipped in the terminal summary.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+import pytest
+
+if TYPE_CHECKING:
+    from .._engine._results import RunLeg
+
+__all__ = ["COUNTS", "check_runs", "processes_of"]
+
+COUNTS: Final = pytest.StashKey[dict[str, int]]()
+
+
+def processes_of(config: pytest.Config) -> int:
+    """N from ``--graphflow-processes`` or the ``graphflow_processes`` ini key (0: off).
+
+    Raises:
+        pytest.UsageError: for a value that is not an integer >= 2.
+    """
+    value = config.getoption("graphflow_processes", None) or config.getini("graphflow_processes")
+    if not value:
+        return 0
+    try:
+        n = int(str(value))
+    except ValueError:
+        n = -1
+    if n < 2:
+        raise pytest.UsageError(f"--graphflow-processes={value}: give the number of fresh "
+                                "interpreters to compare, an integer >= 2")
+    return n
+
+
+def check_runs(item: pytest.Item, legs: list[RunLeg], n: int) -> None:
+    """Replay every run of ``legs`` in ``n`` workers; fail the test at the first divergence."""
+    import anyio
+
+    from .._graph._refs import find_graph_ref
+    from .._properties._pool import pool, request_all
+    from .._replay._history import History
+
+    counts = item.config.stash.setdefault(COUNTS, {"checked": 0, "skipped": 0})
+    runs: dict[str, list[RunLeg]] = {}
+    for leg in legs:
+        runs.setdefault(leg.run_id, []).append(leg)
+    workers = pool(range(1, n + 1))
+    for run_id, run_legs in runs.items():
+        ref = find_graph_ref(run_legs[0].graph)
+        if run_legs[0].resumed or run_legs[0].initial_state is None or ref is None:
+            counts["skipped"] += 1
+            continue
+        store: Any = run_legs[-1].store
+        checkpoints = anyio.run(store.list, run_id) if store is not None else []
+        history = History.from_legs(run_legs, checkpoints, graph_ref=ref, source=item.nodeid)
+        request = {"op": "call", "fn": "pytest_graphflow._replay._replayer:replay_report",
+                   "kwargs": {"history": history.model_dump(mode="json"), "graph": ref}}
+        answers = request_all(workers, [request] * n)
+        counts["checked"] += 1
+        for hashseed, answer in enumerate(answers, start=1):
+            if answer["value"] is not None:
+                raise AssertionError(
+                    f"--graphflow-processes: run {run_id} of this test took another path in a "
+                    f"fresh interpreter with PYTHONHASHSEED={hashseed} (look for the order of "
+                    "a set or dict of strings, hash() or id()):\n" + answer["value"])

@@ -1,0 +1,89 @@
+"""History files of another format version, or not histories at all: a clear error naming
+the file and what to do, never a crash."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from graphflow_replay_graph import Payments, build, record
+
+from pytest_graphflow import (
+    HISTORY_FORMAT_VERSION,
+    InvalidHistory,
+    UnsupportedFormat,
+    assert_replays,
+    check_upgrade,
+    load_history,
+)
+
+
+@pytest.fixture(scope="module")
+def good() -> dict[str, Any]:
+    return json.loads(record(build(Payments())).dumps())
+
+
+def _with(data: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    out = dict(data)
+    for key, value in changes.items():
+        if value is ...:
+            out.pop(key)
+        else:
+            out[key] = value
+    return out
+
+
+CASES = [
+    ("older-version", lambda d: _with(d, format_version=0), UnsupportedFormat,
+     "has format_version 0; this build reads 1: it was written by an older pytest-graphflow"),
+    ("newer-version", lambda d: _with(d, format_version=HISTORY_FORMAT_VERSION + 1),
+     UnsupportedFormat, "has format_version 2; this build reads 1: it was written by a newer "
+     "pytest-graphflow: upgrade to read it"),
+    ("no-version", lambda d: _with(d, format_version=...), UnsupportedFormat,
+     "has format_version None"),
+    ("not-a-history", lambda d: {"events": []}, InvalidHistory,
+     "is not a graphflow history (it needs \"format\": \"graphflow-history\")"),
+    ("a-list", lambda d: [1, 2], InvalidHistory, "is not a graphflow history"),
+    ("field-missing", lambda d: _with(d, run_id=...), InvalidHistory,
+     "is malformed: run_id: Field required"),
+    ("unknown-field", lambda d: _with(d, colour="red"), InvalidHistory,
+     "is malformed: colour: Extra inputs are not permitted"),
+    ("old-checkpoint-format", lambda d: _with(
+        d, checkpoints=[{**d["checkpoints"][0], "format_version": 7}]), UnsupportedFormat,
+     "has format_version 7; this build reads 1"),
+    ("broken-event", lambda d: _with(d, events=[{"type": "run_start", "seq": "x"}]),
+     InvalidHistory, "event 0 is not a graphflow event"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "error", "text"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_bad_history_files_give_a_clear_error(
+    good: dict[str, Any], tmp_path: Path, mutate: Any, error: type[Exception], text: str
+) -> None:
+    path = tmp_path / "bad.history.json"
+    path.write_text(json.dumps(mutate(good)))
+    with pytest.raises(error) as caught:
+        assert_replays(path, build(Payments()))
+    assert text in str(caught.value)
+    assert str(path) in str(caught.value)  # names the file
+    with pytest.raises(error, match="history file"):
+        check_upgrade(path, build(Payments()))
+
+
+@pytest.mark.parametrize(("content", "text"), [
+    ("{not json", "is not JSON"),
+    ("", "is not JSON"),
+], ids=["truncated", "empty"])
+def test_unreadable_files_give_a_clear_error(tmp_path: Path, content: str, text: str) -> None:
+    path = tmp_path / "x.history.json"
+    path.write_text(content)
+    with pytest.raises(InvalidHistory, match=text):
+        load_history(path)
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(InvalidHistory, match="cannot read it"):
+        load_history(tmp_path / "nope.history.json")
