@@ -26,6 +26,7 @@ from .._time._vloop import LOOP_OWNED, backend_options, install_thread_guards
 from ..errors import (
     CheckpointNotFound,
     GraphExecutionError,
+    GraphflowError,
     InvalidArgument,
     MidExecution,
     NothingToRecover,
