@@ -144,9 +144,14 @@ class ThreadClaim:
 
 
 def _fencing(store: Any) -> bool:
-    """Whether ``store`` checks tokens: it says so, and its ``save`` takes ``fence=`` (a
-    subclass overriding ``save`` without it keeps unfenced saves)."""
-    if not getattr(store, "supports_fencing", False):
+    """Whether ``store`` checks tokens: its class says so (``supports_fencing``, looked up
+    without ``__getattr__``) and its ``save`` takes ``fence=``. A proxy that forwards
+    attributes to another store, or a subclass overriding ``save`` without ``fence``, keeps
+    unfenced saves: its own ``save`` is what the runtime calls."""
+    found = inspect.getattr_static(store, "supports_fencing", False)
+    if isinstance(found, property):
+        found = store.supports_fencing
+    if not found:
         return False
     try:
         params = inspect.signature(store.save).parameters

@@ -76,6 +76,19 @@ class FaultyStore:
     # ----------------------------------------------------------------- introspection
 
     @property
+    def supports_fencing(self) -> bool:
+        """Whether the wrapped store checks fencing tokens (its class says so and its
+        ``save`` takes ``fence=``); fenced saves and commits are then passed on."""
+        inner = self._inner
+        found = inspect.getattr_static(inner, "supports_fencing", False)
+        if isinstance(found, property):
+            found = inner.supports_fencing
+        if not found:
+            return False
+        params = inspect.signature(inner.save).parameters
+        return "fence" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+    @property
     def inner(self) -> CheckpointStore:
         """The wrapped store (after a crash, open a fresh runtime over it to recover)."""
         return self._inner
