@@ -82,7 +82,7 @@ class FaultyStore:
         inner = self._inner
         found = inspect.getattr_static(inner, "supports_fencing", False)
         if isinstance(found, property):
-            found = inner.supports_fencing
+            found = getattr(inner, "supports_fencing", False)
         if not found:
             return False
         params = inspect.signature(inner.save).parameters
