@@ -1,149 +1,438 @@
-"""Per-step cost of pytest-graphflow against LangGraph, on the same graphs, in one run.
+"""What users pay in pytest-graphflow against LangGraph, on the same graphs, in one run.
 
-    .venv/bin/pip install langgraph     # only for this benchmark
-    .venv/bin/python benchmarks/bench_vs_langgraph.py [--nodes 200] [--repeat 15]
+    .venv/bin/pip install -e ".[test,bench]"
+    .venv/bin/python benchmarks/bench_vs_langgraph.py [--repeat 7] [--tests 200] [--graphs 60]
 
-Graphs: a chain of N sequential nodes (each increments a counter) and a fan-out of 4
-parallel nodes repeated N/4 times with a reducer. Reported: the best time per node-step of
-several runs, and the ratio LangGraph / graphflow. No timing is asserted anywhere.
+Every pytest-graphflow row uses the default path a user takes:
+``GraphRuntime(clock=VirtualClock(), seed=0)`` (wall clock patched in node code, sync API),
+a new runtime per run, and the ``graph_runtime`` fixture in the pytest rows. LangGraph is
+imported in this same process (its modules loaded count against both), compiled once per
+graph with ``InMemorySaver`` (or ``SqliteSaver``), a new ``thread_id`` per run. Each row runs
+both sides in alternating rounds and keeps the best round of each, in CPU time of the process
+(steadier than wall time on a shared machine; the code is CPU-bound); the last column is
+LangGraph / pytest-graphflow. Nothing here is asserted: it is to be run and read
+(docs/performance.md explains every row).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import itertools
 import operator
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
-from pytest_graphflow import END, START, Graph, GraphRuntime, Reducer, VirtualClock
+from pytest_graphflow import (
+    END,
+    START,
+    Graph,
+    GraphRuntime,
+    Reducer,
+    Resume,
+    SQLiteCheckpointStore,
+    VirtualClock,
+    interrupt,
+)
+
+try:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import StateGraph
+    from langgraph.types import Command
+    from langgraph.types import interrupt as lg_interrupt
+except ImportError:  # pragma: no cover - the bench extra installs it
+    sys.exit("LangGraph is not installed: pip install -e '.[bench]'")
+
+CHAIN = 100  # nodes of the chain rows
+CLOCK = time.process_time  # CPU seconds: steadier than wall time on a shared machine
+FAN = 100  # parallel workers of the fan-out row
+
+
+# --------------------------------------------------------------------------- graphs
 
 
 class GFState(BaseModel):
     n: int = 0
     log: Annotated[list[int], Reducer(operator.add)] = []
+    answer: str = ""
 
 
-def gf_chain(n: int, policy: str) -> Any:
+class LGState(TypedDict, total=False):
+    n: int
+    log: Annotated[list[int], operator.add]
+    answer: str
+
+
+def gf_one() -> Any:
+    g = Graph("one", GFState)
+    g.node("a", lambda s: {"n": s.n + 1}).edge(START, "a").edge("a", END)
+    return g.compile()
+
+
+def lg_one(saver: Any) -> Any:
+    g = StateGraph(LGState)
+    g.add_node("a", lambda s: {"n": s.get("n", 0) + 1})
+    g.add_edge("__start__", "a")
+    g.add_edge("a", "__end__")
+    return g.compile(checkpointer=saver)
+
+
+def gf_approval() -> Any:
+    g = Graph("approval", GFState)
+    g.node("draft", lambda s: {"n": s.n + 1})
+    g.node("approve", lambda s: {"answer": interrupt({"draft": s.n}, id="ok")})
+    g.node("publish", lambda s: {"n": s.n + 10})
+    g.edge(START, "draft").edge("draft", "approve").edge("approve", "publish")
+    g.edge("publish", END)
+    return g.compile()
+
+
+def lg_approval(saver: Any) -> Any:
+    g = StateGraph(LGState)
+    g.add_node("draft", lambda s: {"n": s.get("n", 0) + 1})
+    g.add_node("approve", lambda s: {"answer": lg_interrupt({"draft": s["n"]})})
+    g.add_node("publish", lambda s: {"n": s["n"] + 10})
+    g.add_edge("__start__", "draft")
+    g.add_edge("draft", "approve")
+    g.add_edge("approve", "publish")
+    g.add_edge("publish", "__end__")
+    return g.compile(checkpointer=saver)
+
+
+def gf_fanout() -> Any:
+    g = Graph("fanout", GFState)
+    names = [f"w{i}" for i in range(FAN)]
+    g.node("split", lambda s: {"n": 1})
+    for name in names:
+        g.node(name, lambda s: {"log": [1]})
+    g.node("join", lambda s: {"n": len(s.log)})
+    g.edge(START, "split").edge("split", names).edge(names, "join").edge("join", END)
+    return g.compile()
+
+
+def lg_fanout(saver: Any) -> Any:
+    g = StateGraph(LGState)
+    names = [f"w{i}" for i in range(FAN)]
+    g.add_node("split", lambda s: {"n": 1})
+    for name in names:
+        g.add_node(name, lambda s: {"log": [1]})
+        g.add_edge("split", name)
+    g.add_node("join", lambda s: {"n": len(s["log"])})
+    g.add_edge("__start__", "split")
+    g.add_edge(names, "join")
+    g.add_edge("join", "__end__")
+    return g.compile(checkpointer=saver)
+
+
+def gf_chain() -> Any:
     g = Graph("chain", GFState)
     prev = START
-    for i in range(n):
+    for i in range(CHAIN):
         g.node(f"n{i}", lambda s: {"n": s.n + 1})
         g.edge(prev, f"n{i}")
         prev = f"n{i}"
     g.edge(prev, END)
-    return g.compile(checkpoint_policy=policy)  # type: ignore[arg-type]
+    return g.compile(checkpoint_policy="every_step")
 
 
-def gf_fanout(rounds: int, policy: str) -> Any:
-    g = Graph("fanout", GFState)
-    prev = START
-    for r in range(rounds):
-        names = [f"r{r}w{k}" for k in range(4)]
-        for name in names:
-            g.node(name, lambda s: {"log": [1]})
-        g.edge(prev, names)
-        g.node(f"j{r}", lambda s: {"n": s.n + 1})
-        g.edge(names, f"j{r}")
-        prev = f"j{r}"
-    g.edge(prev, END)
-    return g.compile(checkpoint_policy=policy)  # type: ignore[arg-type]
-
-
-class LGState(TypedDict):
-    n: int
-    log: Annotated[list[int], operator.add]
-
-
-def lg_chain(n: int, saver: bool) -> Any:
-    from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.graph import StateGraph
-
+def lg_chain(saver: Any) -> Any:
     g = StateGraph(LGState)
     prev = "__start__"
-    for i in range(n):
-        g.add_node(f"n{i}", lambda s: {"n": s["n"] + 1})
+    for i in range(CHAIN):
+        g.add_node(f"n{i}", lambda s: {"n": s.get("n", 0) + 1})
         g.add_edge(prev, f"n{i}")
         prev = f"n{i}"
     g.add_edge(prev, "__end__")
-    return g.compile(checkpointer=InMemorySaver() if saver else None)
+    return g.compile(checkpointer=saver)
 
 
-def lg_fanout(rounds: int, saver: bool) -> Any:
-    from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.graph import StateGraph
-
-    g = StateGraph(LGState)
-    prev = "__start__"
-    for r in range(rounds):
-        names = [f"r{r}w{k}" for k in range(4)]
-        for name in names:
-            g.add_node(name, lambda s: {"log": [1]})
-            g.add_edge(prev, name)
-        g.add_node(f"j{r}", lambda s: {"n": s["n"] + 1})
-        g.add_edge(names, f"j{r}")
-        prev = f"j{r}"
-    g.add_edge(prev, "__end__")
-    return g.compile(checkpointer=InMemorySaver() if saver else None)
+# --------------------------------------------------------------------------- timing
 
 
-def best_of(repeat: int, fn: Any) -> float:
-    best = float("inf")
+def runtime(store: Any = None) -> GraphRuntime:
+    return GraphRuntime(store, clock=VirtualClock(), seed=0, max_supersteps=10_000)
+
+
+_threads = itertools.count()
+
+
+def lg_config() -> dict[str, Any]:
+    return {"configurable": {"thread_id": f"t{next(_threads)}"}, "recursion_limit": 10_000}
+
+
+def best_pair(repeat: int, inner: int, ours: Callable[[], Any],
+              theirs: Callable[[], Any]) -> tuple[float, float]:
+    """Best per-call seconds of each side, in alternating rounds of ``inner`` calls."""
+    ours(), theirs()  # warm up both
+    best = [float("inf"), float("inf")]
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+        for i, fn in enumerate((ours, theirs)):
+            t0 = CLOCK()
+            for _ in range(inner):
+                fn()
+            best[i] = min(best[i], (CLOCK() - t0) / inner)
+    return best[0], best[1]
+
+
+Row = tuple[str, float, float, str]
+
+
+def row(name: str, ours: float, theirs: float, unit: str) -> Row:
+    return (name, ours, theirs, unit)
+
+
+def micro_rows(repeat: int) -> list[Row]:
+    rows: list[Row] = []
+    saver = InMemorySaver()
+
+    one, lone = gf_one(), lg_one(saver)
+    o, t = best_pair(repeat, 50, lambda: runtime().invoke(one, {}),
+                     lambda: lone.invoke({"n": 0}, lg_config()))
+    rows.append(row("one-node run, checkpointed", o * 1e3, t * 1e3, "ms/run"))
+
+    appr, lappr = gf_approval(), lg_approval(saver)
+
+    def gf_round_trip() -> None:
+        rt = runtime()
+        paused = rt.invoke(appr, {})
+        assert paused.status == "interrupted"
+        assert rt.resume(paused.run_id, Resume("yes")).status == "completed"
+
+    def lg_round_trip() -> None:
+        config = lg_config()
+        lappr.invoke({"n": 0}, config)
+        lappr.invoke(Command(resume="yes"), config)
+
+    o, t = best_pair(repeat, 20, gf_round_trip, lg_round_trip)
+    rows.append(row("interrupt + resume round trip", o * 1e3, t * 1e3, "ms/round trip"))
+
+    fan, lfan = gf_fanout(), lg_fanout(saver)
+    o, t = best_pair(repeat, 3, lambda: runtime().invoke(fan, {}),
+                     lambda: lfan.invoke({"n": 0, "log": []}, lg_config()))
+    rows.append(row(f"fan-out 1→{FAN}→1", o * 1e3, t * 1e3, "ms/run"))
+
+    chain, lchain = gf_chain(), lg_chain(saver)
+    o, t = best_pair(repeat, 2, lambda: runtime().invoke(chain, {}),
+                     lambda: lchain.invoke({"n": 0}, lg_config()))
+    rows.append(row("chain, in-memory checkpoint per step", o / CHAIN * 1e6, t / CHAIN * 1e6,
+                    "µs/step"))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        import sqlite3
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        store = SQLiteCheckpointStore(Path(tmp) / "gf.db")
+        conn = sqlite3.connect(Path(tmp) / "lg.db", check_same_thread=False)
+        lsql = lg_chain(SqliteSaver(conn))
+        try:
+            o, t = best_pair(max(2, repeat // 2), 1, lambda: runtime(store).invoke(chain, {}),
+                             lambda: lsql.invoke({"n": 0}, lg_config()))
+        finally:
+            store.close()
+            conn.close()
+    rows.append(row("chain, SQLite checkpoint per step (one store)", o / CHAIN * 1e6,
+                    t / CHAIN * 1e6, "µs/step"))
+
+    counts = [0, 0]
+
+    def gf_stream() -> None:
+        counts[0] = len(runtime().trace(chain, {}).events)
+
+    def lg_stream() -> None:
+        counts[1] = sum(1 for _ in lchain.stream({"n": 0}, lg_config(), stream_mode="debug"))
+
+    o, t = best_pair(repeat, 2, gf_stream, lg_stream)
+    rows.append(row(f"stream a chain, per event ({counts[0]} vs {counts[1]} events)",
+                    o / counts[0] * 1e6, t / counts[1] * 1e6, "µs/event"))
+    rows.append(row("stream a chain, per step", o / CHAIN * 1e6, t / CHAIN * 1e6, "µs/step"))
+    return rows
+
+
+# --------------------------------------------------------------------------- pytest suites
+
+SUITE_CONFTEST = """
+import time, os
+_t = {}
+def pytest_runtest_logfinish(nodeid, location):
+    # CPU time from the end of the first test (which pays one-time imports) to the end of
+    # the last
+    _t.setdefault("start", time.process_time())
+    _t["end"] = time.process_time()
+def pytest_sessionfinish(session):
+    if "start" in _t:
+        with open(os.environ["BENCH_OUT"], "w") as f:
+            f.write(f"{_t['end'] - _t['start']} {session.testscollected}")
+"""
+
+GF_SUITE = """
+import pytest
+from pydantic import BaseModel
+from pytest_graphflow import END, START, Graph, Resume, interrupt
+
+class S(BaseModel):
+    n: int = 0
+    answer: str = ""
+
+g = Graph("approval", S)
+g.node("draft", lambda s: {"n": s.n + 1})
+g.node("approve", lambda s: {"answer": interrupt({"draft": s.n}, id="ok")})
+g.node("publish", lambda s: {"n": s.n + 10})
+g.edge(START, "draft").edge("draft", "approve").edge("approve", "publish").edge("publish", END)
+graph = g.compile()
+
+@pytest.mark.parametrize("i", range(N))
+def test_approval(graph_runtime, i):
+    paused = graph_runtime.invoke(graph, {"n": i})
+    assert paused.status == "interrupted"
+    done = graph_runtime.resume(paused.run_id, Resume("yes"))
+    assert done.data == {"n": i + 11, "answer": "yes"}
+"""
+
+LG_SUITE = """
+import itertools, operator
+import pytest
+from typing_extensions import TypedDict
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import StateGraph
+from langgraph.types import Command, interrupt
+
+class S(TypedDict, total=False):
+    n: int
+    answer: str
+
+builder = StateGraph(S)
+builder.add_node("draft", lambda s: {"n": s["n"] + 1})
+builder.add_node("approve", lambda s: {"answer": interrupt({"draft": s["n"]})})
+builder.add_node("publish", lambda s: {"n": s["n"] + 10})
+builder.add_edge("__start__", "draft")
+builder.add_edge("draft", "approve")
+builder.add_edge("approve", "publish")
+builder.add_edge("publish", "__end__")
+
+@pytest.fixture
+def app():
+    return builder.compile(checkpointer=InMemorySaver())
+
+@pytest.mark.parametrize("i", range(N))
+def test_approval(app, i):
+    config = {"configurable": {"thread_id": f"t{i}"}}
+    app.invoke({"n": i}, config)
+    assert app.get_state(config).next == ("approve",)
+    done = app.invoke(Command(resume="yes"), config)
+    assert done == {"n": i + 11, "answer": "yes"}
+"""
+
+
+def run_suite(folder: Path, module: str, extra: list[str]) -> tuple[float, int]:
+    out = folder / f"{module}.out"
+    env = {**os.environ, "BENCH_OUT": str(out), "PYTHONDONTWRITEBYTECODE": "0"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:xdist",
+           "-W", "ignore", f"{module}.py", *extra]
+    proc = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{module} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
+    seconds, count = out.read_text().split()
+    return float(seconds), int(count)
+
+
+def suite_rows(n: int, repeat: int) -> list[Row]:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "conftest.py").write_text(textwrap.dedent(SUITE_CONFTEST))
+        (folder / "pytest.ini").write_text("[pytest]\n")
+        (folder / "test_gf.py").write_text(GF_SUITE.replace("range(N)", f"range({n})"))
+        (folder / "test_lg.py").write_text(LG_SUITE.replace("range(N)", f"range({n})"))
+        best = [float("inf"), float("inf")]
+        for _ in range(repeat):
+            for i, (module, extra) in enumerate((("test_gf", []),
+                                                 ("test_lg", ["-p", "no:graphflow"]))):
+                seconds, count = run_suite(folder, module, extra)
+                assert count == n, (module, count)
+                best[i] = min(best[i], seconds / (n - 1))
+    return [row(f"pytest suite, {n} approval-graph tests, per test", best[0] * 1e3,
+                best[1] * 1e3, "ms/test")]
+
+
+def startup_rows(repeat: int) -> list[Row]:
+    """pytest start-up with and without the plugin (one trivial test, bytecode cached): the
+    CPU time (user + system) of the pytest process, best of ``repeat``."""
+    import resource
+
+    def child_cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "pytest.ini").write_text("[pytest]\n")
+        (folder / "test_trivial.py").write_text("def test_trivial():\n    pass\n")
+        best = {"with": float("inf"), "without": float("inf")}
+        for _ in range(repeat):
+            for label, extra in (("with", []), ("without", ["-p", "no:graphflow"])):
+                t0 = child_cpu()
+                subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                "test_trivial.py", *extra], cwd=folder, capture_output=True,
+                               check=True)
+                best[label] = min(best[label], child_cpu() - t0)
+    return [("pytest start-up: with the plugin / without (-p no:graphflow)",
+             best["with"] * 1e3, best["without"] * 1e3, "ms")]
+
+
+# --------------------------------------------------------------------------- generated graphs
+
+
+def generated_rate(examples: int) -> float:
+    """Generated graphs (≤ 6 nodes) checked for interrupt/resume equivalence per second."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from pytest_graphflow.invariants import check_interrupt_resume_equivalence
+    from pytest_graphflow.strategies import graph_inputs, graphs, resume_answers
+
+    checked = [0]
+
+    @settings(max_examples=examples, database=None, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(spec=graphs(max_nodes=6), data=st.data())
+    def check(spec: Any, data: Any) -> None:
+        inp = data.draw(graph_inputs(spec))
+        answers = data.draw(resume_answers(spec))
+        assert not check_interrupt_resume_equivalence(spec, inp, answers)
+        checked[0] += 1
+
+    t0 = CLOCK()
+    check()
+    return checked[0] / (CLOCK() - t0)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--nodes", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--repeat", type=int, default=7, help="rounds per micro row")
+    parser.add_argument("--tests", type=int, default=200, help="tests per pytest suite")
+    parser.add_argument("--suite-repeat", type=int, default=3, help="sessions per suite")
+    parser.add_argument("--graphs", type=int, default=100, help="generated graphs to check")
     args = parser.parse_args()
-    n, rounds = args.nodes, args.nodes // 5
-    steps = {"chain": n, "fanout": rounds * 5}
-    loop = asyncio.new_event_loop()
-    results: dict[tuple[str, str], float] = {}
 
-    for shape, build in (("chain", gf_chain), ("fanout", gf_fanout)):
-        size = n if shape == "chain" else rounds
-        for policy, label in (("every_step", "graphflow+checkpoints"), ("never", "graphflow")):
-            graph = build(size, policy)
-            rt = GraphRuntime(clock=VirtualClock(patch_wall_clock=False), seed=0,
-                              max_supersteps=100_000)
-            def run_gf(rt: Any = rt, graph: Any = graph) -> None:
-                loop.run_until_complete(rt.ainvoke(graph, {}))
-
-            t = best_of(args.repeat, run_gf)
-            results[(shape, label)] = t / steps[shape] * 1e6
-    try:
-        for shape, build_lg in (("chain", lg_chain), ("fanout", lg_fanout)):
-            size = n if shape == "chain" else rounds
-            for saver, label in ((True, "langgraph+InMemorySaver"), (False, "langgraph")):
-                app = build_lg(size, saver)
-                counter = iter(range(10**9))
-
-                def run(app: Any = app, counter: Any = counter) -> None:
-                    config = {"configurable": {"thread_id": f"t{next(counter)}"},
-                              "recursion_limit": 100_000}
-                    app.invoke({"n": 0, "log": []}, config)
-
-                t = best_of(args.repeat, run)
-                results[(shape, label)] = t / steps[shape] * 1e6
-    except ImportError:
-        print("langgraph is not installed: pip install langgraph to compare")
-    for (shape, label), us in sorted(results.items()):
-        print(f"{shape:7s} {label:26s} {us:8.1f} us/step")
-    for shape in ("chain", "fanout"):
-        for lg, gf in (("langgraph+InMemorySaver", "graphflow+checkpoints"),
-                       ("langgraph", "graphflow")):
-            if (shape, lg) in results:
-                ratio = results[(shape, lg)] / results[(shape, gf)]
-                print(f"{shape:7s} {lg} / {gf}: {ratio:5.1f}x")
+    rows = micro_rows(args.repeat)
+    rows += suite_rows(args.tests, args.suite_repeat)
+    print(f"{'workload':58s} {'graphflow':>10s} {'LangGraph':>10s} {'unit':>14s} {'ratio':>7s}")
+    for name, ours, theirs, unit in rows:
+        print(f"{name:58s} {ours:10.3f} {theirs:10.3f} {unit:>14s} {theirs / ours:6.1f}×")
+    rate = generated_rate(args.graphs)
+    print(f"{'generated graphs checked (equivalence, ≤6 nodes, 3 runs each)':58s} "
+          f"{rate:10.0f} {'—':>10s} {'graphs/s':>14s}")
+    (name, with_, without, unit), = startup_rows(args.suite_repeat + 2)
+    print(f"{name:58s} {with_:10.0f} {without:10.0f} {unit:>14s}  +{with_ - without:.0f} ms")
 
 
 if __name__ == "__main__":

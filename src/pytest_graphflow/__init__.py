@@ -11,80 +11,48 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from . import errors
-from ._engine._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
-from ._engine._runtime import GraphRuntime
-from ._engine._stream import RunHandle, RunStream
-from ._engine._upgrade import Incompatibility
-from ._graph._builder import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
-from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
-from ._properties._explore import ExploreReport, explore
-from ._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
-from ._records._events import (
-    CheckpointSaved,
-    CustomEvent,
-    EdgeTransition,
-    ErrorEvent,
-    EventBase,
-    FinalEventData,
-    GraphEvent,
-    Interrupt,
-    InterruptEvent,
-    InterruptEventData,
-    NodeEnd,
-    NodeStart,
-    RunEnd,
-    RunStart,
-    StreamEvent,
-    parse_event,
-)
-from ._replay._export import export_history
-from ._replay._history import HISTORY_FORMAT_VERSION, History, load_history
-from ._replay._replayer import aassert_replays, assert_replays
-from ._replay._upgrade import UpgradeReport, check_upgrade
-from ._stores._faulty import FaultyStore, StoreCall
-from ._stores._memory import InMemoryCheckpointStore
-from ._stores._plan import FaultPlan
-from ._stores._protocol import CheckpointStore
-from ._stores._sqlite import SQLiteCheckpointStore
-from ._time._clock import DEFAULT_START, Clock, RealClock, VirtualClock
-from ._time._vloop import virtual_anyio_backend
-from .errors import (
-    Cancelled,
-    CheckpointNotFound,
-    ConflictingWrites,
-    EventsCompacted,
-    ForkTargetExists,
-    GraphExecutionError,
-    GraphflowError,
-    GraphValidationError,
-    InvalidArgument,
-    InvalidHistory,
-    JoinStarved,
-    MidExecution,
-    NodeFailed,
-    NothingToRecover,
-    NotSuspended,
-    ReplayDiverged,
-    ResumeError,
-    RunTimedOut,
-    SimulatedCrash,
-    SnapshotMismatch,
-    StaleClaim,
-    StoreFault,
-    SuperstepLimit,
-    TenantMismatch,
-    ThreadBusy,
-    ThreadSuspended,
-    UndeclaredWrite,
-    UnknownKey,
-    UnknownRoute,
-    UnsupportedFormat,
-    UpdateRejected,
-    VirtualDeadlock,
-)
 
 if TYPE_CHECKING:
     from ._assert._snapshot import GraphEventsExtension
+    from ._engine._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
+    from ._engine._runtime import GraphRuntime
+    from ._engine._stream import RunHandle, RunStream
+    from ._engine._upgrade import Incompatibility
+    from ._graph._builder import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
+    from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
+    from ._graph._subgraph import Subgraph
+    from ._properties._explore import ExploreReport, explore
+    from ._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
+    from ._records._events import (
+        Breakpoint,
+        CheckpointSaved,
+        CustomEvent,
+        EdgeTransition,
+        ErrorEvent,
+        EventBase,
+        FinalEventData,
+        GraphEvent,
+        Interrupt,
+        InterruptEvent,
+        InterruptEventData,
+        NodeEnd,
+        NodeStart,
+        RunEnd,
+        RunStart,
+        StreamEvent,
+        parse_event,
+    )
+    from ._replay._export import export_history
+    from ._replay._history import HISTORY_FORMAT_VERSION, History, load_history
+    from ._replay._replayer import aassert_replays, assert_replays
+    from ._replay._upgrade import UpgradeReport, check_upgrade
+    from ._stores._faulty import FaultyStore, StoreCall
+    from ._stores._memory import InMemoryCheckpointStore
+    from ._stores._plan import FaultPlan
+    from ._stores._protocol import CheckpointStore
+    from ._stores._sqlite import SQLiteCheckpointStore
+    from ._time._clock import DEFAULT_START, Clock, RealClock, VirtualClock
+    from ._time._vloop import virtual_anyio_backend
     from .assertions import (
         EventPatternError,
         EventPatternMismatch,
@@ -93,11 +61,146 @@ if TYPE_CHECKING:
         format_event,
         format_events,
     )
+    from .errors import (
+        Cancelled,
+        CheckpointNotFound,
+        ConflictingWrites,
+        EventsCompacted,
+        ForkTargetExists,
+        GraphExecutionError,
+        GraphflowError,
+        GraphValidationError,
+        InvalidArgument,
+        InvalidHistory,
+        JoinStarved,
+        MidExecution,
+        NodeFailed,
+        NothingToRecover,
+        NotSuspended,
+        ReplayDiverged,
+        ResumeError,
+        RunTimedOut,
+        SimulatedCrash,
+        SnapshotMismatch,
+        StaleClaim,
+        StoreFault,
+        SuperstepLimit,
+        TenantMismatch,
+        ThreadBusy,
+        ThreadSuspended,
+        UndeclaredWrite,
+        UnknownKey,
+        UnknownRoute,
+        UnsupportedFormat,
+        UpdateRejected,
+        VirtualDeadlock,
+    )
 
-# Imported on first use: they pull in syrupy and the assertion machinery, which the pytest
-# entry point should not pay for (and `assertions` must be imported after pytest registers
-# it for assertion rewriting).
+# Every public name is imported on first use (PEP 562): importing the package, which pytest's
+# entry point and Hypothesis's entry point do in every session of a process where it is merely
+# installed, costs almost nothing and patches nothing. ``assertions`` must anyway be imported
+# after pytest registers it for assertion rewriting. No ``__dir__`` listing the lazy names:
+# tools that walk every module's ``dir()`` and read each attribute (freezegun's start does)
+# would import the whole package halfway through their own patching.
 _LAZY = {
+    "EventLog": "._engine._results",
+    "GraphResult": "._engine._results",
+    "RunLeg": "._engine._results",
+    "RunRecord": "._engine._results",
+    "Trace": "._engine._results",
+    "GraphRuntime": "._engine._runtime",
+    "RunHandle": "._engine._stream",
+    "RunStream": "._engine._stream",
+    "Incompatibility": "._engine._upgrade",
+    "END": "._graph._builder",
+    "START": "._graph._builder",
+    "Command": "._graph._builder",
+    "CompiledGraph": "._graph._builder",
+    "Expand": "._graph._builder",
+    "Graph": "._graph._builder",
+    "Reducer": "._graph._builder",
+    "Retry": "._graph._builder",
+    "PAUSE": "._graph._node",
+    "EdgeContext": "._graph._node",
+    "NodeContext": "._graph._node",
+    "Resume": "._graph._node",
+    "emit": "._graph._node",
+    "interrupt": "._graph._node",
+    "Subgraph": "._graph._subgraph",
+    "Breakpoint": "._records._events",
+    "ExploreReport": "._properties._explore",
+    "explore": "._properties._explore",
+    "FORMAT_VERSION": "._records._checkpoint",
+    "Checkpoint": "._records._checkpoint",
+    "TaskOutput": "._records._checkpoint",
+    "TaskRecord": "._records._checkpoint",
+    "CheckpointSaved": "._records._events",
+    "CustomEvent": "._records._events",
+    "EdgeTransition": "._records._events",
+    "ErrorEvent": "._records._events",
+    "EventBase": "._records._events",
+    "FinalEventData": "._records._events",
+    "GraphEvent": "._records._events",
+    "Interrupt": "._records._events",
+    "InterruptEvent": "._records._events",
+    "InterruptEventData": "._records._events",
+    "NodeEnd": "._records._events",
+    "NodeStart": "._records._events",
+    "RunEnd": "._records._events",
+    "RunStart": "._records._events",
+    "StreamEvent": "._records._events",
+    "parse_event": "._records._events",
+    "export_history": "._replay._export",
+    "HISTORY_FORMAT_VERSION": "._replay._history",
+    "History": "._replay._history",
+    "load_history": "._replay._history",
+    "aassert_replays": "._replay._replayer",
+    "assert_replays": "._replay._replayer",
+    "UpgradeReport": "._replay._upgrade",
+    "check_upgrade": "._replay._upgrade",
+    "FaultyStore": "._stores._faulty",
+    "StoreCall": "._stores._faulty",
+    "InMemoryCheckpointStore": "._stores._memory",
+    "FaultPlan": "._stores._plan",
+    "CheckpointStore": "._stores._protocol",
+    "SQLiteCheckpointStore": "._stores._sqlite",
+    "DEFAULT_START": "._time._clock",
+    "Clock": "._time._clock",
+    "RealClock": "._time._clock",
+    "VirtualClock": "._time._clock",
+    "virtual_anyio_backend": "._time._vloop",
+    "Cancelled": ".errors",
+    "CheckpointNotFound": ".errors",
+    "ConflictingWrites": ".errors",
+    "EventsCompacted": ".errors",
+    "ForkTargetExists": ".errors",
+    "GraphExecutionError": ".errors",
+    "GraphflowError": ".errors",
+    "GraphValidationError": ".errors",
+    "InvalidArgument": ".errors",
+    "InvalidHistory": ".errors",
+    "JoinStarved": ".errors",
+    "MidExecution": ".errors",
+    "NodeFailed": ".errors",
+    "NothingToRecover": ".errors",
+    "NotSuspended": ".errors",
+    "ReplayDiverged": ".errors",
+    "ResumeError": ".errors",
+    "RunTimedOut": ".errors",
+    "SimulatedCrash": ".errors",
+    "SnapshotMismatch": ".errors",
+    "StaleClaim": ".errors",
+    "StoreFault": ".errors",
+    "SuperstepLimit": ".errors",
+    "TenantMismatch": ".errors",
+    "ThreadBusy": ".errors",
+    "ThreadSuspended": ".errors",
+    "UndeclaredWrite": ".errors",
+    "UnknownKey": ".errors",
+    "UnknownRoute": ".errors",
+    "UnsupportedFormat": ".errors",
+    "UpdateRejected": ".errors",
+    "VirtualDeadlock": ".errors",
     "GraphEventsExtension": "._assert._snapshot",
     "EventPatternError": ".assertions",
     "EventPatternMismatch": ".assertions",
@@ -119,6 +222,7 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -128,6 +232,7 @@ __all__ = [
     "HISTORY_FORMAT_VERSION",
     "PAUSE",
     "START",
+    "Breakpoint",
     "Cancelled",
     "Checkpoint",
     "CheckpointNotFound",
@@ -196,6 +301,7 @@ __all__ = [
     "StoreCall",
     "StoreFault",
     "StreamEvent",
+    "Subgraph",
     "SuperstepLimit",
     "TaskOutput",
     "TaskRecord",

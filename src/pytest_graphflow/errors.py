@@ -128,14 +128,24 @@ class UndeclaredWrite(GraphExecutionError):
 
 
 class UnknownKey(GraphExecutionError):
-    """A key was written that the graph's state schema does not define."""
+    """A key was read or written that the graph's state schema does not define.
 
-    def __init__(self, node: str, key: str, known: Sequence[str]) -> None:
+    Attributes:
+        node: the node (``"<input>"`` for a run's input, ``"<update>"`` for update_state).
+        key: the unknown key.
+        known: the keys the schema defines.
+        read: ``True`` when the node read the key, ``False`` when it wrote it.
+    """
+
+    def __init__(self, node: str, key: str, known: Sequence[str], *, read: bool = False
+                 ) -> None:
         self.node = node
         self.key = key
         self.known = sorted(known)
+        self.read = read
+        verb = "read" if read else "wrote"
         super().__init__(
-            f"node {node!r} wrote key {key!r}, which the state schema does not define; "
+            f"node {node!r} {verb} key {key!r}, which the state schema does not define; "
             f"known keys: {self.known}."
         )
 
@@ -325,7 +335,8 @@ class TenantMismatch(GraphflowError, PermissionError):
 
 
 class ForkTargetExists(GraphflowError, ValueError):
-    """A fork's target run already exists; a fork only ever creates a new run."""
+    """A fork's target thread (or run) already exists; a fork only ever creates a new
+    thread. Nothing was changed."""
 
 
 class EventsCompacted(GraphflowError, LookupError):

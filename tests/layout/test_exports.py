@@ -13,6 +13,7 @@ import pytest
 
 PUBLIC: dict[str, list[str]] = {
     'pytest_graphflow': [
+        'Breakpoint',
         'HISTORY_FORMAT_VERSION',
         'History',
         'Incompatibility',
@@ -93,6 +94,7 @@ PUBLIC: dict[str, list[str]] = {
         'StoreCall',
         'StoreFault',
         'StreamEvent',
+        'Subgraph',
         'SuperstepLimit',
         'TaskOutput',
         'TaskRecord',

@@ -6,6 +6,7 @@
     graphflow events FILE RUN_ID                 # a run's event log, one event a line
     graphflow show FILE CHECKPOINT_ID            # one checkpoint as JSON
     graphflow mermaid MODULE:GRAPH [--run FILE RUN_ID]   # a Mermaid diagram of a graph
+    graphflow artifacts FILE RUN_ID              # the artifacts a run attached
     graphflow export FILE RUN_ID OUT [--seed N] [--clock-start ISO] [--graph MODULE:GRAPH]
                                                  # a run as a history file
 
@@ -29,6 +30,7 @@ import anyio
 
 from .._records._json import to_json_value
 from ..errors import EventsCompacted, GraphflowError
+from ._artifacts import add_parser as add_artifacts
 
 __all__ = ["main"]
 
@@ -97,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     mermaid.add_argument("--run", nargs=2, metavar=("FILE", "RUN_ID"),
                          help="draw the edges this run took in bold")
     mermaid.set_defaults(command=_mermaid)
+    add_artifacts(sub, sys.modules[__name__])
     from ._export import add_export
 
     add_export(sub, {"fail": _Fail, "load_graph": _load_graph, "with_store": _with_store})

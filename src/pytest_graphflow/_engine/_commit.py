@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._graph._builder import END, REPLAYED_EFFECTS, Join
-from .._records._events import CheckpointSaved, EdgeTransition, RunEnd
+from .._records._events import Breakpoint, CheckpointSaved, EdgeTransition, RunEnd
 from ..errors import GraphflowError
 from ._halts import HaltHandler
 from ._merge import merge_patches
@@ -157,7 +157,7 @@ class Committer:
                 expansions.append(out)
                 events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
                                 source=node, target=out.expand["node"]))
-            elif joins and out.goto is None:
+            if joins and out.goto is None and (out.expand is None or out.route_expand):
                 for join in graph.joins_from.get(node, ()):
                     got = arrivals.setdefault(join.key, [])
                     if node not in got:
@@ -206,15 +206,19 @@ class Committer:
         else:
             visited = run.visited
         finished = not next_tasks and not arrivals
-        want = graph.every_step or (finished and (run.parent_id is not None
-                                                  or run.thread_explicit)) or any(
+        # A breakpoint after a node of this batch pauses the run once the batch committed.
+        paused = [] if finished or not run.break_after else list(dict.fromkeys(
+            o.record.node for o in done if o.record.node in run.break_after))
+        want = graph.every_step or bool(paused) or (finished and (
+            run.parent_id is not None or run.thread_explicit)) or any(
             o.spec.checkpoint for o in done)
         step_cp: str | None = None
         if want:
             step_cp = run.next_checkpoint_id()
+            status = "completed" if finished else "interrupted" if paused else "running"
             saves.append((step_cp, {
                 "step": step, "next_step": step + 1, "tasks": next_tasks, "completed": {},
-                "node_ids": node_ids, "status": "completed" if finished else "running",
+                "node_ids": node_ids, "status": status,
                 "state": new_state, "visited": visited, "arrivals": arrivals,
             }))
         for cid, _ in saves:
@@ -228,8 +232,14 @@ class Committer:
         events.append(StepState(step, new_state, step_cp))
         if finished:
             events.append(e(RunEnd, step, status="completed", state=run.copy_state(new_state)))
+        elif paused:
+            run.breakpoint = Breakpoint(when="after", nodes=paused)
+            events.append(e(RunEnd, step, status="interrupted",
+                            state=run.copy_state(new_state), breakpoint=run.breakpoint))
         for cid, fields in saves:
             await self.writer.save(cid, **fields)
         if finished:
             await self.end.finish("completed", None)
+        elif paused:
+            await self.end.finish("interrupted", None)
         return run.stamp(events)

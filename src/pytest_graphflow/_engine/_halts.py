@@ -8,6 +8,7 @@ from typing import Any
 from .._graph._builder import REPLAYED_EFFECTS
 from .._records._checkpoint import TaskOutput
 from .._records._events import (
+    Breakpoint,
     CheckpointSaved,
     ErrorEvent,
     Interrupt,
@@ -124,6 +125,14 @@ class HaltHandler:
         info = {"error_type": type(error).__name__, "message": str(error), "node": None}
         return await self._save_halt(events, status, error, info, [], completed)
 
+    async def pause_before(self, stopping: list[str]) -> list[Any]:
+        """Pause before the current batch runs: a breakpoint before ``stopping`` nodes."""
+        run = self.run
+        assert run.tasks is not None
+        run.passed.update(t.task_id for t in run.tasks if t.node in stopping)
+        run.breakpoint = Breakpoint(when="before", nodes=stopping)
+        return await self._save_halt([], "interrupted", None, None, [], dict(run.completed))
+
     async def fail_run(self, error: GraphflowError) -> list[Any]:
         """A run-level failure between supersteps (budgets, starved joins)."""
         run = self.run
@@ -147,7 +156,8 @@ class HaltHandler:
         cid = run.next_checkpoint_id()
         events.append(run.event(CheckpointSaved, step, checkpoint_id=cid))
         events.append(run.event(RunEnd, step, status=status, state=run.copy_state(run.state),
-                                error_type=None if error is None else type(error).__name__))
+                                error_type=None if error is None else type(error).__name__,
+                                breakpoint=run.breakpoint))
         # C5: the checkpoint is saved before any event reporting the halt is yielded.
         try:
             await self.writer.save(cid, step=step, next_step=step, tasks=list(run.tasks),

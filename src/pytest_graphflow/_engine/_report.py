@@ -68,7 +68,7 @@ def edge_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
     if out.expand is not None:
         events.append(e(EdgeTransition, step, node=node, task_id=tid, source=node,
                         target=out.expand["node"]))
-    elif out.goto is None:
+    if out.goto is None and (out.expand is None or out.route_expand):
         for join in run.graph.joins_from.get(node, ()):
             events.append(e(EdgeTransition, step, node=node, task_id=tid, source=node,
                             target=join.target))
@@ -78,6 +78,6 @@ def task_output(out: Outcome, keep: bool = False) -> TaskOutput:
     """What a checkpoint keeps of a completed task, to replay it on resume (C9)."""
     return make(TaskOutput,
         task_id=out.record.task_id, node=out.record.node, patch=out.patch, goto=out.goto,
-        expand=out.expand, keep=keep, started_at=out.started_at,
+        expand=None if out.route_expand else out.expand, keep=keep, started_at=out.started_at,
         finished_at=out.finished_at,
     )

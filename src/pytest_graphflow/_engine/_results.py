@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from .._graph._builder import END, START, CompiledGraph
-from .._records._events import EventBase, Interrupt, NodeEnd, StreamEvent
+from .._records._events import Breakpoint, EventBase, Interrupt, NodeEnd, StreamEvent
 from .._records._json import jcopy
 from ._runner import StepState
 
@@ -32,6 +32,8 @@ class GraphResult(Generic[StateT]):
         checkpoint_id: the run's last checkpoint, if one was saved.
         interrupts: pending interrupts by ``Interrupt.key``.
         error: what ended a failed or cancelled run (``NodeFailed``, ``RunTimedOut``, ...).
+        breakpoint: where a run paused for a breakpoint (status ``interrupted`` and no
+            ``interrupts``); resume it without a ``Resume``.
     """
 
     state: StateT
@@ -43,6 +45,7 @@ class GraphResult(Generic[StateT]):
     checkpoint_id: str | None = None
     interrupts: dict[str, Interrupt] = field(default_factory=dict)
     error: BaseException | None = None
+    breakpoint: Breakpoint | None = None
 
     def raise_for_status(self) -> GraphResult[StateT]:
         """Raise the run's error if it failed or was cancelled; return ``self`` otherwise."""

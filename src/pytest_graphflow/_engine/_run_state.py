@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from .._graph._builder import CompiledGraph
 from .._graph._node import Visited
 from .._records._checkpoint import TaskOutput, TaskRecord
-from .._records._events import EventBase, Interrupt
+from .._records._events import Breakpoint, EventBase, Interrupt
 from .._records._fast import adopt, make, template
 from .._records._json import jcopy
 from .._stores._protocol import CheckpointStore
@@ -108,6 +108,11 @@ class RunState:
         self.deferred = False  # set by the CheckpointWriter: commits go with the events
         self.record_events = record_events or self.durable
         self.thread_explicit = thread_explicit
+        # Breakpoints: the graph's and this leg's.
+        self.break_before = graph.interrupt_before
+        self.break_after = graph.interrupt_after
+        self.passed: set[str] = set()  # tasks whose before-breakpoint the run has passed
+        self.breakpoint: Breakpoint | None = None  # where the leg paused for a breakpoint
         self.hex = run_id[4:] if run_id.startswith("run-") else run_id
         # Where the run stands (what a checkpoint records).
         self.state = state
@@ -146,6 +151,8 @@ class RunState:
         # checkpoints of the current piece a durable store commits with its events.
         self.claim: Any = None
         self.pending: list[Any] = []
+        # How a Subgraph node runs its child (set by the runtime, see _subgraph).
+        self.subgraph_runner: Any = None
 
     def continue_from(
         self,
@@ -169,6 +176,19 @@ class RunState:
         self.resumed_from = cp.id
         self.cp_counter = cp_counter
         self.task_counter = task_counter
+        self.passed = set(cp.metadata.get("breakpoint_passed", ()))
+
+    async def run_subgraph(self, sub: Any, state: BaseModel, ctx: Any) -> Any:
+        """Run a subgraph node's child run (see :mod:`._subgraph`); the runtime that built
+        this leg provides how (``subgraph_runner``)."""
+        if self.subgraph_runner is None:  # pragma: no cover - the runtime always sets it
+            raise RuntimeError("this leg cannot run subgraphs")
+        return await self.subgraph_runner(self, sub, state, ctx)
+
+    def set_breakpoints(self, before: frozenset[str], after: frozenset[str]) -> None:
+        """Add this leg's own breakpoints to the graph's."""
+        self.break_before = self.graph.interrupt_before | before
+        self.break_after = self.graph.interrupt_after | after
 
     def next_checkpoint_id(self) -> str:
         """A new checkpoint id: the run's and a counter."""

@@ -20,17 +20,23 @@ from typing import Any
 
 import anyio
 
-from .._graph._builder import END, START
+from .._graph._builder import END, START, Expand
 from .._graph._node import EdgeContext
-from .._records._events import CheckpointSaved, Interrupt, RunStart
+from .._records._events import CheckpointSaved, Interrupt, NodeStart, RunStart
 from .._time._clock import VirtualClock
-from ..errors import JoinStarved, SimulatedCrash, SuperstepLimit
+from ..errors import (
+    GraphExecutionError,
+    GraphflowError,
+    JoinStarved,
+    SimulatedCrash,
+    SuperstepLimit,
+)
 from ._batch import BatchRunner
 from ._commit import Committer
 from ._halts import HaltHandler
-from ._merge import validate_state
+from ._merge import merge_patches
 from ._run_state import RunState, StepState
-from ._task import Outcome
+from ._task import Outcome, route_expand
 from ._writer import CheckpointWriter, LegEnd
 
 __all__ = ["Runner", "StepState"]
@@ -199,11 +205,14 @@ class Runner:
         if run.tasks is None:  # a fresh run: schedule the entry
             run.tasks = []
             await self._schedule_entry()
-            if run.graph.every_step:
+            # A run whose entry schedules nothing (START routes straight to END) is complete
+            # at once: its checkpoint says so, or the thread would look mid-execution.
+            empty = not run.tasks
+            if run.graph.every_step or (empty and run.thread_explicit):
                 cid = run.next_checkpoint_id()
                 events.append(run.event(CheckpointSaved, run.step, checkpoint_id=cid))
                 await self.writer.save(cid, step=-1, next_step=run.step, tasks=run.tasks,
-                                       node_ids=[], status="running")
+                                       node_ids=[], status="completed" if empty else "running")
         return run.stamp(events)
 
     async def _schedule_entry(self) -> None:
@@ -211,18 +220,27 @@ class Runner:
         assert run.tasks is not None
         graph = run.graph
         targets = list(graph.edges.get(START, ()))
+        expansions: list[dict[str, Any]] = []
         for branch in graph.branches.get(START, ()):
-            view = run.model or validate_state(graph, run.state)
+            view = run.model or graph.codec.model_of(run.state)
             picked = branch.route(view) if branch.arity == 1 else branch.route(
                 view, EdgeContext(START, (), run.step))
             if hasattr(picked, "__await__"):
                 picked = await picked
             picks = list(picked) if isinstance(picked, (list, tuple)) else [picked]
-            targets.extend(branch.mapping[p] if branch.mapping is not None else p for p in picks)
+            for p in picks:
+                if isinstance(p, Expand):  # an expansion from START: one task per item
+                    expansions.append(route_expand(START, p, branch.targets))
+                else:
+                    targets.append(branch.mapping[p] if branch.mapping is not None else p)
         order = graph.nodes
         for node in sorted(dict.fromkeys(t for t in targets if t != END),
                            key=lambda n: order[n].index):
             run.tasks.append(run.new_task(node))
+        for expansion in expansions:
+            for item in expansion["items"]:
+                run.tasks.append(run.new_task(expansion["node"], None, item, True))
+        run.tasks.sort(key=lambda t: order[t.node].index)
 
     async def _superstep(self) -> list[Any]:
         run = self.run
@@ -244,18 +262,67 @@ class Runner:
             return await self.halts.stop([], timed_out=True)
         if run.cancel_requested:
             return await self.halts.stop([], timed_out=False)
-        run.supersteps += 1
         tasks = run.tasks
+        if run.break_before:
+            stopping = [t.node for t in tasks
+                        if t.node in run.break_before and t.task_id not in run.passed]
+            if stopping:
+                return await self.halts.pause_before(list(dict.fromkeys(stopping)))
+        run.supersteps += 1
+        if run.durable:
+            await self._record_in_flight(tasks)
         if not run.completed and len(tasks) == 1:
             spec = graph.nodes[tasks[0].node]
             if not spec.is_async and spec.retry is None:
                 # The common step: one sync node, run inline.
                 out = await self.batches.run_inline(tasks[0], spec)
-                if out.kind == "done" and out.expand is None and not run.record_events:
+                if out.artifacts:
+                    await self._store_artifacts([out])
+                if out.kind == "done" and out.expand is None and not run.record_events \
+                        and not run.break_after:
                     return await self.committer.commit_one(out)  # invoke(): no events wanted
                 return await self._after_batch([out], False)
         outcomes, timed_out = await self.batches.run_batch()
+        if any(o.artifacts for o in outcomes):
+            await self._store_artifacts(outcomes)
         return await self._after_batch(outcomes, timed_out)
+
+    async def _record_in_flight(self, tasks: list[Any]) -> None:
+        """Seed 002: "When a side-effect outcome is unknown, inspect Events before resuming."
+
+        Before a batch runs, a durable store records a ``node_start`` for each of its
+        ``external`` tasks that will really run, at the numbers the batch's own events take
+        next. The batch's events overwrite them; if the batch never reports (the process died,
+        a checkpoint save was refused), the log ends with the external node started and never
+        ended: its outcome is unknown.
+        """
+        run = self.run
+        graph = run.graph
+        flying = [t for t in tasks if graph.nodes[t.node].effect == "external"
+                  and t.task_id not in run.completed]
+        if not flying:
+            return
+        now = run.clock.now()
+        events = [NodeStart(seq=run.seq + i, run_id=run.run_id, step=run.step, time=now,
+                            node=t.node, task_id=t.task_id).model_dump(mode="json")
+                  for i, t in enumerate(flying)]
+        store: Any = run.store
+        await store.record_events(run.run_id, events)
+
+    async def _store_artifacts(self, outcomes: list[Outcome]) -> None:
+        """Store what the batch's nodes attached (in declared order), whatever their outcome."""
+        run = self.run
+        put = getattr(run.store, "put_artifact", None)
+        for out in outcomes:
+            for name, data, media_type in out.artifacts:
+                if put is None:
+                    raise GraphExecutionError(
+                        f"node {out.record.node!r} attached artifact {name!r}, but the store "
+                        f"{type(run.store).__name__} keeps no artifacts (it has no "
+                        "put_artifact); use a store that does, such as InMemoryCheckpointStore "
+                        "or SQLiteCheckpointStore")
+                await put(run.run_id, name, data, media_type)
+            out.artifacts = []
 
     async def _after_batch(self, outcomes: list[Outcome], timed_out: bool) -> list[Any]:
         if timed_out or self.run.cancel_requested:
@@ -272,8 +339,28 @@ class Runner:
                 await self.halts.halt(outcomes, halting)
             raise edge_error.error
         if halting:
+            if all(o.kind == "interrupt" for o in halting):
+                # Seed 002: parallel writes merge "only when their writes are disjoint or use
+                # a registered reducer". Writes that cannot merge fail the run now, not after
+                # a human answered the interrupt of the same batch.
+                conflict = self._merge_error(outcomes)
+                if conflict is not None:
+                    return await self.halts.halt(outcomes, halting, batch_error=conflict)
             return await self.halts.halt(outcomes, halting)
         return await self.committer.commit(outcomes)
+
+    def _merge_error(self, outcomes: list[Outcome]) -> GraphflowError | None:
+        """The error merging the completed tasks' patches would raise, if any."""
+        run = self.run
+        patches = [(o.record.node, o.patch) for o in outcomes if o.kind == "done" and o.patch]
+        if len(patches) < 2:
+            return None
+        try:
+            merged = merge_patches(run.graph, run.state, patches, parallel=True)
+            run.graph.codec.validate(dict(merged), patches)
+        except GraphflowError as exc:
+            return exc
+        return None
 
     def _timed_out_now(self) -> bool:
         run = self.run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, TypeVar
 
@@ -21,8 +22,9 @@ from .._stores._memory import InMemoryCheckpointStore
 from .._stores._protocol import CheckpointStore
 from .._time import _wallclock
 from .._time._clock import Clock, RealClock, VirtualClock
-from .._time._sched import install_sleep_hooks
-from .._time._vloop import LOOP_OWNED, backend_options, install_thread_guards
+from .._time._hooks import install_hooks
+from .._time._loops import run_owned
+from .._time._vloop import LOOP_OWNED, backend_options
 from ..errors import (
     CheckpointNotFound,
     GraphExecutionError,
@@ -46,6 +48,8 @@ from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
 from ._run_state import RunState
 from ._runner import Runner
 from ._stream import RunHandle, RunStream, drain
+from ._subgraph import run_subgraph
+from ._update import apply_update, updated_checkpoint
 from ._upgrade import upgrade_problems
 
 __all__ = ["GraphRuntime"]
@@ -126,6 +130,7 @@ class GraphRuntime:
         bind = getattr(store, "bind_clock", None)
         if callable(bind):
             bind(self.clock)
+        install_hooks()  # the first runtime patches the sleeps (importing patches nothing)
 
     # ------------------------------------------------------------------ public API
 
@@ -324,6 +329,139 @@ class GraphRuntime:
         """Synchronous :meth:`aresume_trace`."""
         return self._run_sync(self.aresume_trace, run_or_checkpoint_id, resume, **options)
 
+    async def astep(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        *,
+        run_id: str | None = None,
+        resume: Resume | None = None,
+        **options: Any,
+    ) -> GraphResult[Any]:
+        """Run one superstep: start a run (``run_id=None``) or continue ``run_id`` by one.
+
+        The run pauses after the superstep as at a breakpoint after every node (status
+        ``interrupted``, ``result.breakpoint`` naming the batch's nodes); call again with
+        ``run_id=result.run_id`` for the next one. A superstep that ends the run, fails it or
+        pauses it at an interrupt returns that instead (answer interrupts with ``resume=``).
+        """
+        self._check_graph(graph)
+        options["interrupt_after"] = list(graph.nodes)
+        if run_id is None:
+            if resume is not None:
+                raise InvalidArgument("step(resume=...) needs the run_id of the run to continue")
+            return await self.ainvoke(graph, input, **options)
+        if input is not None:
+            raise InvalidArgument(f"step(run_id={run_id!r}) continues a run: pass no input "
+                                  "(change its state with update_state)")
+        return await self.aresume(run_id, resume, graph=graph, **options)
+
+    def step(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None = None,
+        *,
+        run_id: str | None = None,
+        resume: Resume | None = None,
+        **options: Any,
+    ) -> GraphResult[Any]:
+        """Synchronous :meth:`astep`."""
+        return self._run_sync(self.astep, graph, input, run_id=run_id, resume=resume,
+                              **options)
+
+    async def aupdate_state(
+        self,
+        run_or_thread_id: str,
+        values: Mapping[str, Any] | BaseModel,
+        *,
+        as_node: str | None = None,
+        graph: CompiledGraph | None = None,
+    ) -> str:
+        """Write ``values`` into the state from outside a run; return the new checkpoint id.
+
+        ``run_or_thread_id`` is a run id (its last checkpoint), a checkpoint id (exactly that
+        one: the update forks the history from there) or a thread id (its last checkpoint).
+        The values merge as a node's patch would (reducers applied, validated), into a new
+        checkpoint whose parent is the one updated. Without ``as_node`` only the state changes:
+        a paused run stays paused at the same interrupts. With ``as_node`` the update is written
+        as that node (its ``writes=`` contract applies) and the run continues as if the node had
+        just completed: its edges are decided on the new state, and its targets replace the
+        pending tasks and interrupts. Resume the run by id to continue it.
+
+        Raises:
+            CheckpointNotFound: nothing matches ``run_or_thread_id``.
+            UnknownKey, UndeclaredWrite, UpdateRejected: bad values (nothing is written).
+            ThreadBusy: a run holds the thread.
+            InvalidArgument: ``as_node`` is not a node of the graph.
+        """
+        cp = await self._resolve_target(run_or_thread_id)
+        graph = self._graph_for(cp, graph)
+        if cp.tenant_id != self.tenant_id:
+            raise TenantMismatch(cp.thread_id, self.tenant_id)
+        claim = await self._claim(cp.thread_id, cp.run_id, self.tenant_id)
+        try:
+            latest = await self.store.latest(cp.run_id)
+            counters = [cp.metadata, latest.metadata if latest is not None else {}]
+            cp_counter = max(int(m.get("cp_counter", 0)) for m in counters) + 1
+            task_counter = max(int(m.get("task_counter", 0)) for m in counters)
+            token = cp.run_id[4:] if cp.run_id.startswith("run-") else cp.run_id
+            clock = self.clock
+            if isinstance(clock, VirtualClock) and clock.now() < cp.timestamp:
+                clock.advance((cp.timestamp - clock.now()).total_seconds())
+            new = await updated_checkpoint(
+                graph, cp, values, as_node=as_node, cid=f"cp-{token}-{cp_counter}",
+                task_hex=token, task_counter=task_counter, now=clock.now())
+            new.metadata["cp_counter"] = cp_counter
+            fence = claim.fence
+            if fence is None:
+                await self.store.save(new)
+            else:  # written under the claim: refused if another process took the thread
+                await self.store.save(new, fence=fence)  # type: ignore[call-arg]
+        finally:
+            await released_on_error(claim)
+        return new.id
+
+    def update_state(
+        self,
+        run_or_thread_id: str,
+        values: Mapping[str, Any] | BaseModel,
+        *,
+        as_node: str | None = None,
+        graph: CompiledGraph | None = None,
+    ) -> str:
+        """Synchronous :meth:`aupdate_state`."""
+        return self._run_sync(self.aupdate_state, run_or_thread_id, values, as_node=as_node,
+                              graph=graph)
+
+    async def _resolve_target(self, ref: str) -> Checkpoint:
+        """A run's last checkpoint, a checkpoint, or a thread's last checkpoint."""
+        if isinstance(ref, str) and await self.store.latest(ref) is None \
+                and await self.store.get(ref) is None:
+            found = await self.store.list(thread_id=ref)
+            if found:
+                return await self._resolve(found[-1].id, self.tenant_id)
+        return await self._resolve(ref, self.tenant_id)
+
+    async def attach(self, run_id: str, name: str, data: bytes | str,
+                     media_type: str = "application/octet-stream") -> None:
+        """Attach an artifact to a run from outside it (seed 002), replacing one of that name.
+
+        Raises:
+            InvalidArgument: a bad name, data or media type.
+            GraphExecutionError: the store keeps no artifacts.
+        """
+        put = getattr(self.store, "put_artifact", None)
+        if put is None:
+            raise GraphExecutionError(f"the store {type(self.store).__name__} keeps no "
+                                      "artifacts (it has no put_artifact)")
+        await put(run_id, name, data, media_type)
+
+    async def artifacts(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's artifacts (``name``, ``media_type``, ``size``), in the order first stored;
+        ``[]`` when the store keeps none."""
+        found = getattr(self.store, "artifacts", None)
+        return [] if found is None else list(await found(run_id))
+
     async def history(self, run_id: str, *, tenant_id: str | None = _DEFAULT) -> list[Checkpoint]:
         """Every checkpoint of a run, oldest first (resume from any of them by id).
 
@@ -391,6 +529,8 @@ class GraphRuntime:
             finally:
                 LOOP_OWNED.reset(token)
 
+        if self.backend == "asyncio":
+            return run_owned(clock, owned)  # the thread's virtual loop, reused
         return anyio.run(owned, backend=self.backend,
                          backend_options=backend_options(self.backend, clock))
 
@@ -400,7 +540,8 @@ class GraphRuntime:
             raise InvalidArgument(f"expected a CompiledGraph, got {graph!r}{hint}")
 
     def _options(self, options: dict[str, Any]) -> dict[str, Any]:
-        allowed = {"max_supersteps", "timeout", "on_interrupt", "tenant_id"}
+        allowed = {"max_supersteps", "timeout", "on_interrupt", "tenant_id",
+                   "interrupt_before", "interrupt_after"}
         unknown = sorted(set(options) - allowed)
         if unknown:
             raise InvalidArgument(f"unknown run option(s) {unknown}; run options are "
@@ -411,6 +552,11 @@ class GraphRuntime:
             "on_interrupt": options.get("on_interrupt", self.on_interrupt),
             "tenant_id": options.get("tenant_id", self.tenant_id),
         }
+        for name in ("interrupt_before", "interrupt_after"):
+            nodes = options.get(name, ())
+            if isinstance(nodes, str) or not all(isinstance(n, str) for n in nodes):
+                raise InvalidArgument(f"{name}={nodes!r} must be a list of node names")
+            opts[name] = frozenset(nodes)
         _check_budget(opts["max_supersteps"], opts["timeout"])
         if opts["on_interrupt"] is not None and not callable(opts["on_interrupt"]):
             raise InvalidArgument(f"on_interrupt={opts['on_interrupt']!r} must be callable")
@@ -471,8 +617,8 @@ class GraphRuntime:
     def _wall(self) -> tuple[bool, Callable[[], None] | None]:
         clock = self.clock
         if isinstance(clock, VirtualClock) and clock.patch_wall_clock:
-            _wallclock.activate()
-            return True, _wallclock.deactivate
+            driver = _wallclock.activate()
+            return True, lambda: _wallclock.deactivate(driver)
         return False, None
 
     async def _new_run_id(self) -> tuple[str, str]:
@@ -490,6 +636,7 @@ class GraphRuntime:
         thread_id: str | None,
         opts: dict[str, Any],
     ) -> Runner:
+        install_hooks()  # trio's, once a run meets trio
         self._graphs.setdefault(graph.graph_id, graph)
         graph = self._policy(graph)
         patch = self._state_from_input(graph, input)
@@ -518,6 +665,8 @@ class GraphRuntime:
             on_interrupt=opts["on_interrupt"], wall_clock=wall,
             record_events=opts.get("record_events", True), thread_explicit=explicit,
         )
+        run.set_breakpoints(*_breakpoints(graph, opts))
+        run.subgraph_runner = _SUBGRAPHS
         run.claim = claim
         runner = Runner(run, release=claim.release, on_done=on_done)
         self._track(runner)
@@ -551,7 +700,10 @@ class GraphRuntime:
                     "a new run"
                 )
             base = merge_patches(graph, last.state, [("<input>", patch)], parallel=False)
-            base = validate_state(graph, base).model_dump(mode="json")
+            if graph.codec.plain:
+                base = validate_state(graph, base).model_dump(mode="json")
+            else:  # the thread's state was validated as it was written: only the input is
+                base = graph.codec.validate(base, [("<input>", patch)])[0]
         else:
             base = validate_state(graph, patch).model_dump(mode="json")
         return base
@@ -603,6 +755,7 @@ class GraphRuntime:
         graph: CompiledGraph | None,
         opts: dict[str, Any],
     ) -> Runner:
+        install_hooks()
         tenant = opts["tenant_id"]
         recover: str | None = opts.get("recover")
         cp = await self._resolve(ref, tenant)
@@ -636,7 +789,7 @@ class GraphRuntime:
             await released_on_error(claim)
             raise
         answers = dict(cp.answers)
-        if cp.status == "interrupted":
+        if cp.status == "interrupted" and cp.interrupts:
             assert resume is not None
             answers.update(resume.resolve(cp.interrupts))
         cp_counter = int(cp.metadata.get("cp_counter", 0))
@@ -648,14 +801,23 @@ class GraphRuntime:
             cp_counter = max(cp_counter, int(latest.metadata.get("cp_counter", 0)))
             task_counter = max(task_counter, int(latest.metadata.get("task_counter", 0)))
             seq = max(seq, latest.next_seq)
+        state = cp.state
+        if resume is not None and resume.update is not None:
+            try:
+                state = apply_update(graph, state, resume.update)[0]
+            except BaseException:
+                await released_on_error(claim)
+                raise
         wall, on_done = self._wall()
         run = RunState(
             graph=graph, store=self.store, clock=self.clock, seed=self.seed, run_id=cp.run_id,
-            thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=cp.state,
+            thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=state,
             max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
             on_interrupt=opts["on_interrupt"], wall_clock=wall,
             record_events=opts.get("record_events", True),
         )
+        run.set_breakpoints(*_breakpoints(graph, opts))
+        run.subgraph_runner = _SUBGRAPHS
         run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
                           task_counter=task_counter)
         run.claim = claim
@@ -681,13 +843,19 @@ class GraphRuntime:
         if cp.status == "completed":
             raise NotSuspended(f"run {cp.run_id} completed (checkpoint {cp.id}); there is "
                                "nothing to resume. Start a new run on its thread instead")
-        if cp.status == "interrupted":
-            if resume is None:
+        answering = resume is not None and resume.has_answers
+        if cp.status == "interrupted" and not cp.interrupts:
+            if answering:  # paused for a breakpoint: nothing to answer
+                raise ResumeError(f"run {cp.run_id} paused for a breakpoint (checkpoint "
+                                  f"{cp.id}); it has no interrupts to answer, resume it "
+                                  "without a Resume")
+        elif cp.status == "interrupted":
+            if resume is None or not resume.has_answers:
                 keys = [i.key for i in cp.interrupts]
                 raise ResumeError(f"run {cp.run_id} is paused at interrupts {keys}; resume it "
                                   "with Resume(value) or Resume(answers={key: ...})")
             resume.resolve(cp.interrupts)  # refuses answers that do not fit, changing nothing
-        elif resume is not None and claimed:
+        elif answering and claimed:
             raise NotSuspended(f"run {cp.run_id} has no pending interrupts (status "
                                f"{cp.status!r}, checkpoint {cp.id}): another resume may have "
                                "answered them. Read its state with history(); resume it "
@@ -730,8 +898,22 @@ class GraphRuntime:
             self.on_leg(run.leg)
 
 
-install_sleep_hooks()
-install_thread_guards()
+_SUBGRAPHS = functools.partial(run_subgraph, runtime=GraphRuntime)
+
+
+def _breakpoints(
+    graph: CompiledGraph, opts: dict[str, Any]
+) -> tuple[frozenset[str], frozenset[str]]:
+    """A run's own breakpoints (before, after), checked against ``graph``."""
+    out: list[frozenset[str]] = []
+    for name in ("interrupt_before", "interrupt_after"):
+        nodes: frozenset[str] = opts.get(name, frozenset())
+        unknown = sorted(nodes - set(graph.nodes))
+        if unknown:
+            raise InvalidArgument(f"{name}={sorted(nodes)}: graph {graph.graph_id!r} has no "
+                                  f"node {unknown[0]!r}; its nodes are {list(graph.nodes)}")
+        out.append(nodes)
+    return out[0], out[1]
 
 
 def _check_budget(max_supersteps: Any, timeout: Any) -> None:

@@ -17,7 +17,6 @@ from .._records._events import (
 )
 from .._records._json import jcopy
 from ..errors import GraphExecutionError, GraphflowError, InvalidArgument
-from ._merge import validate_state
 from ._results import GraphResult
 from ._runner import Runner, StepState
 
@@ -144,16 +143,20 @@ def _result(runner: Runner) -> GraphResult[Any]:
     run = runner.run
     data = run.state
     try:
-        model = validate_state(run.graph, data)
-    except GraphflowError:  # pragma: no cover - a checkpointed state always validates
+        # Built without re-running validators: they ran when each key was written.
+        model = run.graph.codec.model_of(data)
+    except (GraphflowError, ValueError, TypeError):  # pragma: no cover - a valid state builds
         model = run.graph.state_model.model_construct(**data)
     status = run.status or "failed"
     return GraphResult(
         state=model, data=jcopy(data), status=status, run_id=run.run_id,
-        thread_id=run.thread_id, step=max(run.step - (1 if status == "completed" else 0), 0),
+        thread_id=run.thread_id, step=max(run.step - (1 if status == "completed" or (
+            status == "interrupted" and run.breakpoint is not None
+            and run.breakpoint.when == "after") else 0), 0),
         checkpoint_id=run.checkpoint_id,
         interrupts={i.key: i for i in run.interrupts},
         error=run.error if status in ("failed", "cancelled") else None,
+        breakpoint=run.breakpoint if status == "interrupted" else None,
     )
 
 

@@ -16,10 +16,16 @@ from .._records._checkpoint import TaskRecord
 from .._records._events import Interrupt
 from .._records._json import NotJSONError, to_json_value
 from .._time._clock import Clock
-from ..errors import GraphflowError, UnknownRoute, UpdateRejected
+from ..errors import (
+    GraphExecutionError,
+    GraphflowError,
+    UnknownKey,
+    UnknownRoute,
+    UpdateRejected,
+)
 from ._merge import merge_patches, normalize_patch
 
-__all__ = ["Outcome", "decide_edges", "execute"]
+__all__ = ["Outcome", "ParentCommand", "decide_edges", "execute", "route_expand"]
 
 
 _PLAIN_RESULTS = (dict, type(None), Command, Expand)
@@ -46,10 +52,14 @@ class Outcome:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     custom: list[tuple[str, Any]] = field(default_factory=list)
+    artifacts: list[tuple[str, bytes, str]] = field(default_factory=list)
     replayed: bool = False
     routed_to: str | None = None
     attempt: int = 1
     user_error: bool = False
+    route_expand: bool = False
+    """``expand`` came from an edge function: the node's static edges and joins still apply,
+    and a replay decides it again (it is not recorded)."""
     merged: dict[str, Any] | None = None
     """The state with this task's own patch applied, when its branches needed it (checked
     against the schema); a one-task batch commits it instead of merging again."""
@@ -68,6 +78,7 @@ async def execute(
     """Run the node of ``record`` (with retries), then decide its edges."""
     out = Outcome(record, spec)
     out.custom = ctx._custom
+    out.artifacts = ctx._artifacts
     out.started_at = clock.now()
     fn = spec.fn
     attempt = 1
@@ -80,6 +91,10 @@ async def execute(
             if spec.is_async or (type(result) not in _PLAIN_RESULTS
                                  and inspect.isawaitable(result)):
                 result = await result
+            if isinstance(result, Exception):
+                # A node that returns a failure failed (seed 004: "A node returned a
+                # failure or threw"): it is retried and reported as if it had raised it.
+                raise result
             break
         except _InterruptSignal as signal:
             out.kind = "interrupt"
@@ -88,6 +103,13 @@ async def execute(
             out.finished_at = clock.now()
             return out
         except Exception as exc:
+            unknown = _unknown_read(graph, spec, model, exc)
+            if unknown is not None:
+                out.kind = "error"
+                out.error = unknown
+                out.attempt = attempt
+                out.finished_at = clock.now()
+                return out
             retry = spec.retry
             if retry is not None and attempt < retry.attempts and isinstance(exc, retry.retry_on):
                 out.failed_attempts.append((attempt_start, clock.now(), exc))
@@ -116,8 +138,77 @@ async def execute(
     return out
 
 
+def _unknown_read(
+    graph: CompiledGraph, spec: NodeSpec, model: Any, exc: Exception
+) -> UnknownKey | None:
+    """An ``UnknownKey`` when ``exc`` is the node reading a key its state does not define.
+
+    That is the graph's mistake, not a failure worth retrying (seed 004: "A key was read or
+    written that the graph did not register").
+    """
+    if not isinstance(exc, AttributeError) or exc.obj is not model or exc.name is None \
+            or exc.name in graph.keys:
+        return None
+    unknown = UnknownKey(spec.name, exc.name, sorted(graph.keys), read=True)
+    unknown.__cause__ = exc
+    return unknown
+
+
+class ParentCommand(GraphExecutionError):
+    """A node of a subgraph returned ``Command(graph=Command.PARENT, ...)``: the child run
+    ends here and the parent's subgraph node takes the command (internal signal; in a graph
+    that does not run as a subgraph it fails the run)."""
+
+    def __init__(self, node: str, command: Command) -> None:
+        self.node = node
+        self.command = command
+        super().__init__(
+            f"node {node!r} returned Command(graph=Command.PARENT, goto={command.goto!r}): "
+            "control goes to the parent graph's subgraph node (a graph that does not run as "
+            "a subgraph has no parent to route)"
+        )
+
+
+def _commands(graph: CompiledGraph, node: str, commands: Sequence[Command]) -> Command:
+    """Several ``Command``s a node returned, as one: updates in order, targets unioned.
+
+    A key without a reducer written by two of them is rejected (which should win?); a key
+    with one folds the updates with it in order (exact for an associative reducer such as
+    ``operator.add``).
+    """
+    update: dict[str, Any] = {}
+    goto: list[str] = []
+    any_goto = False
+    for command in commands:
+        patch = normalize_patch(graph, node, command.update) or {}
+        for key, value in patch.items():
+            if key not in update:
+                update[key] = value
+                continue
+            reducer = graph.reducers.get(key)
+            if reducer is None:
+                raise UpdateRejected(node, key, "two of the node's Commands wrote it and it has "
+                                                "no reducer; write it from one Command")
+            try:
+                update[key] = to_json_value(reducer.fn(update[key], value))
+            except Exception as exc:
+                raise UpdateRejected(node, key, f"its reducer raised {type(exc).__name__}: "
+                                                f"{exc}") from exc
+        if command.goto is not None:
+            any_goto = True
+            goto.extend([command.goto] if isinstance(command.goto, str) else command.goto)
+    return Command(update=update, goto=list(dict.fromkeys(goto)) if any_goto else None)
+
+
 def _take_result(graph: CompiledGraph, spec: NodeSpec, result: Any, out: Outcome) -> None:
     node = spec.name
+    if isinstance(result, (list, tuple)) and result \
+            and all(isinstance(r, Command) for r in result):
+        result = _commands(graph, node, result)
+    if isinstance(result, Command) and result.graph is not None:
+        if result.graph != Command.PARENT:
+            raise UnknownRoute(node, f"graph={result.graph!r}", ["graph=Command.PARENT"])
+        raise ParentCommand(node, result)
     if isinstance(result, Command):
         out.patch = normalize_patch(graph, node, result.update)
         if result.goto is not None:
@@ -160,8 +251,9 @@ async def decide_edges(
     if out.goto is not None:
         out.targets = list(dict.fromkeys(out.goto))
         return
-    if out.expand is not None:
+    if out.expand is not None and not out.route_expand:
         return
+    out.expand = None  # a route's expansion is decided again
     node = spec.name
     targets = list(graph.edges.get(node, ()))
     branches = graph.branches.get(node)
@@ -195,10 +287,40 @@ async def decide_edges(
     out.targets = list(dict.fromkeys(targets))
 
 
+def route_expand(node: str, expand: Expand, allowed: Sequence[str]) -> dict[str, Any]:
+    """An ``Expand`` an edge function returned, checked: its node must be one the route may
+    pick, and it carries no update (edge functions do not write state)."""
+    if expand.node not in allowed:
+        raise UnknownRoute(node, expand.node, list(allowed))
+    if expand.update:
+        raise UpdateRejected(node, "<expand>", "an edge function's Expand cannot carry an "
+                                               "update; edge functions do not write state")
+    if isinstance(expand.items, (str, bytes)) or not isinstance(expand.items, Sequence):
+        raise UpdateRejected(node, "<expand>", "Expand items must be a list")
+    try:
+        items = [to_json_value(i) for i in expand.items]
+    except NotJSONError as exc:
+        raise UpdateRejected(node, "<expand>", f"an Expand item has no JSON form: {exc}") \
+            from None
+    return {"node": expand.node, "items": items}
+
+
 def _pick(branch: Any, node: str, picked: Any, out: Outcome, targets: list[str]) -> bool:
     """Resolve what a branch function returned into targets; ``False`` on an unknown route."""
     picks = list(picked) if isinstance(picked, (list, tuple)) else [picked]
     for key in picks:
+        if isinstance(key, Expand):
+            # Seed 000's expansions, from an edge function: one task per item next batch.
+            try:
+                if out.expand is not None:
+                    raise UpdateRejected(node, "<expand>", "a route may return one Expand")
+                out.expand = route_expand(node, key, branch.targets)
+            except GraphflowError as exc:
+                out.kind = "error"
+                out.error = exc
+                return False
+            out.route_expand = True
+            continue
         if branch.mapping is not None:
             if key not in branch.mapping:
                 out.kind = "error"

@@ -83,6 +83,11 @@ class CheckpointWriter:
             "next_seq": run.seq, "error": error, "tenant_id": run.tenant_id,
             "metadata": {"cp_counter": run.cp_counter, "task_counter": run.task_counter},
         }
+        if run.passed:
+            # Tasks that passed their before-breakpoint do not pause again on a resume.
+            passed = sorted(t.task_id for t in tasks if t.task_id in run.passed)
+            if passed:
+                fields["metadata"]["breakpoint_passed"] = passed
         fence = self._fence
         if self._adopt is not None:
             # The visited nodes stay a lazy snapshot until the checkpoint is read.

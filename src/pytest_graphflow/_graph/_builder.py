@@ -11,7 +11,7 @@ import operator
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
 
@@ -82,10 +82,15 @@ class Command:
 
     ``goto`` replaces the node's static edges and branches. Every target must be declared in
     ``g.node(..., destinations=[...])``; another target fails the run with ``UnknownRoute``.
+    In a subgraph, ``graph=Command.PARENT`` ends the child run and hands ``update`` (in the
+    parent's keys) and ``goto`` to the parent's subgraph node.
     """
+
+    PARENT: ClassVar[str] = "__parent__"
 
     update: Mapping[str, Any] | None = None
     goto: str | Sequence[str] | None = None
+    graph: str | None = None
 
 
 @dataclass(frozen=True)
@@ -283,6 +288,10 @@ class Graph:
         Returns:
             the graph, so calls can chain.
         """
+        if isinstance(fn, CompiledGraph):
+            from ._subgraph import Subgraph
+
+            fn = Subgraph(fn)
         if not callable(fn):
             raise InvalidArgument(f"g.node({name!r}, fn={fn!r}): fn must be callable")
         if effect not in EFFECTS:
@@ -362,8 +371,21 @@ class Graph:
         )
         return self
 
-    def compile(self, *, checkpoint_policy: CheckpointPolicy = "every_step") -> CompiledGraph:
+    def compile(
+        self,
+        *,
+        checkpoint_policy: CheckpointPolicy = "every_step",
+        interrupt_before: Iterable[str] = (),
+        interrupt_after: Iterable[str] = (),
+    ) -> CompiledGraph:
         """Check the structure and return the runnable graph.
+
+        Args:
+            checkpoint_policy: ``every_step`` (default), ``on_halt`` or ``never``.
+            interrupt_before: breakpoints: every run pauses before a batch holding one of
+                these nodes runs (resume it without a ``Resume``).
+            interrupt_after: breakpoints: every run pauses after a batch holding one of these
+                nodes committed.
 
         Raises:
             GraphValidationError: listing every structural problem at once.
@@ -373,6 +395,12 @@ class Graph:
                                   f"{sorted(POLICIES)}")
         problems = list(self._problems)
         nodes = self._nodes
+        before = _as_list(list(interrupt_before), "interrupt_before")
+        after = _as_list(list(interrupt_after), "interrupt_after")
+        for what, names in (("interrupt_before", before), ("interrupt_after", after)):
+            for name in names:
+                if name not in nodes:
+                    problems.append(f"compile({what}=...): unknown node {name!r}")
         keys = set(self.state.model_fields)
 
         def known(name: str, where: str) -> bool:
@@ -429,6 +457,20 @@ class Graph:
                 succ.setdefault(spec.name, []).append(spec.on_error)
             succ.setdefault(spec.name, []).extend(spec.destinations)
 
+        for j in self._joins:
+            for s in j.sources:
+                source = nodes.get(s)
+                if source is None or source.on_error is None or source.on_error not in nodes:
+                    continue
+                if s not in reachable(source.on_error, succ):
+                    problems.append(
+                        f"node {s!r} on_error {source.on_error!r}: {s!r} feeds join "
+                        f"{list(j.sources)} -> {j.target!r}, but a failure routed to "
+                        f"{source.on_error!r} never arrives there and nothing leads back to "
+                        f"{s!r}, so the join would starve (JoinStarved) after the fallback "
+                        f"ran; route the failure back to {s!r} (a retry loop), give {s!r} a "
+                        "Retry instead, or join on the fallback's result in a node of its own"
+                    )
         if not succ.get(START):
             problems.append("START: the graph has no entry; add g.edge(START, <first node>)")
         reach = reachable(START, succ)
@@ -445,7 +487,10 @@ class Graph:
                 problems.append(f"node {name!r}: no path to END")
         if problems:
             raise GraphValidationError(self.graph_id, problems)
-        return CompiledGraph(self, checkpoint_policy)
+        compiled = CompiledGraph(self, checkpoint_policy)
+        compiled.interrupt_before = frozenset(before)
+        compiled.interrupt_after = frozenset(after)
+        return compiled
 
 
 def reachable(start: str, succ: Mapping[str, Sequence[str]]) -> set[str]:
@@ -468,9 +513,13 @@ class CompiledGraph:
         revision: a stable hash of the structure; checkpoints record it.
         state_model: the pydantic state model.
         checkpoint_policy: ``every_step``, ``on_halt`` or ``never``.
+        interrupt_before: nodes every run pauses before (breakpoints).
+        interrupt_after: nodes every run pauses after (breakpoints).
     """
 
     def __init__(self, graph: Graph, checkpoint_policy: str) -> None:
+        self.interrupt_before: frozenset[str] = frozenset()
+        self.interrupt_after: frozenset[str] = frozenset()
         self.graph_id = graph.graph_id
         self.state_model = graph.state
         self.checkpoint_policy = checkpoint_policy
@@ -535,6 +584,17 @@ class CompiledGraph:
         twin.checkpoint_policy = checkpoint_policy
         twin.every_step = checkpoint_policy == "every_step"
         return twin
+
+    def step(self, runtime: Any, input: Any = None, *, run_id: str | None = None,
+             resume: Any = None, **options: Any) -> Any:
+        """Run one superstep of this graph on ``runtime`` (a ``GraphRuntime``); see
+        ``GraphRuntime.step``: start a run, or continue ``run_id`` by one superstep.
+
+        Returns:
+            the ``GraphResult`` after that superstep (``interrupted`` with a ``breakpoint``
+            while the run has more to do).
+        """
+        return runtime.step(self, input, run_id=run_id, resume=resume, **options)
 
     def allowed_targets(self, node: str) -> tuple[str, ...]:
         """Every target ``node`` may reach: static edges, branch targets, destinations."""

@@ -43,31 +43,57 @@ class Resume:
     """Answers for every pending interrupt of a paused run (seed 001).
 
     ``Resume(value)`` answers the only pending interrupt; ``Resume(answers={key: ...})``
-    answers each by ``Interrupt.key``.
+    answers each by ``Interrupt.key``. With ``partial=True``, ``answers`` may leave some
+    pending interrupts unanswered: their nodes run again, ask again, and the run pauses
+    again with just those pending.
+
+    ``update={key: value}`` is merged into the state before the run continues, as a node's
+    patch would be (reducers applied, validated). ``Resume(update=...)`` alone continues a run
+    that has nothing to answer (a breakpoint, a failure) with that update.
 
     Raises:
-        TypeError: if ``answers`` is not a mapping.
-        ResumeError: if both or neither of ``value`` and ``answers`` are given, or
-            ``answers`` is empty.
+        TypeError: if ``answers`` or ``update`` is not a mapping.
+        ResumeError: if both or neither of ``value`` and ``answers`` are given (neither is
+            fine with ``update``), or ``answers`` is empty.
     """
 
-    __slots__ = ("_has_value", "answers", "value")
+    __slots__ = ("_has_value", "answers", "partial", "update", "value")
 
-    def __init__(self, value: Any = _NO_VALUE, *, answers: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        value: Any = _NO_VALUE,
+        *,
+        answers: Mapping[str, Any] | None = None,
+        partial: bool = False,
+        update: Mapping[str, Any] | None = None,
+    ):
         if answers is not None and not isinstance(answers, Mapping):
             raise TypeError(f"Resume(answers={answers!r}): answers must be a mapping of "
                             "Interrupt.key to answer")
+        if update is not None and not isinstance(update, Mapping):
+            raise TypeError(f"Resume(update={update!r}): update must be a mapping of state "
+                            "keys to values")
+        self.update: dict[str, Any] | None = dict(update) if update is not None else None
+        if partial and answers is None:
+            raise ResumeError("Resume(partial=True) needs answers={key: ...} for the "
+                              "interrupts it answers")
         if value is not _NO_VALUE and answers is not None:
             raise ResumeError("Resume takes a value or answers=, not both")
-        if value is _NO_VALUE and answers is None:
+        if value is _NO_VALUE and answers is None and update is None:
             raise ResumeError("Resume needs a value (for the only pending interrupt) or "
                               "answers={key: ...}")
         if answers is not None and not answers:
             raise ResumeError("Resume(answers={}) is empty: give one answer per pending "
                               "interrupt key")
+        self.partial = bool(partial)
         self._has_value = value is not _NO_VALUE
         self.value: Any = value if self._has_value else None
         self.answers: dict[str, Any] | None = dict(answers) if answers is not None else None
+
+    @property
+    def has_answers(self) -> bool:
+        """Whether this resume answers interrupts (a value or ``answers``)."""
+        return self._has_value or self.answers is not None
 
     def resolve(self, pending: list[Interrupt]) -> dict[str, Any]:
         """The answers by key for ``pending``, JSON-normalised.
@@ -87,7 +113,7 @@ class Resume:
             assert self.answers is not None
             raw = self.answers
             unknown = sorted(set(raw) - set(keys))
-            missing = [k for k in keys if k not in raw]
+            missing = [] if self.partial else [k for k in keys if k not in raw]
             if unknown or missing:
                 raise ResumeError(
                     f"Resume answers must match the pending interrupts one to one; "
@@ -103,7 +129,16 @@ class Resume:
         return out
 
     def __repr__(self) -> str:
-        return f"Resume({self.value!r})" if self._has_value else f"Resume(answers={self.answers!r})"
+        parts = []
+        if self._has_value:
+            parts.append(repr(self.value))
+        if self.answers is not None:
+            parts.append(f"answers={self.answers!r}")
+        if self.partial:
+            parts.append("partial=True")
+        if self.update is not None:
+            parts.append(f"update={self.update!r}")
+        return f"Resume({', '.join(parts)})"
 
 
 class Visited:
@@ -172,7 +207,8 @@ class NodeContext:
 
     # Built for every task on the hot path: only what varies is stored; the rest is read
     # from the task's record and the run when asked.
-    __slots__ = ("_custom", "_leg", "_record", "_used", "_visited", "attempt", "step")
+    __slots__ = ("_artifacts", "_custom", "_leg", "_record", "_used", "_visited", "attempt",
+                 "step")
 
     def __init__(self, leg: Any, record: Any, step: int, visited: Visited) -> None:
         self._leg = leg
@@ -182,6 +218,7 @@ class NodeContext:
         self._visited = visited
         self._used: set[str] | None = None
         self._custom: list[tuple[str, Any]] = []
+        self._artifacts: list[tuple[str, bytes, str]] = []
 
     @property
     def node(self) -> str:
@@ -240,6 +277,34 @@ class NodeContext:
             raise TypeError(f"emit() from node {self.node!r}: the value has no JSON form "
                             f"({exc})") from None
         self._custom.append(item)
+
+    def attach(self, name: str, data: bytes | str,
+               media_type: str = "application/octet-stream") -> None:
+        """Attach an artifact to the run (seed 002: "larger outputs or diagnostic material").
+
+        It is stored with the run's store (``store.artifacts(run_id)``, ``graphflow
+        artifacts FILE RUN_ID``) once the task's batch has run, whatever its outcome, so a
+        failing node can leave its diagnostics; a ``custom`` event on channel ``"artifact"``
+        records ``{"name", "media_type", "size"}``. An artifact of the same name is replaced.
+
+        Raises:
+            TypeError: ``name`` is not a non-empty str, ``data`` not bytes or str, or
+                ``media_type`` not a str.
+        """
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"attach(name={name!r}): name must be a non-empty str")
+        if not isinstance(media_type, str) or not media_type:
+            raise TypeError(f"attach({name!r}, media_type={media_type!r}): media_type must be "
+                            "a non-empty str")
+        if isinstance(data, str):
+            data = data.encode()
+        if not isinstance(data, (bytes, bytearray)):
+            raise TypeError(f"attach({name!r}): data must be bytes or str, got "
+                            f"{type(data).__name__}")
+        content = bytes(data)
+        self._artifacts.append((name, content, media_type))
+        self._custom.append(("artifact", {"name": name, "media_type": media_type,
+                                          "size": len(content)}))
 
     def interrupt(self, payload: Any = None, *, id: str) -> Any:
         """Pause this node until answered; see :func:`interrupt`."""

@@ -4,7 +4,10 @@ A *plain* schema — every field a JSON-native type (``int``, ``float``, ``str``
 ``None``, ``Any``, ``Literal``, unions, ``list``/``dict`` of those) and no validators — is
 handled field by field: a patch is validated key by key, and a node's input model is built from
 a copy of the (already valid) state without validating it again. Any other schema (nested
-models, datetimes, validators) is validated as a whole at each step.
+models, datetimes, validators) is validated when a key is written: the model is rebuilt from
+the state without running validators again, and each written key is assigned through the
+schema's validator (its field validators and the model validators run), so a transforming
+validator applies once per write, never again on a later superstep.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -76,6 +80,38 @@ def _plain(tp: Any) -> bool:
     return False
 
 
+@lru_cache(maxsize=512)
+def _adapter(tp: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(tp)
+
+
+def _build(tp: Any, value: Any) -> Any:
+    """``value`` (JSON form, valid for ``tp``) as a ``tp`` value, without re-running the
+    validators of any model inside it."""
+    if value is None or _plain(tp):
+        return value
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _build(typing.get_args(tp)[0], value)
+    if isinstance(tp, type) and issubclass(tp, BaseModel) and isinstance(value, dict):
+        return construct(tp, value)
+    args = typing.get_args(tp)
+    if origin is list and len(args) == 1 and isinstance(value, list):
+        return [_build(args[0], v) for v in value]
+    if origin is dict and len(args) == 2 and isinstance(value, dict):
+        return {k: _build(args[1], v) for k, v in value.items()}
+    return _adapter(tp).validate_python(value)
+
+
+def construct(model: type[BaseModel], data: dict[str, Any]) -> BaseModel:
+    """A ``model`` of valid JSON ``data`` built without running its validators again."""
+    fields = {}
+    for name, info in model.model_fields.items():
+        if name in data:
+            fields[name] = _build(info.annotation, data[name])
+    return model.model_construct(**fields)
+
+
 class StateCodec:
     """Validation and copies of one state schema (internal)."""
 
@@ -91,6 +127,8 @@ class StateCodec:
             and config.get("extra") in (None, "ignore")
             and all(_plain(info.annotation) for info in model.model_fields.values())
         )
+        # Frozen or extra-keeping models cannot take assignments: they are validated whole.
+        self._whole = bool(config.get("frozen")) or config.get("extra") == "allow"
         # Keys whose written value is checked as the node writes it (a plain write, or a pure
         # reducer combining valid values); the others are checked after their reducer ran.
         self.checked_on_write: frozenset[str] = frozenset()
@@ -114,7 +152,17 @@ class StateCodec:
                 if value is not None:
                     fields[name] = copy(value)
             return make(self.model, **fields)
-        return self.model.model_validate(jcopy(state))
+        return self.rebuild(state)
+
+    def rebuild(self, state: dict[str, Any]) -> BaseModel:
+        """A fresh model of a valid ``state`` whose validators do not run again: they ran
+        when each key was written (a transforming validator must not compound)."""
+        if self._whole:
+            return self.model.model_validate(jcopy(state))
+        try:
+            return construct(self.model, jcopy(state))
+        except (ValidationError, TypeError, ValueError):
+            return self.model.model_validate(jcopy(state))
 
     def check_value(self, node: str, key: str, value: Any) -> Any:
         """Validate one key's value (plain schemas only); returns the canonical value."""
@@ -145,7 +193,24 @@ class StateCodec:
                             if key not in on_write:
                                 state[key] = self.check_value(node, key, state[key])
             return state, None
-        model = self.model_validated(state, blame)
+        # Each written key once (blamed on its last writer): a reducer's merged value is
+        # validated once, however many patches of the batch wrote the key.
+        written = {key: node for node, patch in blame if patch for key in patch}
+        if not written and touched:
+            return state, None  # nothing was written: the state is valid as it is
+        if self._whole or not written:
+            model = self.model_validated(state, blame)
+            return model.model_dump(mode="json"), model
+        # Only the written keys are validated (field and model validators run on the
+        # assignment); the others were valid already and keep their value.
+        model = self.rebuild(state)
+        assign = self.model.__pydantic_validator__.validate_assignment
+        for key, node in written.items():
+            try:
+                assign(model, key, jcopy(state[key]))
+            except ValidationError as exc:
+                raise UpdateRejected(node, key, "the state schema rejected it: "
+                                                f"{exc.errors()[0]['msg']}") from exc
         return model.model_dump(mode="json"), model
 
     def model_validated(

@@ -436,3 +436,4 @@ def descendants(spec: GraphSpec, start: str) -> set[str]:
         for s in j.sources:
             succ[s].append(j.target)
     return reachable(start, succ)
+

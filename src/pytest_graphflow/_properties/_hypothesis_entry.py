@@ -1,23 +1,22 @@
-"""Hypothesis entry point: registers ``graphs()`` as the strategy for :class:`GraphSpec`.
+"""Hypothesis entry point: makes ``st.from_type(GraphSpec)`` draw ``graphs()``.
 
 Hypothesis calls :func:`_hypothesis_setup_hook` when it is imported (entry point group
-``hypothesis``; ``HYPOTHESIS_NO_PLUGINS`` disables it), so ``st.from_type(GraphSpec)`` and
-``@given(spec=...)`` with a ``GraphSpec`` annotation work without importing our strategies.
+``hypothesis``; ``HYPOTHESIS_NO_PLUGINS`` disables it). Importing Hypothesis must not import
+pytest-graphflow's runtime in a process where the package is merely installed, so the hook
+does nothing unless ``GraphSpec`` exists already; then it imports the strategies module, which
+registers ``graphs()`` for ``GraphSpec`` (as it does whenever it is imported, so either import
+order ends with the strategy registered).
 """
 
 from __future__ import annotations
 
+import sys
+
+_GENSPEC = "pytest_graphflow._properties._genspec"
+
 
 def _hypothesis_setup_hook() -> None:
-    from hypothesis import strategies as st
+    if _GENSPEC in sys.modules:
+        from . import _strategies  # registers graphs() for GraphSpec
 
-    from ._genspec import GraphSpec
-
-    def default_graphs(_: type) -> st.SearchStrategy[GraphSpec]:
-        # Imported when first drawn: this hook may run while `strategies` is importing
-        # Hypothesis, and importing `strategies` here would be circular.
-        from ._strategies import graphs
-
-        return graphs()
-
-    st.register_type_strategy(GraphSpec, default_graphs)
+        del _strategies

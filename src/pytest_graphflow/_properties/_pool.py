@@ -40,7 +40,7 @@ class Worker:
         env = dict(os.environ)
         env["PYTHONHASHSEED"] = str(hashseed)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        # The parent's wall-clock patch (freezegun, in a test) must not leak into how a child
+        # The parent's wall-clock patch (time-machine, during a run) must not leak into how a child
         # starts; the runtime patches node code itself.
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pytest_graphflow._properties._worker"],

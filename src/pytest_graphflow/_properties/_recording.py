@@ -24,7 +24,8 @@ from .._graph._builder import CompiledGraph
 from .._graph._node import Resume
 from .._records._checkpoint import Checkpoint
 from .._records._events import CheckpointSaved, EventBase
-from ._checks import Violation, _halting, check_invariants, split_legs
+from ._checks import Violation, check_invariants, split_legs
+from ._legs import halting as _halting
 
 __all__ = ["Mark", "Recording", "RecordingStore", "check_recording", "record_resume",
            "record_run", "record_run_sync"]

@@ -14,9 +14,9 @@ arguments, and examples that shrink toward the simplest case::
         assert_invariants(recording)
 
 ``graphs()`` draws a :class:`GraphSpec`, a graph as data whose ``repr`` is the readable graph;
-``spec.compile()`` builds the real :class:`~pytest_graphflow.CompiledGraph`. After
-``import hypothesis`` (through the ``hypothesis`` entry point), ``st.from_type(GraphSpec)`` is
-``graphs()``.
+``spec.compile()`` builds the real :class:`~pytest_graphflow.CompiledGraph`. Once this module
+is imported (or Hypothesis is imported after ``GraphSpec`` was, through the ``hypothesis``
+entry point), ``st.from_type(GraphSpec)`` is ``graphs()``.
 """
 
 from __future__ import annotations
@@ -508,3 +508,6 @@ def schedules(batch_size: int = 4, *, batches: int = 1) -> st.SearchStrategy[Sch
     return st.lists(order, min_size=batches, max_size=batches).map(
         lambda orders: Schedule(tuple(orders))
     )
+
+
+st.register_type_strategy(GraphSpec, lambda _: graphs())

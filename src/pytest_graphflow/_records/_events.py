@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 __all__ = [
+    "Breakpoint",
     "CheckpointSaved",
     "CustomEvent",
     "EdgeTransition",
@@ -49,6 +50,23 @@ class Interrupt(BaseModel):
     node: str
     task_id: str
     payload: Any = None
+
+
+class Breakpoint(BaseModel):
+    """Where a run paused for a breakpoint (seed 002: "pause for a breakpoint").
+
+    Resume such a run without a ``Resume``: there is nothing to answer.
+
+    Attributes:
+        when: ``"before"`` (the batch holding the nodes has not run) or ``"after"`` (it ran
+            and its state is committed).
+        nodes: the breakpoint nodes of that batch, in declared order.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    when: Literal["before", "after"]
+    nodes: list[str]
 
 
 class EventBase(BaseModel):
@@ -151,6 +169,8 @@ class RunEnd(EventBase):
     status: Literal["completed", "interrupted", "failed", "cancelled"]
     state: dict[str, Any]
     error_type: str | None = None
+    breakpoint: Breakpoint | None = None
+    """For a leg that paused for a breakpoint (status ``interrupted``), where it paused."""
 
 
 GraphEvent = Annotated[

@@ -20,6 +20,7 @@ from .._records._checkpoint import FORMAT_VERSION, Checkpoint
 from .._records._json import NotJSONError, to_json_value
 from ..errors import (
     EventsCompacted,
+    ForkTargetExists,
     InvalidArgument,
     StaleClaim,
     ThreadBusy,
@@ -38,6 +39,7 @@ __all__ = [
     "check_ttl",
     "current_or_stale",
     "events_compacted",
+    "fork_target_exists",
     "from_micros",
     "normalise_event",
     "normalise_run_record",
@@ -262,6 +264,17 @@ def check_before_seq(before_seq: object) -> int:
         raise InvalidArgument(f"compact_events(before_seq={before_seq!r}): before_seq must be "
                               "an int >= 0")
     return before_seq
+
+
+def fork_target_exists(checkpoint_id: str, thread_id: str) -> ForkTargetExists:
+    """The error for a fork of ``checkpoint_id`` into ``thread_id``, which already exists."""
+    exc = ForkTargetExists(
+        f"cannot fork checkpoint {checkpoint_id!r} into thread {thread_id!r}: the thread "
+        "already exists and a fork only ever creates a new thread; pick another thread_id "
+        "(or none, for a fresh one). Nothing was changed."
+    )
+    exc.thread_id = thread_id  # type: ignore[attr-defined]
+    return exc
 
 
 def events_compacted(run_id: str, earliest_seq: int) -> EventsCompacted:

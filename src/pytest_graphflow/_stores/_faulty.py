@@ -371,10 +371,16 @@ class FaultyStore:
         return cast("bool", await self._call("delete", self._inner.delete, (checkpoint_id,), {}))
 
     async def fork(
-        self, checkpoint_id: str, patch_state: Mapping[str, Any] | None = None
+        self,
+        checkpoint_id: str,
+        patch_state: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
     ) -> str:
         """Fork through the fault rules (see :meth:`CheckpointStore.fork`)."""
-        result = await self._call("fork", self._inner.fork, (checkpoint_id, patch_state), {})
+        kwargs = {} if thread_id is None else {"thread_id": thread_id}
+        result = await self._call("fork", self._inner.fork, (checkpoint_id, patch_state),
+                                  kwargs)
         return cast("str", result)
 
     def __getattr__(self, name: str) -> Any:
@@ -413,12 +419,15 @@ class FaultyStore:
     def _finish(
         self, index: int, outcome: Outcome, error: BaseException | None = None, **more: Any
     ) -> None:
-        self._calls[index] = replace(
-            self._calls[index],
-            outcome=outcome,
-            error=None if error is None else repr(error),
-            **more,
-        )
+        # A copy with the outcome filled in (what ``dataclasses.replace`` does, without its
+        # per-field work: this runs twice per store call of every test run).
+        done = object.__new__(StoreCall)
+        fields = dict(self._calls[index].__dict__)
+        fields["outcome"] = outcome
+        fields["error"] = None if error is None else repr(error)
+        fields.update(more)
+        object.__setattr__(done, "__dict__", fields)
+        self._calls[index] = done
 
     def _dead_error(self, op: str, summary: str) -> SimulatedCrash:
         crash = self._crash

@@ -10,7 +10,7 @@ from .._records._checkpoint import Checkpoint
 from .._records._fast import make
 from .._records._ids import derived_hex
 from .._records._json import jcopy
-from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument
+from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, ThreadBusy
 from . import _claims as rules
 from ._closing import ClosingStore
 from ._protocol import Fence
@@ -230,23 +230,39 @@ class InMemoryCheckpointStore(ClosingStore):
         return True
 
     async def fork(
-        self, checkpoint_id: str, patch_state: Mapping[str, Any] | None = None
+        self,
+        checkpoint_id: str,
+        patch_state: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
     ) -> str:
-        """Clone a checkpoint into a new run and thread; return the new run id."""
+        """Clone a checkpoint into a new run and thread; return the new run id.
+
+        Raises:
+            CheckpointNotFound: when ``checkpoint_id`` does not exist.
+            ForkTargetExists: when ``thread_id`` is given and the store holds a checkpoint of
+                it (a fork only ever creates a new thread); nothing was changed.
+        """
         found = self._by_id.get(checkpoint_id)
         if found is None:
             raise CheckpointNotFound(
                 f"cannot fork checkpoint {checkpoint_id!r}: the store has no such checkpoint"
             )
+        if thread_id is not None and self._by_thread.get(thread_id):
+            raise rules.fork_target_exists(checkpoint_id, thread_id)
+        if thread_id is not None and thread_id in self._claims:
+            raise ThreadBusy(thread_id, None)  # a run is starting on it: not a new thread
         source = found[0]
         if isinstance(source, _Draft):
             source = source.checkpoint()
         n = 0
         while True:
             token = derived_hex("fork", checkpoint_id, n)
-            run_id, thread_id, cid = f"run-{token}", f"thread-{token}", f"cp-{token}-f"
-            if (run_id not in self._by_run and cid not in self._by_id
-                    and thread_id not in self._by_thread and thread_id not in self._claims):
+            run_id, cid = f"run-{token}", f"cp-{token}-f"
+            target = thread_id or f"thread-{token}"
+            if run_id not in self._by_run and cid not in self._by_id and (
+                    thread_id is not None or (target not in self._by_thread
+                                              and target not in self._claims)):
                 break
             n += 1
             if n > 1000:  # pragma: no cover - defensive
@@ -257,7 +273,8 @@ class InMemoryCheckpointStore(ClosingStore):
 
             state.update({k: to_json_value(v) for k, v in patch_state.items()})
         forked = source.clone(
-            id=cid, run_id=run_id, thread_id=thread_id, parent_id=source.id, state=state,
+            id=cid, run_id=run_id, thread_id=thread_id or f"thread-{token}",
+            parent_id=source.id, state=state,
             metadata={**source.metadata, "forked_from": source.id},
         )
         await self.save(forked)

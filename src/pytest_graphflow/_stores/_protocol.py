@@ -44,13 +44,20 @@ class CheckpointStore(Protocol):
         """Delete one checkpoint; ``True`` if it existed."""
 
     async def fork(
-        self, checkpoint_id: str, patch_state: Mapping[str, Any] | None = None
+        self,
+        checkpoint_id: str,
+        patch_state: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
     ) -> str:
         """Clone a checkpoint into a new run (fresh run, thread and checkpoint ids, state
         patched by ``patch_state``), persist it and return the new run id.
 
+        ``thread_id`` names the new thread (default: a fresh id); it must not exist yet.
+
         Raises:
             CheckpointNotFound: when ``checkpoint_id`` does not exist.
+            ForkTargetExists: when the store already holds a checkpoint of ``thread_id``.
         """
 
 

@@ -18,7 +18,13 @@ from typing import Any
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
 from .._records._ids import derived_hex
 from .._records._json import to_json_value
-from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, UnsupportedFormat
+from ..errors import (
+    CheckpointNotFound,
+    ForkTargetExists,
+    InvalidArgument,
+    ThreadBusy,
+    UnsupportedFormat,
+)
 from . import _claims as rules
 from ._closing import ClosingStore
 from ._protocol import Fence
@@ -337,7 +343,11 @@ class SQLiteCheckpointStore(ClosingStore):
                               (checkpoint_id,)).rowcount > 0
 
     async def fork(
-        self, checkpoint_id: str, patch_state: Mapping[str, Any] | None = None
+        self,
+        checkpoint_id: str,
+        patch_state: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
     ) -> str:
         """Clone a checkpoint into a new run and thread; return the new run id.
 
@@ -345,6 +355,8 @@ class SQLiteCheckpointStore(ClosingStore):
 
         Raises:
             CheckpointNotFound: when ``checkpoint_id`` does not exist.
+            ForkTargetExists: when ``thread_id`` is given and the store holds a checkpoint of
+                it (a fork only ever creates a new thread); nothing was changed.
         """
         with self._tx() as db:
             source = self._first(db, "SELECT id, format_version, data FROM checkpoints "
@@ -353,14 +365,25 @@ class SQLiteCheckpointStore(ClosingStore):
                 raise CheckpointNotFound(
                     f"cannot fork checkpoint {checkpoint_id!r}: the store has no such checkpoint"
                 )
+            if thread_id is not None and db.execute(
+                    "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1",
+                    (thread_id,)).fetchone() is not None:
+                raise rules.fork_target_exists(checkpoint_id, thread_id)
+            if thread_id is not None and db.execute(
+                    "SELECT 1 FROM claims WHERE thread_id = ? AND run_id IS NOT NULL",
+                    (thread_id,)).fetchone() is not None:
+                raise ThreadBusy(thread_id, None)  # a run is starting on it: not a new thread
             n = 0
             while True:
                 token = derived_hex("fork", checkpoint_id, n)
-                run_id, thread_id, cid = f"run-{token}", f"thread-{token}", f"cp-{token}-f"
+                run_id, cid = f"run-{token}", f"cp-{token}-f"
+                target = thread_id or f"thread-{token}"
                 taken = db.execute(
                     "SELECT 1 FROM checkpoints WHERE run_id = ? OR id = ? OR thread_id = ? "
-                    "UNION ALL SELECT 1 FROM claims WHERE thread_id = ? LIMIT 1",
-                    (run_id, cid, thread_id, thread_id),
+                    "UNION ALL SELECT 1 FROM claims WHERE thread_id = ? AND run_id IS NOT NULL "
+                    "LIMIT 1",
+                    (run_id, cid, target if thread_id is None else "",
+                     target if thread_id is None else ""),
                 ).fetchone()
                 if taken is None:
                     break
@@ -371,7 +394,8 @@ class SQLiteCheckpointStore(ClosingStore):
             if patch_state:
                 state.update({k: to_json_value(v) for k, v in patch_state.items()})
             forked = source.clone(
-                id=cid, run_id=run_id, thread_id=thread_id, parent_id=source.id, state=state,
+                id=cid, run_id=run_id, thread_id=thread_id or f"thread-{token}",
+                parent_id=source.id, state=state,
                 metadata={**source.metadata, "forked_from": source.id},
             )
             self._write(db, forked)

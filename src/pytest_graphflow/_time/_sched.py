@@ -7,7 +7,8 @@ wake-up. A task gives the baton back when it sleeps (``anyio.sleep``, ``asyncio.
 wake-up. Because time only moves when every task of the batch waits on a virtual timer, a
 task blocked on real work (a worker thread, real I/O) never sees time jump under it.
 
-The sleep functions are patched once, process-wide; the patch acts only in a task whose
+The sleep functions are patched once, process-wide, when the first :class:`GraphRuntime` is
+made (trio's once trio is imported and a run starts); the patch acts only in a task whose
 context says it is a node task under a scheduler, and defers to the original otherwise.
 """
 
@@ -24,22 +25,21 @@ import anyio
 
 from ._clock import VirtualClock
 
-__all__ = ["NODE_SLEEPER", "BatchScheduler", "install_sleep_hooks"]
+__all__ = ["NODE_SLEEPER", "BatchScheduler", "install_sleep_hooks", "install_trio_sleep_hooks"]
 
 NODE_SLEEPER: ContextVar[Callable[[float], Awaitable[None]] | None] = ContextVar(
     "graphflow_node_sleeper", default=None
 )
 """Set in node tasks under a virtual clock: the function a patched sleep defers to."""
 
-_installed = False
+_installed = [False, False]  # asyncio and anyio's asyncio backend; trio and anyio's trio backend
 
 
 def install_sleep_hooks() -> None:
-    """Patch ``asyncio.sleep``, ``trio.sleep`` and anyio's backend sleeps (idempotent)."""
-    global _installed
-    if _installed:
+    """Patch ``asyncio.sleep`` and anyio's asyncio backend sleep (idempotent)."""
+    if _installed[0]:
         return
-    _installed = True
+    _installed[0] = True
 
     original_asyncio_sleep = asyncio.sleep
 
@@ -56,11 +56,17 @@ def install_sleep_hooks() -> None:
     from anyio._backends import _asyncio as anyio_asyncio
 
     _patch_backend(anyio_asyncio.AsyncIOBackend)
-    try:
-        import trio
-        from anyio._backends import _trio as anyio_trio
-    except ImportError:  # trio is optional
+
+
+def install_trio_sleep_hooks() -> None:
+    """Patch ``trio.sleep`` and anyio's trio backend sleep (idempotent; call only once trio
+    is imported: this never imports it for nothing)."""
+    if _installed[1]:
         return
+    _installed[1] = True
+    import trio
+    from anyio._backends import _trio as anyio_trio
+
     original_trio_sleep = trio.sleep
 
     async def trio_sleep(seconds: float) -> None:

@@ -18,6 +18,7 @@ virtual time never jumps under a running thread.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
@@ -29,6 +30,7 @@ __all__ = [
     "backend_options",
     "busy",
     "install_thread_guards",
+    "install_trio_thread_guards",
     "loop_clock",
     "loop_deadline_ns",
     "virtual_anyio_backend",
@@ -63,7 +65,7 @@ def busy() -> bool:
 
 
 def install_thread_guards() -> None:
-    """Count worker threads started through anyio, asyncio and trio (idempotent)."""
+    """Count worker threads started through anyio (idempotent)."""
     import anyio.to_thread
 
     if getattr(anyio.to_thread.run_sync, "__graphflow__", False):
@@ -81,11 +83,16 @@ def install_thread_guards() -> None:
     run_sync.__graphflow__ = True  # type: ignore[attr-defined]
     run_sync.__wrapped__ = original  # type: ignore[attr-defined]
     anyio.to_thread.run_sync = run_sync  # type: ignore[assignment]
-    try:
-        import trio
-    except ImportError:  # pragma: no cover - trio is optional
-        return
+
+
+def install_trio_thread_guards() -> None:
+    """Count worker threads started through ``trio.to_thread`` (idempotent; trio must be
+    imported already)."""
+    import trio
+
     trio_original = trio.to_thread.run_sync
+    if getattr(trio_original, "__graphflow__", False):
+        return
 
     async def trio_run_sync(sync_fn: Any, *args: Any, **kwargs: Any) -> Any:
         _busy[0] += 1
@@ -94,12 +101,14 @@ def install_thread_guards() -> None:
         finally:
             _busy[0] -= 1
 
+    trio_run_sync.__graphflow__ = True  # type: ignore[attr-defined]
     trio_run_sync.__wrapped__ = trio_original  # type: ignore[attr-defined]
     trio.to_thread.run_sync = trio_run_sync  # type: ignore[assignment]
 
 
 class VirtualEventLoop(asyncio.SelectorEventLoop):
-    """An asyncio loop whose ``time()`` is the virtual clock."""
+    """An asyncio loop whose ``time()`` is the virtual clock (``_vclock``; the sync API
+    reuses one loop per thread and points it at the clock of each call)."""
 
     def __init__(self, clock: VirtualClock) -> None:
         super().__init__()
@@ -122,7 +131,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
                     if ready or _stalled():
                         return ready
                 return real_select(None)
-            clock.advance(timeout)  # idle with a timer pending: jump to it
+            self._vclock.advance(timeout)  # idle with a timer pending: jump to it
             return []
 
         self._selector.select = select  # type: ignore[attr-defined]
@@ -241,9 +250,8 @@ def loop_clock() -> VirtualClock | None:
         loop = None
     if loop is not None:
         return loop._vclock if isinstance(loop, VirtualEventLoop) else None
-    try:
-        import trio
-    except ImportError:  # pragma: no cover
+    trio: Any = sys.modules.get("trio")  # not imported: not running on trio
+    if trio is None:
         return None
     try:
         current = trio.lowlevel.current_clock()
@@ -270,9 +278,8 @@ def loop_deadline_ns(clock: VirtualClock) -> int | None:
         if not pending:
             return None
         return round((min(pending) - _BASE) * 1e9)
-    try:
-        import trio
-    except ImportError:  # pragma: no cover
+    trio: Any = sys.modules.get("trio")
+    if trio is None:  # pragma: no cover - an owned loop is asyncio or trio
         return None
     stats = trio.lowlevel.current_statistics()
     wait: float = stats.seconds_to_next_deadline

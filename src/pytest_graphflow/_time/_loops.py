@@ -1,0 +1,117 @@
+"""One virtual event loop per thread for the sync API, instead of a new loop per call.
+
+``GraphRuntime.invoke`` (and the other sync methods) under a :class:`VirtualClock` on the
+asyncio backend run on a :class:`VirtualEventLoop` kept for the calling thread and pointed at
+the call's clock; starting a loop per call cost more than a small run. Each call runs its
+coroutine as one task in a copy of the caller's context, like ``asyncio.run``; when it
+returns, tasks it left behind are cancelled and awaited, and unfinished async generators are
+closed, so nothing of one call runs during the next.
+
+The loop is closed deterministically: when its thread ends (the thread's storage is
+released), at interpreter exit (``weakref.finalize`` runs at exit), by :func:`close_loop`,
+or at once when a call is interrupted (``KeyboardInterrupt``). Closing cancels what is left,
+shuts down async generators and the default executor, then closes the selector and its
+wake-up pipe: no ``ResourceWarning``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from ._clock import VirtualClock
+from ._vloop import VirtualEventLoop
+
+__all__ = ["close_loop", "run_owned"]
+
+T = TypeVar("T")
+
+
+class _Holder:
+    """Owns a thread's loop; when the holder goes, a finalizer closes the loop."""
+
+    def __init__(self, loop: VirtualEventLoop) -> None:
+        self.loop = loop
+        self.finalizer = weakref.finalize(self, _close, loop)
+
+
+_local = threading.local()
+
+
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    if not left:
+        return
+    for task in left:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+
+
+def _close(loop: VirtualEventLoop) -> None:
+    if loop.is_closed() or loop.is_running():
+        return
+    try:
+        _cancel_leftovers(loop)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        loop.close()
+
+
+def close_loop() -> None:
+    """Close the calling thread's loop now, if it has one (the next call makes a new one)."""
+    holder: _Holder | None = getattr(_local, "holder", None)
+    if holder is not None:
+        _local.holder = None
+        holder.finalizer()
+
+
+def _thread_loop(clock: VirtualClock) -> VirtualEventLoop:
+    holder: _Holder | None = getattr(_local, "holder", None)
+    if holder is None or holder.loop.is_closed():
+        holder = _local.holder = _Holder(VirtualEventLoop(clock))
+    loop = holder.loop
+    loop._vclock = clock
+    return loop
+
+
+def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]]) -> T:
+    """Run ``fn()`` to its end on the calling thread's virtual loop, reading ``clock``.
+
+    Raises:
+        RuntimeError: when called from a running event loop (as ``asyncio.run`` does).
+    """
+    if asyncio._get_running_loop() is not None:
+        raise RuntimeError("the sync API cannot be called from a running event loop; "
+                           "await the async method (ainvoke, aresume, atrace) instead")
+    loop = _thread_loop(clock)
+
+    async def main() -> T:
+        return await fn()
+
+    task = loop.create_task(main())
+    try:
+        result = loop.run_until_complete(task)
+    except BaseException:
+        if not task.done():  # interrupted (KeyboardInterrupt): give the loop up
+            close_loop()
+        raise
+    finally:
+        if not loop.is_closed():
+            _cancel_leftovers(loop)
+            _close_asyncgens(loop)
+    return result
+
+
+def _close_asyncgens(loop: asyncio.AbstractEventLoop) -> None:
+    """Close the async generators a call left unfinished (what ``shutdown_asyncgens`` does,
+    without marking the loop as shut down: later calls may start new ones)."""
+    gens: Any = getattr(loop, "_asyncgens", None)
+    if not gens:
+        return
+    left = list(gens)
+    gens.clear()
+    loop.run_until_complete(asyncio.gather(*[g.aclose() for g in left], return_exceptions=True))

@@ -1,0 +1,168 @@
+"""Breakpoints (seed 002: "A Run may complete, fail, be canceled, or pause for a breakpoint or
+user input"): pause before or after chosen nodes, set at compile time or per run, resumed
+with no answer."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any
+
+import pytest
+from pydantic import BaseModel
+
+from pytest_graphflow import (
+    END,
+    START,
+    Breakpoint,
+    Graph,
+    GraphRuntime,
+    GraphValidationError,
+    InMemoryCheckpointStore,
+    InvalidArgument,
+    Reducer,
+    Resume,
+    ResumeError,
+    VirtualClock,
+)
+from pytest_graphflow.invariants import assert_invariants
+
+pytestmark = pytest.mark.anyio
+
+
+class State(BaseModel):
+    log: Annotated[list[str], Reducer(operator.add)] = []
+    n: int = 0
+
+
+def build(calls: list[str], **compile_kw: Any) -> Any:
+    """plan -> [a, b, c] (one parallel batch) -> join -> END; plan is sync (the inline
+    path), the others async."""
+
+    def node(name: str) -> Any:
+        def sync(state: State) -> dict[str, Any]:
+            calls.append(name)
+            return {"log": [name]}
+
+        async def fn(state: State) -> dict[str, Any]:
+            return sync(state)
+
+        return sync if name == "plan" else fn
+
+    g = Graph("bp", State)
+    for name in ("plan", "a", "b", "c", "join"):
+        g.node(name, node(name))
+    g.edge(START, "plan").edge("plan", ["a", "b", "c"]).edge(["a", "b", "c"], "join")
+    g.edge("join", END)
+    return g.compile(**compile_kw)
+
+
+def runtime() -> GraphRuntime:
+    return GraphRuntime(store=InMemoryCheckpointStore(), clock=VirtualClock(), seed=3)
+
+
+async def test_a_breakpoint_before_a_node_of_a_parallel_batch_pauses_before_the_batch() -> None:
+    calls: list[str] = []
+    graph = build(calls, interrupt_before=["b"])
+    rt = runtime()
+    first = await rt.atrace(graph)
+    result = first.result
+    assert result.status == "interrupted"
+    assert result.breakpoint == Breakpoint(when="before", nodes=["b"])
+    assert result.interrupts == {}
+    assert calls == ["plan"]  # none of a, b, c ran
+    assert result.data["log"] == ["plan"]
+    end = first.events[-1]
+    assert (end.type, end.status, end.breakpoint) == ("run_end", "interrupted",  # type: ignore[attr-defined]
+                                                      result.breakpoint)
+    assert first.events[-2].type == "checkpoint_saved"
+
+    second = await rt.aresume_trace(result.run_id)  # no Resume: nothing to answer
+    assert second.result.status == "completed"
+    assert second.result.breakpoint is None
+    assert sorted(calls) == sorted(["plan", "a", "b", "c", "join"])
+    assert calls.count("b") == 1
+    assert second.result.data["log"] == ["plan", "a", "b", "c", "join"]
+    assert_invariants([*first.events, *second.events], graph=graph)
+
+
+async def test_a_breakpoint_after_a_node_of_a_parallel_batch_pauses_once_it_committed() -> None:
+    calls: list[str] = []
+    graph = build(calls, interrupt_after=["b"])
+    rt = runtime()
+    first = await rt.atrace(graph)
+    result = first.result
+    assert result.status == "interrupted"
+    assert result.breakpoint == Breakpoint(when="after", nodes=["b"])
+    assert sorted(calls) == ["a", "b", "c", "plan"]
+    assert result.data["log"] == ["plan", "a", "b", "c"]  # the batch is committed
+    cp = await rt.store.latest(result.run_id)
+    assert cp is not None
+    assert (cp.status, [t.node for t in cp.tasks]) == ("interrupted", ["join"])
+
+    second = await rt.aresume_trace(result.run_id)
+    assert second.result.status == "completed"
+    assert calls[4:] == ["join"]
+    assert_invariants([*first.events, *second.events], graph=graph)
+
+
+async def test_breakpoints_given_per_run_and_combined_with_the_graphs() -> None:
+    calls: list[str] = []
+    graph = build(calls, interrupt_after=["plan"])
+    rt = runtime()
+    r1 = await rt.ainvoke(graph, interrupt_before=["join"])
+    assert r1.breakpoint == Breakpoint(when="after", nodes=["plan"])
+    r2 = await rt.aresume(r1.run_id, interrupt_before=["join"])
+    assert r2.breakpoint == Breakpoint(when="before", nodes=["join"])
+    assert "join" not in calls
+    r3 = await rt.aresume(r2.run_id)
+    assert r3.status == "completed"
+    assert calls.count("join") == 1
+    # a run without per-run breakpoints stops only at the graph's
+    calls.clear()
+    r4 = await rt.ainvoke(graph)
+    assert r4.breakpoint == Breakpoint(when="after", nodes=["plan"])
+    assert (await rt.aresume(r4.run_id)).status == "completed"
+
+
+async def test_a_breakpoint_pause_takes_no_answer_and_changes_nothing_when_given_one() -> None:
+    rt = runtime()
+    paused = await rt.ainvoke(build([], interrupt_before=["a"]))
+    before = await rt.store.list(paused.run_id)
+    with pytest.raises(ResumeError, match="paused for a breakpoint"):
+        await rt.aresume(paused.run_id, Resume("yes"))
+    assert await rt.store.list(paused.run_id) == before
+    assert (await rt.aresume(paused.run_id)).status == "completed"
+
+
+async def test_a_breakpoint_after_the_last_node_does_not_pause_a_finished_run() -> None:
+    result = await runtime().ainvoke(build([], interrupt_after=["join"]))
+    assert result.status == "completed"
+    assert result.breakpoint is None
+
+
+def test_breakpoints_on_unknown_nodes_are_refused() -> None:
+    with pytest.raises(GraphValidationError) as info:
+        build([], interrupt_before=["nope"], interrupt_after=["b", "gone"])
+    assert info.value.problems == ["compile(interrupt_before=...): unknown node 'nope'",
+                                   "compile(interrupt_after=...): unknown node 'gone'"]
+    graph = build([])
+    rt = runtime()
+    with pytest.raises(InvalidArgument, match="has no node 'zzz'"):
+        rt.invoke(graph, interrupt_before=["zzz"])
+    with pytest.raises(InvalidArgument, match="list of node names"):
+        rt.invoke(graph, interrupt_after="b")
+
+
+async def test_a_breakpoint_pause_resumes_in_another_process_over_sqlite(tmp_path: Any) -> None:
+    from pytest_graphflow import SQLiteCheckpointStore
+
+    calls: list[str] = []
+    graph = build(calls, interrupt_before=["b"])
+    path = tmp_path / "runs.db"
+    first = GraphRuntime(store=SQLiteCheckpointStore(path), clock=VirtualClock(), seed=3)
+    paused = await first.ainvoke(graph)
+    assert paused.breakpoint == Breakpoint(when="before", nodes=["b"])
+    fresh = GraphRuntime(store=SQLiteCheckpointStore(path), clock=VirtualClock(), seed=3)
+    done = await fresh.aresume(paused.run_id, graph=graph)
+    assert done.status == "completed"  # the task passed its breakpoint: it does not stop again
+    assert calls.count("b") == 1
