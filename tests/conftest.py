@@ -13,5 +13,7 @@ from hypothesis import settings
 
 from pytest_graphflow._properties._profiles import register_profiles
 
+pytest_plugins = ["graphflow_postgres"]  # postgres_dsn, pg_schema, make_pg_store
+
 register_profiles()
 settings.load_profile("graphflow-ci" if os.environ.get("CI") else "graphflow-dev")

@@ -49,10 +49,12 @@ if TYPE_CHECKING:
     from ._stores._faulty import FaultyStore, StoreCall
     from ._stores._memory import InMemoryCheckpointStore
     from ._stores._plan import FaultPlan
+    from ._stores._postgres import PostgresCheckpointStore
     from ._stores._protocol import CheckpointStore
     from ._stores._sqlite import SQLiteCheckpointStore
     from ._time._clock import DEFAULT_START, Clock, RealClock, VirtualClock
     from ._time._vloop import virtual_anyio_backend
+    from ._workers._worker import Worker, WorkerStats
     from .assertions import (
         EventPatternError,
         EventPatternMismatch,
@@ -74,6 +76,7 @@ if TYPE_CHECKING:
         InvalidHistory,
         JoinStarved,
         MidExecution,
+        MissingExtra,
         NodeFailed,
         NothingToRecover,
         NotSuspended,
@@ -164,6 +167,9 @@ _LAZY = {
     "FaultPlan": "._stores._plan",
     "CheckpointStore": "._stores._protocol",
     "SQLiteCheckpointStore": "._stores._sqlite",
+    "PostgresCheckpointStore": "._stores._postgres",  # needs the `postgres` extra (psycopg)
+    "Worker": "._workers._worker",
+    "WorkerStats": "._workers._worker",
     "DEFAULT_START": "._time._clock",
     "Clock": "._time._clock",
     "RealClock": "._time._clock",
@@ -181,6 +187,7 @@ _LAZY = {
     "InvalidHistory": ".errors",
     "JoinStarved": ".errors",
     "MidExecution": ".errors",
+    "MissingExtra": ".errors",
     "NodeFailed": ".errors",
     "NothingToRecover": ".errors",
     "NotSuspended": ".errors",
@@ -275,12 +282,14 @@ __all__ = [
     "InvalidHistory",
     "JoinStarved",
     "MidExecution",
+    "MissingExtra",
     "NodeContext",
     "NodeEnd",
     "NodeFailed",
     "NodeStart",
     "NotSuspended",
     "NothingToRecover",
+    "PostgresCheckpointStore",
     "RealClock",
     "Reducer",
     "ReplayDiverged",
@@ -317,6 +326,8 @@ __all__ = [
     "UpgradeReport",
     "VirtualClock",
     "VirtualDeadlock",
+    "Worker",
+    "WorkerStats",
     "__version__",
     "aassert_replays",
     "assert_events",

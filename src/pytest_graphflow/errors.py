@@ -30,6 +30,7 @@ __all__ = [
     "InvalidHistory",
     "JoinStarved",
     "MidExecution",
+    "MissingExtra",
     "NodeFailed",
     "NotSuspended",
     "NothingToRecover",
@@ -345,6 +346,11 @@ class EventsCompacted(GraphflowError, LookupError):
 
 class StoreFault(GraphflowError, OSError):
     """The default error a :class:`FaultyStore` rule raises."""
+
+
+class MissingExtra(GraphflowError, ImportError):
+    """An optional part of pytest-graphflow was imported without its extra installed
+    (``pytest_graphflow.langgraph`` needs ``pip install 'pytest-graphflow[langgraph]'``)."""
 
 
 class SimulatedCrash(BaseException):

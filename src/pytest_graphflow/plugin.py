@@ -65,7 +65,8 @@ __all__ = [
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """``--graphflow-seed`` and ``--graphflow-store``, each with its ini key."""
+    """``--graphflow-seed``, ``--graphflow-store`` and ``--graphflow-postgres-dsn``, each with
+    its ini key."""
     group = parser.getgroup("graphflow", "graphflow (deterministic graph runs)")
     group.addoption(
         "--graphflow-seed", dest="graphflow_seed", default=None, metavar="SEED",
@@ -76,8 +77,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--graphflow-store", dest="graphflow_store", default=None, metavar="STORE",
-        help="checkpoint store of the graphflow fixtures: 'memory' (default) or 'sqlite' "
-             "(a file in the test's tmp_path).",
+        help="checkpoint store of the graphflow fixtures: 'memory' (default), 'sqlite' "
+             "(a file in the test's tmp_path) or 'postgres' (a schema of its own per test on "
+             "the server of --graphflow-postgres-dsn, dropped afterwards).",
+    )
+    group.addoption(
+        "--graphflow-postgres-dsn", dest="graphflow_postgres_dsn", default=None, metavar="DSN",
+        help="PostgreSQL server of the 'postgres' store (a libpq connection string or URI). "
+             "Default: the graphflow_postgres_dsn ini key, else $GRAPHFLOW_POSTGRES_DSN.",
     )
     group.addoption(
         "--graphflow-record", dest="graphflow_record", default=None, metavar="DIR",
@@ -102,8 +109,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   "naming the graph of replayed histories", type="linelist", default=[])
     parser.addini("graphflow_seed", "graphflow session seed: an integer or 'random'",
                   default="")
-    parser.addini("graphflow_store", "graphflow checkpoint store: 'memory' or 'sqlite'",
+    parser.addini("graphflow_store",
+                  "graphflow checkpoint store: 'memory', 'sqlite' or 'postgres'",
                   default="memory")
+    parser.addini("graphflow_postgres_dsn",
+                  "graphflow: PostgreSQL server (DSN) of the 'postgres' store", default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -28,14 +28,21 @@ ALLOWED: dict[str, set[str]] = {
     "_engine": {"_graph", "_stores", "_time", "_records", "errors"},
     "_assert": {"_records", "errors"},
     "_properties": {"_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors"},
+    "_langgraph": {
+        "_properties", "_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors",
+    },
     "_replay": {
         "_properties", "_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors",
     },
     "_plugin": {
-        "_replay", "_properties", "_assert", "_engine", "_graph", "_stores", "_time",
-        "_records", "errors",
+        "_langgraph", "_replay", "_properties", "_assert", "_engine", "_graph", "_stores",
+        "_time", "_records", "errors",
     },
-    "_cli": {"_replay", "_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors"},
+    "_workers": {"_engine", "_graph", "_stores", "_time", "_records", "errors"},
+    "_cli": {
+        "_replay", "_assert", "_workers", "_engine", "_graph", "_stores", "_time", "_records",
+        "errors",
+    },
 }
 # The public fronts (``__init__``, ``plugin``, ``strategies``, ...) may import any layer.
 FRONTS = {p.stem for p in PACKAGE.glob("*.py")} - {"errors"}

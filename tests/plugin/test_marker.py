@@ -100,7 +100,7 @@ BAD_MARKERS = [
     pytest.param("seed=2**32", "seed=4294967296 must be an int*", id="seed-too-big"),
     pytest.param("seed=True", "seed=True must be an int*", id="seed-bool"),
     pytest.param("store='redis'", "*store='redis' is not a graphflow store: use one of "
-                 "'memory', 'sqlite'", id="store-unknown"),
+                 "'memory', 'sqlite', 'postgres'", id="store-unknown"),
     pytest.param("start='yesterday'", "*start='yesterday' is not an ISO-8601 date-time*",
                  id="start-text"),
     pytest.param("start=5", "*start=5 must be a datetime or ISO-8601 text*", id="start-int"),

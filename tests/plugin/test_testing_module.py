@@ -150,8 +150,8 @@ def test_a_factory_sqlite_dir_and_close(tmp_path: Any) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        pytest.param({"store": "redis"}, "store='redis': use 'memory', 'sqlite', a store",
-                     id="store"),
+        pytest.param({"store": "redis"},
+                     "store='redis': use 'memory', 'sqlite', 'postgres', a store", id="store"),
         pytest.param({"checkpoint_policy": "sometimes"},
                      "checkpoint_policy='sometimes'", id="policy"),
         pytest.param({"seed": "1"}, "seed='1'", id="seed"),

@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 from hypothesis import Phase, settings
 
+from graphflow_postgres import empty_schema
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores._faulty import FaultyStore
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
+from pytest_graphflow._stores._postgres import PostgresCheckpointStore
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
 from pytest_graphflow._time._clock import VirtualClock
 from pytest_graphflow.conformance import (
@@ -60,6 +62,17 @@ def test_sqlite_store_conforms(backend: str, tmp_path: Path) -> None:
     small = settings(PASSING, max_examples=10, stateful_step_count=15)
     run_store_conformance(lambda: SQLiteCheckpointStore(next(files)), backend=backend,
                           settings=small)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_postgres_store_conforms(backend: str, postgres_dsn: str, pg_schema: str) -> None:
+    async def fresh() -> PostgresCheckpointStore:
+        empty_schema(postgres_dsn, pg_schema)
+        store = PostgresCheckpointStore(postgres_dsn, schema=pg_schema)
+        return await store.aopen() if backend == "asyncio" else store  # the pool on asyncio
+
+    small = settings(PASSING, max_examples=10, stateful_step_count=15)
+    run_store_conformance(fresh, backend=backend, settings=small)
 
 
 def test_faulty_store_without_faults_is_transparent() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,17 +24,27 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def any_store(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[InMemoryCheckpointStore | SQLiteCheckpointStore]:
-    """Each store backend in turn; both must give the same answers."""
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def any_store(
+    request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str
+) -> AsyncIterator[Any]:
+    """Each store backend in turn; all must give the same answers.
+
+    The PostgreSQL store (on a fresh schema of the session's server) talks through psycopg's
+    async pool on asyncio and through its sync connection on trio: both paths are tested.
+    """
     if request.param == "memory":
         yield InMemoryCheckpointStore()
         return
-    store = SQLiteCheckpointStore(tmp_path / "store.db")
-    yield store
-    store.close()
+    if request.param == "postgres":
+        make = request.getfixturevalue("make_pg_store")
+        store = make()
+        async with store:
+            yield store
+        return
+    sqlite = SQLiteCheckpointStore(tmp_path / "store.db")
+    yield sqlite
+    sqlite.close()
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@
     graphflow artifacts FILE RUN_ID              # the artifacts a run attached
     graphflow export FILE RUN_ID OUT [--seed N] [--clock-start ISO] [--graph MODULE:GRAPH]
                                                  # a run as a history file
+    graphflow worker DSN MODULE:GRAPH ...        # take queued runs from PostgreSQL (_worker)
 
 A problem (missing file, unknown run or checkpoint, bad ``MODULE:GRAPH``) prints one line to
 stderr naming the object and the fix, and exits with status 2.
@@ -100,9 +101,14 @@ def _parser() -> argparse.ArgumentParser:
                          help="draw the edges this run took in bold")
     mermaid.set_defaults(command=_mermaid)
     add_artifacts(sub, sys.modules[__name__])
+
     from ._export import add_export
 
     add_export(sub, {"fail": _Fail, "load_graph": _load_graph, "with_store": _with_store})
+
+    from ._worker import add_worker_parser
+
+    add_worker_parser(sub, _load_graph, _Fail)
     return parser
 
 

@@ -30,8 +30,8 @@ MARKER_HELP: Final = (
     "graphflow(seed=None, start=None, store=None, checkpoint_policy=None): settings of the "
     "graphflow fixtures for this test: a fixed seed (int, instead of the one derived from the "
     "session seed), the virtual clock's start (datetime or ISO-8601 text), the checkpoint "
-    "store ('memory' or 'sqlite') and a checkpoint policy that overrides the graphs' own "
-    "('every_step', 'on_halt' or 'never')."
+    "store ('memory', 'sqlite' or 'postgres') and a checkpoint policy that overrides the "
+    "graphs' own ('every_step', 'on_halt' or 'never')."
 )
 
 SETTINGS_KEY: Final = pytest.StashKey["TestSettings"]()

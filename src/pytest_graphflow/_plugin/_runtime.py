@@ -13,6 +13,8 @@ examples, a runtime made inside the example is.
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
@@ -25,10 +27,19 @@ from .._engine._runtime import GraphRuntime
 
 if TYPE_CHECKING:
     from .._stores._faulty import FaultyStore
+    from .._stores._postgres import PostgresCheckpointStore
     from .._stores._protocol import CheckpointStore
     from .._time._clock import VirtualClock
 
-__all__ = ["GraphRuntimeFactory", "RecordingRuntime", "RunRecording", "make_graph_runtime"]
+__all__ = [
+    "GraphRuntimeFactory",
+    "RecordingRuntime",
+    "RunRecording",
+    "make_graph_runtime",
+    "open_test_postgres_store",
+]
+
+_SCHEMAS = itertools.count()
 
 Policy = Literal["every_step", "on_halt", "never"]
 _UNSET: Final[Any] = object()
@@ -102,6 +113,23 @@ class RecordingRuntime(GraphRuntime):
 
         return self.store if isinstance(self.store, FaultyStore) else None
 
+    def langgraph(self, graph: Any, **kwargs: Any) -> Any:
+        """A :class:`~pytest_graphflow.langgraph.LangGraphHarness` for a LangGraph graph
+        (compiled, or a ``StateGraph`` builder) with this runtime's seed and virtual clock,
+        whose checkpoint saver obeys this runtime's :attr:`store_faults` rules (needs the
+        ``langgraph`` extra). Keyword arguments go to the harness.
+        """
+        from .._langgraph._harness import LangGraphHarness
+        from .._time._clock import VirtualClock
+
+        kwargs.setdefault("seed", self.seed if isinstance(self.seed, int) else 0)
+        if isinstance(self.clock, VirtualClock):
+            kwargs.setdefault("clock", self.clock)
+        if self.store_faults is not None:
+            kwargs.setdefault("faults", self.store_faults)
+        kwargs.setdefault("on_leg", self._record)
+        return LangGraphHarness(graph, **kwargs)
+
     # ----------------------------------------------------------------- lifetime
 
     def close(self) -> None:
@@ -144,7 +172,8 @@ class GraphRuntimeFactory:
         seed: the default seed.
         start: the virtual clock's default start (``None``: :data:`DEFAULT_START`).
         store: ``"memory"``, ``"sqlite"`` (in ``sqlite_dir``, else an in-memory SQLite
-            database), a zero-argument callable returning a store, or a store (shared by
+            database), ``"postgres"`` (on ``postgres_dsn``), a zero-argument callable
+            returning a store, or a store (shared by
             every runtime made: pass one per call instead to keep examples apart).
         checkpoint_policy: overrides the graphs' own checkpoint policy.
         faulty: wrap the store in a :class:`FaultyStore` (``runtime.store_faults``).
@@ -163,6 +192,7 @@ class GraphRuntimeFactory:
         checkpoint_policy: Policy | None = None,
         faulty: bool = True,
         sqlite_dir: Callable[[], Path] | None = None,
+        postgres_dsn: str | None = None,
         observer: Observer | None = None,
         **runtime_options: Any,
     ) -> None:
@@ -170,6 +200,7 @@ class GraphRuntimeFactory:
                                           "checkpoint_policy": checkpoint_policy}
         self.faulty = faulty
         self.sqlite_dir = sqlite_dir
+        self.postgres_dsn = postgres_dsn
         self.observer = observer
         self.runtime_options = runtime_options
         self._open: list[RecordingRuntime] = []
@@ -264,11 +295,20 @@ class GraphRuntimeFactory:
             sqlite = SQLiteCheckpointStore(path)
             closers.append(sqlite.close)
             return sqlite
+        if spec == "postgres":
+            postgres = open_test_postgres_store(self.postgres_dsn)
+
+            def drop() -> None:
+                postgres.drop()
+                postgres.close()
+
+            closers.append(drop)
+            return postgres
         if isinstance(spec, str):
             from ..errors import InvalidArgument
 
-            raise InvalidArgument(f"store={spec!r}: use 'memory', 'sqlite', a store, or a "
-                                  "zero-argument callable returning a store")
+            raise InvalidArgument(f"store={spec!r}: use 'memory', 'sqlite', 'postgres', a "
+                                  "store, or a zero-argument callable returning a store")
         if callable(spec) and not callable(getattr(spec, "save", None)):
             made: CheckpointStore = spec()
             return made
@@ -277,6 +317,26 @@ class GraphRuntimeFactory:
     def __repr__(self) -> str:
         return (f"GraphRuntimeFactory(seed={self.seed}, start={self.start!r}, "
                 f"store={self.store!r}, checkpoint_policy={self.checkpoint_policy!r})")
+
+
+def open_test_postgres_store(dsn: str | None) -> PostgresCheckpointStore:
+    """A PostgreSQL store on a schema of its own (``graphflow_test_<pid>_<n>``), so tests
+    never see each other's runs; the caller drops it with ``store.drop()``.
+
+    Raises:
+        InvalidArgument: no DSN was configured.
+    """
+    from .._stores._postgres import PostgresCheckpointStore
+
+    if dsn is None:
+        from ..errors import InvalidArgument
+
+        raise InvalidArgument(
+            "store='postgres' needs a server: give --graphflow-postgres-dsn=DSN (or the "
+            "graphflow_postgres_dsn ini key, or GRAPHFLOW_POSTGRES_DSN)"
+        )
+    return PostgresCheckpointStore(dsn, schema=f"graphflow_test_{os.getpid()}_"
+                                               f"{next(_SCHEMAS)}")
 
 
 def make_graph_runtime(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
 import pytest
@@ -36,10 +36,13 @@ __all__ = [
 SEED_LIMIT: Final = 2**32
 """Seeds are integers in ``range(SEED_LIMIT)``."""
 
-STORES: Final = ("memory", "sqlite")
+STORES: Final = ("memory", "sqlite", "postgres")
 """The checkpoint stores the plugin can build (``--graphflow-store``, the marker's ``store``)."""
 
-StoreKind = Literal["memory", "sqlite"]
+StoreKind = Literal["memory", "sqlite", "postgres"]
+
+POSTGRES_DSN_ENV: Final = "GRAPHFLOW_POSTGRES_DSN"
+"""The environment variable read when neither the option nor the ini key gives a DSN."""
 SeedSource = Literal["option", "ini", "random", "controller"]
 
 WORKERINPUT_KEY: Final = "graphflow_seed"
@@ -56,12 +59,14 @@ class SessionSettings:
         store: the default checkpoint store of the session.
         store_from_option: whether ``store`` was given on the command line (then the
             reproduce command repeats it).
+        postgres_dsn: the PostgreSQL server of ``postgres`` stores, if one was given.
     """
 
     seed: int
     seed_source: SeedSource
     store: StoreKind
     store_from_option: bool = False
+    postgres_dsn: str | None = None
 
 
 def random_seed() -> int:
@@ -110,16 +115,33 @@ def parse_store(value: object, where: str) -> StoreKind:
         return "memory"
     if value == "sqlite":
         return "sqlite"
+    if value == "postgres":
+        return "postgres"
     valid = ", ".join(repr(s) for s in STORES)
     raise pytest.UsageError(f"{where}={value!r} is not a graphflow store: use one of {valid}")
 
 
 def resolve_session(config: pytest.Config) -> SessionSettings:
-    """Resolve the session's seed and default store (once, in ``pytest_configure``).
+    """Resolve the session's seed, default store and PostgreSQL DSN (once, in
+    ``pytest_configure``).
 
     Raises:
-        pytest.UsageError: for a bad ``--graphflow-seed``/``--graphflow-store`` or ini value.
+        pytest.UsageError: for a bad ``--graphflow-seed``/``--graphflow-store`` or ini value,
+            or the ``postgres`` store without a DSN.
     """
+    session = _resolve_seed_and_store(config)
+    dsn = (config.getoption("graphflow_postgres_dsn", None)
+           or str(config.getini("graphflow_postgres_dsn") or "").strip()
+           or os.environ.get(POSTGRES_DSN_ENV) or None)
+    if session.store == "postgres" and dsn is None:
+        raise pytest.UsageError(
+            "the graphflow 'postgres' store needs a server: give --graphflow-postgres-dsn=DSN "
+            f"(or the graphflow_postgres_dsn ini key, or {POSTGRES_DSN_ENV})"
+        )
+    return replace(session, postgres_dsn=dsn)
+
+
+def _resolve_seed_and_store(config: pytest.Config) -> SessionSettings:
     option_store = config.getoption("graphflow_store", None)
     if option_store is not None:
         store = parse_store(option_store, "--graphflow-store")

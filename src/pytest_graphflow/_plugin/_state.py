@@ -121,7 +121,18 @@ def build_clock(state: ItemState) -> VirtualClock:
 def build_checkpoint_store(
     state: ItemState, request: pytest.FixtureRequest
 ) -> Iterator[CheckpointStore]:
-    """The test's checkpoint store (a generator: SQLite stores are closed afterwards)."""
+    """The test's checkpoint store (a generator: SQLite stores are closed afterwards, a
+    PostgreSQL store's schema is dropped)."""
+    if state.settings.store == "postgres":
+        from ._runtime import open_test_postgres_store
+
+        postgres = open_test_postgres_store(request.config.stash[SESSION].postgres_dsn)
+        try:
+            yield postgres
+        finally:
+            postgres.drop()
+            postgres.close()
+        return
     if state.settings.store == "sqlite":
         from .._stores._sqlite import SQLiteCheckpointStore
 
@@ -201,4 +212,5 @@ def build_factory(
                 return None
             return item_state(item)
 
-    return PluginFactory(sqlite_dir=lambda: tmp_path_factory.mktemp("graphflow-store"))
+    return PluginFactory(sqlite_dir=lambda: tmp_path_factory.mktemp("graphflow-store"),
+                         postgres_dsn=config.stash[SESSION].postgres_dsn)

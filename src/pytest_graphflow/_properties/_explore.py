@@ -436,7 +436,9 @@ def explore(
             schedules, bool) or schedules < 1):
         raise InvalidArgument(f"explore(schedules={schedules!r}): use 'exhaustive' or an int >= 1")
     if not isinstance(graph, CompiledGraph):
-        raise InvalidArgument(f"explore(graph={graph!r}): pass a CompiledGraph")
+        hint = ("; for a LangGraph graph use pytest_graphflow.langgraph.explore"
+                if type(graph).__module__.startswith("langgraph") else "")
+        raise InvalidArgument(f"explore(graph={graph!r}): pass a CompiledGraph{hint}")
     factory = runtime_factory or _default_runtime
     seed_list = list(seeds)
     budget = schedules if isinstance(schedules, int) else max(max_runs, 1)

@@ -1,0 +1,165 @@
+"""Per-step cost of a durable run on PostgreSQL: pytest-graphflow's PostgresCheckpointStore
+against LangGraph's AsyncPostgresSaver, on the same server, in one run.
+
+    .venv/bin/pip install -e ".[bench]"     # langgraph, langgraph-checkpoint-postgres
+    .venv/bin/python benchmarks/bench_postgres_vs_langgraph.py [--nodes 50] [--repeat 15]
+        [--dsn DSN]
+
+The server: ``--dsn``, else ``$GRAPHFLOW_POSTGRES_DSN``, else a throwaway cluster started
+for the run (needs the PostgreSQL server package: ``apt-get install postgresql``).
+
+Graph: a chain of N sequential nodes (each increments a counter), one checkpoint per
+superstep on both sides, each run on a new thread, both through their async APIs on one
+asyncio loop with an async connection pool (graphflow: ``async with PostgresCheckpointStore``
+; LangGraph: ``AsyncPostgresSaver`` over a psycopg ``AsyncConnectionPool``). graphflow also
+records each run's events and run record in the same database (what its durable stores do);
+LangGraph writes its checkpoints, blobs and pending writes. The two take turns, run by run
+(a busy moment of the machine slows one run of each, not all runs of one). Reported: the
+best time per node-step of R runs each, and the ratio LangGraph / graphflow. No timing is
+asserted anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+from pydantic import BaseModel
+from typing_extensions import TypedDict
+
+from pytest_graphflow import END, START, Graph, GraphRuntime, PostgresCheckpointStore
+
+
+class GFState(BaseModel):
+    n: int = 0
+
+
+class LGState(TypedDict):
+    n: int
+
+
+def gf_chain(n: int) -> Any:
+    g = Graph("pgchain", GFState)
+    prev = START
+    for i in range(n):
+        g.node(f"n{i}", lambda s: {"n": s.n + 1})
+        g.edge(prev, f"n{i}")
+        prev = f"n{i}"
+    g.edge(prev, END)
+    return g.compile(checkpoint_policy="every_step")
+
+
+def lg_chain(n: int, saver: Any) -> Any:
+    from langgraph.graph import StateGraph
+
+    g = StateGraph(LGState)
+    prev = "__start__"
+    for i in range(n):
+        g.add_node(f"n{i}", lambda s: {"n": s["n"] + 1})
+        g.add_edge(prev, f"n{i}")
+        prev = f"n{i}"
+    g.add_edge(prev, "__end__")
+    return g.compile(checkpointer=saver)
+
+
+async def interleaved(
+    repeat: int, runs: dict[str, Callable[[], Awaitable[Any]]]
+) -> dict[str, float]:
+    """The best wall time of each run, the runs taking turns (so both sides see the same
+    machine: a busy moment slows one round of each, not all rounds of one)."""
+    for fn in runs.values():
+        await fn()  # warm-up: connections, prepared plans
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(repeat):
+        for label, fn in runs.items():
+            t0 = time.perf_counter()
+            await fn()
+            best[label] = min(best[label], time.perf_counter() - t0)
+    return best
+
+
+async def measure(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
+    import psycopg
+
+    runs: dict[str, Callable[[], Awaitable[Any]]] = {}
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    lg_schema = f"bench_lg_{uuid.uuid4().hex[:8]}"
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(PostgresCheckpointStore(dsn, schema=schema))
+        stack.callback(store.drop)  # runs before the store closes
+        runtime = GraphRuntime(store, max_supersteps=100_000)
+        graph = gf_chain(nodes)
+
+        async def run_gf() -> None:
+            result = await runtime.ainvoke(graph, {})
+            assert result.data["n"] == nodes
+
+        runs["graphflow+PostgresCheckpointStore"] = run_gf
+        try:
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+            from psycopg.rows import dict_row
+            from psycopg_pool import AsyncConnectionPool
+        except ImportError:
+            print("langgraph-checkpoint-postgres is not installed: pip install -e '.[bench]'")
+        else:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(f"CREATE SCHEMA {lg_schema}")
+
+            def drop_lg() -> None:
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    conn.execute(f"DROP SCHEMA {lg_schema} CASCADE")
+
+            stack.callback(drop_lg)
+            pool = await stack.enter_async_context(AsyncConnectionPool(
+                dsn, min_size=1, max_size=4, open=False,
+                kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row,
+                        "options": f"-c search_path={lg_schema}"},
+            ))
+            saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+            await saver.setup()
+            app = lg_chain(nodes, saver)
+
+            async def run_lg() -> None:
+                config = {"configurable": {"thread_id": uuid.uuid4().hex},
+                          "recursion_limit": 100_000}
+                out = await app.ainvoke({"n": 0}, config)
+                assert out["n"] == nodes
+
+            runs["langgraph+AsyncPostgresSaver"] = run_lg
+        best = await interleaved(repeat, runs)
+    return {label: t / nodes * 1e6 for label, t in best.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--dsn", default=os.environ.get("GRAPHFLOW_POSTGRES_DSN"))
+    args = parser.parse_args()
+    cluster = None
+    dsn = args.dsn
+    if not dsn:
+        from pytest_graphflow._stores._pgcluster import ThrowawayCluster
+
+        cluster = ThrowawayCluster().start()
+        dsn = cluster.dsn
+    try:
+        results = asyncio.run(measure(dsn, args.nodes, args.repeat))
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    for label, us in results.items():
+        print(f"chain   {label:36s} {us:8.1f} us/step")
+    gf, lg = "graphflow+PostgresCheckpointStore", "langgraph+AsyncPostgresSaver"
+    if gf in results and lg in results:
+        print(f"chain   {lg} / {gf}: {results[lg] / results[gf]:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()

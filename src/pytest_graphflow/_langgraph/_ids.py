@@ -1,0 +1,162 @@
+"""Deterministic ids and randomness for LangGraph runs under the harness.
+
+LangGraph derives every id it records from a few sources: checkpoint ids are ``uuid6`` values
+(the wall clock plus random bits, and a process-wide "last timestamp"), task ids and
+interrupt ids are hashes of the checkpoint id, ``add_messages`` gives id-less messages a
+``uuid4``, ``RetryPolicy(jitter=True)`` adds ``random.uniform(0, 1)`` to a back-off and
+``InMemorySaver`` adds ``random.random()`` to channel versions.
+
+The seam is the smallest one that makes all of them seed-derived without touching LangGraph's
+logic: the *names* ``uuid6`` (in the two modules that create checkpoints), ``uuid`` (in
+``langgraph.graph.message``) and ``random`` (in ``langgraph.pregel._retry``) are rebound to
+thin proxies. A proxy reads a context variable: inside a harness run it answers from the
+run's :class:`IdSource`; anywhere else it calls the original, so plain LangGraph use in the
+same process is unchanged. Task and interrupt ids then follow from the checkpoint ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import uuid
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from types import ModuleType
+from typing import Any
+
+from .._time._clock import VirtualClock
+
+__all__ = ["ID_SOURCE", "IdSource", "install_id_hooks"]
+
+ID_SOURCE: ContextVar[IdSource | None] = ContextVar("graphflow_langgraph_ids", default=None)
+"""Set for the duration of a harness run: where LangGraph's ids and random numbers come from."""
+
+_UUID_EPOCH = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
+_installed = False
+_UUID6 = "uuid6"
+
+
+class IdSource:
+    """Seeded ids for one harness leg.
+
+    Checkpoint ids keep LangGraph's contract (uuid6, strictly increasing within a thread, so
+    "latest" is the greatest id): their timestamp is the virtual clock's, raised above every
+    checkpoint id the leg has seen (:meth:`observe`), so a fresh harness resuming a thread
+    written earlier never creates an id below the thread's newest.
+
+    Ids and random numbers come from three independent streams (ids; retry jitter; channel
+    versions), each seeded from ``salt`` — the thread and the leg, not the schedule seed — so
+    two schedules of one thread draw the same ids whatever order their tasks ran in.
+
+    Args:
+        clock: the virtual clock timestamps come from.
+        salt: the thread id and leg number.
+    """
+
+    def __init__(self, clock: VirtualClock, salt: str) -> None:
+        self.clock = clock
+        self.random = self._stream(salt, "ids")
+        self.jitter = self._stream(salt, "jitter")
+        self.versions = self._stream(salt, "versions")
+        self.generated: list[str] = []
+        self._last = 0
+
+    @staticmethod
+    def _stream(salt: str, name: str) -> random.Random:
+        digest = hashlib.sha256(f"graphflow-langgraph:{salt}:{name}".encode()).digest()
+        return random.Random(int.from_bytes(digest[:8], "big"))
+
+    def observe(self, checkpoint_id: str | None) -> None:
+        """Note a checkpoint id that exists already; new ids are made greater than it."""
+        if not checkpoint_id:
+            return
+        try:
+            parsed = uuid.UUID(checkpoint_id)
+        except ValueError:
+            return
+        if parsed.version == 6:
+            ts = ((parsed.int >> 80) << 12) | ((parsed.int >> 64) & 0x0FFF)
+            self._last = max(self._last, ts)
+
+    def uuid6(self, clock_seq: int | None = None) -> uuid.UUID:
+        """A uuid6 from the virtual clock and the seeded stream (``clock_seq`` as LangGraph
+        passes it: the step, or -2 for an empty checkpoint)."""
+        start = self.clock.start
+        epoch_ns = int((start - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds()) * 10**9
+        ts = (epoch_ns + start.microsecond * 1000 + self.clock.elapsed_ns) // 100 + _UUID_EPOCH
+        ts = max(ts, self._last + 1)
+        self._last = ts
+        if clock_seq is None:
+            clock_seq = self.random.getrandbits(14)
+        node = self.random.getrandbits(48)
+        value = ((ts >> 12) & 0xFFFFFFFFFFFF) << 80
+        value |= (ts & 0x0FFF) << 64
+        value |= (clock_seq & 0x3FFF) << 48
+        value |= node
+        value &= ~(0xC000 << 48)
+        value |= 0x8000 << 48
+        value &= ~(0xF000 << 64)
+        value |= 6 << 76
+        return uuid.UUID(int=value)
+
+    def uuid4(self) -> uuid.UUID:
+        """A version-4 uuid from the seeded stream (remembered in :attr:`generated`)."""
+        value = uuid.UUID(int=self.random.getrandbits(128), version=4)
+        self.generated.append(str(value))
+        return value
+
+
+class _UuidProxy(ModuleType):
+    """Stands in for the ``uuid`` module in ``langgraph.graph.message``."""
+
+    def __init__(self) -> None:
+        super().__init__("uuid")
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "uuid4":
+            return _uuid4
+        return getattr(uuid, name)
+
+
+def _uuid4() -> uuid.UUID:
+    source = ID_SOURCE.get()
+    return uuid.uuid4() if source is None else source.uuid4()
+
+
+class _RandomProxy(ModuleType):
+    """Stands in for the ``random`` module in ``langgraph.pregel._retry`` (retry jitter)."""
+
+    def __init__(self) -> None:
+        super().__init__("random")
+
+    def __getattr__(self, name: str) -> Any:
+        source = ID_SOURCE.get()
+        return getattr(random if source is None else source.jitter, name)
+
+
+def install_id_hooks() -> None:
+    """Rebind LangGraph's id and randomness sources to the proxies (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    import langgraph.checkpoint.base as checkpoint_base
+    import langgraph.graph.message as message
+    import langgraph.pregel._checkpoint as pregel_checkpoint
+    import langgraph.pregel._retry as retry
+
+    for module in (checkpoint_base, pregel_checkpoint):
+        original = getattr(module, _UUID6)
+
+        def seeded_uuid6(
+            node: int | None = None, clock_seq: int | None = None, *, _original: Any = original
+        ) -> Any:
+            source = ID_SOURCE.get()
+            if source is None:
+                return _original(node=node, clock_seq=clock_seq)
+            return source.uuid6(clock_seq)
+
+        seeded_uuid6.__wrapped__ = original  # type: ignore[attr-defined]
+        setattr(module, _UUID6, seeded_uuid6)
+    message.uuid = _UuidProxy()  # type: ignore[attr-defined]
+    retry.random = _RandomProxy()  # type: ignore[attr-defined]
+    _installed = True

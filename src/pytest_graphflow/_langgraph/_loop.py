@@ -1,0 +1,179 @@
+"""The event loop a LangGraph run executes on under the harness: virtual time, seeded order.
+
+LangGraph's async runner starts one asyncio task per node task of a superstep and runs sync
+node functions through ``loop.run_in_executor``. The harness runs it on a
+:class:`SeededLoop`, a :class:`~pytest_graphflow._time._vloop.VirtualEventLoop` (its clock is
+the :class:`VirtualClock`, so ``asyncio.sleep`` and the loop's timers are virtual) with two
+changes:
+
+* **Seeded turns.** Every node task waits at a *gate* before it starts, and again after every
+  sleep. Only when the loop is idle (no callback ready, no timer due) does the loop open one
+  gate, chosen by the seeded RNG among the waiting tasks sorted by task id. So the tasks of a
+  step start, and resume after sleeping, one at a time in an order the seed decides; virtual
+  time moves only once every task waits on a timer.
+* **Sync node code runs inline.** ``run_in_executor`` calls the function on the loop thread and
+  returns a finished future, so sync nodes run one at a time in the seeded order, never on a
+  thread pool whose timing would decide the order. A blocking ``time.sleep(d)`` in a sync node
+  therefore advances virtual time by ``d`` at once: the node holds the (only) thread for ``d``,
+  as it would hold its worker thread in production.
+
+The node tasks are recognised by rebinding the name ``arun_with_retry`` in
+``langgraph.pregel._runner`` (the coroutine LangGraph starts for every node task) to a wrapper
+that passes the gate first; outside a harness run the wrapper calls the original directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from .._time._clock import VirtualClock
+from .._time._rng import ScheduleRng
+from .._time._sched import NODE_SLEEPER, install_sleep_hooks
+from .._time._vloop import VirtualEventLoop
+
+__all__ = ["LEG", "LegContext", "SeededLoop", "install_loop_hooks"]
+
+
+@dataclass
+class LegContext:
+    """What node code under a harness leg needs: the loop (its gates) and the clock."""
+
+    loop: SeededLoop
+    clock: VirtualClock
+    started: list[tuple[int, str, str]]
+    writes: dict[str, list[tuple[str, Any]]]
+    task_nodes: dict[str, str]
+
+
+LEG: ContextVar[LegContext | None] = ContextVar("graphflow_langgraph_leg", default=None)
+"""Set for the duration of a harness leg (inherited by every task LangGraph starts)."""
+
+_IN_NODE: ContextVar[bool] = ContextVar("graphflow_langgraph_in_node", default=False)
+
+_installed = False
+_real_sleep = time.sleep
+_NODE_TASK = "arun_with_retry"  # the coroutine LangGraph's runner starts per node task
+
+
+class SeededLoop(VirtualEventLoop):
+    """A virtual-time asyncio loop that opens node gates one at a time in seeded order.
+
+    Args:
+        clock: the virtual clock (the loop's ``time()``).
+        rng: picks which waiting gate opens when the loop is idle.
+    """
+
+    def __init__(self, clock: VirtualClock, rng: ScheduleRng) -> None:
+        super().__init__(clock)
+        self._rng = rng
+        self._gates: list[tuple[str, int, asyncio.Future[None]]] = []
+        self._gate_count = 0
+        idle_select = self._selector.select  # type: ignore[attr-defined]
+
+        def select(timeout: float | None = None) -> Any:
+            if self._gates and not self._ready and timeout != 0:  # type: ignore[attr-defined]
+                self._open_one()
+                return []
+            return idle_select(timeout)
+
+        self._selector.select = select  # type: ignore[attr-defined]
+
+    def _open_one(self) -> None:
+        self._gates.sort(key=lambda g: (g[0], g[1]))
+        i = self._rng.randrange(len(self._gates)) if len(self._gates) > 1 else 0
+        _, _, future = self._gates.pop(i)
+        if not future.done():
+            future.set_result(None)
+
+    async def gate(self, key: str) -> None:
+        """Wait until the loop is idle and the seed picks this caller (``key`` sorts ties)."""
+        future: asyncio.Future[None] = self.create_future()
+        self._gate_count += 1
+        entry = (key, self._gate_count, future)
+        self._gates.append(entry)
+        try:
+            await future
+        finally:
+            if entry in self._gates:
+                self._gates.remove(entry)
+
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Any, func: Callable[..., Any], *args: Any
+    ) -> asyncio.Future[Any]:
+        """Run ``func`` now, on the loop thread (see the module docstring)."""
+        future: asyncio.Future[Any] = self.create_future()
+        try:
+            future.set_result(func(*args))
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+
+
+def install_loop_hooks() -> None:
+    """Wrap LangGraph's node-task coroutine and ``time.sleep`` (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    install_sleep_hooks()
+    import langgraph.pregel._runner as runner
+
+    original = getattr(runner, _NODE_TASK)
+
+    async def arun_with_retry(task: Any, *args: Any, **kwargs: Any) -> Any:
+        leg = LEG.get()
+        if leg is None:
+            return await original(task, *args, **kwargs)
+        key = f"{getattr(task, 'name', '')}:{getattr(task, 'id', '')}"
+        await leg.loop.gate(key)
+        metadata = (getattr(task, "config", None) or {}).get("metadata") or {}
+        leg.started.append((int(metadata.get("langgraph_step", -1)), str(task.name),
+                            str(task.id)))
+        leg.task_nodes[str(task.id)] = str(task.name)
+        sleeper_token = NODE_SLEEPER.set(_sleeper(leg, key))
+        node_token = _IN_NODE.set(True)
+        try:
+            result = await original(task, *args, **kwargs)
+            # Every write of the task, edges included (the channels LangGraph's own
+            # ``branch:to:X``/``join:...`` edges write), whatever the durability mode.
+            leg.writes[str(task.id)] = list(getattr(task, "writes", ()))
+            return result
+        finally:
+            _IN_NODE.reset(node_token)
+            NODE_SLEEPER.reset(sleeper_token)
+
+    arun_with_retry.__wrapped__ = original  # type: ignore[attr-defined]
+    setattr(runner, _NODE_TASK, arun_with_retry)
+    time.sleep = _blocking_sleep  # type: ignore[assignment]
+    _installed = True
+
+
+def _sleeper(leg: LegContext, key: str) -> Callable[[float], Awaitable[None]]:
+    real_asyncio_sleep = getattr(asyncio.sleep, "__wrapped__", asyncio.sleep)
+
+    async def sleep(delay: float) -> None:
+        token = NODE_SLEEPER.set(None)
+        try:
+            await real_asyncio_sleep(delay)
+            await leg.loop.gate(key)
+        finally:
+            NODE_SLEEPER.reset(token)
+
+    return sleep
+
+
+def _blocking_sleep(seconds: float) -> None:
+    """``time.sleep``: in a node under a harness leg, advance virtual time instead."""
+    leg = LEG.get()
+    if leg is None or not _IN_NODE.get():
+        _real_sleep(seconds)
+        return
+    if seconds < 0:
+        raise ValueError("sleep length must be non-negative")
+    leg.clock.advance(seconds)

@@ -1,0 +1,207 @@
+"""Maps what a LangGraph run reports to our events (SPEC §3).
+
+Sources: LangGraph's ``debug`` stream (``task`` → ``node_start``; ``task_result`` →
+``node_end``, ``interrupt`` or ``error``), its ``values`` stream (the state after each step,
+pending interrupts), the :class:`FaultySaver` (a ``put`` that returned →
+``checkpoint_saved``) and each task's own writes (→ the edges it took). ``edge_transition``
+events of a step are yielded just before the next step's ``node_start`` events, from the
+``branch:to:X``/``join:...:X`` channels and ``Send`` packets the task wrote; edges into END
+write nothing in LangGraph, and the entry tasks are started by LangGraph's hidden
+``__start__`` task, so neither has an edge event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._records._events import (
+    CheckpointSaved,
+    EdgeTransition,
+    ErrorEvent,
+    EventBase,
+    Interrupt,
+    InterruptEvent,
+    NodeEnd,
+    NodeStart,
+    RunEnd,
+    RunStart,
+)
+from .._time._clock import VirtualClock
+from ._convert import jsonable, strip_interrupts
+from ._saver import SaverOp
+
+__all__ = ["LegRecorder"]
+
+
+class LegRecorder:
+    """Builds one leg's events; ``seq`` continues from ``first_seq``.
+
+    Args:
+        clock: event times come from it.
+        run_id: the run id of every event.
+        first_seq: the seq of the leg's first event.
+        known: interrupts seen in earlier legs, by LangGraph interrupt id (updated).
+    """
+
+    def __init__(self, clock: VirtualClock, run_id: str, first_seq: int,
+                 known: dict[str, Interrupt], task_nodes: dict[str, str],
+                 writes: dict[str, list[tuple[str, Any]]]) -> None:
+        self.clock = clock
+        self.run_id = run_id
+        self.events: list[EventBase] = []
+        self.seq = first_seq
+        self.step = 0
+        self.known = known
+        self.task_nodes = task_nodes
+        self.values: dict[str, Any] | None = None
+        self._pending: dict[str, list[str]] = {}  # task id -> its interrupt ids
+        self.checkpoint_id: str | None = None
+        self.node_errors = 0
+        self._starts: list[tuple[dict[str, Any], Any]] = []
+        self._started_at: dict[str, Any] = {}
+        self._writes = writes
+        self._ended: list[tuple[int, str]] = []  # (step, task id) of completed tasks
+        self._edged: set[str] = set()
+
+    def _base(self, node: str | None = None, task_id: str | None = None,
+              step: int | None = None) -> dict[str, Any]:
+        base = {"seq": self.seq, "run_id": self.run_id,
+                "step": self.step if step is None else step,
+                "time": self.clock.now(), "node": node, "task_id": task_id}
+        self.seq += 1
+        return base
+
+    def add(self, event: EventBase) -> None:
+        """Append one event."""
+        self.events.append(event)
+
+    def run_start(self, graph_id: str, revision: str, thread_id: str,
+                  resumed_from: str | None, step: int = 0) -> None:
+        """The leg's first event (``step``: where the thread stands)."""
+        self.step = step
+        self.add(RunStart(**self._base(), graph_id=graph_id, revision=revision,
+                          thread_id=thread_id, resumed_from=resumed_from))
+
+    # ---------------------------------------------------------------- stream chunks
+
+    def chunk(self, mode: str, chunk: Any) -> None:
+        """One item of ``astream(stream_mode=["debug", "values"])``."""
+        if mode == "values":
+            self.values = strip_interrupts(chunk)
+            return
+        kind, payload = chunk.get("type"), chunk.get("payload") or {}
+        step = chunk.get("step")
+        if kind == "task":
+            if isinstance(step, int):
+                self._edges_before(step)
+                self.step = step
+            self._starts.append((payload, self.clock.now()))
+            self.task_nodes[str(payload.get("id"))] = str(payload.get("name"))
+            return
+        self.flush()
+        if kind == "task_result":
+            self._result(payload)
+
+    def flush(self) -> None:
+        """Yield the buffered ``node_start`` events of a step (sorted by node, task id, so
+        the order LangGraph plans tasks in does not leak in)."""
+        starts, self._starts = self._starts, []
+        for payload, at in sorted(starts, key=lambda p: (str(p[0].get("name")),
+                                                         str(p[0].get("id")))):
+            tid, node = str(payload.get("id")), str(payload.get("name"))
+            self._started_at[tid] = at
+            self.add(NodeStart(**{**self._base(node, tid), "time": at}))
+
+    def _result(self, payload: dict[str, Any]) -> None:
+        tid, node = str(payload.get("id")), str(payload.get("name"))
+        interrupts = payload.get("interrupts") or []
+        error = payload.get("error")
+        if interrupts:
+            found = []
+            for item in interrupts:
+                iid = str(item.get("id"))
+                interrupt = Interrupt(key=f"{tid}:{iid}", id=iid, node=node, task_id=tid,
+                                      payload=jsonable(item.get("value")))
+                self.known[iid] = interrupt
+                found.append(interrupt)
+            self.add(InterruptEvent(**self._base(node, tid), interrupts=found))
+            self._pending[tid] = [i.id for i in found]
+            return
+        self._pending.pop(tid, None)
+        if error is not None:
+            self.node_errors += 1
+            error_type, message = _error_parts(error)
+            self.add(ErrorEvent(**self._base(node, tid), error_type=error_type,
+                                message=message))
+        else:
+            now = self.clock.now()
+            result = payload.get("result")
+            patch = jsonable(result) if isinstance(result, dict) else (
+                None if result is None else {"value": jsonable(result)})
+            self.add(NodeEnd(**self._base(node, tid), patch=patch,
+                             started_at=self._started_at.get(tid, now), finished_at=now))
+            self._ended.append((self.step, tid))
+
+    def _edges_before(self, step: int) -> None:
+        for ended_step, tid in self._ended:
+            if ended_step >= step or tid in self._edged:
+                continue
+            self._edged.add(tid)
+            source = self.task_nodes.get(tid, "?")
+            for target in _targets(self._writes.get(tid, [])):
+                self.add(EdgeTransition(**self._base(source, tid, ended_step),
+                                        source=source, target=target))
+
+    @property
+    def pending(self) -> list[str]:
+        """LangGraph ids of the interrupts this leg's tasks raised and did not get past."""
+        return [iid for ids in self._pending.values() for iid in ids]
+
+    # ---------------------------------------------------------------- saver calls
+
+    def on_saver(self, info: SaverOp, payload: Any) -> None:
+        """A saver call returned: a checkpoint was saved, or a task's writes."""
+        self.flush()
+        if info.op == "put":
+            self.checkpoint_id = info.checkpoint_id
+            step = info.step if isinstance(info.step, int) else self.step
+            self.add(CheckpointSaved(**self._base(step=step),
+                                     checkpoint_id=str(info.checkpoint_id)))
+
+    # ---------------------------------------------------------------- the end
+
+    def run_end(self, status: str, error: BaseException | None = None) -> None:
+        """The leg's last events: a run-level ``error`` (when no node reported it) and
+        ``run_end``."""
+        self.flush()
+        if error is not None and self.node_errors == 0:
+            self.add(ErrorEvent(**self._base(), error_type=type(error).__name__,
+                                message=str(error)))
+        self.add(RunEnd(**self._base(), status=status,
+                        state=jsonable(self.values or {}),
+                        error_type=None if error is None else type(error).__name__))
+
+
+def _targets(writes: list[tuple[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for channel, value in writes:
+        target = None
+        if channel.startswith("branch:to:"):
+            target = channel[len("branch:to:"):]
+        elif channel.startswith("join:"):
+            target = channel.rsplit(":", 1)[-1]
+        elif channel == "__pregel_tasks" and type(value).__name__ == "Send":
+            target = str(value.node)
+        if target is not None and target not in out:
+            out.append(target)
+    return out
+
+
+def _error_parts(error: Any) -> tuple[str, str]:
+    if isinstance(error, BaseException):
+        return type(error).__name__, str(error)
+    text = str(error)
+    head, _, rest = text.partition("(")
+    if head.isidentifier() and rest.endswith(")"):
+        return head, rest[:-1].strip("'\"")
+    return "Exception", text

@@ -1,0 +1,214 @@
+"""Fenced commits in PostgreSQL (seed 004, SPEC §5): a run's checkpoints, events and run
+record written together under its claim's token, or nothing at all.
+
+The hot path — a step's checkpoint, its events and the run record — is one statement:
+data-modifying CTEs that read the thread's claim row ``FOR SHARE`` and write only when the
+token is the current claim's (the run record merged into the stored one in SQL, keeping its
+keys' order). One statement is one transaction and one round trip; the share lock holds the
+claim row until it ends, so no claim can change hands between the check and the write. A
+commit of several checkpoints runs as a transaction of several statements, the claim row
+share-locked first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from .._records._checkpoint import Checkpoint
+from ..errors import InvalidArgument, StaleClaim
+from . import _claims as rules
+from ._pgconn import Cursor
+
+__all__ = ["PgCommits", "check_parts"]
+
+_Normalised = list[tuple[int, dict[str, Any]]]
+
+Fence = tuple[str, int]
+"""``(thread_id, token)``: the claim a write is made under."""
+
+
+def check_parts(
+    thread_id: object, run_id: object, checkpoints: object, events: object, run: object
+) -> tuple[list[Checkpoint], _Normalised, dict[str, Any] | None]:
+    """A commit's parts, checked: every checkpoint of ``run_id`` on ``thread_id``, every
+    event a JSON dict of ``run_id`` with an int ``seq``, the run record of ``run_id``.
+
+    Raises:
+        InvalidArgument: for a part that does not fit; nothing is written.
+    """
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidArgument(f"commit(thread_id={thread_id!r}): a thread id is a non-empty str")
+    if not isinstance(run_id, str) or not run_id:
+        raise InvalidArgument(f"commit(run_id={run_id!r}): a run id is a non-empty str")
+    if not isinstance(checkpoints, (list, tuple)) or not all(
+            isinstance(cp, Checkpoint) for cp in checkpoints):
+        raise InvalidArgument(f"commit(checkpoints={checkpoints!r}): pass a list of Checkpoint")
+    cps: list[Checkpoint] = list(checkpoints)
+    for cp in cps:
+        if cp.run_id != run_id or cp.thread_id != thread_id:
+            raise InvalidArgument(
+                f"commit: checkpoint {cp.id} is of run {cp.run_id} on thread {cp.thread_id!r}; "
+                f"a commit under the claim on thread {thread_id!r} writes run {run_id} only")
+    if not isinstance(events, (list, tuple)):
+        raise InvalidArgument(f"commit(events={events!r}): pass a list of events in wire form")
+    normalised = [rules.normalise_event(e) for e in events]
+    for seq, data in normalised:
+        if data.get("run_id", run_id) != run_id:
+            raise InvalidArgument(f"commit: event seq={seq} is of run {data.get('run_id')}, "
+                                  f"not {run_id}")
+    record = None if run is None else rules.normalise_run_record(run)
+    if record is not None and record["run_id"] != run_id:
+        raise InvalidArgument(f"commit: the run record is of run {record['run_id']}, not "
+                              f"{run_id}")
+    return cps, normalised, record
+
+
+_RUN_COLUMNS = ("thread_id", "graph_id", "status", "tenant_id", "updated_at")
+
+# ``{**old, **new}`` on JSON text, keeping the keys' order: the old keys in their order
+# (values from ``new`` where it has them), then the keys only ``new`` has.
+_MERGE = (
+    "(SELECT json_object_agg(k, v ORDER BY pos)::text FROM ("
+    "SELECT o.key AS k, COALESCE(n.value, o.value) AS v, o.pos FROM json_each(runs.data::json) "
+    "WITH ORDINALITY AS o(key, value, pos) LEFT JOIN json_each(excluded.data::json) AS n "
+    "ON n.key = o.key UNION ALL SELECT n.key, n.value, 1000000 + n.pos FROM "
+    "json_each(excluded.data::json) WITH ORDINALITY AS n(key, value, pos) WHERE NOT EXISTS "
+    "(SELECT 1 FROM json_each(runs.data::json) AS o WHERE o.key = n.key)) AS merged)"
+)
+
+
+def _run_record_part(record: dict[str, Any]) -> tuple[str, list[Any]]:
+    """The CTE that upserts a run record (merged into the stored one) under the fence."""
+    sets = ", ".join(f"{c} = CASE WHEN %s THEN excluded.{c} ELSE runs.{c} END"
+                     for c in _RUN_COLUMNS)
+    sql = (f"rr AS (INSERT INTO runs (run_id, {', '.join(_RUN_COLUMNS)}, data) SELECT %s, %s, "
+           f"%s, %s, %s, %s, %s FROM ok ON CONFLICT (run_id) DO UPDATE SET {sets}, "
+           f"data = {_MERGE} RETURNING 1)")
+    values = [None if record.get(c) is None else str(record[c]) for c in _RUN_COLUMNS]
+    params = [record["run_id"], *values, json.dumps(record), *(c in record for c in _RUN_COLUMNS)]
+    return sql, params
+
+
+def _fenced_statement(
+    thread_id: str, token: int, run_id: str, cp_row: tuple[Any, ...] | None,
+    normalised: _Normalised, record: dict[str, Any] | None = None,
+) -> tuple[str, list[Any]]:
+    """The one statement writing a checkpoint (``cp_row``, if any), events and the run record
+    under the fence; it returns the claim's token and run id and whether the fence held."""
+    parts = ["WITH claim AS (SELECT run_id, token FROM claims WHERE thread_id = %s FOR SHARE), "
+             "ok AS (SELECT 1 FROM claim WHERE run_id IS NOT NULL AND token = %s)"]
+    params: list[Any] = [thread_id, token]
+    if cp_row is not None:
+        parts.append(
+            "cp AS (INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, "
+            "node_ids, step, ts_us, save_order, status, tenant_id, format_version, data) "
+            "SELECT %s, %s, %s, %s, %s, %s, %s, %s, nextval('save_order'), %s, %s, %s, %s "
+            "FROM ok ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, "
+            "thread_id = excluded.thread_id, graph_id = excluded.graph_id, "
+            "node_id = excluded.node_id, node_ids = excluded.node_ids, step = excluded.step, "
+            "ts_us = excluded.ts_us, save_order = excluded.save_order, status = "
+            "excluded.status, tenant_id = excluded.tenant_id, format_version = "
+            "excluded.format_version, data = excluded.data RETURNING 1)")
+        params.extend(cp_row)
+    if normalised:
+        parts.append(
+            "ev AS (INSERT INTO events (run_id, seq, type, data) SELECT %s, s, t, d FROM ok, "
+            "unnest(%s::bigint[], %s::text[], %s::text[]) AS u(s, t, d) WHERE s >= COALESCE("
+            "(SELECT earliest_seq FROM event_compactions WHERE run_id = %s), 0) "
+            "ON CONFLICT (run_id, seq) DO UPDATE SET type = excluded.type, data = excluded.data "
+            "RETURNING 1)")
+        params.extend([run_id, [seq for seq, _ in normalised],
+                       [d.get("type") for _, d in normalised],
+                       [json.dumps(d) for _, d in normalised], run_id])
+    if record is not None:
+        part, more = _run_record_part(record)
+        parts.append(part)
+        params.extend(more)
+    # Data-modifying CTEs run whether or not the final SELECT reads them.
+    sql = (", ".join(parts) + " SELECT (SELECT token FROM claim), (SELECT run_id FROM claim), "
+           "EXISTS (SELECT 1 FROM ok)")
+    return sql, params
+
+
+class PgCommits:
+    """``commit`` and fenced ``save`` of :class:`PostgresCheckpointStore` (a mixin)."""
+
+    supports_fencing = True
+    """``save`` takes ``fence=(thread_id, token)`` and the store has ``commit``."""
+
+    def _tx(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    def _one(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    _UPSERT: str = ""
+    """The store's checkpoint upsert statement."""
+
+    @staticmethod
+    def _checkpoint_row(cp: Checkpoint) -> tuple[Any, ...]:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    async def commit(
+        self,
+        thread_id: str,
+        token: int,
+        *,
+        run_id: str,
+        checkpoints: Sequence[Checkpoint] = (),
+        events: Sequence[dict[str, Any]] = (),
+        run: dict[str, Any] | None = None,
+    ) -> None:
+        """Write ``checkpoints`` (in order), ``events`` and the run record ``run`` of
+        ``run_id`` atomically under the claim ``token`` on ``thread_id``.
+
+        Raises:
+            StaleClaim: ``token`` is not the thread's current claim; nothing is written.
+            InvalidArgument: a part is not of ``run_id`` on ``thread_id``; nothing is written.
+        """
+        cps, normalised, record = check_parts(thread_id, run_id, list(checkpoints),
+                                              list(events), run)
+        token = rules.check_token(token, "commit")
+        if len(cps) <= 1:  # a step: one statement, one round trip
+            sql, params = _fenced_statement(thread_id, token, run_id,
+                                            self._checkpoint_row(cps[0]) if cps else None,
+                                            normalised, record)
+            async with self._one() as cur:
+                await cur.execute(sql, params)
+                current, holder, held = await cur.fetchone()
+            if not held:
+                raise StaleClaim(thread_id, token, None if holder is None else int(current))
+            return
+        async with self._tx() as cur:
+            await cur.execute("SELECT run_id, token FROM claims WHERE thread_id = %s FOR SHARE",
+                              (thread_id,))
+            found = await cur.fetchone()
+            if found is None or found[0] is None or found[1] != token:
+                raise StaleClaim(thread_id, token,
+                                 None if found is None or found[0] is None else int(found[1]))
+            for cp in cps:
+                await cur.execute(self._UPSERT, self._checkpoint_row(cp))
+            if normalised:
+                await self._write_events(cur, run_id, normalised)
+            if record is not None:
+                await self._write_run(cur, record)
+
+    async def _write_events(self, cur: Cursor, run_id: str,
+                            normalised: _Normalised) -> None:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    @staticmethod
+    async def _write_run(cur: Cursor, data: dict[str, Any]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    async def _save_fenced(self, checkpoint: Checkpoint, fence: Fence) -> None:
+        thread_id, token = fence
+        if thread_id != checkpoint.thread_id:
+            raise InvalidArgument(f"save({checkpoint.id}): the fence is for thread "
+                                  f"{thread_id!r}, the checkpoint is on thread "
+                                  f"{checkpoint.thread_id!r}")
+        await self.commit(thread_id, token, run_id=checkpoint.run_id, checkpoints=[checkpoint])
+

@@ -1,0 +1,198 @@
+"""A queue of runs in the PostgreSQL store, for workers on many machines.
+
+A job is a thread with something to do: start a run of ``graph_id`` on ``input``, continue
+the thread's incomplete run, or resume its interrupted run with answers. Workers take jobs
+with ``SELECT ... FOR UPDATE SKIP LOCKED`` (two workers never take one job at once), skipping
+jobs whose thread is held by a live claim, and hold a job for a short while (``hold``) until
+their run claims the thread: from then on the thread's claim, renewed while the run is live
+and expiring when its worker dies, is what keeps every other worker away.
+
+Whether a job's run has started is read from the thread's checkpoints, never from the job
+row, so a worker that dies anywhere leaves a job the next worker continues correctly:
+``base_checkpoint`` is the thread's latest checkpoint when the job was queued; a later one
+means the run exists.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime, timedelta
+from typing import Any
+
+from .._records._json import NotJSONError, to_json_value
+from ..errors import InvalidArgument
+from . import _claims as rules
+from ._pgconn import Cursor
+
+__all__ = ["JOB_STATUSES", "QUEUE_SCHEMA", "PgQueue"]
+
+JOB_STATUSES = ("queued", "completed", "interrupted", "failed", "cancelled")
+"""A job is ``queued`` until its run ends; then it takes the run's final status."""
+
+QUEUE_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS jobs (
+        thread_id TEXT PRIMARY KEY,
+        job_order BIGSERIAL,
+        graph_id TEXT NOT NULL,
+        input TEXT,
+        tenant_id TEXT,
+        status TEXT NOT NULL,
+        base_checkpoint TEXT,
+        resume TEXT,
+        resume_base TEXT,
+        run_id TEXT,
+        error TEXT,
+        held_until_us BIGINT,
+        held_by TEXT,
+        attempts INTEGER NOT NULL DEFAULT 0
+    )""",
+    "CREATE INDEX IF NOT EXISTS jobs_queued ON jobs (job_order) WHERE status = 'queued'",
+]
+
+_LATEST_OF_THREAD = ("SELECT id FROM checkpoints WHERE thread_id = %s "
+                     "ORDER BY ts_us DESC, save_order DESC LIMIT 1")
+
+
+def _json_text(value: Any, where: str) -> str:
+    try:
+        return json.dumps(to_json_value(value))
+    except NotJSONError as exc:
+        raise InvalidArgument(f"{where}: not JSON: {exc}") from None
+
+
+class PgQueue:
+    """The queue operations of :class:`PostgresCheckpointStore` (a mixin)."""
+
+    def _tx(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    async def enqueue(
+        self,
+        graph_id: str,
+        input: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        tenant_id: str | None = None,
+    ) -> str:
+        """Queue a new run of ``graph_id`` on ``input``; a worker serving that graph takes it.
+
+        Args:
+            graph_id: the ``graph_id`` of a graph the workers serve.
+            input: the run's input (JSON).
+            thread_id: the thread to run on (a new one by default). A thread whose earlier
+                job ended may be given again: the new run starts from its last state.
+            tenant_id: the tenant the run belongs to.
+
+        Returns:
+            The job's thread id.
+
+        Raises:
+            InvalidArgument: a bad argument, or the thread already has a queued job.
+        """
+        if not isinstance(graph_id, str) or not graph_id:
+            raise InvalidArgument(f"enqueue(graph_id={graph_id!r}): give a graph's graph_id")
+        thread = thread_id if thread_id is not None else f"thread-{uuid.uuid4().hex}"
+        data = _json_text(dict(input or {}), f"enqueue({graph_id!r}, input=...)")
+        async with self._tx() as cur:
+            await cur.execute(_LATEST_OF_THREAD, (thread,))
+            row = await cur.fetchone()
+            base = None if row is None else row[0]
+            await cur.execute(
+                "INSERT INTO jobs (thread_id, graph_id, input, tenant_id, status, "
+                "base_checkpoint) VALUES (%s, %s, %s, %s, 'queued', %s) "
+                "ON CONFLICT (thread_id) DO UPDATE SET graph_id = excluded.graph_id, "
+                "input = excluded.input, tenant_id = excluded.tenant_id, status = 'queued', "
+                "base_checkpoint = excluded.base_checkpoint, resume = NULL, resume_base = NULL, "
+                "run_id = NULL, error = NULL, held_until_us = NULL, held_by = NULL, "
+                "attempts = 0 WHERE jobs.status <> 'queued'",
+                (thread, graph_id, data, tenant_id, base))
+            if cur.rowcount == 0:
+                raise InvalidArgument(f"enqueue(thread_id={thread!r}): the thread already has a "
+                                      "queued job; wait for it to end")
+        return thread
+
+    async def enqueue_resume(
+        self, thread_id: str, answer: Any = None, *, answers: Mapping[str, Any] | None = None,
+        recover: bool = False,
+    ) -> None:
+        """Queue the thread's interrupted run for a worker to resume with an answer.
+
+        ``answer`` answers the only pending interrupt (``Resume(answer)``), ``answers`` each
+        by key (``Resume(answers=...)``). With ``recover=True`` and no answer, the thread's
+        failed or cancelled run is continued instead.
+
+        Raises:
+            InvalidArgument: the thread has no job, or its job is still queued.
+        """
+        payload: dict[str, Any]
+        if recover:
+            payload = {"recover": True}
+        elif answers is not None:
+            payload = {"answers": dict(answers)}
+        else:
+            payload = {"value": answer}
+        text = _json_text(payload, f"enqueue_resume({thread_id!r})")
+        async with self._tx() as cur:
+            await cur.execute(_LATEST_OF_THREAD, (thread_id,))
+            row = await cur.fetchone()
+            await cur.execute(
+                "UPDATE jobs SET status = 'queued', resume = %s, resume_base = %s, "
+                "error = NULL, held_until_us = NULL, held_by = NULL "
+                "WHERE thread_id = %s AND status <> 'queued'",
+                (text, None if row is None else row[0], thread_id))
+            if cur.rowcount == 0:
+                raise InvalidArgument(f"enqueue_resume({thread_id!r}): the thread has no ended "
+                                      "job to resume (never queued, or still queued)")
+
+    async def take_job(self, worker: str, *, now: datetime, hold: float) -> dict[str, Any] | None:
+        """Take the oldest queued job no other worker holds and no live claim blocks; hold it
+        for ``hold`` seconds (from ``now``, the worker's clock) so that it can claim the
+        thread. ``None`` when there is none."""
+        moment = rules.to_micros(rules.utc_now(now, "take_job"))
+        async with self._tx() as cur:
+            await cur.execute(
+                "SELECT j.thread_id, j.graph_id, j.input, j.tenant_id, j.base_checkpoint, "
+                "j.resume, j.resume_base FROM jobs j LEFT JOIN claims c ON c.thread_id = "
+                "j.thread_id WHERE j.status = 'queued' AND (j.held_until_us IS NULL OR "
+                "j.held_until_us <= %s) AND (c.run_id IS NULL OR c.expires_us <= %s) "
+                "ORDER BY j.job_order LIMIT 1 FOR UPDATE OF j SKIP LOCKED", (moment, moment))
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            thread, graph_id, data, tenant, base, resume, resume_base = row
+            until = rules.to_micros(rules.from_micros(moment) + timedelta(seconds=hold))
+            await cur.execute("UPDATE jobs SET held_until_us = %s, held_by = %s, "
+                              "attempts = attempts + 1 WHERE thread_id = %s",
+                              (until, worker, thread))
+        return {"thread_id": thread, "graph_id": graph_id,
+                "input": None if data is None else json.loads(data), "tenant_id": tenant,
+                "base_checkpoint": base, "resume": None if resume is None else json.loads(resume),
+                "resume_base": resume_base}
+
+    async def finish_job(
+        self, thread_id: str, status: str, *, run_id: str | None = None, error: str | None = None
+    ) -> None:
+        """Record how the thread's job ended (``status`` one of :data:`JOB_STATUSES`, or
+        ``"queued"`` to hand the job back for any worker to take at once)."""
+        if status not in JOB_STATUSES:
+            raise InvalidArgument(f"finish_job(status={status!r}): use one of {JOB_STATUSES}")
+        async with self._tx() as cur:
+            await cur.execute(
+                "UPDATE jobs SET status = %s, run_id = COALESCE(%s, run_id), error = %s, "
+                "held_until_us = NULL, held_by = NULL WHERE thread_id = %s",
+                (status, run_id, error, thread_id))
+
+    async def jobs(self, status: str | None = None) -> list[dict[str, Any]]:
+        """Every job (or those with ``status``), oldest first: ``thread_id``, ``graph_id``,
+        ``status``, ``run_id``, ``error``, ``attempts``."""
+        where = "" if status is None else "WHERE status = %s "
+        async with self._tx() as cur:
+            await cur.execute("SELECT thread_id, graph_id, status, run_id, error, attempts "
+                              f"FROM jobs {where}ORDER BY job_order",
+                              () if status is None else (status,))
+            rows = await cur.fetchall()
+        keys = ("thread_id", "graph_id", "status", "run_id", "error", "attempts")
+        return [dict(zip(keys, row, strict=True)) for row in rows]

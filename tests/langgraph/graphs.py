@@ -1,0 +1,67 @@
+"""Small LangGraph graphs the bridge's tests share (built fresh per call)."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+from typing import Annotated, Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+
+class FanState(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+    answer: str
+
+
+def fan_out(sleeps: dict[str, float] | None = None) -> StateGraph:
+    """START -> a, b, c (async, each sleeping its time) -> join -> END."""
+    delays = sleeps or {"a": 0.0, "b": 0.0, "c": 0.0}
+    g = StateGraph(FanState)
+
+    def make(name: str) -> Any:
+        async def node(state: FanState) -> dict[str, Any]:
+            await asyncio.sleep(delays[name])
+            return {"log": [name]}
+        return node
+
+    for name in delays:
+        g.add_node(name, make(name))
+        g.add_edge(START, name)
+    g.add_node("join", lambda s: {"log": ["join"]})
+    g.add_edge(list(delays), "join")
+    g.add_edge("join", END)
+    return g
+
+
+def approval() -> StateGraph:
+    """START -> draft -> review (interrupts for a decision) -> END."""
+    g = StateGraph(FanState)
+    g.add_node("draft", lambda s: {"log": ["draft"]})
+
+    def review(state: FanState) -> dict[str, Any]:
+        decision = interrupt({"draft": state["log"][-1]})
+        return {"answer": str(decision)}
+
+    g.add_node("review", review)
+    g.add_edge(START, "draft")
+    g.add_edge("draft", "review")
+    g.add_edge("review", END)
+    return g
+
+
+def two_reviews() -> StateGraph:
+    """START -> left, right: both interrupt in one step (two pending interrupts)."""
+    g = StateGraph(FanState)
+
+    def make(name: str) -> Any:
+        def node(state: FanState) -> dict[str, Any]:
+            return {"log": [f"{name}:{interrupt(name)}"]}
+        return node
+
+    for name in ("left", "right"):
+        g.add_node(name, make(name))
+        g.add_edge(START, name)
+        g.add_edge(name, END)
+    return g

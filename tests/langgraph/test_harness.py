@@ -1,0 +1,200 @@
+"""The harness: LangGraph runs mapped to our events, interrupts, resume, failures, bad input."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from graphs import approval, fan_out, two_reviews
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+
+from pytest_graphflow import RealClock, VirtualClock, assert_events
+from pytest_graphflow.errors import InvalidArgument, NotSuspended, ResumeError
+from pytest_graphflow.langgraph import LangGraphHarness, check_invariants
+
+
+def test_a_parallel_run_maps_to_our_events() -> None:
+    h = LangGraphHarness(fan_out({"a": 3.0, "b": 1.0, "c": 2.0}), seed=0)
+    trace = h.trace({"log": []})
+
+    assert trace.result.status == "completed"
+    assert trace.result.data == {"log": ["a", "b", "c", "join"]}  # reducer: task-path order
+    assert_events(trace.events, [
+        "run_start",
+        "...",
+        # the three start together; they finish in virtual-time order
+        {"node_start:a", "node_start:b", "node_start:c"},
+        "...",
+        "node_end:b", "...", "node_end:c", "...", "node_end:a",
+        "...",
+        {"edge_transition:a->join", "edge_transition:b->join", "edge_transition:c->join"},
+        "...",
+        "node_start:join",
+        "...",  # with LangGraph's default "async" durability, checkpoints land meanwhile
+        "node_end:join",
+        "...",
+        "run_end:completed",
+    ])
+    assert trace.events[-1].state == {"log": ["a", "b", "c", "join"]}
+    assert check_invariants(trace.events) == []
+
+
+def test_every_checkpoint_the_saver_stored_is_reported_once() -> None:
+    h = LangGraphHarness(fan_out(), durability="sync")
+    trace = h.trace({"log": []})
+    saved = [e.checkpoint_id for e in trace.events if e.type == "checkpoint_saved"]
+    stored = [c.config["configurable"]["checkpoint_id"] for c in h.saver.inner.list(None)]
+
+    assert sorted(saved) == sorted(stored)
+    assert len(saved) == 4  # input, START, the parallel step, join
+    assert trace.result.checkpoint_id == saved[-1]
+
+
+def test_interrupt_then_resume_continues_the_thread() -> None:
+    h = LangGraphHarness(approval())
+    first = h.trace({"log": []})
+
+    assert first.result.status == "interrupted"
+    (pending,) = first.result.interrupts.values()
+    assert (pending.node, pending.payload) == ("review", {"draft": "draft"})
+    assert pending.key == f"{pending.task_id}:{pending.id}"
+    assert_events(first.events, ["...", "node_start:review", "...", "interrupt:review",
+                                 "run_end:interrupted"])
+
+    second = h.resume("ship it")
+    assert second.result.status == "completed"
+    assert second.result.data == {"log": ["draft"], "answer": "ship it"}
+    # one log: seq continues, the resumed leg names the checkpoint it continued from
+    assert second.events[0].seq == first.events[-1].seq + 1
+    assert second.events[0].resumed_from == first.result.checkpoint_id
+    assert check_invariants(h.events) == []
+
+
+@pytest.mark.parametrize("key", ["node", "key", "id"])
+def test_several_pending_interrupts_take_answers_by_node_key_or_id(key: str) -> None:
+    h = LangGraphHarness(two_reviews())
+    pending = list(h.trace({"log": []}).result.interrupts.values())
+    answers = {getattr(i, key): i.node.upper() for i in pending}
+
+    done = h.resume(answers=answers)
+    assert done.result.data == {"log": ["left:LEFT", "right:RIGHT"]}
+
+
+def _paused(graph: StateGraph) -> LangGraphHarness:
+    h = LangGraphHarness(graph)
+    h.trace({"log": []})
+    return h
+
+
+@pytest.mark.parametrize(
+    ("make", "call", "error"),
+    [
+        pytest.param(lambda: LangGraphHarness(fan_out()),
+                     lambda h: h.resume("yes"), NotSuspended, id="answer-with-nothing-pending"),
+        pytest.param(lambda: _paused(two_reviews()), lambda h: h.resume("yes"), ResumeError,
+                     id="one-answer-for-two-interrupts"),
+        pytest.param(lambda: _paused(two_reviews()), lambda h: h.resume(answers={"nope": 1}),
+                     ResumeError, id="answer-for-an-unknown-key"),
+    ],
+)
+def test_a_rejected_resume_changes_nothing(make: Any, call: Any, error: type) -> None:
+    h = make()
+    before = (list(h.events), h.saver.calls, h.last)
+    with pytest.raises(error):
+        call(h)
+    assert (list(h.events), h.saver.calls, h.last) == before
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        pytest.param({"graph": object()}, "compiled LangGraph graph", id="not-a-graph"),
+        pytest.param({"seed": "1"}, "seed must be an int", id="seed-not-int"),
+        pytest.param({"seed": True}, "seed must be an int", id="seed-bool"),
+        pytest.param({"clock": RealClock()}, "needs a VirtualClock", id="real-clock"),
+        pytest.param({"durability": "later"}, "durability='later'", id="bad-durability"),
+    ],
+)
+def test_bad_harness_arguments_are_named(kwargs: dict[str, Any], message: str) -> None:
+    graph = kwargs.pop("graph", fan_out())
+    with pytest.raises(InvalidArgument, match=message):
+        LangGraphHarness(graph, **kwargs)
+
+
+class Counter(TypedDict, total=False):
+    n: Annotated[int, operator.add]
+
+
+def _failing_once() -> StateGraph:
+    calls = {"n": 0}
+
+    def flaky(state: Counter) -> dict[str, int]:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise ValueError("first call fails")
+        return {"n": 10}
+
+    g = StateGraph(Counter)
+    g.add_node("one", lambda s: {"n": 1})
+    g.add_node("flaky", flaky)
+    g.add_edge(START, "one")
+    g.add_edge("one", "flaky")
+    g.add_edge("flaky", END)
+    return g
+
+
+def test_a_node_error_fails_the_leg_and_resume_retries_from_the_last_checkpoint() -> None:
+    h = LangGraphHarness(_failing_once())
+    failed = h.trace({"n": 0})
+
+    assert failed.result.status == "failed"
+    assert isinstance(failed.result.error, ValueError)  # what LangGraph raised, unwrapped
+    with pytest.raises(ValueError, match="first call fails"):
+        failed.result.raise_for_status()
+    assert_events(failed.events, ["...", "node_start:flaky", "...", "error:flaky",
+                                  {"type": "run_end", "status": "failed",
+                                   "error_type": "ValueError"}])
+    done = h.resume()
+    assert done.result.status == "completed"
+    assert done.result.data == {"n": 11}  # "one" did not run again
+
+
+def test_a_compiled_graph_keeps_its_own_saver_and_a_builder_gets_one() -> None:
+    own = InMemorySaver()
+    h = LangGraphHarness(fan_out().compile(checkpointer=own))
+    h.trace({"log": []})
+    assert h.saver.inner is own
+    assert list(own.list(None))
+
+    fresh = LangGraphHarness(fan_out())
+    assert isinstance(fresh.saver.inner, InMemorySaver)
+
+
+def test_an_untouched_graph_runs_as_plain_langgraph_outside_the_harness() -> None:
+    LangGraphHarness(fan_out()).trace({"log": []})  # the hooks are installed now
+    saver = InMemorySaver()
+    app = approval().compile(checkpointer=saver)
+    app.invoke({"log": []}, {"configurable": {"thread_id": "plain"}})
+    (tup, *_) = saver.list(None)
+    stamp = tup.checkpoint["ts"]
+    # real time, not the harness's virtual 2025-01-01
+    assert not stamp.startswith(VirtualClock().now().date().isoformat())
+
+
+def test_state_reads_the_threads_values_without_logging() -> None:
+    h = LangGraphHarness(approval())
+    h.trace({"log": []})
+    calls = len(h.saver.calls)
+    assert h.state() == {"log": ["draft"]}
+    assert len(h.saver.calls) == calls
+
+
+@pytest.mark.anyio
+async def test_atrace_and_aresume_from_async_code() -> None:
+    h = LangGraphHarness(approval())
+    paused = await h.atrace({"log": []})
+    assert paused.result.status == "interrupted"
+    done = await h.aresume("ok")
+    assert done.result.data == {"log": ["draft"], "answer": "ok"}

@@ -1,0 +1,166 @@
+"""Properties on LangGraph graphs: each passes on a sound graph and finds a planted bug."""
+
+from __future__ import annotations
+
+import operator
+import random
+from typing import Annotated, Any, TypedDict
+
+from graphs import FanState, approval, fan_out, two_reviews
+from hypothesis import strategies as st
+from langgraph.graph import END, START, StateGraph, add_messages
+
+from pytest_graphflow.langgraph import (
+    check_crash_recovery,
+    check_determinism,
+    check_interrupt_resume_equivalence,
+    check_reducer_laws,
+    explore,
+)
+
+
+class Ledger(TypedDict, total=False):
+    charged: int
+    log: Annotated[list[str], operator.add]
+
+
+def _payment(ledger: list[int], *, idempotent: bool) -> StateGraph:
+    """charge -> receipt. The bad charge reads an outside ledger it also appends to."""
+
+    def charge(state: Ledger) -> dict[str, Any]:
+        if idempotent:
+            return {"charged": 100}
+        ledger.append(100)
+        return {"charged": sum(ledger)}
+
+    g = StateGraph(Ledger)
+    g.add_node("charge", charge)
+    g.add_node("receipt", lambda s: {"log": [f"charged {s['charged']}"]})
+    g.add_edge(START, "charge")
+    g.add_edge("charge", "receipt")
+    g.add_edge("receipt", END)
+    return g
+
+
+def test_crash_at_every_saver_operation_then_recover_passes_on_an_idempotent_graph() -> None:
+    assert check_crash_recovery(_payment([], idempotent=True), {"log": []}) == []
+
+
+def test_crash_recovery_finds_a_planted_non_idempotent_node() -> None:
+    ledger: list[int] = []
+    found = check_crash_recovery(_payment(ledger, idempotent=False), {"log": []},
+                                 phases=("after",))
+    assert found
+    assert {v.rule for v in found} == {"crash-recovery"}
+    assert all("is it idempotent" in v.message for v in found)
+    _, nth, phase = found[0].example
+    assert phase == "after"
+    assert isinstance(nth, int)
+
+
+def test_crash_recovery_answers_interrupts() -> None:
+    assert check_crash_recovery(approval(), {"log": []}, answers={"review": "ok"},
+                                phases=("before",)) == []
+
+
+def test_explore_covers_every_start_order_and_finds_no_divergence_on_a_pure_graph() -> None:
+    report = explore(fan_out(), {"log": []})
+    assert report.ok, str(report)
+    ((name, (seen, total)),) = report.coverage.items()
+    assert "a, b, c" in name
+    assert seen == total == 6
+
+
+def _shared_list() -> StateGraph:
+    """Three parallel nodes share one list and report what they saw: order-dependent."""
+    shared: list[str] = []
+
+    def make(name: str) -> Any:
+        async def node(state: FanState) -> dict[str, Any]:
+            if name == "a":
+                shared.clear()
+            shared.append(name)
+            return {"log": [f"{name} saw {len(shared)}"]}
+        return node
+
+    g = StateGraph(FanState)
+    for name in "abc":
+        g.add_node(name, make(name))
+        g.add_edge(START, name)
+        g.add_edge(name, END)
+    return g
+
+
+def test_explore_finds_state_shared_between_parallel_tasks() -> None:
+    report = explore(_shared_list(), {"log": []}, seeds=range(6), schedules=6)
+    assert not report.ok
+    assert report.divergences
+    assert "state" in report.divergences[0].differs_in
+
+
+def test_determinism_holds_for_the_same_seed() -> None:
+    assert check_determinism(fan_out({"a": 1.0, "b": 0.5, "c": 0.0}), {"log": []}) == []
+
+
+def test_determinism_finds_unseeded_randomness_in_a_node() -> None:
+    rng = random.Random()
+
+    def roll(state: FanState) -> dict[str, Any]:
+        return {"log": [str(rng.random())]}
+
+    g = StateGraph(FanState)
+    g.add_node("roll", roll)
+    g.add_edge(START, "roll")
+    g.add_edge("roll", END)
+    found = check_determinism(g, {"log": []})
+    assert [v.rule for v in found] == ["determinism"]
+
+
+def test_interrupt_resume_equivalence_holds() -> None:
+    assert check_interrupt_resume_equivalence(approval(), {"log": []}, {"review": "ok"}) == []
+    assert check_interrupt_resume_equivalence(
+        two_reviews(), {"log": []}, lambda i: i.node.upper()) == []
+
+
+def test_interrupt_resume_equivalence_finds_state_kept_in_the_process() -> None:
+    seen: list[str] = []
+
+    def remember(state: FanState) -> dict[str, Any]:
+        seen.append("x")  # survives a resume in one process, not in a fresh one
+        return {"log": [str(len(seen))]}
+
+    g = approval()
+    g.add_node("count", remember)
+    g.add_edge("review", "count")
+    # rebuild the end: review -> count -> END
+    g.edges.discard(("review", END))
+    g.add_edge("count", END)
+    found = check_interrupt_resume_equivalence(g, {"log": []}, {"review": "ok"})
+    assert [v.rule for v in found][:1] == ["equivalence"]
+
+
+class Chat(TypedDict, total=False):
+    messages: Annotated[list[Any], add_messages]
+    total: Annotated[int, operator.add]
+    tags: Annotated[list[str], lambda a, b: [*b, *a]]
+
+
+def _chat() -> StateGraph:
+    g = StateGraph(Chat)
+    g.add_node("n", lambda s: {})
+    g.add_edge(START, "n")
+    return g
+
+
+def test_reducer_laws_hold_for_add_messages_and_operator_add() -> None:
+    found = check_reducer_laws(_chat(), {"total": st.integers()}, keys=["messages", "total"],
+                               commutative=False, max_examples=25)
+    assert found == []
+
+
+def test_reducer_laws_find_an_order_dependent_reducer() -> None:
+    found = check_reducer_laws(_chat(), {"tags": st.lists(st.text("ab", max_size=1),
+                                                          max_size=2)},
+                               keys=["tags"], commutative=True, max_examples=25)
+    assert [v.rule for v in found] == ["reducer:order"]
+    assert "'tags'" in found[0].message

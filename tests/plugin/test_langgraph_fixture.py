@@ -1,0 +1,82 @@
+"""``graph_runtime.langgraph(graph)``: a LangGraph harness with the test's seed, virtual
+clock and ``store_faults`` rules, as users meet it in a pytest session."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from graphflow_plugin_helpers import Run
+
+if not os.environ.get("CI"):  # CI installs the langgraph extra (via "test"): never skip there
+    pytest.importorskip("langgraph")
+
+LANGGRAPH_APP = '''
+import operator
+from typing import Annotated, TypedDict
+from langgraph.graph import END, START, StateGraph
+
+class S(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+def build():
+    g = StateGraph(S)
+    g.add_node("a", lambda s: {"log": ["a"]})
+    g.add_node("b", lambda s: {"log": ["b"]})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    return g
+'''
+
+TESTS = '''
+import pytest
+from lg_app import build
+from pytest_graphflow import StoreFault
+
+def test_reject_through_store_faults(graph_runtime, store_faults):
+    store_faults.reject_save(nth=2)
+    h = graph_runtime.langgraph(build(), durability="sync")
+    assert h.seed == graph_runtime.seed and h.clock is graph_runtime.clock
+    with pytest.raises(StoreFault):
+        h.trace({"log": []})
+    assert store_faults.last_rule.hits == 1
+    assert h.resume().result.data == {"log": ["a", "b"]}
+
+def test_passing_twin_without_rules(graph_runtime):
+    trace = graph_runtime.langgraph(build()).trace({"log": []})
+    assert trace.result.data == {"log": ["a", "b"]}
+'''
+
+
+def test_store_faults_rules_apply_to_the_langgraph_saver(
+    pytester: pytest.Pytester, run: Run
+) -> None:
+    pytester.makepyfile(lg_app=LANGGRAPH_APP, test_lg=TESTS)
+    pytester.syspathinsert()
+    result = run("-q")
+    result.assert_outcomes(passed=2)
+
+
+FAILING = '''
+from lg_app import build
+
+def test_fails_after_a_langgraph_run(graph_runtime):
+    graph_runtime.langgraph(build()).trace({"log": []})
+    assert False, "the user's own assertion"
+'''
+
+
+def test_a_failing_test_reports_the_langgraph_run(pytester: pytest.Pytester, run: Run) -> None:
+    pytester.makepyfile(lg_app=LANGGRAPH_APP, test_lg_fail=FAILING)
+    pytester.syspathinsert()
+    result = run("-q")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*seed: *",
+        "*reproduce: pytest *test_lg_fail.py::test_fails_after_a_langgraph_run --graphflow-seed=*",
+        "*last run: run-* of graph 'LangGraph': completed, * events",
+        "*path: START -> a -> b*",
+        "*node_end b*",
+        "*run_end completed*",
+    ])

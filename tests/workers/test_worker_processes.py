@@ -1,0 +1,149 @@
+"""Worker processes on one PostgreSQL database: crashes, takeovers, graceful shutdown.
+
+Real processes (``graphflow worker``), a real server, real SIGKILL and SIGTERM. Crashes are
+placed exactly (a worker kills itself at a chosen point of a chosen run, see ``wgraphs``), so
+each run of the test exercises the same interleaving and counts the same effects.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import anyio
+
+from pytest_graphflow._stores._postgres import PostgresCheckpointStore
+
+HERE = Path(__file__).parent
+GRAPHFLOW = Path(sys.executable).parent / "graphflow"
+
+
+def spawn(
+    dsn: str, schema: str, name: str, *, ttl: float = 1.0, **env: str
+) -> subprocess.Popen[str]:
+    """Start ``graphflow worker`` serving ``wgraphs:effects`` until no job is queued."""
+    return subprocess.Popen(
+        [str(GRAPHFLOW), "worker", dsn, "wgraphs:effects", "wgraphs:approval", "--schema",
+         schema, "--claim-ttl", str(ttl), "--poll", "0.05", "--name", name, "--until-done"],
+        env={**os.environ, "PYTHONPATH": str(HERE), **env}, cwd=HERE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def finish(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    out, err = proc.communicate(timeout=600)
+    return proc.returncode, out + err
+
+
+def effect_lines(log: Path) -> list[tuple[str, str]]:
+    """(thread, attempt) of every effect the external node performed."""
+    rows = [line.split("\t") for line in log.read_text().splitlines()]
+    return [(thread, attempt) for thread, _n, attempt in rows]
+
+
+async def enqueue(store: PostgresCheckpointStore, count: int, log: Path) -> list[str]:
+    return [await store.enqueue("effects", {"n": n, "log": str(log)}) for n in range(count)]
+
+
+async def audit(store: PostgresCheckpointStore, threads: list[str]) -> dict[str, str]:
+    """Check every thread's run is complete and intact; return thread -> checkpointed effect."""
+    effect_of: dict[str, str] = {}
+    checkpoints = await store.list()
+    by_thread: dict[str, list[object]] = {}
+    for cp in checkpoints:
+        by_thread.setdefault(cp.thread_id, []).append(cp)
+    for thread in threads:
+        cps = by_thread[thread]
+        last = cps[-1]
+        assert last.status == "completed", (thread, last.status)  # type: ignore[attr-defined]
+        assert last.state["settled"] is True  # type: ignore[attr-defined]
+        ids = {cp.id for cp in cps}  # type: ignore[attr-defined]
+        # no checkpoint lost: every parent a run names is still there
+        assert all(cp.parent_id in ids or cp.parent_id is None for cp in cps)  # type: ignore[attr-defined]
+        events = await store.events(last.run_id)  # type: ignore[attr-defined]
+        assert [e["seq"] for e in events] == list(range(len(events))), thread
+        assert events[-1]["type"] == "run_end"
+        assert events[-1]["status"] == "completed"
+        effect_of[thread] = last.state["effect"]  # type: ignore[attr-defined]
+    return effect_of
+
+
+RUNS = int(os.environ.get("GRAPHFLOW_WORKER_RUNS", "1000"))
+
+
+def test_four_workers_one_killed_every_run_completes_effects_exactly_once(
+    postgres_dsn: str, fresh_pg_schema: str, tmp_path: Path
+) -> None:
+    """4 workers, RUNS runs; worker 0 is SIGKILLed after a checkpointed effect (in ``settle``
+    of its 20th run), worker 1 right after performing an effect whose result was never
+    checkpointed (in ``charge`` of its 30th run). The others take their runs over once the
+    claims expire (ttl 1 s)."""
+    log = tmp_path / "effects.log"
+    log.touch()
+    store = PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema, claim_ttl=1.0)
+    try:
+        threads = anyio.run(enqueue, store, RUNS, log)
+        started = time.perf_counter()
+        procs = [
+            spawn(postgres_dsn, fresh_pg_schema, "w0", GRAPHFLOW_TEST_DIE="settle:20"),
+            spawn(postgres_dsn, fresh_pg_schema, "w1", GRAPHFLOW_TEST_DIE="charge:30"),
+            spawn(postgres_dsn, fresh_pg_schema, "w2"),
+            spawn(postgres_dsn, fresh_pg_schema, "w3"),
+        ]
+        results = [finish(p) for p in procs]
+        wall = time.perf_counter() - started
+        assert [code for code, _ in results] == [-signal.SIGKILL, -signal.SIGKILL, 0, 0], results
+        print(f"{RUNS} runs on 4 workers (2 killed): {wall:.1f} s wall")
+
+        jobs = anyio.run(store.jobs)
+        assert Counter(j["status"] for j in jobs) == {"completed": RUNS}
+        effect_of = anyio.run(audit, store, threads)
+    finally:
+        store.close()
+
+    lines = effect_lines(log)
+    per_attempt = Counter(attempt for _thread, attempt in lines)
+    per_thread = Counter(thread for thread, _attempt in lines)
+    # the checkpointed effect of every run was performed exactly once
+    assert all(per_attempt[effect_of[t]] == 1 for t in threads)
+    # one extra effect in all: worker 1's, performed but never checkpointed, then re-run by
+    # the worker that took its run over; worker 0 died after its effect was checkpointed,
+    # so its run's effect was replayed, not repeated
+    assert len(lines) == RUNS + 1
+    assert sorted(per_thread.values()) == [1] * (RUNS - 1) + [2]
+
+
+def test_sigterm_finishes_the_step_releases_the_claim_and_hands_the_job_back(
+    postgres_dsn: str, fresh_pg_schema: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "effects.log"
+    log.touch()
+    store = PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema, claim_ttl=600)
+    try:
+        (thread,) = anyio.run(enqueue, store, 1, log)
+        code, output = finish(spawn(postgres_dsn, fresh_pg_schema, "w0", ttl=600,
+                                    GRAPHFLOW_TEST_TERM="charge:1"))
+        assert code == 0, output
+        assert "0 runs ended (1 started, 0 continued), 1 handed back" in output
+        # the step that was running finished and was saved; the claim is free at once
+        latest = anyio.run(store.latest, anyio.run(store.list)[-1].run_id)
+        assert latest is not None
+        assert (latest.status, latest.state["effect"] != "") == ("running", True)
+        claim = anyio.run(store.current_claim, thread)
+        assert claim is None
+        assert [j["status"] for j in anyio.run(store.jobs)] == ["queued"]
+
+        # with a claim ttl of 600 s, only a released claim lets another worker go on now
+        code, output = finish(spawn(postgres_dsn, fresh_pg_schema, "w1", ttl=600))
+        assert code == 0, output
+        assert "1 runs ended (0 started, 1 continued)" in output
+        assert [j["status"] for j in anyio.run(store.jobs)] == ["completed"]
+        effect = anyio.run(audit, store, [thread])[thread]
+    finally:
+        store.close()
+    assert effect_lines(log) == [(thread, effect)]  # charge ran once, and was replayed
