@@ -41,6 +41,7 @@ __all__ = [
     "SnapshotMismatch",
     "StaleClaim",
     "StoreFault",
+    "StoreFileError",
     "SuperstepLimit",
     "TenantMismatch",
     "ThreadBusy",
@@ -342,6 +343,16 @@ class ForkTargetExists(GraphflowError, ValueError):
 
 class EventsCompacted(GraphflowError, LookupError):
     """Events before ``earliest_seq`` were compacted away and cannot be replayed."""
+
+
+class StoreFileError(GraphflowError, OSError):
+    """A store file cannot be used as asked: it is not a store (another kind of file, another
+    SQLite database, another table layout), it is damaged, it is read-only, or the disk is
+    full. The message names the file and the fix; the file was not changed.
+
+    Attributes:
+        path: the file.
+    """
 
 
 class StoreFault(GraphflowError, OSError):

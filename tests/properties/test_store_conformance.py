@@ -16,6 +16,7 @@ from hypothesis import Phase, settings
 
 from graphflow_postgres import empty_schema
 from pytest_graphflow._records._checkpoint import Checkpoint
+from pytest_graphflow._stores._claims import checked_patch
 from pytest_graphflow._stores._faulty import FaultyStore
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._postgres import PostgresCheckpointStore
@@ -171,8 +172,9 @@ class ForkReusesSourceRun(InMemoryCheckpointStore):
         source = await self.get(checkpoint_id)
         if source is None:
             raise CheckpointNotFound(checkpoint_id)
+        patch = checked_patch(checkpoint_id, source.state, patch_state or {})  # not the bug
         clone = source.clone(id=f"{checkpoint_id}-fork", parent_id=checkpoint_id,
-                             state={**source.state, **(patch_state or {})})
+                             state={**source.state, **patch})
         await self.save(clone)
         return clone.run_id
 

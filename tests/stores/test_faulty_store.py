@@ -151,9 +151,9 @@ async def test_call_args_are_short_and_readable() -> None:
     await store.load("run-a", "b")
     await store.list()
     await store.list("run-a", thread_id="t")
-    await store.fork("cp-1", {"x": 1, "y": 2})
+    await store.fork("cp-1", {"n": 2})
     assert [c.args for c in store.calls] == [
-        "cp-1 of run run-a", "run-a", "run-a, b", "", "run-a, thread_id=t", "cp-1, {x, y}",
+        "cp-1 of run run-a", "run-a", "run-a, b", "", "run-a, thread_id=t", "cp-1, {n}",
     ]
     assert str(store.calls[0]) == "#0 save(cp-1 of run run-a) -> ok"
     assert store.calls[0].time is None  # no clock bound

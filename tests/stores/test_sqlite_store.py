@@ -24,6 +24,7 @@ from pytest_graphflow.errors import (
     CheckpointNotFound,
     EventsCompacted,
     InvalidArgument,
+    StoreFileError,
     ThreadBusy,
     UnsupportedFormat,
 )
@@ -277,7 +278,7 @@ async def _apply(store: Store, ops: list[tuple[Any, ...]]) -> list[Any]:
             seen.append(await store.delete(op[1]))
         elif op[0] == "fork":
             try:
-                seen.append(await store.fork(op[1], patch_state={"forked": n}))
+                seen.append(await store.fork(op[1], patch_state={"n": 100 + n}))
             except CheckpointNotFound:
                 seen.append("not found")
         else:
@@ -431,8 +432,9 @@ def test_a_file_of_another_schema_version_is_refused(store_path: Path) -> None:
 def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
     path.write_text("not a database, just some text that is long enough " * 20)
-    with pytest.raises(sqlite3.DatabaseError):
+    with pytest.raises(StoreFileError, match=r"notes\.txt.*not a SQLite database"):
         SQLiteCheckpointStore(path)
+    assert path.read_text().startswith("not a database")
 
 
 @pytest.mark.anyio

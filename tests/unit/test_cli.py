@@ -217,8 +217,11 @@ def test_a_file_that_is_not_a_database(
 ) -> None:
     path = tmp_path / "notes.db"
     path.write_text("just text, not sqlite " * 50)
+    before = path.read_bytes()
     err = _fails(capsys, "events", str(path), "run-a")
-    assert "not a graphflow store" in err
+    assert "is not a SQLite database" in err
+    assert str(path) in err
+    assert path.read_bytes() == before
 
 
 def test_a_foreign_database_is_left_alone(
@@ -229,8 +232,10 @@ def test_a_foreign_database_is_left_alone(
     with db:
         db.execute("CREATE TABLE things (x)")
     db.close()
+    before = path.read_bytes()
     err = _fails(capsys, "show", str(path), "cp-1")
-    assert "not a graphflow store" in err
+    assert "not a pytest-graphflow store" in err
+    assert path.read_bytes() == before
     db = sqlite3.connect(path)
     tables = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     db.close()
@@ -356,3 +361,78 @@ def test_the_graphflow_console_script(store_file: Path) -> None:
                             capture_output=True, text=True, timeout=60, check=False)
     assert failed.returncode == 2
     assert failed.stderr.startswith("graphflow: error: no checkpoint 'cp-nope'")
+
+
+# -- --json and escaping (issue 12) -----------------------------------------------------------
+
+
+def test_runs_json_is_for_scripts(capsys: pytest.CaptureFixture[str], store_file: Path) -> None:
+    code, out, err = _run(capsys, "runs", str(store_file), "--json")
+    assert (code, err) == (0, "")
+    records = json.loads(out)
+    assert [r["run_id"] for r in records] == ["run-a", "run-b", "run-c"]
+    assert records[0]["status"] == "interrupted"
+    assert records[2] == {"run_id": "run-c", "thread_id": "thread-c", "graph_id": "flow",
+                          "status": "failed", "updated_at": "2025-01-01T00:00:07Z"}
+
+
+def test_events_json_is_for_scripts(capsys: pytest.CaptureFixture[str], store_file: Path) -> None:
+    code, out, err = _run(capsys, "events", str(store_file), "run-a", "--json")
+    assert (code, err) == (0, "")
+    found = json.loads(out)
+    assert found["run_id"] == "run-a"
+    assert found["earliest_seq"] == 0
+    assert found["events"] == _events()
+
+
+def _forged(path: Path) -> None:
+    """A store whose data holds control characters (written by another tool, or by an
+    older version that did not check ids)."""
+    async def fill() -> None:
+        with SQLiteCheckpointStore(path) as store:
+            await store.record_events("run-x", [
+                {"seq": 0, "type": "error", "run_id": "run-x", "step": 0, "node": "n",
+                 "error_type": "ValueError", "message": "boom\x1b[2J\nseq  step 9 forged"},
+            ])
+            await store.save(_checkpoint("cp-x", "run-x", 1))
+    anyio.run(fill)
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("INSERT INTO runs (run_id, thread_id, status, data) VALUES (?, ?, ?, ?)",
+                   ("run-y", "t\nrun-z  forged", "completed",
+                    json.dumps({"run_id": "run-y", "thread_id": "t\nrun-z  forged\x07",
+                                "status": "completed"})))
+    db.close()
+
+
+@pytest.mark.parametrize("argv", [["runs"], ["events", "run-x"], ["show", "cp-x"]],
+                         ids=["runs", "events", "show"])
+def test_control_characters_never_reach_the_terminal(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str]
+) -> None:
+    path = tmp_path / "forged.db"
+    _forged(path)
+    code, out, err = _run(capsys, argv[0], str(path), *argv[1:])
+    assert (code, err) == (0, "")
+    assert all(ch == "\n" or ch.isprintable() for ch in out), out
+    assert "forged" not in "".join(line for line in out.splitlines()
+                                   if line.lstrip().startswith(("run-z", "seq")))
+    if argv[0] == "runs":
+        assert "t\\nrun-z  forged\\x07" in out
+        assert len(out.splitlines()) == 3  # header, run-x, run-y: no forged row
+    if argv[0] == "events":
+        assert "boom\\x1b[2J\\nseq  step 9 forged" in out
+        assert len(out.splitlines()) == 1
+
+
+def test_json_output_escapes_control_characters(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "forged.db"
+    _forged(path)
+    code, out, _ = _run(capsys, "runs", str(path), "--json")
+    assert code == 0
+    assert out.isascii()
+    assert "\x07" not in out
+    threads = {r["run_id"]: r["thread_id"] for r in json.loads(out)}
+    assert threads["run-y"] == "t\nrun-z  forged\x07"

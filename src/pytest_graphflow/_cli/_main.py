@@ -2,8 +2,8 @@
 
 ::
 
-    graphflow runs FILE                          # the runs a store recorded
-    graphflow events FILE RUN_ID                 # a run's event log, one event a line
+    graphflow runs FILE [--json]                 # the runs a store recorded
+    graphflow events FILE RUN_ID [--json]        # a run's event log, one event a line
     graphflow show FILE CHECKPOINT_ID            # one checkpoint as JSON
     graphflow mermaid MODULE:GRAPH [--run FILE RUN_ID]   # a Mermaid diagram of a graph
     graphflow artifacts FILE RUN_ID              # the artifacts a run attached
@@ -11,8 +11,11 @@
                                                  # a run as a history file
     graphflow worker DSN MODULE:GRAPH ...        # take queued runs from PostgreSQL (_worker)
 
-A problem (missing file, unknown run or checkpoint, bad ``MODULE:GRAPH``) prints one line to
-stderr naming the object and the fix, and exits with status 2.
+Store files are opened read-only: the command never changes a file. Everything printed is
+escaped (:mod:`._output`): control characters in ids or messages never reach the terminal.
+A problem (missing file, a file that is not a store, unknown run or checkpoint, bad
+``MODULE:GRAPH``) prints one line to stderr naming the object and the fix, and exits with
+status 2.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import json
 import os
 import sqlite3
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,6 +35,7 @@ import anyio
 from .._records._json import to_json_value
 from ..errors import EventsCompacted, GraphflowError
 from ._artifacts import add_parser as add_artifacts
+from ._output import clean, table, to_json
 
 __all__ = ["main"]
 
@@ -61,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         text: str = args.command(args)
     except _Fail as exc:
-        print(f"graphflow: error: {exc}", file=sys.stderr)
+        print(f"graphflow: error: {clean(str(exc))}", file=sys.stderr)
         return 2
     if text:
         try:
@@ -82,11 +86,13 @@ def _parser() -> argparse.ArgumentParser:
 
     runs = sub.add_parser("runs", help="list the runs a store file recorded")
     runs.add_argument("file", metavar="FILE", help="a SQLite store file")
+    runs.add_argument("--json", action="store_true", help="print JSON for scripts")
     runs.set_defaults(command=_runs)
 
     events = sub.add_parser("events", help="print a run's events, one a line")
     events.add_argument("file", metavar="FILE", help="a SQLite store file")
     events.add_argument("run_id", metavar="RUN_ID")
+    events.add_argument("--json", action="store_true", help="print JSON for scripts")
     events.set_defaults(command=_events)
 
     show = sub.add_parser("show", help="print a checkpoint as JSON")
@@ -116,36 +122,24 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _with_store(file: str, action: Callable[[Any], Awaitable[T]]) -> T:
-    """Open the store ``file`` (which must exist and be a graphflow store), run ``action``."""
+    """Open the store ``file`` read-only (it must exist and be a graphflow store), run
+    ``action``. The file is never changed."""
     from .._stores._sqlite import SQLiteCheckpointStore
 
     path = Path(file)
     if not path.is_file():
         raise _Fail(f"no store file {file!r}; pass the path of a SQLite file written by "
                     "SQLiteCheckpointStore")
-    try:  # read-only look first: never turn a stranger's file into a store
-        probe = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
-        try:
-            found = probe.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
-            ).fetchone()
-        finally:
-            probe.close()
-    except sqlite3.DatabaseError as exc:
-        raise _Fail(f"{file!r} is not a graphflow store ({exc}); pass a file written by "
-                    "SQLiteCheckpointStore") from None
-    if found is None:
-        raise _Fail(f"{file!r} is a SQLite file but not a graphflow store (no checkpoints "
-                    "table); pass a file written by SQLiteCheckpointStore")
 
     async def run() -> T:
-        with SQLiteCheckpointStore(path) as store:
+        with SQLiteCheckpointStore(path, readonly=True) as store:
             return await action(store)
 
     try:
         return anyio.run(run)
     except (GraphflowError, sqlite3.Error) as exc:
-        raise _Fail(f"{file!r}: {exc}") from None
+        text = str(exc)
+        raise _Fail(text if file in text else f"{file!r}: {text}") from None
 
 
 async def _run_exists(store: Any, run_id: str) -> bool:
@@ -182,12 +176,13 @@ def _runs(args: argparse.Namespace) -> str:
         return records
 
     records = _with_store(args.file, read)
+    if args.json:
+        return to_json(records)
     if not records:
-        return f"no runs recorded in {args.file}"
+        return f"no runs recorded in {clean(args.file)}"
     header = ("RUN ID", "THREAD", "GRAPH", "STATUS", "UPDATED")
-    rows = [tuple(_cell(r.get(k)) for k in ("run_id", "thread_id", "graph_id", "status",
-                                            "updated_at")) for r in records]
-    return _table(header, rows)
+    return table(header, [[r.get(k) for k in ("run_id", "thread_id", "graph_id", "status",
+                                              "updated_at")] for r in records])
 
 
 def _events(args: argparse.Namespace) -> str:
@@ -202,10 +197,12 @@ def _events(args: argparse.Namespace) -> str:
         raise _Fail(f"no run {args.run_id!r} in {args.file}; list the runs with "
                     f"`graphflow runs {args.file}`")
     events, compacted = found
+    if args.json:
+        return to_json({"run_id": args.run_id, "earliest_seq": compacted, "events": events})
     lines = [f"(events before seq {compacted} were compacted away)"] if compacted else []
-    lines.extend(_event_line(e) for e in events)
+    lines.extend(clean(_event_line(e)) for e in events)
     if not events:
-        lines.append(f"no events recorded for run {args.run_id}")
+        lines.append(f"no events recorded for run {clean(args.run_id)}")
     return "\n".join(lines)
 
 
@@ -218,7 +215,7 @@ def _show(args: argparse.Namespace) -> str:
     if found is None:
         raise _Fail(f"no checkpoint {args.checkpoint_id!r} in {args.file}; find checkpoint "
                     f"ids with `graphflow events {args.file} RUN_ID` (checkpoint_saved)")
-    return json.dumps(found, indent=2)
+    return to_json(found)
 
 
 def _mermaid(args: argparse.Namespace) -> str:
@@ -238,7 +235,7 @@ def _mermaid(args: argparse.Namespace) -> str:
         if path is None:
             raise _Fail(f"no run {run_id!r} in {file}; list the runs with "
                         f"`graphflow runs {file}`")
-    return str(graph.mermaid(path=path))
+    return "\n".join(clean(line) for line in str(graph.mermaid(path=path)).splitlines())
 
 
 def _load_graph(target: str) -> Any:
@@ -282,14 +279,12 @@ def _load_graph(target: str) -> Any:
 # -- formatting -------------------------------------------------------------------------------
 
 
+_table = table
+"""The escaped table of :mod:`._output` (the artifacts command prints through it)."""
+
+
 def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in (header, *rows))
 
 
 def _short(value: Any, limit: int = 60) -> str:

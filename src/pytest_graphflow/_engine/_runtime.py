@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from .._graph._builder import POLICIES, CheckpointPolicy, CompiledGraph
 from .._graph._node import Resume
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
+from .._records._checks import check_id, check_optional_id
 from .._records._events import (
     EventBase,
     Interrupt,
@@ -108,6 +109,7 @@ class GraphRuntime:
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
             raise InvalidArgument(f"GraphRuntime(seed={seed!r}): seed must be an int or None")
         _check_budget(max_supersteps, timeout)
+        _check_constructor(clock, on_interrupt, tenant_id, claim_ttl, backend, on_leg)
         self.store: CheckpointStore = store
         self.clock: Clock = clock if clock is not None else RealClock()
         self.seed = seed
@@ -145,6 +147,7 @@ class GraphRuntime:
     ) -> RunStream:
         """Start a run and stream its events (or a view of them, see ``mode``)."""
         self._check_graph(graph)
+        check_optional_id(thread_id, "thread_id", "stream")
         opts = self._options(options)
         return RunStream(lambda: self._prepare_new(graph, input, thread_id, opts), mode)
 
@@ -162,6 +165,7 @@ class GraphRuntime:
         A run id continues from the run's last saved checkpoint (C8); a checkpoint id from
         exactly that checkpoint (time travel).
         """
+        check_id(run_or_checkpoint_id, "run_or_checkpoint_id", "resume")
         if resume is not None and not isinstance(resume, Resume):
             raise InvalidArgument(f"resume={resume!r}: pass a Resume(...) or None")
         if graph is not None:
@@ -191,6 +195,7 @@ class GraphRuntime:
             exception (C7), and caller errors; failures *in* the run are in the result.
         """
         self._check_graph(graph)
+        check_optional_id(thread_id, "thread_id", "invoke")
         opts = self._options(options)
         opts["record_events"] = False
         return await drain(RunStream(
@@ -224,8 +229,7 @@ class GraphRuntime:
             NothingToRecover: the thread has no checkpoint, or its last run completed.
             ThreadSuspended: the thread waits for answers; resume it with a ``Resume``.
         """
-        if not isinstance(thread_id, str):
-            raise InvalidArgument(f"arecover(thread_id={thread_id!r}): pass a thread id (str)")
+        check_id(thread_id, "thread_id", "recover")
         if graph is not None:
             self._check_graph(graph)
         opts = self._options(options)
@@ -462,21 +466,49 @@ class GraphRuntime:
         found = getattr(self.store, "artifacts", None)
         return [] if found is None else list(await found(run_id))
 
-    async def history(self, run_id: str, *, tenant_id: str | None = _DEFAULT) -> list[Checkpoint]:
-        """Every checkpoint of a run, oldest first (resume from any of them by id).
+    async def history(
+        self,
+        run_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        tenant_id: str | None = _DEFAULT,
+    ) -> list[Checkpoint]:
+        """The checkpoints of a run, oldest first (resume from any of them by id).
 
         Args:
             run_id: the run.
+            limit: at most this many, the newest (a page); ``None`` for all.
+            before: only checkpoints older than this checkpoint id: the page before a page
+                ``p`` is ``history(run_id, limit=n, before=p[0].id)``.
             tenant_id: the caller's tenant (default: the runtime's ``tenant_id``).
 
         Raises:
+            CheckpointNotFound: ``before`` names no checkpoint.
             TenantMismatch: the run belongs to another tenant (nothing of it is returned).
         """
+        check_id(run_id, "run_id", "history")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit < 1):
+            raise InvalidArgument(f"history(limit={limit!r}): limit must be an int >= 1 or None")
+        check_optional_id(before, "before", "history")
         tenant = self.tenant_id if tenant_id is _DEFAULT else tenant_id
-        found = await self.store.list(run_id)
-        if found and found[-1].tenant_id != tenant:
+        store: Any = self.store
+        latest = await store.latest(run_id)
+        if latest is not None and latest.tenant_id != tenant:
             raise TenantMismatch(run_id, tenant, what="run")
-        return found
+        if limit is None and before is None:
+            return list(await store.list(run_id))
+        if getattr(store, "pages_history", False):
+            return list(await store.list(run_id, limit=limit, before=before))
+        found: list[Checkpoint] = list(await store.list(run_id))
+        if before is not None:
+            ids = [cp.id for cp in found]
+            if before not in ids:
+                raise CheckpointNotFound(f"history(before={before!r}): run {run_id} has no "
+                                         "such checkpoint")
+            found = found[: ids.index(before)]
+        return found if limit is None else found[-limit:]
 
     def run_record(self, run_id: str) -> RunRecord:
         """The record of a run this runtime ran.
@@ -546,6 +578,8 @@ class GraphRuntime:
         if unknown:
             raise InvalidArgument(f"unknown run option(s) {unknown}; run options are "
                                   f"{sorted(allowed)}")
+        if "tenant_id" in options:
+            check_optional_id(options["tenant_id"], "tenant_id", "run option")
         opts = {
             "max_supersteps": options.get("max_supersteps", self.max_supersteps),
             "timeout": options.get("timeout", self.timeout),
@@ -611,7 +645,12 @@ class GraphRuntime:
         return ThreadBusy(thread_id, holder)
 
     async def _thread_latest(self, thread_id: str) -> Checkpoint | None:
-        found = await self.store.list(thread_id=thread_id)
+        """The thread's latest checkpoint, or ``None``; a one-row read on stores that page."""
+        store: Any = self.store
+        if getattr(store, "pages_history", False):
+            found: list[Checkpoint] = list(await store.list(thread_id=thread_id, limit=1))
+        else:
+            found = await store.list(thread_id=thread_id)
         return found[-1] if found else None
 
     def _wall(self) -> tuple[bool, Callable[[], None] | None]:
@@ -680,9 +719,8 @@ class GraphRuntime:
         patch: dict[str, Any],
     ) -> dict[str, Any]:
         """The starting state of a new run on ``thread_id``: its last state plus the input."""
-        previous = await self.store.list(thread_id=thread_id)
-        if previous:
-            last = previous[-1]
+        last = await self._thread_latest(thread_id)
+        if last is not None:
             if last.tenant_id != tenant:
                 raise TenantMismatch(thread_id, tenant)
             # Seed 004: only a thread waiting for answers is suspended; a failed, timed-out,
@@ -914,6 +952,31 @@ def _breakpoints(
                                   f"node {unknown[0]!r}; its nodes are {list(graph.nodes)}")
         out.append(nodes)
     return out[0], out[1]
+
+
+def _check_constructor(
+    clock: Any, on_interrupt: Any, tenant_id: Any, claim_ttl: Any, backend: Any, on_leg: Any
+) -> None:
+    """The constructor's arguments, checked at once (not at the first run)."""
+    where = "GraphRuntime"
+    if clock is not None and not isinstance(clock, (RealClock, VirtualClock)) and not (
+        callable(getattr(clock, "now", None)) and callable(getattr(clock, "sleep", None))
+    ):
+        raise InvalidArgument(f"{where}(clock={clock!r:.80}): pass a RealClock(), a "
+                              "VirtualClock() or None")
+    if on_interrupt is not None and not callable(on_interrupt):
+        raise InvalidArgument(f"{where}(on_interrupt={on_interrupt!r:.80}): pass a callable or "
+                              "None")
+    if on_leg is not None and not callable(on_leg):
+        raise InvalidArgument(f"{where}(on_leg={on_leg!r:.80}): pass a callable or None")
+    check_optional_id(tenant_id, "tenant_id", where)
+    if (isinstance(claim_ttl, bool) or not isinstance(claim_ttl, (int, float))
+            or not 0 < claim_ttl < float("inf")):
+        raise InvalidArgument(f"{where}(claim_ttl={claim_ttl!r:.80}): claim_ttl must be a "
+                              "positive number of seconds")
+    if backend not in ("asyncio", "trio"):
+        raise InvalidArgument(f"{where}(backend={backend!r:.80}): backend is 'asyncio' or "
+                              "'trio'")
 
 
 def _check_budget(max_supersteps: Any, timeout: Any) -> None:

@@ -37,7 +37,7 @@ REPLAYED_EFFECTS: frozenset[str] = frozenset({"write", "external", "human"})
 CheckpointPolicy = Literal["every_step", "on_halt", "never"]
 POLICIES: frozenset[str] = frozenset({"every_step", "on_halt", "never"})
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 _PURE_REDUCERS: tuple[Any, ...] = (operator.add, operator.or_, operator.concat, max, min)
 
 

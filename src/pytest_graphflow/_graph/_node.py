@@ -16,7 +16,7 @@ from ..errors import GraphExecutionError, ResumeError
 
 __all__ = ["PAUSE", "EdgeContext", "NodeContext", "Resume", "emit", "interrupt"]
 
-_ID_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_ID_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 
 
 class _Pause:

@@ -57,8 +57,9 @@ from hypothesis.stateful import (
 
 from .._records._checkpoint import Checkpoint
 from .._records._json import jcopy, to_json_value
+from .._stores._claims import checked_patch
 from .._stores._protocol import CheckpointStore
-from ..errors import CheckpointNotFound
+from ..errors import CheckpointNotFound, InvalidArgument
 
 __all__ = [
     "StoreConformance",
@@ -134,6 +135,8 @@ class StoreConformance(RuleBasedStateMachine):
     * ``delete`` returns whether the id existed, and the checkpoint is gone everywhere;
     * ``fork`` returns a fresh run id; the new run holds one checkpoint with a fresh id and
       thread, a deep clone of the source with ``patch_state`` applied; the source is unchanged;
+      a ``patch_state`` naming a key the source state lacks, or changing a key's kind of
+      value, raises ``InvalidArgument`` and changes nothing;
     * isolation: mutating a checkpoint after saving it, or one a read returned, changes nothing
       in the store;
     * missing ids: ``get`` → ``None``, ``delete`` → ``False``, ``fork`` raises
@@ -460,11 +463,29 @@ class StoreConformance(RuleBasedStateMachine):
         new_run = self._run(self._fork, cid, patch)
         return multiple() if new_run is None else new_run
 
+    async def _fork_refused(self, call: str, cid: str, patch: dict[str, Any]) -> None:
+        before = [_dump(c) for c in await self.store.list()]
+        try:
+            await self.store.fork(cid, jcopy(patch))
+        except InvalidArgument:
+            pass
+        else:
+            self._broke(call, "fork refuses a patch_state of unknown keys or other kinds of "
+                        "value (InvalidArgument)", "it forked")
+        if [_dump(c) for c in await self.store.list()] != before:
+            self._broke(call, "a refused fork changes nothing", "the store changed")
+
     async def _fork(self, cid: str, patch: dict[str, Any] | None) -> str | None:
         if cid not in self.model:
             await self._fork_missing(cid)
             return None
         call = f"fork({cid!r}{'' if patch is None else f', patch_state={patch!r}'})"
+        if patch:
+            try:
+                checked_patch(cid, self.model[cid].state, patch)
+            except InvalidArgument:
+                await self._fork_refused(call, cid, patch)
+                return None
         runs_before = {cp.run_id for cp in self.model.values()}
         threads_before = {cp.thread_id for cp in self.model.values()}
         passed = None if patch is None else jcopy(patch)

@@ -6,7 +6,11 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-__all__ = ["NotJSONError", "jcopy", "to_json_value"]
+__all__ = ["MAX_DEPTH", "NotJSONError", "jcopy", "to_json_value"]
+
+MAX_DEPTH = 100
+"""The deepest nesting of lists and dicts a JSON value may have (stores and the runtime's
+copies recurse; far deeper data would overflow them)."""
 
 _SCALARS = (str, int, float, bool, type(None))
 _INFINITIES = (float("inf"), float("-inf"))
@@ -24,30 +28,58 @@ def to_json_value(value: Any) -> Any:
     Raises:
         NotJSONError: when ``value`` (or something inside it) has no JSON form.
     """
-    if type(value) in _SCALARS:
-        if type(value) is float and (value != value or value in _INFINITIES):
+    t = type(value)
+    if t in _SCALARS:
+        if t is float and (value != value or value in _INFINITIES):
             raise NotJSONError(f"{value!r} is not a JSON value (it does not round-trip)")
+        if t is str and not value.isascii():
+            _check_text(value)
         return value
     try:
         out = to_jsonable_python(value)
     except PydanticSerializationError as exc:
         raise NotJSONError(str(exc)) from None
-    _check(out)
+    except UnicodeError:
+        raise NotJSONError("a string in the value contains a lone surrogate; it has no UTF-8 "
+                           "form") from None
+    except (RecursionError, ValueError) as exc:  # nesting deeper than pydantic recurses
+        raise NotJSONError(f"the value cannot be converted ({type(exc).__name__}: "
+                           f"{str(exc)[:100]}); JSON values nest at most {MAX_DEPTH} levels") \
+            from None
+    _check(out, 0)
     return out
 
 
-def _check(value: Any) -> None:
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise NotJSONError(f"the string {text[:40]!a} contains a lone surrogate "
+                           f"({text[exc.start]!a} at index {exc.start}); it has no UTF-8 "
+                           "form") from None
+
+
+def _check(value: Any, depth: int) -> None:
     t = type(value)
-    if t is dict:
-        for k, v in value.items():
-            if type(k) is not str:
-                raise NotJSONError(f"dict key {k!r} is not a string")
-            _check(v)
-    elif t is list:
-        for v in value:
-            _check(v)
+    if t is dict or t is list:
+        if depth >= MAX_DEPTH:
+            raise NotJSONError(f"the value nests deeper than {MAX_DEPTH} levels of lists and "
+                               "dicts")
+        if t is dict:
+            for k, v in value.items():
+                if type(k) is not str:
+                    raise NotJSONError(f"dict key {k!r} is not a string")
+                if not k.isascii():
+                    _check_text(k)
+                _check(v, depth + 1)
+        else:
+            for v in value:
+                _check(v, depth + 1)
+    elif t is str:
+        if not value.isascii():
+            _check_text(value)
     elif t is float:
-        if value != value or value in (float("inf"), float("-inf")):
+        if value != value or value in _INFINITIES:
             raise NotJSONError(f"{value!r} is not a JSON value")
     elif t not in _SCALARS:
         raise NotJSONError(f"{value!r} of type {t.__name__} is not a JSON value")

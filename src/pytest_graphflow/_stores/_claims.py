@@ -37,6 +37,7 @@ __all__ = [
     "check_keep_last",
     "check_token",
     "check_ttl",
+    "checked_patch",
     "current_or_stale",
     "events_compacted",
     "fork_target_exists",
@@ -350,3 +351,45 @@ def unsupported_format(checkpoint_id: str, found: int) -> UnsupportedFormat:
     exc.found = found  # type: ignore[attr-defined]
     exc.supported = FORMAT_VERSION  # type: ignore[attr-defined]
     return exc
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    kinds: dict[type, str] = {str: "str", list: "list", dict: "dict"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+def checked_patch(
+    checkpoint_id: str, state: Mapping[str, Any], patch: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A fork's ``patch_state`` in JSON form, checked against the source state.
+
+    Each key must be a key of ``state``; its value a JSON value of the kind the key holds
+    (``None`` where it holds ``None``, anything JSON where it holds ``None``).
+
+    Raises:
+        InvalidArgument: naming the key and the fix.
+    """
+    out: dict[str, Any] = {}
+    for key, value in patch.items():
+        if not isinstance(key, str) or key not in state:
+            raise InvalidArgument(
+                f"fork({checkpoint_id!r}, patch_state=...): key {key!r} is not a state key of "
+                f"the checkpoint; its keys are {sorted(state)}"
+            )
+        try:
+            new = to_json_value(value)
+        except NotJSONError as exc:
+            raise InvalidArgument(f"fork({checkpoint_id!r}, patch_state=...): the value of "
+                                  f"{key!r} is not JSON: {exc}") from None
+        old = state[key]
+        if old is not None and new is not None and _kind(old) != _kind(new):
+            raise InvalidArgument(
+                f"fork({checkpoint_id!r}, patch_state=...): {key!r} holds a {_kind(old)}, "
+                f"not a {_kind(new)}; patch it with a value of the same kind"
+            )
+        out[key] = new
+    return out

@@ -59,6 +59,10 @@ class FaultyStore:
             delays wait in real time (``anyio.sleep``).
     """
 
+    pages_history = False
+    """Its :meth:`list` takes no page arguments: the runtime reads whole lists through it, so
+    the call log shows the same calls whatever the inner store."""
+
     def __init__(self, inner: CheckpointStore, *, clock: Clock | None = None) -> None:
         missing = [op for op in PROTOCOL_OPS if not callable(getattr(inner, op, None))]
         if missing:

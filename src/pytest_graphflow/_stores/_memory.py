@@ -76,6 +76,9 @@ class InMemoryCheckpointStore(ClosingStore):
         claim_ttl: seconds a claim stays live unless renewed, on the claiming runtime's clock.
     """
 
+    pages_history = True
+    """:meth:`list` takes ``limit`` and ``before`` (``GraphRuntime.history`` pages with them)."""
+
     def __init__(self, *, claim_ttl: float = rules.DEFAULT_CLAIM_TTL) -> None:
         self._by_id: dict[str, tuple[Checkpoint, int]] = {}
         self._by_run: dict[str, dict[str, None]] = {}
@@ -208,9 +211,27 @@ class InMemoryCheckpointStore(ClosingStore):
         return self._by_id[max(ids, key=self._rank)][0].clone() if ids else None
 
     async def list(
-        self, run_id: str | None = None, *, thread_id: str | None = None
+        self,
+        run_id: str | None = None,
+        *,
+        thread_id: str | None = None,
+        limit: int | None = None,
+        before: str | None = None,
     ) -> list[Checkpoint]:
-        """Checkpoints of a run, a thread or the whole store, oldest first."""
+        """Checkpoints of a run, a thread or the whole store, oldest first.
+
+        ``limit`` keeps the newest ``limit`` of them (a page); ``before`` only those older than
+        the checkpoint with that id (the next page back: ``before=page[0].id``).
+
+        Raises:
+            CheckpointNotFound: ``before`` names no checkpoint.
+        """
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit < 1):
+            raise InvalidArgument(f"list(limit={limit!r}): limit must be an int >= 1 or None")
+        if before is not None and before not in self._by_id:
+            raise CheckpointNotFound(f"list(before={before!r}): the store has no such "
+                                     "checkpoint; pass the id of a checkpoint of a page")
         if run_id is not None:
             ids: Any = self._by_run.get(run_id, {})
             if thread_id is not None:
@@ -219,7 +240,13 @@ class InMemoryCheckpointStore(ClosingStore):
             ids = self._by_thread.get(thread_id, {})
         else:
             ids = self._by_id
-        return [self._by_id[i][0].clone() for i in sorted(ids, key=self._rank)]
+        ordered = sorted(ids, key=self._rank)
+        if before is not None:
+            bound = self._rank(before)
+            ordered = [i for i in ordered if self._rank(i) < bound]
+        if limit is not None:
+            ordered = ordered[-limit:]
+        return [self._by_id[i][0].clone() for i in ordered]
 
     async def delete(self, checkpoint_id: str) -> bool:
         """Delete one checkpoint; ``True`` if it existed."""
@@ -268,10 +295,11 @@ class InMemoryCheckpointStore(ClosingStore):
             if n > 1000:  # pragma: no cover - defensive
                 raise ForkTargetExists(f"no free run id for a fork of {checkpoint_id!r}")
         state = dict(source.state)
+        if patch_state is not None and not isinstance(patch_state, Mapping):
+            raise InvalidArgument(f"fork(patch_state={patch_state!r:.80}): pass a dict of "
+                                  "state keys to values, or None")
         if patch_state:
-            from .._records._json import to_json_value
-
-            state.update({k: to_json_value(v) for k, v in patch_state.items()})
+            state.update(rules.checked_patch(checkpoint_id, source.state, patch_state))
         forked = source.clone(
             id=cid, run_id=run_id, thread_id=thread_id or f"thread-{token}",
             parent_id=source.id, state=state,

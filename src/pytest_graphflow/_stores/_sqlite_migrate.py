@@ -1,0 +1,72 @@
+"""Migrating a store file of schema version 1 to the current layout, in one transaction.
+
+Version 1 kept every checkpoint's whole ``visited`` list in its row and a ``save_order``
+column. The migration moves each row's path into the ``paths`` chain, keeps the save order,
+then compacts the file (``VACUUM``) with incremental auto-vacuum on. If anything fails, the
+transaction is rolled back and the file is as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from ._sqlite_rows import PathWriter
+from ._sqlite_schema import APPLICATION_ID, SCHEMA_VERSION, create_statements
+
+__all__ = ["migrate_v1"]
+
+_OLD_INDEXES = ("checkpoints_run", "checkpoints_thread", "checkpoints_order",
+                "checkpoint_nodes_run")
+
+
+def migrate_v1(db: sqlite3.Connection, path: str) -> None:
+    """Rewrite the version-1 store open on ``db`` in the current layout."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is not None and row[0] == str(SCHEMA_VERSION):  # another process migrated it
+            db.execute("ROLLBACK")
+            return
+        db.execute("ALTER TABLE checkpoints RENAME TO checkpoints_v1")
+        db.execute("ALTER TABLE checkpoint_nodes RENAME TO checkpoint_nodes_v1")
+        for index in _OLD_INDEXES:
+            db.execute(f"DROP INDEX IF EXISTS {index}")
+        for statement in create_statements():
+            db.execute(statement)
+        paths = PathWriter()
+        rows = db.execute("SELECT id, run_id, thread_id, graph_id, node_id, step, timestamp, "
+                          "ts_us, status, tenant_id, format_version, data "
+                          "FROM checkpoints_v1 ORDER BY save_order").fetchall()
+        for (cid, run_id, thread_id, graph_id, node_id, step, timestamp, ts_us, status,
+             tenant_id, version, data) in rows:
+            visited: tuple[str, ...] = ()
+            try:
+                parsed = json.loads(data)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict) and isinstance(parsed.get("visited"), list):
+                visited = tuple(str(v) for v in parsed.pop("visited"))
+                data = json.dumps(parsed)
+            db.execute(
+                "INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, step, "
+                "timestamp, ts_us, status, tenant_id, format_version, path_id, path_len, data)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (cid, run_id, thread_id, graph_id, node_id, step, timestamp, ts_us, status,
+                 tenant_id, version, paths.write(db, run_id, visited), len(visited), data),
+            )
+        db.execute(
+            "INSERT OR IGNORE INTO checkpoint_nodes SELECT checkpoint_id, run_id, node "
+            "FROM checkpoint_nodes_v1 WHERE checkpoint_id IN (SELECT checkpoint_id FROM "
+            "checkpoint_nodes_v1 GROUP BY checkpoint_id HAVING COUNT(*) > 1)")
+        db.execute("DROP TABLE checkpoints_v1")
+        db.execute("DROP TABLE checkpoint_nodes_v1")
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                   (str(SCHEMA_VERSION),))
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    db.execute("VACUUM")  # applies auto-vacuum and gives the old rows' space back

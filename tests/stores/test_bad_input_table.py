@@ -1,0 +1,383 @@
+"""Bad input through every public entry (issue 12): the runtime constructor, invoke/stream/
+start/resume/recover/history, every SQLite store method and the ``graphflow`` command.
+
+Each case must raise the ``GraphflowError`` subclass it names (never a raw exception, never
+silently accepted), with a message naming the argument, and the store file's bytes must be
+unchanged. A node whose update cannot be stored fails its run with ``UpdateRejected`` in the
+result, and the thread stays usable."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from pytest_graphflow import (
+    END,
+    START,
+    CheckpointNotFound,
+    Graph,
+    GraphflowError,
+    GraphRuntime,
+    InvalidArgument,
+    NothingToRecover,
+    NotSuspended,
+    Resume,
+    UnknownKey,
+    UpdateRejected,
+    VirtualClock,
+)
+from pytest_graphflow._cli._main import main
+from pytest_graphflow._engine._runtime import CompiledGraph
+from pytest_graphflow._records._checkpoint import Checkpoint
+from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+
+
+class S(BaseModel):
+    n: int = 0
+    data: Any = None
+
+
+def _step(state: S) -> dict[str, Any]:
+    return {"n": state.n + 1}
+
+
+def _graph() -> CompiledGraph:
+    g = Graph("bad-input", S)
+    g.node("a", _step)
+    return g.edge(START, "a").edge("a", END).compile()
+
+
+@dataclass
+class Env:
+    path: Path
+    store: SQLiteCheckpointStore
+    rt: GraphRuntime
+    graph: CompiledGraph
+    run_id: str
+    thread_id: str
+    cp: Checkpoint
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    path = tmp_path / "store.db"
+    store = SQLiteCheckpointStore(path)
+    rt = GraphRuntime(store, clock=VirtualClock(), seed=7)
+    graph = _graph()
+    result = rt.invoke(graph, thread_id="thread-1")
+    cp = anyio.run(store.latest, result.run_id)
+    assert cp is not None
+    yield Env(path, store, rt, graph, result.run_id, "thread-1", cp)
+    store.close()
+
+
+def files(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in (path, path.with_name(path.name + "-wal"))
+            if p.exists()}
+
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+DEEP: Any = 0
+for _ in range(150):
+    DEEP = [DEEP]
+LONG = "x" * 600
+
+
+def _cp(e: Env, **changes: Any) -> Checkpoint:
+    return e.cp.clone(**{"id": "cp-new", **changes})
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    call: Callable[[Env], Any]
+    error: type[GraphflowError]
+    says: str
+
+
+CASES = [
+    # -- GraphRuntime(...) --
+    Case("runtime-store-not-a-store", lambda e: GraphRuntime("file.db"), InvalidArgument,  # type: ignore[arg-type]
+         "CheckpointStore"),
+    Case("runtime-clock-str", lambda e: GraphRuntime(e.store, clock="wall"),  # type: ignore[arg-type]
+         InvalidArgument, "clock"),
+    Case("runtime-seed-str", lambda e: GraphRuntime(e.store, seed="1"),  # type: ignore[arg-type]
+         InvalidArgument, "seed"),
+    Case("runtime-max-supersteps-zero", lambda e: GraphRuntime(e.store, max_supersteps=0),
+         InvalidArgument, "max_supersteps"),
+    Case("runtime-timeout-negative", lambda e: GraphRuntime(e.store, timeout=-1),
+         InvalidArgument, "timeout"),
+    Case("runtime-on-interrupt-int", lambda e: GraphRuntime(e.store, on_interrupt=5),  # type: ignore[arg-type]
+         InvalidArgument, "on_interrupt"),
+    Case("runtime-on-leg-int", lambda e: GraphRuntime(e.store, on_leg=5),  # type: ignore[arg-type]
+         InvalidArgument, "on_leg"),
+    Case("runtime-tenant-empty", lambda e: GraphRuntime(e.store, tenant_id=""),
+         InvalidArgument, "tenant_id"),
+    Case("runtime-tenant-newline", lambda e: GraphRuntime(e.store, tenant_id="t\n"),
+         InvalidArgument, "control character"),
+    Case("runtime-claim-ttl-negative", lambda e: GraphRuntime(e.store, claim_ttl=-1),
+         InvalidArgument, "claim_ttl"),
+    Case("runtime-claim-ttl-str", lambda e: GraphRuntime(e.store, claim_ttl="30"),  # type: ignore[arg-type]
+         InvalidArgument, "claim_ttl"),
+    Case("runtime-backend-bogus", lambda e: GraphRuntime(e.store, backend="bogus"),
+         InvalidArgument, "backend"),
+    Case("runtime-policy-bogus", lambda e: GraphRuntime(e.store, checkpoint_policy="x"),  # type: ignore[arg-type]
+         InvalidArgument, "checkpoint_policy"),
+    # -- invoke / stream / start --
+    Case("invoke-graph-uncompiled", lambda e: e.rt.invoke(Graph("g", S)),  # type: ignore[arg-type]
+         InvalidArgument, "compile()"),
+    Case("invoke-input-int", lambda e: e.rt.invoke(e.graph, 5),  # type: ignore[arg-type]
+         InvalidArgument, "input"),
+    Case("invoke-input-unknown-key", lambda e: e.rt.invoke(e.graph, {"nope": 1}),
+         UnknownKey, "nope"),
+    Case("invoke-input-nan", lambda e: e.rt.invoke(e.graph, {"data": math.nan}),
+         UpdateRejected, "JSON"),
+    Case("invoke-input-lone-surrogate", lambda e: e.rt.invoke(e.graph, {"data": "\ud800"}),
+         UpdateRejected, "surrogate"),
+    Case("invoke-input-too-deep", lambda e: e.rt.invoke(e.graph, {"data": DEEP}),
+         UpdateRejected, "levels"),
+    Case("invoke-thread-int", lambda e: e.rt.invoke(e.graph, thread_id=123),  # type: ignore[arg-type]
+         InvalidArgument, "thread_id"),
+    Case("invoke-thread-empty", lambda e: e.rt.invoke(e.graph, thread_id=""),
+         InvalidArgument, "thread_id"),
+    Case("invoke-thread-newline", lambda e: e.rt.invoke(e.graph, thread_id="t\n"),
+         InvalidArgument, "control character"),
+    Case("invoke-thread-escape", lambda e: e.rt.invoke(e.graph, thread_id="\x1b[31mred"),
+         InvalidArgument, "control character"),
+    Case("invoke-thread-surrogate", lambda e: e.rt.invoke(e.graph, thread_id="t\udc80"),
+         InvalidArgument, "lone surrogate"),
+    Case("invoke-thread-too-long", lambda e: e.rt.invoke(e.graph, thread_id=LONG),
+         InvalidArgument, "at most"),
+    Case("invoke-unknown-option", lambda e: e.rt.invoke(e.graph, retries=3),
+         InvalidArgument, "retries"),
+    Case("invoke-tenant-option-int", lambda e: e.rt.invoke(e.graph, tenant_id=5),
+         InvalidArgument, "tenant_id"),
+    Case("stream-thread-int", lambda e: e.rt.stream(e.graph, thread_id=5),  # type: ignore[arg-type]
+         InvalidArgument, "thread_id"),
+    Case("start-thread-empty", lambda e: e.rt.start(e.graph, thread_id=""),
+         InvalidArgument, "thread_id"),
+    # -- resume / recover / history --
+    Case("resume-id-int", lambda e: e.rt.resume(5), InvalidArgument, "run_or_checkpoint_id"),  # type: ignore[arg-type]
+    Case("resume-id-empty", lambda e: e.rt.resume(""), InvalidArgument, "must not be empty"),
+    Case("resume-id-newline", lambda e: e.rt.resume("run-1\n"), InvalidArgument,
+         "control character"),
+    Case("resume-unknown-id", lambda e: e.rt.resume("run-nope"), CheckpointNotFound,
+         "run-nope"),
+    Case("resume-answer-not-resume", lambda e: e.rt.resume(e.run_id, "yes"),  # type: ignore[arg-type]
+         InvalidArgument, "Resume"),
+    Case("resume-completed-run", lambda e: e.rt.resume(e.run_id, graph=e.graph),
+         NotSuspended, "completed"),
+    Case("resume-stream-id-none", lambda e: e.rt.resume_stream(None),  # type: ignore[arg-type]
+         InvalidArgument, "run_or_checkpoint_id"),
+    Case("recover-thread-int", lambda e: e.rt.recover(5), InvalidArgument, "thread_id"),  # type: ignore[arg-type]
+    Case("recover-thread-empty", lambda e: e.rt.recover(""), InvalidArgument, "thread_id"),
+    Case("recover-completed-thread", lambda e: e.rt.recover(e.thread_id), NothingToRecover,
+         "thread-1"),
+    Case("recover-graph-uncompiled", lambda e: e.rt.recover(e.thread_id, graph=Graph("g", S)),  # type: ignore[arg-type]
+         InvalidArgument, "compile()"),
+    Case("history-run-int", lambda e: e.rt.history(5), InvalidArgument, "run_id"),  # type: ignore[arg-type]
+    Case("history-limit-zero", lambda e: e.rt.history(e.run_id, limit=0), InvalidArgument,
+         "limit"),
+    Case("history-limit-bool", lambda e: e.rt.history(e.run_id, limit=True), InvalidArgument,
+         "limit"),
+    Case("history-before-unknown", lambda e: e.rt.history(e.run_id, limit=2, before="cp-no"),
+         CheckpointNotFound, "cp-no"),
+    # -- the SQLite store --
+    Case("store-path-int", lambda e: SQLiteCheckpointStore(5), InvalidArgument, "path"),  # type: ignore[arg-type]
+    Case("store-path-empty", lambda e: SQLiteCheckpointStore(""), InvalidArgument, "path"),
+    Case("store-readonly-str", lambda e: SQLiteCheckpointStore(e.path, readonly="yes"),  # type: ignore[arg-type]
+         InvalidArgument, "readonly"),
+    Case("store-claim-ttl-zero", lambda e: SQLiteCheckpointStore(e.path, claim_ttl=0),
+         InvalidArgument, "ttl"),
+    Case("save-not-a-checkpoint", lambda e: e.store.save({"id": "x"}),  # type: ignore[arg-type]
+         InvalidArgument, "Checkpoint"),
+    Case("save-id-empty", lambda e: e.store.save(_cp(e, id="")), InvalidArgument,
+         "checkpoint.id"),
+    Case("save-thread-int", lambda e: e.store.save(_cp(e, thread_id=123)), InvalidArgument,
+         "checkpoint.thread_id"),
+    Case("save-run-newline", lambda e: e.store.save(_cp(e, run_id="run\n")), InvalidArgument,
+         "control character"),
+    Case("save-state-surrogate", lambda e: e.store.save(_cp(e, state={"data": "\ud800"})),
+         InvalidArgument, "cannot be stored"),
+    Case("get-int", lambda e: e.store.get(5), InvalidArgument, "checkpoint_id"),  # type: ignore[arg-type]
+    Case("get-empty", lambda e: e.store.get(""), InvalidArgument, "checkpoint_id"),
+    Case("latest-none", lambda e: e.store.latest(None), InvalidArgument, "run_id"),  # type: ignore[arg-type]
+    Case("load-node-int", lambda e: e.store.load(e.run_id, 5), InvalidArgument, "node_id"),  # type: ignore[arg-type]
+    Case("list-thread-int", lambda e: e.store.list(thread_id=5), InvalidArgument,  # type: ignore[arg-type]
+         "thread_id"),
+    Case("list-limit-negative", lambda e: e.store.list(limit=-1), InvalidArgument, "limit"),
+    Case("list-before-unknown", lambda e: e.store.list(before="cp-no"), CheckpointNotFound,
+         "cp-no"),
+    Case("delete-empty", lambda e: e.store.delete(""), InvalidArgument, "checkpoint_id"),
+    Case("fork-id-int", lambda e: e.store.fork(5), InvalidArgument, "checkpoint_id"),  # type: ignore[arg-type]
+    Case("fork-unknown", lambda e: e.store.fork("cp-no"), CheckpointNotFound, "cp-no"),
+    Case("fork-patch-not-a-dict", lambda e: e.store.fork(e.cp.id, 5),  # type: ignore[arg-type]
+         InvalidArgument, "patch_state"),
+    Case("fork-patch-unknown-key", lambda e: e.store.fork(e.cp.id, {"nope": 1}),
+         InvalidArgument, "'nope' is not a state key"),
+    Case("fork-patch-wrong-kind", lambda e: e.store.fork(e.cp.id, {"n": "one"}),
+         InvalidArgument, "holds a number"),
+    Case("fork-patch-not-json", lambda e: e.store.fork(e.cp.id, {"n": math.inf}),
+         InvalidArgument, "not JSON"),
+    Case("prune-keep-negative", lambda e: e.store.prune(e.run_id, -1), InvalidArgument,
+         "keep_last"),
+    Case("prune-keep-bool", lambda e: e.store.prune(e.run_id, True), InvalidArgument,
+         "keep_last"),
+    Case("prune-run-empty", lambda e: e.store.prune("", 1), InvalidArgument, "run_id"),
+    Case("record-events-not-a-list", lambda e: e.store.record_events(e.run_id, "x"),  # type: ignore[arg-type]
+         InvalidArgument, "list"),
+    Case("record-events-seq-str", lambda e: e.store.record_events(e.run_id, [{"seq": "1"}]),
+         InvalidArgument, "seq"),
+    Case("record-events-nan", lambda e: e.store.record_events(
+        e.run_id, [{"seq": 99, "x": math.nan}]), InvalidArgument, "not JSON"),
+    Case("record-events-surrogate", lambda e: e.store.record_events(
+        e.run_id, [{"seq": 99, "x": "\udfff"}]), InvalidArgument, "not JSON"),
+    Case("record-events-object", lambda e: e.store.record_events(
+        e.run_id, [{"seq": 99, "x": object()}]), InvalidArgument, "not JSON"),
+    Case("record-events-run-newline", lambda e: e.store.record_events("r\n", [{"seq": 1}]),
+         InvalidArgument, "control character"),
+    Case("events-after-str", lambda e: e.store.events(e.run_id, "1"),  # type: ignore[arg-type]
+         InvalidArgument, "after_seq"),
+    Case("compact-before-negative", lambda e: e.store.compact_events(e.run_id, -1),
+         InvalidArgument, "before_seq"),
+    Case("record-run-not-a-dict", lambda e: e.store.record_run(5),  # type: ignore[arg-type]
+         InvalidArgument, "run record"),
+    Case("record-run-id-empty", lambda e: e.store.record_run({"run_id": ""}),
+         InvalidArgument, "run_id"),
+    Case("record-run-id-escape", lambda e: e.store.record_run({"run_id": "r\x1b"}),
+         InvalidArgument, "control character"),
+    Case("run-int", lambda e: e.store.run(5), InvalidArgument, "run_id"),  # type: ignore[arg-type]
+    Case("put-artifact-name-empty", lambda e: e.store.put_artifact(e.run_id, "", b"x"),
+         InvalidArgument, "name"),
+    Case("put-artifact-data-int", lambda e: e.store.put_artifact(e.run_id, "a", 5),  # type: ignore[arg-type]
+         InvalidArgument, "bytes or str"),
+    Case("put-artifact-media-newline", lambda e: e.store.put_artifact(
+        e.run_id, "a", b"x", "text/\nplain"), InvalidArgument, "control character"),
+    Case("get-artifact-name-int", lambda e: e.store.get_artifact(e.run_id, 5),  # type: ignore[arg-type]
+         InvalidArgument, "name"),
+    Case("artifacts-run-empty", lambda e: e.store.artifacts(""), InvalidArgument, "run_id"),
+    Case("claim-thread-empty", lambda e: e.store.claim("", "run-x", now=NOW),
+         InvalidArgument, "thread_id"),
+    Case("claim-now-naive", lambda e: e.store.claim("t", "run-x", now=datetime(2025, 1, 1)),
+         InvalidArgument, "timezone-aware"),
+    Case("claim-ttl-zero", lambda e: e.store.claim("t", "run-x", now=NOW, ttl=0),
+         InvalidArgument, "ttl"),
+    Case("renew-token-str", lambda e: e.store.renew("t", "1", now=NOW),  # type: ignore[arg-type]
+         InvalidArgument, "token"),
+    Case("release-thread-int", lambda e: e.store.release(5, 1), InvalidArgument,  # type: ignore[arg-type]
+         "thread_id"),
+    Case("current-claim-thread-int", lambda e: e.store.current_claim(5),  # type: ignore[arg-type]
+         InvalidArgument, "thread_id"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_is_refused_clearly_and_changes_nothing(env: Env, case: Case) -> None:
+    before = files(env.path)
+    listed = anyio.run(env.store.list)
+
+    def call() -> Any:
+        result = case.call(env)
+        if inspect.isawaitable(result):
+            async def wait() -> Any:
+                return await result
+
+            return anyio.run(wait)
+        return result
+
+    with pytest.raises(GraphflowError) as caught:
+        call()
+    assert type(caught.value) is case.error or isinstance(caught.value, case.error), \
+        caught.value
+    assert case.says in str(caught.value)
+    assert files(env.path) == before
+    assert anyio.run(env.store.list) == listed
+
+
+# -- a node's update that cannot be stored fails the run; the thread stays usable ---------------
+
+
+class _Node:
+    def __init__(self, update: Any) -> None:
+        self.update = update
+
+    def __call__(self, state: S) -> Any:
+        return self.update
+
+
+UNSTORABLE = [
+    ("nested-150-levels", {"data": DEEP}, "levels"),
+    ("lone-surrogate-value", {"data": "ok\ud800"}, "surrogate"),
+    ("lone-surrogate-key", {"data": {"\udc00": 1}}, "surrogate"),
+    ("nan", {"data": math.nan}, "JSON"),
+    ("infinity-inside", {"data": [1, math.inf]}, "JSON"),
+    ("an-object", {"data": object()}, "JSON"),
+]
+
+
+@pytest.mark.parametrize(("update", "says"), [u[1:] for u in UNSTORABLE],
+                         ids=[u[0] for u in UNSTORABLE])
+def test_an_unstorable_update_fails_the_run_and_leaves_the_thread_usable(
+    tmp_path: Path, update: dict[str, Any], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    g = Graph("unstorable", S)
+    g.node("a", _step).node("bad", _Node(update))
+    graph = g.edge(START, "a").edge("a", "bad").edge("bad", END).compile()
+    path = tmp_path / "store.db"
+    with SQLiteCheckpointStore(path) as store:
+        rt = GraphRuntime(store, clock=VirtualClock(), seed=3)
+        result = rt.invoke(graph, thread_id="t-1")  # never raises for the node's update
+        assert result.status == "failed"
+        assert isinstance(result.error, UpdateRejected)
+        assert says in str(result.error)
+        latest = anyio.run(store.latest, result.run_id)
+        assert latest is not None
+        assert latest.status == "failed"  # resumable, not stuck mid-execution
+        assert latest.state["n"] == 1
+        assert [c.status for c in anyio.run(store.list)][-1] == "failed"
+    assert main(["runs", str(path)]) == 0
+    assert result.run_id in capsys.readouterr().out
+
+
+# -- the graphflow command ------------------------------------------------------------------------
+
+
+CLI = [
+    ("runs-missing-file", ["runs", "{dir}/missing.db"], "no store file"),
+    ("runs-a-directory", ["runs", "{dir}"], "no store file"),
+    ("events-unknown-run", ["events", "{file}", "run-nope"], "no run 'run-nope'"),
+    ("events-run-with-escape", ["events", "{file}", "run-\x1b[2J"], "\\x1b[2J"),
+    ("show-unknown-checkpoint", ["show", "{file}", "cp-\nforged"], "cp-\\nforged"),
+    ("show-empty-id", ["show", "{file}", ""], "must not be empty"),
+    ("mermaid-bad-target", ["mermaid", "no-colon"], "MODULE:GRAPH"),
+]
+
+
+@pytest.mark.parametrize(("argv", "says"), [c[1:] for c in CLI], ids=[c[0] for c in CLI])
+def test_the_cli_refuses_bad_input_with_one_escaped_line(
+    env: Env, argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = files(env.path)
+    args = [a.format(dir=env.path.parent, file=env.path) for a in argv]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert says in err
+    assert err.count("\n") == 1
+    assert "\x1b" not in err
+    assert files(env.path) == before
+
+
+def test_resume_with_a_resume_object_on_a_completed_run_changes_nothing(env: Env) -> None:
+    before = files(env.path)
+    with pytest.raises(NotSuspended):
+        env.rt.resume(env.run_id, Resume("x"), graph=env.graph)
+    assert files(env.path) == before
