@@ -329,12 +329,12 @@ class StaleClaim(GraphflowError, RuntimeError):
 class TenantMismatch(GraphflowError, PermissionError):
     """The run's tenant is not the thread's. Nothing was changed."""
 
-    def __init__(self, thread_id: str, requested: str | None) -> None:
+    def __init__(self, thread_id: str, requested: str | None, *, what: str = "thread") -> None:
         self.thread_id = thread_id
         self.requested = requested
         super().__init__(
-            f"tenant {requested!r} may not use thread {thread_id!r}; pass the tenant_id the "
-            "thread was created with."
+            f"tenant {requested!r} may not use {what} {thread_id!r}; pass the tenant_id the "
+            f"{what} was created with."
         )
 
 

@@ -22,6 +22,7 @@ from pytest_graphflow import (
     Reducer,
     SimulatedCrash,
     StoreFault,
+    ThreadBusy,
     VirtualClock,
 )
 from pytest_graphflow._stores import _faulty
@@ -240,8 +241,16 @@ async def test_crash_then_a_fresh_runtime_over_the_inner_store_recovers(
     assert await held(inner) == ids
     assert store.calls[-1].outcome == "dead"
 
-    fresh = GraphRuntime(store=inner, clock=VirtualClock(start=T0), seed=0)
+    clock = VirtualClock(start=T0)
+    fresh = GraphRuntime(store=inner, clock=clock, seed=0)
     calls_before = list(calls)
+    # SPEC §5: the dead process's claim holds the thread until it expires (claim_ttl on the
+    # claiming runtime's clock); then the thread is handed over.
+    with pytest.raises(ThreadBusy, match="once its claim has expired"):
+        await fresh.aresume(run_id, graph=graph)
+    assert calls == calls_before
+    assert await held(inner) == ids
+    clock.advance(30)
     recovered = await fresh.aresume(run_id, graph=graph)
 
     assert recovered.status == "completed"

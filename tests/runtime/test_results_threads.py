@@ -170,17 +170,20 @@ async def test_a_new_run_on_a_completed_thread_starts_from_its_last_state() -> N
     assert fourth.data["log"] == ["one", "two", "three"]
 
 
-@pytest.mark.parametrize("halt", ["interrupt", "fail"])
-async def test_a_new_run_on_a_suspended_thread_is_refused(halt: str) -> None:
+@pytest.mark.parametrize(("halt", "error"), [("interrupt", ThreadSuspended),
+                                              ("fail", MidExecution)])
+async def test_a_new_run_on_a_suspended_thread_is_refused(halt: str, error: type) -> None:
     """SPEC §6 / seed 004 ThreadSuspended: "start ... was called on a suspended thread; answer
-    its interrupts with resume." """
+    its interrupts with resume." A failed run left its thread mid-execution (seed 004
+    MidExecution: "start was called on a thread whose latest checkpoint is mid-execution;
+    use recover.")."""
     script = Script(interrupts={"two"} if halt == "interrupt" else set(),
                     fails={"two": Boom("x")} if halt == "fail" else {})
     rt = runtime()
     graph = chain_graph(script)
     paused = await rt.ainvoke(graph, thread_id="t")
     before = await snapshot(rt.store)
-    with pytest.raises(ThreadSuspended):
+    with pytest.raises(error, match="resume" if halt == "interrupt" else "arecover"):
         await rt.ainvoke(graph, thread_id="t")
     assert await snapshot(rt.store) == before
     script.fails.clear()

@@ -211,11 +211,16 @@ async def test_bad_artifacts_are_refused(
 
 async def test_claim_returns_strictly_increasing_tokens(any_store: Store) -> None:
     first = await any_store.claim("thread-a", "run-a", now=T0)
-    again = await any_store.claim("thread-a", "run-a", now=_at(1))  # the same run re-claims
+    # SPEC §5: a claim belongs to the holder of its token, not to a run id — the same run
+    # asking again (another process resuming it) is refused while the claim lives.
+    with pytest.raises(ThreadBusy) as busy:
+        await any_store.claim("thread-a", "run-a", now=_at(1))
+    assert busy.value.holder == "run-a"
+    again = await any_store.claim("thread-a", "run-a", now=_at(30))  # expired: taken again
     assert again > first
-    assert await any_store.current_claim("thread-a") == ("run-a", again, _at(31))
+    assert await any_store.current_claim("thread-a") == ("run-a", again, _at(60))
     with pytest.raises(StaleClaim) as stale:
-        await any_store.renew("thread-a", first, now=_at(2))
+        await any_store.renew("thread-a", first, now=_at(31))
     assert (stale.value.thread_id, stale.value.token, stale.value.current) == (
         "thread-a", first, again)
 

@@ -26,6 +26,9 @@ from ._task import Outcome, decide_edges, execute
 
 __all__ = ["BatchRunner"]
 
+_RENEWER = -1
+"""The batch scheduler's key of the claim renewal (task keys are 0, 1, ...)."""
+
 
 @contextlib.asynccontextmanager
 async def _unwrapped() -> AsyncIterator[None]:
@@ -160,6 +163,26 @@ class BatchRunner:
             )
         events = {i: sched.register(i) for i in to_run} if sched is not None else {}
         wall = run.wall_clock and sched is not None
+        claim = run.claim
+        renewing = claim is not None and claim.renewable
+        renew_scope = anyio.CancelScope()
+        renew_start = sched.daemon(_RENEWER, renew_scope) if renewing and sched else None
+        running = [len(to_run)]
+
+        async def renew() -> None:
+            # SPEC §5: the claim is renewed while the run is live, on the runtime's clock.
+            with renew_scope:
+                if sched is None:
+                    await claim.keep_alive(clock.sleep)
+                    return
+                assert renew_start is not None
+                await renew_start.wait()
+                try:
+                    await claim.keep_alive(sched.sleeper(_RENEWER), sched.daemon_delay)
+                except BaseException:
+                    sched.drop_daemon(_RENEWER)
+                    raise
+                sched.finished(_RENEWER)  # the claim was lost: hand the turn on
 
         async def run_one(i: int) -> None:
             record = tasks[i]
@@ -181,6 +204,9 @@ class BatchRunner:
             finally:
                 if sched is not None:
                     sched.finished(i)
+                running[0] -= 1
+                if running[0] == 0:
+                    renew_scope.cancel()
 
         order = list(to_run)
         if sched is None and rng is not None:
@@ -197,6 +223,8 @@ class BatchRunner:
                 scope.cancel()
             try:
                 async with _unwrapped(), anyio.create_task_group() as tg:
+                    if renewing:
+                        tg.start_soon(renew)
                     for i in order:
                         tg.start_soon(run_one, i)
                     if sched is not None:

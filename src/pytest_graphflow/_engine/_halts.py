@@ -23,7 +23,7 @@ from ..errors import (
 from ._report import edge_events, task_events, task_output
 from ._run_state import RunState
 from ._task import Outcome
-from ._writer import CheckpointWriter, LegEnd
+from ._writer import CheckpointWriter, LegEnd, attach_run_error
 
 __all__ = ["HaltHandler"]
 
@@ -159,9 +159,13 @@ class HaltHandler:
                                 error_type=None if error is None else type(error).__name__,
                                 breakpoint=run.breakpoint))
         # C5: the checkpoint is saved before any event reporting the halt is yielded.
-        await self.writer.save(cid, step=step, next_step=step, tasks=list(run.tasks),
-                               completed=completed, node_ids=[t.node for t in run.tasks],
-                               status=status, interrupts=interrupts, error=error_info)
+        try:
+            await self.writer.save(cid, step=step, next_step=step, tasks=list(run.tasks),
+                                   completed=completed, node_ids=[t.node for t in run.tasks],
+                                   status=status, interrupts=interrupts, error=error_info)
+        except Exception as exc:
+            attach_run_error(exc, error)  # the store's error is raised; the failure is kept
+            raise
         run.interrupts = interrupts
         await self.end.finish(status, error)
         return run.stamp(events)

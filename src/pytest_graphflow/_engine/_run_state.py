@@ -105,6 +105,7 @@ class RunState:
         self.on_interrupt = on_interrupt
         self.wall_clock = wall_clock
         self.durable = bool(getattr(store, "records_events", False))
+        self.deferred = False  # set by the CheckpointWriter: commits go with the events
         self.record_events = record_events or self.durable
         self.thread_explicit = thread_explicit
         # Breakpoints: the graph's and this leg's.
@@ -146,6 +147,10 @@ class RunState:
         # Observers the runtime attaches: its run record and a recording leg.
         self.record: Any = None
         self.leg: Any = None
+        # The leg's claim on its thread (a ThreadClaim, attached by the runtime), and the
+        # checkpoints of the current piece a durable store commits with its events.
+        self.claim: Any = None
+        self.pending: list[Any] = []
         # How a Subgraph node runs its child (set by the runtime, see _subgraph).
         self.subgraph_runner: Any = None
 

@@ -14,6 +14,7 @@ the leg.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -23,7 +24,13 @@ from .._graph._builder import END, START, Expand
 from .._graph._node import EdgeContext
 from .._records._events import CheckpointSaved, Interrupt, NodeStart, RunStart
 from .._time._clock import VirtualClock
-from ..errors import GraphExecutionError, GraphflowError, JoinStarved, SuperstepLimit
+from ..errors import (
+    GraphExecutionError,
+    GraphflowError,
+    JoinStarved,
+    SimulatedCrash,
+    SuperstepLimit,
+)
 from ._batch import BatchRunner
 from ._commit import Committer
 from ._halts import HaltHandler
@@ -96,46 +103,91 @@ class Runner:
     async def _advance(self) -> list[Any]:
         run = self.run
         try:
+            if run.claim is not None:
+                await run.claim.renew_if_due()
             if not run.started:
                 items = await self._begin()
             else:
                 items = await self._superstep()
             if run.durable:
                 await self._persist(items)
+            if run.done:
+                await self.end.release()
             return items
         except anyio.get_cancelled_exc_class():
             # The consumer's scope was cancelled: stop the run as RunHandle.cancel() does,
             # keeping every task that finished (C9), then let the cancellation go on.
             batch, run.batch = run.batch, None
-            if not run.done and batch is not None:
-                run.cancel_requested = True
-                with anyio.CancelScope(shield=True):
-                    await self.halts.stop(batch, timed_out=False)
+            with anyio.CancelScope(shield=True):
+                if not run.done and batch is not None:
+                    run.cancel_requested = True
+                    items = await self.halts.stop(batch, timed_out=False)
+                    if run.durable:
+                        await self._persist(items)
+                await self._after_error(None)
             raise
         except BaseException as exc:
             if not run.done:
                 await self.end.finish("failed", exc)
+            with anyio.CancelScope(shield=True):
+                await self._after_error(exc)
             raise
+
+    async def _after_error(self, exc: BaseException | None) -> None:
+        """A piece ended in an exception: on a durable store, commit what the leg still holds
+        (the checkpoint a halt saved before an edge function threw, C7) with its run record,
+        then release the claim. A commit that fails here changes nothing more."""
+        run = self.run
+        if run.deferred and not isinstance(exc, SimulatedCrash):
+            with contextlib.suppress(Exception):
+                await self._persist([])
+        if run.done:
+            try:
+                await self.end.release()
+            except SimulatedCrash:
+                if not isinstance(exc, SimulatedCrash):
+                    raise
 
     async def close(self) -> None:
         """Stop a run whose consumer left early; it stays resumable from its last checkpoint."""
         if not self.run.done:
             await self.end.finish("cancelled", None)
+            await self.end.release()
 
     def abandon(self) -> None:
         """Synchronous last resort for a stream collected without being closed."""
         self.end.abandon()
 
     async def _persist(self, items: list[Any]) -> None:
-        """Durable stores keep the run's events and its run record (seed 002)."""
+        """Durable stores keep the run's events and its run record (seed 002).
+
+        With a claim the store checks (SQLite), the piece's checkpoints, events and run
+        record go in one ``commit`` under the claim's token: all of them or none, and none
+        once another process took the thread over (``StaleClaim``).
+        """
         run = self.run
         store: Any = run.store
         events = [e.model_dump(mode="json") for e in items if type(e) is not StepState]
-        if events:
-            await store.record_events(run.run_id, events)
-        if run.record is not None and (not run.started or run.done or (events
-                                       and events[0]["type"] == "run_start")):
-            await store.record_run(run.record.as_dict())
+        record = run.record is not None and (
+            not run.started or run.done or run.pending
+            or (events and events[0]["type"] == "run_start"))
+        if not run.deferred:
+            if events:
+                await store.record_events(run.run_id, events)
+            if record:
+                await store.record_run(run.record.as_dict())
+            return
+        if not (run.pending or events or record):
+            return
+        checkpoints, run.pending = run.pending, []
+        try:
+            await store.commit(run.thread_id, run.claim.token, run_id=run.run_id,
+                               checkpoints=checkpoints, events=events,
+                               run=run.record.as_dict() if record else None)
+        except Exception as exc:
+            if run.done:
+                self.end.refused(exc)
+            raise
 
     async def _begin(self) -> list[Any]:
         run = self.run

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import functools
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 from pydantic import BaseModel
@@ -30,6 +29,7 @@ from .._time._loops import run_sync_owned
 from ..errors import (
     CheckpointNotFound,
     GraphExecutionError,
+    GraphflowError,
     InvalidArgument,
     MidExecution,
     NothingToRecover,
@@ -43,6 +43,7 @@ from ..errors import (
     UnsupportedFormat,
     UpdateRejected,
 )
+from ._claim import ThreadClaim, released_on_error, take
 from ._merge import merge_patches, validate_state
 from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
 from ._run_state import RunState
@@ -57,20 +58,6 @@ __all__ = ["GraphRuntime"]
 T = TypeVar("T")
 StreamMode = Literal["events", "updates", "values", "custom", "debug"]
 _DEFAULT: Any = object()
-
-
-class _Claims:
-    """Thread claims for stores without their own (one table per store object)."""
-
-    tables: ClassVar[weakref.WeakKeyDictionary[Any, dict[str, str]]] = (
-        weakref.WeakKeyDictionary())
-
-    @classmethod
-    def table(cls, store: Any) -> dict[str, str]:
-        try:
-            return cls.tables.setdefault(store, {})
-        except TypeError:  # not weak-referenceable
-            return {}
 
 
 class GraphRuntime:
@@ -246,20 +233,34 @@ class GraphRuntime:
         check_id(thread_id, "thread_id", "recover")
         if graph is not None:
             self._check_graph(graph)
-        self._options(options)
-        found = await self._thread_latest(thread_id)
-        if not found or found[-1].status == "completed":
+        opts = self._options(options)
+        tenant = opts["tenant_id"]
+        last = await self._thread_latest(thread_id)
+        if last is not None and last.tenant_id != tenant:
+            raise TenantMismatch(thread_id, tenant)
+        self._check_recoverable(thread_id, last)
+        assert last is not None
+        opts["record_events"] = False
+        opts["recover"] = thread_id
+        run_id = last.run_id
+        return await drain(RunStream(
+            lambda: self._prepare_resume(run_id, None, graph, opts), "events"))
+
+    @staticmethod
+    def _check_recoverable(thread_id: str, last: Checkpoint | None) -> None:
+        """Refuse a recovery of a thread with nothing incomplete, or one waiting for answers.
+        """
+        if last is None or last.status == "completed":
             raise NothingToRecover(
                 f"thread {thread_id!r} has no incomplete run to recover"
-                + ("" if found else " (the store holds no checkpoint of it)")
+                + (" (the store holds no checkpoint of it)" if last is None else
+                   f" (its last run, {last.run_id}, completed); start a new run on it instead")
             )
-        last = found[-1]
         if last.status == "interrupted":
             raise ThreadSuspended(
                 f"thread {thread_id!r} is waiting for answers (run {last.run_id}); resume it "
                 f"with aresume({last.run_id!r}, Resume(...))"
             )
-        return await self.aresume(last.run_id, graph=graph, **options)
 
     def recover(
         self, thread_id: str, *, graph: CompiledGraph | None = None, **options: Any
@@ -402,7 +403,7 @@ class GraphRuntime:
         graph = self._graph_for(cp, graph)
         if cp.tenant_id != self.tenant_id:
             raise TenantMismatch(cp.thread_id, self.tenant_id)
-        release = await self._claim(cp.thread_id, cp.run_id)
+        claim = await self._claim(cp.thread_id, cp.run_id, self.tenant_id)
         try:
             latest = await self.store.latest(cp.run_id)
             counters = [cp.metadata, latest.metadata if latest is not None else {}]
@@ -416,10 +417,13 @@ class GraphRuntime:
                 graph, cp, values, as_node=as_node, cid=f"cp-{token}-{cp_counter}",
                 task_hex=token, task_counter=task_counter, now=clock.now())
             new.metadata["cp_counter"] = cp_counter
-            await self.store.save(new)
+            fence = claim.fence
+            if fence is None:
+                await self.store.save(new)
+            else:  # written under the claim: refused if another process took the thread
+                await self.store.save(new, fence=fence)  # type: ignore[call-arg]
         finally:
-            with anyio.CancelScope(shield=True):
-                await release()
+            await released_on_error(claim)
         return new.id
 
     def update_state(
@@ -440,8 +444,8 @@ class GraphRuntime:
                 and await self.store.get(ref) is None:
             found = await self.store.list(thread_id=ref)
             if found:
-                return await self._resolve(found[-1].id)
-        return await self._resolve(ref)
+                return await self._resolve(found[-1].id, self.tenant_id)
+        return await self._resolve(ref, self.tenant_id)
 
     async def attach(self, run_id: str, name: str, data: bytes | str,
                      media_type: str = "application/octet-stream") -> None:
@@ -464,7 +468,12 @@ class GraphRuntime:
         return [] if found is None else list(await found(run_id))
 
     async def history(
-        self, run_id: str, *, limit: int | None = None, before: str | None = None
+        self,
+        run_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        tenant_id: str | None = _DEFAULT,
     ) -> list[Checkpoint]:
         """The checkpoints of a run, oldest first (resume from any of them by id).
 
@@ -473,16 +482,22 @@ class GraphRuntime:
             limit: at most this many, the newest (a page); ``None`` for all.
             before: only checkpoints older than this checkpoint id: the page before a page
                 ``p`` is ``history(run_id, limit=n, before=p[0].id)``.
+            tenant_id: the caller's tenant (default: the runtime's ``tenant_id``).
 
         Raises:
             CheckpointNotFound: ``before`` names no checkpoint.
+            TenantMismatch: the run belongs to another tenant (nothing of it is returned).
         """
         check_id(run_id, "run_id", "history")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
                                   or limit < 1):
             raise InvalidArgument(f"history(limit={limit!r}): limit must be an int >= 1 or None")
         check_optional_id(before, "before", "history")
+        tenant = self.tenant_id if tenant_id is _DEFAULT else tenant_id
         store: Any = self.store
+        latest = await store.latest(run_id)
+        if latest is not None and latest.tenant_id != tenant:
+            raise TenantMismatch(run_id, tenant, what="run")
         if limit is None and before is None:
             return list(await store.list(run_id))
         if getattr(store, "pages_history", False):
@@ -518,15 +533,6 @@ class GraphRuntime:
         self._graphs[graph.graph_id] = graph
 
     # ------------------------------------------------------------------ internals
-
-    async def _thread_latest(self, thread_id: str) -> list[Checkpoint]:
-        """The thread's latest checkpoint (a list of one), or ``[]``; a one-row read on
-        stores that page."""
-        store: Any = self.store
-        if getattr(store, "pages_history", False):
-            return list(await store.list(thread_id=thread_id, limit=1))
-        found: list[Checkpoint] = await store.list(thread_id=thread_id)
-        return found[-1:]
 
     async def _trace(self, stream: RunStream) -> Trace:
         before = getattr(self.store, "calls", None)
@@ -602,30 +608,41 @@ class GraphRuntime:
             raise UpdateRejected("<input>", "<input>", f"input values must be JSON: {exc}") \
                 from None
 
-    async def _claim(self, thread_id: str, run_id: str) -> Callable[[], Awaitable[None]]:
+    async def _claim(self, thread_id: str, run_id: str, tenant: str | None) -> ThreadClaim:
+        """Claim the thread for one leg of ``run_id`` (one claim per runtime instance).
+
+        Raises:
+            ThreadBusy: another run holds the thread (in this runtime, or a live claim in the
+                store); the holder is named only to a caller of the thread's tenant.
+            TenantMismatch: the thread is busy and belongs to another tenant.
+        """
         for live in self._live.values():
             if not live.done and (live.run.thread_id == thread_id or live.run_id == run_id):
-                raise ThreadBusy(thread_id, live.run_id)
+                raise await self._busy(thread_id, live.run_id, tenant)
+        try:
+            return await take(self.store, self.clock, thread_id, run_id, self.claim_ttl)
+        except ThreadBusy as exc:
+            raise await self._busy(thread_id, exc.holder, tenant) from None
+
+    async def _busy(self, thread_id: str, holder: str | None, tenant: str | None
+                    ) -> GraphflowError:
+        """The error a caller of ``tenant`` may see for a busy thread (seed 004): the holder
+        is never named for a thread without a checkpoint, nor to another tenant."""
+        last = await self._thread_latest(thread_id)
+        if last is None:
+            return ThreadBusy(thread_id, None)
+        if last.tenant_id != tenant:
+            return TenantMismatch(thread_id, tenant)
+        return ThreadBusy(thread_id, holder)
+
+    async def _thread_latest(self, thread_id: str) -> Checkpoint | None:
+        """The thread's latest checkpoint, or ``None``; a one-row read on stores that page."""
         store: Any = self.store
-        claim = getattr(store, "claim", None)
-        if callable(claim):
-            token = await claim(thread_id, run_id, now=self.clock.now(), ttl=self.claim_ttl)
-
-            async def release() -> None:
-                await store.release(thread_id, token)
-
-            return release
-        table = _Claims.table(store)
-        holder = table.get(thread_id)
-        if holder is not None and holder != run_id:
-            raise ThreadBusy(thread_id, holder)
-        table[thread_id] = run_id
-
-        async def release_local() -> None:
-            if table.get(thread_id) == run_id:
-                del table[thread_id]
-
-        return release_local
+        if getattr(store, "pages_history", False):
+            found: list[Checkpoint] = list(await store.list(thread_id=thread_id, limit=1))
+        else:
+            found = await store.list(thread_id=thread_id)
+        return found[-1] if found else None
 
     def _wall(self) -> tuple[bool, Callable[[], None] | None]:
         clock = self.clock
@@ -659,15 +676,15 @@ class GraphRuntime:
         if thread_id is None:
             thread_id = f"thread-{token}"
             base = validate_state(graph, patch).model_dump(mode="json")
-            release = await self._claim(thread_id, run_id)
+            claim = await self._claim(thread_id, run_id, tenant)
         else:
-            # A live run holding the thread is ThreadBusy, whatever the thread's checkpoints say.
-            release = await self._claim(thread_id, run_id)
+            # A live run holding the thread is ThreadBusy, whatever the thread's checkpoints
+            # say; the thread is read after the claim, so no other run can advance it between.
+            claim = await self._claim(thread_id, run_id, tenant)
             try:
                 base = await self._thread_base(graph, thread_id, tenant, patch)
             except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await release()
+                await released_on_error(claim)
                 raise
         wall, on_done = self._wall()
 
@@ -680,7 +697,8 @@ class GraphRuntime:
         )
         run.set_breakpoints(*_breakpoints(graph, opts))
         run.subgraph_runner = _SUBGRAPHS
-        runner = Runner(run, release=release, on_done=on_done)
+        run.claim = claim
+        runner = Runner(run, release=claim.release, on_done=on_done)
         self._track(runner)
         return runner
 
@@ -692,20 +710,23 @@ class GraphRuntime:
         patch: dict[str, Any],
     ) -> dict[str, Any]:
         """The starting state of a new run on ``thread_id``: its last state plus the input."""
-        previous = await self._thread_latest(thread_id)
-        if previous:
-            last = previous[-1]
+        last = await self._thread_latest(thread_id)
+        if last is not None:
             if last.tenant_id != tenant:
                 raise TenantMismatch(thread_id, tenant)
-            if last.status in ("interrupted", "failed"):
+            # Seed 004: only a thread waiting for answers is suspended; a failed, timed-out,
+            # cancelled or crashed run left its thread mid-execution.
+            if last.status == "interrupted":
                 raise ThreadSuspended(
-                    f"thread {thread_id!r} is suspended (run {last.run_id} is "
-                    f"{last.status}); resume it with aresume({last.run_id!r}, ...)"
+                    f"thread {thread_id!r} is suspended (run {last.run_id} waits for answers "
+                    f"to its interrupts); resume it with aresume({last.run_id!r}, Resume(...))"
                 )
             if last.status != "completed":
                 raise MidExecution(
-                    f"thread {thread_id!r} is mid-execution (run {last.run_id}, checkpoint "
-                    f"{last.id}); resume that run instead of starting a new one"
+                    f"thread {thread_id!r} is mid-execution (run {last.run_id} is "
+                    f"{last.status}, checkpoint {last.id}); continue it with "
+                    f"arecover({thread_id!r}) or aresume({last.run_id!r}) instead of starting "
+                    "a new run"
                 )
             base = merge_patches(graph, last.state, [("<input>", patch)], parallel=False)
             if graph.codec.plain:
@@ -716,7 +737,7 @@ class GraphRuntime:
             base = validate_state(graph, patch).model_dump(mode="json")
         return base
 
-    async def _resolve(self, ref: str) -> Checkpoint:
+    async def _resolve(self, ref: str, tenant: str | None) -> Checkpoint:
         if not isinstance(ref, str):
             raise InvalidArgument(f"expected a run id or checkpoint id, got {ref!r}")
         cp = await self.store.latest(ref)
@@ -727,6 +748,9 @@ class GraphRuntime:
                 f"no checkpoint for run or checkpoint id {ref!r}: the store has none. Pass the "
                 "run_id of run_start (or GraphResult.run_id) or a checkpoint id"
             )
+        if cp.tenant_id != tenant:
+            # Named by what the caller passed: no id of the other tenant's thread.
+            raise TenantMismatch(ref, tenant, what="run or checkpoint")
         if cp.format_version != FORMAT_VERSION:
             raise UnsupportedFormat(
                 f"checkpoint {cp.id} has format_version {cp.format_version}; this build reads "
@@ -761,12 +785,90 @@ class GraphRuntime:
         opts: dict[str, Any],
     ) -> Runner:
         install_hooks()
-        cp = await self._resolve(ref)
-        graph = self._policy(self._graph_for(cp, graph))
         tenant = opts["tenant_id"]
-        if cp.tenant_id != tenant:
-            raise TenantMismatch(cp.thread_id, tenant)
+        recover: str | None = opts.get("recover")
+        cp = await self._resolve(ref, tenant)
+        graph = self._policy(self._graph_for(cp, graph))
+        if recover is not None:
+            self._check_recoverable(recover, cp)  # the run may have ended since it was read
+        else:
+            self._check_resumable(cp, resume, claimed=False)
+        seen = cp.id if recover is None and ref == cp.run_id else await self._view(cp, recover)
+        clock = self.clock
+        if isinstance(clock, VirtualClock) and clock.now() < cp.timestamp:
+            # A fresh virtual clock continues from the checkpoint, so time never goes back
+            # within a run's log (C10), and the claim is taken at that time.
+            clock.advance((cp.timestamp - clock.now()).total_seconds())
+        claim = await self._claim(cp.thread_id, cp.run_id, tenant)
+        try:
+            # Read again under the claim: a run that advanced the thread between this call
+            # reading it and claiming it must not be run a second time (seed 004).
+            cp = await self._resolve(ref, tenant)
+            latest = cp if ref == cp.run_id else await self.store.latest(cp.run_id)
+            if recover is not None:
+                last = await self._thread_latest(recover)
+                if last is not None and last.id != seen:
+                    raise ThreadBusy(recover, last.run_id)
+                self._check_recoverable(recover, last)
+            else:
+                if latest is not None and latest.id != seen:
+                    raise ThreadBusy(cp.thread_id, latest.run_id)
+                self._check_resumable(cp, resume)
+        except BaseException:
+            await released_on_error(claim)
+            raise
         answers = dict(cp.answers)
+        if cp.status == "interrupted" and cp.interrupts:
+            assert resume is not None
+            answers.update(resume.resolve(cp.interrupts))
+        cp_counter = int(cp.metadata.get("cp_counter", 0))
+        task_counter = int(cp.metadata.get("task_counter", 0))
+        seq = cp.next_seq
+        if latest is not None and latest.id != cp.id:
+            # Time travel: the run's log goes on after everything it already holds, so no
+            # event number (and no id) of the original continuation is used twice (C10).
+            cp_counter = max(cp_counter, int(latest.metadata.get("cp_counter", 0)))
+            task_counter = max(task_counter, int(latest.metadata.get("task_counter", 0)))
+            seq = max(seq, latest.next_seq)
+        state = cp.state
+        if resume is not None and resume.update is not None:
+            try:
+                state = apply_update(graph, state, resume.update)[0]
+            except BaseException:
+                await released_on_error(claim)
+                raise
+        wall, on_done = self._wall()
+        run = RunState(
+            graph=graph, store=self.store, clock=self.clock, seed=self.seed, run_id=cp.run_id,
+            thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=state,
+            max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
+            on_interrupt=opts["on_interrupt"], wall_clock=wall,
+            record_events=opts.get("record_events", True),
+        )
+        run.set_breakpoints(*_breakpoints(graph, opts))
+        run.subgraph_runner = _SUBGRAPHS
+        run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
+                          task_counter=task_counter)
+        run.claim = claim
+        runner = Runner(run, release=claim.release, on_done=on_done)
+        self._track(runner, resumed=True)
+        return runner
+
+    async def _view(self, cp: Checkpoint, recover: str | None) -> str | None:
+        """What this call saw before claiming: the id of the thread's latest checkpoint (a
+        recovery) or of the run's latest checkpoint (a resume)."""
+        if recover is not None:
+            last = await self._thread_latest(recover)
+        else:
+            last = await self.store.latest(cp.run_id)
+        return None if last is None else last.id
+
+    @staticmethod
+    def _check_resumable(cp: Checkpoint, resume: Resume | None, *, claimed: bool = True
+                         ) -> None:
+        """Refuse a resume of ``cp`` that cannot go on. Before the claim, only what no other
+        run can change is checked: a ``Resume`` for a checkpoint that is not waiting may be a
+        race with a resume that is still running (``ThreadBusy`` then, from the claim)."""
         if cp.status == "completed":
             raise NotSuspended(f"run {cp.run_id} completed (checkpoint {cp.id}); there is "
                                "nothing to resume. Start a new run on its thread instead")
@@ -781,49 +883,13 @@ class GraphRuntime:
                 keys = [i.key for i in cp.interrupts]
                 raise ResumeError(f"run {cp.run_id} is paused at interrupts {keys}; resume it "
                                   "with Resume(value) or Resume(answers={key: ...})")
-            answers.update(resume.resolve(cp.interrupts))
-        elif answering:
+            resume.resolve(cp.interrupts)  # refuses answers that do not fit, changing nothing
+        elif answering and claimed:
             raise NotSuspended(f"run {cp.run_id} has no pending interrupts (status "
-                               f"{cp.status!r}); resume it without a Resume")
-        cp_counter = int(cp.metadata.get("cp_counter", 0))
-        task_counter = int(cp.metadata.get("task_counter", 0))
-        seq = cp.next_seq
-        latest = await self.store.latest(cp.run_id)
-        if latest is not None and latest.id != cp.id:
-            # Time travel: the run's log goes on after everything it already holds, so no
-            # event number (and no id) of the original continuation is used twice (C10).
-            cp_counter = max(cp_counter, int(latest.metadata.get("cp_counter", 0)))
-            task_counter = max(task_counter, int(latest.metadata.get("task_counter", 0)))
-            seq = max(seq, latest.next_seq)
-        release = await self._claim(cp.thread_id, cp.run_id)
-        clock = self.clock
-        if isinstance(clock, VirtualClock) and clock.now() < cp.timestamp:
-            # A fresh virtual clock continues from the checkpoint, so time never goes back
-            # within a run's log (C10).
-            clock.advance((cp.timestamp - clock.now()).total_seconds())
-        state = cp.state
-        if resume is not None and resume.update is not None:
-            try:
-                state = apply_update(graph, state, resume.update)[0]
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await release()
-                raise
-        wall, on_done = self._wall()
-        run = RunState(
-            graph=graph, store=self.store, clock=self.clock, seed=self.seed, run_id=cp.run_id,
-            thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=state,
-            max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
-            on_interrupt=opts["on_interrupt"], wall_clock=wall,
-            record_events=opts.get("record_events", True),
-        )
-        run.set_breakpoints(*_breakpoints(graph, opts))
-        run.subgraph_runner = _SUBGRAPHS
-        run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
-                          task_counter=task_counter)
-        runner = Runner(run, release=release, on_done=on_done)
-        self._track(runner, resumed=True)
-        return runner
+                               f"{cp.status!r}, checkpoint {cp.id}): another resume may have "
+                               "answered them. Read its state with history(); resume it "
+                               "without a Resume only to continue a failed, cancelled or "
+                               "timed-out run")
 
     def _policy(self, graph: CompiledGraph) -> CompiledGraph:
         """``graph`` under the runtime's checkpoint policy, if it sets one."""

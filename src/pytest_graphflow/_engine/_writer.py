@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -19,14 +20,35 @@ from ._run_state import RunState
 __all__ = ["CheckpointWriter", "LegEnd"]
 
 
+def attach_run_error(store_error: BaseException, run_error: BaseException | None) -> None:
+    """Keep the run's own failure on the store error that refused its checkpoint (seed 000:
+    the store's error is raised; seed 004: ``runError`` is the run's own failure)."""
+    if run_error is None or run_error is store_error:
+        return
+    with contextlib.suppress(AttributeError):  # an exception type with __slots__
+        store_error.run_error = run_error  # type: ignore[attr-defined]
+
+
 class CheckpointWriter:
-    """Saves a leg's checkpoints to its store; the run's position comes from its state."""
+    """Saves a leg's checkpoints to its store; the run's position comes from its state.
+
+    Every save carries the leg's claim (its fencing token) on a store that checks it. On a
+    durable store with ``commit`` (SQLite), the piece's checkpoints are held in
+    ``run.pending`` and the runner commits them with the piece's events and run record in
+    one transaction (:meth:`Runner._persist`).
+    """
 
     def __init__(self, run: RunState) -> None:
         self.run = run
         store = run.store
+        claim = run.claim
+        self._fence = None if claim is None else claim.fence
         # The in-memory store keeps the fields and builds the model when it is read.
         self._adopt = store._adopt_fields if type(store) is InMemoryCheckpointStore else None
+        inner = getattr(store, "inner", store)  # a FaultyStore commits through its inner store
+        run.deferred = bool(run.durable and self._fence is not None
+                            and callable(getattr(store, "commit", None))
+                            and callable(getattr(inner, "commit", None)))
 
     async def save(
         self,
@@ -66,14 +88,24 @@ class CheckpointWriter:
             passed = sorted(t.task_id for t in tasks if t.task_id in run.passed)
             if passed:
                 fields["metadata"]["breakpoint_passed"] = passed
+        fence = self._fence
         if self._adopt is not None:
             # The visited nodes stay a lazy snapshot until the checkpoint is read.
-            self._adopt(fields)
+            if fence is None:
+                self._adopt(fields)
+            else:
+                self._adopt(fields, fence)
         else:
             vis = fields["visited"]
             if not isinstance(vis, tuple):
                 fields["visited"] = vis.as_tuple()
-            await run.store.save(make(Checkpoint, **fields))
+            cp = make(Checkpoint, **fields)
+            if run.deferred:
+                run.pending.append(cp)  # committed with the piece's events
+            elif fence is not None:
+                await run.store.save(cp, fence=fence)  # type: ignore[call-arg]
+            else:
+                await run.store.save(cp)
         run.parent_id = cid
         run.checkpoint_id = cid
 
@@ -92,23 +124,53 @@ class LegEnd:
         self._on_done = on_done
 
     async def finish(self, status: str, error: BaseException | None) -> None:
-        """The leg ended with ``status`` (and ``error``, the first one wins)."""
+        """The leg ended with ``status`` (and ``error``, the first one wins).
+
+        The claim is released here, unless the leg's last piece is still to be committed
+        (a durable store's commit carries the claim's token): then by :meth:`release`.
+        """
         run = self.run
         run.done = True
         run.status = status
         if error is not None and run.error is None:
             run.error = error
         run.ended_at = run.clock.now()
-        record = run.record
-        if record is not None:
-            record.status = status
-            record.updated_at = run.ended_at
-            if run.error is not None:
-                record.error = {"error_type": type(run.error).__name__,
-                                "message": str(run.error)}
+        self.update_record()
         on_done, self._on_done = self._on_done, None
         if on_done is not None:
             on_done()
+        if not run.deferred:
+            await self.release()
+
+    def update_record(self) -> None:
+        """Bring the runtime's run record up to the leg's status and error."""
+        run = self.run
+        record = run.record
+        if record is None:
+            return
+        record.status = run.status
+        record.updated_at = run.ended_at
+        if run.error is not None:
+            error = run.error
+            record.error = {"error_type": type(error).__name__, "message": str(error)}
+            own = getattr(error, "run_error", None)
+            if isinstance(own, BaseException):
+                # The store refused the failure's checkpoint: the failure itself is kept.
+                record.error["run_error"] = {"error_type": type(own).__name__,
+                                             "message": str(own)}
+
+    def refused(self, store_error: BaseException) -> None:
+        """The store refused the ended leg's last commit: the leg failed with the store's
+        error, and the run's own failure (if it had one) is kept on it."""
+        run = self.run
+        if run.error is not store_error:
+            attach_run_error(store_error, run.error)
+            run.error = store_error
+        run.status = "failed"
+        self.update_record()
+
+    async def release(self) -> None:
+        """Release the thread's claim (once)."""
         release, self._release = self._release, None
         if release is not None:
             with anyio.CancelScope(shield=True):

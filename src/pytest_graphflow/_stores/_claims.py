@@ -2,7 +2,11 @@
 logs and their compaction, run records, artifacts and retention arguments.
 
 The in-memory and the SQLite store keep their data differently but decide everything here,
-so the two agree on every answer and every error.
+so the two agree on every answer and every error. A new backend reuses them: it reads the
+thread's claim row inside its write transaction, asks :func:`take_claim` /
+:func:`current_or_stale` / :func:`renewed` what to do, checks a commit with
+:func:`check_commit`, and writes the answer in the same transaction (see
+:class:`~pytest_graphflow._stores._protocol.ClaimingStore`).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .._records._checkpoint import FORMAT_VERSION
+from .._records._checkpoint import FORMAT_VERSION, Checkpoint
 from .._records._json import NotJSONError, to_json_value
 from ..errors import (
     EventsCompacted,
@@ -29,6 +33,7 @@ __all__ = [
     "artifact_bytes",
     "check_after_seq",
     "check_before_seq",
+    "check_commit",
     "check_keep_last",
     "check_token",
     "check_ttl",
@@ -129,13 +134,16 @@ def take_claim(
 ) -> Claim:
     """The claim ``run_id`` gets on ``thread_id`` at ``now``.
 
-    The same run re-claiming gets a new token (its old one goes stale); another run may take
-    the thread only once the current claim expired.
+    A claim belongs to whoever holds its token (one runtime instance), not to a run id: while
+    a claim is live, *every* other claim on the thread is refused, the same run's included
+    (another process resuming or recovering that run must wait). The holder keeps its claim
+    with :func:`renewed`; once the claim expired or was released anyone may take the thread,
+    with a new, larger token, and the old token goes stale.
 
     Raises:
-        ThreadBusy: another run holds a live claim (``holder`` names it).
+        ThreadBusy: a claim on the thread is live (``holder`` names its run).
     """
-    if current is not None and current.run_id != run_id and current.live(now):
+    if current is not None and current.live(now):
         raise ThreadBusy(thread_id, holder=current.run_id)
     return Claim(run_id, last_token + 1, now + timedelta(seconds=ttl), ttl)
 
@@ -155,6 +163,50 @@ def current_or_stale(thread_id: str, token: int, current: Claim | None) -> Claim
 def renewed(claim: Claim, now: datetime) -> Claim:
     """``claim`` extended by its ttl from ``now``."""
     return Claim(claim.run_id, claim.token, now + timedelta(seconds=claim.ttl), claim.ttl)
+
+
+def check_commit(
+    thread_id: object,
+    run_id: object,
+    checkpoints: object,
+    events: object,
+    run: object,
+) -> tuple[list[Any], list[tuple[int, dict[str, Any]]], dict[str, Any] | None]:
+    """A fenced commit's parts, checked: every checkpoint is of ``run_id`` on ``thread_id``,
+    every event is a JSON dict of ``run_id`` with an int ``seq``, the run record is of
+    ``run_id``.
+
+    Returns:
+        The checkpoints, the normalised events ``(seq, data)`` and the run record's JSON form.
+
+    Raises:
+        InvalidArgument: for any part that does not fit; nothing is written.
+    """
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidArgument(f"commit(thread_id={thread_id!r}): a thread id is a non-empty str")
+    if not isinstance(run_id, str) or not run_id:
+        raise InvalidArgument(f"commit(run_id={run_id!r}): a run id is a non-empty str")
+    cps = list(checkpoints) if isinstance(checkpoints, (list, tuple)) else None
+    if cps is None or not all(isinstance(cp, Checkpoint) for cp in cps):
+        raise InvalidArgument(f"commit(checkpoints={checkpoints!r}): pass a list of Checkpoint")
+    for cp in cps:
+        if cp.run_id != run_id or cp.thread_id != thread_id:
+            raise InvalidArgument(
+                f"commit: checkpoint {cp.id} is of run {cp.run_id} on thread {cp.thread_id!r}; "
+                f"a commit under the claim on thread {thread_id!r} writes run {run_id} only"
+            )
+    if not isinstance(events, (list, tuple)):
+        raise InvalidArgument(f"commit(events={events!r}): pass a list of events in wire form")
+    normalised = [normalise_event(e) for e in events]
+    for seq, data in normalised:
+        if data.get("run_id", run_id) != run_id:
+            raise InvalidArgument(f"commit: event seq={seq} is of run {data.get('run_id')}, "
+                                  f"not {run_id}")
+    record = None if run is None else normalise_run_record(run)
+    if record is not None and record["run_id"] != run_id:
+        raise InvalidArgument(f"commit: the run record is of run {record['run_id']}, not "
+                              f"{run_id}")
+    return cps, normalised, record
 
 
 def check_token(token: object, where: str) -> int:

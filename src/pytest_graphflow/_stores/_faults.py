@@ -267,11 +267,23 @@ class FaultRule:
             return True
         return f.nth is not None and self.matched >= f.nth
 
-    def _count(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
-        """Count one call of the rule's operation; ``True`` if the rule fires on it."""
+    def _count(
+        self,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        each: tuple[tuple[Any, ...], ...] | None = None,
+    ) -> bool:
+        """Count one call of the rule's operation; ``True`` if the rule fires on it.
+
+        ``each`` gives several argument tuples for one call (a commit of several
+        checkpoints, watched by a ``save`` rule): ``when`` holds if it holds for any.
+        """
         f = self.fault
         self.seen += 1
-        if f.when is not None and not f.when(*args, **kwargs):
+        if f.when is not None and each is not None:
+            if not any(f.when(*a) for a in each):
+                return False
+        elif f.when is not None and not f.when(*args, **kwargs):
             return False
         self.matched += 1
         if f.times is not None and self.hits >= f.times:
@@ -294,6 +306,9 @@ def _make_error(
         return fault.error
     if op == "save" and args and isinstance(args[0], Checkpoint):
         message = f"injected: save #{rule.seen} of checkpoint {args[0].id} "
+        message += "rejected" if fault.kind == "reject" else "failed"
+    elif op == "commit" and fault.op == "save":
+        message = f"injected: save #{rule.seen} (commit {summary}) "
         message += "rejected" if fault.kind == "reject" else "failed"
     else:
         message = f"injected: {op} #{rule.seen} ({summary}) failed"

@@ -9,7 +9,7 @@ so a run over a ``FaultyStore`` is as deterministic as the runtime driving it.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
@@ -78,6 +78,19 @@ class FaultyStore:
         self._crash: StoreCall | None = None
 
     # ----------------------------------------------------------------- introspection
+
+    @property
+    def supports_fencing(self) -> bool:
+        """Whether the wrapped store checks fencing tokens (its class says so and its
+        ``save`` takes ``fence=``); fenced saves and commits are then passed on."""
+        inner = self._inner
+        found = inspect.getattr_static(inner, "supports_fencing", False)
+        if isinstance(found, property):
+            found = getattr(inner, "supports_fencing", False)
+        if not found:
+            return False
+        params = inspect.signature(inner.save).parameters
+        return "fence" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
     @property
     def inner(self) -> CheckpointStore:
@@ -287,9 +300,53 @@ class FaultyStore:
 
     # ------------------------------------------------------------- the protocol
 
-    async def save(self, checkpoint: Checkpoint) -> None:
-        """Save through the fault rules (see :meth:`CheckpointStore.save`)."""
-        await self._call("save", self._inner.save, (checkpoint,), {})
+    async def save(self, checkpoint: Checkpoint, **fence: Any) -> None:
+        """Save through the fault rules (see :meth:`CheckpointStore.save`).
+
+        A fenced save (``fence=(thread_id, token)``, on a store that supports fencing) is
+        passed on as it is; rules see it as any save (``when(checkpoint)``).
+        """
+        if not fence:
+            await self._call("save", self._inner.save, (checkpoint,), {})
+            return
+        inner_save = self._inner.save
+
+        async def fenced(cp: Checkpoint) -> None:
+            await inner_save(cp, **fence)
+
+        await self._call("save", fenced, (checkpoint,), {})
+
+    async def commit(
+        self,
+        thread_id: str,
+        token: int,
+        *,
+        run_id: str,
+        checkpoints: Sequence[Checkpoint] = (),
+        events: Sequence[dict[str, Any]] = (),
+        run: dict[str, Any] | None = None,
+    ) -> None:
+        """Commit through the fault rules (see
+        :meth:`~pytest_graphflow._stores._protocol.ClaimingStore.commit`).
+
+        It is logged as one ``commit`` call. A commit that carries checkpoints also counts as
+        one save for the ``save`` rules (``reject_save``, ``crash_at("save")``, ...): such a
+        rule's ``when(checkpoint)`` holds when it holds for any of them, and a rejected or
+        crashed commit writes none of its parts.
+        """
+        commit = getattr(self._inner, "commit", None)
+        if not callable(commit):
+            raise AttributeError(f"{type(self._inner).__name__} has no commit()")
+        cps = tuple(checkpoints)
+        kwargs: dict[str, Any] = {"run_id": run_id, "checkpoints": list(cps),
+                                  "events": list(events), "run": run}
+        ids = ", ".join(cp.id for cp in cps)
+        summary = (f"{thread_id}, token {token}, run {run_id}: "
+                   f"{ids + '; ' if ids else ''}{len(kwargs['events'])} event(s)"
+                   f"{', run record' if run is not None else ''}")
+        watch = {"save": tuple((cp,) for cp in cps)} if cps else {}
+        await self._call("commit", commit, (thread_id, token), kwargs, summary=summary,
+                         watch=watch)
 
     async def get(self, checkpoint_id: str) -> Checkpoint | None:
         """Get through the fault rules (see :meth:`CheckpointStore.get`)."""
@@ -391,9 +448,13 @@ class FaultyStore:
         fn: Callable[..., Awaitable[Any]],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        *,
+        summary: str | None = None,
+        watch: Mapping[str, tuple[tuple[Any, ...], ...]] | None = None,
     ) -> Any:
         index = len(self._calls)
-        summary = _summarize(args, kwargs)
+        if summary is None:
+            summary = _summarize(args, kwargs)
         self._calls.append(StoreCall(index, op, summary, "pending", time=self._now()))
         if self._crash is not None:
             dead = self._dead_error(op, summary)
@@ -403,7 +464,14 @@ class FaultyStore:
             wait = 0.0
             decider: FaultRule | None = None
             for rule in list(self._rules):
-                if rule.op != op or not rule._count(args, kwargs):
+                if rule.op == op:
+                    fires = rule._count(args, kwargs)
+                elif watch and rule.op in watch:
+                    # e.g. a save rule watching a commit that carries checkpoints
+                    fires = rule._count((), {}, each=watch[rule.op])
+                else:
+                    continue
+                if not fires:
                     continue
                 if rule.kind == "delay":
                     rule.hits += 1
@@ -457,6 +525,8 @@ class FaultyStore:
             raise
         if op == "save":
             self._saves.append(args[0].id)
+        elif op == "commit":
+            self._saves.extend(cp.id for cp in kwargs["checkpoints"])
         if fault is not None and fault.kind == "crash":
             raise self._die(index, decider, op, summary)
         if self._crash is not None:  # the process died while the inner store worked

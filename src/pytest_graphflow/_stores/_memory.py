@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -10,14 +10,18 @@ from .._records._checkpoint import Checkpoint
 from .._records._fast import make
 from .._records._ids import derived_hex
 from .._records._json import jcopy
-from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument
+from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, ThreadBusy
 from . import _claims as rules
 from ._closing import ClosingStore
+from ._protocol import Fence
 
 __all__ = ["InMemoryCheckpointStore"]
 
 _Records = list[dict[str, Any]]
 """A list of JSON records (events, run records, artifact descriptions)."""
+
+_Normalised = list[tuple[int, dict[str, Any]]]
+"""Events as ``(seq, JSON form)`` pairs."""
 
 
 class _Draft:
@@ -93,13 +97,62 @@ class InMemoryCheckpointStore(ClosingStore):
         cp, order = self._by_id[checkpoint_id]
         return (cp.timestamp, order)
 
-    async def save(self, checkpoint: Checkpoint) -> None:
-        """Persist a copy of ``checkpoint``; one with the same id is overwritten."""
+    supports_fencing = True
+    """``save`` takes ``fence=(thread_id, token)`` and the store has ``commit``."""
+
+    async def save(self, checkpoint: Checkpoint, *, fence: Fence | None = None) -> None:
+        """Persist a copy of ``checkpoint``; one with the same id is overwritten.
+
+        With ``fence=(thread_id, token)`` the save is made under that claim: it is refused
+        (nothing written) unless ``token`` is the thread's current claim.
+
+        Raises:
+            StaleClaim: the fence's token is not the current claim.
+        """
+        if fence is not None:
+            self._fenced(fence, checkpoint.thread_id, checkpoint.id)
         self._adopt(checkpoint.clone())
 
-    def _adopt_fields(self, fields: dict[str, Any]) -> None:
+    def _fenced(self, fence: Fence, thread_id: str, what: str) -> None:
+        thread, token = fence
+        if thread != thread_id:
+            raise InvalidArgument(f"save({what}): the fence is for thread {thread!r}, the "
+                                  f"checkpoint is on thread {thread_id!r}")
+        rules.current_or_stale(thread, rules.check_token(token, "save"),
+                               self._claims.get(thread))
+
+    def _adopt_fields(self, fields: dict[str, Any], fence: Fence | None = None) -> None:
         """Store a checkpoint given as its fields (internal; see :meth:`_adopt`)."""
+        if fence is not None:
+            self._fenced(fence, fields["thread_id"], fields["id"])
         self._adopt(_Draft(fields))  # type: ignore[arg-type]
+
+    async def commit(
+        self,
+        thread_id: str,
+        token: int,
+        *,
+        run_id: str,
+        checkpoints: Sequence[Checkpoint] = (),
+        events: Sequence[dict[str, Any]] = (),
+        run: dict[str, Any] | None = None,
+    ) -> None:
+        """Write checkpoints, events and the run record of ``run_id`` under the claim
+        ``token``, all or nothing (see :class:`~pytest_graphflow._stores._protocol.ClaimingStore`).
+
+        Raises:
+            StaleClaim: ``token`` is not the thread's current claim; nothing is written.
+            InvalidArgument: a part is not of ``run_id`` on ``thread_id``.
+        """
+        cps, normalised, record = rules.check_commit(thread_id, run_id, checkpoints,
+                                                     events, run)
+        rules.current_or_stale(thread_id, rules.check_token(token, "commit"),
+                               self._claims.get(thread_id))
+        for cp in cps:
+            self._adopt(cp.clone())
+        self._put_events(run_id, normalised)
+        if record is not None:
+            self._put_run(record)
 
     def _adopt(self, checkpoint: Checkpoint) -> None:
         """Store ``checkpoint`` itself, without a copy (internal).
@@ -224,6 +277,8 @@ class InMemoryCheckpointStore(ClosingStore):
             )
         if thread_id is not None and self._by_thread.get(thread_id):
             raise rules.fork_target_exists(checkpoint_id, thread_id)
+        if thread_id is not None and thread_id in self._claims:
+            raise ThreadBusy(thread_id, None)  # a run is starting on it: not a new thread
         source = found[0]
         if isinstance(source, _Draft):
             source = source.checkpoint()
@@ -231,7 +286,10 @@ class InMemoryCheckpointStore(ClosingStore):
         while True:
             token = derived_hex("fork", checkpoint_id, n)
             run_id, cid = f"run-{token}", f"cp-{token}-f"
-            if run_id not in self._by_run and cid not in self._by_id:
+            target = thread_id or f"thread-{token}"
+            if run_id not in self._by_run and cid not in self._by_id and (
+                    thread_id is not None or (target not in self._by_thread
+                                              and target not in self._claims)):
                 break
             n += 1
             if n > 1000:  # pragma: no cover - defensive
@@ -260,7 +318,9 @@ class InMemoryCheckpointStore(ClosingStore):
         Raises:
             InvalidArgument: when an event is not a JSON dict with an int ``seq``.
         """
-        normalised = [rules.normalise_event(e) for e in events]
+        self._put_events(run_id, [rules.normalise_event(e) for e in events])
+
+    def _put_events(self, run_id: str, normalised: _Normalised) -> None:
         earliest = self._earliest_seq.get(run_id, 0)
         log = self._events.setdefault(run_id, {})
         for seq, data in normalised:
@@ -298,7 +358,9 @@ class InMemoryCheckpointStore(ClosingStore):
         Fields of an existing record that ``record`` does not name are kept. Datetimes are
         stored in their ISO form.
         """
-        data = rules.normalise_run_record(record)
+        self._put_run(rules.normalise_run_record(record))
+
+    def _put_run(self, data: dict[str, Any]) -> None:
         old = self._runs.get(data["run_id"])
         self._runs[data["run_id"]] = data if old is None else {**old, **data}
 
@@ -338,10 +400,11 @@ class InMemoryCheckpointStore(ClosingStore):
         """Claim ``thread_id`` for ``run_id`` and return a new, strictly increasing fencing token.
 
         ``now`` is the claiming runtime's clock; the claim is live until ``now + ttl``
-        (``claim_ttl`` by default). The same run re-claiming gets a new token.
+        (``claim_ttl`` by default). While a claim is live every other claim is refused, the
+        same run's included: a claim belongs to the holder of its token.
 
         Raises:
-            ThreadBusy: another run holds a live claim on the thread.
+            ThreadBusy: a claim on the thread is live.
         """
         moment = rules.utc_now(now, "claim")
         seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")

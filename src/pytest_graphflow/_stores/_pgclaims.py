@@ -67,7 +67,8 @@ class PgClaims:
         """Claim ``thread_id`` for ``run_id`` and return a new, strictly increasing fencing token.
 
         ``now`` is the claiming runtime's clock; the claim is live until ``now + ttl``
-        (``claim_ttl`` by default). The same run re-claiming gets a new token.
+        (``claim_ttl`` by default). While a claim is live every other claim is refused, the
+        same run's included: a claim belongs to the holder of its token.
 
         Raises:
             ThreadBusy: another run holds a live claim on the thread.

@@ -169,8 +169,7 @@ class PgCommits:
             StaleClaim: ``token`` is not the thread's current claim; nothing is written.
             InvalidArgument: a part is not of ``run_id`` on ``thread_id``; nothing is written.
         """
-        cps, normalised, record = check_parts(thread_id, run_id, list(checkpoints),
-                                              list(events), run)
+        cps, normalised, record = check_parts(thread_id, run_id, checkpoints, events, run)
         token = rules.check_token(token, "commit")
         if len(cps) <= 1:  # a step: one statement, one round trip
             sql, params = _fenced_statement(thread_id, token, run_id,

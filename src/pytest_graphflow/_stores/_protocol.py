@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from .._records._checkpoint import Checkpoint
 
-__all__ = ["CheckpointStore"]
+__all__ = ["CheckpointStore", "ClaimingStore", "Fence"]
+
+Fence = tuple[str, int]
+"""``(thread_id, token)``: the claim a write is made under (see :class:`ClaimingStore`)."""
 
 
 @runtime_checkable
@@ -54,4 +58,70 @@ class CheckpointStore(Protocol):
         Raises:
             CheckpointNotFound: when ``checkpoint_id`` does not exist.
             ForkTargetExists: when the store already holds a checkpoint of ``thread_id``.
+        """
+
+
+@runtime_checkable
+class ClaimingStore(CheckpointStore, Protocol):
+    """A store that keeps thread claims with fencing tokens (seed 004, SPEC §5).
+
+    The runtime uses these methods when a store has them; the in-memory and SQLite stores do,
+    and a new backend gets the same guarantees by implementing them with the shared rules of
+    :mod:`pytest_graphflow._stores._claims`, each method one transaction:
+
+    - ``claim`` reads the thread's claim row, asks ``take_claim`` and writes its answer: while
+      a claim is live every other claim is refused with ``ThreadBusy`` (the same run id
+      included: a claim belongs to the runtime instance holding the token).
+    - ``renew``/``release`` check the token with ``current_or_stale`` (``StaleClaim``).
+    - ``commit`` checks the token with ``current_or_stale`` and the parts with
+      ``check_commit``, then writes the checkpoints, the events and the run record together,
+      or nothing at all.
+    - ``save(checkpoint, fence=(thread_id, token))`` is a commit of one checkpoint.
+
+    A durable store (``records_events = True``) gets one ``commit`` per piece of a run (the
+    piece's checkpoints, its events and the run record); the in-memory store gets fenced saves.
+    """
+
+    async def claim(
+        self, thread_id: str, run_id: str, *, now: datetime, ttl: float | None = None
+    ) -> int:
+        """Claim the thread for ``run_id``; return a new, strictly larger fencing token.
+
+        Raises:
+            ThreadBusy: a claim on the thread is live.
+        """
+
+    async def renew(self, thread_id: str, token: int, *, now: datetime) -> None:
+        """Extend the claim ``token`` by its ttl from ``now``.
+
+        Raises:
+            StaleClaim: ``token`` is not the thread's current claim.
+        """
+
+    async def release(self, thread_id: str, token: int) -> None:
+        """Release the claim ``token``.
+
+        Raises:
+            StaleClaim: ``token`` is not the thread's current claim.
+        """
+
+    async def current_claim(self, thread_id: str) -> tuple[str, int, datetime] | None:
+        """``(run_id, token, expires_at)`` of the thread's claim, or ``None``."""
+
+    async def commit(
+        self,
+        thread_id: str,
+        token: int,
+        *,
+        run_id: str,
+        checkpoints: Sequence[Any] = (),
+        events: Sequence[dict[str, Any]] = (),
+        run: dict[str, Any] | None = None,
+    ) -> None:
+        """Write ``checkpoints`` (in order), ``events`` and the run record ``run`` of
+        ``run_id`` atomically under the claim ``token`` on ``thread_id``.
+
+        Raises:
+            StaleClaim: ``token`` is not the thread's current claim; nothing is written.
+            InvalidArgument: a part is not of ``run_id`` on ``thread_id``; nothing is written.
         """

@@ -23,9 +23,16 @@ from .._records._checkpoint import Checkpoint
 from .._records._checks import check_id, check_optional_id
 from .._records._ids import derived_hex
 from .._records._json import NotJSONError, to_json_value
-from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, StoreFileError
+from ..errors import (
+    CheckpointNotFound,
+    ForkTargetExists,
+    InvalidArgument,
+    StoreFileError,
+    ThreadBusy,
+)
 from . import _claims as rules
 from ._closing import ClosingStore
+from ._protocol import Fence
 from ._sqlite_file import open_store
 from ._sqlite_rows import SELECT, PathWriter, decode, encode
 from ._sqlite_schema import SCHEMA_VERSION, file_error
@@ -108,6 +115,9 @@ class SQLiteCheckpointStore(ClosingStore):
 
     pages_history = True
     """:meth:`list` takes ``limit`` and ``before`` (``GraphRuntime.history`` pages with them)."""
+
+    supports_fencing = True
+    """``save`` takes ``fence=(thread_id, token)`` and the store has ``commit``."""
 
     def __init__(
         self,
@@ -271,17 +281,64 @@ class SQLiteCheckpointStore(ClosingStore):
             self._checked_run = run
         return checkpoint
 
-    async def save(self, checkpoint: Checkpoint) -> None:
+    async def save(self, checkpoint: Checkpoint, *, fence: Fence | None = None) -> None:
         """Persist ``checkpoint``; one with the same id is overwritten (and counts as saved last).
+
+        With ``fence=(thread_id, token)`` the save is made under that claim, in the same
+        transaction that checks it: it is refused (nothing written) unless ``token`` is the
+        thread's current claim.
 
         Raises:
             InvalidArgument: not a Checkpoint, a bad id, or a value with no JSON form.
             StoreFileError: the file cannot be written (read-only, disk full, locked).
+            StaleClaim: the fence's token is not the current claim.
         """
         cp = self._checked(checkpoint, "save")
-        data = encode(self.path, cp)
+        if fence is None:
+            data = encode(self.path, cp)
+            with self._tx() as db:
+                self._write(db, cp, data)
+            return
+        thread_id, token = fence
+        if thread_id != cp.thread_id:
+            raise InvalidArgument(f"save({cp.id}): the fence is for thread {thread_id!r}, the "
+                                  f"checkpoint is on thread {cp.thread_id!r}")
+        await self.commit(thread_id, token, run_id=cp.run_id, checkpoints=[cp])
+
+    async def commit(
+        self,
+        thread_id: str,
+        token: int,
+        *,
+        run_id: str,
+        checkpoints: Sequence[Checkpoint] = (),
+        events: Sequence[dict[str, Any]] = (),
+        run: dict[str, Any] | None = None,
+    ) -> None:
+        """Write checkpoints, events and the run record of ``run_id`` under the claim
+        ``token`` in one transaction, all or nothing (see
+        :class:`~pytest_graphflow._stores._protocol.ClaimingStore`).
+
+        The token is checked inside the transaction (``BEGIN IMMEDIATE`` holds the file's
+        write lock), so no other process can take the claim between the check and the write.
+
+        Raises:
+            StaleClaim: ``token`` is not the thread's current claim; nothing is written.
+            InvalidArgument: a part is not of ``run_id`` on ``thread_id``.
+        """
+        cps, normalised, record = rules.check_commit(thread_id, run_id, checkpoints,
+                                                     events, run)
+        token = rules.check_token(token, "commit")
+        encoded = [(self._checked(cp, "commit"), encode(self.path, cp)) for cp in cps]
+        rows = [_event_row(run_id, data) for _, data in normalised]
         with self._tx() as db:
-            self._write(db, cp, data)
+            rules.current_or_stale(thread_id, token, self._claim_of(db, thread_id)[0])
+            for cp, data in encoded:
+                self._write(db, cp, data)
+            if rows:
+                db.executemany(_INSERT_EVENT, rows)
+            if record is not None:
+                self._put_run(db, record)
 
     async def get(self, checkpoint_id: str) -> Checkpoint | None:
         """The checkpoint with this id, or ``None``.
@@ -425,12 +482,21 @@ class SQLiteCheckpointStore(ClosingStore):
                     "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1",
                     (thread_id,)).fetchone() is not None:
                 raise rules.fork_target_exists(checkpoint_id, thread_id)
+            if thread_id is not None and db.execute(
+                    "SELECT 1 FROM claims WHERE thread_id = ? AND run_id IS NOT NULL",
+                    (thread_id,)).fetchone() is not None:
+                raise ThreadBusy(thread_id, None)  # a run is starting on it: not a new thread
             n = 0
             while True:
                 token = derived_hex("fork", checkpoint_id, n)
                 run_id, cid = f"run-{token}", f"cp-{token}-f"
+                target = thread_id or f"thread-{token}"
                 taken = db.execute(
-                    "SELECT 1 FROM checkpoints WHERE run_id = ? OR id = ? LIMIT 1", (run_id, cid)
+                    "SELECT 1 FROM checkpoints WHERE run_id = ? OR id = ? OR thread_id = ? "
+                    "UNION ALL SELECT 1 FROM claims WHERE thread_id = ? AND run_id IS NOT NULL "
+                    "LIMIT 1",
+                    (run_id, cid, target if thread_id is None else "",
+                     target if thread_id is None else ""),
                 ).fetchone()
                 if taken is None:
                     break
@@ -540,20 +606,23 @@ class SQLiteCheckpointStore(ClosingStore):
         data = rules.normalise_run_record(record)
         check_id(data["run_id"], "record['run_id']", "record_run")
         with self._tx() as db:
-            row = db.execute("SELECT data FROM runs WHERE run_id = ?",
-                             (data["run_id"],)).fetchone()
-            if row is not None:
-                data = {**json.loads(row[0]), **data}
-            db.execute(
-                "INSERT INTO runs (run_id, thread_id, graph_id, status, tenant_id, updated_at, "
-                "data) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
-                "thread_id = excluded.thread_id, graph_id = excluded.graph_id, "
-                "status = excluded.status, tenant_id = excluded.tenant_id, "
-                "updated_at = excluded.updated_at, data = excluded.data",
-                (data["run_id"], *(_text(data.get(k)) for k in
-                                   ("thread_id", "graph_id", "status", "tenant_id",
-                                    "updated_at")), json.dumps(data)),
-            )
+            self._put_run(db, data)
+
+    @staticmethod
+    def _put_run(db: sqlite3.Connection, data: dict[str, Any]) -> None:
+        row = db.execute("SELECT data FROM runs WHERE run_id = ?", (data["run_id"],)).fetchone()
+        if row is not None:
+            data = {**json.loads(row[0]), **data}
+        db.execute(
+            "INSERT INTO runs (run_id, thread_id, graph_id, status, tenant_id, updated_at, "
+            "data) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+            "thread_id = excluded.thread_id, graph_id = excluded.graph_id, "
+            "status = excluded.status, tenant_id = excluded.tenant_id, "
+            "updated_at = excluded.updated_at, data = excluded.data",
+            (data["run_id"], *(_text(data.get(k)) for k in
+                               ("thread_id", "graph_id", "status", "tenant_id",
+                                "updated_at")), json.dumps(data)),
+        )
 
     async def runs(self) -> _Records:
         """Every run record, in the order the runs were first recorded."""
@@ -630,10 +699,11 @@ class SQLiteCheckpointStore(ClosingStore):
         """Claim ``thread_id`` for ``run_id`` and return a new, strictly increasing fencing token.
 
         ``now`` is the claiming runtime's clock; the claim is live until ``now + ttl``
-        (``claim_ttl`` by default). The same run re-claiming gets a new token.
+        (``claim_ttl`` by default). While a claim is live every other claim is refused, the
+        same run's included: a claim belongs to the holder of its token.
 
         Raises:
-            ThreadBusy: another run holds a live claim on the thread.
+            ThreadBusy: a claim on the thread is live.
         """
         check_id(thread_id, "thread_id", "claim")
         check_id(run_id, "run_id", "claim")

@@ -129,6 +129,8 @@ class BatchScheduler:
         self._running: int | None = None
         self._closed = False
         self.timed_out = False
+        self._daemons: set[int] = set()
+        self._daemon_scopes: list[anyio.CancelScope] = []
 
     def register(self, key: int) -> anyio.Event:
         """Register a task before the batch starts; it waits on the returned event."""
@@ -136,6 +138,47 @@ class BatchScheduler:
         self._ready.append((key, ev))
         self.order_keys.append(key)
         return ev
+
+    def daemon(self, key: int, scope: anyio.CancelScope) -> anyio.Event:
+        """Register a helper task (e.g. a claim renewal) that takes turns like a task but
+        does not keep the batch going: it never counts as remaining work, its timers alone
+        never hold off a stall, it goes first when ready (no draw of the seeded RNG, so the
+        tasks' order is unchanged), and ``scope`` is cancelled once the last task finished.
+        """
+        self._daemons.add(key)
+        self._daemon_scopes.append(scope)
+        ev = anyio.Event()
+        self._ready.insert(0, (key, ev))
+        return ev
+
+    def daemon_delay(self, period: float) -> float:
+        """How long a daemon that acts every ``period`` seconds sleeps now: ``period``, or, when
+        the batch's next wake-up is further away, until ``period`` before it. Virtual time
+        jumps straight there, so no one can observe the instants skipped, and a task sleeping
+        for days costs a few turns, not one per period."""
+        period_ns = round(period * 1e9)
+        wakes = [t[0] for t in self._timers if t[2] not in self._daemons]
+        if not wakes:
+            return period
+        return max(period_ns, min(wakes) - period_ns - self.clock.elapsed_ns) / 1e9
+
+    def drop_daemon(self, key: int) -> None:
+        """A cancelled daemon leaves without dispatching: the batch is being cancelled, and
+        no task may be woken (nor time moved) on its way out."""
+        self._ready = [r for r in self._ready if r[0] != key]
+        self._timers = [t for t in self._timers if t[2] != key]
+        heapq.heapify(self._timers)
+        if self._running == key:
+            self._running = None
+
+    def _stop_daemons(self) -> None:
+        if not self._daemons:
+            return
+        self._ready = [r for r in self._ready if r[0] not in self._daemons]
+        self._timers = [t for t in self._timers if t[2] not in self._daemons]
+        heapq.heapify(self._timers)
+        for scope in self._daemon_scopes:
+            scope.cancel()
 
     @property
     def remaining(self) -> int:
@@ -152,9 +195,13 @@ class BatchScheduler:
         return True
 
     def finished(self, key: int) -> None:
-        """Task ``key`` is done for good: pass the baton on; stop the keeper after the last."""
+        """Task ``key`` is done for good: pass the baton on; stop the keeper (and the
+        daemons, before time could jump to their timers) after the last."""
+        if key not in self._daemons:
+            self._done.add(key)
+            if self.remaining == 0:
+                self._stop_daemons()
         self.release(key)
-        self._done.add(key)
         if self.remaining == 0 and self.keeper_scope is not None:
             self.keeper_scope.cancel()
 
@@ -256,6 +303,9 @@ class BatchScheduler:
                 assert self.kick is not None
                 self.kick.set()
                 return
+        if (not self._ready and self._forever and self._daemons
+                and all(t[2] in self._daemons for t in self._timers)):
+            self._timers = []  # only daemons would wake: the tasks wait forever (a stall)
         if not self._ready and self._timers:
             wake = self._timers[0][0]
             if self.deadline_ns is not None and wake > self.deadline_ns:
@@ -275,8 +325,15 @@ class BatchScheduler:
                 if self.on_stall is not None:
                     self.on_stall(list(self._forever))
             return
-        i = 0 if self.rng is None or len(self._ready) == 1 else self.rng.randrange(len(self._ready))
+        daemon = next((n for n, r in enumerate(self._ready) if r[0] in self._daemons), None)
+        if daemon is not None:
+            i = daemon
+        elif self.rng is None or len(self._ready) == 1:
+            i = 0
+        else:
+            i = self.rng.randrange(len(self._ready))
         key, ev = self._ready.pop(i)
         self._running = key
-        self.order.append(key)
+        if key not in self._daemons:
+            self.order.append(key)
         ev.set()

@@ -1,0 +1,186 @@
+"""A run's claim on its thread: taken once per runtime instance, renewed while the run is
+live, and the fencing token every commit of the run carries (SPEC §5, seed 004).
+
+Stores with claims (``claim``/``renew``/``release``, see
+:class:`~pytest_graphflow._stores._protocol.ClaimingStore`) keep the claim, so runtimes in
+other processes see it; for a store without them the runtime keeps a claim table per store
+object, which guards runtimes sharing that object only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
+
+import anyio
+
+from .._time._clock import Clock
+from ..errors import SimulatedCrash, StaleClaim, ThreadBusy
+
+__all__ = ["ThreadClaim", "take"]
+
+
+class _LocalClaims:
+    """Thread claims for stores without their own (one table per store object)."""
+
+    tables: ClassVar[weakref.WeakKeyDictionary[Any, dict[str, ThreadClaim]]] = (
+        weakref.WeakKeyDictionary())
+
+    @classmethod
+    def table(cls, store: Any) -> dict[str, ThreadClaim]:
+        try:
+            return cls.tables.setdefault(store, {})
+        except TypeError:  # not weak-referenceable
+            return {}
+
+
+class ThreadClaim:
+    """The claim one run leg holds on its thread (internal).
+
+    Attributes:
+        thread_id: the claimed thread.
+        run_id: the run the claim was taken for.
+        token: the store's fencing token, or ``None`` for a claim kept by the runtime.
+        fenced: whether the store checks the token on every commit (``supports_fencing``).
+        lost: the :class:`StaleClaim` a renewal met, once the claim was taken over.
+    """
+
+    __slots__ = ("_local", "_renewed_at", "_store", "clock", "fenced", "lost", "released",
+                 "run_id", "thread_id", "token", "ttl")
+
+    def __init__(self, store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float,
+                 token: int | None, local: dict[str, ThreadClaim] | None) -> None:
+        self._store = store
+        self.clock = clock
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.ttl = ttl
+        self.token = token
+        self._local = local
+        self.fenced = token is not None and _fencing(store)
+        self.lost: StaleClaim | None = None
+        self.released = False
+        self._renewed_at = clock.monotonic()
+
+    @property
+    def renewable(self) -> bool:
+        """Whether the claim lives in the store (and so must be renewed while the run is live).
+        """
+        return self._local is None and not self.released and self.lost is None
+
+    @property
+    def fence(self) -> tuple[str, int] | None:
+        """``(thread_id, token)`` for a store that checks tokens, else ``None``."""
+        return (self.thread_id, self.token) if self.fenced and self.token is not None else None
+
+    async def release(self) -> None:
+        """Give the thread up (a stale token is ignored: the thread is someone else's)."""
+        if self.released:
+            return
+        self.released = True
+        if self._local is not None:
+            if self._local.get(self.thread_id) is self:
+                del self._local[self.thread_id]
+            return
+        with contextlib.suppress(StaleClaim):
+            await self._store.release(self.thread_id, self.token)
+
+    async def renew(self) -> None:
+        """Extend the claim by its ttl from now on the runtime's clock.
+
+        Raises:
+            StaleClaim: the claim was taken over (also kept in :attr:`lost`).
+        """
+        if self._local is not None or self.released:
+            return
+        assert self.token is not None
+        try:
+            await self._store.renew(self.thread_id, self.token, now=self.clock.now())
+        except StaleClaim as exc:
+            self.lost = exc
+            raise
+        self._renewed_at = self.clock.monotonic()
+
+    async def renew_if_due(self) -> None:
+        """Renew when a third of the ttl has passed since the claim was taken or renewed (on
+        the runtime's clock); between the pieces of a run, so a run of many short sync steps
+        keeps its claim too. A failed renewal is left to the next commit to report."""
+        if not self.renewable or self.clock.monotonic() - self._renewed_at < self.ttl / 3:
+            return
+        try:
+            await self.renew()
+        except SimulatedCrash:
+            raise
+        except Exception:
+            pass
+
+    async def keep_alive(
+        self,
+        sleep: Callable[[float], Awaitable[None]],
+        delay: Callable[[float], float] | None = None,
+    ) -> None:
+        """Renew the claim every third of its ttl until cancelled; ``sleep`` waits on the
+        runtime's clock (the batch scheduler's turn-taking sleep under a virtual clock), and
+        ``delay(period)`` may stretch a wait over virtual time no one can observe.
+
+        Run it beside the tasks of a batch: a node that runs longer than the ttl keeps the
+        thread. It stops when the claim was lost (the run's next commit is refused) or when a
+        renewal fails otherwise (the claim then expires on its own).
+        """
+        if not self.renewable:
+            return
+        period = self.ttl / 3
+        while True:
+            await sleep(period if delay is None else delay(period))
+            try:
+                await self.renew()
+            except SimulatedCrash:
+                raise
+            except Exception:
+                return
+
+
+def _fencing(store: Any) -> bool:
+    """Whether ``store`` checks tokens: its class says so (``supports_fencing``, looked up
+    without ``__getattr__``) and its ``save`` takes ``fence=``. A proxy that forwards
+    attributes to another store, or a subclass overriding ``save`` without ``fence``, keeps
+    unfenced saves: its own ``save`` is what the runtime calls."""
+    found = inspect.getattr_static(store, "supports_fencing", False)
+    if isinstance(found, property):
+        found = store.supports_fencing
+    if not found:
+        return False
+    try:
+        params = inspect.signature(store.save).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a builtin save
+        return False
+    return "fence" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+async def take(store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float
+               ) -> ThreadClaim:
+    """Claim ``thread_id`` for one leg of ``run_id`` (in the store when it has claims).
+
+    Raises:
+        ThreadBusy: a claim on the thread is live (``holder`` is the store's answer; the
+            runtime decides what the caller may see).
+    """
+    claim = getattr(store, "claim", None)
+    if callable(claim) and callable(getattr(store, "release", None)):
+        token = await claim(thread_id, run_id, now=clock.now(), ttl=ttl)
+        return ThreadClaim(store, clock, thread_id, run_id, ttl, token, None)
+    table = _LocalClaims.table(store)
+    holder = table.get(thread_id)
+    if holder is not None:
+        raise ThreadBusy(thread_id, holder.run_id)
+    taken = table[thread_id] = ThreadClaim(store, clock, thread_id, run_id, ttl, None, table)
+    return taken
+
+
+async def released_on_error(claim: ThreadClaim) -> None:
+    """Release ``claim`` after a refused admission, shielded from cancellation."""
+    with anyio.CancelScope(shield=True):
+        await claim.release()
