@@ -6,7 +6,6 @@ import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, TypeVar
 
-import anyio
 from pydantic import BaseModel
 
 from .._graph._blocking import install_blocking_sleep_warning
