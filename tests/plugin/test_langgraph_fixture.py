@@ -75,7 +75,7 @@ def test_a_failing_test_reports_the_langgraph_run(pytester: pytest.Pytester, run
     result.stdout.fnmatch_lines([
         "*seed: *",
         "*reproduce: pytest *test_lg_fail.py::test_fails_after_a_langgraph_run --graphflow-seed=*",
-        "*last run: run-* of graph 'LangGraph': completed, * events",
+        "*leg 1: run-* of graph 'LangGraph': completed, * events",
         "*path: START -> a -> b*",
         "*node_end b*",
         "*run_end completed*",

@@ -114,7 +114,13 @@ def _close_asyncgens(loop: asyncio.AbstractEventLoop) -> None:
         return
     left = list(gens)
     gens.clear()
-    loop.run_until_complete(asyncio.gather(*[g.aclose() for g in left], return_exceptions=True))
+
+    async def close_all() -> None:
+        # gather() inside the loop: outside it, gather would look for (or make) another
+        # loop to bind its futures to.
+        await asyncio.gather(*[g.aclose() for g in left], return_exceptions=True)
+
+    loop.run_until_complete(close_all())
 
 
 def _in_running_loop() -> bool:
