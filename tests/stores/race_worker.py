@@ -1,8 +1,9 @@
 """Worker processes for the cross-process claim races (``test_claims_processes.py``).
 
 Each worker is a real process with its own runtime (real clock, system randomness: a
-production runtime) over one SQLite file. It takes commands from its queue — start a new run
-on a thread, recover a thread, resume a run — and reports what happened: ``advanced`` with
+production runtime) over one SQLite file or one PostgreSQL schema. It takes commands from
+its queue — start a new run on a thread, recover a thread, resume a run — and reports what
+happened: ``advanced`` with
 the run's status, or the name and message of the error it got. The ``charge`` node is an
 ``external`` effect: it appends a line to an effects file, so the test counts effects, and
 when the command says so it blocks between two ``multiprocessing.Event``s (``inside`` set,
@@ -68,11 +69,20 @@ def build(name: str, effects: str, fail_flag: str) -> Any:
     return g.compile(checkpoint_policy="every_step")
 
 
+def open_store(spec: tuple[str, ...]) -> Any:
+    """``("sqlite", path)`` or ``("postgres", dsn, schema)``: the store the race runs on."""
+    if spec[0] == "postgres":
+        from pytest_graphflow import PostgresCheckpointStore
+
+        return PostgresCheckpointStore(spec[1], schema=spec[2])
+    return SQLiteCheckpointStore(spec[1])
+
+
 def run_command(cmd: dict[str, Any]) -> tuple[str, str, str | None]:
     """Run one command; ``("advanced", status, run_id)`` or ``(error name, message, None)``."""
     GATE["gated"] = cmd.get("gated", False)
     graph = build(cmd["graph"], cmd["effects"], cmd["fail_flag"])
-    store = SQLiteCheckpointStore(cmd["path"])
+    store = open_store(cmd["store"])
     runtime = GraphRuntime(store)
     try:
         kind = cmd["kind"]

@@ -1,6 +1,7 @@
 """Exactly once across processes (issue 11, SPEC §5, seed 004): real processes race on one
-SQLite file — a live run against another process's recover/resume, N racing recovers, N racing
-resumes, N racing new runs — and exactly one advances each time, the others get
+SQLite file, and on one PostgreSQL database — a live run against another process's
+recover/resume, N racing recovers, N racing resumes, N racing new runs — and exactly one
+advances each time, the others get
 ``ThreadBusy``/``NotSuspended``/``NothingToRecover`` with a message naming the fix, and no
 ``external`` effect runs twice (effects are counted as lines appended to a file).
 
@@ -28,7 +29,6 @@ from pytest_graphflow import (
     FaultyStore,
     GraphRuntime,
     SimulatedCrash,
-    SQLiteCheckpointStore,
     VirtualClock,
 )
 
@@ -123,11 +123,22 @@ def pool() -> Iterator[Pool]:
     workers.close()
 
 
-class Scene:
-    """One race's store file, thread, effects file and base run."""
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, ...]:
+    """Where the races run: a SQLite file, or a PostgreSQL schema (dropped afterwards)."""
+    if request.param == "sqlite":
+        return ("sqlite", str(tmp_path))
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    return ("postgres", dsn, request.getfixturevalue("fresh_pg_schema"))
 
-    def __init__(self, tmp: Path, name: str) -> None:
-        self.path = str(tmp / f"{name}.db")
+
+class Scene:
+    """One race's store, thread, effects file and base run."""
+
+    def __init__(self, tmp: Path, name: str, backend: tuple[str, ...]) -> None:
+        # a file per scene; on PostgreSQL the test's schema (each scene has its own thread)
+        self.store = ((backend[0], str(tmp / f"{name}.db")) if backend[0] == "sqlite"
+                      else backend)
         self.effects = tmp / f"{name}.effects"
         self.effects.touch()
         self.fail_flag = str(tmp / f"{name}.decline")
@@ -135,14 +146,14 @@ class Scene:
         self.run_id: str | None = None
 
     def cmd(self, kind: str, graph: str = "plain") -> dict[str, Any]:
-        return {"kind": kind, "path": self.path, "thread": self.thread, "run_id": self.run_id,
+        return {"kind": kind, "store": self.store, "thread": self.thread, "run_id": self.run_id,
                 "graph": graph, "effects": str(self.effects), "fail_flag": self.fail_flag}
 
     def base(self, how: str) -> None:
         """Leave the thread failed, interrupted, crashed (claim left behind) or empty."""
         graph = race_worker.build("asking" if how == "interrupted" else "plain",
                                   str(self.effects), self.fail_flag)
-        with SQLiteCheckpointStore(self.path) as store:
+        with race_worker.open_store(self.store) as store:
             if how == "failed":
                 Path(self.fail_flag).touch()
                 result = GraphRuntime(store).invoke(graph, thread_id=self.thread)
@@ -171,7 +182,7 @@ class Scene:
     def check_store(self, advanced: list[str]) -> None:
         """Runs never interleave on the thread; every advanced run's log has no seq gap and
         ends with run_end; its run record says what its last checkpoint says."""
-        with SQLiteCheckpointStore(self.path) as store:
+        with race_worker.open_store(self.store) as store:
             cps = anyio.run(lambda: store.list(thread_id=self.thread))
             order = [c.run_id for c in cps]
             blocks = [r for i, r in enumerate(order) if i == 0 or order[i - 1] != r]
@@ -201,10 +212,12 @@ def _losers(outcomes: list[Any], allowed: set[str]) -> list[Any]:
 
 
 @pytest.mark.parametrize("challenge", ["recover", "resume"])
-def test_a_live_run_against_other_processes(pool: Pool, tmp_path: Path, challenge: str) -> None:
+def test_a_live_run_against_other_processes(
+    pool: Pool, tmp_path: Path, challenge: str, backend: tuple[str, ...]
+) -> None:
     """A live run holds the thread: other processes' recover/resume get ThreadBusy until it
     ends, and its effect runs once."""
-    scene = Scene(tmp_path, "live")
+    scene = Scene(tmp_path, "live", backend)
     scene.base("failed")  # a failed run, recovered by a holder process that stays live
     held, outcomes = pool.race([scene.cmd(challenge)] * (WORKERS - 1), gated=False,
                                holder=scene.cmd("recover"))
@@ -224,11 +237,11 @@ def test_a_live_run_against_other_processes(pool: Pool, tmp_path: Path, challeng
 ], ids=["recovers-of-a-failed-run", "recovers-of-a-crashed-run", "resumes-of-an-interrupt",
         "new-runs-on-one-thread"])
 def test_n_racing_processes_one_advances(
-    pool: Pool, tmp_path: Path, kind: str, base: str, graph: str
+    pool: Pool, tmp_path: Path, kind: str, base: str, graph: str, backend: tuple[str, ...]
 ) -> None:
     """N processes ask for the same thread at once; the winner holds it until all the others
     answered: exactly one advances, the others get ThreadBusy, one effect."""
-    scene = Scene(tmp_path, kind)
+    scene = Scene(tmp_path, kind, backend)
     scene.base(base)
     _, outcomes = pool.race([scene.cmd(kind, graph)] * WORKERS, gated=True)
     advanced = _losers(outcomes, {"ThreadBusy"})
@@ -242,7 +255,9 @@ def test_n_racing_processes_one_advances(
 ROUNDS = 24
 
 
-def test_randomised_races_never_run_an_effect_twice(pool: Pool, tmp_path: Path) -> None:
+def test_randomised_races_never_run_an_effect_twice(
+    pool: Pool, tmp_path: Path, backend: tuple[str, ...]
+) -> None:
     """24 rounds of free races (random scenario, 2–4 processes, no gate): runs on the thread
     never interleave, recovers and resumes of one run advance exactly once, and every effect
     belongs to exactly one advanced run."""
@@ -255,7 +270,7 @@ def test_randomised_races_never_run_an_effect_twice(pool: Pool, tmp_path: Path) 
             ("resume", "interrupted", "asking", {"ThreadBusy", "NotSuspended"}),
             ("new", "none", "plain", {"ThreadBusy"}),
         ])
-        scene = Scene(tmp_path, f"r{n}")
+        scene = Scene(tmp_path, f"r{n}", backend)
         scene.base(base)
         racers = rng.randint(2, WORKERS)
         _, outcomes = pool.race([scene.cmd(kind, graph)] * racers, gated=False)

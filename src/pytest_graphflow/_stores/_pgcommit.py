@@ -21,49 +21,12 @@ from .._records._checkpoint import Checkpoint
 from ..errors import InvalidArgument, StaleClaim
 from . import _claims as rules
 from ._pgconn import Cursor
+from ._protocol import Fence
 
-__all__ = ["PgCommits", "check_parts"]
+__all__ = ["PgCommits"]
 
 _Normalised = list[tuple[int, dict[str, Any]]]
 
-Fence = tuple[str, int]
-"""``(thread_id, token)``: the claim a write is made under."""
-
-
-def check_parts(
-    thread_id: object, run_id: object, checkpoints: object, events: object, run: object
-) -> tuple[list[Checkpoint], _Normalised, dict[str, Any] | None]:
-    """A commit's parts, checked: every checkpoint of ``run_id`` on ``thread_id``, every
-    event a JSON dict of ``run_id`` with an int ``seq``, the run record of ``run_id``.
-
-    Raises:
-        InvalidArgument: for a part that does not fit; nothing is written.
-    """
-    if not isinstance(thread_id, str) or not thread_id:
-        raise InvalidArgument(f"commit(thread_id={thread_id!r}): a thread id is a non-empty str")
-    if not isinstance(run_id, str) or not run_id:
-        raise InvalidArgument(f"commit(run_id={run_id!r}): a run id is a non-empty str")
-    if not isinstance(checkpoints, (list, tuple)) or not all(
-            isinstance(cp, Checkpoint) for cp in checkpoints):
-        raise InvalidArgument(f"commit(checkpoints={checkpoints!r}): pass a list of Checkpoint")
-    cps: list[Checkpoint] = list(checkpoints)
-    for cp in cps:
-        if cp.run_id != run_id or cp.thread_id != thread_id:
-            raise InvalidArgument(
-                f"commit: checkpoint {cp.id} is of run {cp.run_id} on thread {cp.thread_id!r}; "
-                f"a commit under the claim on thread {thread_id!r} writes run {run_id} only")
-    if not isinstance(events, (list, tuple)):
-        raise InvalidArgument(f"commit(events={events!r}): pass a list of events in wire form")
-    normalised = [rules.normalise_event(e) for e in events]
-    for seq, data in normalised:
-        if data.get("run_id", run_id) != run_id:
-            raise InvalidArgument(f"commit: event seq={seq} is of run {data.get('run_id')}, "
-                                  f"not {run_id}")
-    record = None if run is None else rules.normalise_run_record(run)
-    if record is not None and record["run_id"] != run_id:
-        raise InvalidArgument(f"commit: the run record is of run {record['run_id']}, not "
-                              f"{run_id}")
-    return cps, normalised, record
 
 
 _RUN_COLUMNS = ("thread_id", "graph_id", "status", "tenant_id", "updated_at")
@@ -169,7 +132,8 @@ class PgCommits:
             StaleClaim: ``token`` is not the thread's current claim; nothing is written.
             InvalidArgument: a part is not of ``run_id`` on ``thread_id``; nothing is written.
         """
-        cps, normalised, record = check_parts(thread_id, run_id, checkpoints, events, run)
+        cps, normalised, record = rules.check_commit(thread_id, run_id, checkpoints, events,
+                                                     run)
         token = rules.check_token(token, "commit")
         if len(cps) <= 1:  # a step: one statement, one round trip
             sql, params = _fenced_statement(thread_id, token, run_id,

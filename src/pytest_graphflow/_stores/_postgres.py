@@ -26,10 +26,11 @@ from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument
 from . import _claims as rules
 from ._closing import ClosingStore
 from ._pgclaims import PgClaims
-from ._pgcommit import Fence, PgCommits
+from ._pgcommit import PgCommits
 from ._pgconn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
 from ._pgqueue import PgQueue
 from ._pgschema import SCHEMA_VERSION, ensure_schema
+from ._protocol import Fence
 
 __all__ = ["SCHEMA_VERSION", "PostgresCheckpointStore"]
 
