@@ -174,14 +174,14 @@ async def test_a_stale_resume_after_the_run_moved_on_is_refused(store: Any) -> N
     assert paused.status == "interrupted"
     # A second runtime reads the run; between its read and its claim another one wins.
     second = _runtime(store)
-    original = second._claim
+    original = second._legs.claim
 
     async def late(thread_id: str, run_id: str, tenant: Any) -> Any:
         if not charged:
             assert (await first.aresume(paused.run_id, Resume("yes"))).status == "completed"
         return await original(thread_id, run_id, tenant)
 
-    second._claim = late  # type: ignore[method-assign]
+    second._legs.claim = late  # type: ignore[method-assign]
     with pytest.raises(ThreadBusy):
         await second.aresume(paused.run_id, Resume("yes"), graph=graph)
     assert charged == ["x"]

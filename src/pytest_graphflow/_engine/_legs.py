@@ -1,0 +1,395 @@
+"""Preparing the legs of a run: a fresh run or a resume, up to a ``Runner`` (SPEC §2).
+
+A leg starts by reading the thread or checkpoint it continues, claiming the thread, reading
+again under the claim (a run that advanced the thread meanwhile must not run twice), and
+building the ``RunState`` the ``Runner`` loops over. ``Legs`` is the collaborator a
+``GraphRuntime`` owns for this; it reads the runtime's store, clock, ids and run records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from .._graph._builder import CompiledGraph
+from .._graph._node import Resume
+from .._records._checkpoint import FORMAT_VERSION, Checkpoint
+from .._records._json import jcopy
+from .._time import _wallclock
+from .._time._clock import VirtualClock
+from .._time._hooks import install_hooks
+from ..errors import (
+    CheckpointNotFound,
+    GraphExecutionError,
+    GraphflowError,
+    InvalidArgument,
+    MidExecution,
+    NothingToRecover,
+    NotSuspended,
+    ResumeError,
+    SnapshotMismatch,
+    TenantMismatch,
+    ThreadBusy,
+    ThreadSuspended,
+    UnsupportedFormat,
+)
+from ._claim import ThreadClaim, released_on_error, take
+from ._merge import merge_patches, validate_state
+from ._options import breakpoints, state_from_input
+from ._results import RunLeg, RunRecord
+from ._run_state import RunState
+from ._runner import Runner
+from ._update import apply_update
+from ._upgrade import upgrade_problems
+
+if TYPE_CHECKING:
+    from ._runtime import GraphRuntime
+
+__all__ = ["Legs", "check_recoverable", "check_resumable"]
+
+
+class Legs:
+    """Prepares the legs of ``runtime``'s runs (owned by the runtime, one per runtime).
+
+    ``subgraphs`` runs a subgraph node's child run (``RunState.subgraph_runner``).
+    """
+
+    def __init__(self, runtime: GraphRuntime, subgraphs: Callable[..., Any]) -> None:
+        self.rt = runtime
+        self.subgraphs = subgraphs
+
+    async def claim(self, thread_id: str, run_id: str, tenant: str | None) -> ThreadClaim:
+        """Claim the thread for one leg of ``run_id`` (one claim per runtime instance).
+
+        Raises:
+            ThreadBusy: another run holds the thread (in this runtime, or a live claim in the
+                store); the holder is named only to a caller of the thread's tenant.
+            TenantMismatch: the thread is busy and belongs to another tenant.
+        """
+        for live in self.rt._live.values():
+            if not live.done and (live.run.thread_id == thread_id or live.run_id == run_id):
+                raise await self.busy(thread_id, live.run_id, tenant)
+        try:
+            return await take(self.rt.store, self.rt.clock, thread_id, run_id, self.rt.claim_ttl)
+        except ThreadBusy as exc:
+            raise await self.busy(thread_id, exc.holder, tenant) from None
+
+    async def busy(self, thread_id: str, holder: str | None, tenant: str | None
+                   ) -> GraphflowError:
+        """The error a caller of ``tenant`` may see for a busy thread (seed 004): the holder
+        is never named for a thread without a checkpoint, nor to another tenant."""
+        last = await self.thread_latest(thread_id)
+        if last is None:
+            return ThreadBusy(thread_id, None)
+        if last.tenant_id != tenant:
+            return TenantMismatch(thread_id, tenant)
+        return ThreadBusy(thread_id, holder)
+
+    async def thread_latest(self, thread_id: str) -> Checkpoint | None:
+        """The thread's latest checkpoint, or ``None``; a one-row read on stores that page."""
+        store: Any = self.rt.store
+        if getattr(store, "pages_history", False):
+            found: list[Checkpoint] = list(await store.list(thread_id=thread_id, limit=1))
+        else:
+            found = await store.list(thread_id=thread_id)
+        return found[-1] if found else None
+
+    def wall(self) -> tuple[bool, Callable[[], None] | None]:
+        clock = self.rt.clock
+        if isinstance(clock, VirtualClock) and clock.patch_wall_clock:
+            driver = _wallclock.activate()
+            return True, lambda: _wallclock.deactivate(driver)
+        return False, None
+
+    async def new_run_id(self) -> tuple[str, str]:
+        for _ in range(1000):
+            token = self.rt._ids.run_hex()
+            run_id = f"run-{token}"
+            if run_id not in self.rt._runs and await self.rt.store.latest(run_id) is None:
+                return run_id, token
+        raise GraphExecutionError("could not find a free run id")  # pragma: no cover
+
+    async def prepare_new(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None,
+        thread_id: str | None,
+        opts: dict[str, Any],
+    ) -> Runner:
+        install_hooks()  # trio's, once a run meets trio
+        self.rt._graphs.setdefault(graph.graph_id, graph)
+        graph = self.policy(graph)
+        patch = state_from_input(graph, input)
+        run_id, token = await self.new_run_id()
+        tenant = opts["tenant_id"]
+        explicit = thread_id is not None
+        if thread_id is None:
+            thread_id = f"thread-{token}"
+            base = validate_state(graph, patch).model_dump(mode="json")
+            claim = await self.claim(thread_id, run_id, tenant)
+        else:
+            # A live run holding the thread is ThreadBusy, whatever the thread's checkpoints
+            # say; the thread is read after the claim, so no other run can advance it between.
+            claim = await self.claim(thread_id, run_id, tenant)
+            try:
+                base = await self.thread_base(graph, thread_id, tenant, patch)
+            except BaseException:
+                await released_on_error(claim)
+                raise
+        wall, on_done = self.wall()
+
+        run = RunState(
+            graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed, run_id=run_id,
+            thread_id=thread_id, tenant_id=tenant, state=base,
+            max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
+            on_interrupt=opts["on_interrupt"], wall_clock=wall,
+            record_events=opts.get("record_events", True), thread_explicit=explicit,
+        )
+        run.set_breakpoints(*breakpoints(graph, opts))
+        run.subgraph_runner = self.subgraphs
+        run.claim = claim
+        runner = Runner(run, release=claim.release, on_done=on_done)
+        self.track(runner)
+        return runner
+
+    async def thread_base(
+        self,
+        graph: CompiledGraph,
+        thread_id: str,
+        tenant: str | None,
+        patch: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The starting state of a new run on ``thread_id``: its last state plus the input."""
+        last = await self.thread_latest(thread_id)
+        if last is not None:
+            if last.tenant_id != tenant:
+                raise TenantMismatch(thread_id, tenant)
+            # Seed 004: only a thread waiting for answers is suspended; a failed, timed-out,
+            # cancelled or crashed run left its thread mid-execution.
+            if last.status == "interrupted":
+                raise ThreadSuspended(
+                    f"thread {thread_id!r} is suspended (run {last.run_id} waits for answers "
+                    f"to its interrupts); resume it with aresume({last.run_id!r}, Resume(...))"
+                )
+            if last.status != "completed":
+                raise MidExecution(
+                    f"thread {thread_id!r} is mid-execution (run {last.run_id} is "
+                    f"{last.status}, checkpoint {last.id}); continue it with "
+                    f"arecover({thread_id!r}) or aresume({last.run_id!r}) instead of starting "
+                    "a new run"
+                )
+            base = merge_patches(graph, last.state, [("<input>", patch)], parallel=False)
+            if graph.codec.plain:
+                base = validate_state(graph, base).model_dump(mode="json")
+            else:  # the thread's state was validated as it was written: only the input is
+                base = graph.codec.validate(base, [("<input>", patch)])[0]
+        else:
+            base = validate_state(graph, patch).model_dump(mode="json")
+        return base
+
+    async def resolve(self, ref: str, tenant: str | None) -> Checkpoint:
+        if not isinstance(ref, str):
+            raise InvalidArgument(f"expected a run id or checkpoint id, got {ref!r}")
+        cp = await self.rt.store.latest(ref)
+        if cp is None:
+            cp = await self.rt.store.get(ref)
+        if cp is None:
+            raise CheckpointNotFound(
+                f"no checkpoint for run or checkpoint id {ref!r}: the store has none. Pass the "
+                "run_id of run_start (or GraphResult.run_id) or a checkpoint id"
+            )
+        if cp.tenant_id != tenant:
+            # Named by what the caller passed: no id of the other tenant's thread.
+            raise TenantMismatch(ref, tenant, what="run or checkpoint")
+        if cp.format_version != FORMAT_VERSION:
+            raise UnsupportedFormat(
+                f"checkpoint {cp.id} has format_version {cp.format_version}; this build reads "
+                f"{FORMAT_VERSION}"
+            )
+        return cp
+
+    def graph_for(self, cp: Checkpoint, graph: CompiledGraph | None) -> CompiledGraph:
+        if graph is None:
+            graph = self.rt._graphs.get(cp.graph_id)
+            if graph is None:
+                raise GraphExecutionError(
+                    f"this runtime does not know graph {cp.graph_id!r} of checkpoint {cp.id}; "
+                    "pass graph= (a fresh runtime in another process must be given the graph)"
+                )
+        problems = upgrade_problems(cp, graph)
+        if problems:
+            revision = ("" if cp.revision == graph.revision else
+                        f" (checkpoint {cp.id} was written under revision {cp.revision}; the "
+                        f"graph is {graph.revision})")
+            raise SnapshotMismatch(
+                f"checkpoint {cp.id} cannot resume under graph {graph.graph_id!r}{revision}: "
+                + "; ".join(p.message for p in problems), problems)
+        self.rt._graphs.setdefault(graph.graph_id, graph)
+        return graph
+
+    async def prepare_resume(
+        self,
+        ref: str,
+        resume: Resume | None,
+        graph: CompiledGraph | None,
+        opts: dict[str, Any],
+    ) -> Runner:
+        install_hooks()
+        tenant = opts["tenant_id"]
+        recover: str | None = opts.get("recover")
+        cp = await self.resolve(ref, tenant)
+        graph = self.policy(self.graph_for(cp, graph))
+        if recover is not None:
+            check_recoverable(recover, cp)  # the run may have ended since it was read
+        else:
+            check_resumable(cp, resume, claimed=False)
+        seen = cp.id if recover is None and ref == cp.run_id else await self.view(cp, recover)
+        clock = self.rt.clock
+        if isinstance(clock, VirtualClock) and clock.now() < cp.timestamp:
+            # A fresh virtual clock continues from the checkpoint, so time never goes back
+            # within a run's log (C10), and the claim is taken at that time.
+            clock.advance((cp.timestamp - clock.now()).total_seconds())
+        claim = await self.claim(cp.thread_id, cp.run_id, tenant)
+        try:
+            # Read again under the claim: a run that advanced the thread between this call
+            # reading it and claiming it must not be run a second time (seed 004).
+            cp = await self.resolve(ref, tenant)
+            latest = cp if ref == cp.run_id else await self.rt.store.latest(cp.run_id)
+            if recover is not None:
+                last = await self.thread_latest(recover)
+                if last is not None and last.id != seen:
+                    raise ThreadBusy(recover, last.run_id)
+                check_recoverable(recover, last)
+            else:
+                if latest is not None and latest.id != seen:
+                    raise ThreadBusy(cp.thread_id, latest.run_id)
+                check_resumable(cp, resume)
+        except BaseException:
+            await released_on_error(claim)
+            raise
+        answers = dict(cp.answers)
+        if cp.status == "interrupted" and cp.interrupts:
+            assert resume is not None
+            answers.update(resume.resolve(cp.interrupts))
+        cp_counter = int(cp.metadata.get("cp_counter", 0))
+        task_counter = int(cp.metadata.get("task_counter", 0))
+        seq = cp.next_seq
+        if latest is not None and latest.id != cp.id:
+            # Time travel: the run's log goes on after everything it already holds, so no
+            # event number (and no id) of the original continuation is used twice (C10).
+            cp_counter = max(cp_counter, int(latest.metadata.get("cp_counter", 0)))
+            task_counter = max(task_counter, int(latest.metadata.get("task_counter", 0)))
+            seq = max(seq, latest.next_seq)
+        state = cp.state
+        if resume is not None and resume.update is not None:
+            try:
+                state = apply_update(graph, state, resume.update)[0]
+            except BaseException:
+                await released_on_error(claim)
+                raise
+        wall, on_done = self.wall()
+        run = RunState(
+            graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed,
+            run_id=cp.run_id, thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=state,
+            max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
+            on_interrupt=opts["on_interrupt"], wall_clock=wall,
+            record_events=opts.get("record_events", True),
+        )
+        run.set_breakpoints(*breakpoints(graph, opts))
+        run.subgraph_runner = self.subgraphs
+        run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
+                          task_counter=task_counter)
+        run.claim = claim
+        runner = Runner(run, release=claim.release, on_done=on_done)
+        self.track(runner, resumed=True)
+        return runner
+
+    async def view(self, cp: Checkpoint, recover: str | None) -> str | None:
+        """What this call saw before claiming: the id of the thread's latest checkpoint (a
+        recovery) or of the run's latest checkpoint (a resume)."""
+        if recover is not None:
+            last = await self.thread_latest(recover)
+        else:
+            last = await self.rt.store.latest(cp.run_id)
+        return None if last is None else last.id
+
+    def policy(self, graph: CompiledGraph) -> CompiledGraph:
+        """``graph`` under the runtime's checkpoint policy, if it sets one."""
+        policy = self.rt.checkpoint_policy
+        if policy is None or graph.checkpoint_policy == policy:
+            return graph
+        cached = self.rt._policy_graphs.get(id(graph))
+        if cached is None or cached[0] is not graph:
+            cached = self.rt._policy_graphs[id(graph)] = (graph, graph.with_policy(policy))
+        return cached[1]
+
+    def track(self, runner: Runner, *, resumed: bool = False) -> None:
+        live = self.rt._live
+        for run_id in [r for r, other in live.items() if other.done]:
+            del live[run_id]
+        live[runner.run_id] = runner
+        run = runner.run
+        record = self.rt._runs.get(runner.run_id)
+        if record is None:
+            self.rt._runs[runner.run_id] = RunRecord(
+                run_id=runner.run_id, thread_id=run.thread_id, graph_id=run.graph.graph_id,
+                revision=run.graph.revision, status="running", started_at=self.rt.clock.now(),
+                updated_at=None, tenant_id=run.tenant_id,
+            )
+        else:
+            record.status = "running"
+            record.legs += 1
+        run.record = self.rt._runs[runner.run_id]
+        if self.rt.on_leg is not None:
+            run.record_events = True  # an observer sees every leg's events
+            run.leg = RunLeg(
+                graph=run.graph, run_id=runner.run_id, resumed=resumed, seed=self.rt.seed,
+                initial_state=None if resumed else jcopy(run.state),
+                answers=jcopy(run.answers) if resumed else {}, store=self.rt.store)
+            self.rt.on_leg(run.leg)
+
+
+def check_recoverable(thread_id: str, last: Checkpoint | None) -> None:
+    """Refuse a recovery of a thread with nothing incomplete, or one waiting for answers.
+    """
+    if last is None or last.status == "completed":
+        raise NothingToRecover(
+            f"thread {thread_id!r} has no incomplete run to recover"
+            + (" (the store holds no checkpoint of it)" if last is None else
+               f" (its last run, {last.run_id}, completed); start a new run on it instead")
+        )
+    if last.status == "interrupted":
+        raise ThreadSuspended(
+            f"thread {thread_id!r} is waiting for answers (run {last.run_id}); resume it "
+            f"with aresume({last.run_id!r}, Resume(...))"
+        )
+
+
+def check_resumable(cp: Checkpoint, resume: Resume | None, *, claimed: bool = True
+                    ) -> None:
+    """Refuse a resume of ``cp`` that cannot go on. Before the claim, only what no other
+    run can change is checked: a ``Resume`` for a checkpoint that is not waiting may be a
+    race with a resume that is still running (``ThreadBusy`` then, from the claim)."""
+    if cp.status == "completed":
+        raise NotSuspended(f"run {cp.run_id} completed (checkpoint {cp.id}); there is "
+                           "nothing to resume. Start a new run on its thread instead")
+    answering = resume is not None and resume.has_answers
+    if cp.status == "interrupted" and not cp.interrupts:
+        if answering:  # paused for a breakpoint: nothing to answer
+            raise ResumeError(f"run {cp.run_id} paused for a breakpoint (checkpoint "
+                              f"{cp.id}); it has no interrupts to answer, resume it "
+                              "without a Resume")
+    elif cp.status == "interrupted":
+        if resume is None or not resume.has_answers:
+            keys = [i.key for i in cp.interrupts]
+            raise ResumeError(f"run {cp.run_id} is paused at interrupts {keys}; resume it "
+                              "with Resume(value) or Resume(answers={key: ...})")
+        resume.resolve(cp.interrupts)  # refuses answers that do not fit, changing nothing
+    elif answering and claimed:
+        raise NotSuspended(f"run {cp.run_id} has no pending interrupts (status "
+                           f"{cp.status!r}, checkpoint {cp.id}): another resume may have "
+                           "answered them. Read its state with history(); resume it "
+                           "without a Resume only to continue a failed, cancelled or "
+                           "timed-out run")

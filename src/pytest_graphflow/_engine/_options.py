@@ -1,0 +1,134 @@
+"""Checking a runtime's arguments and a run's options, at once (SPEC §2).
+
+The constructor's arguments, the run options every API takes (``max_supersteps``, ``timeout``,
+``on_interrupt``, ``tenant_id``, breakpoints), the graph passed and a run's input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from .._graph._builder import CompiledGraph
+from .._records._checks import check_optional_id
+from .._records._json import NotJSONError, to_json_value
+from .._time._clock import RealClock, VirtualClock
+from ..errors import InvalidArgument, UnknownKey, UpdateRejected
+
+if TYPE_CHECKING:
+    from ._runtime import GraphRuntime
+
+__all__ = [
+    "breakpoints",
+    "check_budget",
+    "check_constructor",
+    "check_graph",
+    "run_options",
+    "state_from_input",
+]
+
+
+def check_graph(graph: Any) -> None:
+    if not isinstance(graph, CompiledGraph):
+        hint = " (call .compile() first)" if hasattr(graph, "compile") else ""
+        raise InvalidArgument(f"expected a CompiledGraph, got {graph!r}{hint}")
+
+
+def run_options(runtime: GraphRuntime, options: dict[str, Any]) -> dict[str, Any]:
+    allowed = {"max_supersteps", "timeout", "on_interrupt", "tenant_id",
+               "interrupt_before", "interrupt_after"}
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise InvalidArgument(f"unknown run option(s) {unknown}; run options are "
+                              f"{sorted(allowed)}")
+    if "tenant_id" in options:
+        check_optional_id(options["tenant_id"], "tenant_id", "run option")
+    opts = {
+        "max_supersteps": options.get("max_supersteps", runtime.max_supersteps),
+        "timeout": options.get("timeout", runtime.timeout),
+        "on_interrupt": options.get("on_interrupt", runtime.on_interrupt),
+        "tenant_id": options.get("tenant_id", runtime.tenant_id),
+    }
+    for name in ("interrupt_before", "interrupt_after"):
+        nodes = options.get(name, ())
+        if isinstance(nodes, str) or not all(isinstance(n, str) for n in nodes):
+            raise InvalidArgument(f"{name}={nodes!r} must be a list of node names")
+        opts[name] = frozenset(nodes)
+    check_budget(opts["max_supersteps"], opts["timeout"])
+    if opts["on_interrupt"] is not None and not callable(opts["on_interrupt"]):
+        raise InvalidArgument(f"on_interrupt={opts['on_interrupt']!r} must be callable")
+    return opts
+
+
+def state_from_input(
+    graph: CompiledGraph, input: Mapping[str, Any] | BaseModel | None
+) -> dict[str, Any]:
+    if input is None:
+        data: dict[str, Any] = {}
+    elif isinstance(input, BaseModel):
+        data = input.model_dump(mode="json")
+    elif isinstance(input, Mapping):
+        data = dict(input)
+    else:
+        raise InvalidArgument(f"input={input!r}: pass a dict, a {graph.state_model.__name__} "
+                              "or None")
+    for key in data:
+        if key not in graph.keys:
+            raise UnknownKey("<input>", key, sorted(graph.keys))
+    try:
+        return {k: to_json_value(v) for k, v in data.items()}
+    except NotJSONError as exc:
+        raise UpdateRejected("<input>", "<input>", f"input values must be JSON: {exc}") \
+            from None
+
+
+def breakpoints(
+    graph: CompiledGraph, opts: dict[str, Any]
+) -> tuple[frozenset[str], frozenset[str]]:
+    """A run's own breakpoints (before, after), checked against ``graph``."""
+    out: list[frozenset[str]] = []
+    for name in ("interrupt_before", "interrupt_after"):
+        nodes: frozenset[str] = opts.get(name, frozenset())
+        unknown = sorted(nodes - set(graph.nodes))
+        if unknown:
+            raise InvalidArgument(f"{name}={sorted(nodes)}: graph {graph.graph_id!r} has no "
+                                  f"node {unknown[0]!r}; its nodes are {list(graph.nodes)}")
+        out.append(nodes)
+    return out[0], out[1]
+
+
+def check_constructor(
+    clock: Any, on_interrupt: Any, tenant_id: Any, claim_ttl: Any, backend: Any, on_leg: Any
+) -> None:
+    """The constructor's arguments, checked at once (not at the first run)."""
+    where = "GraphRuntime"
+    if clock is not None and not isinstance(clock, (RealClock, VirtualClock)) and not (
+        callable(getattr(clock, "now", None)) and callable(getattr(clock, "sleep", None))
+    ):
+        raise InvalidArgument(f"{where}(clock={clock!r:.80}): pass a RealClock(), a "
+                              "VirtualClock() or None")
+    if on_interrupt is not None and not callable(on_interrupt):
+        raise InvalidArgument(f"{where}(on_interrupt={on_interrupt!r:.80}): pass a callable or "
+                              "None")
+    if on_leg is not None and not callable(on_leg):
+        raise InvalidArgument(f"{where}(on_leg={on_leg!r:.80}): pass a callable or None")
+    check_optional_id(tenant_id, "tenant_id", where)
+    if (isinstance(claim_ttl, bool) or not isinstance(claim_ttl, (int, float))
+            or not 0 < claim_ttl < float("inf")):
+        raise InvalidArgument(f"{where}(claim_ttl={claim_ttl!r:.80}): claim_ttl must be a "
+                              "positive number of seconds")
+    if backend not in ("asyncio", "trio"):
+        raise InvalidArgument(f"{where}(backend={backend!r:.80}): backend is 'asyncio' or "
+                              "'trio'")
+
+
+def check_budget(max_supersteps: Any, timeout: Any) -> None:
+    if max_supersteps is not None and (not isinstance(max_supersteps, int)
+                                       or isinstance(max_supersteps, bool) or max_supersteps < 1):
+        raise InvalidArgument(f"max_supersteps={max_supersteps!r} must be an int >= 1 or None")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout > 0):
+        raise InvalidArgument(f"timeout={timeout!r} must be a number of seconds > 0 or None "
+                              "(float('inf') means no limit)")
