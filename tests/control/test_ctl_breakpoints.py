@@ -153,6 +153,18 @@ def test_breakpoints_on_unknown_nodes_are_refused() -> None:
         rt.invoke(graph, interrupt_after="b")
 
 
+def test_refused_breakpoints_leave_no_wall_clock_patch_and_no_claim() -> None:
+    from pytest_graphflow._time import _wallclock
+
+    graph = build([])
+    rt = runtime()
+    for bad in ({"interrupt_before": ["zzz"]}, {"interrupt_after": "b"}):
+        with pytest.raises(InvalidArgument):
+            rt.invoke(graph, thread_id="t-1", **bad)
+        assert not _wallclock.active()
+    assert rt.invoke(graph, thread_id="t-1").status == "completed"  # the thread is free
+
+
 async def test_a_breakpoint_pause_resumes_in_another_process_over_sqlite(tmp_path: Any) -> None:
     from pytest_graphflow import SQLiteCheckpointStore
 

@@ -104,11 +104,15 @@ class ThreadClaim:
             raise
         self._renewed_at = self.clock.monotonic()
 
+    def due(self) -> bool:
+        """Whether a third of the ttl has passed since the claim was taken or last renewed."""
+        return self.renewable and self.clock.monotonic() - self._renewed_at >= self.ttl / 3
+
     async def renew_if_due(self) -> None:
         """Renew when a third of the ttl has passed since the claim was taken or renewed (on
         the runtime's clock); between the pieces of a run, so a run of many short sync steps
         keeps its claim too. A failed renewal is left to the next commit to report."""
-        if not self.renewable or self.clock.monotonic() - self._renewed_at < self.ttl / 3:
+        if not self.due():
             return
         try:
             await self.renew()

@@ -122,6 +122,7 @@ class Legs:
         self.rt._graphs.setdefault(graph.graph_id, graph)
         graph = self.policy(graph)
         patch = state_from_input(graph, input)
+        stops = breakpoints(graph, opts)  # checked before a claim or a patch is taken
         run_id, token = await self.new_run_id()
         tenant = opts["tenant_id"]
         explicit = thread_id is not None
@@ -147,7 +148,7 @@ class Legs:
             on_interrupt=opts["on_interrupt"], wall_clock=wall,
             record_events=opts.get("record_events", True), thread_explicit=explicit,
         )
-        run.set_breakpoints(*breakpoints(graph, opts))
+        run.set_breakpoints(*stops)
         run.subgraph_runner = self.subgraphs
         run.claim = claim
         runner = Runner(run, release=claim.release, on_done=on_done)
@@ -283,12 +284,13 @@ class Legs:
             task_counter = max(task_counter, int(latest.metadata.get("task_counter", 0)))
             seq = max(seq, latest.next_seq)
         state = cp.state
-        if resume is not None and resume.update is not None:
-            try:
+        try:
+            if resume is not None and resume.update is not None:
                 state = apply_update(graph, state, resume.update)[0]
-            except BaseException:
-                await released_on_error(claim)
-                raise
+            stops = breakpoints(graph, opts)  # checked before the wall-clock patch is taken
+        except BaseException:
+            await released_on_error(claim)
+            raise
         wall, on_done = self.wall()
         run = RunState(
             graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed,
@@ -297,7 +299,7 @@ class Legs:
             on_interrupt=opts["on_interrupt"], wall_clock=wall,
             record_events=opts.get("record_events", True),
         )
-        run.set_breakpoints(*breakpoints(graph, opts))
+        run.set_breakpoints(*stops)
         run.subgraph_runner = self.subgraphs
         run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
                           task_counter=task_counter)

@@ -22,9 +22,11 @@ def normalize_patch(graph: CompiledGraph, node: str, patch: Any) -> dict[str, An
     """
     if patch is None:
         return None
-    if isinstance(patch, BaseModel):
+    if type(patch) is dict:
+        pass  # the common case, without an isinstance check against the Mapping ABC
+    elif isinstance(patch, BaseModel):
         patch = {k: getattr(patch, k) for k in patch.model_fields_set}
-    if not isinstance(patch, Mapping):
+    elif not isinstance(patch, Mapping):
         raise UpdateRejected(node, "<patch>", f"a node returns None, a dict, Command or Expand; "
                                               f"got {type(patch).__name__}")
     spec = graph.nodes[node]

@@ -103,8 +103,9 @@ class Runner:
     async def _advance(self) -> list[Any]:
         run = self.run
         try:
-            if run.claim is not None:
-                await run.claim.renew_if_due()
+            claim = run.claim
+            if claim is not None and claim.due():  # no coroutine per piece when not due
+                await claim.renew_if_due()
             if not run.started:
                 items = await self._begin()
             else:
