@@ -26,11 +26,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._graph._builder import CompiledGraph
-from ._properties._checkers import (
-    check_crash_recovery,
-    check_determinism,
-    check_interrupt_resume_equivalence,
-)
 from ._properties._checks import (
     Violation,
     check_c1,
@@ -47,6 +42,8 @@ from ._properties._checks import (
     format_violations,
     normalise_events,
 )
+from ._properties._determinism import check_determinism
+from ._properties._equivalence import check_interrupt_resume_equivalence
 from ._properties._lint import check_node_code
 from ._properties._recording import (
     Mark,
@@ -57,6 +54,7 @@ from ._properties._recording import (
     record_run,
     record_run_sync,
 )
+from ._properties._recovery import check_crash_recovery
 from ._properties._reducer_laws import assert_reducer_laws, check_reducer_laws
 from ._properties._xprocess import (
     check_crash_recovery_across_processes,

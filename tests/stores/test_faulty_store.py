@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from pytest_graphflow._records._checkpoint import Checkpoint
-from pytest_graphflow._stores import _faulty
+from pytest_graphflow._stores import _faulty_calls
 from pytest_graphflow._stores._faulty import Fault, FaultyStore, StoreCall
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._plan import FaultPlan
@@ -393,7 +393,7 @@ async def test_without_a_clock_delay_uses_anyio_sleep(monkeypatch: pytest.Monkey
     async def fake_sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    monkeypatch.setattr(_faulty.anyio, "sleep", fake_sleep)
+    monkeypatch.setattr(_faulty_calls.anyio, "sleep", fake_sleep)
     store = FaultyStore(InMemoryCheckpointStore()).delay("get", 7)
     await store.get("cp-1")
     assert slept == [7]

@@ -29,21 +29,20 @@ Three ways to use it::
 
     TestMyStoreConformance = MyStoreConformance.TestCase
     TestMyStoreConformance.settings = settings(max_examples=200)
+
+This module holds the machine: the store's lifecycle and the rules. What it draws lives in
+:mod:`._conformance_draws`, the model and contract checks in :mod:`._conformance_checks`, the
+ways to run it in :mod:`._conformance_run`.
 """
 
 from __future__ import annotations
 
 import inspect
-import unittest
-from collections.abc import Awaitable, Callable, Mapping
 from contextlib import ExitStack
-from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from hypothesis import HealthCheck
-from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -52,100 +51,31 @@ from hypothesis.stateful import (
     multiple,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
-from .._records._checkpoint import Checkpoint, TaskOutput, TaskRecord
-from .._records._events import Interrupt
+from .._records._checkpoint import Checkpoint
 from .._records._json import jcopy, to_json_value
 from .._stores._claims import checked_patch
 from .._stores._protocol import CheckpointStore
-from ..errors import CheckpointNotFound, InvalidArgument
-
-__all__ = [
-    "StoreConformance",
-    "run_store_conformance",
-    "store_conformance_machine",
-    "store_conformance_test",
-]
-
-RUNS = ("run-a", "run-b", "run-c")
-"""The run ids saved checkpoints draw from: few, so runs hold several checkpoints."""
-
-THREAD_OF_RUN = {"run-a": "thread-1", "run-b": "thread-1", "run-c": "thread-2"}
-"""A run lives on one thread; two runs share ``thread-1`` so thread listings span runs."""
-
-BASE_TIME = datetime(2025, 1, 1, tzinfo=UTC)
-TICKS = 3
-"""Timestamps are ``BASE_TIME + tick`` seconds, tick < 3: equal timestamps happen often."""
-
-NODES = ("a", "b", "c")
-
-LATEST_RULE = "latest = the latest timestamp; of equal timestamps, the one saved last"
-ORDER_RULE = "list is ordered by timestamp, then save order"
-
-_leaves = st.one_of(st.integers(-2, 2), st.booleans(), st.none(), st.sampled_from(["", "x"]))
-_values = st.one_of(
-    _leaves,
-    st.lists(_leaves, max_size=2),
-    st.dictionaries(st.sampled_from(["k", "v"]), _leaves, max_size=2),
+from ..errors import InvalidArgument
+from ._conformance_checks import ConformanceChecks
+from ._conformance_draws import (
+    _FORK_KEEPS,
+    LATEST_RULE,
+    NODES,
+    ORDER_RULE,
+    RUNS,
+    THREAD_OF_RUN,
+    TICKS,
+    _dump,
+    _extras,
+    _mutate,
+    _node_ids,
+    _states,
+    _values,
 )
-_states = st.dictionaries(st.sampled_from(["count", "items", "meta"]), _values, max_size=3)
-_node_ids = st.lists(st.sampled_from(NODES), max_size=2, unique=True)
 
-
-def _maybe(name: str, values: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
-    """``{name: value}`` half the time, else ``{}`` (the field keeps its default)."""
-    return st.one_of(st.just({}), values.map(lambda v: {name: v}))
-
-
-_TASK_IDS = ("task-1", "task-2")
-_times = st.integers(0, TICKS - 1).map(lambda t: BASE_TIME + timedelta(seconds=t))
-_task_records = st.builds(
-    TaskRecord, task_id=st.sampled_from(_TASK_IDS), node=st.sampled_from(NODES),
-    item=_values, has_item=st.booleans(), checkpoint_id_before=st.none() | st.just("cp-0"),
-    failure=st.none() | st.just({"node": "a", "error_type": "E", "message": "m"}))
-_task_outputs = st.builds(
-    TaskOutput, task_id=st.sampled_from(_TASK_IDS), node=st.sampled_from(NODES),
-    patch=st.none() | _states, goto=st.none() | _node_ids, keep=st.booleans(),
-    started_at=st.none() | _times, finished_at=st.none() | _times)
-_interrupts = st.builds(
-    Interrupt, key=st.sampled_from(["task-1:q", "task-2:q"]), id=st.just("q"),
-    node=st.sampled_from(NODES), task_id=st.sampled_from(_TASK_IDS), payload=_values)
-_extras: st.SearchStrategy[dict[str, Any]] = st.tuples(
-    _maybe("parent_id", st.sampled_from(["cp-0", "cp-1"])),
-    _maybe("status", st.sampled_from(["completed", "interrupted", "failed", "cancelled"])),
-    _maybe("next_step", st.integers(1, 4)),
-    _maybe("tasks", st.tuples(_task_records).map(list)),
-    _maybe("completed", _task_outputs.map(lambda o: {o.task_id: o})),
-    _maybe("interrupts", st.tuples(_interrupts).map(list)),
-    _maybe("answers", st.tuples(st.sampled_from(["task-1:q", "task-2:q"]), _values).map(
-        lambda kv: {kv[0]: kv[1]})),
-    _maybe("arrivals", st.tuples(st.sampled_from(NODES), st.sampled_from(NODES)).map(
-        lambda kv: {kv[0]: [kv[1]]})),
-    _maybe("next_seq", st.integers(1, 50)),
-    _maybe("error", st.just({"type": "ValueError", "message": "boom"})),
-    _maybe("tenant_id", st.sampled_from(["acme", "globex"])),
-).map(lambda parts: {k: v for part in parts for k, v in part.items()})
-"""Every other field of a checkpoint, each either at its default or drawn: a store that
-loses or rewrites any of them fails the read-back checks."""
-
-
-def _dump(cp: Checkpoint) -> dict[str, Any]:
-    return cp.model_dump(mode="json")
-
-
-def _mutate(cp: Checkpoint) -> None:
-    """Change a checkpoint object in place, at every depth a careless store might share."""
-    for value in cp.state.values():
-        if isinstance(value, list):
-            value.append("mutated")
-        elif isinstance(value, dict):
-            value["mutated"] = True
-    cp.state["mutated"] = True
-    cp.node_ids.append("mutated")
-    cp.metadata["mutated"] = True
-    cp.step += 100
+__all__ = ["StoreConformance"]
 
 
 def _has_checkpoints(machine: StoreConformance) -> bool:
@@ -154,7 +84,7 @@ def _has_checkpoints(machine: StoreConformance) -> bool:
     return bool(machine.model)
 
 
-class StoreConformance(RuleBasedStateMachine):
+class StoreConformance(ConformanceChecks, RuleBasedStateMachine):
     """The checkpoint-store contract as a Hypothesis state machine.
 
     Subclass it and override :meth:`make_store` (and optionally :attr:`backend`), then expose
@@ -248,132 +178,6 @@ class StoreConformance(RuleBasedStateMachine):
         if inspect.isawaitable(store):
             store = await store
         return store  # type: ignore[no-any-return]
-
-    # ------------------------------------------------------------------ helpers
-    # Each rule runs all its store calls and checks in one coroutine on the machine's loop:
-    # one thread hop per step instead of one per store call.
-
-    def _run(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        return self.portal.call(partial(fn, *args))
-
-    @property
-    def _name(self) -> str:
-        return type(self.store).__name__
-
-    def _broke(self, call: str, rule_text: str, detail: str) -> NoReturn:
-        raise AssertionError(
-            f"{self._name}.{call} broke the store contract: {rule_text}.\n{detail}"
-        )
-
-    def _rank(self, cid: str) -> tuple[datetime, int]:
-        return (self.model[cid].timestamp, self.saved_at[cid])
-
-    def _ordered(self, ids: Any) -> list[str]:
-        return sorted(ids, key=self._rank)
-
-    def _ids_of_run(self, run_id: str) -> list[str]:
-        return [cid for cid, cp in self.model.items() if cp.run_id == run_id]
-
-    def _fresh_id(self) -> str:
-        while True:
-            self._next_id += 1
-            cid = f"cp-{self._next_id:03d}"
-            if cid not in self.model:
-                return cid
-
-    def _record(self, cp: Checkpoint) -> None:
-        self._seq += 1
-        self.model[cp.id] = cp.model_copy(deep=True)
-        self.saved_at[cp.id] = self._seq
-
-    def _describe(self, ids: list[str]) -> str:
-        return ", ".join(
-            f"{cid} (t+{(self.model[cid].timestamp - BASE_TIME).total_seconds():g}s, "
-            f"save #{self.saved_at[cid]})" for cid in ids
-        ) or "none"
-
-    def _expect_same(self, call: str, rule_text: str, expected_id: str, got: Any) -> None:
-        if not isinstance(got, Checkpoint):
-            self._broke(call, rule_text, f"expected checkpoint {expected_id}, got {got!r}")
-        if got.id != expected_id:
-            self._broke(call, rule_text, f"expected checkpoint {expected_id}, got {got.id}")
-        want, have = _dump(self.model[expected_id]), _dump(got)
-        if want != have:
-            diff = {k: (want.get(k), have.get(k)) for k in sorted(want.keys() | have.keys())
-                    if want.get(k) != have.get(k)}
-            self._broke(
-                call, rule_text,
-                f"checkpoint {expected_id} is not as it was saved last: it differs in "
-                f"{sorted(diff)}; (saved, returned): {diff}",
-            )
-
-    def _expect_latest(self, call: str, ids: list[str], got: Any, rule_text: str) -> None:
-        if not ids:
-            if got is not None:
-                self._broke(call, f"{rule_text} (None when nothing matches)",
-                            f"nothing matches, yet it returned {getattr(got, 'id', got)!r}")
-            return
-        expected = max(ids, key=self._rank)
-        if getattr(got, "id", None) != expected:
-            self._broke(
-                call, rule_text,
-                f"expected {expected}, got {getattr(got, 'id', got)!r}; candidates (timestamp "
-                f"offset, save order): {self._describe(self._ordered(ids))}",
-            )
-        self._expect_same(call, rule_text, expected, got)
-
-    async def _check_latest(self, run_id: str) -> None:
-        got = await self.store.latest(run_id)
-        self._expect_latest(f"latest({run_id!r})", self._ids_of_run(run_id), got, LATEST_RULE)
-
-    def _build(
-        self, cid: str, run_id: str, tick: int, node_id: str | None, node_ids: list[str],
-        step: int, state: dict[str, Any], extras: dict[str, Any] | None = None,
-    ) -> Checkpoint:
-        cp = Checkpoint(
-            id=cid, run_id=run_id, thread_id=self.thread_of_run[run_id], graph_id="conformance",
-            revision="rev-1", node_id=node_id, node_ids=list(node_ids), step=step,
-            # Our own copy: rules mutate it later, and Hypothesis' drawn values stay intact.
-            timestamp=BASE_TIME + timedelta(seconds=tick), state=jcopy(state),
-            visited=list(node_ids), metadata={"origin": "conformance"},
-        )
-        if extras:
-            cp = Checkpoint.model_validate({**cp.model_dump(), **extras})
-            cp = cp.clone()  # nothing shared with the drawn values
-        return cp
-
-    async def _save(self, cp: Checkpoint, what: str) -> None:
-        old = self.model.get(cp.id)
-        result = await self.store.save(cp)  # type: ignore[func-returns-value]
-        if result is not None:
-            self._broke(f"save({cp.id!r})", "save returns None", f"it returned {result!r}")
-        self._record(cp)
-        # The caller keeps its object: changing it must not change what the store holds.
-        _mutate(cp)
-        got = await self.store.get(cp.id)
-        self._expect_same(f"get({cp.id!r})", f"a {what} checkpoint can be read back by id",
-                          cp.id, got)
-        # Nor may changing what a read returned.
-        assert got is not None
-        _mutate(got)
-        self._expect_same(
-            f"get({cp.id!r})", "get returns copies: mutating a checkpoint it returned changes "
-            "nothing in the store", cp.id, await self.store.get(cp.id),
-        )
-        # Every save can change its run's latest (and, for an overwrite, the old run's).
-        await self._check_latest(cp.run_id)
-        if old is not None and old.run_id != cp.run_id:
-            await self._check_latest(old.run_id)
-
-    async def _fork_missing(self, cid: str) -> None:
-        call, rule_text = f"fork({cid!r})", "fork of a missing id raises CheckpointNotFound"
-        try:
-            result = await self.store.fork(cid)
-        except CheckpointNotFound:
-            return
-        except Exception as exc:
-            self._broke(call, rule_text, f"it raised {exc!r}")
-        self._broke(call, rule_text, f"it returned {result!r}")
 
     # -------------------------------------------------------------------- rules
 
@@ -626,107 +430,3 @@ class StoreConformance(RuleBasedStateMachine):
         if (listed := await self.store.list(run_id)) != []:
             self._broke(f"list({run_id!r})", "list of an unknown run is empty",
                         f"got {listed!r}")
-
-
-_FORK_KEEPS = (
-    "graph_id", "revision", "node_id", "node_ids", "step", "timestamp", "state",
-    "format_version", "status", "next_step", "tasks", "completed", "interrupts", "answers",
-    "visited", "arrivals", "error", "tenant_id",
-)
-"""Checkpoint fields a fork copies from its source (``state`` with ``patch_state`` applied)."""
-
-
-def store_conformance_machine(
-    factory: Callable[[], Any],
-    *,
-    backend: str = "asyncio",
-    backend_options: Mapping[str, Any] | None = None,
-    name: str | None = None,
-) -> type[StoreConformance]:
-    """A :class:`StoreConformance` subclass whose stores come from ``factory``.
-
-    Args:
-        factory: returns a fresh, empty store (or an awaitable of one) each time it is called.
-        backend: the anyio backend to run the store on.
-        backend_options: options for that backend.
-        name: the class name (default: ``StoreConformance[<factory name>]``).
-
-    Returns:
-        The machine class; run it with ``run_state_machine_as_test`` or expose ``.TestCase``.
-    """
-
-    class FactoryConformance(StoreConformance):
-        def make_store(self) -> Any:
-            return factory()
-
-    FactoryConformance.backend = backend
-    FactoryConformance.backend_options = None if backend_options is None else dict(
-        backend_options
-    )
-    label = name or f"StoreConformance[{getattr(factory, '__qualname__', repr(factory))}]"
-    FactoryConformance.__name__ = FactoryConformance.__qualname__ = label
-    return FactoryConformance
-
-
-def _default_settings() -> Settings:
-    # Each example starts an event loop in a thread: a deadline would measure that, not the store.
-    return Settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def run_store_conformance(
-    factory: Callable[[], Any],
-    *,
-    backend: str = "asyncio",
-    backend_options: Mapping[str, Any] | None = None,
-    settings: Settings | None = None,
-) -> None:
-    """Run the store conformance machine against stores made by ``factory``.
-
-    Example:
-        >>> def test_sqlite_store_conforms(tmp_path):
-        ...     run_store_conformance(lambda: SQLiteCheckpointStore(tmp_path / f"{uuid4()}.db"))
-
-    Args:
-        factory: returns a fresh, empty store (or an awaitable of one).
-        backend: ``"asyncio"`` or ``"trio"``.
-        backend_options: options for the backend.
-        settings: Hypothesis settings (``max_examples``, ``stateful_step_count``, ...); by
-            default the active profile with no deadline.
-
-    Raises:
-        AssertionError: naming the store method and the contract rule it broke, after
-            Hypothesis has shrunk the failing program of calls (printed above it).
-    """
-    machine = store_conformance_machine(factory, backend=backend, backend_options=backend_options)
-    run_state_machine_as_test(machine, settings=settings or _default_settings())
-
-
-def store_conformance_test(
-    factory: Callable[[], Any],
-    *,
-    backend: str = "asyncio",
-    backend_options: Mapping[str, Any] | None = None,
-    settings: Settings | None = None,
-    name: str | None = None,
-) -> type[unittest.TestCase]:
-    """A ``unittest.TestCase`` class running the conformance machine, for pytest to collect.
-
-    Example:
-        >>> TestMyStore = store_conformance_test(lambda: MyStore())
-
-    Args:
-        factory: returns a fresh, empty store (or an awaitable of one).
-        backend: ``"asyncio"`` or ``"trio"``.
-        backend_options: options for the backend.
-        settings: Hypothesis settings; by default the active profile with no deadline.
-        name: the machine's name in reports.
-
-    Returns:
-        The test case class (its one test is ``runTest``).
-    """
-    machine = store_conformance_machine(
-        factory, backend=backend, backend_options=backend_options, name=name
-    )
-    case = machine.TestCase
-    case.settings = settings or _default_settings()
-    return case

@@ -252,7 +252,7 @@ async def _run_one(
     g = record_calls(graph, calls)
     opts: dict[str, Any] = {}
     if answers is not None:
-        from ._checkers import answer_for
+        from ._drive import answer_for
 
         opts["on_interrupt"] = lambda i: answer_for(answers, i)
     events: list[EventBase] = []
@@ -458,7 +458,7 @@ def explore(
                 if type(graph).__module__.startswith("langgraph") else "")
         raise InvalidArgument(f"explore(graph={graph!r}): pass a CompiledGraph or a factory "
                               f"() -> CompiledGraph{hint}")
-    from ._checkers import graph_maker
+    from ._drive import graph_maker
 
     make = graph_maker(graph, "explore")
     cmp = Compare.of(ignore, normalize)

@@ -51,7 +51,7 @@ def _run(req: dict[str, Any]) -> dict[str, Any]:
 
     from .._graph._refs import resolve_graph
     from .._stores._memory import InMemoryCheckpointStore
-    from ._checkers import _runtime, drive
+    from ._drive import _runtime, drive
 
     graph = resolve_graph(req["graph"])
 
@@ -85,7 +85,7 @@ def _warm(req: dict[str, Any]) -> None:
     import anyio
 
     from .._graph._refs import resolve_graph, resolve_ref
-    from . import _checkers, _instrument  # noqa: F401
+    from . import _drive, _instrument  # noqa: F401
 
     async def nothing() -> None:
         return None

@@ -4,38 +4,28 @@ The wrapper follows Hypothesis' ``ReadOnlyDatabase`` pattern: it owns no data an
 behaviour of the store it wraps, it only decides, call by call, whether the call reaches the
 inner store at all. Every decision is a pure function of the rules and the calls seen so far,
 so a run over a ``FaultyStore`` is as deterministic as the runtime driving it.
+
+The rules API lives in :mod:`._faulty_rules`, how one call goes through the rules in
+:mod:`._faulty_calls`; this module holds the wrapper, its introspection and the protocol.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
-from datetime import datetime
 from typing import Any, cast
-
-import anyio
 
 from .._records._checkpoint import Checkpoint
 from .._time._clock import Clock
-from ..errors import InvalidArgument, SimulatedCrash
-from ._faults import (
-    PROTOCOL_OPS,
-    CrashPhase,
-    ErrorSpec,
-    Fault,
-    FaultRule,
-    Outcome,
-    StoreCall,
-    _make_error,
-    _pending_outcome,
-    _summarize,
-)
+from ..errors import InvalidArgument
+from ._faults import PROTOCOL_OPS, Fault, FaultRule, StoreCall
+from ._faulty_rules import FaultyRules
 from ._protocol import CheckpointStore
 
 __all__ = ["Fault", "FaultRule", "FaultyStore", "StoreCall"]
 
-class FaultyStore:
+
+class FaultyStore(FaultyRules):
     """A :class:`CheckpointStore` wrapper that rejects, fails, delays and crashes on command.
 
     Every call is logged in :attr:`calls`. Without rules the wrapper is transparent. Every
@@ -149,155 +139,6 @@ class FaultyStore:
             f"{len(self._rules)} rule(s), {len(self._calls)} call(s)>"
         )
 
-    # ------------------------------------------------------------------------ rules
-
-    def bind_clock(self, clock: Clock, *, replace: bool = False) -> None:
-        """Use ``clock`` for delays and call times, unless a clock is already bound.
-
-        The runtime calls this when it starts a run, so delays happen in the run's (virtual)
-        time; a clock given to the constructor wins unless ``replace=True``.
-        """
-        if self._clock is None or replace:
-            self._clock = clock
-
-    def add_fault(self, fault: Fault) -> FaultyStore:
-        """Add a rule described by ``fault``.
-
-        Returns:
-            This store, for chaining; the new rule is :attr:`last_rule`.
-
-        Raises:
-            InvalidArgument: when the inner store has no coroutine method ``fault.op``.
-        """
-        if not isinstance(fault, Fault):
-            raise InvalidArgument(f"add_fault({fault!r}): expected a Fault")
-        if fault.op not in PROTOCOL_OPS and not inspect.iscoroutinefunction(
-            getattr(self._inner, fault.op, None)
-        ):
-            raise InvalidArgument(
-                f"{fault.describe()}: {type(self._inner).__name__} has no coroutine method "
-                f"{fault.op!r}; store operations: {sorted(self._async_ops())}"
-            )
-        self._rules.append(FaultRule(fault))
-        return self
-
-    def reject_save(
-        self,
-        nth: int | None = None,
-        *,
-        every: int | None = None,
-        when: Callable[[Checkpoint], bool] | None = None,
-        error: ErrorSpec = None,
-        times: int | None = None,
-    ) -> FaultyStore:
-        """Make ``save`` raise, without saving anything, on chosen calls.
-
-        Args:
-            nth: reject the nth save made after this rule was added (1-based).
-            every: reject every ``every``-th save.
-            when: count only saves whose checkpoint satisfies ``when(checkpoint)``; alone, it
-                rejects every such save.
-            error: the exception (instance or class) to raise; by default a
-                :class:`~pytest_graphflow.errors.StoreFault` naming the save and checkpoint.
-            times: reject at most this many saves.
-
-        Returns:
-            This store, for chaining.
-        """
-        return self.add_fault(
-            Fault.reject_save(nth, every=every, when=when, error=error, times=times)
-        )
-
-    def fail(
-        self,
-        op: str,
-        nth: int | None = None,
-        *,
-        every: int | None = None,
-        when: Callable[..., bool] | None = None,
-        error: ErrorSpec = None,
-        times: int | None = None,
-    ) -> FaultyStore:
-        """Make operation ``op`` raise, without reaching the inner store, on chosen calls.
-
-        Args:
-            op: ``"get"``, ``"load"``, ``"latest"``, ``"list"``, ``"delete"``, ``"fork"``,
-                ``"save"`` or any coroutine method of the inner store (``"claim"``, ...).
-            nth: fail the nth call of ``op`` made after this rule was added (1-based).
-            every: fail every ``every``-th call.
-            when: count only calls for which ``when(*args, **kwargs)`` is true.
-            error: the exception (instance or class); by default a ``StoreFault``.
-            times: fail at most this many calls.
-
-        Returns:
-            This store, for chaining.
-        """
-        return self.add_fault(Fault.fail(op, nth, every=every, when=when, error=error, times=times))
-
-    def delay(
-        self,
-        op: str,
-        seconds: float,
-        *,
-        nth: int | None = None,
-        every: int | None = None,
-        when: Callable[..., bool] | None = None,
-        times: int | None = None,
-    ) -> FaultyStore:
-        """Make calls of ``op`` wait ``seconds`` on the store's clock before anything else.
-
-        Under a :class:`~pytest_graphflow.VirtualClock` the wait is virtual (``clock.sleep``);
-        with no clock bound it is real (``anyio.sleep``). Without ``nth``/``every``/``when``
-        every call waits.
-
-        Returns:
-            This store, for chaining.
-        """
-        return self.add_fault(
-            Fault.delay(op, seconds, nth=nth, every=every, when=when, times=times)
-        )
-
-    def crash_at(
-        self,
-        op: str = "save",
-        nth: int | None = 1,
-        *,
-        when: Callable[..., bool] | None = None,
-        phase: CrashPhase = "before",
-    ) -> FaultyStore:
-        """Simulate a process death at the ``nth`` call of ``op`` (that satisfies ``when``).
-
-        The call raises :class:`~pytest_graphflow.errors.SimulatedCrash` (a ``BaseException``,
-        so no ``except Exception`` swallows it). With ``phase="before"`` the call does not
-        reach the inner store; with ``phase="after"`` it does, and the crash comes after the
-        inner store answered, so the caller never learns the outcome. From then on the store
-        is dead: every call raises ``SimulatedCrash`` and reaches nothing, until
-        :meth:`revive`. To recover the way a real deployment would, open a fresh runtime over
-        :attr:`inner`.
-
-        Returns:
-            This store, for chaining.
-        """
-        return self.add_fault(Fault.crash_at(op, nth, when=when, phase=phase))
-
-    def clear_rules(self) -> FaultyStore:
-        """Remove every rule (the log, the saves and a crash are kept).
-
-        Returns:
-            This store, for chaining.
-        """
-        self._rules.clear()
-        return self
-
-    def revive(self) -> FaultyStore:
-        """Bring a crashed store back to life (its rules stay; a fired crash does not re-fire).
-
-        Returns:
-            This store, for chaining.
-        """
-        self._crash = None
-        return self
-
     # ------------------------------------------------------------- the protocol
 
     async def save(self, checkpoint: Checkpoint, **fence: Any) -> None:
@@ -404,151 +245,3 @@ class FaultyStore:
         forwarded.__qualname__ = f"FaultyStore.{name}"
         forwarded.__doc__ = getattr(value, "__doc__", None)
         return forwarded
-
-    # ------------------------------------------------------------- machinery
-
-    def _async_ops(self) -> set[str]:
-        ops = set(PROTOCOL_OPS)
-        for name in dir(self._inner):
-            if not name.startswith("_") and inspect.iscoroutinefunction(
-                getattr(self._inner, name, None)
-            ):
-                ops.add(name)
-        return ops
-
-    def _now(self) -> datetime | None:
-        clock = self._clock
-        return clock.now() if clock is not None and getattr(clock, "virtual", False) else None
-
-    def _finish(
-        self, index: int, outcome: Outcome, error: BaseException | None = None, **more: Any
-    ) -> None:
-        # A copy with the outcome filled in (what ``dataclasses.replace`` does, without its
-        # per-field work: this runs twice per store call of every test run).
-        done = object.__new__(StoreCall)
-        fields = dict(self._calls[index].__dict__)
-        fields["outcome"] = outcome
-        fields["error"] = None if error is None else repr(error)
-        fields.update(more)
-        object.__setattr__(done, "__dict__", fields)
-        self._calls[index] = done
-
-    def _dead_error(self, op: str, summary: str) -> SimulatedCrash:
-        crash = self._crash
-        assert crash is not None
-        return SimulatedCrash(
-            f"store is dead: the process crashed at call #{crash.index} "
-            f"({crash.op} {crash.args}); {op}({summary}) reached nothing. Recover with a fresh "
-            "runtime over the inner store (FaultyStore.inner), or call revive()"
-        )
-
-    async def _call(
-        self,
-        op: str,
-        fn: Callable[..., Awaitable[Any]],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        summary: str | None = None,
-        watch: Mapping[str, tuple[tuple[Any, ...], ...]] | None = None,
-    ) -> Any:
-        index = len(self._calls)
-        if summary is None:
-            summary = _summarize(args, kwargs)
-        self._calls.append(StoreCall(index, op, summary, "pending", time=self._now()))
-        if self._crash is not None:
-            dead = self._dead_error(op, summary)
-            self._finish(index, "dead", dead, injected=True)
-            raise dead
-        try:
-            wait = 0.0
-            decider: FaultRule | None = None
-            for rule in list(self._rules):
-                if rule.op == op:
-                    fires = rule._count(args, kwargs)
-                elif watch and rule.op in watch:
-                    # e.g. a save rule watching a commit that carries checkpoints
-                    fires = rule._count((), {}, each=watch[rule.op])
-                else:
-                    continue
-                if not fires:
-                    continue
-                if rule.kind == "delay":
-                    rule.hits += 1
-                    wait += rule.fault.seconds
-                elif decider is None:
-                    rule.hits += 1
-                    decider = rule
-            return await self._run(index, op, summary, fn, args, kwargs, wait, decider)
-        except BaseException as exc:
-            if self._calls[index].outcome == "pending":
-                # Cancelled while waiting, or a rule's own ``when`` predicate raised.
-                self._finish(index, _pending_outcome(exc), exc)
-            raise
-
-    async def _run(
-        self,
-        index: int,
-        op: str,
-        summary: str,
-        fn: Callable[..., Awaitable[Any]],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        wait: float,
-        decider: FaultRule | None,
-    ) -> Any:
-        if wait:
-            self._calls[index] = replace(self._calls[index], delay=wait)
-            if self._clock is not None:
-                await self._clock.sleep(wait)
-            else:
-                await anyio.sleep(wait)
-            if self._crash is not None:  # another call crashed the store meanwhile
-                dead = self._dead_error(op, summary)
-                self._finish(index, "dead", dead, injected=True)
-                raise dead
-        fault = None if decider is None else decider.fault
-        if fault is not None and fault.kind == "crash" and fault.phase == "before":
-            raise self._die(index, decider, op, summary)
-        if fault is not None and fault.kind in ("reject", "fail"):
-            assert decider is not None
-            error = _make_error(decider, op, summary, args)
-            self._finish(index, "rejected" if fault.kind == "reject" else "failed", error,
-                         injected=True)
-            raise error.with_traceback(None)
-        try:
-            result = await fn(*args, **kwargs)
-        except Exception as exc:
-            if fault is not None and fault.kind == "crash":
-                raise self._die(index, decider, op, summary) from exc
-            self._finish(index, "failed", exc)
-            raise
-        if op == "save":
-            self._saves.append(args[0].id)
-        elif op == "commit":
-            self._saves.extend(cp.id for cp in kwargs["checkpoints"])
-        if fault is not None and fault.kind == "crash":
-            raise self._die(index, decider, op, summary)
-        if self._crash is not None:  # the process died while the inner store worked
-            dead = self._dead_error(op, summary)
-            self._finish(index, "dead", dead, injected=True)
-            raise dead
-        self._finish(index, "ok")
-        return result
-
-    def _die(
-        self, index: int, rule: FaultRule | None, op: str, summary: str
-    ) -> SimulatedCrash:
-        assert rule is not None
-        phase = rule.fault.phase
-        crash = SimulatedCrash(
-            f"simulated crash {phase} {op} #{rule.seen} ({summary}): "
-            f"{rule.fault.describe()}. "
-            + ("It did not reach the store" if phase == "before"
-               else "It reached the store, but the caller never learned the outcome")
-            + "; nothing after it reaches the store. Recover with a fresh runtime over the "
-            "inner store (FaultyStore.inner)."
-        )
-        self._finish(index, "crashed", crash, injected=True)
-        self._crash = self._calls[index]
-        return crash

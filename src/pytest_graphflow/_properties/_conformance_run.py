@@ -1,0 +1,113 @@
+"""Running the store conformance machine: a machine class for a store factory, a one-line
+run inside any test, and a ``unittest.TestCase`` for pytest to collect.
+"""
+
+from __future__ import annotations
+
+import unittest
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from hypothesis import HealthCheck
+from hypothesis import settings as Settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from ._conformance import StoreConformance
+
+__all__ = ["run_store_conformance", "store_conformance_machine", "store_conformance_test"]
+
+
+def store_conformance_machine(
+    factory: Callable[[], Any],
+    *,
+    backend: str = "asyncio",
+    backend_options: Mapping[str, Any] | None = None,
+    name: str | None = None,
+) -> type[StoreConformance]:
+    """A :class:`StoreConformance` subclass whose stores come from ``factory``.
+
+    Args:
+        factory: returns a fresh, empty store (or an awaitable of one) each time it is called.
+        backend: the anyio backend to run the store on.
+        backend_options: options for that backend.
+        name: the class name (default: ``StoreConformance[<factory name>]``).
+
+    Returns:
+        The machine class; run it with ``run_state_machine_as_test`` or expose ``.TestCase``.
+    """
+
+    class FactoryConformance(StoreConformance):
+        def make_store(self) -> Any:
+            return factory()
+
+    FactoryConformance.backend = backend
+    FactoryConformance.backend_options = None if backend_options is None else dict(
+        backend_options
+    )
+    label = name or f"StoreConformance[{getattr(factory, '__qualname__', repr(factory))}]"
+    FactoryConformance.__name__ = FactoryConformance.__qualname__ = label
+    return FactoryConformance
+
+
+def _default_settings() -> Settings:
+    # Each example starts an event loop in a thread: a deadline would measure that, not the store.
+    return Settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def run_store_conformance(
+    factory: Callable[[], Any],
+    *,
+    backend: str = "asyncio",
+    backend_options: Mapping[str, Any] | None = None,
+    settings: Settings | None = None,
+) -> None:
+    """Run the store conformance machine against stores made by ``factory``.
+
+    Example:
+        >>> def test_sqlite_store_conforms(tmp_path):
+        ...     run_store_conformance(lambda: SQLiteCheckpointStore(tmp_path / f"{uuid4()}.db"))
+
+    Args:
+        factory: returns a fresh, empty store (or an awaitable of one).
+        backend: ``"asyncio"`` or ``"trio"``.
+        backend_options: options for the backend.
+        settings: Hypothesis settings (``max_examples``, ``stateful_step_count``, ...); by
+            default the active profile with no deadline.
+
+    Raises:
+        AssertionError: naming the store method and the contract rule it broke, after
+            Hypothesis has shrunk the failing program of calls (printed above it).
+    """
+    machine = store_conformance_machine(factory, backend=backend, backend_options=backend_options)
+    run_state_machine_as_test(machine, settings=settings or _default_settings())
+
+
+def store_conformance_test(
+    factory: Callable[[], Any],
+    *,
+    backend: str = "asyncio",
+    backend_options: Mapping[str, Any] | None = None,
+    settings: Settings | None = None,
+    name: str | None = None,
+) -> type[unittest.TestCase]:
+    """A ``unittest.TestCase`` class running the conformance machine, for pytest to collect.
+
+    Example:
+        >>> TestMyStore = store_conformance_test(lambda: MyStore())
+
+    Args:
+        factory: returns a fresh, empty store (or an awaitable of one).
+        backend: ``"asyncio"`` or ``"trio"``.
+        backend_options: options for the backend.
+        settings: Hypothesis settings; by default the active profile with no deadline.
+        name: the machine's name in reports.
+
+    Returns:
+        The test case class (its one test is ``runTest``).
+    """
+    machine = store_conformance_machine(
+        factory, backend=backend, backend_options=backend_options, name=name
+    )
+    case = machine.TestCase
+    case.settings = settings or _default_settings()
+    return case

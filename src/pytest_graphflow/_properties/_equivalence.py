@@ -1,0 +1,93 @@
+"""``check_interrupt_resume_equivalence``: pausing at every interrupt and resuming (in the same
+runtime or a fresh one over the same store) ends where answering at once does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .._stores._memory import InMemoryCheckpointStore
+from ._checks import Violation, check_invariants
+from ._compare import Compare, Normalize
+from ._drive import (
+    Answers,
+    Drive,
+    GraphLike,
+    Input,
+    _first_difference,
+    _fresh_after,
+    _lines,
+    _on_owned_loop,
+    _outcome,
+    _outcome_diff,
+    _pause_seconds,
+    _runtime,
+    _wall,
+    drive,
+    graph_maker,
+)
+
+__all__ = ["check_interrupt_resume_equivalence"]
+
+
+def check_interrupt_resume_equivalence(
+    graph: GraphLike,
+    input: Input = None,
+    answers: Answers = None,
+    *,
+    seed: int = 0,
+    backend: str = "asyncio",
+    max_legs: int = 50,
+    pause: float = 0.0,
+    ignore: Iterable[str] | str | None = None,
+    normalize: Normalize | None = None,
+) -> list[Violation]:
+    """Pausing at every interrupt and resuming ends where answering at once does.
+
+    Three runs: (a) an ``on_interrupt`` hook answers each interrupt at once; (b) the run
+    pauses at each interrupt and the same runtime resumes it by run id; (c) like (b), each
+    resume by a fresh :class:`GraphRuntime` over the same store, given ``graph=`` (another
+    process; its virtual clock goes on where the previous one stopped). (b) and (c) must end
+    in the status and state of (a); (c)'s log must equal (b)'s byte for byte; and (b)'s log,
+    all legs together, must keep C1–C10.
+
+    Args:
+        pause: seconds of virtual time each pause lasts in (b) and (c) (a human takes a while
+            to answer): a route or node that decides again on resume from the clock, and so
+            decides differently after a pause, is then reported. Default 0.
+        ignore: state paths left out of the comparison (``"audit.*.at"``).
+        normalize: a function ``state -> state`` applied before comparing.
+    """
+    make = graph_maker(graph, "check_interrupt_resume_equivalence")
+    cmp = Compare.of(ignore, normalize)
+    wait = _pause_seconds(pause, "check_interrupt_resume_equivalence")
+    w = _wall(graph)
+
+    def run(**kw: Any) -> Drive:
+        g = make()
+        rt = _runtime(InMemoryCheckpointStore(), seed, backend=backend, wall=w)
+        return _on_owned_loop(rt, lambda r: drive(r, g, input, answers, **kw))  # type: ignore[no-any-return]
+
+    a = run(hook=True)
+    b = run(max_legs=max_legs, pause=wait)
+    c = run(fresh=_fresh_after, max_legs=max_legs, pause=wait)
+    out: list[Violation] = []
+    assert a.result is not None
+    want = _outcome(a.result, cmp)
+    for name, d in (("same-runtime resumes", b), ("fresh-runtime resumes", c)):
+        assert d.result is not None
+        if _outcome(d.result, cmp) != want:
+            out.append(Violation(
+                "equivalence", None,
+                f"pausing and resuming ({name}, {d.legs} legs"
+                + (f", {wait:g}s each pause" if wait else "") + ") ended unlike answering at "
+                f"once: {_outcome_diff(a.result, d.result, cmp)}",
+                example=(d.events, a.events)))
+    lb, lc = _lines(b.events), _lines(c.events)
+    if lb != lc:
+        i, diff = _first_difference(lb, lc)
+        out.append(Violation("equivalence", i, "resuming in a fresh runtime gave another "
+                             f"log than resuming in the same runtime: {diff}"))
+    out += check_invariants(b.events, graph=make())
+    return out

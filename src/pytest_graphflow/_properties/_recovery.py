@@ -1,0 +1,288 @@
+"""``check_crash_recovery``: crash at every store operation in turn (over a
+:class:`FaultyStore`), recover like a new process, and end where the fault-free run ends, with
+every effect exactly once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .._engine._results import GraphResult
+from .._engine._runtime import GraphRuntime
+from .._graph._builder import CompiledGraph
+from .._graph._effects import EFFECT_LEDGER, Effect
+from .._graph._node import Resume
+from .._stores._faulty import FaultyStore
+from .._stores._memory import InMemoryCheckpointStore
+from .._time._clock import VirtualClock
+from ..errors import SimulatedCrash
+from ._checks import Violation, check_invariants
+from ._compare import Compare, Normalize
+from ._drive import (
+    Answers,
+    Drive,
+    GraphLike,
+    Input,
+    _on_owned_loop,
+    _outcome,
+    _outcome_diff,
+    _runtime,
+    _wall,
+    answer_for,
+    drive,
+    graph_maker,
+)
+from ._instrument import CallLog, NodeCall, record_calls
+
+__all__ = ["CrashPoint", "check_crash_recovery"]
+
+
+@dataclass(frozen=True)
+class CrashPoint:
+    """Where a crash was injected: the store call's index, operation and phase."""
+
+    index: int
+    op: str
+    nth: int
+    phase: str
+
+    def __str__(self) -> str:
+        return (f"crash_at({self.op!r}, nth={self.nth}, phase={self.phase!r}) "
+                f"(store call #{self.index})")
+
+
+def _covered(call: NodeCall, cp: Any) -> bool:
+    """Whether checkpoint ``cp`` records ``call``'s task as done (so recovery won't re-run it)."""
+    if cp is None:
+        return False
+    if cp.next_step > call.step:
+        return True
+    return cp.next_step == call.step and call.task_id in cp.completed
+
+
+async def _recover(
+    faulty: FaultyStore, crashed: Drive, graph: CompiledGraph, input: Input, answers: Answers,
+    calls: CallLog, seed: int, claim_ttl: float,
+) -> tuple[Drive, Any]:
+    """Recover like a new process: a fresh runtime over the inner store, once the dead
+    process's claim has expired. Returns the recovered drive and the checkpoint it resumed
+    from (``None`` when nothing was saved and the run started anew)."""
+    inner = faulty.inner
+    old = crashed.runtimes[-1]
+    assert isinstance(old.clock, VirtualClock)
+    # The same clock (the owned loop reads it), moved past the dead process's claim.
+    old.clock.advance(claim_ttl + 1)
+    rt = _runtime(inner, seed, old.clock, old.backend)
+    run_id = crashed.run_id
+    if run_id is None:
+        runs = {cp.run_id for cp in await inner.list()}
+        run_id = next(iter(runs)) if runs else None
+    cp = None if run_id is None else await inner.latest(run_id)
+    if cp is None:
+        return await drive(rt, graph, input, answers, calls=calls), None
+    if cp.status in ("completed", "failed", "cancelled"):
+        # The process died after the run ended: nothing to recover, the store has the outcome.
+        d = Drive(run_id=cp.run_id)
+        d.result = GraphResult(state=graph.state_model.model_validate(cp.state), data=cp.state,
+                               status=cp.status, run_id=cp.run_id, thread_id=cp.thread_id,
+                               step=cp.step)
+        return d, cp
+    resume = None
+    if cp.status == "interrupted":
+        # It died after the run paused: answer, as the dead driver was about to.
+        resume = Resume(answers={i.key: answer_for(answers, i) for i in cp.interrupts})
+    return await drive(rt, graph, input, answers, calls=calls, resume_run=run_id,
+                       first_resume=resume), cp
+
+
+def check_crash_recovery(
+    graph: GraphLike,
+    input: Input = None,
+    answers: Answers = None,
+    *,
+    seed: int = 0,
+    phases: Iterable[str] = ("before", "after"),
+    points: Iterable[int] | None = None,
+    strict_effects: bool = False,
+    backend: str = "asyncio",
+    ignore: Iterable[str] | str | None = None,
+    normalize: Normalize | None = None,
+    store_factory: Any = None,
+) -> list[Violation]:
+    """Crash at every store operation in turn, recover, and end where the fault-free run ends.
+
+    With ``store_factory`` (``"module:attr"`` or a module-level ``f(directory) -> store``),
+    the crash kills a real process and recovery reopens the store from its medium in a fresh
+    one: see :func:`check_crash_recovery_across_processes` (crash points at ``save`` only,
+    unless ``points`` picks others).
+
+    The fault-free run (interrupts answered by pausing and resuming) is the oracle: its store
+    calls are the crash points. For each call and phase (``"before"``: the call never reaches
+    the store; ``"after"``: it does, and the process dies before learning so), the run is
+    repeated over ``FaultyStore(...).crash_at(...)``; after the :class:`SimulatedCrash`, a fresh
+    runtime over the inner store (its clock past the dead process's claim) resumes the run by
+    id — or starts it anew when nothing was saved — and drives it to its end. Checked:
+
+    * the recovered run ends in the oracle's status and state ("crash-recovery");
+    * ``write``/``external`` nodes ("effects"): in the oracle every task completes exactly
+      once (a recorded effect is replayed, not re-run, on resume: C9); after a crash, every
+      task completes once more only if it had completed when the process died and no saved
+      checkpoint recorded it — re-running those is unavoidable (at least once) — and the
+      nodes' functions complete exactly as often as in the oracle plus those re-runs. With
+      ``strict_effects`` no re-run is allowed;
+    * effects recorded with :func:`~pytest_graphflow.record_effect` (by a fake service, a
+      node left ``pure``, ...): each happens exactly once in the fault-free run (a ``Retry``
+      attempt repeating one is reported) and exactly once after every crash and recovery —
+      no allowance for re-runs: recording it where the effect really happens, after an
+      idempotency check, is how a node shows it is safe to run again;
+    * the recovered legs keep C1–C10.
+
+    The oracle and each crash point run on a graph of their own when ``graph`` is a factory;
+    the crashed and the recovering process of one crash point share it (fakes built into the
+    graph stand for the outside world, which outlives the process).
+
+    Args:
+        points: store-call indexes to crash at (default: every call of the oracle).
+        ignore: state paths left out of the comparison with the oracle (recovery waits out
+            the dead process's claim, ``claim_ttl + 1`` virtual seconds, so a timestamp taken
+            from ``ctx.now()`` after the crash differs: ``ignore=["audit.*.at"]``).
+        normalize: a function ``state -> state`` applied before comparing.
+    """
+    if store_factory is not None:
+        from ._xprocess import check_crash_recovery_across_processes
+
+        return check_crash_recovery_across_processes(
+            graph, input, answers, store_factory=store_factory, seed=seed, phases=phases,
+            points=points)
+    make = graph_maker(graph, "check_crash_recovery")
+    cmp = Compare.of(ignore, normalize)
+    g0 = make()
+    effectful = {n for n, s in g0.nodes.items() if s.effect in ("write", "external")}
+
+    async def run_oracle(rt: GraphRuntime) -> tuple[Drive, CallLog, list[Any], list[Effect]]:
+        calls = CallLog()
+        ledger: list[Effect] = []
+        EFFECT_LEDGER.set(ledger)
+        g = record_calls(g0, calls)
+        d = await drive(rt, g, input, answers, calls=calls)
+        return d, calls, rt.store.calls, ledger  # type: ignore[attr-defined]
+
+    async def crash_once(point: CrashPoint, rt: GraphRuntime) -> list[Violation]:
+        ledger: list[Effect] = []
+        EFFECT_LEDGER.set(ledger)
+        calls = CallLog()
+        g = record_calls(make(), calls)
+        faulty = rt.store
+        assert isinstance(faulty, FaultyStore)
+        faulty.crash_at(point.op, point.nth, phase=point.phase)  # type: ignore[arg-type]
+        crashed = Drive()
+        try:
+            await drive(rt, g, input, answers, calls=calls, out=crashed)
+        except SimulatedCrash:
+            pass
+        else:
+            # The runtime swallowed the crash (or never reached it): what it produced stands.
+            return _compare(point, crashed, oracle, [], calls, oracle_calls)
+        before_recovery = [c for c in calls.calls if c.outcome == "ok"]
+        recovered, cp = await _recover(faulty, crashed, g, input, answers, calls, seed,
+                                       rt.claim_ttl)
+        uncovered = [c for c in before_recovery if not _covered(c, cp)]
+        out = _compare(point, recovered, oracle, uncovered, calls, oracle_calls)
+        out += _ledger_violations(ledger, oracle_effects, f"after {point} and recovery", point)
+        if recovered.events:
+            for v in check_invariants(recovered.events, graph=g0, resumed_by_run_id=True):
+                out.append(Violation(v.rule, v.index, f"after {point}: {v.message}"))
+        return out
+
+    def _compare(point: CrashPoint, got: Drive, want: Drive, uncovered: list[NodeCall],
+                 calls: CallLog, want_calls: CallLog) -> list[Violation]:
+        out: list[Violation] = []
+        if got.result is None:
+            return [Violation("crash-recovery", None, f"after {point}: no result")]
+        assert want.result is not None
+        if _outcome(got.result, cmp) != _outcome(want.result, cmp):
+            out.append(Violation("crash-recovery", None, f"after {point} and recovery the run "
+                                 "ended unlike the run without the crash: "
+                                 f"{_outcome_diff(want.result, got.result, cmp)}",
+                                 example=point))
+        allowed = Counter() if strict_effects else Counter(c.task_id for c in uncovered)
+        out += _effects_per_task(calls, effectful, allowed, f"after {point}", point)
+        unavoidable = Counter() if strict_effects else Counter(c.node for c in uncovered)
+        for node in sorted(effectful):
+            n_got = len(calls.completed(node))
+            n_want = len(want_calls.completed(node))
+            extra = unavoidable[node]
+            if n_got != n_want + extra:
+                why = (f" ({extra} re-run(s) unavoidable: no checkpoint saved before the crash "
+                       "recorded them)") if extra else ""
+                out.append(Violation("effects", None, f"after {point}: {g0.nodes[node].effect} "
+                                     f"node {node!r} completed {n_got} time(s); expected "
+                                     f"{n_want + extra}{why}", example=point))
+        return out
+
+    def fresh_runtime() -> GraphRuntime:
+        return _runtime(FaultyStore(InMemoryCheckpointStore()), seed, backend=backend,
+                        wall=_wall(graph))
+
+    oracle, oracle_calls, log, oracle_effects = _on_owned_loop(fresh_runtime(), run_oracle)
+    broken = _effects_per_task(oracle_calls, effectful, Counter(), "in the fault-free run", None)
+    broken += _ledger_violations(oracle_effects, None, "in the fault-free run", None)
+    if broken:
+        return broken  # every crash point would repeat it; fix this first
+    nth: Counter[str] = Counter()
+    crash_points: list[CrashPoint] = []
+    wanted = None if points is None else set(points)
+    for call in log:
+        nth[call.op] += 1
+        if wanted is None or call.index in wanted:
+            for phase in phases:
+                crash_points.append(CrashPoint(call.index, call.op, nth[call.op], phase))
+    violations: list[Violation] = []
+    for point in crash_points:
+        violations += _on_owned_loop(fresh_runtime(),
+                                     lambda rt, p=point: crash_once(p, rt))  # type: ignore[misc]
+    return violations
+
+
+def _ledger_violations(
+    got: list[Effect], want: list[Effect] | None, where: str, example: Any
+) -> list[Violation]:
+    """Effects recorded with ``record_effect``: each once, and (after a crash) exactly the
+    fault-free run's."""
+    out: list[Violation] = []
+    counts = Counter(e.identity for e in got)
+    for (name, key), n in counts.items():
+        if n > 1:
+            attempts = sorted({e.attempt for e in got if e.identity == (name, key)
+                               and e.attempt is not None})
+            why = (" (Retry attempts " + ", ".join(map(str, attempts)) + " each did it)"
+                   if len(attempts) > 1 else "")
+            out.append(Violation("effects", None, f"{where}: effect {name!r} (key {key}) "
+                                 f"happened {n} times; it must happen once{why}",
+                                 example=example))
+    if want is not None:
+        missing = sorted({e.identity for e in want} - set(counts))
+        for name, key in missing:
+            out.append(Violation("effects", None, f"{where}: effect {name!r} (key {key}) "
+                                 "never happened; without the crash it does",
+                                 example=example))
+    return out
+
+
+def _effects_per_task(
+    calls: CallLog, effectful: set[str], allowed: Counter[str], where: str, example: Any
+) -> list[Violation]:
+    """Each effectful task completes once, plus its ``allowed`` (unavoidable) re-runs."""
+    out: list[Violation] = []
+    done = Counter(c.task_id for c in calls.calls if c.outcome == "ok" and c.node in effectful)
+    for call in calls.calls:
+        n = done.pop(call.task_id, 0)
+        if n > 1 + allowed[call.task_id]:
+            out.append(Violation(
+                "effects", None, f"{where}: write/external node {call.node!r} (task "
+                f"{call.task_id}) completed {n} times; a completed task's effect must be "
+                "recorded and replayed, not re-run", example=example))
+    return out

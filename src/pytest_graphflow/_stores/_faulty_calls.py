@@ -1,0 +1,189 @@
+"""The call machinery of :class:`~._faulty.FaultyStore`: every call is logged, counted by the
+rules of its operation, delayed, rejected, failed or crashed as the first rule that fires
+decides, and otherwise passed on to the inner store.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import anyio
+
+from .._time._clock import Clock
+from ..errors import SimulatedCrash
+from ._faults import (
+    PROTOCOL_OPS,
+    FaultRule,
+    Outcome,
+    StoreCall,
+    _make_error,
+    _pending_outcome,
+    _summarize,
+)
+from ._protocol import CheckpointStore
+
+__all__ = ["FaultyCalls"]
+
+
+class FaultyCalls:
+    """The state of a :class:`~._faulty.FaultyStore` (rules, call log, saves, crash) and how
+    one call goes through the rules (the base of the wrapper)."""
+
+    _inner: CheckpointStore
+    _clock: Clock | None
+    _rules: list[FaultRule]
+    _calls: list[StoreCall]
+    _saves: list[str]
+    _crash: StoreCall | None
+
+    # ------------------------------------------------------------- machinery
+
+    def _async_ops(self) -> set[str]:
+        ops = set(PROTOCOL_OPS)
+        for name in dir(self._inner):
+            if not name.startswith("_") and inspect.iscoroutinefunction(
+                getattr(self._inner, name, None)
+            ):
+                ops.add(name)
+        return ops
+
+    def _now(self) -> datetime | None:
+        clock = self._clock
+        return clock.now() if clock is not None and getattr(clock, "virtual", False) else None
+
+    def _finish(
+        self, index: int, outcome: Outcome, error: BaseException | None = None, **more: Any
+    ) -> None:
+        # A copy with the outcome filled in (what ``dataclasses.replace`` does, without its
+        # per-field work: this runs twice per store call of every test run).
+        done = object.__new__(StoreCall)
+        fields = dict(self._calls[index].__dict__)
+        fields["outcome"] = outcome
+        fields["error"] = None if error is None else repr(error)
+        fields.update(more)
+        object.__setattr__(done, "__dict__", fields)
+        self._calls[index] = done
+
+    def _dead_error(self, op: str, summary: str) -> SimulatedCrash:
+        crash = self._crash
+        assert crash is not None
+        return SimulatedCrash(
+            f"store is dead: the process crashed at call #{crash.index} "
+            f"({crash.op} {crash.args}); {op}({summary}) reached nothing. Recover with a fresh "
+            "runtime over the inner store (FaultyStore.inner), or call revive()"
+        )
+
+    async def _call(
+        self,
+        op: str,
+        fn: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        summary: str | None = None,
+        watch: Mapping[str, tuple[tuple[Any, ...], ...]] | None = None,
+    ) -> Any:
+        index = len(self._calls)
+        if summary is None:
+            summary = _summarize(args, kwargs)
+        self._calls.append(StoreCall(index, op, summary, "pending", time=self._now()))
+        if self._crash is not None:
+            dead = self._dead_error(op, summary)
+            self._finish(index, "dead", dead, injected=True)
+            raise dead
+        try:
+            wait = 0.0
+            decider: FaultRule | None = None
+            for rule in list(self._rules):
+                if rule.op == op:
+                    fires = rule._count(args, kwargs)
+                elif watch and rule.op in watch:
+                    # e.g. a save rule watching a commit that carries checkpoints
+                    fires = rule._count((), {}, each=watch[rule.op])
+                else:
+                    continue
+                if not fires:
+                    continue
+                if rule.kind == "delay":
+                    rule.hits += 1
+                    wait += rule.fault.seconds
+                elif decider is None:
+                    rule.hits += 1
+                    decider = rule
+            return await self._run(index, op, summary, fn, args, kwargs, wait, decider)
+        except BaseException as exc:
+            if self._calls[index].outcome == "pending":
+                # Cancelled while waiting, or a rule's own ``when`` predicate raised.
+                self._finish(index, _pending_outcome(exc), exc)
+            raise
+
+    async def _run(
+        self,
+        index: int,
+        op: str,
+        summary: str,
+        fn: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        wait: float,
+        decider: FaultRule | None,
+    ) -> Any:
+        if wait:
+            self._calls[index] = replace(self._calls[index], delay=wait)
+            if self._clock is not None:
+                await self._clock.sleep(wait)
+            else:
+                await anyio.sleep(wait)
+            if self._crash is not None:  # another call crashed the store meanwhile
+                dead = self._dead_error(op, summary)
+                self._finish(index, "dead", dead, injected=True)
+                raise dead
+        fault = None if decider is None else decider.fault
+        if fault is not None and fault.kind == "crash" and fault.phase == "before":
+            raise self._die(index, decider, op, summary)
+        if fault is not None and fault.kind in ("reject", "fail"):
+            assert decider is not None
+            error = _make_error(decider, op, summary, args)
+            self._finish(index, "rejected" if fault.kind == "reject" else "failed", error,
+                         injected=True)
+            raise error.with_traceback(None)
+        try:
+            result = await fn(*args, **kwargs)
+        except Exception as exc:
+            if fault is not None and fault.kind == "crash":
+                raise self._die(index, decider, op, summary) from exc
+            self._finish(index, "failed", exc)
+            raise
+        if op == "save":
+            self._saves.append(args[0].id)
+        elif op == "commit":
+            self._saves.extend(cp.id for cp in kwargs["checkpoints"])
+        if fault is not None and fault.kind == "crash":
+            raise self._die(index, decider, op, summary)
+        if self._crash is not None:  # the process died while the inner store worked
+            dead = self._dead_error(op, summary)
+            self._finish(index, "dead", dead, injected=True)
+            raise dead
+        self._finish(index, "ok")
+        return result
+
+    def _die(
+        self, index: int, rule: FaultRule | None, op: str, summary: str
+    ) -> SimulatedCrash:
+        assert rule is not None
+        phase = rule.fault.phase
+        crash = SimulatedCrash(
+            f"simulated crash {phase} {op} #{rule.seen} ({summary}): "
+            f"{rule.fault.describe()}. "
+            + ("It did not reach the store" if phase == "before"
+               else "It reached the store, but the caller never learned the outcome")
+            + "; nothing after it reaches the store. Recover with a fresh runtime over the "
+            "inner store (FaultyStore.inner)."
+        )
+        self._finish(index, "crashed", crash, injected=True)
+        self._crash = self._calls[index]
+        return crash

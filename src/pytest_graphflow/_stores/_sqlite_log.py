@@ -1,0 +1,213 @@
+"""The run log of :class:`~._sqlite.SQLiteCheckpointStore` (seed 002; compaction: seed
+004): ordered event logs, run records and artifacts, each operation one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
+
+from .._records._checks import check_id
+from .._records._json import NotJSONError, to_json_value
+from ..errors import InvalidArgument
+from . import _claims as rules
+from ._sqlite_tx import SQLiteTransactions
+
+__all__ = ["INSERT_EVENT", "SQLiteLog", "event_row"]
+
+_Records = list[dict[str, Any]]
+"""A list of JSON records (events, run records, artifact descriptions)."""
+
+INSERT_EVENT = (
+    "INSERT OR REPLACE INTO events (run_id, seq, type, data) SELECT ?1, ?2, ?3, ?4 "
+    "WHERE ?2 >= COALESCE((SELECT earliest_seq FROM event_compactions WHERE run_id = ?1), 0)"
+)
+"""An event, unless it is before the run's compaction point (that part of the log is gone)."""
+
+
+class SQLiteLog(SQLiteTransactions):
+    """Events, run records and artifacts of a SQLite store (a part of it)."""
+
+    # -- events (seed 002; compaction: seed 004) --
+
+    def _earliest(self, db: sqlite3.Connection, run_id: str) -> int:
+        try:
+                row = db.execute("SELECT earliest_seq FROM event_compactions WHERE run_id = ?",
+                             (run_id,)).fetchone()
+        except sqlite3.ProgrammingError:
+            raise
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from None
+        return 0 if row is None else int(row[0])
+
+    async def record_events(self, run_id: str, events: _Records) -> None:
+        """Record events of ``run_id`` in wire form; an event with a recorded seq overwrites it.
+
+        Events before the run's compaction point are dropped: that part of the log is gone.
+        Each event is serialised once (keys become strings and datetimes ISO strings, as
+        in their JSON form).
+
+        Raises:
+            InvalidArgument: when an event is not a JSON dict with an int ``seq``.
+        """
+        check_id(run_id, "run_id", "record_events")
+        if not isinstance(events, (list, tuple)):
+            raise InvalidArgument(f"record_events(events={events!r:.80}): pass a list of "
+                                  "events in wire form")
+        rows = [event_row(run_id, e) for e in events]
+        if not rows:
+            return
+        with self._tx() as db:
+            db.executemany(INSERT_EVENT, rows)
+
+    async def events(self, run_id: str, after_seq: int | None = None) -> _Records:
+        """The run's recorded events with ``seq > after_seq`` (all when ``None``), by seq.
+
+        Raises:
+            EventsCompacted: when part of what was asked for was compacted away.
+        """
+        check_id(run_id, "run_id", "events")
+        first = rules.check_after_seq(after_seq)
+        earliest = self._earliest(self._conn, run_id)
+        if first < earliest:
+            raise rules.events_compacted(run_id, earliest)
+        rows = self._query("SELECT data FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq",
+                           (run_id, first))
+        return [json.loads(r[0]) for r in rows]
+
+    async def compact_events(self, run_id: str, before_seq: int) -> int:
+        """Remove the run's events with ``seq < before_seq``; return how many were removed.
+
+        The freed space goes back to the file system (incremental auto-vacuum).
+        """
+        check_id(run_id, "run_id", "compact_events")
+        before = rules.check_before_seq(before_seq)
+        with self._tx() as db:
+            if before <= self._earliest(db, run_id):
+                return 0
+            db.execute("INSERT OR REPLACE INTO event_compactions VALUES (?, ?)", (run_id, before))
+            removed: int = db.execute("DELETE FROM events WHERE run_id = ? AND seq < ?",
+                                      (run_id, before)).rowcount
+        if removed:
+            self._give_back()
+        return removed
+
+    # -- run records (seed 002) --
+
+    async def record_run(self, record: dict[str, Any]) -> None:
+        """Insert or update the run record keyed by ``record["run_id"]``.
+
+        Fields of an existing record that ``record`` does not name are kept. Datetimes are
+        stored in their ISO form.
+        """
+        data = rules.normalise_run_record(record)
+        check_id(data["run_id"], "record['run_id']", "record_run")
+        with self._tx() as db:
+            self._put_run(db, data)
+
+    @staticmethod
+    def _put_run(db: sqlite3.Connection, data: dict[str, Any]) -> None:
+        row = db.execute("SELECT data FROM runs WHERE run_id = ?", (data["run_id"],)).fetchone()
+        if row is not None:
+            data = {**json.loads(row[0]), **data}
+        db.execute(
+            "INSERT INTO runs (run_id, thread_id, graph_id, status, tenant_id, updated_at, "
+            "data) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+            "thread_id = excluded.thread_id, graph_id = excluded.graph_id, "
+            "status = excluded.status, tenant_id = excluded.tenant_id, "
+            "updated_at = excluded.updated_at, data = excluded.data",
+            (data["run_id"], *(_text(data.get(k)) for k in
+                               ("thread_id", "graph_id", "status", "tenant_id",
+                                "updated_at")), json.dumps(data)),
+        )
+
+    async def runs(self) -> _Records:
+        """Every run record, in the order the runs were first recorded."""
+        rows = self._query("SELECT data FROM runs ORDER BY rowid")
+        return [json.loads(r[0]) for r in rows]
+
+    async def run(self, run_id: str) -> dict[str, Any] | None:
+        """The record of ``run_id``, or ``None``."""
+        check_id(run_id, "run_id", "run")
+        rows = self._query("SELECT data FROM runs WHERE run_id = ?", (run_id,))
+        return None if not rows else dict(json.loads(rows[0][0]))
+
+    # -- artifacts (seed 002) --
+
+    async def put_artifact(
+        self,
+        run_id: str,
+        name: str,
+        data: bytes | str,
+        media_type: str = "application/octet-stream",
+    ) -> None:
+        """Store an artifact of ``run_id`` (``str`` as UTF-8), replacing one of that name."""
+        check_id(run_id, "run_id", "put_artifact")
+        content = rules.artifact_bytes(run_id, name, data, media_type)
+        check_id(name, "name", "put_artifact")
+        check_id(media_type, "media_type", "put_artifact")
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO artifacts (run_id, name, media_type, size, content) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, name) DO UPDATE SET "
+                "media_type = excluded.media_type, size = excluded.size, "
+                "content = excluded.content",
+                (run_id, name, media_type, len(content), content),
+            )
+
+    async def get_artifact(self, run_id: str, name: str) -> bytes | None:
+        """The content of the run's artifact ``name``, or ``None``."""
+        check_id(run_id, "run_id", "get_artifact")
+        check_id(name, "name", "get_artifact")
+        rows = self._query("SELECT content FROM artifacts WHERE run_id = ? AND name = ?",
+                           (run_id, name))
+        return None if not rows else bytes(rows[0][0])
+
+    async def artifacts(self, run_id: str) -> _Records:
+        """The run's artifacts (``name``, ``media_type``, ``size``), in the order first stored."""
+        check_id(run_id, "run_id", "artifacts")
+        rows = self._query("SELECT name, media_type, size FROM artifacts "
+                           "WHERE run_id = ? ORDER BY rowid", (run_id,))
+        return [{"name": n, "media_type": m, "size": s} for n, m, s in rows]
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def event_row(run_id: str, event: object) -> tuple[str, int, Any, str]:
+    """``(run_id, seq, type, data)`` of one event, serialised once.
+
+    Raises:
+        InvalidArgument: when the event is not a dict with an int ``seq``, or not JSON.
+    """
+    if not isinstance(event, Mapping):
+        raise InvalidArgument(f"record_events: event {event!r:.80} must be a dict in wire form "
+                              "(event.model_dump(mode='json'))")
+    seq = event.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise InvalidArgument(f"record_events: event has seq={seq!r}; every event needs an "
+                              "int seq >= 0")
+    try:
+        raw = to_json(event, inf_nan_mode="constants")
+        if b"NaN" in raw or b"Infinity" in raw:  # a real NaN is refused; a word in a text is not
+            json.dumps(event, allow_nan=False, default=_wire)
+        data = raw.decode()
+    except (TypeError, ValueError, RecursionError, NotJSONError,
+            PydanticSerializationError) as exc:
+        raise InvalidArgument(f"record_events: event seq={seq} of run {run_id} is not JSON: "
+                              f"{str(exc)[:200]}") from None
+    kind = event.get("type")
+    return (run_id, seq, kind if isinstance(kind, str) else None, data)
+
+
+def _wire(value: Any) -> Any:
+    """The JSON form of a value ``json`` does not know (datetimes, models); else TypeError."""
+    try:
+        return to_json_value(to_jsonable_python(value))
+    except Exception as exc:
+        raise TypeError(f"{type(value).__name__} value has no JSON form") from exc
