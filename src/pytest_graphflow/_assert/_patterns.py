@@ -128,7 +128,6 @@ class _Group:
 
 
 Element = _Single | _Gap | _Group
-_Element = Element
 
 
 def _field_test(checks: Sequence[tuple[str, object]]) -> Callable[[EventBase], bool]:
@@ -278,7 +277,7 @@ def _parse_single_str(text: str, item: object) -> _Single:
     return _Single(text.strip(), _field_test(checks), etype)
 
 
-def _parse_str(text: str, item: object, *, in_group: bool) -> _Element:
+def _parse_str(text: str, item: object, *, in_group: bool) -> Element:
     s = text.strip()
     if not s:
         raise EventPatternError(item, "empty item")
@@ -324,7 +323,7 @@ def _parse_dict(d: Mapping[Any, Any], item: object) -> _Single:
     return _Single(text, _field_test(checks), etype if isinstance(etype, str) else None)
 
 
-def parse_item(item: object, *, in_group: bool = False) -> _Element:
+def parse_item(item: object, *, in_group: bool = False) -> Element:
     if item is Ellipsis:
         if in_group:
             raise EventPatternError(item, "a gap cannot be inside an any-order group")
@@ -395,7 +394,7 @@ class _Failure:
     after_gap: bool
 
 
-def match_elements(elements: Sequence[_Element], events: Sequence[EventBase]) -> _Failure | None:
+def match_elements(elements: Sequence[Element], events: Sequence[EventBase]) -> _Failure | None:
     """Match forward, keeping every reachable event index per pattern prefix."""
     n = len(events)
     # states[p] maps each event index reachable after elements[:p] to a predecessor index.
@@ -442,7 +441,7 @@ _ROWS_AFTER: Final = 15
 
 
 def mismatch_message(
-    elements: Sequence[_Element], events: Sequence[EventBase], failure: _Failure
+    elements: Sequence[Element], events: Sequence[EventBase], failure: _Failure
 ) -> str:
     p, pos, n = failure.pattern_index, failure.position, len(events)
     expected = elements[p].text if p < len(elements) else "end of events"

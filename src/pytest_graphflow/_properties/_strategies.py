@@ -1,23 +1,4 @@
-"""Hypothesis strategies for graphs, their inputs, store faults, interrupt answers and schedules.
-
-Every strategy here follows Hypothesis' conventions: a plural noun, the first argument
-positional and the rest keyword-only, :class:`~pytest_graphflow.errors.InvalidArgument` for bad
-arguments, and examples that shrink toward the simplest case::
-
-    from hypothesis import given
-    from pytest_graphflow.strategies import graphs, graph_inputs
-    from pytest_graphflow.invariants import record_run_sync, assert_invariants
-
-    @given(data=st.data(), spec=graphs(max_nodes=5))
-    def test_runs_keep_the_invariants(data, spec):
-        recording = record_run_sync(spec.compile(), data.draw(graph_inputs(spec)), seed=0)
-        assert_invariants(recording)
-
-``graphs()`` draws a :class:`GraphSpec`, a graph as data whose ``repr`` is the readable graph;
-``spec.compile()`` builds the real :class:`~pytest_graphflow.CompiledGraph`. Once this module
-is imported (or Hypothesis is imported after ``GraphSpec`` was, through the ``hypothesis``
-entry point), ``st.from_type(GraphSpec)`` is ``graphs()``.
-"""
+"""The Hypothesis strategies behind :mod:`pytest_graphflow.strategies`."""
 
 from __future__ import annotations
 

@@ -221,19 +221,30 @@ def check_token(token: object, where: str) -> int:
     return token
 
 
+def event_seq(event: object) -> int:
+    """The ``seq`` of an event given in wire form (every store checks events this way).
+
+    Raises:
+        InvalidArgument: when the event is not a dict with an int ``seq`` >= 0.
+    """
+    if not isinstance(event, Mapping):
+        raise InvalidArgument(f"record_events: event {event!r:.80} must be a dict in wire "
+                              "form (event.model_dump(mode='json'))")
+    seq = event.get("seq")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise InvalidArgument(f"record_events: event has seq={seq!r}; every event needs an "
+                              "int seq >= 0")
+    return seq
+
+
 def normalise_event(event: object) -> tuple[int, dict[str, Any]]:
     """An event's ``seq`` and its JSON form (a fresh copy).
 
     Raises:
         InvalidArgument: when the event is not a dict with an int ``seq``, or not JSON.
     """
-    if not isinstance(event, Mapping):
-        raise InvalidArgument(f"record_events: event {event!r} must be a dict in wire form "
-                              "(event.model_dump(mode='json'))")
-    seq = event.get("seq")
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-        raise InvalidArgument(f"record_events: event has seq={seq!r}; every event needs an "
-                              "int seq >= 0")
+    seq = event_seq(event)
+    assert isinstance(event, Mapping)
     try:
         data = to_json_value(dict(event))
     except NotJSONError as exc:

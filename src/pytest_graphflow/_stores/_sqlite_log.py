@@ -185,13 +185,8 @@ def event_row(run_id: str, event: object) -> tuple[str, int, Any, str]:
     Raises:
         InvalidArgument: when the event is not a dict with an int ``seq``, or not JSON.
     """
-    if not isinstance(event, Mapping):
-        raise InvalidArgument(f"record_events: event {event!r:.80} must be a dict in wire form "
-                              "(event.model_dump(mode='json'))")
-    seq = event.get("seq")
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-        raise InvalidArgument(f"record_events: event has seq={seq!r}; every event needs an "
-                              "int seq >= 0")
+    seq = rules.event_seq(event)
+    assert isinstance(event, Mapping)
     try:
         raw = to_json(event, inf_nan_mode="constants")
         if b"NaN" in raw or b"Infinity" in raw:  # a real NaN is refused; a word in a text is not
