@@ -171,13 +171,19 @@ def check_commit(
     checkpoints: object,
     events: object,
     run: object,
-) -> tuple[list[Any], list[tuple[int, dict[str, Any]]], dict[str, Any] | None]:
+    *,
+    normalise: bool = True,
+) -> tuple[list[Any], list[tuple[int, Any]], dict[str, Any] | None]:
     """A fenced commit's parts, checked: every checkpoint is of ``run_id`` on ``thread_id``,
     every event is a JSON dict of ``run_id`` with an int ``seq``, the run record is of
     ``run_id``.
 
+    Args:
+        normalise: give the events in JSON form (a copy); ``False`` for a store that
+            serialises them itself (and refuses what is not JSON), so they are converted once.
+
     Returns:
-        The checkpoints, the normalised events ``(seq, data)`` and the run record's JSON form.
+        The checkpoints, the events ``(seq, data)`` and the run record's JSON form.
 
     Raises:
         InvalidArgument: for any part that does not fit; nothing is written.
@@ -197,7 +203,9 @@ def check_commit(
             )
     if not isinstance(events, (list, tuple)):
         raise InvalidArgument(f"commit(events={events!r}): pass a list of events in wire form")
-    normalised = [normalise_event(e) for e in events]
+    normalised: list[tuple[int, Any]] = (
+        [normalise_event(e) for e in events] if normalise
+        else [(event_seq(e), e) for e in events])
     for seq, data in normalised:
         if data.get("run_id", run_id) != run_id:
             raise InvalidArgument(f"commit: event seq={seq} is of run {data.get('run_id')}, "

@@ -210,8 +210,9 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
             StaleClaim: ``token`` is not the thread's current claim; nothing is written.
             InvalidArgument: a part is not of ``run_id`` on ``thread_id``.
         """
+        # The events are serialised once, by event_row (which refuses what is not JSON).
         cps, normalised, record = rules.check_commit(thread_id, run_id, checkpoints,
-                                                     events, run)
+                                                     events, run, normalise=False)
         token = rules.check_token(token, "commit")
         encoded = [(self._checked(cp, "commit"), encode(self.path, cp)) for cp in cps]
         rows = [event_row(run_id, data) for _, data in normalised]
