@@ -14,6 +14,7 @@ from typing import Any
 from .._graph._builder import CompiledGraph
 from .._records._events import EventBase
 from ._durable_checks import check_c5, check_c6, check_c7, check_c8, check_c9, check_c10
+from ._join_checks import check_join_arrivals
 from ._legs import Leg, Violation, normalise_events, short, split_legs
 from ._order_checks import check_c1, check_c2, check_c3, check_c4
 
@@ -50,6 +51,11 @@ def check_invariants(
 ) -> list[Violation]:
     """Every event invariant that can be checked from what is given, sorted by event index.
 
+    Besides ``check_c1`` … ``check_c10``: a run failing with ``JoinStarved`` must not name as
+    missing a source whose arrival at the join its log shows, and (with ``graph``) a completed
+    run must have run every join whose sources arrived (C8 when a resume lost the arrivals,
+    C3 within one leg).
+
     Args:
         events: one run's events (its legs in order), as models, wire-form dicts or JSON.
         graph: the graph (declared order for C4, expansions for C7, effect classes for C9).
@@ -70,6 +76,7 @@ def check_invariants(
     if graph is not None:
         out += check_c7(evs, graph=graph)
     out += check_c8(evs, resumed_by_run_id=resumed_by_run_id)
+    out += check_join_arrivals(evs, graph=graph)
     out += check_c9(evs, graph=graph)
     out += check_c10(evs)
     return sorted(out, key=lambda v: (v.index is None, v.index or 0, v.rule))
