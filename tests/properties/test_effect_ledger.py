@@ -75,3 +75,86 @@ def test_record_effect_outside_a_checker_does_nothing() -> None:
     record_effect("email")  # no ledger: no error, no state
     result = GraphRuntime(clock=VirtualClock(), seed=0).invoke(graph(sends_every_time))
     assert result.data == {"sent": True}
+
+
+# ------------------------------------------------------------------ strict_effects
+# Issue 14: "strict_effects=True also fails correct graphs." It allowed no re-run at all, but
+# a crash after an external node returned and before its batch's checkpoint was saved always
+# re-runs it (at least once, SPEC C9): every graph with such a batch failed. Now it means
+# "exactly once, shown": each write/external task records its effect, and the ledger judges
+# the re-runs.
+
+
+class Paid(BaseModel):
+    paid: bool = False
+    ok: bool = False
+
+
+class Bank:
+    """A fake payment service; ``idempotent`` ones remember the keys they have paid."""
+
+    def __init__(self, idempotent: bool, records: bool = True) -> None:
+        self.idempotent, self.records, self.seen = idempotent, records, set[str]()
+
+    def pay(self, key: str) -> None:
+        if self.idempotent and key in self.seen:
+            return
+        self.seen.add(key)
+        if self.records:
+            record_effect("payment", key="order-1")
+
+
+def pay_and_ask(bank: Bank) -> Any:
+    """``pay`` (external) runs in the batch of ``ask``, which pauses: a crash before that
+    batch's checkpoint re-runs ``pay`` (the window every external node in a batch has)."""
+    from pytest_graphflow import interrupt
+
+    def pay(state: Paid, ctx: Any) -> dict[str, Any]:
+        bank.pay(f"{ctx.run_id}:{ctx.task_id}")
+        return {"paid": True}
+
+    def ask(state: Paid) -> dict[str, Any]:
+        return {"ok": bool(interrupt("ship?", id="q"))}
+
+    g = Graph("pay", Paid)
+    g.node("pay", pay, effect="external")
+    g.node("ask", ask, effect="human")
+    g.edge(START, ["pay", "ask"])
+    g.edge(["pay", "ask"], END)
+    return g.compile()
+
+
+ANSWERS = {"ask:q": True}
+
+
+def test_strict_effects_passes_an_idempotent_external_node_that_records_its_effect() -> None:
+    """The correct graph: before the fix, strict_effects reported its unavoidable re-run."""
+    assert check_crash_recovery(lambda: pay_and_ask(Bank(idempotent=True)), {}, ANSWERS,
+                                strict_effects=True) == []
+
+
+def test_strict_effects_fails_a_payment_made_twice() -> None:
+    found = check_crash_recovery(lambda: pay_and_ask(Bank(idempotent=False)), {}, ANSWERS,
+                                 strict_effects=True)
+    assert found
+    assert {v.rule for v in found} == {"effects"}
+    assert any(v.message == "after crash_at('save', nth=2, phase='before') (store call #3) "
+               "and recovery: effect 'payment' (key order-1) happened 2 times; it must happen "
+               "once" for v in found), [v.message for v in found]
+
+
+def test_strict_effects_asks_an_external_node_to_record_its_effect() -> None:
+    """Without a record, a re-run cannot be told from a second payment: strict says so once
+    per task (and the default check lets the at-least-once re-run pass)."""
+    def unrecorded() -> Any:
+        return pay_and_ask(Bank(idempotent=True, records=False))
+
+    assert check_crash_recovery(unrecorded, {}, ANSWERS) == []
+    found = check_crash_recovery(unrecorded, {}, ANSWERS, strict_effects=True)
+    assert len(found) == 1, found
+    assert found[0].rule == "effects"
+    assert found[0].message.startswith("strict_effects: external node 'pay' (task task-")
+    assert found[0].message.endswith(
+        ") completed in the fault-free run without recording its effect; call "
+        "record_effect(name, key) where the effect happens (after its idempotency check) so "
+        "the check can count it, or leave strict_effects off")

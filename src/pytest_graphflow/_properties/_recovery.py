@@ -131,13 +131,17 @@ def check_crash_recovery(
       once (a recorded effect is replayed, not re-run, on resume: C9); after a crash, every
       task completes once more only if it had completed when the process died and no saved
       checkpoint recorded it — re-running those is unavoidable (at least once) — and the
-      nodes' functions complete exactly as often as in the oracle plus those re-runs. With
-      ``strict_effects`` no re-run is allowed;
+      nodes' functions complete exactly as often as in the oracle plus those re-runs;
     * effects recorded with :func:`~pytest_graphflow.record_effect` (by a fake service, a
       node left ``pure``, ...): each happens exactly once in the fault-free run (a ``Retry``
       attempt repeating one is reported) and exactly once after every crash and recovery —
       no allowance for re-runs: recording it where the effect really happens, after an
       idempotency check, is how a node shows it is safe to run again;
+    * with ``strict_effects``, exactly once must be shown, not assumed: every task of a
+      ``write``/``external`` node that completes in the fault-free run records its effect
+      with ``record_effect`` (a node that records nothing is reported, since a re-run of it
+      cannot be told from a repeated effect). The re-runs allowed above are then judged by
+      the ledger: an idempotent node passes, a repeated effect fails;
     * the recovered legs keep C1–C10.
 
     The oracle and each crash point run on a graph of their own when ``graph`` is a factory;
@@ -146,6 +150,8 @@ def check_crash_recovery(
 
     Args:
         points: store-call indexes to crash at (default: every call of the oracle).
+        strict_effects: require every ``write``/``external`` task to record its effect
+            (see above).
         ignore: state paths left out of the comparison with the oracle (recovery waits out
             the dead process's claim, ``claim_ttl + 1`` virtual seconds, so a timestamp taken
             from ``ctx.now()`` after the crash differs: ``ignore=["audit.*.at"]``).
@@ -208,9 +214,9 @@ def check_crash_recovery(
                                  "ended unlike the run without the crash: "
                                  f"{_outcome_diff(want.result, got.result, cmp)}",
                                  example=point))
-        allowed = Counter() if strict_effects else Counter(c.task_id for c in uncovered)
+        allowed = Counter(c.task_id for c in uncovered)
         out += _effects_per_task(calls, effectful, allowed, f"after {point}", point)
-        unavoidable = Counter() if strict_effects else Counter(c.node for c in uncovered)
+        unavoidable = Counter(c.node for c in uncovered)
         for node in sorted(effectful):
             n_got = len(calls.completed(node))
             n_want = len(want_calls.completed(node))
@@ -230,6 +236,9 @@ def check_crash_recovery(
     oracle, oracle_calls, log, oracle_effects = _on_owned_loop(fresh_runtime(), run_oracle)
     broken = _effects_per_task(oracle_calls, effectful, Counter(), "in the fault-free run", None)
     broken += _ledger_violations(oracle_effects, None, "in the fault-free run", None)
+    if strict_effects:
+        broken += _unrecorded(oracle_calls, oracle_effects, {n: g0.nodes[n].effect
+                                                             for n in effectful})
     if broken:
         return broken  # every crash point would repeat it; fix this first
     nth: Counter[str] = Counter()
@@ -285,4 +294,23 @@ def _effects_per_task(
                 "effects", None, f"{where}: write/external node {call.node!r} (task "
                 f"{call.task_id}) completed {n} times; a completed task's effect must be "
                 "recorded and replayed, not re-run", example=example))
+    return out
+
+
+def _unrecorded(calls: CallLog, effects: list[Effect], effectful: dict[str, str]
+                ) -> list[Violation]:
+    """``strict_effects``: each completed ``write``/``external`` task recorded its effect."""
+    recorded = {e.task_id for e in effects}
+    out: list[Violation] = []
+    seen: set[str] = set()
+    for call in calls.calls:
+        if call.node not in effectful or call.outcome != "ok" or call.task_id in seen:
+            continue
+        seen.add(call.task_id)
+        if call.task_id not in recorded:
+            out.append(Violation(
+                "effects", None, f"strict_effects: {effectful[call.node]} node {call.node!r} "
+                f"(task {call.task_id}) completed in the fault-free run without recording its "
+                "effect; call record_effect(name, key) where the effect happens (after its "
+                "idempotency check) so the check can count it, or leave strict_effects off"))
     return out
