@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -249,3 +250,25 @@ def test_a_store_that_loses_a_field_fails(field: str) -> None:
     with pytest.raises(AssertionError, match=rf"is not as it was saved last: it differs in "
                                              rf"\['{field}'\]"):
         run_store_conformance(store_losing(field), settings=HUNTING)
+
+
+def test_sqlite_load_by_node_finds_a_single_node_ids_entry(tmp_path: Path) -> None:
+    """Found by the conformance machine once its draws changed (issue 14): a checkpoint whose
+    ``node_ids`` is ``["a"]`` and whose ``node_id`` is not ``"a"`` was indexed for neither,
+    so ``load(run, "a")`` missed it (SPEC §5: "load(run, node) matches either")."""
+    import anyio
+
+    async def main() -> list[str | None]:
+        store = SQLiteCheckpointStore(tmp_path / "s.db")
+        base = Checkpoint(id="cp-001", run_id="run-a", thread_id="thread-1", graph_id="g",
+                          revision="r", node_id=None, node_ids=[], step=0,
+                          timestamp=datetime(2025, 1, 1, tzinfo=UTC), state={})
+        await store.save(base)
+        await store.save(base.model_copy(update={"id": "cp-002", "node_ids": ["a"]}))
+        await store.save(base.model_copy(update={"id": "cp-003", "node_id": "b",
+                                                 "node_ids": ["c"]}))
+        found = [await store.load("run-a", node) for node in ("a", "b", "c")]
+        store.close()
+        return [None if cp is None else cp.id for cp in found]
+
+    assert anyio.run(main) == ["cp-002", "cp-003", "cp-003"]

@@ -147,7 +147,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
             db.execute("DELETE FROM checkpoint_nodes WHERE checkpoint_id = ?", (cp.id,))
             db.execute("DELETE FROM checkpoints WHERE id = ?", (cp.id,))
             db.execute(_INSERT, values)
-        if len(cp.node_ids) > 1:  # one node is found by node_id; a batch by checkpoint_nodes
+        if cp.node_ids and cp.node_ids != [cp.node_id]:  # node_id alone is found by node_id
             db.executemany("INSERT OR IGNORE INTO checkpoint_nodes VALUES (?, ?, ?)",
                            [(cp.id, cp.run_id, node) for node in cp.node_ids])
 
