@@ -23,7 +23,6 @@ from .._records._json import jcopy, to_json_value
 from .._stores._claims import checked_patch
 from .._stores._protocol import CheckpointStore
 from ..errors import InvalidArgument
-from ._conformance_checks import ConformanceChecks
 from ._conformance_draws import (
     _FORK_KEEPS,
     LATEST_RULE,
@@ -39,6 +38,7 @@ from ._conformance_draws import (
     _states,
     _values,
 )
+from ._conformance_rare import RareShapes
 
 __all__ = ["StoreConformance"]
 
@@ -49,7 +49,7 @@ def _has_checkpoints(machine: StoreConformance) -> bool:
     return bool(machine.model)
 
 
-class StoreConformance(ConformanceChecks, RuleBasedStateMachine):
+class StoreConformance(RareShapes, RuleBasedStateMachine):
     """The checkpoint-store contract as a Hypothesis state machine.
 
     Subclass it and override :meth:`make_store` (and optionally :attr:`backend`), then expose
@@ -60,6 +60,8 @@ class StoreConformance(ConformanceChecks, RuleBasedStateMachine):
     Rules checked (each failure message names the store method and the rule it broke):
 
     * ``save`` of a new id, and of an existing id (overwrite; it then counts as saved last);
+      targeted rules make the ties that only save order breaks: a new checkpoint beside an
+      existing one (same run and timestamp), and an overwrite keeping its run and timestamp;
     * ``get`` returns the checkpoint saved last under that id, or ``None``;
     * ``latest``/``load(run)``: the latest timestamp, ties broken by save order;
       ``load(run, node)``: the same among checkpoints whose ``node_id`` or ``node_ids`` name it;

@@ -208,6 +208,33 @@ def _key(draw: Any, keys: Sequence[str]) -> str:
     return keys[index % len(keys)]
 
 
+def _batch_siblings(b: _Builder, name: str) -> list[str]:
+    """Earlier nodes that run in the same batch as ``name``: entry nodes, or the other
+    children of a node with static edges."""
+    if b.incoming[name] == "entry":
+        return [n for n in b.entry if n != name]
+    p = b.parent.get(name)
+    if b.incoming[name] != "child" or p is None or b.nodes[p]["route"] != "static":
+        return []
+    return [c for c in b.nodes[p]["children"] if c != name and not b.nodes[c]["worker"]]
+
+
+def _ask_like_a_sibling(b: _Builder, name: str) -> None:
+    """Make ``name`` ask the interrupt ids of its last batch sibling that asks any, and both
+    write their answers and succeed; with no such sibling, ``name`` asks ``q0``. (An earlier sibling is
+    never made to ask here: a failure needing one interrupting node would then shrink to
+    this pair, since dropping ``name`` would drop the sibling's interrupt too.)"""
+    asking = [s for s in _batch_siblings(b, name) if b.nodes[s]["interrupts"]]
+    d = b.nodes[name]
+    if not asking:  # ask anyway, so a later sibling can ask the same
+        d["interrupts"] = d["interrupts"] or ["q0"]
+        return
+    sib = b.nodes[asking[-1]]
+    d["interrupts"] = list(sib["interrupts"])
+    for node in (sib, d):  # both answers reach the state: written, by nodes that succeed
+        node["writes"], node["fail"], node["retry"] = True, None, 1
+
+
 def _behaviour(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
     """Draw what node ``name`` does (next to how it is reached, so they shrink together)."""
     d = b.nodes[name]
@@ -237,6 +264,12 @@ def _behaviour(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> Non
     if flags["emits"]:
         d["emits"] = emits
     d["checkpoint"] = draw(st.integers(0, 4)) == 4
+    # A targeted draw for a rare shape (issue 14): two nodes of one batch pausing with the same
+    # interrupt id at once, both answers reaching the state. Drawn independently, it needs two
+    # siblings that both interrupt, both write and neither fails: too rare for 30 examples.
+    twin = draw(st.integers(0, 1)) == 1  # drawn always, so every node's span has one shape
+    if twin and flags["interrupts"] and not d["worker"]:
+        _ask_like_a_sibling(b, name)
 
 
 _ROUTES = ("static", "static", "static", "branch", "goto", "loop")
@@ -339,7 +372,9 @@ def graphs(
             target by a pure function of the state.
         cycles: loops back to an ancestor, bounded by a counter key.
         expansions: ``Expand(worker, items)``.
-        interrupts: nodes calling ``interrupt()`` (one or two ids).
+        interrupts: nodes calling ``interrupt()`` (one or two ids, from a pool of two).
+            A targeted draw makes a rare shape common: two nodes of one batch pausing with
+            the same id at once, both writing their answers to the state.
         failures: nodes raising on their first attempts or always, with retries and routes.
         reducers: the ``log`` key with ``Reducer(operator.add)``.
         effects: effect classes other than ``pure``.
