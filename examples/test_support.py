@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from support.app import (
     ANSWERS,
-    EXPLORE_IGNORE,
+    EXPLORE_NODE_SEED,
     IGNORE,
     REFUND_TICKET,
     Payments,
@@ -87,16 +87,22 @@ def test_crash_recovery_finds_a_non_idempotent_refund():
 
 def test_explore_passes_on_the_correct_app():
     report = explore(make_app, REFUND_TICKET, answers=ANSWERS, seeds=range(8),
-                     ignore=EXPLORE_IGNORE)
+                     node_seed=EXPLORE_NODE_SEED)
     assert report.ok, str(report)
     assert report.coverage  # the parallel tools started in several orders
+
+
+def test_without_a_node_seed_explore_sees_each_runs_own_ticket_id():
+    report = explore(make_app, REFUND_TICKET, answers=ANSWERS, seeds=range(2))
+    assert not report.ok
+    assert "ticket_id" in str(report)
 
 
 def test_explore_finds_a_fake_shared_between_runs():
     shared = build(Services())  # one graph, one set of fakes, for every run
 
     report = explore(shared, REFUND_TICKET, answers=ANSWERS, seeds=range(4),
-                     ignore=EXPLORE_IGNORE)
+                     node_seed=EXPLORE_NODE_SEED)
 
     assert not report.ok
     assert report.not_reproducible == [0]  # the baseline, run again, ended otherwise

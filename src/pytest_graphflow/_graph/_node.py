@@ -314,10 +314,18 @@ class NodeContext:
         Seeded from the run id and the task id: under a seeded runtime the same seed gives
         the same draws, and the task, run again when its run resumes (or after a failure in
         its batch), draws the same values in the same order. Use it instead of the
-        ``random`` module in node code, which makes runs differ.
+        ``random`` module in node code, which makes runs differ. ``explore(node_seed=N)``
+        holds it fixed across its seeds: it is then seeded from ``N`` and the task's place in
+        its run.
         """
         if self._rng is None:
-            self._rng = _random.Random(f"graphflow-task:{self.run_id}:{self.task_id}")
+            fixed = NODE_SEED.get()
+            if fixed is None:
+                seed = f"graphflow-task:{self.run_id}:{self.task_id}"
+            else:  # the task's place in its run, whatever the run's id
+                token = self.run_id.removeprefix("run-")
+                seed = f"graphflow-task:{fixed}:{self.task_id.replace(token, '')}"
+            self._rng = _random.Random(seed)
         return self._rng
 
     def uuid(self) -> _uuid.UUID:
@@ -436,6 +444,9 @@ class EdgeContext:
 
 
 CURRENT_TASK: ContextVar[NodeContext | None] = ContextVar("graphflow_task", default=None)
+
+NODE_SEED: ContextVar[int | None] = ContextVar("graphflow_node_seed", default=None)
+"""Set by ``explore(node_seed=...)`` around its runs: ``ctx.random()`` then ignores the run id."""
 
 
 def _current(what: str) -> NodeContext:

@@ -45,6 +45,7 @@ from pydantic import BaseModel
 from .._engine._merge import merge_patches, validate_state
 from .._engine._runtime import GraphRuntime
 from .._graph._builder import CompiledGraph
+from .._graph._node import NODE_SEED
 from .._records._events import EventBase, Interrupt, NodeEnd, RunEnd, RunStart
 from .._records._json import jcopy
 from .._stores._memory import InMemoryCheckpointStore
@@ -406,6 +407,7 @@ def explore(
     backend: str = "asyncio",
     ignore: Iterable[str] | str | None = None,
     normalize: Normalize | None = None,
+    node_seed: int | None = None,
 ) -> ExploreReport:
     """Run ``graph`` under many schedules and report those whose outcome differs.
 
@@ -445,10 +447,16 @@ def explore(
         ignore: state paths left out of the comparison (``"audit.*.at"``), in the final
             state and in the state events carry.
         normalize: a function ``state -> state`` applied before comparing.
+        node_seed: hold node randomness fixed across seeds: ``ctx.random()`` and
+            ``ctx.uuid()`` draw from ``node_seed`` and the task's place in its run, not from
+            the run's id, so only the schedule differs between seeds (by default each seed's
+            runs draw their own values, which ``ignore=`` must then leave out).
 
     Returns:
         an :class:`ExploreReport`; ``report.assert_ok()`` raises with a readable summary.
     """
+    if node_seed is not None and (not isinstance(node_seed, int) or isinstance(node_seed, bool)):
+        raise InvalidArgument(f"explore(node_seed={node_seed!r}): pass an int or None")
     if schedules != "exhaustive" and (not isinstance(schedules, int) or isinstance(
             schedules, bool) or schedules < 1):
         raise InvalidArgument(f"explore(schedules={schedules!r}): use 'exhaustive' or an int >= 1")
@@ -471,7 +479,11 @@ def explore(
         g, rt = make(), factory(seed)
 
         async def main() -> tuple[ScheduleOutcome, list[EventBase]]:
-            return await _run_one(g, input, rt, answers, cmp)
+            held = NODE_SEED.set(node_seed)
+            try:
+                return await _run_one(g, input, rt, answers, cmp)
+            finally:
+                NODE_SEED.reset(held)
 
         return (*run_sync_owned(main, rt.clock, backend), g)
 

@@ -221,9 +221,9 @@ def _batch_siblings(b: _Builder, name: str) -> list[str]:
 
 def _ask_like_a_sibling(b: _Builder, name: str) -> None:
     """Make ``name`` ask the interrupt ids of its last batch sibling that asks any, and both
-    write their answers and succeed; with no such sibling, ``name`` asks ``q0``. (An earlier sibling is
-    never made to ask here: a failure needing one interrupting node would then shrink to
-    this pair, since dropping ``name`` would drop the sibling's interrupt too.)"""
+    write their answers and succeed; with no such sibling, ``name`` asks ``q0``. (An earlier
+    sibling is never made to ask here: a failure needing one interrupting node would then
+    shrink to this pair, since dropping ``name`` would drop the sibling's interrupt too.)"""
     asking = [s for s in _batch_siblings(b, name) if b.nodes[s]["interrupts"]]
     d = b.nodes[name]
     if not asking:  # ask anyway, so a later sibling can ask the same
