@@ -474,14 +474,14 @@ class GraphRuntime:
     # ------------------------------------------------------------------ internals
 
     async def _trace(self, stream: RunStream) -> Trace:
-        before = getattr(self.store, "calls", None)
-        start = len(before) if isinstance(before, list) else 0
+        store: Any = self.store
+        since = getattr(store, "calls_since", None)
+        start = store.call_count if callable(since) else 0
         events: list[EventBase] = []
         async for event in stream:
             events.append(event)
         result = stream.result()
-        after = getattr(self.store, "calls", None)
-        store_log = list(after[start:]) if isinstance(after, list) else []
+        store_log = since(start) if callable(since) else []
         return Trace(result=result, events=EventLog(events, stream.states), store_log=store_log)
 
     def _run_sync(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
