@@ -6,8 +6,6 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio
-
 from .._graph._node import Visited
 from .._records._checkpoint import Checkpoint, TaskOutput, TaskRecord
 from .._records._events import Interrupt
@@ -15,6 +13,7 @@ from .._records._fast import make
 from .._records._json import jcopy
 from .._stores._faulty import FaultyStore
 from .._stores._memory import InMemoryCheckpointStore
+from .._time._shield import shielded
 from ..errors import SimulatedCrash
 from ._run_state import RunState
 
@@ -178,15 +177,14 @@ class LegEnd:
         """Release the thread's claim (once)."""
         release, self._release = self._release, None
         if release is not None:
-            with anyio.CancelScope(shield=True):
-                # A store that fails here keeps the claim; it expires on its own. A simulated
-                # process death still propagates: the caller must not see a clean end.
-                try:
-                    await release()
-                except SimulatedCrash:
-                    raise
-                except Exception:
-                    pass
+            # A store that fails here keeps the claim; it expires on its own. A simulated
+            # process death still propagates: the caller must not see a clean end.
+            try:
+                await shielded(release())
+            except SimulatedCrash:
+                raise
+            except Exception:
+                pass
 
     def abandon(self) -> None:
         """Synchronous last resort (a stream left without closing it, then collected): undo
