@@ -109,7 +109,8 @@ class HaltHandler:
         run = self.run
         step = run.step
         events: list[Any] = []
-        completed: dict[str, TaskOutput] = {}
+        # What the leg resumed with stays (a cancelled step reports no outcome at all).
+        completed: dict[str, TaskOutput] = dict(run.completed)
         for out in outcomes:  # C4: the completed tasks first ...
             if out.kind == "done":
                 task_events(run, out, step, events)

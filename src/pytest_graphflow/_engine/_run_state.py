@@ -10,6 +10,7 @@ and task ids — since those counters are part of where the run stands.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +27,10 @@ from .._stores._protocol import CheckpointStore
 from .._time._clock import Clock
 from ._task import Outcome
 
-__all__ = ["UNRECORDED", "RunState", "StepState"]
+__all__ = ["STEPPING", "UNRECORDED", "RunState", "StepState"]
+
+STEPPING: ContextVar[bool] = ContextVar("graphflow_stepping", default=False)
+"""Set while ``GraphRuntime.astep`` drives a run: a leg made then is a step (see ``_step``)."""
 
 
 _EVENT_TEMPLATES: dict[type[EventBase], tuple[dict[str, Any], set[str]]] = {}
@@ -159,6 +163,8 @@ class RunState:
         self.child_threads: dict[str, str] = {}
         self.time_travel = False
         self.parent_command: Any = None
+        # A leg driven by astep: a cancelled superstep keeps nothing (seed 004).
+        self.stepping = STEPPING.get()
 
     def continue_from(
         self,

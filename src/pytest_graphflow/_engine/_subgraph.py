@@ -12,6 +12,7 @@ from .._graph._node import NodeContext, Resume, _InterruptSignal
 from .._records._events import Breakpoint, Interrupt
 from .._records._ids import derived_hex
 from ..errors import GraphExecutionError
+from ._run_state import STEPPING
 from ._task import CHILD_THREAD, ChildPaused, ChildRaised, ParentCommand
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ async def run_subgraph(
     edge function that threw (C7) — ends the parent's run with that same exception.
     """
     token = None
+    stepping = STEPPING.set(False)  # the child runs its whole course within the step
     try:
         thread = await _child_thread(run, ctx.task_id)
         token = CHILD_THREAD.set(thread)
@@ -76,6 +78,7 @@ async def run_subgraph(
     finally:
         if token is not None:
             CHILD_THREAD.reset(token)
+        STEPPING.reset(stepping)
     data, status, error, pending, paused, command = outcome
     if status == "interrupted" and pending:
         # Every pending child interrupt surfaces at once; answer them together or some of
