@@ -1,5 +1,12 @@
 """Running a :class:`~.._graph._subgraph.Subgraph` node: a child run namespaced under the
-parent task, whose interrupts surface in the parent with a ``"<task_id>/"`` key prefix."""
+parent task, whose interrupts surface in the parent with a ``"<task_id>/"`` key prefix.
+
+The child's thread is recorded in the parent's checkpoints while the task is pending, so a
+resume continues the same child; a leg that travelled back in the parent's history gives the
+task a fresh child thread instead. A child's breakpoint pauses the parent
+(:class:`~._task.ChildPaused`); a child stream that raises ends the parent's run with that
+exception (:class:`~._task.ChildRaised`, C6/C7).
+"""
 
 from __future__ import annotations
 
