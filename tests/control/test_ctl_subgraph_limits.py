@@ -300,3 +300,39 @@ async def test_a_plain_resume_still_continues_the_same_child() -> None:
                   if cp.thread_id.startswith(f"{paused.thread_id}/")}
     assert half.status == "interrupted"
     assert len(child_runs) == 1
+
+
+async def test_a_fork_of_a_paused_parent_forks_its_child_and_leaves_the_original_alone() -> None:
+    calls.clear()
+    graph = parent(two_question_child())
+    rt = GraphRuntime(store=InMemoryCheckpointStore(), clock=VirtualClock(), seed=2)
+    paused = await rt.ainvoke(graph, {"draft": "d"})
+    answers = {k: f"fork-{p.id}" for k, p in paused.interrupts.items()}
+    original_child = {cp.thread_id for cp in await rt.store.list()
+                      if cp.thread_id.startswith(f"{paused.thread_id}/")}
+    (child_thread,) = original_child
+    before = [cp.id for cp in await rt.store.list(thread_id=child_thread)]
+
+    fork = await rt.store.fork(paused.checkpoint_id)  # type: ignore[arg-type]
+    forked = await rt.aresume(fork, Resume(answers=answers), graph=graph)
+    assert forked.status == "completed"
+    assert sorted(forked.data["votes"]) == ["legal:fork-legal", "style:fork-style"]
+    # the original's child did not move, and the original still answers its own way
+    assert [cp.id for cp in await rt.store.list(thread_id=child_thread)] == before
+    mine = {k: f"orig-{p.id}" for k, p in paused.interrupts.items()}
+    original = await rt.aresume(paused.run_id, Resume(answers=mine))
+    assert sorted(original.data["votes"]) == ["legal:orig-legal", "style:orig-style"]
+
+
+async def test_a_replay_that_pauses_before_the_subgraph_still_gets_a_fresh_child() -> None:
+    """The fresh-child decision survives a pause between the time travel and the task."""
+    counter = Counter()
+    graph = parent(counter.child())
+    rt = GraphRuntime(store=InMemoryCheckpointStore(), clock=VirtualClock(), seed=6)
+    first = await rt.ainvoke(graph, {"draft": "one"})
+    cid = await rt.aupdate_state(await before_review(rt, first.run_id), {"draft": "two"})
+    stopped = await rt.aresume(cid, interrupt_before=["review"])
+    assert stopped.breakpoint == Breakpoint(when="before", nodes=["review"])
+    done = await rt.aresume(stopped.run_id)  # by run id: not time travel any more
+    assert done.data["votes"] == ["saw:two"]
+    assert counter.seen == ["one", "two"]

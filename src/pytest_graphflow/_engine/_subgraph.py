@@ -109,17 +109,24 @@ async def _child_thread(run: RunState, task_id: str) -> str:
     """The child thread of a subgraph task: the one a checkpoint of this task recorded;
     else ``"<parent thread>/<task_id>"`` — unless this leg travelled back in time (resumed
     from a checkpoint that is not its run's latest) and that thread holds a child run of the
-    abandoned timeline: then a fresh one, ``"<parent thread>/<task_id>~<n>"``."""
+    abandoned timeline: then a fresh one, ``"<parent thread>/<task_id>~<n>"``. A recorded
+    thread under another parent thread (the parent checkpoint is a fork) is forked along,
+    so the fork's child never advances the original's."""
     thread = run.child_threads.get(task_id)
-    if not thread:
-        fresh = thread == "" or run.time_travel
-        thread = base = f"{run.thread_id}/{task_id}"
-        n = 1
-        while fresh and await run.store.list(thread_id=thread):
-            n += 1
-            thread = f"{base}~{n}"
-        run.child_threads[task_id] = thread
-    return thread
+    if thread and thread.startswith(f"{run.thread_id}/"):
+        return thread
+    base = f"{run.thread_id}/{task_id}"
+    fresh = thread is not None or run.time_travel
+    mine, n = base, 1
+    while fresh and await run.store.list(thread_id=mine):
+        n += 1
+        mine = f"{base}~{n}"
+    if thread:  # the original's child, as it stands now, copied under this thread
+        found = await run.store.list(thread_id=thread)
+        if found:
+            await run.store.fork(found[-1].id, thread_id=mine)
+    run.child_threads[task_id] = mine
+    return mine
 
 
 async def _drive(run: RunState, sub: Subgraph, state: BaseModel, ctx: NodeContext,
