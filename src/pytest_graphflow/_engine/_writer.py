@@ -7,10 +7,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .._graph._node import Visited
+from .._graph._subgraph import Subgraph
 from .._records._checkpoint import Checkpoint, TaskOutput, TaskRecord
 from .._records._events import Interrupt
 from .._records._fast import make
-from .._records._json import jcopy
+from .._records._json import jcopy, to_json_value
 from .._stores._faulty import FaultyStore
 from .._stores._memory import InMemoryCheckpointStore
 from .._time._shield import shielded
@@ -90,6 +91,18 @@ class CheckpointWriter:
             passed = sorted(t.task_id for t in tasks if t.task_id in run.passed)
             if passed:
                 fields["metadata"]["breakpoint_passed"] = passed
+        if run.child_threads or run.time_travel:
+            # A resume finds the child run of each pending subgraph task (see _subgraph); in
+            # a leg that travelled back in time, "" marks a task whose child must be fresh.
+            threads = {t.task_id: run.child_threads.get(t.task_id, "") for t in tasks
+                       if t.task_id in run.child_threads
+                       or (run.time_travel and isinstance(run.graph.nodes[t.node].fn, Subgraph))}
+            if threads:
+                fields["metadata"]["subgraph_threads"] = threads
+        if run.parent_command is not None:
+            command = run.parent_command  # a child run ended by Command(graph=PARENT)
+            fields["metadata"]["parent_command"] = {
+                "update": to_json_value(command.update), "goto": command.goto}
         fence = self._fence
         if self._adopt is not None:
             # The visited nodes stay a lazy snapshot until the checkpoint is read.
