@@ -205,6 +205,8 @@ class Committer:
             run.visited = visited = run.visited.extend([o.record.node for o in done])
         else:
             visited = run.visited
+        if run.parent_command is not None:  # a child run ends at Command(graph=PARENT)
+            next_tasks, arrivals = [], {}
         finished = not next_tasks and not arrivals
         # A breakpoint after a node of this batch pauses the run once the batch committed.
         paused = [] if finished or not run.break_after else list(dict.fromkeys(

@@ -43,10 +43,11 @@ def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
                         started_at=out.started_at, finished_at=out.finished_at,
                         goto=out.goto))
     elif kind == "interrupt":
-        assert out.interrupt is not None
-        pending = out.interrupt
+        # A subgraph node may surface several child interrupts, or none (a child breakpoint).
+        asked = [] if out.interrupt is None else [out.interrupt, *out.more]
         events.append(e(InterruptEvent, step, node=node, task_id=tid, interrupts=[
-            pending.model_copy(update={"payload": jcopy(pending.payload)})]))
+            pending.model_copy(update={"payload": jcopy(pending.payload)})
+            for pending in asked]))
     elif kind == "error":
         err = out.error
         events.append(e(ErrorEvent, step, node=node, task_id=tid,

@@ -19,8 +19,10 @@ from .._records._checkpoint import Checkpoint
 from .._time._clock import Clock
 from ..errors import InvalidArgument
 from ._faults import PROTOCOL_OPS, Fault, FaultRule, StoreCall
+from ._faulty_calls import LoggedCall, as_record
 from ._faulty_rules import FaultyRules
-from ._protocol import CheckpointStore
+from ._memory import InMemoryCheckpointStore
+from ._protocol import CheckpointStore, checks_fencing
 
 __all__ = ["Fault", "FaultRule", "FaultyStore", "StoreCall"]
 
@@ -63,7 +65,7 @@ class FaultyStore(FaultyRules):
         self._inner = inner
         self._clock = clock
         self._rules: list[FaultRule] = []
-        self._calls: list[StoreCall] = []
+        self._calls: list[StoreCall | LoggedCall] = []
         self._saves: list[str] = []
         self._crash: StoreCall | None = None
 
@@ -73,14 +75,7 @@ class FaultyStore(FaultyRules):
     def supports_fencing(self) -> bool:
         """Whether the wrapped store checks fencing tokens (its class says so and its
         ``save`` takes ``fence=``); fenced saves and commits are then passed on."""
-        inner = self._inner
-        found = inspect.getattr_static(inner, "supports_fencing", False)
-        if isinstance(found, property):
-            found = getattr(inner, "supports_fencing", False)
-        if not found:
-            return False
-        params = inspect.signature(inner.save).parameters
-        return "fence" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+        return checks_fencing(self._inner)
 
     @property
     def inner(self) -> CheckpointStore:
@@ -95,7 +90,26 @@ class FaultyStore(FaultyRules):
     @property
     def calls(self) -> list[StoreCall]:
         """Every call made to this store, in the order they were made (a copy)."""
-        return list(self._calls)
+        return self.calls_since(0)
+
+    @property
+    def call_count(self) -> int:
+        """How many calls were made to this store (``len(calls)``, without copying the log)."""
+        return len(self._calls)
+
+    def calls_since(self, start: int) -> list[StoreCall]:
+        """The calls made from position ``start`` of the log on (``calls[start:]``)."""
+        log = self._calls
+        out: list[StoreCall] = []
+        for i in range(max(start, 0), len(log)):
+            call = log[i]
+            if type(call) is not StoreCall:
+                record = as_record(call)
+                if record.outcome != "pending":  # final: keep the record, not the entry
+                    log[i] = record
+                call = record
+            out.append(call)
+        return out
 
     @property
     def saves(self) -> list[str]:
@@ -130,7 +144,7 @@ class FaultyStore(FaultyRules):
 
     def format_calls(self) -> str:
         """The call log as text, one call per line (for failure reports)."""
-        return "\n".join(map(str, self._calls)) or "(no store calls)"
+        return "\n".join(str(as_record(call)) for call in self._calls) or "(no store calls)"
 
     def __repr__(self) -> str:
         state = " dead" if self._crash is not None else ""
@@ -157,6 +171,26 @@ class FaultyStore(FaultyRules):
 
         await self._call("save", fenced, (checkpoint,), {})
 
+    def _adopt_fields(self, fields: dict[str, Any], fence: Any = None) -> bool:
+        """The runtime's fast save (internal): over an in-memory store with no rule set and
+        no crash, store a checkpoint given as its fields, logged as a ``save`` call like any
+        other. Returns ``False`` (nothing done) when the save must go through :meth:`save`.
+        """
+        inner = self._inner
+        if self._rules or self._crash is not None or type(inner) is not InMemoryCheckpointStore:
+            return False
+        call = LoggedCall(len(self._calls), "save", (), {},
+                          lambda: f"{fields['id']} of run {fields['run_id']}", self._now())
+        self._calls.append(call)
+        try:
+            inner._adopt_fields(fields, fence)
+        except Exception as exc:
+            call.outcome, call.error = "failed", exc
+            raise
+        self._saves.append(fields["id"])
+        call.outcome = "ok"
+        return True
+
     async def commit(
         self,
         thread_id: str,
@@ -181,11 +215,13 @@ class FaultyStore(FaultyRules):
         cps = tuple(checkpoints)
         kwargs: dict[str, Any] = {"run_id": run_id, "checkpoints": list(cps),
                                   "events": list(events), "run": run}
-        ids = ", ".join(cp.id for cp in cps)
-        summary = (f"{thread_id}, token {token}, run {run_id}: "
-                   f"{ids + '; ' if ids else ''}{len(kwargs['events'])} event(s)"
-                   f"{', run record' if run is not None else ''}")
-        watch = {"save": tuple((cp,) for cp in cps)} if cps else {}
+        def summary() -> str:
+            ids = ", ".join(cp.id for cp in cps)
+            return (f"{thread_id}, token {token}, run {run_id}: "
+                    f"{ids + '; ' if ids else ''}{len(kwargs['events'])} event(s)"
+                    f"{', run record' if run is not None else ''}")
+
+        watch = {"save": tuple((cp,) for cp in cps)} if cps and self._rules else {}
         await self._call("commit", commit, (thread_id, token), kwargs, summary=summary,
                          watch=watch)
 
@@ -244,4 +280,5 @@ class FaultyStore(FaultyRules):
         forwarded.__name__ = name
         forwarded.__qualname__ = f"FaultyStore.{name}"
         forwarded.__doc__ = getattr(value, "__doc__", None)
+        self.__dict__[name] = forwarded  # found directly from now on
         return forwarded

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
+import weakref
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from .._records._checkpoint import Checkpoint
 
-__all__ = ["CheckpointStore", "ClaimingStore", "Fence"]
+__all__ = ["CheckpointStore", "ClaimingStore", "Fence", "checks_fencing"]
 
 Fence = tuple[str, int]
 """``(thread_id, token)``: the claim a write is made under (see :class:`ClaimingStore`)."""
@@ -125,3 +127,48 @@ class ClaimingStore(CheckpointStore, Protocol):
             StaleClaim: ``token`` is not the thread's current claim; nothing is written.
             InvalidArgument: a part is not of ``run_id`` on ``thread_id``; nothing is written.
         """
+
+
+_FENCING: weakref.WeakKeyDictionary[type, tuple[bool | None, bool]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _save_takes_fence(store: Any) -> bool:
+    try:
+        params = inspect.signature(store.save).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a builtin save
+        return False
+    return "fence" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _class_flag(cls: type) -> bool | None:
+    """The class's ``supports_fencing`` (``None`` when it is a property, asked per store)."""
+    found = inspect.getattr_static(cls, "supports_fencing", False)
+    return None if isinstance(found, property) else bool(found)
+
+
+def checks_fencing(store: Any) -> bool:
+    """Whether ``store`` checks fencing tokens: its class says so (``supports_fencing``,
+    looked up without ``__getattr__``; a property is asked) and its ``save`` takes ``fence=``.
+
+    A proxy that forwards attributes to another store, or a subclass overriding ``save``
+    without ``fence``, keeps unfenced saves: its own ``save`` is what the runtime calls. What
+    the class decides is read once per class (the runtime asks at every claim), unless the
+    instance carries a ``save`` or ``supports_fencing`` of its own.
+    """
+    cls = type(store)
+    own = getattr(store, "__dict__", None)
+    if own is not None and ("save" in own or "supports_fencing" in own):
+        flag = bool(own["supports_fencing"]) if "supports_fencing" in own else _class_flag(cls)
+        if flag is None:
+            flag = bool(store.supports_fencing)
+        return flag and _save_takes_fence(store)
+    try:
+        flag, takes = _FENCING[cls]
+    except KeyError:
+        flag, takes = _FENCING[cls] = (_class_flag(cls), _save_takes_fence(store))
+    except TypeError:  # pragma: no cover - a class that cannot be weakly referenced
+        flag, takes = _class_flag(cls), _save_takes_fence(store)
+    if flag is None:
+        flag = bool(store.supports_fencing)
+    return flag and takes

@@ -17,6 +17,7 @@ wake-up pipe: no ``ResourceWarning``.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import weakref
 from collections.abc import Awaitable, Callable
@@ -125,6 +126,10 @@ def _close_asyncgens(loop: asyncio.AbstractEventLoop) -> None:
 
 def _in_running_loop() -> bool:
     """Whether this thread runs an event loop already (an async test, say)."""
+    if asyncio._get_running_loop() is not None:
+        return True
+    if "trio" not in sys.modules and "curio" not in sys.modules:
+        return False  # nothing else could be running here
     import sniffio
 
     try:
