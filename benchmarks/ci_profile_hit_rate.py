@@ -8,7 +8,10 @@ seeds whose examples find it. Only the generate phase runs (finding, not shrinki
 measured). Costs are CPU seconds (``time.process_time``) of the passing runs (the correct
 store, the correct runtime), which is what a green CI build pays.
 
-    .venv/bin/python benchmarks/ci_profile_hit_rate.py [N] [store|interrupts|cost ...] [--before]
+    .venv/bin/python benchmarks/ci_profile_hit_rate.py [N] [store|interrupts|cost ...]
+
+For the figures before the targeted draws, run it against the source of the commit before
+them: ``git archive 1ef8052 src | tar -x -C /tmp/old`` and ``PYTHONPATH=/tmp/old/src``.
 """
 
 from __future__ import annotations
@@ -42,16 +45,9 @@ def budget(k: int | None, *, find: bool) -> settings:
     return settings(CI, derandomize=k is None, phases=phases)
 
 
-BEFORE = "--before" in sys.argv
-"""Mask the targeted conformance rules: the machine as it was before issue 14's change."""
-
-
 def store_run(store: Any, k: int | None, *, find: bool = True) -> bool:
     """One ci-budget conformance run; True if it failed (found a bug)."""
     machine = store_conformance_machine(store)
-    if BEFORE:
-        machine = type(machine.__name__, (machine,),
-                       {"save_beside": None, "overwrite_in_place": None})
     if k is not None:
         machine = seed(k)(machine)
     try:
@@ -112,7 +108,7 @@ def cost(rounds: int = 3) -> None:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-    what = [a for a in sys.argv[2:] if a != "--before"] or ["store", "interrupts", "cost"]
+    what = sys.argv[2:] or ["store", "interrupts", "cost"]
     if "store" in what:
         hit_rate("stale overwrite position (conformance)",
                  lambda k: store_run(OverwriteKeepsItsPlace, k), n)

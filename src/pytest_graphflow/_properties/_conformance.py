@@ -38,7 +38,7 @@ from ._conformance_draws import (
     _states,
     _values,
 )
-from ._conformance_rare import RareShapes
+from ._conformance_rare import BESIDE, IN_PLACE, RareShapes
 
 __all__ = ["StoreConformance"]
 
@@ -60,8 +60,9 @@ class StoreConformance(RareShapes, RuleBasedStateMachine):
     Rules checked (each failure message names the store method and the rule it broke):
 
     * ``save`` of a new id, and of an existing id (overwrite; it then counts as saved last);
-      targeted rules make the ties that only save order breaks: a new checkpoint beside an
-      existing one (same run and timestamp), and an overwrite keeping its run and timestamp;
+      targeted draws make the ties that only save order breaks: half the new checkpoints go
+      beside an existing one (same run and timestamp), half the overwrites keep their run
+      and timestamp (then the run's listing is checked);
     * ``get`` returns the checkpoint saved last under that id, or ``None``;
     * ``latest``/``load(run)``: the latest timestamp, ties broken by save order;
       ``load(run, node)``: the same among checkpoints whose ``node_id`` or ``node_ids`` name it;
@@ -156,13 +157,16 @@ class StoreConformance(RareShapes, RuleBasedStateMachine):
     @rule(
         target=checkpoints, run_id=st.sampled_from(RUNS), tick=st.integers(0, TICKS - 1),
         node_id=st.none() | st.sampled_from(NODES), node_ids=_node_ids,
-        step=st.integers(0, 3), state=_states, extras=_extras,
+        step=st.integers(0, 3), state=_states, extras=_extras, beside=BESIDE,
     )
     def save_new(
         self, run_id: str, tick: int, node_id: str | None, node_ids: list[str], step: int,
-        state: dict[str, Any], extras: dict[str, Any],
+        state: dict[str, Any], extras: dict[str, Any], beside: int | None = None,
     ) -> str:
-        """Save a checkpoint under a new id (every field drawn: see ``_extras``)."""
+        """Save a checkpoint under a new id (every field drawn: see ``_extras``); with
+        ``beside``, in the run and at the timestamp of a checkpoint held (a tie only save
+        order breaks)."""
+        run_id, tick = self._beside(beside) or (run_id, tick)
         cp = self._build(self._fresh_id(), run_id, tick, node_id, node_ids, step, state,
                          extras)
         self._run(self._save, cp, "new")
@@ -171,15 +175,23 @@ class StoreConformance(RareShapes, RuleBasedStateMachine):
     @rule(
         cid=checkpoints, run_id=st.sampled_from(RUNS), tick=st.integers(0, TICKS - 1),
         node_id=st.none() | st.sampled_from(NODES), node_ids=_node_ids,
-        step=st.integers(0, 3), state=_states, extras=_extras,
+        step=st.integers(0, 3), state=_states, extras=_extras, in_place=IN_PLACE,
     )
     def overwrite(
         self, cid: str, run_id: str, tick: int, node_id: str | None, node_ids: list[str],
-        step: int, state: dict[str, Any], extras: dict[str, Any],
+        step: int, state: dict[str, Any], extras: dict[str, Any], in_place: bool = False,
     ) -> None:
-        """Save again under an id that exists (or existed): it replaces the old checkpoint."""
+        """Save again under an id that exists (or existed): it replaces the old checkpoint;
+        ``in_place`` keeps its run and timestamp, so it now wins every tie it is in."""
+        place = self._in_place(cid) if in_place else None
+        run_id, tick = place or (run_id, tick)
         cp = self._build(cid, run_id, tick, node_id, node_ids, step, state, extras)
-        self._run(self._save, cp, "overwritten")
+        self._run(self._overwrite, cp, place is not None)
+
+    async def _overwrite(self, cp: Checkpoint, in_place: bool) -> None:
+        await self._save(cp, "overwritten")
+        if in_place:
+            await self._check_listing(cp.run_id)
 
     @rule(cid=checkpoints)
     def get(self, cid: str) -> None:
