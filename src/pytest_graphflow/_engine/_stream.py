@@ -202,6 +202,7 @@ async def drain(stream: RunStream) -> GraphResult[Any]:
     the events, so they are not handed out one at a time)."""
     stream._buf.clear()
     runner = await stream._ensure()
-    while not runner.done:
+    run = runner.run
+    while not run.done:
         await runner.advance()
     return stream.result()
