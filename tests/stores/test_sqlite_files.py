@@ -22,6 +22,7 @@ import pytest
 from pytest_graphflow import GraphRuntime, StoreFileError, UnsupportedFormat, VirtualClock
 from pytest_graphflow._cli._main import main
 from pytest_graphflow._records._checkpoint import Checkpoint
+from pytest_graphflow._stores import _sqlite_rows
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
 from pytest_graphflow._stores._sqlite_schema import APPLICATION_ID, SCHEMA_VERSION
 
@@ -181,6 +182,7 @@ async def test_a_store_opened_read_only_reads_and_refuses_writes(tmp_path: Path)
 
 _READER = """
 import anyio, json, sys
+from pytest_graphflow._stores import _sqlite_rows
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow import StoreFileError
@@ -383,6 +385,41 @@ async def test_a_version_1_store_is_migrated_when_opened_for_writing(tmp_path: P
         assert db.execute("PRAGMA auto_vacuum").fetchone() == (2,)
     finally:
         db.close()
+
+
+def _v2_store(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store as schema version 2 wrote it: a path segment per checkpoint, no tail."""
+    with monkeypatch.context() as patch:
+        patch.setattr(_sqlite_rows, "TAIL", 1)
+        make_store(path)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+
+
+@pytest.mark.anyio
+async def test_a_version_2_store_reads_as_it_is_and_is_marked_version_3_when_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "v2.db"
+    _v2_store(path, monkeypatch)
+    before = files(path)
+    with SQLiteCheckpointStore(path, readonly=True) as reader:
+        assert [c.visited for c in await reader.list("run-a")] == [("a",), ("a", "b")]
+    assert files(path) == before
+    with SQLiteCheckpointStore(path) as store:
+        cp3 = cp("cp-3", visited=("a", "b", "c"), n=3)
+        await store.save(cp3)  # a version-3 row (its short path kept as its tail)
+        found = await store.list("run-a")
+        assert [c.visited for c in found] == [("a",), ("a", "b"), ("a", "b", "c")]
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
+            == (str(SCHEMA_VERSION),)
+    finally:
+        db.close()
+    with SQLiteCheckpointStore(path, readonly=True) as reader:
+        assert await reader.list("run-a") == found
 
 
 def test_a_version_1_store_opened_read_only_says_how_to_migrate(tmp_path: Path) -> None:

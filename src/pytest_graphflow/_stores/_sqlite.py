@@ -26,7 +26,7 @@ from ._protocol import Fence
 from ._sqlite_claims import SQLiteClaims
 from ._sqlite_file import open_store
 from ._sqlite_log import INSERT_EVENT, SQLiteLog, event_row
-from ._sqlite_rows import SELECT, PathWriter, decode, encode
+from ._sqlite_rows import SELECT, PathWriter, decode, encode, with_tail
 from ._sqlite_schema import SCHEMA_VERSION
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
@@ -137,10 +137,10 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
 
     def _write(self, db: sqlite3.Connection, cp: Checkpoint, data: str) -> None:
         visited = cp.visited if type(cp.visited) is tuple else tuple(cp.visited)
+        path_id, tail = self._paths.place(db, cp.run_id, visited)
         values = (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, cp.step,
                   cp.timestamp.isoformat(), rules.to_micros(cp.timestamp), cp.status,
-                  cp.tenant_id, cp.format_version, self._paths.write(db, cp.run_id, visited),
-                  len(visited), data)
+                  cp.tenant_id, cp.format_version, path_id, len(visited), with_tail(data, tail))
         try:
             db.execute(_INSERT, values)
         except sqlite3.IntegrityError:  # the id exists: overwrite it, and it counts as last
@@ -217,7 +217,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
         encoded = [(self._checked(cp, "commit"), encode(self.path, cp)) for cp in cps]
         rows = [event_row(run_id, data) for _, data in normalised]
         with self._tx() as db:
-            rules.current_or_stale(thread_id, token, self._claim_of(db, thread_id)[0])
+            self._hold(db, thread_id, token)
             for cp, data in encoded:
                 self._write(db, cp, data)
             if rows:

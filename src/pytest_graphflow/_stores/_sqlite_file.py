@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 
 from ..errors import UnsupportedFormat
-from ._sqlite_migrate import migrate_v1
+from ._sqlite_migrate import migrate_v1, migrate_v2
 from ._sqlite_schema import (
     APPLICATION_ID,
     LAYOUT,
@@ -86,9 +86,10 @@ def _identify(path: str) -> int | None:
             f"pytest-graphflow; this build reads schema versions up to {SCHEMA_VERSION}. "
             "Upgrade pytest-graphflow to open it."
         )
-    expected = {1: V1_CHECKPOINTS, SCHEMA_VERSION: LAYOUT["checkpoints"]}.get(version)
+    expected = {1: V1_CHECKPOINTS, 2: LAYOUT["checkpoints"],
+                SCHEMA_VERSION: LAYOUT["checkpoints"]}.get(version)
     if expected is None or tables.get("checkpoints") != expected or (
-        version == SCHEMA_VERSION and tables != LAYOUT
+        version >= 2 and tables != LAYOUT
     ):
         raise file_error(path, f"says schema version {version} but its tables have another "
                          "layout (changed by hand or by another program)",
@@ -140,7 +141,7 @@ def open_store(path: str, *, readonly: bool) -> tuple[sqlite3.Connection, bool]:
             raise file_error(path, "cannot be created: the file or its directory is not "
                              "writable", "pass a path in a writable directory")
     if not writable:
-        if version != SCHEMA_VERSION:
+        if version == 1:  # a version-2 file reads as it is (its rows have no path tail)
             raise UnsupportedFormat(
                 f"store file {path!r} has schema version {version}, which this build migrates "
                 f"to version {SCHEMA_VERSION} when it opens the file for writing; it was opened "
@@ -155,13 +156,15 @@ def open_store(path: str, *, readonly: bool) -> tuple[sqlite3.Connection, bool]:
             _create(db)
         elif version == 1:
             migrate_v1(db, path)
+        elif version == 2:
+            migrate_v2(db)
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.Error as exc:
         db.close()
         name = getattr(exc, "sqlite_errorname", "")
-        if name.startswith("SQLITE_READONLY") and version == SCHEMA_VERSION:
+        if name.startswith("SQLITE_READONLY") and version in (2, SCHEMA_VERSION):
             return _open_readonly(path), True  # read-only after all (a read-only mount, ...)
         raise file_error(path, f"could not be prepared for writing ({exc})",
                          "check free disk space and permissions, or open it read-only "

@@ -111,9 +111,18 @@ class SQLiteLog(SQLiteTransactions):
 
     @staticmethod
     def _put_run(db: sqlite3.Connection, data: dict[str, Any]) -> None:
+        """Insert or update a run record (fields it does not name are kept); a record equal
+        to the stored one is not written again (a run's record rarely changes per step)."""
         row = db.execute("SELECT data FROM runs WHERE run_id = ?", (data["run_id"],)).fetchone()
+        text = json.dumps(data)
         if row is not None:
-            data = {**json.loads(row[0]), **data}
+            if row[0] == text:
+                return
+            merged = {**json.loads(row[0]), **data}
+            text = json.dumps(merged)
+            if row[0] == text:
+                return
+            data = merged
         db.execute(
             "INSERT INTO runs (run_id, thread_id, graph_id, status, tenant_id, updated_at, "
             "data) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
@@ -122,7 +131,7 @@ class SQLiteLog(SQLiteTransactions):
             "updated_at = excluded.updated_at, data = excluded.data",
             (data["run_id"], *(_text(data.get(k)) for k in
                                ("thread_id", "graph_id", "status", "tenant_id",
-                                "updated_at")), json.dumps(data)),
+                                "updated_at")), text),
         )
 
     async def runs(self) -> _Records:

@@ -1,4 +1,8 @@
-"""Migrating a store file of schema version 1 to the current layout, in one transaction.
+"""Migrating a store file of schema version 1 or 2 to the current layout, in one transaction.
+
+Version 2 has the tables of version 3; its rows are version-3 rows without a path tail, so
+only the version number changes (:func:`migrate_v2`). Once it is 3, a build that writes
+version 2 refuses the file (its rows would look damaged to it).
 
 Version 1 kept every checkpoint's whole ``visited`` list in its row and a ``save_order``
 column. The migration moves each row's path into the ``paths`` chain, keeps the save order,
@@ -14,7 +18,7 @@ import sqlite3
 from ._sqlite_rows import PathWriter
 from ._sqlite_schema import APPLICATION_ID, SCHEMA_VERSION, create_statements
 
-__all__ = ["migrate_v1"]
+__all__ = ["migrate_v1", "migrate_v2"]
 
 _OLD_INDEXES = ("checkpoints_run", "checkpoints_thread", "checkpoints_order",
                 "checkpoint_nodes_run")
@@ -25,7 +29,7 @@ def migrate_v1(db: sqlite3.Connection, path: str) -> None:
     db.execute("BEGIN IMMEDIATE")
     try:
         row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is not None and row[0] == str(SCHEMA_VERSION):  # another process migrated it
+        if row is not None and row[0] != "1":  # another process migrated it
             db.execute("ROLLBACK")
             return
         db.execute("ALTER TABLE checkpoints RENAME TO checkpoints_v1")
@@ -70,3 +74,15 @@ def migrate_v1(db: sqlite3.Connection, path: str) -> None:
     db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     db.execute("PRAGMA auto_vacuum = INCREMENTAL")
     db.execute("VACUUM")  # applies auto-vacuum and gives the old rows' space back
+
+
+def migrate_v2(db: sqlite3.Connection) -> None:
+    """Mark the version-2 store open on ``db`` as the current version (same tables)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version' AND value = '2'",
+                   (str(SCHEMA_VERSION),))
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")

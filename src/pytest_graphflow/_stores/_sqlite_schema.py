@@ -16,8 +16,10 @@ __all__ = [
     "layout",
 ]
 
-SCHEMA_VERSION = 2
-"""The layout of the tables this build writes and reads (1: before incremental paths)."""
+SCHEMA_VERSION = 3
+"""The layout of the tables this build writes and reads (1: before incremental paths; 2: a
+path segment per checkpoint, no tail in the row; 3: rows keep their path's tail, see
+:mod:`._sqlite_rows`). Versions 2 and 3 have the same tables."""
 
 APPLICATION_ID = 0x4746_6C77
 """``PRAGMA application_id`` of a store file (``"GFlw"``), so tools can recognise one."""
