@@ -364,6 +364,8 @@ def _v1_store(path: Path) -> None:
                     row.model_dump_json()))
         db.executemany("INSERT INTO checkpoint_nodes VALUES (?, ?, ?)",
                        [(cid, "run-a", node) for node in nodes])
+    db.execute("INSERT INTO events VALUES ('run-a', 0, 'run_start', ?)",
+               (json.dumps({"seq": 0, "type": "run_start"}),))
     db.commit()
     db.close()
 
@@ -378,6 +380,7 @@ async def test_a_version_1_store_is_migrated_when_opened_for_writing(tmp_path: P
         assert [c.visited for c in found] == [("a",), ("a", "b", "c"), ()]
         assert (await store.load("run-a", "b")) is not None
         assert (await store.load("run-a", "b")).id == "cp-2"  # type: ignore[union-attr]
+        assert [e["type"] for e in await store.events("run-a")] == ["run_start"]
     db = sqlite3.connect(path)
     try:
         assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
@@ -388,34 +391,48 @@ async def test_a_version_1_store_is_migrated_when_opened_for_writing(tmp_path: P
 
 
 def _v2_store(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A store as schema version 2 wrote it: a path segment per checkpoint, no tail."""
+    """A store as schema version 2 wrote it: a path segment per checkpoint, no tail, events
+    in a ``WITHOUT ROWID`` table."""
     with monkeypatch.context() as patch:
         patch.setattr(_sqlite_rows, "TAIL", 1)
         make_store(path)
     db = sqlite3.connect(path)
-    db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    db.commit()
+    db.executescript("""
+        BEGIN;
+        ALTER TABLE events RENAME TO events_new;
+        CREATE TABLE events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT,
+            data TEXT NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
+        INSERT INTO events SELECT run_id, seq, type, data FROM events_new;
+        DROP TABLE events_new;
+        UPDATE meta SET value = '2' WHERE key = 'schema_version';
+        COMMIT;
+    """)
     db.close()
 
 
 @pytest.mark.anyio
-async def test_a_version_2_store_reads_as_it_is_and_is_marked_version_3_when_written(
+async def test_a_version_2_store_reads_as_it_is_and_is_migrated_when_written(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "v2.db"
     _v2_store(path, monkeypatch)
     before = files(path)
     with SQLiteCheckpointStore(path, readonly=True) as reader:
         assert [c.visited for c in await reader.list("run-a")] == [("a",), ("a", "b")]
+        assert [e["type"] for e in await reader.events("run-a")] == ["run_start"]
     assert files(path) == before
     with SQLiteCheckpointStore(path) as store:
         cp3 = cp("cp-3", visited=("a", "b", "c"), n=3)
         await store.save(cp3)  # a version-3 row (its short path kept as its tail)
         found = await store.list("run-a")
         assert [c.visited for c in found] == [("a",), ("a", "b"), ("a", "b", "c")]
+        await store.record_events("run-a", [{"seq": 1, "type": "run_end"}])
+        assert [e["type"] for e in await store.events("run-a")] == ["run_start", "run_end"]
     db = sqlite3.connect(path)
     try:
         assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
             == (str(SCHEMA_VERSION),)
+        (sql,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()
+        assert "WITHOUT ROWID" not in sql  # the events table was rebuilt with a row id
     finally:
         db.close()
     with SQLiteCheckpointStore(path, readonly=True) as reader:
