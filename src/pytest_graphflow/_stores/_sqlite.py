@@ -25,7 +25,7 @@ from . import _claims as rules
 from ._protocol import Fence
 from ._sqlite_claims import SQLiteClaims
 from ._sqlite_file import open_store
-from ._sqlite_log import INSERT_EVENT, SQLiteLog, event_row
+from ._sqlite_log import INSERT_EVENT, SQLiteLog, event_row, plain_run_record
 from ._sqlite_rows import SELECT, PathWriter, decode, encode, with_tail
 from ._sqlite_schema import SCHEMA_VERSION
 
@@ -210,19 +210,23 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
             StaleClaim: ``token`` is not the thread's current claim; nothing is written.
             InvalidArgument: a part is not of ``run_id`` on ``thread_id``.
         """
-        # The events are serialised once, by event_row (which refuses what is not JSON).
-        cps, normalised, record = rules.check_commit(thread_id, run_id, checkpoints,
-                                                     events, run, normalise=False)
+        # The events are serialised once, by event_row (which refuses what is not JSON); a
+        # plain run record (the runtime's, while a run goes on) once, by plain_run_record.
+        plain = None if run is None else plain_run_record(run_id, run)
+        cps, normalised, record = rules.check_commit(thread_id, run_id, checkpoints, events,
+                                                     None if plain else run, normalise=False)
         token = rules.check_token(token, "commit")
         encoded = [(self._checked(cp, "commit"), encode(self.path, cp)) for cp in cps]
-        rows = [event_row(run_id, data) for _, data in normalised]
+        rows = [event_row(run_id, data, seq) for seq, data in normalised]
         with self._tx() as db:
             self._hold(db, thread_id, token)
             for cp, data in encoded:
                 self._write(db, cp, data)
             if rows:
                 db.executemany(INSERT_EVENT, rows)
-            if record is not None:
+            if plain is not None:
+                self._put_run(db, *plain)
+            elif record is not None:
                 self._put_run(db, record)
 
     async def get(self, checkpoint_id: str) -> Checkpoint | None:

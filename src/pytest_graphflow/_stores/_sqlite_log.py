@@ -17,7 +17,7 @@ from ..errors import InvalidArgument
 from . import _claims as rules
 from ._sqlite_tx import SQLiteTransactions
 
-__all__ = ["INSERT_EVENT", "SQLiteLog", "event_row"]
+__all__ = ["INSERT_EVENT", "SQLiteLog", "event_row", "plain_run_record"]
 
 _Records = list[dict[str, Any]]
 """A list of JSON records (events, run records, artifact descriptions)."""
@@ -110,11 +110,14 @@ class SQLiteLog(SQLiteTransactions):
             self._put_run(db, data)
 
     @staticmethod
-    def _put_run(db: sqlite3.Connection, data: dict[str, Any]) -> None:
+    def _put_run(db: sqlite3.Connection, data: dict[str, Any], text: str | None = None
+                 ) -> None:
         """Insert or update a run record (fields it does not name are kept); a record equal
-        to the stored one is not written again (a run's record rarely changes per step)."""
+        to the stored one is not written again (a run's record rarely changes per step).
+        ``text``: ``data``'s JSON, when the caller has it."""
         row = db.execute("SELECT data FROM runs WHERE run_id = ?", (data["run_id"],)).fetchone()
-        text = json.dumps(data)
+        if text is None:
+            text = json.dumps(data)
         if row is not None:
             if row[0] == text:
                 return
@@ -188,13 +191,16 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def event_row(run_id: str, event: object) -> tuple[str, int, Any, str]:
-    """``(run_id, seq, type, data)`` of one event, serialised once.
+def event_row(run_id: str, event: object, seq: int | None = None
+              ) -> tuple[str, int, Any, str]:
+    """``(run_id, seq, type, data)`` of one event, serialised once (``seq``: the event's,
+    when the caller checked it already).
 
     Raises:
         InvalidArgument: when the event is not a dict with an int ``seq``, or not JSON.
     """
-    seq = rules.event_seq(event)
+    if seq is None:
+        seq = rules.event_seq(event)
     assert isinstance(event, Mapping)
     try:
         raw = to_json(event, inf_nan_mode="constants")
@@ -215,3 +221,19 @@ def _wire(value: Any) -> Any:
         return to_json_value(to_jsonable_python(value))
     except Exception as exc:
         raise TypeError(f"{type(value).__name__} value has no JSON form") from exc
+
+
+_PLAIN = (str, int, bool, type(None))
+
+
+def plain_run_record(run_id: str, record: object) -> tuple[dict[str, Any], str] | None:
+    """A run record of ``run_id`` whose values are all ASCII strings, ints, bools or ``None``
+    (what the runtime writes while a run goes on), with its JSON; ``None`` for any other
+    record, which :func:`~._claims.normalise_run_record` then checks and converts."""
+    if type(record) is not dict or record.get("run_id") != run_id:
+        return None
+    for key, value in record.items():
+        if type(key) is not str or not key.isascii() or type(value) not in _PLAIN or (
+                type(value) is str and not value.isascii()):
+            return None
+    return record, json.dumps(record)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError, to_json
 
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
 from ..errors import InvalidArgument
@@ -42,6 +43,9 @@ SELECT id, length, nodes FROM chain
 """
 
 _CACHED_RUNS = 256
+
+_SERIALIZER = Checkpoint.__pydantic_serializer__
+_NO_VISITED = {"visited"}
 
 SPAN = 64
 """Segments an anchor segment covers (see :class:`PathWriter`)."""
@@ -135,7 +139,7 @@ def encode(path: str, cp: Checkpoint) -> str:
         InvalidArgument: when ``cp`` holds a value with no JSON/UTF-8 form.
     """
     try:
-        data = cp.model_dump_json(exclude={"visited"}, warnings=False)
+        data = _SERIALIZER.to_json(cp, exclude=_NO_VISITED, warnings=False).decode()
         if not data.isascii():
             data.encode("utf-8")
     except (ValueError, UnicodeError, RecursionError) as exc:
@@ -148,7 +152,11 @@ def with_tail(data: str, tail: tuple[str, ...]) -> str:
     """Row data ``data`` (from :func:`encode`) with the path's ``tail`` as its ``visited``."""
     if not tail:
         return data
-    return f"{data[:-1]},\"visited\":{json.dumps(tail)}}}"
+    try:
+        nodes = to_json(tail).decode()
+    except (PydanticSerializationError, UnicodeError, ValueError):  # a lone surrogate
+        nodes = json.dumps(tail)
+    return f"{data[:-1]},\"visited\":{nodes}}}"
 
 
 def _paths(db: sqlite3.Connection, wanted: Iterable[int]) -> dict[int, tuple[str, ...]]:
