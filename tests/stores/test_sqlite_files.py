@@ -22,7 +22,7 @@ import pytest
 from pytest_graphflow import GraphRuntime, StoreFileError, UnsupportedFormat, VirtualClock
 from pytest_graphflow._cli._main import main
 from pytest_graphflow._records._checkpoint import Checkpoint
-from pytest_graphflow._stores import _sqlite_rows
+from pytest_graphflow._stores import _sqlite_file, _sqlite_rows
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
 from pytest_graphflow._stores._sqlite_schema import APPLICATION_ID, SCHEMA_VERSION
 
@@ -182,7 +182,7 @@ async def test_a_store_opened_read_only_reads_and_refuses_writes(tmp_path: Path)
 
 _READER = """
 import anyio, json, sys
-from pytest_graphflow._stores import _sqlite_rows
+from pytest_graphflow._stores import _sqlite_file, _sqlite_rows
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow import StoreFileError
@@ -219,7 +219,8 @@ _NO_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowne
                 "--inh-caps=-all"]
 
 
-def _as_reader(args: list[str]) -> subprocess.CompletedProcess[str]:
+def _as_reader(args: list[str], env: dict[str, str] | None = None
+               ) -> subprocess.CompletedProcess[str]:
     """Run ``args`` in a process that file permissions bind: as root, without the
     capabilities that override them (root may write any file otherwise)."""
     if os.geteuid() == 0:
@@ -227,7 +228,8 @@ def _as_reader(args: list[str]) -> subprocess.CompletedProcess[str]:
             pytest.fail("running as root without setpriv: cannot make a file read-only for "
                         "the test process; run the tests as a normal user")
         args = [*_NO_OVERRIDE, *args]
-    return subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, check=False,
+                          env=env)
 
 
 @pytest.mark.parametrize("what", ["read-only-file", "read-only-directory"])
@@ -255,6 +257,99 @@ def test_a_read_only_store_opens_for_reading(shared_dir: Path, what: str) -> Non
     assert cli.returncode == 0, cli.stderr
     assert "run-a" in cli.stdout
     assert files(path) == before
+
+
+_KILLED_WRITER = """
+import anyio, sys
+from datetime import UTC, datetime
+from pytest_graphflow._records._checkpoint import Checkpoint
+from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+
+async def fill(store):
+    for n, visited in ((1, ("a",)), (2, ("a", "b"))):
+        await store.save(Checkpoint(id=f"cp-{n}", run_id="run-a", thread_id="t-run-a",
+                                    graph_id="g", revision="r", step=n,
+                                    timestamp=datetime(2025, 1, 1, tzinfo=UTC),
+                                    state={"n": n}, visited=visited))
+    await store.record_events("run-a", [{"seq": 0, "type": "run_start"}])
+
+store = SQLiteCheckpointStore(sys.argv[1])  # left open: its writes stay in the -wal
+anyio.run(fill, store)
+print("written", flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+def _killed_writer(path: Path) -> None:
+    """A store whose writer was killed: its committed writes are only in ``-wal``."""
+    with subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(path)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as writer:
+        try:
+            assert writer.stdout is not None
+            assert writer.stdout.readline() == "written\n"
+        finally:
+            writer.kill()
+            writer.wait(timeout=60)
+
+
+def test_a_killed_writers_journal_in_a_read_only_directory_is_read(shared_dir: Path) -> None:
+    # A writer was killed (its -wal holds every committed write) and its -shm index is gone
+    # (copied without it, or cleaned away); the directory is read-only: SQLite cannot
+    # rebuild the index in place, so the store reads a private copy of file and journal.
+    path = shared_dir / "store.db"
+    _killed_writer(path)
+    Path(f"{path}-shm").unlink()
+    probe = sqlite3.connect(f"{path.absolute().as_uri()}?immutable=1", uri=True)
+    try:  # the main file alone has no checkpoint: reading it without the -wal would be wrong
+        assert probe.execute("SELECT COUNT(*) FROM checkpoints").fetchone() == (0,)
+    finally:
+        probe.close()
+    path.chmod(0o644)
+    shared_dir.chmod(0o555)
+    scratch = Path(tempfile.mkdtemp(prefix="graphflow-tmp-"))
+    scratch.chmod(0o777)
+    before = files(path)
+    try:
+        env = {**os.environ, "TMPDIR": str(scratch)}
+        done = _as_reader([sys.executable, "-c", _READER, str(path)], env=env)
+        assert done.returncode == 0, done.stderr
+        out = json.loads(done.stdout)
+        assert out["readonly"] is True
+        assert out["ids"] == ["cp-1", "cp-2"]
+        assert out["visited"] == ["a", "b"]
+        assert out["events"] == 1
+        assert str(path) in out["save"]
+        assert "read-only" in out["save"]
+        cli = _as_reader([sys.executable, "-c", "import sys; from pytest_graphflow._cli._main "
+                          "import main; sys.exit(main())", "runs", str(path)], env=env)
+        assert cli.returncode == 0, cli.stderr
+        assert "run-a" in cli.stdout
+        assert list(scratch.iterdir()) == []  # the private copies are gone
+    finally:
+        shutil.rmtree(scratch)
+    assert files(path) == before
+    assert not Path(f"{path}-shm").exists()
+
+
+def test_a_journal_that_changes_while_it_is_copied_is_not_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "store.db"
+    make_store(path)
+    Path(f"{path}-wal").write_bytes(b"")  # stands for a killed writer's journal
+    monkeypatch.setattr(_sqlite_file, "_stranded_journal", lambda _path: True)
+    copy = shutil.copyfile
+
+    def copy_while_a_writer_appends(src: str, dst: str) -> str:
+        if src.endswith("-wal"):
+            with open(src, "ab") as journal:
+                journal.write(b"x")
+        return copy(src, dst)
+
+    monkeypatch.setattr(shutil, "copyfile", copy_while_a_writer_appends)
+    with pytest.raises(StoreFileError, match="changed while it was being copied") as caught:
+        SQLiteCheckpointStore(path)
+    assert str(path) in str(caught.value)
+    assert "retry" in str(caught.value)
 
 
 # -- full disk: a clear error, nothing of the failed write kept ----------------------------------

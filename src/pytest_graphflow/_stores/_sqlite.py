@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -65,7 +67,10 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
 
     The file is identified read-only before anything is written: only a new or empty file
     becomes a store, and a store of an older schema version is migrated in one transaction.
-    A file (or directory) that cannot be written opens read-only.
+    A file (or directory) that cannot be written opens read-only. In a read-only directory
+    where a writer that is gone left its ``-wal`` journal without the ``-shm`` index, SQLite
+    cannot read the file in place: the store reads a private copy of the file and journal
+    taken when it opens (refused if a writer touches them meanwhile), removed on close.
 
     Args:
         path: the database file (created if missing), or ``":memory:"``.
@@ -110,8 +115,10 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
         self.path: str = fspath
         self.claim_ttl: float = rules.check_ttl(claim_ttl, "SQLiteCheckpointStore")
         self._db: sqlite3.Connection | None = None
-        db, self.readonly = open_store(self.path, readonly=readonly)
+        db, self.readonly, snapshot = open_store(self.path, readonly=readonly)
         self._db = db
+        if snapshot is not None:  # a copy it reads (see docs/stores.md): removed on close
+            self._snapshot = weakref.finalize(self, shutil.rmtree, snapshot, True)
         self._paths = PathWriter()
         self._checked_run: tuple[Any, ...] = ()
 
