@@ -12,7 +12,7 @@ from typing import Any
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from .._records._checks import check_id
-from .._records._json import NotJSONError, to_json_value
+from .._records._json import NotJSONError, refuse_lossy, to_json_value
 from ..errors import InvalidArgument
 from . import _claims as rules
 from ._sqlite_tx import SQLiteTransactions
@@ -48,11 +48,12 @@ class SQLiteLog(SQLiteTransactions):
         """Record events of ``run_id`` in wire form; an event with a recorded seq overwrites it.
 
         Events before the run's compaction point are dropped: that part of the log is gone.
-        Each event is serialised once (keys become strings and datetimes ISO strings, as
-        in their JSON form).
+        Each event is serialised once (datetimes become ISO strings, as in their JSON form).
 
         Raises:
-            InvalidArgument: when an event is not a JSON dict with an int ``seq``.
+            InvalidArgument: when an event is not a JSON dict with an int ``seq``, or holds
+                what JSON would give back as something else (a set, a complex number, a dict
+                key that is not a string).
         """
         check_id(run_id, "run_id", "record_events")
         if not isinstance(events, (list, tuple)):
@@ -61,6 +62,12 @@ class SQLiteLog(SQLiteTransactions):
         rows = [event_row(run_id, e) for e in events]
         if not rows:
             return
+        for seq, event in zip((r[1] for r in rows), events, strict=True):
+            try:  # what JSON would give back as something else (a set, int keys...)
+                refuse_lossy(event, 0)
+            except NotJSONError as exc:
+                raise InvalidArgument(f"record_events: event seq={seq} of run {run_id} is not "
+                                      f"JSON: {exc}") from None
         with self._tx() as db:
             db.executemany(INSERT_EVENT, rows)
 
