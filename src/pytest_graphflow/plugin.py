@@ -330,39 +330,34 @@ def graph_seed(request: pytest.FixtureRequest) -> int:
 @pytest.fixture
 def virtual_clock(request: pytest.FixtureRequest) -> VirtualClock:
     """A :class:`VirtualClock` at the marker's ``start`` (default: ``DEFAULT_START``)."""
-    from ._plugin._state import build_clock, item_state
+    from ._plugin._state import clock_for
 
-    return build_clock(item_state(request.node))
-
-
-@pytest.fixture
-def checkpoint_store(request: pytest.FixtureRequest) -> Iterator[CheckpointStore]:
-    """The test's checkpoint store: in memory, or SQLite in ``tmp_path`` (``store="sqlite"``)."""
-    from ._plugin._state import build_checkpoint_store, item_state
-
-    yield from build_checkpoint_store(item_state(request.node), request)
+    return clock_for(request)
 
 
 @pytest.fixture
-def store_faults(checkpoint_store: CheckpointStore, virtual_clock: VirtualClock) -> FaultyStore:
+def checkpoint_store(request: pytest.FixtureRequest) -> CheckpointStore:
+    """The test's checkpoint store: in memory, or SQLite in ``tmp_path`` (``store="sqlite"``),
+    closed when the test ends."""
+    from ._plugin._state import store_for
+
+    return store_for(request)
+
+
+@pytest.fixture
+def store_faults(request: pytest.FixtureRequest) -> FaultyStore:
     """A :class:`FaultyStore` over ``checkpoint_store``: ``reject_save``, ``fail``, ``delay``,
     ``crash_at`` and the ``.calls`` log. ``graph_runtime`` runs over this store."""
-    from ._plugin._state import build_store_faults
+    from ._plugin._state import faults_for
 
-    return build_store_faults(checkpoint_store, virtual_clock)
+    return faults_for(request)
 
 
 @pytest.fixture
-def graph_runtime(
-    request: pytest.FixtureRequest,
-    store_faults: FaultyStore,
-    virtual_clock: VirtualClock,
-    graph_seed: int,
-    graph_runtime_factory: GraphRuntimeFactory,
-) -> RecordingRuntime:
+def graph_runtime(request: pytest.FixtureRequest) -> RecordingRuntime:
     """The deterministic runtime of the test (``store_faults``, ``virtual_clock``,
     ``graph_seed``). In a Hypothesis ``@given`` test use ``graph_runtime_factory`` instead."""
-    from ._plugin._state import build_runtime, item_state
+    from ._plugin._state import runtime_for
 
     if getattr(request.function, "is_hypothesis_test", False):
         pytest.fail(
@@ -370,23 +365,17 @@ def graph_runtime(
             "examples: they would share its clock, store and runs. Take "
             "graph_runtime_factory instead and call it once per example "
             "(runtime = graph_runtime_factory())", pytrace=False)
-
-    return build_runtime(item_state(request.node), store_faults, virtual_clock, graph_seed,
-                         graph_runtime_factory)
+    return runtime_for(request)
 
 
 @pytest.fixture(scope="session")
-def graph_runtime_factory(
-    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GraphRuntimeFactory]:
+def graph_runtime_factory(pytestconfig: pytest.Config) -> GraphRuntimeFactory:
     """Call it for a fresh runtime (new clock, store and the running test's seed), e.g. once
     per Hypothesis example: ``runtime = graph_runtime_factory()``. ``.seed`` is the running
     test's seed (``graph_seed`` itself is function-scoped, which ``@given`` refuses)."""
-    from ._plugin._state import build_factory
+    from ._plugin._state import session_factory
 
-    factory = build_factory(pytestconfig, tmp_path_factory)
-    yield factory
-    factory.close()  # runtimes made outside any test (in session fixtures)
+    return session_factory(pytestconfig)
 
 
 @pytest.fixture

@@ -7,8 +7,31 @@ test needs a fresh interpreter (entry-point loading, xdist workers).
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import pkgutil
+
 import pytest
 from graphflow_plugin_helpers import ANYIO_CONFTEST, GRAPHS, INNER_ARGS, Run
+
+import pytest_graphflow
+
+
+def _import_everything() -> None:
+    """Import every module of the package in this (outer) process first.
+
+    ``pytester``'s in-process sessions drop from ``sys.modules`` whatever they imported, and
+    the package imports its parts lazily: a module first imported inside an inner session
+    (say ``_graph._builder``) would be imported again by the next one, and its classes would
+    no longer be the ones the plugin of the outer process holds (``isinstance`` fails), so a
+    test's result would depend on which tests ran before it.
+    """
+    for info in pkgutil.walk_packages(pytest_graphflow.__path__, "pytest_graphflow."):
+        with contextlib.suppress(ImportError):  # an optional extra that is not installed
+            importlib.import_module(info.name)
+
+
+_import_everything()
 
 
 @pytest.fixture

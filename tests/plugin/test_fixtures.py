@@ -145,3 +145,63 @@ def test_graph_runtime_factory_is_also_an_attribute(graph_project: pytest.Pytest
             assert fresh.seed == graph_seed
     """))
     run("-q", "test_attr.py").assert_outcomes(passed=1)
+
+
+def test_a_conftest_override_of_a_part_reaches_graph_runtime(graph_project: pytest.Pytester,
+                                                             run: Run) -> None:
+    """``graph_runtime`` builds its parts itself (one fixture instead of five), but a conftest
+    that overrides a part, as pytest users do, still gets its own part under the runtime."""
+    graph_project.makeconftest(dedent("""
+        import pytest
+        from pytest_graphflow import InMemoryCheckpointStore, VirtualClock
+        import datetime
+
+        class TaggedStore(InMemoryCheckpointStore):
+            tag = "mine"
+
+        @pytest.fixture
+        def checkpoint_store():
+            return TaggedStore()
+
+        @pytest.fixture
+        def virtual_clock():
+            return VirtualClock(datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc))
+    """))
+    graph_project.makepyfile(test_override=dedent("""
+        from gf_graphs import fan
+
+        def test_runtime_uses_the_override(graph_runtime, checkpoint_store, virtual_clock):
+            assert checkpoint_store.tag == "mine"
+            assert graph_runtime.store.inner is checkpoint_store
+            assert graph_runtime.clock is virtual_clock
+            assert graph_runtime.clock.now().year == 2030
+            assert graph_runtime.trace(fan(), {"n": 1}).status == "completed"
+
+        def test_runtime_alone_uses_the_override(graph_runtime):
+            assert graph_runtime.store.inner.tag == "mine"
+            assert graph_runtime.clock.now().year == 2030
+    """))
+    result = run("-q", "test_override.py")
+    result.assert_outcomes(passed=2)
+
+
+def test_a_sqlite_store_closes_when_the_test_ends(graph_project: pytest.Pytester,
+                                                  run: Run) -> None:
+    graph_project.makepyfile(test_close=dedent("""
+        import pytest
+        from gf_graphs import fan
+
+        held = []
+
+        @pytest.mark.graphflow(store="sqlite")
+        def test_runs_on_sqlite(graph_runtime):
+            held.append(graph_runtime.store.inner)
+            assert graph_runtime.trace(fan(), {"n": 1}).status == "completed"
+
+        def test_the_store_was_closed():
+            (store,) = held
+            with pytest.raises(Exception, match="closed"):
+                store.vacuum()
+    """))
+    result = run("-q", "-p", "no:randomly", "test_close.py")
+    result.assert_outcomes(passed=2)

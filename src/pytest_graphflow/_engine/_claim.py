@@ -10,13 +10,13 @@ object, which guards runtimes sharing that object only.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 import anyio
 
+from .._stores._protocol import checks_fencing
 from .._time._clock import Clock
 from ..errors import SimulatedCrash, StaleClaim, ThreadBusy
 
@@ -60,7 +60,7 @@ class ThreadClaim:
         self.ttl = ttl
         self.token = token
         self._local = local
-        self.fenced = token is not None and _fencing(store)
+        self.fenced = token is not None and checks_fencing(store)
         self.lost: StaleClaim | None = None
         self.released = False
         self._renewed_at = clock.monotonic()
@@ -145,23 +145,6 @@ class ThreadClaim:
                 raise
             except Exception:
                 return
-
-
-def _fencing(store: Any) -> bool:
-    """Whether ``store`` checks tokens: its class says so (``supports_fencing``, looked up
-    without ``__getattr__``) and its ``save`` takes ``fence=``. A proxy that forwards
-    attributes to another store, or a subclass overriding ``save`` without ``fence``, keeps
-    unfenced saves: its own ``save`` is what the runtime calls."""
-    found = inspect.getattr_static(store, "supports_fencing", False)
-    if isinstance(found, property):
-        found = store.supports_fencing
-    if not found:
-        return False
-    try:
-        params = inspect.signature(store.save).parameters
-    except (TypeError, ValueError):  # pragma: no cover - a builtin save
-        return False
-    return "fence" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 async def take(store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float

@@ -10,7 +10,7 @@ performed, which the failure report draws from.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -29,15 +29,18 @@ if TYPE_CHECKING:
 __all__ = [
     "CURRENT_ITEM",
     "FIXTURE_SCOPES",
+    "PARTS",
     "SESSION",
     "ItemState",
-    "build_checkpoint_store",
-    "build_clock",
     "build_factory",
-    "build_runtime",
-    "build_store_faults",
+    "clock_for",
+    "faults_for",
     "finish_item",
     "item_state",
+    "parts_overridden",
+    "runtime_for",
+    "session_factory",
+    "store_for",
 ]
 
 SESSION: Final = pytest.StashKey[SessionSettings]()
@@ -57,6 +60,9 @@ class ItemState:
         session: the session's settings (for the reproduce command).
         runs: the last legs the test's runtimes ran (fixture and factory alike).
         owned: runtimes the session factory made for the test, closed when it ends.
+        clock, store, faults: the test's virtual clock, checkpoint store and FaultyStore,
+            made on first use by ``graph_runtime`` or the part fixtures.
+        closers: what closes the test's store when it ends (SQLite, PostgreSQL).
         dropped: legs run before the kept ones (not kept).
         record: whether ``--graphflow-record`` asks for the test's runs as history files.
         processes: N of ``--graphflow-processes`` (0: off).
@@ -71,6 +77,10 @@ class ItemState:
     record: bool = False
     processes: int = 0
     recorded: list[RunRecording] = field(default_factory=list)
+    clock: VirtualClock | None = None
+    store: CheckpointStore | None = None
+    faults: FaultyStore | None = None
+    closers: list[Callable[[], None]] = field(default_factory=list)
 
     def observe(self, recording: RunRecording) -> None:
         """Observer given to every runtime made for the test."""
@@ -104,74 +114,143 @@ def existing_state(item: pytest.Item) -> ItemState | None:
 
 
 def finish_item(item: pytest.Item) -> None:
-    """After a test: close the stores the session factory opened for it (SQLite)."""
+    """After a test: close its store and the stores the session factory opened for it."""
     state = existing_state(item)
     if state is not None:
         owned, state.owned = state.owned, []
-        for runtime in owned:
-            runtime.close()
+        closers, state.closers = state.closers, []
+        try:
+            for runtime in owned:
+                runtime.close()
+        finally:
+            for close in reversed(closers):
+                close()
 
 
 # ------------------------------------------------------------------------ fixture bodies
+#
+# ``graph_runtime`` takes only ``request`` and builds its parts (clock, store, FaultyStore)
+# here, once per test, in the test's ItemState: asking pytest for five fixtures cost more
+# than a small test's run. The part fixtures hand out the same objects. A conftest that
+# overrides one of the parts (its own ``checkpoint_store``, say) is honoured: the parts are
+# then asked of pytest, as fixtures depending on each other (see ``parts_overridden``).
+
+PARTS: Final = ("checkpoint_store", "virtual_clock", "store_faults", "graph_seed")
+_PART_SET: Final = frozenset(PARTS)
+_OVERRIDDEN: Final = pytest.StashKey["dict[Any, bool]"]()
+_FACTORY: Final = pytest.StashKey["GraphRuntimeFactory"]()
 
 
-def build_clock(state: ItemState) -> VirtualClock:
-    """The test's virtual clock."""
-    from .._time._clock import VirtualClock
+def parts_overridden(request: pytest.FixtureRequest) -> bool:
+    """Whether a conftest, module or class overrides one of ``graph_runtime``'s parts for
+    this test (or the test parametrizes one directly): then the parts are asked of pytest.
+    Read once per module or class."""
+    node = request.node
+    callspec = getattr(node, "callspec", None)
+    if callspec is not None and not _PART_SET.isdisjoint(callspec.params):
+        return True
+    seen = request.config.stash.setdefault(_OVERRIDDEN, {})
+    parent = node.parent
+    found = seen.get(parent)
+    if found is None:
+        manager: Any = getattr(request, "_fixturemanager", None)
+        try:
+            found = any(len(manager.getfixturedefs(name, node) or ()) > 1 for name in PARTS)
+        except Exception:  # pragma: no cover - another pytest: take the safe road
+            found = True
+        seen[parent] = found
+    return found
 
-    return VirtualClock(state.settings.start)
+
+def clock_for(request: pytest.FixtureRequest) -> VirtualClock:
+    """The test's virtual clock (one per test)."""
+    state = item_state(request.node)
+    if state.clock is None:
+        from .._time._clock import VirtualClock
+
+        state.clock = VirtualClock(state.settings.start)
+    return state.clock
 
 
-def build_checkpoint_store(
-    state: ItemState, request: pytest.FixtureRequest
-) -> Iterator[CheckpointStore]:
-    """The test's checkpoint store (a generator: SQLite stores are closed afterwards, a
-    PostgreSQL store's schema is dropped)."""
-    if state.settings.store == "postgres":
+def store_for(request: pytest.FixtureRequest) -> CheckpointStore:
+    """The test's checkpoint store (one per test): in memory, SQLite in ``tmp_path`` or
+    PostgreSQL on a schema of its own; closed (the schema dropped) when the test ends."""
+    state = item_state(request.node)
+    if state.store is not None:
+        return state.store
+    kind = state.settings.store
+    store: CheckpointStore
+    if kind == "postgres":
         from ._runtime import open_test_postgres_store
 
         postgres = open_test_postgres_store(request.config.stash[SESSION].postgres_dsn)
-        try:
-            yield postgres
-        finally:
-            postgres.drop()
-            postgres.close()
-        return
-    if state.settings.store == "sqlite":
+
+        def drop() -> None:
+            try:
+                postgres.drop()
+            finally:
+                postgres.close()
+
+        state.closers.append(drop)
+        store = postgres
+    elif kind == "sqlite":
         from .._stores._sqlite import SQLiteCheckpointStore
 
         tmp_path: Path = request.getfixturevalue("tmp_path")
         sqlite = SQLiteCheckpointStore(tmp_path / "graphflow.db")
-        try:
-            yield sqlite
-        finally:
-            sqlite.close()
-        return
-    from .._stores._memory import InMemoryCheckpointStore
+        state.closers.append(sqlite.close)
+        store = sqlite
+    else:
+        from .._stores._memory import InMemoryCheckpointStore
 
-    yield InMemoryCheckpointStore()
-
-
-def build_store_faults(store: CheckpointStore, clock: VirtualClock) -> FaultyStore:
-    """A :class:`FaultyStore` over the test's store, on the test's clock."""
-    from .._stores._faulty import FaultyStore
-
-    return FaultyStore(store, clock=clock)
+        store = InMemoryCheckpointStore()
+    state.store = store
+    return store
 
 
-def build_runtime(
-    state: ItemState, store: FaultyStore, clock: VirtualClock, seed: int,
-    factory: GraphRuntimeFactory,
-) -> RecordingRuntime:
-    """The ``graph_runtime`` fixture's runtime."""
+def faults_for(request: pytest.FixtureRequest) -> FaultyStore:
+    """The test's :class:`FaultyStore` over its store, on its clock (one per test)."""
+    state = item_state(request.node)
+    if state.faults is None:
+        from .._stores._faulty import FaultyStore
+
+        if parts_overridden(request):
+            store: CheckpointStore = request.getfixturevalue("checkpoint_store")
+            clock: VirtualClock = request.getfixturevalue("virtual_clock")
+        else:
+            store, clock = store_for(request), clock_for(request)
+        state.faults = FaultyStore(store, clock=clock)
+    return state.faults
+
+
+def runtime_for(request: pytest.FixtureRequest) -> RecordingRuntime:
+    """The ``graph_runtime`` fixture's runtime: the test's store faults, clock and seed."""
     from ._runtime import RecordingRuntime
 
+    state = item_state(request.node)
+    if parts_overridden(request):
+        store: FaultyStore = request.getfixturevalue("store_faults")
+        clock: VirtualClock = request.getfixturevalue("virtual_clock")
+        seed: int = request.getfixturevalue("graph_seed")
+    else:
+        store, clock, seed = faults_for(request), clock_for(request), state.settings.seed
     runtime = RecordingRuntime(
         store, clock=clock, seed=seed, checkpoint_policy=state.settings.checkpoint_policy,
         observer=state.observe,
     )
-    runtime.factory = factory
+    runtime.factory = session_factory(request.config)
     return runtime
+
+
+def session_factory(config: pytest.Config) -> GraphRuntimeFactory:
+    """The session's runtime factory (``graph_runtime_factory``), made on first use; the
+    runtimes it made outside any test are closed when the session ends."""
+    factory = config.stash.get(_FACTORY, None)
+    if factory is None:
+        tmp_path_factory: pytest.TempPathFactory = config._tmp_path_factory  # type: ignore[attr-defined]
+        factory = config.stash[_FACTORY] = build_factory(config, tmp_path_factory)
+        config.add_cleanup(factory.close)
+    return factory
 
 
 def build_factory(

@@ -19,8 +19,9 @@ from .._records._checkpoint import Checkpoint
 from .._time._clock import Clock
 from ..errors import InvalidArgument
 from ._faults import PROTOCOL_OPS, Fault, FaultRule, StoreCall
+from ._faulty_calls import LoggedCall, as_record
 from ._faulty_rules import FaultyRules
-from ._protocol import CheckpointStore
+from ._protocol import CheckpointStore, checks_fencing
 
 __all__ = ["Fault", "FaultRule", "FaultyStore", "StoreCall"]
 
@@ -63,7 +64,7 @@ class FaultyStore(FaultyRules):
         self._inner = inner
         self._clock = clock
         self._rules: list[FaultRule] = []
-        self._calls: list[StoreCall] = []
+        self._calls: list[StoreCall | LoggedCall] = []
         self._saves: list[str] = []
         self._crash: StoreCall | None = None
 
@@ -73,14 +74,7 @@ class FaultyStore(FaultyRules):
     def supports_fencing(self) -> bool:
         """Whether the wrapped store checks fencing tokens (its class says so and its
         ``save`` takes ``fence=``); fenced saves and commits are then passed on."""
-        inner = self._inner
-        found = inspect.getattr_static(inner, "supports_fencing", False)
-        if isinstance(found, property):
-            found = getattr(inner, "supports_fencing", False)
-        if not found:
-            return False
-        params = inspect.signature(inner.save).parameters
-        return "fence" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+        return checks_fencing(self._inner)
 
     @property
     def inner(self) -> CheckpointStore:
@@ -95,7 +89,7 @@ class FaultyStore(FaultyRules):
     @property
     def calls(self) -> list[StoreCall]:
         """Every call made to this store, in the order they were made (a copy)."""
-        return list(self._calls)
+        return [as_record(call) for call in self._calls]
 
     @property
     def saves(self) -> list[str]:
@@ -130,7 +124,7 @@ class FaultyStore(FaultyRules):
 
     def format_calls(self) -> str:
         """The call log as text, one call per line (for failure reports)."""
-        return "\n".join(map(str, self._calls)) or "(no store calls)"
+        return "\n".join(str(as_record(call)) for call in self._calls) or "(no store calls)"
 
     def __repr__(self) -> str:
         state = " dead" if self._crash is not None else ""
@@ -181,11 +175,13 @@ class FaultyStore(FaultyRules):
         cps = tuple(checkpoints)
         kwargs: dict[str, Any] = {"run_id": run_id, "checkpoints": list(cps),
                                   "events": list(events), "run": run}
-        ids = ", ".join(cp.id for cp in cps)
-        summary = (f"{thread_id}, token {token}, run {run_id}: "
-                   f"{ids + '; ' if ids else ''}{len(kwargs['events'])} event(s)"
-                   f"{', run record' if run is not None else ''}")
-        watch = {"save": tuple((cp,) for cp in cps)} if cps else {}
+        def summary() -> str:
+            ids = ", ".join(cp.id for cp in cps)
+            return (f"{thread_id}, token {token}, run {run_id}: "
+                    f"{ids + '; ' if ids else ''}{len(kwargs['events'])} event(s)"
+                    f"{', run record' if run is not None else ''}")
+
+        watch = {"save": tuple((cp,) for cp in cps)} if cps and self._rules else {}
         await self._call("commit", commit, (thread_id, token), kwargs, summary=summary,
                          watch=watch)
 
@@ -244,4 +240,5 @@ class FaultyStore(FaultyRules):
         forwarded.__name__ = name
         forwarded.__qualname__ = f"FaultyStore.{name}"
         forwarded.__doc__ = getattr(value, "__doc__", None)
+        self.__dict__[name] = forwarded  # found directly from now on
         return forwarded

@@ -26,7 +26,48 @@ from ._faults import (
 )
 from ._protocol import CheckpointStore
 
-__all__ = ["FaultyCalls"]
+__all__ = ["FaultyCalls", "LoggedCall"]
+
+
+class LoggedCall:
+    """A call logged on the fast path (no rules, store alive): its arguments are summarised
+    and its :class:`StoreCall` built only when the log is read (most tests never read it)."""
+
+    __slots__ = ("args", "error", "index", "kwargs", "op", "outcome", "summary", "time")
+
+    def __init__(self, index: int, op: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 summary: Summary, time: datetime | None) -> None:
+        self.index = index
+        self.op = op
+        self.args = args
+        self.kwargs = kwargs
+        self.summary = summary
+        self.time = time
+        self.outcome: Outcome = "pending"
+        self.error: BaseException | None = None
+
+    def record(self) -> StoreCall:
+        """The :class:`StoreCall` this entry stands for."""
+        return StoreCall(self.index, self.op, summary_of(self.summary, self.args, self.kwargs),
+                         self.outcome,
+                         error=None if self.error is None else repr(self.error),
+                         time=self.time)
+
+
+Summary = str | Callable[[], str] | None
+"""A call's argument summary: given, made on demand, or ``None`` (made from the arguments)."""
+
+
+def summary_of(summary: Summary, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+    """The summary text of a call."""
+    if summary is None:
+        return _summarize(args, kwargs)
+    return summary if isinstance(summary, str) else summary()
+
+
+def as_record(call: StoreCall | LoggedCall) -> StoreCall:
+    """The :class:`StoreCall` of a log entry."""
+    return call if type(call) is StoreCall else call.record()  # type: ignore[union-attr]
 
 
 class FaultyCalls:
@@ -36,7 +77,7 @@ class FaultyCalls:
     _inner: CheckpointStore
     _clock: Clock | None
     _rules: list[FaultRule]
-    _calls: list[StoreCall]
+    _calls: list[StoreCall | LoggedCall]
     _saves: list[str]
     _crash: StoreCall | None
 
@@ -61,7 +102,7 @@ class FaultyCalls:
         # A copy with the outcome filled in (what ``dataclasses.replace`` does, without its
         # per-field work: this runs twice per store call of every test run).
         done = object.__new__(StoreCall)
-        fields = dict(self._calls[index].__dict__)
+        fields = dict(as_record(self._calls[index]).__dict__)
         fields["outcome"] = outcome
         fields["error"] = None if error is None else repr(error)
         fields.update(more)
@@ -84,15 +125,16 @@ class FaultyCalls:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         *,
-        summary: str | None = None,
+        summary: Summary = None,
         watch: Mapping[str, tuple[tuple[Any, ...], ...]] | None = None,
     ) -> Any:
+        if not self._rules and self._crash is None:
+            return await self._call_fast(op, fn, args, kwargs, summary)
         index = len(self._calls)
-        if summary is None:
-            summary = _summarize(args, kwargs)
-        self._calls.append(StoreCall(index, op, summary, "pending", time=self._now()))
+        text = summary_of(summary, args, kwargs)
+        self._calls.append(StoreCall(index, op, text, "pending", time=self._now()))
         if self._crash is not None:
-            dead = self._dead_error(op, summary)
+            dead = self._dead_error(op, text)
             self._finish(index, "dead", dead, injected=True)
             raise dead
         try:
@@ -114,9 +156,9 @@ class FaultyCalls:
                 elif decider is None:
                     rule.hits += 1
                     decider = rule
-            return await self._run(index, op, summary, fn, args, kwargs, wait, decider)
+            return await self._run(index, op, text, fn, args, kwargs, wait, decider)
         except BaseException as exc:
-            if self._calls[index].outcome == "pending":
+            if as_record(self._calls[index]).outcome == "pending":
                 # Cancelled while waiting, or a rule's own ``when`` predicate raised.
                 self._finish(index, _pending_outcome(exc), exc)
             raise
@@ -133,7 +175,7 @@ class FaultyCalls:
         decider: FaultRule | None,
     ) -> Any:
         if wait:
-            self._calls[index] = replace(self._calls[index], delay=wait)
+            self._calls[index] = replace(as_record(self._calls[index]), delay=wait)
             if self._clock is not None:
                 await self._clock.sleep(wait)
             else:
@@ -185,5 +227,36 @@ class FaultyCalls:
             "inner store (FaultyStore.inner)."
         )
         self._finish(index, "crashed", crash, injected=True)
-        self._crash = self._calls[index]
+        self._crash = as_record(self._calls[index])
         return crash
+
+    async def _call_fast(
+        self,
+        op: str,
+        fn: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        summary: Summary,
+    ) -> Any:
+        """A call with no rule to consult: logged, passed on, its outcome noted."""
+        index = len(self._calls)
+        call = LoggedCall(index, op, args, kwargs, summary, self._now())
+        self._calls.append(call)
+        try:
+            result = await fn(*args, **kwargs)
+        except Exception as exc:
+            call.outcome, call.error = "failed", exc
+            raise
+        except BaseException as exc:
+            call.outcome, call.error = _pending_outcome(exc), exc
+            raise
+        if op == "save":
+            self._saves.append(args[0].id)
+        elif op == "commit":
+            self._saves.extend(cp.id for cp in kwargs["checkpoints"])
+        if self._crash is not None:  # a rule added meanwhile crashed the store
+            dead = self._dead_error(op, as_record(call).args)
+            self._finish(index, "dead", dead, injected=True)
+            raise dead
+        call.outcome = "ok"
+        return result

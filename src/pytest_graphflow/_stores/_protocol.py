@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
+import weakref
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from .._records._checkpoint import Checkpoint
 
-__all__ = ["CheckpointStore", "ClaimingStore", "Fence"]
+__all__ = ["CheckpointStore", "ClaimingStore", "Fence", "checks_fencing"]
 
 Fence = tuple[str, int]
 """``(thread_id, token)``: the claim a write is made under (see :class:`ClaimingStore`)."""
@@ -125,3 +127,43 @@ class ClaimingStore(CheckpointStore, Protocol):
             StaleClaim: ``token`` is not the thread's current claim; nothing is written.
             InvalidArgument: a part is not of ``run_id`` on ``thread_id``; nothing is written.
         """
+
+
+_SAVE_TAKES_FENCE: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+
+
+def _save_takes_fence(store: Any) -> bool:
+    try:
+        params = inspect.signature(store.save).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a builtin save
+        return False
+    return "fence" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def checks_fencing(store: Any) -> bool:
+    """Whether ``store`` checks fencing tokens: its class says so (``supports_fencing``,
+    looked up without ``__getattr__``; a property is asked) and its ``save`` takes ``fence=``.
+
+    A proxy that forwards attributes to another store, or a subclass overriding ``save``
+    without ``fence``, keeps unfenced saves: its own ``save`` is what the runtime calls. The
+    signature is read once per class (the runtime asks at every claim), unless the instance
+    carries a ``save`` of its own.
+    """
+    cls = type(store)
+    found = inspect.getattr_static(cls, "supports_fencing", False)
+    own = getattr(store, "__dict__", None)
+    if own is not None and "supports_fencing" in own:
+        found = own["supports_fencing"]
+    elif isinstance(found, property):
+        found = store.supports_fencing
+    if not found:
+        return False
+    if own is not None and "save" in own:
+        return _save_takes_fence(store)
+    try:
+        return _SAVE_TAKES_FENCE[cls]
+    except KeyError:
+        takes = _SAVE_TAKES_FENCE[cls] = _save_takes_fence(store)
+        return takes
+    except TypeError:  # pragma: no cover - a class that cannot be weakly referenced
+        return _save_takes_fence(store)
