@@ -255,6 +255,12 @@ CASES = [
         e.run_id, [{"seq": 99, "x": {1, 2}}]), InvalidArgument, "a set has no order"),
     Case("record-events-int-key", lambda e: e.store.record_events(
         e.run_id, [{"seq": 99, "x": {1: "a"}}]), InvalidArgument, "dict key 1"),
+    Case("commit-event-set", lambda e: e.store.commit(
+        e.thread_id, 1, run_id=e.run_id, events=[{"seq": 99, "x": [{2, 1}]}]),
+         InvalidArgument, "a set has no order"),
+    Case("commit-event-complex", lambda e: e.store.commit(
+        e.thread_id, 1, run_id=e.run_id, events=[{"seq": 99, "x": 1j}]),
+         InvalidArgument, "a complex number"),
     Case("record-events-run-newline", lambda e: e.store.record_events("r\n", [{"seq": 1}]),
          InvalidArgument, "control character"),
     Case("events-after-str", lambda e: e.store.events(e.run_id, "1"),  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ MAX_DEPTH = 100
 copies recurse; far deeper data would overflow them)."""
 
 _SCALARS = (str, int, float, bool, type(None))
+_SCALAR_TYPES = frozenset(_SCALARS)
 _INFINITIES = (float("inf"), float("-inf"))
 
 
@@ -74,20 +75,24 @@ def lossy(value: Any) -> str | None:
 
 def refuse_lossy(value: Any, depth: int) -> None:
     """Refuse what pydantic would convert silently (see :func:`lossy`) in plain lists, tuples
-    and dicts, and dict keys that are not strings (JSON would give them back as strings)."""
+    and dicts, and dict keys that are not strings (JSON would give them back as strings).
+
+    Raises:
+        NotJSONError: naming the value or key and what to use instead.
+    """
     t = type(value)
-    if t in _SCALARS or depth > MAX_DEPTH:  # too deep: the conversion refuses it
+    if t in _SCALAR_TYPES or depth > MAX_DEPTH:  # too deep: the conversion refuses it
         return
     if t is dict or (t is not list and t is not tuple and isinstance(value, dict)):
         for k, v in value.items():
-            if not isinstance(k, str):
+            if type(k) is not str and not isinstance(k, str):
                 raise NotJSONError(f"dict key {k!r} is not a string: JSON keys are strings, "
                                    f"and it would come back as {str(k)!r}; use string keys")
-            if type(v) not in _SCALARS:
+            if type(v) not in _SCALAR_TYPES:
                 refuse_lossy(v, depth + 1)
     elif t is list or t is tuple or isinstance(value, list | tuple):
         for v in value:
-            if type(v) not in _SCALARS:
+            if type(v) not in _SCALAR_TYPES:
                 refuse_lossy(v, depth + 1)
     else:
         reason = lossy(value)

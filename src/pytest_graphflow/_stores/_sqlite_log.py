@@ -62,12 +62,6 @@ class SQLiteLog(SQLiteTransactions):
         rows = [event_row(run_id, e) for e in events]
         if not rows:
             return
-        for seq, event in zip((r[1] for r in rows), events, strict=True):
-            try:  # what JSON would give back as something else (a set, int keys...)
-                refuse_lossy(event, 0)
-            except NotJSONError as exc:
-                raise InvalidArgument(f"record_events: event seq={seq} of run {run_id} is not "
-                                      f"JSON: {exc}") from None
         with self._tx() as db:
             db.executemany(INSERT_EVENT, rows)
 
@@ -210,6 +204,7 @@ def event_row(run_id: str, event: object, seq: int | None = None
         seq = rules.event_seq(event)
     assert isinstance(event, Mapping)
     try:
+        refuse_lossy(event, 0)  # what JSON would give back as something else (a set, ...)
         raw = to_json(event, inf_nan_mode="constants")
         if b"NaN" in raw or b"Infinity" in raw:  # a real NaN is refused; a word in a text is not
             json.dumps(event, allow_nan=False, default=_wire)
