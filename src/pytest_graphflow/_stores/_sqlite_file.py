@@ -231,10 +231,9 @@ def _snapshot(path: str) -> str:
         before = stamp()
         shutil.copyfile(path, copy)
         shutil.copyfile(f"{path}-wal", f"{copy}-wal")
-        if stamp() != before or os.path.exists(f"{path}-shm"):
-            raise file_error(path, "changed while it was being copied to be read (a writer "
-                             "opened it)", "retry: while a writer has it open, SQLite reads "
-                             "it in place")
+        changed = stamp() != before or os.path.exists(f"{path}-shm")
+    except FileNotFoundError:  # the journal went away: a writer opened and checkpointed it
+        changed = True
     except OSError as exc:
         shutil.rmtree(folder, ignore_errors=True)
         raise file_error(path, f"cannot be read in place (a writer's journal "
@@ -245,6 +244,11 @@ def _snapshot(path: str) -> str:
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
+    if changed:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise file_error(path, "changed while it was being copied to be read (a writer "
+                         "opened it)", "retry: while a writer has it open, SQLite reads it in "
+                         "place")
     return copy
 
 
