@@ -70,7 +70,8 @@ class HaltHandler:
         for out in halting:
             task_events(run, out, step, events)
         failures = [o for o in halting if o.kind == "error"]
-        interrupts = [o.interrupt for o in halting if o.kind == "interrupt" and o.interrupt]
+        interrupts = [i for o in halting if o.kind == "interrupt" and o.interrupt
+                      for i in (o.interrupt, *o.more)]
         error: BaseException | None
         if batch_error is not None:
             error = batch_error
@@ -93,6 +94,10 @@ class HaltHandler:
         else:
             error = None
             status = "interrupted"
+            paused = [o.breakpoint for o in halting if o.breakpoint is not None]
+            if paused and not interrupts:  # only subgraph children paused at breakpoints
+                run.breakpoint = Breakpoint(when=paused[0].when, nodes=[
+                    n for bp in paused for n in bp.nodes])
         error_info: dict[str, Any] | None = None
         if error is not None:
             error_info = {"error_type": type(error).__name__, "message": str(error),
@@ -104,7 +109,8 @@ class HaltHandler:
         run = self.run
         step = run.step
         events: list[Any] = []
-        completed: dict[str, TaskOutput] = {}
+        # What the leg resumed with stays (a cancelled step reports no outcome at all).
+        completed: dict[str, TaskOutput] = dict(run.completed)
         for out in outcomes:  # C4: the completed tasks first ...
             if out.kind == "done":
                 task_events(run, out, step, events)

@@ -303,6 +303,7 @@ class Legs:
         run.subgraph_runner = self.subgraphs
         run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
                           task_counter=task_counter)
+        run.time_travel = run.time_travel or (latest is not None and latest.id != cp.id)
         run.claim = claim
         runner = Runner(run, release=claim.release, on_done=on_done)
         self.track(runner, resumed=True)

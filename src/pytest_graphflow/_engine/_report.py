@@ -18,7 +18,7 @@ from .._records._json import jcopy
 from ._run_state import RunState
 from ._task import Outcome
 
-__all__ = ["edge_events", "task_events", "task_output"]
+__all__ = ["edge_events", "task_event_count", "task_events", "task_output"]
 
 
 def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> None:
@@ -43,10 +43,11 @@ def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
                         started_at=out.started_at, finished_at=out.finished_at,
                         goto=out.goto))
     elif kind == "interrupt":
-        assert out.interrupt is not None
-        pending = out.interrupt
+        # A subgraph node may surface several child interrupts, or none (a child breakpoint).
+        asked = [] if out.interrupt is None else [out.interrupt, *out.more]
         events.append(e(InterruptEvent, step, node=node, task_id=tid, interrupts=[
-            pending.model_copy(update={"payload": jcopy(pending.payload)})]))
+            pending.model_copy(update={"payload": jcopy(pending.payload)})
+            for pending in asked]))
     elif kind == "error":
         err = out.error
         events.append(e(ErrorEvent, step, node=node, task_id=tid,
@@ -55,6 +56,12 @@ def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
     else:  # cancelled
         events.append(e(ErrorEvent, step, node=node, task_id=tid, error_type="Cancelled",
                         message=f"task {tid} was cancelled", attempt=out.attempt))
+
+
+def task_event_count(out: Outcome) -> int:
+    """How many events :func:`task_events` appends for ``out`` (``invoke`` builds none, but
+    numbers the events the same way)."""
+    return 2 + 2 * len(out.failed_attempts) + len(out.custom)
 
 
 def edge_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> None:

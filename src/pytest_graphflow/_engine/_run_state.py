@@ -10,6 +10,7 @@ and task ids — since those counters are part of where the run stands.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +27,10 @@ from .._stores._protocol import CheckpointStore
 from .._time._clock import Clock
 from ._task import Outcome
 
-__all__ = ["UNRECORDED", "RunState", "StepState"]
+__all__ = ["STEPPING", "UNRECORDED", "RunState", "StepState"]
+
+STEPPING: ContextVar[bool] = ContextVar("graphflow_stepping", default=False)
+"""Set while ``GraphRuntime.astep`` drives a run: a leg made then is a step (see ``_step``)."""
 
 
 _EVENT_TEMPLATES: dict[type[EventBase], tuple[dict[str, Any], set[str]]] = {}
@@ -151,8 +155,16 @@ class RunState:
         # checkpoints of the current piece a durable store commits with its events.
         self.claim: Any = None
         self.pending: list[Any] = []
-        # How a Subgraph node runs its child (set by the runtime, see _subgraph).
+        # How a Subgraph node runs its child (set by the runtime, see _subgraph); the child
+        # threads of the pending subgraph tasks (task id -> thread); whether this leg
+        # resumed from a checkpoint other than its run's latest (time travel); and, in a
+        # child run, the Command(graph=PARENT) that ended it.
         self.subgraph_runner: Any = None
+        self.child_threads: dict[str, str] = {}
+        self.time_travel = False
+        self.parent_command: Any = None
+        # A leg driven by astep: a cancelled superstep keeps nothing (seed 004).
+        self.stepping = STEPPING.get()
 
     def continue_from(
         self,
@@ -177,6 +189,8 @@ class RunState:
         self.cp_counter = cp_counter
         self.task_counter = task_counter
         self.passed = set(cp.metadata.get("breakpoint_passed", ()))
+        self.child_threads = dict(cp.metadata.get("subgraph_threads", {}))
+        self.time_travel = bool(cp.metadata.get("time_travel"))
 
     async def run_subgraph(self, sub: Any, state: BaseModel, ctx: Any) -> Any:
         """Run a subgraph node's child run (see :mod:`._subgraph`); the runtime that built

@@ -120,19 +120,35 @@ class Runner:
             # keeping every task that finished (C9), then let the cancellation go on.
             batch, run.batch = run.batch, None
             with anyio.CancelScope(shield=True):
-                if not run.done and batch is not None:
-                    run.cancel_requested = True
-                    items = await self.halts.stop(batch, timed_out=False)
-                    if run.durable:
-                        await self._persist(items)
+                await self._stop_cancelled(batch)
                 await self._after_error(None)
             raise
         except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt) and run.stepping:
+                run.batch = None  # seed 004: interrupting the thread driving a step
+                with anyio.CancelScope(shield=True):
+                    await self._stop_cancelled(None)
+                    await self._after_error(None)
+                raise
             if not run.done:
                 await self.end.finish("failed", exc)
             with anyio.CancelScope(shield=True):
                 await self._after_error(exc)
             raise
+
+    async def _stop_cancelled(self, batch: list[Outcome] | None) -> None:
+        """End a cancelled leg: the tasks that finished keep their results (C9); a step keeps
+        nothing of its cancelled superstep (seed 004), not even its events."""
+        run = self.run
+        if run.done or run.tasks is None:
+            return
+        if run.stepping:
+            batch = []
+        if batch is not None:
+            run.cancel_requested = True
+            items = await self.halts.stop(batch, timed_out=False)
+            if run.durable:
+                await self._persist(items)
 
     async def _after_error(self, exc: BaseException | None) -> None:
         """A piece ended in an exception: on a durable store, commit what the leg still holds

@@ -36,6 +36,7 @@ from ._legs import Legs, check_recoverable
 from ._options import check_budget, check_constructor, check_graph, run_options
 from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
 from ._runner import Runner
+from ._step import run_step
 from ._stream import RunHandle, RunStream, drain
 from ._subgraph import run_subgraph
 from ._update import write_update
@@ -321,17 +322,13 @@ class GraphRuntime:
         ``interrupted``, ``result.breakpoint`` naming the batch's nodes); call again with
         ``run_id=result.run_id`` for the next one. A superstep that ends the run, fails it or
         pauses it at an interrupt returns that instead (answer interrupts with ``resume=``).
+
+        Cancelled while it runs (the caller's cancel scope, ``task.cancel()``), a step keeps
+        nothing of its superstep and returns status ``cancelled`` with the cancellation still
+        requested (seed 004's "interrupt flag"; see :mod:`._step`); the sync ``step`` lets a
+        ``KeyboardInterrupt`` go on after cancelling the superstep the same way.
         """
-        check_graph(graph)
-        options["interrupt_after"] = list(graph.nodes)
-        if run_id is None:
-            if resume is not None:
-                raise InvalidArgument("step(resume=...) needs the run_id of the run to continue")
-            return await self.ainvoke(graph, input, **options)
-        if input is not None:
-            raise InvalidArgument(f"step(run_id={run_id!r}) continues a run: pass no input "
-                                  "(change its state with update_state)")
-        return await self.aresume(run_id, resume, graph=graph, **options)
+        return await run_step(self, graph, input, run_id, resume, options)
 
     def step(
         self,
@@ -474,14 +471,14 @@ class GraphRuntime:
     # ------------------------------------------------------------------ internals
 
     async def _trace(self, stream: RunStream) -> Trace:
-        before = getattr(self.store, "calls", None)
-        start = len(before) if isinstance(before, list) else 0
+        store: Any = self.store
+        since = getattr(store, "calls_since", None)
+        start = store.call_count if callable(since) else 0
         events: list[EventBase] = []
         async for event in stream:
             events.append(event)
         result = stream.result()
-        after = getattr(self.store, "calls", None)
-        store_log = list(after[start:]) if isinstance(after, list) else []
+        store_log = since(start) if callable(since) else []
         return Trace(result=result, events=EventLog(events, stream.states), store_log=store_log)
 
     def _run_sync(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:

@@ -1,5 +1,12 @@
 """Running a :class:`~.._graph._subgraph.Subgraph` node: a child run namespaced under the
-parent task, whose interrupts surface in the parent with a ``"<task_id>/"`` key prefix."""
+parent task, whose interrupts surface in the parent with a ``"<task_id>/"`` key prefix.
+
+The child's thread is recorded in the parent's checkpoints while the task is pending, so a
+resume continues the same child; a leg that travelled back in the parent's history gives the
+task a fresh child thread instead. A child's breakpoint pauses the parent
+(:class:`~._task.ChildPaused`); a child stream that raises ends the parent's run with that
+exception (:class:`~._task.ChildRaised`, C6/C7).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +16,11 @@ from pydantic import BaseModel
 
 from .._graph._builder import Command
 from .._graph._node import NodeContext, Resume, _InterruptSignal
-from .._records._events import Interrupt
+from .._records._events import Breakpoint, Interrupt
 from .._records._ids import derived_hex
 from ..errors import GraphExecutionError
-from ._task import ParentCommand
+from ._run_state import STEPPING
+from ._task import CHILD_THREAD, ChildPaused, ChildRaised, ParentCommand
 
 if TYPE_CHECKING:
     from .._graph._subgraph import Subgraph
@@ -60,11 +68,72 @@ async def run_subgraph(
     """Run (or resume) the child of ``sub`` for the task of ``ctx``; return the node's result.
 
     ``runtime`` is the ``GraphRuntime`` class (passed in: this module cannot import it).
+    The child's run ends one of four ways, and the subgraph node with it: completed (the
+    node's patch, or the child's ``Command(graph=PARENT)``); paused at interrupts (every one
+    surfaces, prefixed); paused for a breakpoint (the parent pauses, nothing to answer);
+    failed (the node fails). A child whose stream raised — a save the store refused (C6), an
+    edge function that threw (C7) — ends the parent's run with that same exception.
     """
-    GraphRuntime = runtime
+    token = None
+    stepping = STEPPING.set(False)  # the child runs its whole course within the step
+    try:
+        thread = await _child_thread(run, ctx.task_id)
+        token = CHILD_THREAD.set(thread)
+        outcome = await _drive(run, sub, state, ctx, thread, runtime)
+    except Exception as exc:
+        raise ChildRaised(exc) from None
+    finally:
+        if token is not None:
+            CHILD_THREAD.reset(token)
+        STEPPING.reset(stepping)
+    data, status, error, pending, paused, command = outcome
+    if status == "interrupted" and pending:
+        # Every pending child interrupt surfaces at once; answer them together or some of
+        # them (Resume(partial=True)): the child resumes with the answers it got.
+        first, *more = (_prefixed(p, ctx) for p in pending)
+        raise _InterruptSignal(first, more)
+    if status == "interrupted":  # the child paused for a breakpoint: so does the parent
+        raise ChildPaused(Breakpoint(
+            when=paused.when if paused is not None else "after",
+            nodes=[f"{ctx.node}/{n}" for n in (paused.nodes if paused is not None else [])]))
+    if status != "completed":
+        raise error if error is not None else GraphExecutionError(
+            f"the child graph {sub.graph.graph_id!r} of node {ctx.node!r} ended {status}")
+    if command is not None:  # a child node returned Command(graph=Command.PARENT, ...)
+        return Command(update=command["update"], goto=command["goto"])
+    final = sub.graph.codec.model_of(data)
+    return sub.patch(final, run.graph.keys)
 
+
+async def _child_thread(run: RunState, task_id: str) -> str:
+    """The child thread of a subgraph task: the one a checkpoint of this task recorded;
+    else ``"<parent thread>/<task_id>"`` — unless this leg travelled back in time (resumed
+    from a checkpoint that is not its run's latest) and that thread holds a child run of the
+    abandoned timeline: then a fresh one, ``"<parent thread>/<task_id>~<n>"``. A recorded
+    thread under another parent thread (the parent checkpoint is a fork) is forked along,
+    so the fork's child never advances the original's."""
+    thread = run.child_threads.get(task_id)
+    if thread and thread.startswith(f"{run.thread_id}/"):
+        return thread
+    base = f"{run.thread_id}/{task_id}"
+    fresh = thread is not None or run.time_travel
+    mine, n = base, 1
+    while fresh and await run.store.list(thread_id=mine):
+        n += 1
+        mine = f"{base}~{n}"
+    if thread:  # the original's child, as it stands now, copied under this thread
+        found = await run.store.list(thread_id=thread)
+        if found:
+            await run.store.fork(found[-1].id, thread_id=mine)
+    run.child_threads[task_id] = mine
+    return mine
+
+
+async def _drive(run: RunState, sub: Subgraph, state: BaseModel, ctx: NodeContext,
+                 thread: str, runtime: Any) -> tuple[Any, ...]:
+    """Start, resume or read back the child run on ``thread``: what it came to."""
+    GraphRuntime = runtime
     prefix = f"{ctx.task_id}/"
-    thread = f"{run.thread_id}/{ctx.task_id}"
     hook = run.on_interrupt
     child_hook = None if hook is None else (lambda pending: hook(_prefixed(pending, ctx)))
     rt = GraphRuntime(store=run.store, clock=run.clock, seed=run.seed, tenant_id=run.tenant_id,
@@ -75,36 +144,19 @@ async def run_subgraph(
     if last is None:
         result = await _forwarded(rt.stream(
             sub.graph, sub.child_input(state, run.graph.keys), thread_id=thread), ctx)
-        data, status, error, pending = result.data, result.status, result.error, \
-            list(result.interrupts.values())
     elif last.status == "completed":  # the task runs again: the child already finished
-        data, status, error, pending = last.state, "completed", None, []
+        return last.state, "completed", None, [], None, last.metadata.get("parent_command")
     else:
         answers = {k[len(prefix):]: v for k, v in run.answers.items() if k.startswith(prefix)}
         keys = {i.key for i in last.interrupts}
         mine = {k: v for k, v in answers.items() if k in keys}
         if last.status == "interrupted" and last.interrupts and not mine:
-            data, status, error, pending = last.state, "interrupted", None, last.interrupts
-        else:
-            resume = Resume(answers=mine, partial=True) if mine else None
-            result = await _forwarded(
-                rt.resume_stream(last.run_id, resume, graph=sub.graph), ctx)
-            data, status, error, pending = result.data, result.status, result.error, \
-                list(result.interrupts.values())
-    if status == "interrupted" and pending:
-        # One pending interrupt surfaces at a time; answering it resumes the child, which
-        # pauses again with the next one.
-        raise _InterruptSignal(_prefixed(pending[0], ctx))
-    if status == "interrupted":  # paused for a breakpoint of the child: continue it
-        raise GraphExecutionError(f"the child graph {sub.graph.graph_id!r} of node {ctx.node!r} "
-                                  "paused for a breakpoint; breakpoints of a child graph are "
-                                  "not supported, set them on the parent")
-    if status != "completed":
-        cause = getattr(error, "__cause__", None) if error is not None else None
-        if isinstance(error, ParentCommand) or isinstance(cause, ParentCommand):
-            command = error.command if isinstance(error, ParentCommand) else cause.command  # type: ignore[union-attr]
-            return Command(update=command.update, goto=command.goto)
-        raise error if error is not None else GraphExecutionError(
-            f"the child graph {sub.graph.graph_id!r} of node {ctx.node!r} ended {status}")
-    final = sub.graph.codec.model_of(data)
-    return sub.patch(final, run.graph.keys)
+            return last.state, "interrupted", None, list(last.interrupts), None, None
+        resume = Resume(answers=mine, partial=True) if mine else None
+        result = await _forwarded(rt.resume_stream(last.run_id, resume, graph=sub.graph), ctx)
+    command = None
+    if result.status == "completed" and result.checkpoint_id is not None:
+        final = await run.store.get(result.checkpoint_id)
+        command = None if final is None else final.metadata.get("parent_command")
+    return (result.data, result.status, result.error, list(result.interrupts.values()),
+            result.breakpoint, command)

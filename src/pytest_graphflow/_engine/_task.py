@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -13,7 +14,7 @@ from pydantic import BaseModel
 from .._graph._builder import END, Command, CompiledGraph, Expand, NodeSpec
 from .._graph._node import CURRENT_TASK, EdgeContext, NodeContext, Visited, _InterruptSignal
 from .._records._checkpoint import TaskRecord
-from .._records._events import Interrupt
+from .._records._events import Breakpoint, Interrupt
 from .._records._json import NotJSONError, to_json_value
 from .._time._clock import Clock
 from ..errors import (
@@ -25,10 +26,15 @@ from ..errors import (
 )
 from ._merge import merge_patches, normalize_patch
 
-__all__ = ["Outcome", "ParentCommand", "decide_edges", "execute", "route_expand"]
+__all__ = ["CHILD_THREAD", "ChildPaused", "ChildRaised", "Outcome", "ParentCommand",
+           "decide_edges", "execute", "route_expand"]
 
 
 _PLAIN_RESULTS = (dict, type(None), Command, Expand)
+
+CHILD_THREAD: ContextVar[str | None] = ContextVar("graphflow_child_thread", default=None)
+"""The thread of the child run a subgraph node is running (set around it): a node of that run
+may return ``Command(graph=Command.PARENT, ...)``."""
 
 
 @dataclass(slots=True)
@@ -36,7 +42,8 @@ class Outcome:
     """What one task came to (internal).
 
     ``kind`` is ``done``, ``interrupt``, ``error`` (the node or its result failed),
-    ``edge_error`` (an edge function raised: C7) or ``cancelled``.
+    ``edge_error`` (an edge function raised: C7; or a subgraph's child run raised its store's
+    or edge function's own exception, C6/C7 one level down) or ``cancelled``.
     """
 
     record: TaskRecord
@@ -47,6 +54,10 @@ class Outcome:
     expand: dict[str, Any] | None = None
     targets: list[str] = field(default_factory=list)
     interrupt: Interrupt | None = None
+    more: list[Interrupt] = field(default_factory=list)
+    """Further interrupts of the task (a subgraph node surfaces all its child's at once)."""
+    breakpoint: Breakpoint | None = None
+    """Where a subgraph node's child paused for a breakpoint (``kind`` is ``interrupt``)."""
     error: BaseException | None = None
     failed_attempts: list[tuple[datetime, datetime, BaseException]] = field(default_factory=list)
     started_at: datetime | None = None
@@ -96,9 +107,24 @@ async def execute(
                 # failure or threw"): it is retried and reported as if it had raised it.
                 raise result
             break
+        except ChildRaised as raised:
+            # Not a failure of the node: the run ends with that exception (C6/C7), after
+            # the batch ran to the end, the first in declared order (see _after_batch).
+            out.kind = "edge_error"
+            out.error = raised.error
+            out.attempt = attempt
+            out.finished_at = clock.now()
+            return out
+        except ChildPaused as paused:
+            out.kind = "interrupt"  # no question: the run pauses as for a breakpoint
+            out.breakpoint = paused.breakpoint
+            out.attempt = attempt
+            out.finished_at = clock.now()
+            return out
         except _InterruptSignal as signal:
             out.kind = "interrupt"
             out.interrupt = signal.interrupt
+            out.more = signal.more
             out.attempt = attempt
             out.finished_at = clock.now()
             return out
@@ -128,6 +154,19 @@ async def execute(
     out.finished_at = clock.now()
     try:
         _take_result(graph, spec, result, out)
+    except ParentCommand as exc:
+        leg = ctx._leg
+        if CHILD_THREAD.get() != leg.thread_id:
+            out.kind = "error"  # a top-level graph has no parent to route
+            out.error = exc
+            return out
+        # The child run ends here, completed; the parent's subgraph node takes the command.
+        leg.parent_command = exc.command
+        out.patch = None
+        out.goto = []
+        out.targets = []
+        out.kind = "done"
+        return out
     except GraphflowError as exc:
         out.kind = "error"
         out.error = exc
@@ -167,6 +206,25 @@ class ParentCommand(GraphExecutionError):
             "control goes to the parent graph's subgraph node (a graph that does not run as "
             "a subgraph has no parent to route)"
         )
+
+
+class ChildRaised(Exception):
+    """A subgraph's child run raised instead of ending: a save its store refused (C6) or an
+    edge function that threw (C7). The parent's run ends with ``error`` itself, as it would
+    for its own save or edge (internal signal; never retried, never wrapped)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class ChildPaused(BaseException):
+    """A subgraph's child run paused for a breakpoint: the parent pauses too, with nothing to
+    answer, and a resume without a ``Resume`` continues the child (internal signal)."""
+
+    def __init__(self, breakpoint: Breakpoint) -> None:
+        super().__init__(f"{breakpoint.when}: {breakpoint.nodes}")
+        self.breakpoint = breakpoint
 
 
 def _commands(graph: CompiledGraph, node: str, commands: Sequence[Command]) -> Command:

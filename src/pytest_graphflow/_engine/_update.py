@@ -176,6 +176,10 @@ async def write_update(
             graph, cp, values, as_node=as_node, cid=f"cp-{token}-{cp_counter}",
             task_hex=token, task_counter=task_counter, now=clock.now())
         new.metadata["cp_counter"] = cp_counter
+        if latest is not None and latest.id != cp.id:
+            # Written from an earlier checkpoint: the history forks here (a subgraph task
+            # pending at it gets a fresh child run, see _subgraph).
+            new.metadata["time_travel"] = True
         fence = claim.fence
         if fence is None:
             await rt.store.save(new)

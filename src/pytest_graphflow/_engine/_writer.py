@@ -6,14 +6,15 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import anyio
-
 from .._graph._node import Visited
+from .._graph._subgraph import Subgraph
 from .._records._checkpoint import Checkpoint, TaskOutput, TaskRecord
 from .._records._events import Interrupt
 from .._records._fast import make
-from .._records._json import jcopy
+from .._records._json import jcopy, to_json_value
+from .._stores._faulty import FaultyStore
 from .._stores._memory import InMemoryCheckpointStore
+from .._time._shield import shielded
 from ..errors import SimulatedCrash
 from ._run_state import RunState
 
@@ -45,6 +46,8 @@ class CheckpointWriter:
         self._fence = None if claim is None else claim.fence
         # The in-memory store keeps the fields and builds the model when it is read.
         self._adopt = store._adopt_fields if type(store) is InMemoryCheckpointStore else None
+        # A FaultyStore over one takes the same path while no rule is set (it says so).
+        self._try_adopt = store._adopt_fields if type(store) is FaultyStore else None
         inner = getattr(store, "inner", store)  # a FaultyStore commits through its inner store
         run.deferred = bool(run.durable and self._fence is not None
                             and callable(getattr(store, "commit", None))
@@ -88,6 +91,18 @@ class CheckpointWriter:
             passed = sorted(t.task_id for t in tasks if t.task_id in run.passed)
             if passed:
                 fields["metadata"]["breakpoint_passed"] = passed
+        if run.child_threads or run.time_travel:
+            # A resume finds the child run of each pending subgraph task (see _subgraph); in
+            # a leg that travelled back in time, "" marks a task whose child must be fresh.
+            threads = {t.task_id: run.child_threads.get(t.task_id, "") for t in tasks
+                       if t.task_id in run.child_threads
+                       or (run.time_travel and isinstance(run.graph.nodes[t.node].fn, Subgraph))}
+            if threads:
+                fields["metadata"]["subgraph_threads"] = threads
+        if run.parent_command is not None:
+            command = run.parent_command  # a child run ended by Command(graph=PARENT)
+            fields["metadata"]["parent_command"] = {
+                "update": to_json_value(command.update), "goto": command.goto}
         fence = self._fence
         if self._adopt is not None:
             # The visited nodes stay a lazy snapshot until the checkpoint is read.
@@ -95,6 +110,8 @@ class CheckpointWriter:
                 self._adopt(fields)
             else:
                 self._adopt(fields, fence)
+        elif self._try_adopt is not None and self._try_adopt(fields, fence):
+            pass
         else:
             vis = fields["visited"]
             if not isinstance(vis, tuple):
@@ -173,15 +190,14 @@ class LegEnd:
         """Release the thread's claim (once)."""
         release, self._release = self._release, None
         if release is not None:
-            with anyio.CancelScope(shield=True):
-                # A store that fails here keeps the claim; it expires on its own. A simulated
-                # process death still propagates: the caller must not see a clean end.
-                try:
-                    await release()
-                except SimulatedCrash:
-                    raise
-                except Exception:
-                    pass
+            # A store that fails here keeps the claim; it expires on its own. A simulated
+            # process death still propagates: the caller must not see a clean end.
+            try:
+                await shielded(release())
+            except SimulatedCrash:
+                raise
+            except Exception:
+                pass
 
     def abandon(self) -> None:
         """Synchronous last resort (a stream left without closing it, then collected): undo

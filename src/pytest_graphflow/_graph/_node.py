@@ -214,9 +214,10 @@ class _InterruptSignal(BaseException):
     """Raised by ``interrupt()`` to pause a node. Not an ``Exception``: ``except Exception``
     in node code cannot swallow it."""
 
-    def __init__(self, interrupt: Interrupt) -> None:
+    def __init__(self, interrupt: Interrupt, more: Sequence[Interrupt] = ()) -> None:
         super().__init__(interrupt.key)
         self.interrupt = interrupt
+        self.more = list(more)  # a subgraph node surfaces every pending child interrupt
 
 
 class NodeContext:

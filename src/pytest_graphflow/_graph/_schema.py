@@ -85,6 +85,15 @@ def _adapter(tp: Any) -> TypeAdapter[Any]:
     return TypeAdapter(tp)
 
 
+def _shared_adapter(tp: Any) -> TypeAdapter[Any]:
+    """One adapter per annotation (graphs built per test share theirs); an annotation that
+    cannot be a cache key gets its own."""
+    try:
+        return _adapter(tp)
+    except TypeError:  # unhashable
+        return TypeAdapter(tp)
+
+
 def _build(tp: Any, value: Any) -> Any:
     """``value`` (JSON form, valid for ``tp``) as a ``tp`` value, without re-running the
     validators of any model inside it."""
@@ -141,7 +150,7 @@ class StateCodec:
             if (copier := _copier(info.annotation)) is not None
         ) if self.plain else ()
         self._adapters: dict[str, TypeAdapter[Any]] = (
-            {name: TypeAdapter(info.annotation or Any)
+            {name: _shared_adapter(info.annotation or Any)
              for name, info in model.model_fields.items()}
             if self.plain else {}
         )

@@ -24,11 +24,15 @@ class Subgraph:
     ``g.node("review", Subgraph(child, input=..., output=...))`` to map the states.
 
     The child runs as a run of its own on the parent's store, on the thread
-    ``"<parent thread>/<task_id>"`` (its checkpoints are namespaced under the parent task). An
-    interrupt in the child pauses the parent: it surfaces as an interrupt of the subgraph node
-    whose key is the child's key prefixed with ``"<task_id>/"``; answering that key in the
-    parent's ``Resume`` resumes the child where it paused. A child node may return
-    ``Command(graph=Command.PARENT, goto=...)`` to end the child and route the *parent*.
+    ``"<parent thread>/<task_id>"`` (its checkpoints are namespaced under the parent task; time
+    travel on the parent gives the task a fresh child thread). Interrupts in the child pause
+    the parent: every pending one surfaces as an interrupt of the subgraph node whose key is
+    the child's key prefixed with ``"<task_id>/"``; answering those keys in the parent's
+    ``Resume`` (all, or some with ``partial=True``) resumes the child where it paused. A
+    child's breakpoint pauses the parent too (resume it with no answer). A child node may
+    return ``Command(graph=Command.PARENT, goto=...)`` to end the child (completed) and route
+    the *parent*. A child whose store refuses a save (or whose edge function throws) ends the
+    parent's run with that same exception.
 
     Args:
         graph: the child graph.

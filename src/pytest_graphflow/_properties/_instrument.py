@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from .._engine._task import ChildPaused
 from .._graph._builder import CompiledGraph, NodeSpec
 from .._graph._node import NodeContext, _InterruptSignal
 
@@ -105,7 +106,7 @@ def record_calls(graph: CompiledGraph, log: CallLog) -> CompiledGraph:
             return call
 
         def fail(call: NodeCall, exc: BaseException) -> None:
-            if isinstance(exc, _InterruptSignal):
+            if isinstance(exc, (_InterruptSignal, ChildPaused)):  # a subgraph's breakpoint
                 call.outcome = "interrupted"
             elif isinstance(exc, anyio.get_cancelled_exc_class()):
                 call.outcome = "cancelled"

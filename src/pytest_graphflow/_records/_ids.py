@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
-from typing import NewType
+from typing import Any, NewType
 
 __all__ = ["CheckpointID", "IdSource", "RunID", "TaskID", "ThreadID"]
 
@@ -12,6 +13,12 @@ RunID = NewType("RunID", str)
 CheckpointID = NewType("CheckpointID", str)
 TaskID = NewType("TaskID", str)
 ThreadID = NewType("ThreadID", str)
+
+
+@functools.lru_cache(maxsize=256)
+def _seeded_state(seed: int) -> tuple[Any, ...]:
+    """The state of ``random.Random(f"graphflow-ids:{seed}")`` as it starts."""
+    return random.Random(f"graphflow-ids:{seed}").getstate()
 
 
 class IdSource:
@@ -22,9 +29,13 @@ class IdSource:
     """
 
     def __init__(self, seed: int | None) -> None:
-        self._rng: random.Random = random.SystemRandom() if seed is None else random.Random(
-            f"graphflow-ids:{seed}"
-        )
+        if seed is None:
+            self._rng: random.Random = random.SystemRandom()
+        else:
+            # The same stream as random.Random(f"graphflow-ids:{seed}"), without hashing the
+            # seed string again for every runtime (32 µs, a tenth of a one-node run).
+            self._rng = random.Random.__new__(random.Random)
+            self._rng.setstate(_seeded_state(seed))
 
     def run_hex(self) -> str:
         """A fresh 12-hex-digit token for a run (and its default thread)."""

@@ -129,7 +129,8 @@ class ClaimingStore(CheckpointStore, Protocol):
         """
 
 
-_SAVE_TAKES_FENCE: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+_FENCING: weakref.WeakKeyDictionary[type, tuple[bool | None, bool]] = (
+    weakref.WeakKeyDictionary())
 
 
 def _save_takes_fence(store: Any) -> bool:
@@ -140,30 +141,34 @@ def _save_takes_fence(store: Any) -> bool:
     return "fence" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
+def _class_flag(cls: type) -> bool | None:
+    """The class's ``supports_fencing`` (``None`` when it is a property, asked per store)."""
+    found = inspect.getattr_static(cls, "supports_fencing", False)
+    return None if isinstance(found, property) else bool(found)
+
+
 def checks_fencing(store: Any) -> bool:
     """Whether ``store`` checks fencing tokens: its class says so (``supports_fencing``,
     looked up without ``__getattr__``; a property is asked) and its ``save`` takes ``fence=``.
 
     A proxy that forwards attributes to another store, or a subclass overriding ``save``
-    without ``fence``, keeps unfenced saves: its own ``save`` is what the runtime calls. The
-    signature is read once per class (the runtime asks at every claim), unless the instance
-    carries a ``save`` of its own.
+    without ``fence``, keeps unfenced saves: its own ``save`` is what the runtime calls. What
+    the class decides is read once per class (the runtime asks at every claim), unless the
+    instance carries a ``save`` or ``supports_fencing`` of its own.
     """
     cls = type(store)
-    found = inspect.getattr_static(cls, "supports_fencing", False)
     own = getattr(store, "__dict__", None)
-    if own is not None and "supports_fencing" in own:
-        found = own["supports_fencing"]
-    elif isinstance(found, property):
-        found = store.supports_fencing
-    if not found:
-        return False
-    if own is not None and "save" in own:
-        return _save_takes_fence(store)
+    if own is not None and ("save" in own or "supports_fencing" in own):
+        flag = bool(own["supports_fencing"]) if "supports_fencing" in own else _class_flag(cls)
+        if flag is None:
+            flag = bool(store.supports_fencing)
+        return flag and _save_takes_fence(store)
     try:
-        return _SAVE_TAKES_FENCE[cls]
+        flag, takes = _FENCING[cls]
     except KeyError:
-        takes = _SAVE_TAKES_FENCE[cls] = _save_takes_fence(store)
-        return takes
+        flag, takes = _FENCING[cls] = (_class_flag(cls), _save_takes_fence(store))
     except TypeError:  # pragma: no cover - a class that cannot be weakly referenced
-        return _save_takes_fence(store)
+        flag, takes = _class_flag(cls), _save_takes_fence(store)
+    if flag is None:
+        flag = bool(store.supports_fencing)
+    return flag and takes

@@ -17,6 +17,7 @@ wake-up pipe: no ``ResourceWarning``.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import weakref
 from collections.abc import Awaitable, Callable
@@ -94,7 +95,7 @@ def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]]) -> T:
 
     task = loop.create_task(main())
     try:
-        result = loop.run_until_complete(task)
+        result: T = loop.run_task(task)
     except BaseException:
         if not task.done():  # interrupted (KeyboardInterrupt): give the loop up
             close_loop()
@@ -125,6 +126,10 @@ def _close_asyncgens(loop: asyncio.AbstractEventLoop) -> None:
 
 def _in_running_loop() -> bool:
     """Whether this thread runs an event loop already (an async test, say)."""
+    if asyncio._get_running_loop() is not None:
+        return True
+    if "trio" not in sys.modules and "curio" not in sys.modules:
+        return False  # nothing else could be running here
     import sniffio
 
     try:
