@@ -136,6 +136,10 @@ class StateCodec:
             and config.get("extra") in (None, "ignore")
             and all(_plain(info.annotation) for info in model.model_fields.values())
         )
+        # Keys whose declared type converts JSON back (a set, a complex number, int keys...):
+        # their values may be what JSON alone would not give back.
+        self.converted: frozenset[str] = frozenset(
+            name for name, info in model.model_fields.items() if not _plain(info.annotation))
         # Frozen or extra-keeping models cannot take assignments: they are validated whole.
         self._whole = bool(config.get("frozen")) or config.get("extra") == "allow"
         # Keys whose written value is checked as the node writes it (a plain write, or a pure
