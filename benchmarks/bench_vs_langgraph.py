@@ -345,22 +345,38 @@ def run_suite(folder: Path, module: str, extra: list[str]) -> tuple[float, int]:
     return float(seconds), int(count)
 
 
+EMPTY_SUITE = """
+import pytest
+
+@pytest.mark.parametrize("i", range(N))
+def test_nothing(i):
+    pass
+"""
+
+
 def suite_rows(n: int, repeat: int) -> list[Row]:
+    """Per test of a suite of ``n`` tests on each side, and the same net of what pytest itself
+    costs per test (a suite of ``n`` empty tests, run in the same rounds)."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "conftest.py").write_text(textwrap.dedent(SUITE_CONFTEST))
         (folder / "pytest.ini").write_text("[pytest]\n")
         (folder / "test_gf.py").write_text(GF_SUITE.replace("range(N)", f"range({n})"))
         (folder / "test_lg.py").write_text(LG_SUITE.replace("range(N)", f"range({n})"))
-        best = [float("inf"), float("inf")]
+        (folder / "test_empty.py").write_text(EMPTY_SUITE.replace("range(N)", f"range({n})"))
+        best = [float("inf"), float("inf"), float("inf")]
         for _ in range(repeat):
             for i, (module, extra) in enumerate((("test_gf", []),
-                                                 ("test_lg", ["-p", "no:graphflow"]))):
+                                                 ("test_lg", ["-p", "no:graphflow"]),
+                                                 ("test_empty", []))):
                 seconds, count = run_suite(folder, module, extra)
                 assert count == n, (module, count)
                 best[i] = min(best[i], seconds / (n - 1))
+    floor = best[2]
     return [row(f"pytest suite, {n} approval-graph tests, per test", best[0] * 1e3,
-                best[1] * 1e3, "ms/test")]
+                best[1] * 1e3, "ms/test"),
+            row(f"  the same, net of pytest's own {floor * 1e3:.2f} ms per empty test",
+                (best[0] - floor) * 1e3, (best[1] - floor) * 1e3, "ms/test")]
 
 
 def startup_rows(repeat: int) -> list[Row]:

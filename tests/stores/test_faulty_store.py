@@ -646,3 +646,61 @@ def test_invalid_rules_are_refused(build: Any, message: str) -> None:
     with pytest.raises(InvalidArgument, match=re.escape(message)):
         build(store)
     assert store.rules == []
+
+
+# ----------------------------------------------------------------------------- the log, read lazily
+
+
+async def test_calls_since_reads_the_log_from_a_position() -> None:
+    store = FaultyStore(InMemoryCheckpointStore())
+    await store.save(cp(1))
+    start = store.call_count
+    await store.get("cp-1")
+    await store.latest("run-a")
+    assert start == 1
+    assert store.call_count == 3
+    assert [c.op for c in store.calls_since(start)] == ["get", "latest"]
+    assert store.calls_since(start) == store.calls[start:]
+    assert store.calls_since(99) == []
+
+
+async def test_a_failing_inner_store_is_logged_as_failed_without_rules() -> None:
+    class Broken(InMemoryCheckpointStore):
+        async def get(self, checkpoint_id: str) -> Checkpoint | None:
+            raise OSError("disk gone")
+
+    store = FaultyStore(Broken())
+    with pytest.raises(OSError, match="disk gone"):
+        await store.get("cp-9")
+    (call,) = store.calls
+    assert (call.op, call.args, call.outcome, call.injected) == ("get", "cp-9", "failed", False)
+    assert call.error == "OSError('disk gone')"
+
+
+def test_runs_log_their_saves_whether_or_not_rules_are_set() -> None:
+    """The runtime saves over a rule-free FaultyStore without going through ``save`` (the
+    in-memory fast path): the log and ``saves`` read as if it had, and a rule added later
+    still sees every save from then on."""
+    from pydantic import BaseModel
+
+    from pytest_graphflow import END, START, Graph, GraphRuntime
+
+    class S(BaseModel):
+        n: int = 0
+
+    g = Graph("two", S)
+    g.node("a", lambda s: {"n": 1}).node("b", lambda s: {"n": 2})
+    graph = g.edge(START, "a").edge("a", "b").edge("b", END).compile(
+        checkpoint_policy="every_step")
+    clock = VirtualClock(T0)
+    store = FaultyStore(InMemoryCheckpointStore(), clock=clock)
+    runtime = GraphRuntime(store, clock=clock, seed=0)
+    first = runtime.invoke(graph, {})
+    saves = [c for c in store.calls if c.op == "save"]
+    assert len(saves) == 3
+    assert all(c.outcome == "ok" and c.time == T0 for c in saves)
+    assert [c.args for c in saves] == [f"{i} of run {first.run_id}" for i in store.saves]
+    store.reject_save(nth=2)
+    with pytest.raises(StoreFault):
+        runtime.invoke(graph, {})
+    assert [c.outcome for c in store.calls if c.op == "save"][3:] == ["ok", "rejected"]

@@ -22,6 +22,7 @@ import pytest
 from pytest_graphflow import GraphRuntime, StoreFileError, UnsupportedFormat, VirtualClock
 from pytest_graphflow._cli._main import main
 from pytest_graphflow._records._checkpoint import Checkpoint
+from pytest_graphflow._stores import _sqlite_file, _sqlite_rows
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
 from pytest_graphflow._stores._sqlite_schema import APPLICATION_ID, SCHEMA_VERSION
 
@@ -181,6 +182,7 @@ async def test_a_store_opened_read_only_reads_and_refuses_writes(tmp_path: Path)
 
 _READER = """
 import anyio, json, sys
+from pytest_graphflow._stores import _sqlite_file, _sqlite_rows
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow import StoreFileError
@@ -217,7 +219,8 @@ _NO_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowne
                 "--inh-caps=-all"]
 
 
-def _as_reader(args: list[str]) -> subprocess.CompletedProcess[str]:
+def _as_reader(args: list[str], env: dict[str, str] | None = None
+               ) -> subprocess.CompletedProcess[str]:
     """Run ``args`` in a process that file permissions bind: as root, without the
     capabilities that override them (root may write any file otherwise)."""
     if os.geteuid() == 0:
@@ -225,7 +228,8 @@ def _as_reader(args: list[str]) -> subprocess.CompletedProcess[str]:
             pytest.fail("running as root without setpriv: cannot make a file read-only for "
                         "the test process; run the tests as a normal user")
         args = [*_NO_OVERRIDE, *args]
-    return subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, check=False,
+                          env=env)
 
 
 @pytest.mark.parametrize("what", ["read-only-file", "read-only-directory"])
@@ -253,6 +257,99 @@ def test_a_read_only_store_opens_for_reading(shared_dir: Path, what: str) -> Non
     assert cli.returncode == 0, cli.stderr
     assert "run-a" in cli.stdout
     assert files(path) == before
+
+
+_KILLED_WRITER = """
+import anyio, sys
+from datetime import UTC, datetime
+from pytest_graphflow._records._checkpoint import Checkpoint
+from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+
+async def fill(store):
+    for n, visited in ((1, ("a",)), (2, ("a", "b"))):
+        await store.save(Checkpoint(id=f"cp-{n}", run_id="run-a", thread_id="t-run-a",
+                                    graph_id="g", revision="r", step=n,
+                                    timestamp=datetime(2025, 1, 1, tzinfo=UTC),
+                                    state={"n": n}, visited=visited))
+    await store.record_events("run-a", [{"seq": 0, "type": "run_start"}])
+
+store = SQLiteCheckpointStore(sys.argv[1])  # left open: its writes stay in the -wal
+anyio.run(fill, store)
+print("written", flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+def _killed_writer(path: Path) -> None:
+    """A store whose writer was killed: its committed writes are only in ``-wal``."""
+    with subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(path)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as writer:
+        try:
+            assert writer.stdout is not None
+            assert writer.stdout.readline() == "written\n"
+        finally:
+            writer.kill()
+            writer.wait(timeout=60)
+
+
+def test_a_killed_writers_journal_in_a_read_only_directory_is_read(shared_dir: Path) -> None:
+    # A writer was killed (its -wal holds every committed write) and its -shm index is gone
+    # (copied without it, or cleaned away); the directory is read-only: SQLite cannot
+    # rebuild the index in place, so the store reads a private copy of file and journal.
+    path = shared_dir / "store.db"
+    _killed_writer(path)
+    Path(f"{path}-shm").unlink()
+    probe = sqlite3.connect(f"{path.absolute().as_uri()}?immutable=1", uri=True)
+    try:  # the main file alone has no checkpoint: reading it without the -wal would be wrong
+        assert probe.execute("SELECT COUNT(*) FROM checkpoints").fetchone() == (0,)
+    finally:
+        probe.close()
+    path.chmod(0o644)
+    shared_dir.chmod(0o555)
+    scratch = Path(tempfile.mkdtemp(prefix="graphflow-tmp-"))
+    scratch.chmod(0o777)
+    before = files(path)
+    try:
+        env = {**os.environ, "TMPDIR": str(scratch)}
+        done = _as_reader([sys.executable, "-c", _READER, str(path)], env=env)
+        assert done.returncode == 0, done.stderr
+        out = json.loads(done.stdout)
+        assert out["readonly"] is True
+        assert out["ids"] == ["cp-1", "cp-2"]
+        assert out["visited"] == ["a", "b"]
+        assert out["events"] == 1
+        assert str(path) in out["save"]
+        assert "read-only" in out["save"]
+        cli = _as_reader([sys.executable, "-c", "import sys; from pytest_graphflow._cli._main "
+                          "import main; sys.exit(main())", "runs", str(path)], env=env)
+        assert cli.returncode == 0, cli.stderr
+        assert "run-a" in cli.stdout
+        assert list(scratch.iterdir()) == []  # the private copies are gone
+    finally:
+        shutil.rmtree(scratch)
+    assert files(path) == before
+    assert not Path(f"{path}-shm").exists()
+
+
+def test_a_journal_that_changes_while_it_is_copied_is_not_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "store.db"
+    make_store(path)
+    Path(f"{path}-wal").write_bytes(b"")  # stands for a killed writer's journal
+    monkeypatch.setattr(_sqlite_file, "_stranded_journal", lambda _path: True)
+    copy = shutil.copyfile
+
+    def copy_while_a_writer_appends(src: str, dst: str) -> str:
+        if src.endswith("-wal"):
+            with open(src, "ab") as journal:
+                journal.write(b"x")
+        return copy(src, dst)
+
+    monkeypatch.setattr(shutil, "copyfile", copy_while_a_writer_appends)
+    with pytest.raises(StoreFileError, match="changed while it was being copied") as caught:
+        SQLiteCheckpointStore(path)
+    assert str(path) in str(caught.value)
+    assert "retry" in str(caught.value)
 
 
 # -- full disk: a clear error, nothing of the failed write kept ----------------------------------
@@ -362,6 +459,8 @@ def _v1_store(path: Path) -> None:
                     row.model_dump_json()))
         db.executemany("INSERT INTO checkpoint_nodes VALUES (?, ?, ?)",
                        [(cid, "run-a", node) for node in nodes])
+    db.execute("INSERT INTO events VALUES ('run-a', 0, 'run_start', ?)",
+               (json.dumps({"seq": 0, "type": "run_start"}),))
     db.commit()
     db.close()
 
@@ -376,6 +475,7 @@ async def test_a_version_1_store_is_migrated_when_opened_for_writing(tmp_path: P
         assert [c.visited for c in found] == [("a",), ("a", "b", "c"), ()]
         assert (await store.load("run-a", "b")) is not None
         assert (await store.load("run-a", "b")).id == "cp-2"  # type: ignore[union-attr]
+        assert [e["type"] for e in await store.events("run-a")] == ["run_start"]
     db = sqlite3.connect(path)
     try:
         assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
@@ -383,6 +483,55 @@ async def test_a_version_1_store_is_migrated_when_opened_for_writing(tmp_path: P
         assert db.execute("PRAGMA auto_vacuum").fetchone() == (2,)
     finally:
         db.close()
+
+
+def _v2_store(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store as schema version 2 wrote it: a path segment per checkpoint, no tail, events
+    in a ``WITHOUT ROWID`` table."""
+    with monkeypatch.context() as patch:
+        patch.setattr(_sqlite_rows, "TAIL", 1)
+        make_store(path)
+    db = sqlite3.connect(path)
+    db.executescript("""
+        BEGIN;
+        ALTER TABLE events RENAME TO events_new;
+        CREATE TABLE events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT,
+            data TEXT NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
+        INSERT INTO events SELECT run_id, seq, type, data FROM events_new;
+        DROP TABLE events_new;
+        UPDATE meta SET value = '2' WHERE key = 'schema_version';
+        COMMIT;
+    """)
+    db.close()
+
+
+@pytest.mark.anyio
+async def test_a_version_2_store_reads_as_it_is_and_is_migrated_when_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "v2.db"
+    _v2_store(path, monkeypatch)
+    before = files(path)
+    with SQLiteCheckpointStore(path, readonly=True) as reader:
+        assert [c.visited for c in await reader.list("run-a")] == [("a",), ("a", "b")]
+        assert [e["type"] for e in await reader.events("run-a")] == ["run_start"]
+    assert files(path) == before
+    with SQLiteCheckpointStore(path) as store:
+        cp3 = cp("cp-3", visited=("a", "b", "c"), n=3)
+        await store.save(cp3)  # a version-3 row (its short path kept as its tail)
+        found = await store.list("run-a")
+        assert [c.visited for c in found] == [("a",), ("a", "b"), ("a", "b", "c")]
+        await store.record_events("run-a", [{"seq": 1, "type": "run_end"}])
+        assert [e["type"] for e in await store.events("run-a")] == ["run_start", "run_end"]
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
+            == (str(SCHEMA_VERSION),)
+        (sql,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()
+        assert "WITHOUT ROWID" not in sql  # the events table was rebuilt with a row id
+    finally:
+        db.close()
+    with SQLiteCheckpointStore(path, readonly=True) as reader:
+        assert await reader.list("run-a") == found
 
 
 def test_a_version_1_store_opened_read_only_says_how_to_migrate(tmp_path: Path) -> None:

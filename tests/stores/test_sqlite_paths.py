@@ -1,6 +1,9 @@
 """The SQLite store keeps each checkpoint's visited path incrementally (issue 12): what users
 read is exactly what the in-memory store gives, for long runs (past the 64-step anchors),
-time travel and forks; ``history`` pages; pruning gives the space back."""
+time travel and forks; ``history`` pages; pruning gives the space back.
+
+Every test runs with the store's segment sizes and with tiny ones (a segment every 3 nodes,
+an anchor every 4 segments), so short runs cross many segment and anchor boundaries."""
 
 from __future__ import annotations
 
@@ -13,9 +16,17 @@ from pydantic import BaseModel
 
 from pytest_graphflow import END, START, Graph, GraphRuntime, VirtualClock
 from pytest_graphflow._records._checkpoint import Checkpoint
+from pytest_graphflow._stores import _sqlite_rows
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
 from pytest_graphflow._stores._sqlite_rows import SPAN
+
+
+@pytest.fixture(autouse=True, params=["store sizes", "tiny segments"])
+def _segments(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.param == "tiny segments":
+        monkeypatch.setattr(_sqlite_rows, "TAIL", 3)
+        monkeypatch.setattr(_sqlite_rows, "SPAN", 4)
 
 
 class S(BaseModel):
@@ -58,6 +69,8 @@ def test_a_long_run_reads_the_same_as_in_memory(tmp_path: Path) -> None:
     store: Any = durable.store
     latest = anyio.run(store.latest, run_id)
     assert latest.visited == expected[-1][1]
+    (segments,) = store._conn.execute("SELECT COUNT(*) FROM paths").fetchone()
+    assert segments <= 2 * steps // _sqlite_rows.TAIL + 1  # one per TAIL nodes, not per step
 
 
 def test_history_pages_walk_back_to_the_first_checkpoint(tmp_path: Path) -> None:

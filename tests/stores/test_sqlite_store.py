@@ -484,3 +484,43 @@ def test_naive_timestamps_read_as_utc(store_path: Path, make_cp: MakeCheckpoint)
             assert got.timestamp.tzinfo is None
 
     anyio.run(check)
+
+
+@pytest.mark.anyio
+async def test_vacuum_gives_back_the_space_pruning_leaves_and_reads_the_same(
+    store_path: Path, make_cp: MakeCheckpoint
+) -> None:
+    # Two runs written interleaved share pages: pruning one frees no whole page of the
+    # other's, so incremental auto-vacuum cannot give that space back; VACUUM repacks it.
+    store = SQLiteCheckpointStore(store_path)
+    pad = "x" * 400
+    for n in range(200):
+        for run in ("run-a", "run-b"):
+            await store.save(make_cp(f"cp-{run}-{n}", run=run, thread=f"t-{run}", at=n,
+                                     state={"n": n, "pad": pad}, visited=["a"] * (n + 1)))
+            await store.record_events(run, [{"seq": n, "type": "tick", "pad": pad}])
+    assert await store.prune("run-a", 1) == 199
+    assert await store.compact_events("run-a", 199) == 199
+
+    def size() -> int:
+        store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return store_path.stat().st_size
+
+    pruned = size()
+    before = (await store.list("run-a"), await store.list("run-b"),
+              await store.events("run-a", 198), await store.events("run-b"))
+    store.vacuum()
+    vacuumed = size()
+    assert vacuumed < pruned * 0.8, (pruned, vacuumed)
+    after = (await store.list("run-a"), await store.list("run-b"),
+             await store.events("run-a", 198), await store.events("run-b"))
+    assert after == before
+    assert [c.visited for c in after[1]][-1] == ("a",) * 200
+    await store.save(make_cp("cp-run-a-200", run="run-a", thread="t-run-a", at=200,
+                             visited=["a"] * 201))  # the store goes on writing
+    store.close()
+    with SQLiteCheckpointStore(store_path, readonly=True) as reader:
+        assert await reader.list("run-b") == before[1]
+        assert [c.id for c in await reader.list("run-a")] == ["cp-run-a-199", "cp-run-a-200"]
+        with pytest.raises(StoreFileError, match="read-only"):
+            reader.vacuum()

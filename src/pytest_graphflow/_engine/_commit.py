@@ -11,7 +11,7 @@ from .._records._events import Breakpoint, CheckpointSaved, EdgeTransition, RunE
 from ..errors import GraphflowError
 from ._halts import HaltHandler
 from ._merge import merge_patches
-from ._report import task_events, task_output
+from ._report import task_event_count, task_events, task_output
 from ._run_state import RunState, StepState
 from ._task import Outcome
 from ._writer import CheckpointWriter, LegEnd
@@ -134,23 +134,32 @@ class Committer:
         scheduled: dict[str, dict[str, Any] | None] = {}
         touched: dict[Join, None] = {}
         expansions: list[Outcome] = []
+        # invoke() wants no events: they are only numbered (seq), the same way.
+        recording = run.record_events
         for out in outcomes:
-            task_events(run, out, step, events)
+            if recording:
+                task_events(run, out, step, events)
+            else:
+                run.seq += task_event_count(out)
             record = out.record
             node = record.node
             if out.kind == "error":  # routed failure (C2: error, then the route's edge)
                 target = out.spec.on_error
                 assert target is not None
                 out.routed_to = target
-                events[-1].__dict__["routed_to"] = target
+                if recording:
+                    events[-1].__dict__["routed_to"] = target
                 events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
                                 source=node, target=target))
                 scheduled[target] = {"node": node, "error_type": type(out.error).__name__,
                                      "message": str(out.error)}
                 continue
             for target in out.targets:
-                events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
-                                source=node, target=target))
+                if recording:
+                    events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
+                                    source=node, target=target))
+                else:
+                    run.seq += 1
                 if target != END and target not in scheduled:
                     scheduled[target] = None
             if out.expand is not None:

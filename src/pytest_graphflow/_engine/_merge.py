@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._graph._builder import CompiledGraph
-from .._records._json import NotJSONError, jcopy, to_json_value
+from .._records._json import NotJSONError, jcopy, lossy, to_json_value
 from ..errors import ConflictingWrites, UndeclaredWrite, UnknownKey, UpdateRejected
 
 __all__ = ["merge_patches", "normalize_patch", "validate_state"]
@@ -40,7 +40,7 @@ def normalize_patch(graph: CompiledGraph, node: str, patch: Any) -> dict[str, An
         if spec.writes is not None and key not in spec.writes:
             raise UndeclaredWrite(node, key, sorted(spec.writes))
         try:
-            value = to_json_value(value)
+            value = to_json_value(value, exact=key not in codec.converted)
         except NotJSONError as exc:
             raise UpdateRejected(node, key, f"the value has no JSON form ({exc}); state values "
                                             "must round-trip through JSON") from None
@@ -93,15 +93,12 @@ def merge_patches(
                     node, key, f"its reducer raised {type(exc).__name__}: {exc}"
                 ) from exc
             if isinstance(result, set | frozenset):
-                raise UpdateRejected(
-                    node, key, "its reducer returned a set: a set has no order, and stored as "
-                    "a JSON list its order would follow string hashing, which differs between "
-                    "processes; return a list, e.g. sorted(...)")
+                raise UpdateRejected(node, key, f"its reducer returned {lossy(result)}")
             if pure:
                 new[key] = result
                 continue
             try:
-                new[key] = to_json_value(result)
+                new[key] = to_json_value(result, exact=key not in graph.codec.converted)
             except NotJSONError as exc:
                 raise UpdateRejected(node, key, f"its reducer returned a non-JSON value "
                                                 f"({exc})") from None

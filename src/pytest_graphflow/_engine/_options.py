@@ -78,7 +78,8 @@ def state_from_input(
         if key not in graph.keys:
             raise UnknownKey("<input>", key, sorted(graph.keys))
     try:
-        return {k: to_json_value(v) for k, v in data.items()}
+        converted = graph.codec.converted
+        return {k: to_json_value(v, exact=k not in converted) for k, v in data.items()}
     except NotJSONError as exc:
         raise UpdateRejected("<input>", "<input>", f"input values must be JSON: {exc}") \
             from None

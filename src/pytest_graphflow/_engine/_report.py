@@ -18,7 +18,7 @@ from .._records._json import jcopy
 from ._run_state import RunState
 from ._task import Outcome
 
-__all__ = ["edge_events", "task_events", "task_output"]
+__all__ = ["edge_events", "task_event_count", "task_events", "task_output"]
 
 
 def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> None:
@@ -56,6 +56,12 @@ def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
     else:  # cancelled
         events.append(e(ErrorEvent, step, node=node, task_id=tid, error_type="Cancelled",
                         message=f"task {tid} was cancelled", attempt=out.attempt))
+
+
+def task_event_count(out: Outcome) -> int:
+    """How many events :func:`task_events` appends for ``out`` (``invoke`` builds none, but
+    numbers the events the same way)."""
+    return 2 + 2 * len(out.failed_attempts) + len(out.custom)
 
 
 def edge_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> None:

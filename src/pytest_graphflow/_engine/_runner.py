@@ -97,7 +97,7 @@ class Runner:
             raise
         finally:
             leg.visited = list(run.visited)
-        leg.events.extend(i for i in items if type(i) is not StepState)
+        leg.events.extend([i for i in items if type(i) is not StepState])
         return items
 
     async def _advance(self) -> list[Any]:

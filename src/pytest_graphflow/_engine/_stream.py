@@ -198,7 +198,11 @@ class RunHandle:
 
 
 async def drain(stream: RunStream) -> GraphResult[Any]:
-    """Consume ``stream`` to its end and return the run's result."""
-    async for _ in stream:
-        pass
+    """Run ``stream``'s run to its end and return its result (piece by piece: no one reads
+    the events, so they are not handed out one at a time)."""
+    stream._buf.clear()
+    runner = await stream._ensure()
+    run = runner.run
+    while not run.done:
+        await runner.advance()
     return stream.result()

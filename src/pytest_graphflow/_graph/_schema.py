@@ -85,6 +85,15 @@ def _adapter(tp: Any) -> TypeAdapter[Any]:
     return TypeAdapter(tp)
 
 
+def _shared_adapter(tp: Any) -> TypeAdapter[Any]:
+    """One adapter per annotation (graphs built per test share theirs); an annotation that
+    cannot be a cache key gets its own."""
+    try:
+        return _adapter(tp)
+    except TypeError:  # unhashable
+        return TypeAdapter(tp)
+
+
 def _build(tp: Any, value: Any) -> Any:
     """``value`` (JSON form, valid for ``tp``) as a ``tp`` value, without re-running the
     validators of any model inside it."""
@@ -127,6 +136,10 @@ class StateCodec:
             and config.get("extra") in (None, "ignore")
             and all(_plain(info.annotation) for info in model.model_fields.values())
         )
+        # Keys whose declared type converts JSON back (a set, a complex number, int keys...):
+        # their values may be what JSON alone would not give back.
+        self.converted: frozenset[str] = frozenset(
+            name for name, info in model.model_fields.items() if not _plain(info.annotation))
         # Frozen or extra-keeping models cannot take assignments: they are validated whole.
         self._whole = bool(config.get("frozen")) or config.get("extra") == "allow"
         # Keys whose written value is checked as the node writes it (a plain write, or a pure
@@ -137,7 +150,7 @@ class StateCodec:
             if (copier := _copier(info.annotation)) is not None
         ) if self.plain else ()
         self._adapters: dict[str, TypeAdapter[Any]] = (
-            {name: TypeAdapter(info.annotation or Any)
+            {name: _shared_adapter(info.annotation or Any)
              for name, info in model.model_fields.items()}
             if self.plain else {}
         )

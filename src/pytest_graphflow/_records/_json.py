@@ -6,13 +6,14 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-__all__ = ["MAX_DEPTH", "NotJSONError", "jcopy", "to_json_value"]
+__all__ = ["MAX_DEPTH", "NotJSONError", "jcopy", "lossy", "refuse_lossy", "to_json_value"]
 
 MAX_DEPTH = 100
 """The deepest nesting of lists and dicts a JSON value may have (stores and the runtime's
 copies recurse; far deeper data would overflow them)."""
 
 _SCALARS = (str, int, float, bool, type(None))
+_SCALAR_TYPES = frozenset(_SCALARS)
 _INFINITIES = (float("inf"), float("-inf"))
 
 
@@ -20,10 +21,15 @@ class NotJSONError(TypeError):
     """A value has no JSON form."""
 
 
-def to_json_value(value: Any) -> Any:
+def to_json_value(value: Any, *, exact: bool = True) -> Any:
     """Return ``value`` in its JSON form (pydantic models, tuples, datetimes converted).
 
     The result is a fresh structure: no container of ``value`` is shared with it.
+
+    Args:
+        exact: refuse what JSON would give back as something else (see :func:`lossy`; and
+            dict keys that are not strings); ``False`` for a state key whose declared type
+            converts them back (``set[int]``, ``complex``, ``dict[int, str]``, ...).
 
     Raises:
         NotJSONError: when ``value`` (or something inside it) has no JSON form.
@@ -36,6 +42,8 @@ def to_json_value(value: Any) -> Any:
             _check_text(value)
         return value
     try:
+        if exact:
+            refuse_lossy(value, 0)
         out = to_jsonable_python(value)
     except PydanticSerializationError as exc:
         raise NotJSONError(str(exc)) from None
@@ -48,6 +56,48 @@ def to_json_value(value: Any) -> Any:
             from None
     _check(out, 0)
     return out
+
+
+def lossy(value: Any) -> str | None:
+    """Why ``value`` itself (not what it holds) would come back from JSON as something else,
+    or ``None``. pydantic would convert it silently: a set to a list, a complex number to a
+    string. The runtime refuses such values where they enter (a node's patch, a reducer's
+    result, a run's input)."""
+    if isinstance(value, set | frozenset):
+        return ("a set: a set has no order, and stored as a JSON list its order would follow "
+                "string hashing, which differs between processes; return a list, e.g. "
+                "sorted(...)")
+    if isinstance(value, complex):
+        return (f"a complex number ({value!r}): JSON has none, and it would come back as the "
+                f"string {str(value)!r}; store [real, imag] or a string yourself")
+    return None
+
+
+def refuse_lossy(value: Any, depth: int) -> None:
+    """Refuse what pydantic would convert silently (see :func:`lossy`) in plain lists, tuples
+    and dicts, and dict keys that are not strings (JSON would give them back as strings).
+
+    Raises:
+        NotJSONError: naming the value or key and what to use instead.
+    """
+    t = type(value)
+    if t in _SCALAR_TYPES or depth > MAX_DEPTH:  # too deep: the conversion refuses it
+        return
+    if t is dict or (t is not list and t is not tuple and isinstance(value, dict)):
+        for k, v in value.items():
+            if type(k) is not str and not isinstance(k, str):
+                raise NotJSONError(f"dict key {k!r} is not a string: JSON keys are strings, "
+                                   f"and it would come back as {str(k)!r}; use string keys")
+            if type(v) not in _SCALAR_TYPES:
+                refuse_lossy(v, depth + 1)
+    elif t is list or t is tuple or isinstance(value, list | tuple):
+        for v in value:
+            if type(v) not in _SCALAR_TYPES:
+                refuse_lossy(v, depth + 1)
+    else:
+        reason = lossy(value)
+        if reason is not None:
+            raise NotJSONError(reason)
 
 
 def _check_text(text: str) -> None:

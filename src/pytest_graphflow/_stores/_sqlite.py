@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,8 +27,8 @@ from . import _claims as rules
 from ._protocol import Fence
 from ._sqlite_claims import SQLiteClaims
 from ._sqlite_file import open_store
-from ._sqlite_log import INSERT_EVENT, SQLiteLog, event_row
-from ._sqlite_rows import SELECT, PathWriter, decode, encode
+from ._sqlite_log import INSERT_EVENT, SQLiteLog, event_row, plain_run_record
+from ._sqlite_rows import SELECT, PathWriter, decode, encode, with_tail
 from ._sqlite_schema import SCHEMA_VERSION
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
@@ -65,7 +67,10 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
 
     The file is identified read-only before anything is written: only a new or empty file
     becomes a store, and a store of an older schema version is migrated in one transaction.
-    A file (or directory) that cannot be written opens read-only.
+    A file (or directory) that cannot be written opens read-only. In a read-only directory
+    where a writer that is gone left its ``-wal`` journal without the ``-shm`` index, SQLite
+    cannot read the file in place: the store reads a private copy of the file and journal
+    taken when it opens (refused if a writer touches them meanwhile), removed on close.
 
     Args:
         path: the database file (created if missing), or ``":memory:"``.
@@ -110,8 +115,10 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
         self.path: str = fspath
         self.claim_ttl: float = rules.check_ttl(claim_ttl, "SQLiteCheckpointStore")
         self._db: sqlite3.Connection | None = None
-        db, self.readonly = open_store(self.path, readonly=readonly)
+        db, self.readonly, snapshot = open_store(self.path, readonly=readonly)
         self._db = db
+        if snapshot is not None:  # a copy it reads (see docs/stores.md): removed on close
+            self._snapshot = weakref.finalize(self, shutil.rmtree, snapshot, True)
         self._paths = PathWriter()
         self._checked_run: tuple[Any, ...] = ()
 
@@ -137,10 +144,10 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
 
     def _write(self, db: sqlite3.Connection, cp: Checkpoint, data: str) -> None:
         visited = cp.visited if type(cp.visited) is tuple else tuple(cp.visited)
+        path_id, tail = self._paths.place(db, cp.run_id, visited)
         values = (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, cp.step,
                   cp.timestamp.isoformat(), rules.to_micros(cp.timestamp), cp.status,
-                  cp.tenant_id, cp.format_version, self._paths.write(db, cp.run_id, visited),
-                  len(visited), data)
+                  cp.tenant_id, cp.format_version, path_id, len(visited), with_tail(data, tail))
         try:
             db.execute(_INSERT, values)
         except sqlite3.IntegrityError:  # the id exists: overwrite it, and it counts as last
@@ -210,19 +217,23 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
             StaleClaim: ``token`` is not the thread's current claim; nothing is written.
             InvalidArgument: a part is not of ``run_id`` on ``thread_id``.
         """
-        # The events are serialised once, by event_row (which refuses what is not JSON).
-        cps, normalised, record = rules.check_commit(thread_id, run_id, checkpoints,
-                                                     events, run, normalise=False)
+        # The events are serialised once, by event_row (which refuses what is not JSON); a
+        # plain run record (the runtime's, while a run goes on) once, by plain_run_record.
+        plain = None if run is None else plain_run_record(run_id, run)
+        cps, normalised, record = rules.check_commit(thread_id, run_id, checkpoints, events,
+                                                     None if plain else run, normalise=False)
         token = rules.check_token(token, "commit")
         encoded = [(self._checked(cp, "commit"), encode(self.path, cp)) for cp in cps]
-        rows = [event_row(run_id, data) for _, data in normalised]
+        rows = [event_row(run_id, data, seq) for seq, data in normalised]
         with self._tx() as db:
-            rules.current_or_stale(thread_id, token, self._claim_of(db, thread_id)[0])
+            self._hold(db, thread_id, token)
             for cp, data in encoded:
                 self._write(db, cp, data)
             if rows:
                 db.executemany(INSERT_EVENT, rows)
-            if record is not None:
+            if plain is not None:
+                self._put_run(db, *plain)
+            elif record is not None:
                 self._put_run(db, record)
 
     async def get(self, checkpoint_id: str) -> Checkpoint | None:

@@ -9,6 +9,7 @@ import sqlite3
 from datetime import datetime
 
 from .._records._checks import check_id
+from ..errors import StaleClaim
 from . import _claims as rules
 from ._sqlite_tx import SQLiteTransactions
 
@@ -33,6 +34,19 @@ class SQLiteClaims(SQLiteTransactions):
             return None, int(token)
         claim = rules.Claim(run_id, int(token), rules.from_micros(expires_us), float(ttl))
         return claim, claim.token
+
+    @staticmethod
+    def _hold(db: sqlite3.Connection, thread_id: str, token: int) -> None:
+        """Check that ``token`` is the thread's current claim (a fenced write's check: one
+        indexed read, no claim object built).
+
+        Raises:
+            StaleClaim: it is not (taken over, released, never issued).
+        """
+        row = db.execute("SELECT token FROM claims WHERE thread_id = ? AND run_id IS NOT NULL",
+                         (thread_id,)).fetchone()
+        if row is None or row[0] != token:
+            raise StaleClaim(thread_id, token, None if row is None else int(row[0]))
 
     @staticmethod
     def _put_claim(db: sqlite3.Connection, thread_id: str, claim: rules.Claim) -> None:

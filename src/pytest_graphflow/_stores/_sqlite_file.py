@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 
 from ..errors import UnsupportedFormat
-from ._sqlite_migrate import migrate_v1
+from ._sqlite_migrate import migrate_v1, migrate_v2
 from ._sqlite_schema import (
     APPLICATION_ID,
     LAYOUT,
@@ -32,30 +34,32 @@ __all__ = ["open_store"]
 
 _HEADER = b"SQLite format 3\x00"
 
-def _identify(path: str) -> int | None:
+def _identify(path: str, *, shown: str | None = None) -> int | None:
     """The schema version of the store in ``path``; ``None`` for a new or empty file.
 
-    Reads only (the file is opened with ``mode=ro``).
+    Reads only (the file is opened with ``mode=ro``). Errors name ``shown`` (the user's path,
+    when ``path`` is a snapshot of it), else ``path``.
 
     Raises:
         StoreFileError: the file is not a store (another kind of file, another SQLite
             database, another table layout) or cannot be read (corrupt).
         UnsupportedFormat: a store written by a newer pytest-graphflow.
     """
+    name = path if shown is None else shown
     try:
         with open(path, "rb") as f:
             header = f.read(len(_HEADER))
     except FileNotFoundError:
         return None
     except IsADirectoryError:
-        raise file_error(path, "is a directory", PASS_STORE) from None
+        raise file_error(name, "is a directory", PASS_STORE) from None
     except OSError as exc:
-        raise file_error(path, f"cannot be read ({exc.strerror})",
+        raise file_error(name, f"cannot be read ({exc.strerror})",
                          "check its permissions, or pass another path") from None
     if not header:
         return None
     if header != _HEADER:
-        raise file_error(path, "is not a SQLite database (its first bytes are not SQLite's "
+        raise file_error(name, "is not a SQLite database (its first bytes are not SQLite's "
                          "header: another kind of file, or damaged)", PASS_STORE)
     # With no journal beside it the file holds everything: read it as immutable, which
     # creates no -wal/-shm files. Otherwise read it (and its journal) read-only.
@@ -63,7 +67,7 @@ def _identify(path: str) -> int | None:
     try:
         probe = sqlite3.connect(f"{Path(path).absolute().as_uri()}?{mode}", uri=True)
     except sqlite3.Error as exc:
-        raise file_error(path, f"cannot be opened for reading ({exc})",
+        raise file_error(name, f"cannot be opened for reading ({exc})",
                          "check the file's and its directory's permissions") from None
     try:
         tables = layout(probe)
@@ -73,24 +77,29 @@ def _identify(path: str) -> int | None:
             return None  # an empty SQLite database: nothing to harm
         version = _stored_version(probe, tables)
     except sqlite3.DatabaseError as exc:
-        raise file_error(path, f"cannot be read as SQLite ({exc}): the file is damaged",
+        if getattr(exc, "sqlite_errorname", "").startswith("SQLITE_CANTOPEN"):
+            raise file_error(name, f"cannot be opened for reading ({exc}): SQLite cannot open "
+                             "it or its -wal/-shm files", "check the permissions of the file, "
+                             "its -wal and -shm files and its directory") from None
+        raise file_error(name, f"cannot be read as SQLite ({exc}): the file is damaged",
                          "restore it from a backup, or pass another path") from None
     finally:
         probe.close()
     if version is None:
-        raise file_error(path, "is a SQLite database but not a pytest-graphflow store (no "
+        raise file_error(name, "is a SQLite database but not a pytest-graphflow store (no "
                          "store meta table)", PASS_STORE)
     if version > SCHEMA_VERSION:
         raise UnsupportedFormat(
-            f"store file {path!r} has schema version {version}, written by a newer "
+            f"store file {name!r} has schema version {version}, written by a newer "
             f"pytest-graphflow; this build reads schema versions up to {SCHEMA_VERSION}. "
             "Upgrade pytest-graphflow to open it."
         )
-    expected = {1: V1_CHECKPOINTS, SCHEMA_VERSION: LAYOUT["checkpoints"]}.get(version)
+    expected = {1: V1_CHECKPOINTS, 2: LAYOUT["checkpoints"],
+                SCHEMA_VERSION: LAYOUT["checkpoints"]}.get(version)
     if expected is None or tables.get("checkpoints") != expected or (
-        version == SCHEMA_VERSION and tables != LAYOUT
+        version >= 2 and tables != LAYOUT
     ):
-        raise file_error(path, f"says schema version {version} but its tables have another "
+        raise file_error(name, f"says schema version {version} but its tables have another "
                          "layout (changed by hand or by another program)",
                          "restore it from a backup, or pass another path")
     return version
@@ -116,11 +125,13 @@ def _writable(path: str) -> bool:
     return not os.path.exists(path) or os.access(path, os.W_OK)
 
 
-def open_store(path: str, *, readonly: bool) -> tuple[sqlite3.Connection, bool]:
+def open_store(path: str, *, readonly: bool) -> tuple[sqlite3.Connection, bool, str | None]:
     """Open (creating or migrating if needed) the store ``path``.
 
     Returns:
-        The connection (autocommit mode) and whether it is read-only.
+        The connection (autocommit mode), whether it is read-only, and the temporary
+        directory of the snapshot it reads (see :func:`_snapshot`; the caller removes it when
+        it closes the connection), or ``None``.
 
     Raises:
         StoreFileError, UnsupportedFormat: see :func:`_identify`; also a missing file opened
@@ -129,7 +140,17 @@ def open_store(path: str, *, readonly: bool) -> tuple[sqlite3.Connection, bool]:
     if path == ":memory:":
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         _create(db)
-        return db, False
+        return db, False, None
+    if _stranded_journal(path):
+        copy = _snapshot(path)
+        try:
+            version = _identify(copy, shown=path)
+            if version != SCHEMA_VERSION and version != 2:
+                raise _needs_migration(path, version)
+            return _open_readonly(copy, shown=path), True, os.path.dirname(copy)
+        except BaseException:
+            shutil.rmtree(os.path.dirname(copy), ignore_errors=True)
+            raise
     version = _identify(path)
     writable = not readonly and _writable(path)
     if version is None:
@@ -140,14 +161,9 @@ def open_store(path: str, *, readonly: bool) -> tuple[sqlite3.Connection, bool]:
             raise file_error(path, "cannot be created: the file or its directory is not "
                              "writable", "pass a path in a writable directory")
     if not writable:
-        if version != SCHEMA_VERSION:
-            raise UnsupportedFormat(
-                f"store file {path!r} has schema version {version}, which this build migrates "
-                f"to version {SCHEMA_VERSION} when it opens the file for writing; it was opened "
-                "read-only. Open it once with write access (SQLiteCheckpointStore(path)), or "
-                "read it with the pytest-graphflow version that wrote it."
-            )
-        return _open_readonly(path), True
+        if version == 1:  # a version-2 file reads as it is (its rows have no path tail)
+            raise _needs_migration(path, version)
+        return _open_readonly(path), True, None
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         db.execute("PRAGMA busy_timeout = 5000")
@@ -155,31 +171,97 @@ def open_store(path: str, *, readonly: bool) -> tuple[sqlite3.Connection, bool]:
             _create(db)
         elif version == 1:
             migrate_v1(db, path)
+        elif version == 2:
+            migrate_v2(db)
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.Error as exc:
         db.close()
         name = getattr(exc, "sqlite_errorname", "")
-        if name.startswith("SQLITE_READONLY") and version == SCHEMA_VERSION:
-            return _open_readonly(path), True  # read-only after all (a read-only mount, ...)
+        if name.startswith("SQLITE_READONLY") and version in (2, SCHEMA_VERSION):
+            return _open_readonly(path), True, None  # read-only after all (a read-only mount)
         raise file_error(path, f"could not be prepared for writing ({exc})",
                          "check free disk space and permissions, or open it read-only "
                          "(SQLiteCheckpointStore(path, readonly=True))") from None
     except BaseException:
         db.close()
         raise
-    return db, False
+    return db, False, None
+
+
+def _needs_migration(path: str, version: int | None) -> UnsupportedFormat:
+    return UnsupportedFormat(
+        f"store file {path!r} has schema version {version}, which this build migrates "
+        f"to version {SCHEMA_VERSION} when it opens the file for writing; it was opened "
+        "read-only. Open it once with write access (SQLiteCheckpointStore(path)), or "
+        "read it with the pytest-graphflow version that wrote it."
+    )
+
+
+def _stranded_journal(path: str) -> bool:
+    """A writer's ``-wal`` is beside the file without its ``-shm`` index, in a directory this
+    process cannot write: SQLite cannot read the file in place (it must create the index).
+
+    No writer is running then: a running writer keeps the ``-shm`` file open (the store
+    never uses exclusive locking), and one that closes cleanly removes both files.
+    """
+    return (os.path.exists(f"{path}-wal") and not os.path.exists(f"{path}-shm")
+            and not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK))
+
+
+def _snapshot(path: str) -> str:
+    """A copy of the file and its ``-wal`` in a new private temporary directory (where SQLite
+    can make the ``-shm`` index), to read the store as it is now; the copy's path.
+
+    The two files are copied only while no writer touches them: if either changes during
+    the copy, or a ``-shm`` appears (a writer opened the file), the copy is refused rather
+    than read, since a torn copy could read wrong data.
+
+    Raises:
+        StoreFileError: the file changed while it was copied, or it cannot be copied.
+    """
+    def stamp() -> list[tuple[int, int, int]]:
+        return [(st.st_ino, st.st_size, st.st_mtime_ns)
+                for st in (os.stat(path), os.stat(f"{path}-wal"))]
+
+    folder = tempfile.mkdtemp(prefix="graphflow-snapshot-")
+    copy = os.path.join(folder, os.path.basename(path))
+    try:
+        before = stamp()
+        shutil.copyfile(path, copy)
+        shutil.copyfile(f"{path}-wal", f"{copy}-wal")
+        changed = stamp() != before or os.path.exists(f"{path}-shm")
+    except FileNotFoundError:  # the journal went away: a writer opened and checkpointed it
+        changed = True
+    except OSError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise file_error(path, f"cannot be read in place (a writer's journal "
+                         f"{os.path.basename(path)}-wal is beside it without its -shm index, "
+                         "and the directory is read-only), nor copied to be read "
+                         f"({exc.strerror or exc})", "free space in the temporary directory "
+                         "(TMPDIR), or read it where the directory is writable") from None
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    if changed:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise file_error(path, "changed while it was being copied to be read (a writer "
+                         "opened it)", "retry: while a writer has it open, SQLite reads it in "
+                         "place")
+    return copy
 
 
 def _has_journal(path: str) -> bool:
     return os.path.exists(f"{path}-wal") or os.path.exists(f"{path}-journal")
 
 
-def _open_readonly(path: str) -> sqlite3.Connection:
+def _open_readonly(path: str, *, shown: str | None = None) -> sqlite3.Connection:
     """A read-only connection. Without a journal beside it, the file holds everything and
     is read as immutable (SQLite then needs no -wal/-shm files, so a read-only directory
-    works); with one, SQLite reads the file and its journal read-only."""
+    works); with one, SQLite reads the file and its journal read-only. Errors name
+    ``shown`` (the user's path, when ``path`` is a snapshot of it), else ``path``."""
+    name = path if shown is None else shown
     mode = "mode=ro" if _has_journal(path) else "immutable=1"
     uri = f"{Path(path).absolute().as_uri()}?{mode}"
     db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
@@ -188,11 +270,10 @@ def _open_readonly(path: str) -> sqlite3.Connection:
         db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
         db.close()
-        raise file_error(path, f"cannot be read read-only ({exc}): a writer's journal "
-                         f"({os.path.basename(path)}-wal) is beside it and SQLite needs write "
-                         "access to the directory to read it",
-                         "read it where the directory is writable, or let the writer finish "
-                         "and close the file") from None
+        raise file_error(name, f"cannot be read read-only ({exc}): SQLite cannot open it or "
+                         f"its journal ({os.path.basename(name)}-wal/-shm)",
+                         "check the permissions of the file, its -wal and -shm files and its "
+                         "directory") from None
     return db
 
 

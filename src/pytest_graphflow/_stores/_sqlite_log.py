@@ -12,12 +12,12 @@ from typing import Any
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from .._records._checks import check_id
-from .._records._json import NotJSONError, to_json_value
+from .._records._json import NotJSONError, refuse_lossy, to_json_value
 from ..errors import InvalidArgument
 from . import _claims as rules
 from ._sqlite_tx import SQLiteTransactions
 
-__all__ = ["INSERT_EVENT", "SQLiteLog", "event_row"]
+__all__ = ["INSERT_EVENT", "SQLiteLog", "event_row", "plain_run_record"]
 
 _Records = list[dict[str, Any]]
 """A list of JSON records (events, run records, artifact descriptions)."""
@@ -48,11 +48,12 @@ class SQLiteLog(SQLiteTransactions):
         """Record events of ``run_id`` in wire form; an event with a recorded seq overwrites it.
 
         Events before the run's compaction point are dropped: that part of the log is gone.
-        Each event is serialised once (keys become strings and datetimes ISO strings, as
-        in their JSON form).
+        Each event is serialised once (datetimes become ISO strings, as in their JSON form).
 
         Raises:
-            InvalidArgument: when an event is not a JSON dict with an int ``seq``.
+            InvalidArgument: when an event is not a JSON dict with an int ``seq``, or holds
+                what JSON would give back as something else (a set, a complex number, a dict
+                key that is not a string).
         """
         check_id(run_id, "run_id", "record_events")
         if not isinstance(events, (list, tuple)):
@@ -110,10 +111,22 @@ class SQLiteLog(SQLiteTransactions):
             self._put_run(db, data)
 
     @staticmethod
-    def _put_run(db: sqlite3.Connection, data: dict[str, Any]) -> None:
+    def _put_run(db: sqlite3.Connection, data: dict[str, Any], text: str | None = None
+                 ) -> None:
+        """Insert or update a run record (fields it does not name are kept); a record equal
+        to the stored one is not written again (a run's record rarely changes per step).
+        ``text``: ``data``'s JSON, when the caller has it."""
         row = db.execute("SELECT data FROM runs WHERE run_id = ?", (data["run_id"],)).fetchone()
+        if text is None:
+            text = json.dumps(data)
         if row is not None:
-            data = {**json.loads(row[0]), **data}
+            if row[0] == text:
+                return
+            merged = {**json.loads(row[0]), **data}
+            text = json.dumps(merged)
+            if row[0] == text:
+                return
+            data = merged
         db.execute(
             "INSERT INTO runs (run_id, thread_id, graph_id, status, tenant_id, updated_at, "
             "data) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
@@ -122,7 +135,7 @@ class SQLiteLog(SQLiteTransactions):
             "updated_at = excluded.updated_at, data = excluded.data",
             (data["run_id"], *(_text(data.get(k)) for k in
                                ("thread_id", "graph_id", "status", "tenant_id",
-                                "updated_at")), json.dumps(data)),
+                                "updated_at")), text),
         )
 
     async def runs(self) -> _Records:
@@ -179,15 +192,19 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def event_row(run_id: str, event: object) -> tuple[str, int, Any, str]:
-    """``(run_id, seq, type, data)`` of one event, serialised once.
+def event_row(run_id: str, event: object, seq: int | None = None
+              ) -> tuple[str, int, Any, str]:
+    """``(run_id, seq, type, data)`` of one event, serialised once (``seq``: the event's,
+    when the caller checked it already).
 
     Raises:
         InvalidArgument: when the event is not a dict with an int ``seq``, or not JSON.
     """
-    seq = rules.event_seq(event)
+    if seq is None:
+        seq = rules.event_seq(event)
     assert isinstance(event, Mapping)
     try:
+        refuse_lossy(event, 0)  # what JSON would give back as something else (a set, ...)
         raw = to_json(event, inf_nan_mode="constants")
         if b"NaN" in raw or b"Infinity" in raw:  # a real NaN is refused; a word in a text is not
             json.dumps(event, allow_nan=False, default=_wire)
@@ -206,3 +223,19 @@ def _wire(value: Any) -> Any:
         return to_json_value(to_jsonable_python(value))
     except Exception as exc:
         raise TypeError(f"{type(value).__name__} value has no JSON form") from exc
+
+
+_PLAIN = (str, int, bool, type(None))
+
+
+def plain_run_record(run_id: str, record: object) -> tuple[dict[str, Any], str] | None:
+    """A run record of ``run_id`` whose values are all ASCII strings, ints, bools or ``None``
+    (what the runtime writes while a run goes on), with its JSON; ``None`` for any other
+    record, which :func:`~._claims.normalise_run_record` then checks and converts."""
+    if type(record) is not dict or record.get("run_id") != run_id:
+        return None
+    for key, value in record.items():
+        if type(key) is not str or not key.isascii() or type(value) not in _PLAIN or (
+                type(value) is str and not value.isascii()):
+            return None
+    return record, json.dumps(record)

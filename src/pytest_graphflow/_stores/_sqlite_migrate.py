@@ -1,4 +1,8 @@
-"""Migrating a store file of schema version 1 to the current layout, in one transaction.
+"""Migrating a store file of schema version 1 or 2 to the current layout, in one transaction.
+
+Version 2 has the columns of version 3; its rows are version-3 rows without a path tail, so
+only its events table is rebuilt with a row id (:func:`migrate_v2`). Once it is 3, a build
+that writes version 2 refuses the file (its rows would look damaged to it).
 
 Version 1 kept every checkpoint's whole ``visited`` list in its row and a ``save_order``
 column. The migration moves each row's path into the ``paths`` chain, keeps the save order,
@@ -12,9 +16,9 @@ import json
 import sqlite3
 
 from ._sqlite_rows import PathWriter
-from ._sqlite_schema import APPLICATION_ID, SCHEMA_VERSION, create_statements
+from ._sqlite_schema import APPLICATION_ID, EVENTS_V3, SCHEMA_VERSION, create_statements
 
-__all__ = ["migrate_v1"]
+__all__ = ["migrate_v1", "migrate_v2"]
 
 _OLD_INDEXES = ("checkpoints_run", "checkpoints_thread", "checkpoints_order",
                 "checkpoint_nodes_run")
@@ -25,7 +29,7 @@ def migrate_v1(db: sqlite3.Connection, path: str) -> None:
     db.execute("BEGIN IMMEDIATE")
     try:
         row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is not None and row[0] == str(SCHEMA_VERSION):  # another process migrated it
+        if row is not None and row[0] != "1":  # another process migrated it
             db.execute("ROLLBACK")
             return
         db.execute("ALTER TABLE checkpoints RENAME TO checkpoints_v1")
@@ -59,6 +63,7 @@ def migrate_v1(db: sqlite3.Connection, path: str) -> None:
             "INSERT OR IGNORE INTO checkpoint_nodes SELECT checkpoint_id, run_id, node "
             "FROM checkpoint_nodes_v1 WHERE checkpoint_id IN (SELECT checkpoint_id FROM "
             "checkpoint_nodes_v1 GROUP BY checkpoint_id HAVING COUNT(*) > 1)")
+        _rebuild_events(db)
         db.execute("DROP TABLE checkpoints_v1")
         db.execute("DROP TABLE checkpoint_nodes_v1")
         db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
@@ -70,3 +75,34 @@ def migrate_v1(db: sqlite3.Connection, path: str) -> None:
     db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     db.execute("PRAGMA auto_vacuum = INCREMENTAL")
     db.execute("VACUUM")  # applies auto-vacuum and gives the old rows' space back
+
+
+def migrate_v2(db: sqlite3.Connection) -> None:
+    """Rewrite the version-2 store open on ``db`` in the current layout (its events table
+    gets a row id; the rest stays)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None or row[0] != "2":  # another process migrated it
+            db.execute("ROLLBACK")
+            return
+        _rebuild_events(db)
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                   (str(SCHEMA_VERSION),))
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _rebuild_events(db: sqlite3.Connection) -> None:
+    """Move the events into the current events table (in the caller's transaction)."""
+    (sql,) = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'"
+                        ).fetchone()
+    if "WITHOUT ROWID" not in sql.upper():
+        return
+    db.execute("ALTER TABLE events RENAME TO events_v2")
+    db.execute(EVENTS_V3)
+    db.execute("INSERT INTO events (run_id, seq, type, data) "
+               "SELECT run_id, seq, type, data FROM events_v2 ORDER BY run_id, seq")
+    db.execute("DROP TABLE events_v2")

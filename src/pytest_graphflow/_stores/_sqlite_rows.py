@@ -2,9 +2,13 @@
 
 A checkpoint's ``visited`` nodes are not copied into every row: they are kept as a chain of
 path segments (table ``paths``: a parent segment, the total length, the nodes it adds), and a
-row names its last segment. A step writes only the nodes it added, so a checkpoint costs the
-same at step 10,000 as at step 10, and the file grows linearly with the steps. Reading joins
-the chain once for every checkpoint that shares it (a page of ``history()``).
+row names the last segment of its path's prefix plus the few nodes after it (its *tail*, fewer
+than :data:`TAIL`, kept as ``visited`` in the row's JSON; schema version 3). A segment is
+written once every :data:`TAIL` steps, so most steps write no ``paths`` row at all; a
+checkpoint costs the same at step 10,000 as at step 10, and the file grows linearly with the
+steps. Reading joins the chain once for every checkpoint that shares it (a page of
+``history()``). Rows of schema version 2 have no tail (every step had its segment), which
+reads the same way.
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError, to_json
 
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
 from ..errors import InvalidArgument
 from . import _claims as rules
 from ._sqlite_schema import file_error
 
-__all__ = ["SELECT", "PathWriter", "decode", "encode"]
+__all__ = ["SELECT", "TAIL", "PathWriter", "decode", "encode", "with_tail"]
 
 SELECT = "SELECT id, format_version, data, path_id, path_len FROM checkpoints"
 """The columns :func:`decode` reads."""
@@ -39,8 +44,14 @@ SELECT id, length, nodes FROM chain
 
 _CACHED_RUNS = 256
 
+_SERIALIZER = Checkpoint.__pydantic_serializer__
+_NO_VISITED = {"visited"}
+
 SPAN = 64
-"""Steps an anchor segment covers (see :class:`PathWriter`)."""
+"""Segments an anchor segment covers (see :class:`PathWriter`)."""
+
+TAIL = 16
+"""A row keeps at most ``TAIL - 1`` visited nodes itself; its path's prefix is a segment."""
 
 _SAME = "SELECT 1 FROM paths WHERE id = ? AND run_id = ? AND length = ?"
 _EXTEND = (
@@ -62,6 +73,20 @@ class PathWriter:
     def __init__(self) -> None:
         # run -> (visited, its segment id, anchor segment id, anchor length, steps since)
         self._last: dict[str, tuple[tuple[str, ...], int, int, int, int]] = {}
+
+    def place(self, db: sqlite3.Connection, run_id: str, visited: tuple[str, ...]
+              ) -> tuple[int | None, tuple[str, ...]]:
+        """Where the row of a checkpoint with path ``visited`` keeps it: the id of the segment
+        ending in its prefix (written if needed; ``None`` for an empty prefix) and its tail.
+
+        The prefix is cut at a multiple of :data:`TAIL`, so consecutive checkpoints of a run
+        share one segment and only every ``TAIL``-th step writes one.
+        """
+        n = len(visited)
+        cut = n - n % TAIL
+        if cut == n:
+            return self.write(db, run_id, visited), ()
+        return self.write(db, run_id, visited[:cut]), visited[cut:]
 
     def forget(self) -> None:
         """Drop what it remembers (after a rolled-back transaction or a deletion)."""
@@ -108,19 +133,30 @@ class PathWriter:
 
 
 def encode(path: str, cp: Checkpoint) -> str:
-    """The row data of ``cp`` (JSON without ``visited``).
+    """The row data of ``cp`` (JSON without ``visited``; :func:`with_tail` adds the tail).
 
     Raises:
         InvalidArgument: when ``cp`` holds a value with no JSON/UTF-8 form.
     """
     try:
-        data = cp.model_dump_json(exclude={"visited"}, warnings=False)
+        data = _SERIALIZER.to_json(cp, exclude=_NO_VISITED, warnings=False).decode()
         if not data.isascii():
             data.encode("utf-8")
     except (ValueError, UnicodeError, RecursionError) as exc:
         raise InvalidArgument(f"save({cp.id!r}): the checkpoint cannot be stored in "
                               f"{path!r}: {str(exc)[:200]}") from None
     return data
+
+
+def with_tail(data: str, tail: tuple[str, ...]) -> str:
+    """Row data ``data`` (from :func:`encode`) with the path's ``tail`` as its ``visited``."""
+    if not tail:
+        return data
+    try:
+        nodes = to_json(tail).decode()
+    except (PydanticSerializationError, UnicodeError, ValueError):  # a lone surrogate
+        nodes = json.dumps(tail)
+    return f"{data[:-1]},\"visited\":{nodes}}}"
 
 
 def _paths(db: sqlite3.Connection, wanted: Iterable[int]) -> dict[int, tuple[str, ...]]:
@@ -166,7 +202,7 @@ def decode(path: str, db: sqlite3.Connection, rows: Sequence[_Row]) -> list[Chec
                              f"{exc.error_count()} problem(s), first: {_first(exc)})",
                              "restore it from a backup, or delete it with "
                              f"store.delete({cid!r})") from None
-        visited = () if pid is None else paths[pid]
+        visited = cp.visited if pid is None else paths[pid] + cp.visited  # prefix + tail
         if len(visited) != length:
             raise file_error(path, f"has a damaged checkpoint {cid!r} (its path has "
                              f"{len(visited)} nodes, the row says {length})",

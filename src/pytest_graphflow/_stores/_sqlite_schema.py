@@ -8,6 +8,7 @@ from ..errors import StoreFileError
 
 __all__ = [
     "APPLICATION_ID",
+    "EVENTS_V3",
     "LAYOUT",
     "SCHEMA_VERSION",
     "V1_CHECKPOINTS",
@@ -16,8 +17,15 @@ __all__ = [
     "layout",
 ]
 
-SCHEMA_VERSION = 2
-"""The layout of the tables this build writes and reads (1: before incremental paths)."""
+SCHEMA_VERSION = 3
+"""The layout of the tables this build writes and reads (1: before incremental paths; 2: a
+path segment per checkpoint, no tail in the row, events in a ``WITHOUT ROWID`` table; 3:
+rows keep their path's tail, see :mod:`._sqlite_rows`, and events are a rowid table with a
+``(run_id, seq)`` index). Versions 2 and 3 have the same columns.
+
+Why events have a row id: an event's JSON (a few hundred bytes) is too big for a ``WITHOUT
+ROWID`` b-tree, whose interior pages hold whole rows; a step's events then touched four
+pages of the file, now two."""
 
 APPLICATION_ID = 0x4746_6C77
 """``PRAGMA application_id`` of a store file (``"GFlw"``), so tools can recognise one."""
@@ -63,8 +71,8 @@ CREATE TABLE IF NOT EXISTS events (
     seq INTEGER NOT NULL,
     type TEXT,
     data TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
+    UNIQUE (run_id, seq)
+);
 CREATE TABLE IF NOT EXISTS event_compactions (
     run_id TEXT PRIMARY KEY,
     earliest_seq INTEGER NOT NULL
@@ -94,6 +102,9 @@ CREATE TABLE IF NOT EXISTS claims (
     ttl REAL
 );
 """
+
+EVENTS_V3 = next(s for s in _SCHEMA.split(";") if "TABLE IF NOT EXISTS events " in s).strip()
+"""The statement that creates the events table of schema version 3."""
 
 V1_CHECKPOINTS = ["id", "run_id", "thread_id", "graph_id", "node_id", "node_ids", "step",
                    "timestamp", "ts_us", "save_order", "status", "tenant_id", "format_version",

@@ -6,7 +6,7 @@ failure into a ``StoreFileError`` naming the file, closing and giving space back
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -39,6 +39,8 @@ class SQLiteTransactions(ClosingStore):
     readonly: bool
     _db: sqlite3.Connection | None
     _paths: PathWriter
+    _snapshot: Callable[[], object] = staticmethod(lambda: None)
+    """Removes the private copy of the file the store reads (see ``open_store``), if any."""
 
     # -- connection and transactions --
 
@@ -104,6 +106,7 @@ class SQLiteTransactions(ClosingStore):
         if self._db is not None:
             self._db.close()
             self._db = None
+        self._snapshot()  # remove the copy a read-only store read, if any
 
     def vacuum(self) -> None:
         """Rebuild the file so it takes no more space than its data (``VACUUM``).

@@ -95,7 +95,7 @@ def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]]) -> T:
 
     task = loop.create_task(main())
     try:
-        result = loop.run_until_complete(task)
+        result: T = loop.run_task(task)
     except BaseException:
         if not task.done():  # interrupted (KeyboardInterrupt): give the loop up
             close_loop()

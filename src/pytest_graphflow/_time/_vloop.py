@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
@@ -135,6 +136,51 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             return []
 
         self._selector.select = select  # type: ignore[attr-defined]
+
+    def run_task(self, task: asyncio.Future[Any]) -> Any:
+        """``run_until_complete(task)`` without its last round: the loop turns until the task
+        is done, instead of scheduling a stop callback and turning once more for it (the
+        sync API runs a whole small run in one turn)."""
+        me: Any = self
+        setup = getattr(me, "_run_forever_setup", None)
+        if setup is not None:  # Python 3.12+
+            setup()
+            try:
+                while not task.done() and not me._stopping:
+                    me._run_once()
+                self._last_round()
+            finally:
+                me._run_forever_cleanup()
+        else:  # Python 3.11: what run_forever does around its turns
+            me._check_closed()
+            me._check_running()
+            me._set_coroutine_origin_tracking(me._debug)
+            hooks = sys.get_asyncgen_hooks()
+            try:
+                me._thread_id = threading.get_ident()
+                sys.set_asyncgen_hooks(firstiter=me._asyncgen_firstiter_hook,
+                                       finalizer=me._asyncgen_finalizer_hook)
+                asyncio.events._set_running_loop(self)
+                while not task.done() and not me._stopping:
+                    me._run_once()
+                self._last_round()
+            finally:
+                me._stopping = False
+                me._thread_id = None
+                asyncio.events._set_running_loop(None)
+                me._set_coroutine_origin_tracking(False)
+                sys.set_asyncgen_hooks(*hooks)
+        if not task.done():
+            raise RuntimeError("Event loop stopped before Future completed.")
+        return task.result()
+
+    def _last_round(self) -> None:
+        """The round ``run_until_complete`` turns for its stop callback runs what is ready
+        then (a task the call started takes its first step before it is cancelled): turn it
+        when something is ready or due, never to wait."""
+        me: Any = self
+        if me._ready or (me._scheduled and me._scheduled[0]._when <= self.time()):
+            me._run_once()
 
     def time(self) -> float:
         """Virtual monotonic time."""
