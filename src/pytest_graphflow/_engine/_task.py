@@ -153,7 +153,10 @@ async def execute(
     out.attempt = attempt
     out.finished_at = clock.now()
     try:
-        _take_result(graph, spec, result, out)
+        if type(result) is dict:  # the common result: a patch
+            out.patch = normalize_patch(graph, spec.name, result)
+        else:
+            _take_result(graph, spec, result, out)
     except ParentCommand as exc:
         leg = ctx._leg
         if CHILD_THREAD.get() != leg.thread_id:
@@ -173,7 +176,10 @@ async def execute(
         return out
     out.kind = "done"
     if out.goto is None and out.expand is None:
-        await decide_edges(graph, spec, out, state, ctx._visited, ctx.step)
+        if spec.name in graph.branches:
+            await decide_edges(graph, spec, out, state, ctx._visited, ctx.step)
+        else:  # static edges only: what decide_edges does, without a coroutine
+            out.targets = list(dict.fromkeys(graph.edges.get(spec.name, ())))
     return out
 
 
