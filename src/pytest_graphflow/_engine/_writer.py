@@ -48,10 +48,12 @@ class CheckpointWriter:
         self._adopt = store._adopt_fields if type(store) is InMemoryCheckpointStore else None
         # A FaultyStore over one takes the same path while no rule is set (it says so).
         self._try_adopt = store._adopt_fields if type(store) is FaultyStore else None
-        inner = getattr(store, "inner", store)  # a FaultyStore commits through its inner store
-        run.deferred = bool(run.durable and self._fence is not None
-                            and callable(getattr(store, "commit", None))
-                            and callable(getattr(inner, "commit", None)))
+        if run.durable and self._fence is not None:
+            inner = getattr(store, "inner", store)  # a FaultyStore commits through its inner
+            run.deferred = bool(callable(getattr(store, "commit", None))
+                                and callable(getattr(inner, "commit", None)))
+        else:
+            run.deferred = False
 
     async def save(
         self,

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._events import Interrupt
+from ._fast import make
 from ._json import jcopy
 
 __all__ = ["FORMAT_VERSION", "Checkpoint", "TaskOutput", "TaskRecord"]
@@ -111,6 +112,4 @@ class Checkpoint(BaseModel):
         data["error"] = jcopy(self.error)
         data["metadata"] = jcopy(self.metadata)
         data.update(changes)
-        from ._fast import make
-
         return make(Checkpoint, **data)

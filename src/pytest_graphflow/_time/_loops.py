@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ._clock import VirtualClock
-from ._vloop import VirtualEventLoop
+from ._vloop import LOOP_OWNED, VirtualEventLoop, backend_options
 
 __all__ = ["close_loop", "run_owned", "run_sync_owned"]
 
@@ -155,10 +155,6 @@ def run_sync_owned(fn: Callable[[], Awaitable[T]], clock: Any, backend: str = "a
         SyncCallInEventLoop: when called inside a running event loop; ``what`` and
             ``instead`` name the call and the one to await.
     """
-    import anyio
-
-    from ._vloop import LOOP_OWNED, backend_options
-
     if _in_running_loop():
         from ..errors import SyncCallInEventLoop
 
@@ -166,6 +162,8 @@ def run_sync_owned(fn: Callable[[], Awaitable[T]], clock: Any, backend: str = "a
             f"{what} starts an event loop of its own, but it was called inside a running "
             f"event loop (an async test?): use {instead}")
     if not isinstance(clock, VirtualClock):
+        import anyio
+
         return anyio.run(fn, backend=backend)
     vclock = clock
 
@@ -178,4 +176,6 @@ def run_sync_owned(fn: Callable[[], Awaitable[T]], clock: Any, backend: str = "a
 
     if backend == "asyncio":
         return run_owned(vclock, owned)  # the thread's virtual loop, reused
+    import anyio
+
     return anyio.run(owned, backend=backend, backend_options=backend_options(backend, vclock))
