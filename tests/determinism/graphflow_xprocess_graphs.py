@@ -3,6 +3,8 @@
 * ``unordered``: a node that lists a ``set`` of strings (its order follows ``hash()``, which
   changes with ``PYTHONHASHSEED``) and a route that picks by that order; ``ordered`` is its
   fixed twin (``sorted``).
+* ``declared_set``: a state key declared ``set[str]`` written from a set; the runtime stores
+  it as a sorted list, so the stream is the same in every process.
 * ``checkout``: plan -> charge (external) -> notify (write), checkpointed every step.
 * ``write_behind(directory)``: a store over a SQLite file that acknowledges saves at once and
   writes them to the file only every fourth save (a write-behind cache); ``write_through`` is
@@ -52,6 +54,20 @@ def unordered() -> Any:
 def ordered() -> Any:
     """The fixed twin."""
     return _tags_graph(sorted)
+
+
+class TagSet(BaseModel):
+    tags: set[str] = set()
+    groups: dict[str, frozenset[str]] = {}
+
+
+def declared_set() -> Any:
+    """A key whose declared type is a set: pydantic would list it in hash order."""
+    g = Graph("tagset", TagSet)
+    g.node("collect", lambda s: {"tags": set(TAGS)})
+    g.node("group", lambda s: {"groups": {"greek": frozenset(s.tags)}, "tags": s.tags | {"iota"}})
+    g.edge(START, "collect").edge("collect", "group").edge("group", END)
+    return g.compile(checkpoint_policy="every_step")
 
 
 class Order(BaseModel):

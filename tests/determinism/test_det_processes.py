@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from graphflow_xprocess_graphs import checkout, ordered, unordered
+from graphflow_xprocess_graphs import TAGS, checkout, declared_set, ordered, unordered
 
 from pytest_graphflow import InvalidArgument
 from pytest_graphflow._properties._pool import pool
@@ -46,6 +46,21 @@ def test_string_set_order_is_found_across_processes() -> None:
 def test_the_fixed_twin_passes_across_processes() -> None:
     assert check_determinism_across_processes(f"{MODULE}:ordered", {}, 0, processes=2) == []
     assert check_determinism_across_processes(ordered, {}, 0, processes=2) == []
+
+
+def test_a_key_declared_as_a_set_streams_the_same_bytes_in_every_process() -> None:
+    """Same seed, same bytes: a ``set[str]`` key is listed in sorted order, not in the string
+    hashing order of the process (which ``PYTHONHASHSEED`` changes)."""
+    assert check_determinism_across_processes(f"{MODULE}:declared_set", {}, 0,
+                                              processes=2) == []
+    from pytest_graphflow import GraphRuntime, VirtualClock
+
+    trace = GraphRuntime(clock=VirtualClock(), seed=0).trace(declared_set(), {})
+    assert trace.result.data == {"tags": sorted([*TAGS, "iota"]),
+                                 "groups": {"greek": sorted(TAGS)}}
+    collect = next(e for e in trace.events if e.type == "node_end" and e.node == "collect")
+    assert collect.patch == {"tags": sorted(TAGS)}
+    assert trace.state.tags == {*TAGS, "iota"}
 
 
 def test_workers_are_reused_between_checks() -> None:

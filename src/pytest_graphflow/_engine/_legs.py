@@ -128,7 +128,7 @@ class Legs:
         explicit = thread_id is not None
         if thread_id is None:
             thread_id = f"thread-{token}"
-            base = validate_state(graph, patch).model_dump(mode="json")
+            base = graph.codec.dump(validate_state(graph, patch))
             claim = await self.claim(thread_id, run_id, tenant)
         else:
             # A live run holding the thread is ThreadBusy, whatever the thread's checkpoints
@@ -183,11 +183,11 @@ class Legs:
                 )
             base = merge_patches(graph, last.state, [("<input>", patch)], parallel=False)
             if graph.codec.plain:
-                base = validate_state(graph, base).model_dump(mode="json")
+                base = graph.codec.dump(validate_state(graph, base))
             else:  # the thread's state was validated as it was written: only the input is
                 base = graph.codec.validate(base, [("<input>", patch)])[0]
         else:
-            base = validate_state(graph, patch).model_dump(mode="json")
+            base = graph.codec.dump(validate_state(graph, patch))
         return base
 
     async def resolve(self, ref: str, tenant: str | None) -> Checkpoint:

@@ -40,7 +40,7 @@ def normalize_patch(graph: CompiledGraph, node: str, patch: Any) -> dict[str, An
         if spec.writes is not None and key not in spec.writes:
             raise UndeclaredWrite(node, key, sorted(spec.writes))
         try:
-            value = to_json_value(value, exact=key not in codec.converted)
+            value = codec.canonical(key, to_json_value(value, exact=key not in codec.converted))
         except NotJSONError as exc:
             raise UpdateRejected(node, key, f"the value has no JSON form ({exc}); state values "
                                             "must round-trip through JSON") from None
@@ -98,7 +98,8 @@ def merge_patches(
                 new[key] = result
                 continue
             try:
-                new[key] = to_json_value(result, exact=key not in graph.codec.converted)
+                new[key] = graph.codec.canonical(
+                    key, to_json_value(result, exact=key not in graph.codec.converted))
             except NotJSONError as exc:
                 raise UpdateRejected(node, key, f"its reducer returned a non-JSON value "
                                                 f"({exc})") from None

@@ -68,7 +68,7 @@ def state_from_input(
     if input is None:
         data: dict[str, Any] = {}
     elif isinstance(input, BaseModel):
-        data = input.model_dump(mode="json")
+        data = input.model_dump(mode="json")  # sets put in order below
     elif isinstance(input, Mapping):
         data = dict(input)
     else:
@@ -79,7 +79,9 @@ def state_from_input(
             raise UnknownKey("<input>", key, sorted(graph.keys))
     try:
         converted = graph.codec.converted
-        return {k: to_json_value(v, exact=k not in converted) for k, v in data.items()}
+        codec = graph.codec
+        return {k: codec.canonical(k, to_json_value(v, exact=k not in converted))
+                for k, v in data.items()}
     except NotJSONError as exc:
         raise UpdateRejected("<input>", "<input>", f"input values must be JSON: {exc}") \
             from None

@@ -53,7 +53,7 @@ def _patch(graph: CompiledGraph, values: Any, as_node: str | None) -> dict[str, 
         if key not in graph.keys:
             raise UnknownKey(UPDATE, key, sorted(graph.keys))
         try:
-            value = to_json_value(value)
+            value = codec.canonical(key, to_json_value(value, exact=key not in codec.converted))
         except NotJSONError as exc:
             raise UpdateRejected(UPDATE, key, f"the value has no JSON form ({exc})") from None
         if codec.plain and key in codec.checked_on_write:  # as normalize_patch checks it

@@ -23,6 +23,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from .._records._fast import make
 from .._records._json import jcopy
 from ..errors import UpdateRejected
+from ._setorder import canonical, has_set
 
 __all__ = ["StateCodec"]
 
@@ -140,6 +141,10 @@ class StateCodec:
         # their values may be what JSON alone would not give back.
         self.converted: frozenset[str] = frozenset(
             name for name, info in model.model_fields.items() if not _plain(info.annotation))
+        # Keys that may hold a set: their JSON lists are put in one order (see _setorder).
+        self.set_keys: dict[str, Any] = {
+            name: info.annotation for name, info in model.model_fields.items()
+            if has_set(info.annotation)}
         # Frozen or extra-keeping models cannot take assignments: they are validated whole.
         self._whole = bool(config.get("frozen")) or config.get("extra") == "allow"
         # Keys whose written value is checked as the node writes it (a plain write, or a pure
@@ -177,6 +182,19 @@ class StateCodec:
         except (ValidationError, TypeError, ValueError):
             return self.model.model_validate(jcopy(state))
 
+    def canonical(self, key: str, value: Any) -> Any:
+        """The JSON form ``value`` of ``key`` with its sets in one order (see _setorder)."""
+        tp = self.set_keys.get(key)
+        return value if tp is None else canonical(tp, value)
+
+    def dump(self, model: BaseModel) -> dict[str, Any]:
+        """``model``'s state in JSON form, its sets in one order whatever the process."""
+        data = model.model_dump(mode="json")
+        for key, tp in self.set_keys.items():
+            if key in data:
+                data[key] = canonical(tp, data[key])
+        return data
+
     def check_value(self, node: str, key: str, value: Any) -> Any:
         """Validate one key's value (plain schemas only); returns the canonical value."""
         try:
@@ -213,7 +231,7 @@ class StateCodec:
             return state, None  # nothing was written: the state is valid as it is
         if self._whole or not written:
             model = self.model_validated(state, blame)
-            return model.model_dump(mode="json"), model
+            return self.dump(model), model
         # Only the written keys are validated (field and model validators run on the
         # assignment); the others were valid already and keep their value.
         model = self.rebuild(state)
@@ -224,7 +242,7 @@ class StateCodec:
             except ValidationError as exc:
                 raise UpdateRejected(node, key, "the state schema rejected it: "
                                                 f"{exc.errors()[0]['msg']}") from exc
-        return model.model_dump(mode="json"), model
+        return self.dump(model), model
 
     def model_validated(
         self,
