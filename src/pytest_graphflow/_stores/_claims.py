@@ -40,6 +40,7 @@ __all__ = [
     "checked_patch",
     "current_or_stale",
     "events_compacted",
+    "fence_token",
     "fork_target_exists",
     "from_micros",
     "normalise_event",
@@ -227,6 +228,19 @@ def check_token(token: object, where: str) -> int:
         raise InvalidArgument(f"{where}(token={token!r}): a fencing token is the int claim() "
                               "returned")
     return token
+
+
+def fence_token(fence: tuple[str, int], thread_id: str, what: str) -> int:
+    """The token of a save's ``fence=(thread_id, token)``, for a checkpoint on ``thread_id``.
+
+    Raises:
+        InvalidArgument: the fence is for another thread, or its token is not an int.
+    """
+    thread, token = fence
+    if thread != thread_id:
+        raise InvalidArgument(f"save({what}): the fence is for thread {thread!r}, the "
+                              f"checkpoint is on thread {thread_id!r}")
+    return check_token(token, "save")
 
 
 def event_seq(event: object) -> int:

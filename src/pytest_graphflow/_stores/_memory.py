@@ -114,12 +114,8 @@ class InMemoryCheckpointStore(ClosingStore):
         self._adopt(checkpoint.clone())
 
     def _fenced(self, fence: Fence, thread_id: str, what: str) -> None:
-        thread, token = fence
-        if thread != thread_id:
-            raise InvalidArgument(f"save({what}): the fence is for thread {thread!r}, the "
-                                  f"checkpoint is on thread {thread_id!r}")
-        rules.current_or_stale(thread, rules.check_token(token, "save"),
-                               self._claims.get(thread))
+        token = rules.fence_token(fence, thread_id, what)
+        rules.current_or_stale(thread_id, token, self._claims.get(thread_id))
 
     def _adopt_fields(self, fields: dict[str, Any], fence: Fence | None = None) -> None:
         """Store a checkpoint given as its fields (internal; see :meth:`_adopt`)."""

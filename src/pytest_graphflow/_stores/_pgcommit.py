@@ -18,7 +18,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from .._records._checkpoint import Checkpoint
-from ..errors import InvalidArgument, StaleClaim
+from ..errors import StaleClaim
 from . import _claims as rules
 from ._pgconn import Cursor
 from ._protocol import Fence
@@ -168,10 +168,7 @@ class PgCommits:
         raise NotImplementedError
 
     async def _save_fenced(self, checkpoint: Checkpoint, fence: Fence) -> None:
-        thread_id, token = fence
-        if thread_id != checkpoint.thread_id:
-            raise InvalidArgument(f"save({checkpoint.id}): the fence is for thread "
-                                  f"{thread_id!r}, the checkpoint is on thread "
-                                  f"{checkpoint.thread_id!r}")
-        await self.commit(thread_id, token, run_id=checkpoint.run_id, checkpoints=[checkpoint])
+        token = rules.fence_token(fence, checkpoint.thread_id, checkpoint.id)
+        await self.commit(checkpoint.thread_id, token, run_id=checkpoint.run_id,
+                          checkpoints=[checkpoint])
 

@@ -190,11 +190,8 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
             with self._tx() as db:
                 self._write(db, cp, data)
             return
-        thread_id, token = fence
-        if thread_id != cp.thread_id:
-            raise InvalidArgument(f"save({cp.id}): the fence is for thread {thread_id!r}, the "
-                                  f"checkpoint is on thread {cp.thread_id!r}")
-        await self.commit(thread_id, token, run_id=cp.run_id, checkpoints=[cp])
+        token = rules.fence_token(fence, cp.thread_id, cp.id)
+        await self.commit(cp.thread_id, token, run_id=cp.run_id, checkpoints=[cp])
 
     async def commit(
         self,
