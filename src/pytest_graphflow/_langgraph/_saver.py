@@ -26,7 +26,15 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, CheckpointTuple
 
-from .._stores._faults import CrashPhase, ErrorSpec, Fault, FaultRule, Outcome, StoreCall
+from .._stores._faults import (
+    CrashPhase,
+    ErrorSpec,
+    Fault,
+    FaultRule,
+    Outcome,
+    StoreCall,
+    tally,
+)
 from .._time._clock import Clock
 from ..errors import InvalidArgument, SimulatedCrash, StoreFault
 from ._ids import ID_SOURCE
@@ -295,17 +303,9 @@ class FaultySaver(BaseCheckpointSaver[Any]):
                 "Recover with a fresh harness over FaultySaver.inner")
             self._finish(index, "dead", dead, injected=True)
             raise dead
-        wait, decider = 0.0, None
         linked = [] if self._linked is None else list(self._linked.rules)
-        for rule in list(self._rules) + linked:
-            if _canon(rule.op) != info.op or not rule._count((info,), {}):
-                continue
-            if rule.kind == "delay":
-                rule.hits += 1
-                wait += rule.fault.seconds
-            elif decider is None:
-                rule.hits += 1
-                decider = rule
+        wait, decider = tally(rule for rule in list(self._rules) + linked
+                              if _canon(rule.op) == info.op and rule._count((info,), {}))
         if wait:
             self._calls[index] = replace(self._calls[index], delay=wait)
         return index, wait, decider

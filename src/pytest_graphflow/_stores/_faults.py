@@ -7,7 +7,7 @@ plans and a log can be compared.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,7 +20,7 @@ from ..errors import InvalidArgument, StoreFault
 if TYPE_CHECKING:
     pass
 
-__all__ = ["ErrorSpec", "Fault", "FaultRule", "Outcome", "StoreCall"]
+__all__ = ["ErrorSpec", "Fault", "FaultRule", "Outcome", "StoreCall", "tally"]
 
 Outcome = Literal["pending", "ok", "rejected", "failed", "crashed", "dead", "cancelled"]
 """What became of a store call (see :class:`StoreCall`)."""
@@ -343,3 +343,18 @@ def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
+
+
+def tally(fired: Iterable[FaultRule]) -> tuple[float, FaultRule | None]:
+    """What the rules firing on one call do, in the order they were added: every ``delay``
+    adds its seconds, and the first other rule decides the call (each counts a hit)."""
+    wait = 0.0
+    decider: FaultRule | None = None
+    for rule in fired:
+        if rule.kind == "delay":
+            rule.hits += 1
+            wait += rule.fault.seconds
+        elif decider is None:
+            rule.hits += 1
+            decider = rule
+    return wait, decider

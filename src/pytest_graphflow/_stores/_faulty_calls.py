@@ -23,6 +23,7 @@ from ._faults import (
     _make_error,
     _pending_outcome,
     _summarize,
+    tally,
 )
 from ._protocol import CheckpointStore
 
@@ -138,30 +139,24 @@ class FaultyCalls:
             self._finish(index, "dead", dead, injected=True)
             raise dead
         try:
-            wait = 0.0
-            decider: FaultRule | None = None
-            for rule in list(self._rules):
-                if rule.op == op:
-                    fires = rule._count(args, kwargs)
-                elif watch and rule.op in watch:
-                    # e.g. a save rule watching a commit that carries checkpoints
-                    fires = rule._count((), {}, each=watch[rule.op])
-                else:
-                    continue
-                if not fires:
-                    continue
-                if rule.kind == "delay":
-                    rule.hits += 1
-                    wait += rule.fault.seconds
-                elif decider is None:
-                    rule.hits += 1
-                    decider = rule
+            wait, decider = tally(rule for rule in list(self._rules)
+                                  if self._fires(rule, op, args, kwargs, watch))
             return await self._run(index, op, text, fn, args, kwargs, wait, decider)
         except BaseException as exc:
             if as_record(self._calls[index]).outcome == "pending":
                 # Cancelled while waiting, or a rule's own ``when`` predicate raised.
                 self._finish(index, _pending_outcome(exc), exc)
             raise
+
+    @staticmethod
+    def _fires(rule: FaultRule, op: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+               watch: Mapping[str, tuple[tuple[Any, ...], ...]] | None) -> bool:
+        """Whether ``rule`` counts this call and fires on it."""
+        if rule.op == op:
+            return rule._count(args, kwargs)
+        if watch and rule.op in watch:  # e.g. a save rule watching a commit's checkpoints
+            return rule._count((), {}, each=watch[rule.op])
+        return False
 
     async def _run(
         self,
