@@ -30,42 +30,9 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
-from pydantic import BaseModel
-from typing_extensions import TypedDict
+from chains import gf_chain, lg_chain
 
-from pytest_graphflow import END, START, Graph, GraphRuntime, PostgresCheckpointStore
-
-
-class GFState(BaseModel):
-    n: int = 0
-
-
-class LGState(TypedDict):
-    n: int
-
-
-def gf_chain(n: int) -> Any:
-    g = Graph("pgchain", GFState)
-    prev = START
-    for i in range(n):
-        g.node(f"n{i}", lambda s: {"n": s.n + 1})
-        g.edge(prev, f"n{i}")
-        prev = f"n{i}"
-    g.edge(prev, END)
-    return g.compile(checkpoint_policy="every_step")
-
-
-def lg_chain(n: int, saver: Any) -> Any:
-    from langgraph.graph import StateGraph
-
-    g = StateGraph(LGState)
-    prev = "__start__"
-    for i in range(n):
-        g.add_node(f"n{i}", lambda s: {"n": s["n"] + 1})
-        g.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    g.add_edge(prev, "__end__")
-    return g.compile(checkpointer=saver)
+from pytest_graphflow import GraphRuntime, PostgresCheckpointStore
 
 
 async def interleaved(
@@ -94,7 +61,7 @@ async def measure(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
         store = await stack.enter_async_context(PostgresCheckpointStore(dsn, schema=schema))
         stack.callback(store.drop)  # runs before the store closes
         runtime = GraphRuntime(store, max_supersteps=100_000)
-        graph = gf_chain(nodes)
+        graph = gf_chain(nodes, "pgchain")
 
         async def run_gf() -> None:
             result = await runtime.ainvoke(graph, {})

@@ -20,42 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-from typing_extensions import TypedDict
+from chains import gf_chain, lg_chain
 
-from pytest_graphflow import END, START, Graph, GraphRuntime
+from pytest_graphflow import GraphRuntime
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
-
-
-class GFState(BaseModel):
-    n: int = 0
-
-
-class LGState(TypedDict):
-    n: int
-
-
-def gf_chain(n: int) -> Any:
-    g = Graph("chain", GFState)
-    prev = START
-    for i in range(n):
-        g.node(f"n{i}", lambda s: {"n": s.n + 1})
-        g.edge(prev, f"n{i}")
-        prev = f"n{i}"
-    return g.edge(prev, END).compile(checkpoint_policy="every_step")
-
-
-def lg_chain(n: int, saver: Any) -> Any:
-    from langgraph.graph import StateGraph
-
-    g = StateGraph(LGState)
-    prev = "__start__"
-    for i in range(n):
-        g.add_node(f"n{i}", lambda s: {"n": s["n"] + 1})
-        g.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    g.add_edge(prev, "__end__")
-    return g.compile(checkpointer=saver)
 
 
 def timed(fn: Any) -> tuple[float, float]:
