@@ -134,7 +134,7 @@ class Committer:
         scheduled: dict[str, dict[str, Any] | None] = {}
         touched: dict[Join, None] = {}
         expansions: list[Outcome] = []
-        # invoke() wants no events: they are only numbered (seq), the same way.
+        # invoke() wants no events: a task's own are only numbered (seq), the same way.
         recording = run.record_events
         for out in outcomes:
             if recording:
@@ -155,11 +155,8 @@ class Committer:
                                      "message": str(out.error)}
                 continue
             for target in out.targets:
-                if recording:
-                    events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
-                                    source=node, target=target))
-                else:
-                    run.seq += 1
+                events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
+                                source=node, target=target))
                 if target != END and target not in scheduled:
                     scheduled[target] = None
             if out.expand is not None:

@@ -30,6 +30,10 @@ def attach_run_error(store_error: BaseException, run_error: BaseException | None
         store_error.run_error = run_error  # type: ignore[attr-defined]
 
 
+_FIELD_STORES = (InMemoryCheckpointStore, FaultyStore)
+"""Stores whose ``_adopt_fields`` takes a checkpoint as its fields (the runtime's fast save)."""
+
+
 class CheckpointWriter:
     """Saves a leg's checkpoints to its store; the run's position comes from its state.
 
@@ -41,13 +45,13 @@ class CheckpointWriter:
 
     def __init__(self, run: RunState) -> None:
         self.run = run
-        store = run.store
+        store: Any = run.store
         claim = run.claim
         self._fence = None if claim is None else claim.fence
-        # The in-memory store keeps the fields and builds the model when it is read.
-        self._adopt = store._adopt_fields if type(store) is InMemoryCheckpointStore else None
-        # A FaultyStore over one takes the same path while no rule is set (it says so).
-        self._try_adopt = store._adopt_fields if type(store) is FaultyStore else None
+        # The in-memory store (and a FaultyStore over one while no rule is set) keeps the
+        # fields and builds the model when it is read; ``_adopt_fields`` says if it took them.
+        self._adopt: Callable[..., bool] | None = (
+            store._adopt_fields if type(store) in _FIELD_STORES else None)
         if run.durable and self._fence is not None:
             inner = getattr(store, "inner", store)  # a FaultyStore commits through its inner
             run.deferred = bool(callable(getattr(store, "commit", None))
@@ -106,15 +110,8 @@ class CheckpointWriter:
             fields["metadata"]["parent_command"] = {
                 "update": to_json_value(command.update), "goto": command.goto}
         fence = self._fence
-        if self._adopt is not None:
-            # The visited nodes stay a lazy snapshot until the checkpoint is read.
-            if fence is None:
-                self._adopt(fields)
-            else:
-                self._adopt(fields, fence)
-        elif self._try_adopt is not None and self._try_adopt(fields, fence):
-            pass
-        else:
+        # The visited nodes stay a lazy snapshot until the checkpoint is read.
+        if self._adopt is None or not self._adopt(fields, fence):
             vis = fields["visited"]
             if not isinstance(vis, tuple):
                 fields["visited"] = vis.as_tuple()

@@ -117,11 +117,13 @@ class InMemoryCheckpointStore(ClosingStore):
         token = rules.fence_token(fence, thread_id, what)
         rules.current_or_stale(thread_id, token, self._claims.get(thread_id))
 
-    def _adopt_fields(self, fields: dict[str, Any], fence: Fence | None = None) -> None:
-        """Store a checkpoint given as its fields (internal; see :meth:`_adopt`)."""
+    def _adopt_fields(self, fields: dict[str, Any], fence: Fence | None = None) -> bool:
+        """Store a checkpoint given as its fields (internal; see :meth:`_adopt`). Returns
+        ``True``: it always takes them (a ``FaultyStore``'s may not)."""
         if fence is not None:
             self._fenced(fence, fields["thread_id"], fields["id"])
         self._adopt(_Draft(fields))  # type: ignore[arg-type]
+        return True
 
     async def commit(
         self,
