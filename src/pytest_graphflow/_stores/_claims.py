@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
+from .._records._checks import check_id
 from .._records._json import NotJSONError, to_json_value
 from ..errors import (
     EventsCompacted,
@@ -343,17 +344,21 @@ def normalise_run_record(record: object) -> dict[str, Any]:
 
 
 def artifact_bytes(run_id: str, name: str, data: object, media_type: object) -> bytes:
-    """An artifact's content as bytes (``str`` is encoded as UTF-8).
+    """An artifact's content as bytes (``str`` is encoded as UTF-8), its ids checked as every
+    id is (:func:`check_id`).
 
     Raises:
-        InvalidArgument: for a bad name, content or media type.
+        InvalidArgument: for a bad run id, name, content or media type.
     """
+    check_id(run_id, "run_id", "put_artifact")
     if not isinstance(name, str) or not name:
         raise InvalidArgument(f"put_artifact({run_id!r}, name={name!r}): name must be a "
                               "non-empty str")
     if not isinstance(media_type, str) or not media_type:
         raise InvalidArgument(f"put_artifact({run_id!r}, {name!r}, media_type={media_type!r}): "
                               "media_type must be a non-empty str")
+    check_id(name, "name", "put_artifact")
+    check_id(media_type, "media_type", "put_artifact")
     if isinstance(data, str):
         return data.encode()
     if isinstance(data, (bytes, bytearray, memoryview)):

@@ -159,10 +159,7 @@ class SQLiteLog(SQLiteTransactions):
         media_type: str = "application/octet-stream",
     ) -> None:
         """Store an artifact of ``run_id`` (``str`` as UTF-8), replacing one of that name."""
-        check_id(run_id, "run_id", "put_artifact")
         content = rules.artifact_bytes(run_id, name, data, media_type)
-        check_id(name, "name", "put_artifact")
-        check_id(media_type, "media_type", "put_artifact")
         with self._tx() as db:
             db.execute(
                 "INSERT INTO artifacts (run_id, name, media_type, size, content) "
