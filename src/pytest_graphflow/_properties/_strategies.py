@@ -117,6 +117,15 @@ def _new_node(name: str) -> dict[str, Any]:
 # node is one span (a nested ``draw``) the shrinker can delete as a whole.
 _INDEX = st.integers(0, 7)
 _KINDS = ("child", "join", "worker", "handler")
+# The other choices' strategies, built once: a strategy made at each draw costs a cache
+# look-up and a validation per draw, a third of what drawing a graph cost.
+_BOOL = st.booleans()
+_KIND = st.integers(0, len(_KINDS) - 1)
+_JOIN_PICKS = st.lists(_INDEX, min_size=2, max_size=3)
+_READS = st.lists(_INDEX, max_size=2)
+_EFFECT = st.sampled_from(_EFFECTS)
+_INTS = {(low, high): st.integers(low, high)
+         for low, high in ((0, 1), (0, 3), (0, 4), (0, 5), (0, 9), (1, 2), (1, 3))}
 
 
 def _pick(options: Sequence[str], i: int) -> str:
@@ -126,7 +135,7 @@ def _pick(options: Sequence[str], i: int) -> str:
 def _attach(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
     """Draw how node ``name`` is reached; the simplest (a child of the last node) first."""
     parallel = flags["parallel"]
-    kind = _KINDS[draw(st.integers(0, len(_KINDS) - 1))]
+    kind = _KINDS[draw(_KIND)]
     offset = draw(_INDEX)
     node = _new_node(name)
     # Parents, most recent first (offset 0: a chain), START last (fan-out from the entry).
@@ -175,7 +184,7 @@ def _attach(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
             if p in b.loop_body:
                 b.loop_body.add(name)
     elif kind == "join":
-        picks = draw(st.lists(_INDEX, min_size=2, max_size=3))
+        picks = draw(_JOIN_PICKS)
         sources = list(dict.fromkeys(_pick(joinable, i) for i in picks))
         for extra in joinable:
             if len(sources) >= 2:
@@ -190,7 +199,7 @@ def _attach(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
         p = _pick(expanders, offset)
         d = b.nodes[p]
         d["route"], d["expand_to"] = "expand", name
-        d["items"] = draw(st.integers(0, 3 if parallel else 1))
+        d["items"] = draw(_INTS[0, 3 if parallel else 1])
         node["worker"] = True
         b.parent[name] = p
         if p in b.loop_body:
@@ -238,48 +247,49 @@ def _ask_like_a_sibling(b: _Builder, name: str) -> None:
 def _behaviour(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
     """Draw what node ``name`` does (next to how it is reached, so they shrink together)."""
     d = b.nodes[name]
-    effect = draw(st.sampled_from(_EFFECTS))
+    effect = draw(_EFFECT)
     if flags["effects"]:
         d["effect"] = effect
     keys = b.keys()
     d["reads"] = list(dict.fromkeys(keys[i % len(keys)]
-                                    for i in draw(st.lists(_INDEX, max_size=2))))
-    writes, log = draw(st.booleans()), draw(st.booleans())
+                                    for i in draw(_READS)))
+    writes, log = draw(_BOOL), draw(_BOOL)
     if not d["worker"]:
         d["writes"] = writes
         d["log"] = log and b.reducers
-    n = draw(st.integers(0, 5))
+    n = draw(_INTS[0, 5])
     if flags["interrupts"]:
         d["interrupts"] = [f"q{i}" for i in range(max(0, n - 3))]
-    f = draw(st.integers(0, 9))
+    f = draw(_INTS[0, 9])
     if f >= 7:
-        retry = draw(st.integers(1, 3))
+        retry = draw(_INTS[1, 3])
         if flags["failures"]:
             d["fail"] = Failure(None if f == 9 else f - 6)
             d["retry"] = retry
-    sleep = (0.0, 0.0, 1.0, 2.5)[draw(st.integers(0, 3))]
+    sleep = (0.0, 0.0, 1.0, 2.5)[draw(_INTS[0, 3])]
     if flags["sleeps"]:
         d["sleep"] = sleep
-    emits = draw(st.integers(0, 3)) == 3
+    emits = draw(_INTS[0, 3]) == 3
     if flags["emits"]:
         d["emits"] = emits
-    d["checkpoint"] = draw(st.integers(0, 4)) == 4
+    d["checkpoint"] = draw(_INTS[0, 4]) == 4
     # A targeted draw for a rare shape (issue 14): two nodes of one batch pausing with the same
     # interrupt id at once, both answers reaching the state. Drawn independently, it needs two
     # siblings that both interrupt, both write and neither fails: too rare for 30 examples.
-    twin = draw(st.integers(0, 1)) == 1  # drawn always, so every node's span has one shape
+    twin = draw(_INTS[0, 1]) == 1  # drawn always, so every node's span has one shape
     if twin and flags["interrupts"] and not d["worker"]:
         _ask_like_a_sibling(b, name)
 
 
 _ROUTES = ("static", "static", "static", "branch", "goto", "loop")
+_ROUTE = st.integers(0, len(_ROUTES) - 1)
 
 
 def _route(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
     """Draw how node ``name`` decides where to go: static edges first (weighted: they also
     make joins possible), then a branch, a ``Command(goto=...)``, a loop."""
     d = b.nodes[name]
-    route = _ROUTES[draw(st.integers(0, len(_ROUTES) - 1))]
+    route = _ROUTES[draw(_ROUTE)]
     if route in ("branch", "goto") and not flags["branches"]:
         route = "static"
     loop_targets: list[str] = []
@@ -293,13 +303,13 @@ def _route(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
     if route in ("branch", "goto"):
         d["route"] = route
         d["route_key"] = _key(draw, b.keys())
-        raises = draw(st.booleans())
+        raises = draw(_BOOL)
         if route == "branch" and flags["edge_errors"]:
             d["route_raises"] = raises
     elif route == "loop":
         d["route"] = "loop"
         d["loop_to"] = _pick(loop_targets, draw(_INDEX))
-        d["loop_bound"] = draw(st.integers(1, 2))
+        d["loop_bound"] = draw(_INTS[1, 2])
         b.loop_body |= descendants(b.spec(), d["loop_to"])
 
 
@@ -307,7 +317,7 @@ def _route(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
 def _node(draw: Any, b: _Builder, name: str, flags: dict[str, bool], forced: bool) -> bool:
     # "One more node?" comes first in the node's own span, drawn even when the node is forced
     # (min_nodes), so every node's span has the same shape: deleting a span deletes a node.
-    more = draw(st.integers(0, 4)) != 0
+    more = draw(_INTS[0, 4]) != 0
     if not (more or forced):
         return False
     _attach(draw, b, name, flags)
