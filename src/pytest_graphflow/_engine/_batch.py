@@ -166,19 +166,18 @@ class BatchRunner:
         claim = run.claim
         renewing = claim is not None and claim.renewable
         renew_scope = anyio.CancelScope()
-        renew_start = sched.daemon(_RENEWER, renew_scope) if renewing and sched else None
         running = [len(to_run)]
 
         async def renew() -> None:
             # SPEC §5: the claim is renewed while the run is live, on the runtime's clock.
+            # Under the scheduler this task starts at the daemon's first turn, a third of the
+            # ttl in, so its first renewal is due at once.
             with renew_scope:
                 if sched is None:
                     await claim.keep_alive(clock.sleep)
                     return
-                assert renew_start is not None
-                await renew_start.wait()
                 try:
-                    await claim.keep_alive(sched.sleeper(_RENEWER), sched.daemon_delay)
+                    await claim.keep_alive(sched.sleeper(_RENEWER), sched.daemon_delay, due=True)
                 except BaseException:
                     sched.drop_daemon(_RENEWER)
                     raise
@@ -212,7 +211,7 @@ class BatchRunner:
         if sched is None and rng is not None:
             rng.shuffle(order)
         deadline = None if run.deadline is None else run.deadline - clock.monotonic()
-        handler = sched.stall if sched is not None and sched.kick is not None else None
+        handler = sched.stall if sched is not None and sched.loop_deadline is not None else None
         if handler is not None:
             STALL_HANDLERS.append(handler)
         with anyio.CancelScope() as scope:
@@ -223,13 +222,18 @@ class BatchRunner:
                 scope.cancel()
             try:
                 async with _unwrapped(), anyio.create_task_group() as tg:
-                    if renewing:
+                    if renewing and sched is None:
                         tg.start_soon(renew)
                     for i in order:
                         tg.start_soon(run_one, i)
                     if sched is not None:
-                        if sched.kick is not None:
-                            tg.start_soon(sched.keeper)
+                        # The renewal and the keeper take no task until they have work.
+                        if renewing:
+                            assert claim is not None
+                            sched.daemon(_RENEWER, renew_scope, claim.ttl / 3,
+                                         lambda: tg.start_soon(renew))
+                        if sched.loop_deadline is not None:
+                            sched.start_keeper = lambda: tg.start_soon(sched.keeper)
                         sched.start()
             finally:
                 run.scope = None

@@ -125,10 +125,13 @@ class ThreadClaim:
         self,
         sleep: Callable[[float], Awaitable[None]],
         delay: Callable[[float], float] | None = None,
+        *,
+        due: bool = False,
     ) -> None:
         """Renew the claim every third of its ttl until cancelled; ``sleep`` waits on the
         runtime's clock (the batch scheduler's turn-taking sleep under a virtual clock), and
-        ``delay(period)`` may stretch a wait over virtual time no one can observe.
+        ``delay(period)`` may stretch a wait over virtual time no one can observe; ``due``:
+        the first renewal is due now (the caller waited the first period).
 
         Run it beside the tasks of a batch: a node that runs longer than the ttl keeps the
         thread. It stops when the claim was lost (the run's next commit is refused) or when a
@@ -137,14 +140,16 @@ class ThreadClaim:
         if not self.renewable:
             return
         period = self.ttl / 3
-        while True:
+        if not due:
             await sleep(period if delay is None else delay(period))
+        while True:
             try:
                 await self.renew()
             except SimulatedCrash:
                 raise
             except Exception:
                 return
+            await sleep(period if delay is None else delay(period))
 
 
 async def take(store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float

@@ -116,21 +116,25 @@ class BatchScheduler:
         self.on_deadline = on_deadline
         self.on_stall = on_stall
         self.loop_deadline = loop_deadline
-        self.kick: anyio.Event | None = anyio.Event() if loop_deadline is not None else None
+        self.kick: anyio.Event | None = None
+        self.start_keeper: Callable[[], object] | None = None
+        """On an owned loop: starts :meth:`keeper` in the batch's task group, at the first jump
+        to a loop deadline (most batches have none, and pay no task for it)."""
         self._kicked_for: int | None = None
         self.order_keys: list[int] = []
         self._done: set[int] = set()
         self.keeper_scope: anyio.CancelScope | None = None
         self._forever: list[int] = []
         self.order: list[int] = []
-        self._ready: list[tuple[int, anyio.Event]] = []
-        self._timers: list[tuple[int, int, int, anyio.Event]] = []
+        self._ready: list[tuple[int, anyio.Event | None]] = []
+        self._timers: list[tuple[int, int, int, anyio.Event | None]] = []
         self._counter = 0
         self._running: int | None = None
         self._closed = False
         self.timed_out = False
         self._daemons: set[int] = set()
         self._daemon_scopes: list[anyio.CancelScope] = []
+        self._spawn: dict[int, Callable[[], object]] = {}
 
     def register(self, key: int) -> anyio.Event:
         """Register a task before the batch starts; it waits on the returned event."""
@@ -139,17 +143,25 @@ class BatchScheduler:
         self.order_keys.append(key)
         return ev
 
-    def daemon(self, key: int, scope: anyio.CancelScope) -> anyio.Event:
-        """Register a helper task (e.g. a claim renewal) that takes turns like a task but
-        does not keep the batch going: it never counts as remaining work, its timers alone
-        never hold off a stall, it goes first when ready (no draw of the seeded RNG, so the
-        tasks' order is unchanged), and ``scope`` is cancelled once the last task finished.
+    def daemon(self, key: int, scope: anyio.CancelScope, period: float,
+               spawn: Callable[[], object]) -> None:
+        """Register a helper (e.g. a claim renewal) that acts every ``period`` seconds and
+        takes turns like a task but does not keep the batch going: it never counts as
+        remaining work, its timers alone never hold off a stall, it goes first when ready (no
+        draw of the seeded RNG, so the tasks' order is unchanged), and ``scope`` is cancelled
+        once the last task finished.
+
+        No task is started for it up front: its first turn is a timer, ``period`` from now
+        (:meth:`daemon_delay`), and ``spawn()`` starts the task when that turn comes, holding
+        the baton (its work is due at once; it sleeps with :meth:`sleeper` afterwards). A
+        batch that ends sooner, as most do, never starts it.
         """
         self._daemons.add(key)
         self._daemon_scopes.append(scope)
-        ev = anyio.Event()
-        self._ready.insert(0, (key, ev))
-        return ev
+        self._spawn[key] = spawn
+        self._counter += 1
+        wake = self.clock.elapsed_ns + round(self.daemon_delay(period) * 1e9)
+        heapq.heappush(self._timers, (wake, self._counter, key, None))
 
     def daemon_delay(self, period: float) -> float:
         """How long a daemon that acts every ``period`` seconds sleeps now: ``period``, or, when
@@ -177,6 +189,7 @@ class BatchScheduler:
         self._ready = [r for r in self._ready if r[0] not in self._daemons]
         self._timers = [t for t in self._timers if t[2] not in self._daemons]
         heapq.heapify(self._timers)
+        self._spawn.clear()
         for scope in self._daemon_scopes:
             scope.cancel()
 
@@ -208,19 +221,19 @@ class BatchScheduler:
     async def keeper(self) -> None:
         """On an owned loop: after a jump to a loop deadline, let the loop fire it, then go on.
 
-        Runs outside node context, so its zero-length sleeps reach the real loop.
+        Started by the first such jump (:attr:`start_keeper`), it then waits for the next
+        ones. Runs outside node context, so its zero-length sleeps reach the real loop.
         """
         with anyio.CancelScope() as scope:
             self.keeper_scope = scope
             if self.remaining == 0:
                 return
             while True:
-                assert self.kick is not None
-                await self.kick.wait()
                 self.kick = anyio.Event()
                 for _ in range(3):
                     await anyio.lowlevel.checkpoint()
                 self._dispatch()
+                await self.kick.wait()
 
     def start(self) -> None:
         """Hand the baton to the first task (call once every task is registered)."""
@@ -300,8 +313,11 @@ class BatchScheduler:
                 # The loop's own deadline comes first: move time there and let the loop act.
                 self.clock.advance_to_ns(deadline)
                 self._kicked_for = deadline
-                assert self.kick is not None
-                self.kick.set()
+                start, self.start_keeper = self.start_keeper, None
+                if start is not None:
+                    start()  # the keeper's first turn: it starts with what a kick does
+                elif self.kick is not None:
+                    self.kick.set()
                 return
         if (not self._ready and self._forever and self._daemons
                 and all(t[2] in self._daemons for t in self._timers)):
@@ -336,4 +352,7 @@ class BatchScheduler:
         self._running = key
         if key not in self._daemons:
             self.order.append(key)
-        ev.set()
+        if ev is None:  # a daemon's first turn: start its task, which holds the baton
+            self._spawn.pop(key)()
+        else:
+            ev.set()
