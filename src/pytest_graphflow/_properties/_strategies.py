@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from hypothesis import strategies as st
@@ -53,8 +55,12 @@ def _check_int(name: str, value: object, low: int, high: int | None = None) -> i
 class _Builder:
     """The graph while it is drawn (mutable); ``freeze()`` gives the :class:`GraphSpec`."""
 
-    def __init__(self, reducers: bool) -> None:
+    def __init__(self, reducers: bool, min_nodes: int = 1, max_nodes: int = 6,
+                 flags: dict[str, bool] | None = None) -> None:
         self.reducers = reducers
+        self.min_nodes = min_nodes
+        self.max_nodes = max_nodes
+        self.flags = flags or {}
         self.nodes: dict[str, dict[str, Any]] = {}
         self.entry: list[str] = []
         self.joins: list[JoinSpec] = []
@@ -313,12 +319,22 @@ def _route(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
         b.loop_body |= descendants(b.spec(), d["loop_to"])
 
 
+# The graph being drawn, for the node strategies below. They are built once and read the
+# builder from here instead of taking it as an argument: a strategy made per node cost a
+# validation per draw, a sixth of what drawing a graph cost. (Same choices, same spans: a
+# composite's label comes from its function, not its arguments.)
+_BUILDING: ContextVar[_Builder] = ContextVar("graphflow_building")
+
+
 @st.composite
-def _node(draw: Any, b: _Builder, name: str, flags: dict[str, bool], forced: bool) -> bool:
+def _node(draw: Any) -> bool:
+    b = _BUILDING.get()
+    i = len(b.nodes)
+    name, flags = f"n{i}", b.flags
     # "One more node?" comes first in the node's own span, drawn even when the node is forced
     # (min_nodes), so every node's span has the same shape: deleting a span deletes a node.
     more = draw(_INTS[0, 4]) != 0
-    if not (more or forced):
+    if not (more or i < b.min_nodes):
         return False
     _attach(draw, b, name, flags)
     _behaviour(draw, b, name, flags)
@@ -326,24 +342,33 @@ def _node(draw: Any, b: _Builder, name: str, flags: dict[str, bool], forced: boo
     return True
 
 
+_NODE = _node()
+
+
 @st.composite
-def _nodes(
-    draw: Any, b: _Builder, i: int, min_nodes: int, max_nodes: int, flags: dict[str, bool]
-) -> None:
+def _nodes(draw: Any) -> None:
     # Recursive on purpose: the rest of the graph is drawn *inside* this node's span, so the
     # shrinker's "replace a span with a descendant span" pass can cut out any one node and the
     # nodes after it replay one place earlier (every node draws the same shape of choices).
-    if i < max_nodes and draw(_node(b, f"n{i}", flags, i < min_nodes)):
-        draw(_nodes(b, i + 1, min_nodes, max_nodes, flags))
+    # Each node drawn adds one to ``b.nodes``, so its length is this node's index.
+    if len(_BUILDING.get().nodes) < _BUILDING.get().max_nodes and draw(_NODE):
+        draw(_NODES)
+
+
+_NODES = _nodes()
 
 
 @st.composite
 def _graph_specs(
     draw: Any, min_nodes: int, max_nodes: int, flags: dict[str, bool], policies: tuple[str, ...]
 ) -> GraphSpec:
-    b = _Builder(reducers=flags["reducers"])
+    b = _Builder(flags["reducers"], min_nodes, max_nodes, flags)
     policy = policies[draw(st.integers(0, len(policies) - 1))]
-    draw(_nodes(b, 0, min_nodes, max_nodes, flags))
+    token = _BUILDING.set(b)
+    try:
+        draw(_NODES)
+    finally:
+        _BUILDING.reset(token)
     spec = b.spec()
     return GraphSpec(nodes=spec.nodes, entry=spec.entry, joins=spec.joins,
                      reducers=spec.reducers, checkpoint_policy=policy)
@@ -429,9 +454,17 @@ def graph_inputs(spec: GraphSpec) -> st.SearchStrategy[dict[str, Any]]:
     """
     if not isinstance(spec, GraphSpec):
         raise InvalidArgument(f"graph_inputs(spec={spec!r}): pass a GraphSpec from graphs()")
-    small = st.integers(0, 9)
-    optional = {k: small for k in spec.keys if k.startswith("v_")}
-    return st.fixed_dictionaries({"x": small}, optional=optional)
+    return _inputs(spec.keys)
+
+
+_SMALL = st.integers(0, 9)
+
+
+@functools.lru_cache(maxsize=256)
+def _inputs(keys: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:
+    # One strategy per key set, reused: a strategy made per example is validated per example.
+    optional = {k: _SMALL for k in keys if k.startswith("v_")}
+    return st.fixed_dictionaries({"x": _SMALL}, optional=optional)
 
 
 _ANSWERS: st.SearchStrategy[Any] = st.one_of(
@@ -462,8 +495,15 @@ def resume_answers(
             if not isinstance(key, str):
                 raise InvalidArgument(f"resume_answers: {item!r} is not an Interrupt or a key")
             keys.append(key)
-    answer = _ANSWERS if values is None else values
-    return st.fixed_dictionaries({k: answer for k in dict.fromkeys(keys)})
+    if values is None:
+        return _answers(tuple(dict.fromkeys(keys)))
+    return st.fixed_dictionaries({k: values for k in dict.fromkeys(keys)})
+
+
+@functools.lru_cache(maxsize=256)
+def _answers(keys: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:
+    # One strategy per key set, reused (as for graph_inputs).
+    return st.fixed_dictionaries({k: _ANSWERS for k in keys})
 
 
 # --------------------------------------------------------------------------- store faults
