@@ -341,13 +341,14 @@ class BatchScheduler:
                 if self.on_stall is not None:
                     self.on_stall(list(self._forever))
             return
-        daemon = next((n for n, r in enumerate(self._ready) if r[0] in self._daemons), None)
-        if daemon is not None:
-            i = daemon
-        elif self.rng is None or len(self._ready) == 1:
-            i = 0
-        else:
-            i = self.rng.randrange(len(self._ready))
+        ready, daemons = self._ready, self._daemons
+        i = -1
+        for n, r in enumerate(ready):
+            if r[0] in daemons:
+                i = n  # a ready daemon goes first
+                break
+        if i < 0:
+            i = 0 if self.rng is None or len(ready) == 1 else self.rng.randrange(len(ready))
         key, ev = self._ready.pop(i)
         self._running = key
         if key not in self._daemons:
