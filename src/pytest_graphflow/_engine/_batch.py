@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from typing import Any
 
 import anyio
@@ -39,6 +40,31 @@ async def _unwrapped() -> AsyncIterator[None]:
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
+
+
+class _InContext:
+    """Await a coroutine with each of its steps run in a copy of the current context: what a
+    task of its own gives it (its context variables stay its own), without the task."""
+
+    __slots__ = ("_coro", "_ctx")
+
+    def __init__(self, coro: Coroutine[Any, Any, None]) -> None:
+        self._coro = coro
+        self._ctx = contextvars.copy_context()
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        coro, run = self._coro, self._ctx.run
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = run(coro.send, value) if error is None else run(coro.throw, error)
+            except StopIteration:
+                return
+            try:
+                value, error = (yield step), None
+            except BaseException as exc:  # thrown in by the loop: a cancellation, say
+                value, error = None, exc
 
 
 class BatchRunner:
@@ -207,6 +233,11 @@ class BatchRunner:
                 if running[0] == 0:
                     renew_scope.cancel()
 
+        # A lone task under the scheduler runs in this task, in the task group's body and in
+        # a copy of the context (as its own task would): a task costs more than the node does
+        # (the group stays, for the renewal and the keeper should they start).
+        alone = sched is not None and len(to_run) == 1
+
         order = list(to_run)
         if sched is None and rng is not None:
             rng.shuffle(order)
@@ -224,8 +255,9 @@ class BatchRunner:
                 async with _unwrapped(), anyio.create_task_group() as tg:
                     if renewing and sched is None:
                         tg.start_soon(renew)
-                    for i in order:
-                        tg.start_soon(run_one, i)
+                    if not alone:
+                        for i in order:
+                            tg.start_soon(run_one, i)
                     if sched is not None:
                         # The renewal and the keeper take no task until they have work.
                         if renewing:
@@ -235,6 +267,8 @@ class BatchRunner:
                         if sched.loop_deadline is not None:
                             sched.start_keeper = lambda: tg.start_soon(sched.keeper)
                         sched.start()
+                    if alone:
+                        await _InContext(run_one(order[0]))
             finally:
                 run.scope = None
                 if handler is not None:
