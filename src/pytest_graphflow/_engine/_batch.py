@@ -233,10 +233,12 @@ class BatchRunner:
                 if running[0] == 0:
                     renew_scope.cancel()
 
-        # A lone task under the scheduler runs in this task, in the task group's body and in
-        # a copy of the context (as its own task would): a task costs more than the node does
-        # (the group stays, for the renewal and the keeper should they start).
-        alone = sched is not None and len(to_run) == 1
+        # Under the scheduler, the first task of the batch runs in this task, in the task
+        # group's body and in a copy of the context (as its own task would): a task costs more
+        # than a small node does. The others get tasks; the scheduler's baton decides who runs,
+        # whichever task they are in. (The group stays for the others, and for the renewal
+        # and the keeper should they start.)
+        host = to_run[0] if sched is not None else None
 
         order = list(to_run)
         if sched is None and rng is not None:
@@ -255,8 +257,8 @@ class BatchRunner:
                 async with _unwrapped(), anyio.create_task_group() as tg:
                     if renewing and sched is None:
                         tg.start_soon(renew)
-                    if not alone:
-                        for i in order:
+                    for i in order:
+                        if i != host:
                             tg.start_soon(run_one, i)
                     if sched is not None:
                         # The renewal and the keeper take no task until they have work.
@@ -267,8 +269,8 @@ class BatchRunner:
                         if sched.loop_deadline is not None:
                             sched.start_keeper = lambda: tg.start_soon(sched.keeper)
                         sched.start()
-                    if alone:
-                        await _InContext(run_one(order[0]))
+                    if host is not None:
+                        await _InContext(run_one(host))
             finally:
                 run.scope = None
                 if handler is not None:

@@ -1,8 +1,9 @@
-"""A batch of one async node runs it in the batch's own task (no task of its own): what the
-node can see stays as a task of its own gives it.
+"""Under the scheduler, the first async node of a batch runs in the batch's own task (a lone
+node always does), not in a task of its own: what the node can see stays as a task of its own
+gives it.
 
-The node's context-variable changes stay its own, as in a parallel batch (a later node sees
-the value from before); a cancellation still reaches it (a run timeout mid-sleep); its
+The node's context-variable changes stay its own, lone or beside another node (a later node
+sees the value from before); a cancellation still reaches it (a run timeout mid-sleep); its
 sleeps move virtual time exactly as a node of a parallel batch's do.
 """
 
