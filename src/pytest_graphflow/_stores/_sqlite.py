@@ -22,12 +22,13 @@ from typing import Any
 from .._records._checkpoint import Checkpoint
 from .._records._checks import check_id, check_optional_id
 from .._records._ids import derived_hex
+from .._records._json import DumpedEvents
 from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, ThreadBusy
 from . import _claims as rules
 from ._protocol import Fence
 from ._sqlite_claims import SQLiteClaims
 from ._sqlite_file import open_store
-from ._sqlite_log import INSERT_EVENT, SQLiteLog, event_row, plain_run_record
+from ._sqlite_log import SQLiteLog, dumped_row, event_row, plain_run_record
 from ._sqlite_rows import SELECT, PathWriter, decode, encode, with_tail
 from ._sqlite_schema import SCHEMA_VERSION
 
@@ -221,13 +222,16 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
                                                      None if plain else run, normalise=False)
         token = rules.check_token(token, "commit")
         encoded = [(self._checked(cp, "commit"), encode(self.path, cp)) for cp in cps]
-        rows = [event_row(run_id, data, seq) for seq, data in normalised]
+        if type(events) is DumpedEvents:
+            rows = [dumped_row(run_id, data) for data in events]
+        else:
+            rows = [event_row(run_id, data, seq) for seq, data in normalised]
         with self._tx() as db:
             self._hold(db, thread_id, token)
             for cp, data in encoded:
                 self._write(db, cp, data)
             if rows:
-                db.executemany(INSERT_EVENT, rows)
+                self._put_events(db, run_id, rows)
             if plain is not None:
                 self._put_run(db, *plain)
             elif record is not None:
