@@ -115,8 +115,16 @@ def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]]) -> T:
     try:
         result: T = loop.run_task(task)
     except BaseException:
-        if not task.done():  # interrupted (KeyboardInterrupt): give the loop up
-            close_loop()
+        try:
+            if not task.done():  # interrupted (KeyboardInterrupt): give the loop up
+                close_loop()
+        except (KeyboardInterrupt, SystemExit):
+            pass  # the same interruption, out of the tasks again as the loop cancels them
+        finally:
+            if task.done() and not task.cancelled():
+                # The call's task ended with what the caller gets raised: asyncio must not
+                # also report it as "never retrieved" when the task goes.
+                task.exception()
         raise
     finally:
         if not loop.is_closed():
