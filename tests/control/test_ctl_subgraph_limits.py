@@ -324,6 +324,58 @@ async def test_a_fork_of_a_paused_parent_forks_its_child_and_leaves_the_original
     assert sorted(original.data["votes"]) == ["legal:orig-legal", "style:orig-style"]
 
 
+async def _paused_with_legal_answered(rt: GraphRuntime, graph: Any) -> tuple[Any, str, Any]:
+    """A parent paused on both of its child's questions, then ``legal`` answered alone (the
+    child moved on and still waits for ``style``). Returns the first pause, the child thread
+    and the child's checkpoint ids after the partial answer."""
+    calls.clear()
+    paused = await rt.ainvoke(graph, {"draft": "d"})
+    key = next(k for k, p in paused.interrupts.items() if p.id == "legal")
+    half = await rt.aresume(paused.run_id, Resume(answers={key: "first"}, partial=True))
+    assert half.status == "interrupted"
+    assert [p.id for p in half.interrupts.values()] == ["style"]
+    (child_thread,) = {cp.thread_id for cp in await rt.store.list()
+                       if cp.thread_id.startswith(f"{paused.thread_id}/")}
+    return paused, child_thread, [cp.id for cp in await rt.store.list(thread_id=child_thread)]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_going_back_to_a_pause_continues_the_child_from_where_it_stood_then(
+    kind: str, tmp_path: Path
+) -> None:
+    """Time travel to a parent checkpoint taken while its child was paused: the child goes on
+    from its own checkpoint of that moment (both questions open), on a thread of its own,
+    not from where the later partial answer took it. Over SQLite the travel is another
+    process's: a new runtime over the file."""
+    store: Any = (InMemoryCheckpointStore() if kind == "memory"
+                  else SQLiteCheckpointStore(tmp_path / "runs.db"))
+    rt = GraphRuntime(store=store, clock=VirtualClock(), seed=2)
+    graph = parent(two_question_child())
+    paused, child_thread, moved = await _paused_with_legal_answered(rt, graph)
+    if kind == "sqlite":
+        rt = GraphRuntime(store=SQLiteCheckpointStore(tmp_path / "runs.db"),
+                          clock=VirtualClock(), seed=2)
+    answers = {k: f"again-{p.id}" for k, p in paused.interrupts.items()}
+    again = await rt.aresume(paused.checkpoint_id, Resume(answers=answers), graph=graph)  # type: ignore[arg-type]
+    assert again.status == "completed"
+    assert sorted(again.data["votes"]) == ["legal:again-legal", "style:again-style"]
+    assert [cp.id for cp in await rt.store.list(thread_id=child_thread)] == moved
+    children = {cp.thread_id for cp in await rt.store.list()
+                if cp.thread_id.startswith(f"{paused.thread_id}/")}
+    assert children == {child_thread, f"{child_thread}~2"}
+
+
+async def test_a_fork_of_a_pause_the_child_moved_on_from_forks_the_child_as_it_stood() -> None:
+    rt = GraphRuntime(store=InMemoryCheckpointStore(), clock=VirtualClock(), seed=2)
+    graph = parent(two_question_child())
+    paused, child_thread, moved = await _paused_with_legal_answered(rt, graph)
+    fork = await rt.store.fork(paused.checkpoint_id)  # type: ignore[arg-type]
+    answers = {k: f"fork-{p.id}" for k, p in paused.interrupts.items()}
+    forked = await rt.aresume(fork, Resume(answers=answers), graph=graph)
+    assert sorted(forked.data["votes"]) == ["legal:fork-legal", "style:fork-style"]
+    assert [cp.id for cp in await rt.store.list(thread_id=child_thread)] == moved
+
+
 async def test_a_replay_that_pauses_before_the_subgraph_still_gets_a_fresh_child() -> None:
     """The fresh-child decision survives a pause between the time travel and the task."""
     counter = Counter()

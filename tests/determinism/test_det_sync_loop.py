@@ -141,3 +141,35 @@ def test_no_resource_warning_at_thread_end_or_exit() -> None:
     proc = subprocess.run([sys.executable, "-X", "dev", "-W", "error", "-c", EXIT_SCRIPT],
                           capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout.strip(), proc.stderr) == (0, "ok", "")
+
+
+_CTRL_C = """
+from pydantic import BaseModel
+from pytest_graphflow import END, START, Graph, GraphRuntime, VirtualClock
+
+class S(BaseModel):
+    n: int = 0
+
+async def interrupted(s):
+    raise KeyboardInterrupt
+
+g = Graph("ctrl-c", S)
+g.node("a", interrupted).node("b", interrupted)
+g.edge(START, ["a", "b"]).edge(["a", "b"], END)
+rt = GraphRuntime(clock=VirtualClock(), seed=0)
+try:
+    rt.invoke(g.compile())
+except KeyboardInterrupt:
+    print("raised")
+after = Graph("after", S).node("x", lambda s: {"n": 1}).edge(START, "x").edge("x", END)
+print(rt.invoke(after.compile()).status)
+"""
+
+
+def test_a_keyboard_interrupt_in_an_async_node_is_raised_once_and_the_loop_goes_on() -> None:
+    # The interruption reaches the caller, the next call runs on a new loop, and asyncio
+    # prints nothing at exit ("Task exception was never retrieved" for the call's task).
+    done = subprocess.run([sys.executable, "-c", _CTRL_C], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split() == ["raised", "completed"]
+    assert done.stderr == ""

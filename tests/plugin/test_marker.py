@@ -32,6 +32,7 @@ def test_marker_arguments_reach_the_fixtures(graph_project: pytest.Pytester, run
         def test_sqlite_store(checkpoint_store, graph_runtime, tmp_path):
             assert isinstance(checkpoint_store, SQLiteCheckpointStore)
             assert checkpoint_store.path == str(tmp_path / "graphflow.db")
+            assert checkpoint_store.synchronous == "off"  # a throwaway file: no fsync
             assert graph_runtime.trace(fan()).status == "completed"
 
         @pytest.mark.graphflow(checkpoint_policy="never")

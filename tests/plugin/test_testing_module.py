@@ -138,6 +138,7 @@ def test_a_factory_sqlite_dir_and_close(tmp_path: Any) -> None:
     a, b = factory(), factory()
     assert a.store.inner.path == str(tmp_path / "one" / "graphflow.db")  # type: ignore[attr-defined]
     assert b.store.inner.path == str(tmp_path / "two" / "graphflow.db")  # type: ignore[attr-defined]
+    assert a.store.inner.synchronous == "off"  # type: ignore[attr-defined]
     factory.close()
     import sqlite3
 

@@ -202,6 +202,13 @@ CASES = [
     Case("store-path-empty", lambda e: SQLiteCheckpointStore(""), InvalidArgument, "path"),
     Case("store-readonly-str", lambda e: SQLiteCheckpointStore(e.path, readonly="yes"),  # type: ignore[arg-type]
          InvalidArgument, "readonly"),
+    Case("store-synchronous-unknown",
+         lambda e: SQLiteCheckpointStore(e.path, synchronous="extra"),
+         InvalidArgument, "synchronous='extra'"),
+    Case("store-synchronous-upper", lambda e: SQLiteCheckpointStore(e.path, synchronous="OFF"),
+         InvalidArgument, "'normal' (the default), 'full' or 'off'"),
+    Case("store-synchronous-int", lambda e: SQLiteCheckpointStore(e.path, synchronous=0),  # type: ignore[arg-type]
+         InvalidArgument, "synchronous=0"),
     Case("store-claim-ttl-zero", lambda e: SQLiteCheckpointStore(e.path, claim_ttl=0),
          InvalidArgument, "ttl"),
     Case("save-not-a-checkpoint", lambda e: e.store.save({"id": "x"}),  # type: ignore[arg-type]

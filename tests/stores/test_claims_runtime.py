@@ -123,6 +123,33 @@ async def test_a_holder_whose_claim_was_taken_over_cannot_commit(store: Any) -> 
     assert (await store.current_claim("t"))[1] == taken[0]  # the new holder keeps the thread
 
 
+async def test_a_save_after_the_claim_changed_hands_is_refused_on_the_fast_path(
+    store: Any,
+) -> None:
+    """Seed 004 StaleClaim, on the path the runtime's every-step saves take over a bare
+    in-memory store (the checkpoint handed over as its fields): a claim released and taken
+    by another run in between fences the holder out, and nothing of it lands."""
+    seen: list[Any] = []
+
+    async def steal(state: S, ctx: Any) -> dict[str, Any]:
+        _run_id, token, _expires = await store.current_claim(ctx.thread_id)
+        await store.release(ctx.thread_id, token)
+        seen.append(await store.claim(ctx.thread_id, "run-other", now=T0))
+        seen.append([c.id for c in await store.list(thread_id="t")])
+        return {"n": 2}
+
+    g = Graph("stolen", S)
+    g.node("first", lambda s: {"n": 1})
+    g.node("steal", steal)
+    g.edge(START, "first").edge("first", "steal").edge("steal", END)
+    with pytest.raises(StaleClaim) as stale:
+        await _runtime(store).ainvoke(g.compile(checkpoint_policy="every_step"), thread_id="t")
+    taken, saved = seen
+    assert stale.value.current == taken
+    assert [c.id for c in await store.list(thread_id="t")] == saved  # nothing landed after
+    assert (await store.current_claim("t"))[:2] == ("run-other", taken)
+
+
 async def test_another_runtime_cannot_resume_or_recover_a_live_run(store: Any) -> None:
     """SPEC §5: "any other runtime or process asking for the thread (new run, resume,
     recover, ...) gets ThreadBusy until the claim is released or expires"."""

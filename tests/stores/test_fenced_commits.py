@@ -13,6 +13,7 @@ import pytest
 
 from pytest_graphflow import FaultyStore, SimulatedCrash, StoreFault
 from pytest_graphflow._records._checkpoint import Checkpoint
+from pytest_graphflow._records._json import DumpedEvents
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._protocol import ClaimingStore
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
@@ -109,6 +110,31 @@ async def test_a_malformed_commit_writes_nothing(
     with pytest.raises(InvalidArgument, match=match):
         await any_store.commit("thread-a", token, run_id="run-a", **kwargs)
     assert await _snapshot(any_store) == ([], [], None)
+
+
+async def test_a_commit_drops_events_before_the_compaction_point(any_store: Store) -> None:
+    # Seed 004: compacted events are gone for good; a late writer does not bring them back.
+    token = await any_store.claim("thread-a", "run-a", now=T0)
+    await any_store.commit("thread-a", token, run_id="run-a", events=[_ev(0), _ev(1)])
+    await any_store.compact_events("run-a", 2)
+    await any_store.commit("thread-a", token, run_id="run-a",
+                           events=DumpedEvents([_ev(1), _ev(2), _ev(3)]))
+    await any_store.commit("thread-a", token, run_id="run-a", events=[_ev(0), _ev(4)])
+    assert [e["seq"] for e in await any_store.events("run-a", after_seq=1)] == [2, 3, 4]
+
+
+async def test_the_runtimes_dumped_events_are_stored_like_any_list(
+    any_store: Store, tmp_path: Path
+) -> None:
+    plain = [{**_ev(0), "update": {"n": 1, "at": "2025-01-01T00:00:00+00:00"}}, _ev(1)]
+    token = await any_store.claim("thread-a", "run-a", now=T0)
+    await any_store.commit("thread-a", token, run_id="run-a", events=DumpedEvents(plain))
+    assert await any_store.events("run-a") == plain
+    # A float no JSON reader takes back is refused on this path too, and nothing is written.
+    with pytest.raises(InvalidArgument, match="not JSON"):
+        await any_store.commit("thread-a", token, run_id="run-a",
+                               events=DumpedEvents([{**_ev(2), "x": float("nan")}]))
+    assert await any_store.events("run-a") == plain
 
 
 @pytest.mark.parametrize(("run", "thread"), [("run-b", "thread-a"), ("run-a", "thread-b")],

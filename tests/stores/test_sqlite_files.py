@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import anyio
 import pytest
 
 from pytest_graphflow import GraphRuntime, StoreFileError, UnsupportedFormat, VirtualClock
@@ -145,6 +146,22 @@ def test_a_new_file_becomes_a_store_that_identifies_itself(tmp_path: Path) -> No
             == (str(SCHEMA_VERSION),)
     finally:
         db.close()
+
+
+@pytest.mark.parametrize(("synchronous", "pragma"), [("normal", 1), ("full", 2), ("off", 0)])
+def test_synchronous_sets_how_commits_reach_the_disk(
+    tmp_path: Path, synchronous: str, pragma: int
+) -> None:
+    path = tmp_path / "store.db"
+    SQLiteCheckpointStore(path).close()  # the file does not keep it: each connection sets it
+    with SQLiteCheckpointStore(path, synchronous=synchronous) as store:
+        assert store.synchronous == synchronous
+        assert store._conn.execute("PRAGMA synchronous").fetchone() == (pragma,)
+        assert store._conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        token = anyio.run(lambda: store.claim("t", "run-a", now=T0))
+        anyio.run(lambda: store.commit("t", token, run_id="run-a", events=[{"seq": 0}]))
+    with SQLiteCheckpointStore(path, readonly=True) as reader:
+        assert anyio.run(lambda: reader.events("run-a")) == [{"seq": 0}]
 
 
 def test_an_empty_file_becomes_a_store(tmp_path: Path) -> None:

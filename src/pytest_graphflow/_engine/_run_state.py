@@ -156,11 +156,12 @@ class RunState:
         self.claim: Any = None
         self.pending: list[Any] = []
         # How a Subgraph node runs its child (set by the runtime, see _subgraph); the child
-        # threads of the pending subgraph tasks (task id -> thread); whether this leg
-        # resumed from a checkpoint other than its run's latest (time travel); and, in a
-        # child run, the Command(graph=PARENT) that ended it.
+        # threads of the pending subgraph tasks (task id -> thread) and the checkpoint each
+        # child paused at; whether this leg resumed from a checkpoint other than its run's
+        # latest (time travel); and, in a child run, the Command(graph=PARENT) that ended it.
         self.subgraph_runner: Any = None
         self.child_threads: dict[str, str] = {}
+        self.child_checkpoints: dict[str, str] = {}
         self.time_travel = False
         self.parent_command: Any = None
         # A leg driven by astep: a cancelled superstep keeps nothing (seed 004).
@@ -190,6 +191,7 @@ class RunState:
         self.task_counter = task_counter
         self.passed = set(cp.metadata.get("breakpoint_passed", ()))
         self.child_threads = dict(cp.metadata.get("subgraph_threads", {}))
+        self.child_checkpoints = dict(cp.metadata.get("subgraph_checkpoints", {}))
         self.time_travel = bool(cp.metadata.get("time_travel"))
 
     async def run_subgraph(self, sub: Any, state: BaseModel, ctx: Any) -> Any:

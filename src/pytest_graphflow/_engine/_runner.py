@@ -23,6 +23,7 @@ import anyio
 from .._graph._builder import END, START, Expand
 from .._graph._node import EdgeContext
 from .._records._events import CheckpointSaved, Interrupt, NodeStart, RunStart
+from .._records._json import DumpedEvents
 from .._time._clock import VirtualClock
 from ..errors import (
     GraphExecutionError,
@@ -58,6 +59,9 @@ class Runner:
         self.batches = BatchRunner(run)
         self.halts = HaltHandler(run, self.writer, self.end)
         self.committer = Committer(run, self.writer, self.end, self.halts)
+        self._committed_record: dict[str, Any] | None = None
+        """The run record this leg's last commit wrote (a step that does not change it does
+        not send it again)."""
 
     # What the stream and the runtime read of a leg.
     @property
@@ -184,7 +188,8 @@ class Runner:
         """
         run = self.run
         store: Any = run.store
-        events = [e.model_dump(mode="json") for e in items if type(e) is not StepState]
+        events = DumpedEvents(e.model_dump(mode="json") for e in items
+                              if type(e) is not StepState)
         record = run.record is not None and (
             not run.started or run.done or run.pending
             or (events and events[0]["type"] == "run_start"))
@@ -194,17 +199,21 @@ class Runner:
             if record:
                 await store.record_run(run.record.as_dict())
             return
-        if not (run.pending or events or record):
+        data = run.record.as_dict() if record else None
+        if data is not None and data == self._committed_record:
+            data = None  # the leg committed this record already
+        if not (run.pending or events or data):
             return
         checkpoints, run.pending = run.pending, []
         try:
             await store.commit(run.thread_id, run.claim.token, run_id=run.run_id,
-                               checkpoints=checkpoints, events=events,
-                               run=run.record.as_dict() if record else None)
+                               checkpoints=checkpoints, events=events, run=data)
         except Exception as exc:
             if run.done:
                 self.end.refused(exc)
             raise
+        if data is not None:
+            self._committed_record = data
 
     async def _begin(self) -> list[Any]:
         run = self.run

@@ -111,22 +111,42 @@ async def _child_thread(run: RunState, task_id: str) -> str:
     from a checkpoint that is not its run's latest) and that thread holds a child run of the
     abandoned timeline: then a fresh one, ``"<parent thread>/<task_id>~<n>"``. A recorded
     thread under another parent thread (the parent checkpoint is a fork) is forked along,
-    so the fork's child never advances the original's."""
+    so the fork's child never advances the original's. A child copied that way, or found to
+    have moved on since the parent's checkpoint it is resumed from, continues from the
+    child checkpoint it was paused at then (the parent checkpoint records it)."""
     thread = run.child_threads.get(task_id)
+    source: str | None = None
     if thread and thread.startswith(f"{run.thread_id}/"):
-        return thread
+        if not run.time_travel:
+            return thread
+        source = await _paused_at(run, task_id, thread)
+        if source is None:  # the child has not moved since (or its checkpoint is gone)
+            return thread
+    elif thread:
+        source = await _paused_at(run, task_id, thread, or_latest=True)
     base = f"{run.thread_id}/{task_id}"
     fresh = thread is not None or run.time_travel
     mine, n = base, 1
     while fresh and await run.store.list(thread_id=mine):
         n += 1
         mine = f"{base}~{n}"
-    if thread:  # the original's child, as it stands now, copied under this thread
-        found = await run.store.list(thread_id=thread)
-        if found:
-            await run.store.fork(found[-1].id, thread_id=mine)
+    if source is not None:  # the child as it stood, copied under this thread
+        await run.store.fork(source, thread_id=mine)
     run.child_threads[task_id] = mine
     return mine
+
+
+async def _paused_at(run: RunState, task_id: str, thread: str, *, or_latest: bool = False
+                     ) -> str | None:
+    """The child checkpoint of ``task_id`` the parent's checkpoint recorded, when the child
+    on ``thread`` has moved past it (and it is still stored); else, with ``or_latest``, the
+    child's latest checkpoint; else ``None``."""
+    found = await run.store.list(thread_id=thread)
+    latest = found[-1].id if found else None
+    at = run.child_checkpoints.get(task_id)
+    if at is not None and at != latest and any(cp.id == at for cp in found):
+        return at
+    return latest if or_latest else None
 
 
 async def _drive(run: RunState, sub: Subgraph, state: BaseModel, ctx: NodeContext,
@@ -151,9 +171,12 @@ async def _drive(run: RunState, sub: Subgraph, state: BaseModel, ctx: NodeContex
         keys = {i.key for i in last.interrupts}
         mine = {k: v for k, v in answers.items() if k in keys}
         if last.status == "interrupted" and last.interrupts and not mine:
+            run.child_checkpoints[ctx.task_id] = last.id
             return last.state, "interrupted", None, list(last.interrupts), None, None
         resume = Resume(answers=mine, partial=True) if mine else None
         result = await _forwarded(rt.resume_stream(last.run_id, resume, graph=sub.graph), ctx)
+    if result.checkpoint_id is not None:
+        run.child_checkpoints[ctx.task_id] = result.checkpoint_id
     command = None
     if result.status == "completed" and result.checkpoint_id is not None:
         final = await run.store.get(result.checkpoint_id)

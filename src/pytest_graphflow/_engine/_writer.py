@@ -105,6 +105,11 @@ class CheckpointWriter:
                        or (run.time_travel and isinstance(run.graph.nodes[t.node].fn, Subgraph))}
             if threads:
                 fields["metadata"]["subgraph_threads"] = threads
+                # Where each paused child stood: going back to this checkpoint continues a
+                # child from there, not from wherever it went since.
+                at = {t: run.child_checkpoints[t] for t in threads if t in run.child_checkpoints}
+                if at:
+                    fields["metadata"]["subgraph_checkpoints"] = at
         if run.parent_command is not None:
             command = run.parent_command  # a child run ended by Command(graph=PARENT)
             fields["metadata"]["parent_command"] = {

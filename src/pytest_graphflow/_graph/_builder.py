@@ -118,6 +118,19 @@ class Join:
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", f"{'+'.join(self.sources)}->{self.target}")
 
+    def __hash__(self) -> int:
+        # Hashed once per process: a batch of N sources looks its join up N times, and
+        # hashing the sources each time cost O(N) a lookup.
+        found: int | None = self.__dict__.get("_hash")
+        if found is None:
+            found = hash((self.target, self.sources))
+            object.__setattr__(self, "_hash", found)
+        return found
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A string's hash differs between processes: a copy hashes itself again.
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
 
 def _as_list(value: str | Sequence[str], what: str) -> list[str]:
     if isinstance(value, str):

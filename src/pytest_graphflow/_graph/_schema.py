@@ -154,8 +154,9 @@ class StateCodec:
             (name, copier) for name, info in model.model_fields.items()
             if (copier := _copier(info.annotation)) is not None
         ) if self.plain else ()
-        self._adapters: dict[str, TypeAdapter[Any]] = (
-            {name: _shared_adapter(info.annotation or Any)
+        # Each key's validator itself (TypeAdapter.validate_python only passes its options on).
+        self._validators: dict[str, Callable[[Any], Any]] = (
+            {name: _shared_adapter(info.annotation or Any).validator.validate_python
              for name, info in model.model_fields.items()}
             if self.plain else {}
         )
@@ -198,7 +199,7 @@ class StateCodec:
     def check_value(self, node: str, key: str, value: Any) -> Any:
         """Validate one key's value (plain schemas only); returns the canonical value."""
         try:
-            return self._adapters[key].validate_python(value)
+            return self._validators[key](value)
         except ValidationError as exc:
             raise UpdateRejected(node, key, "the state schema rejected it: "
                                             f"{exc.errors()[0]['msg']}") from exc

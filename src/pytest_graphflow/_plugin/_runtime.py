@@ -292,7 +292,7 @@ class GraphRuntimeFactory:
 
             path: Path | str = (":memory:" if self.sqlite_dir is None
                                 else self.sqlite_dir() / "graphflow.db")
-            sqlite = SQLiteCheckpointStore(path)
+            sqlite = SQLiteCheckpointStore(path, synchronous="off")  # a throwaway file
             closers.append(sqlite.close)
             return sqlite
         if spec == "postgres":

@@ -197,7 +197,8 @@ def store_for(request: pytest.FixtureRequest) -> CheckpointStore:
         from .._stores._sqlite import SQLiteCheckpointStore
 
         tmp_path: Path = request.getfixturevalue("tmp_path")
-        sqlite = SQLiteCheckpointStore(tmp_path / "graphflow.db")
+        # A throwaway file: no fsync (a test never survives a power loss anyway).
+        sqlite = SQLiteCheckpointStore(tmp_path / "graphflow.db", synchronous="off")
         state.closers.append(sqlite.close)
         store = sqlite
     else:

@@ -6,7 +6,10 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-__all__ = ["MAX_DEPTH", "NotJSONError", "jcopy", "lossy", "refuse_lossy", "to_json_value"]
+__all__ = [
+    "MAX_DEPTH", "DumpedEvents", "NotJSONError", "jcopy", "lossy", "refuse_lossy",
+    "to_json_value",
+]
 
 MAX_DEPTH = 100
 """The deepest nesting of lists and dicts a JSON value may have (stores and the runtime's
@@ -19,6 +22,18 @@ _INFINITIES = (float("inf"), float("-inf"))
 
 class NotJSONError(TypeError):
     """A value has no JSON form."""
+
+
+class DumpedEvents(list[dict[str, Any]]):
+    """Events of one run that the runtime built and dumped itself (``model_dump(mode=
+    "json")``), for a store's ``commit``.
+
+    A store that serialises them itself may skip checking them one by one (it still refuses
+    a NaN or an infinity): each has an int ``seq`` and the run's ``run_id``, and a dump holds
+    nothing :func:`refuse_lossy` would refuse (the runtime refused such values where they
+    entered, and pydantic converted the rest). To any other reader they are the plain list
+    of dicts they are.
+    """
 
 
 def to_json_value(value: Any, *, exact: bool = True) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
 from .._records._checks import check_id
-from .._records._json import NotJSONError, to_json_value
+from .._records._json import DumpedEvents, NotJSONError, to_json_value
 from ..errors import (
     EventsCompacted,
     ForkTargetExists,
@@ -205,13 +205,16 @@ def check_commit(
             )
     if not isinstance(events, (list, tuple)):
         raise InvalidArgument(f"commit(events={events!r}): pass a list of events in wire form")
-    normalised: list[tuple[int, Any]] = (
-        [normalise_event(e) for e in events] if normalise
-        else [(event_seq(e), e) for e in events])
-    for seq, data in normalised:
-        if data.get("run_id", run_id) != run_id:
-            raise InvalidArgument(f"commit: event seq={seq} is of run {data.get('run_id')}, "
-                                  f"not {run_id}")
+    normalised: list[tuple[int, Any]]
+    if not normalise and type(events) is DumpedEvents:  # the runtime's, checked already
+        normalised = [(e["seq"], e) for e in events]
+    else:
+        normalised = ([normalise_event(e) for e in events] if normalise
+                      else [(event_seq(e), e) for e in events])
+        for seq, data in normalised:
+            if data.get("run_id", run_id) != run_id:
+                raise InvalidArgument(f"commit: event seq={seq} is of run "
+                                      f"{data.get('run_id')}, not {run_id}")
     record = None if run is None else normalise_run_record(run)
     if record is not None and record["run_id"] != run_id:
         raise InvalidArgument(f"commit: the run record is of run {record['run_id']}, not "

@@ -121,7 +121,12 @@ class InMemoryCheckpointStore(ClosingStore):
         """Store a checkpoint given as its fields (internal; see :meth:`_adopt`). Returns
         ``True``: it always takes them (a ``FaultyStore``'s may not)."""
         if fence is not None:
-            self._fenced(fence, fields["thread_id"], fields["id"])
+            # The runtime's own fence: only a claim that is not (or no longer) the fence's
+            # goes the long way, which raises StaleClaim.
+            thread, token = fence
+            claim = self._claims.get(thread)
+            if claim is None or claim.token != token or thread != fields["thread_id"]:
+                self._fenced(fence, fields["thread_id"], fields["id"])
         self._adopt(_Draft(fields))  # type: ignore[arg-type]
         return True
 

@@ -22,12 +22,13 @@ from typing import Any
 from .._records._checkpoint import Checkpoint
 from .._records._checks import check_id, check_optional_id
 from .._records._ids import derived_hex
+from .._records._json import DumpedEvents
 from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, ThreadBusy
 from . import _claims as rules
 from ._protocol import Fence
 from ._sqlite_claims import SQLiteClaims
-from ._sqlite_file import open_store
-from ._sqlite_log import INSERT_EVENT, SQLiteLog, event_row, plain_run_record
+from ._sqlite_file import SYNCHRONOUS, open_store
+from ._sqlite_log import SQLiteLog, dumped_row, event_row, plain_run_record
 from ._sqlite_rows import SELECT, PathWriter, decode, encode, with_tail
 from ._sqlite_schema import SCHEMA_VERSION
 
@@ -78,12 +79,18 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
             runtime's clock (the ``now`` it passes), so a dead process's claim expires.
         readonly: open for reading only (the file must be a store); every write then raises
             ``StoreFileError``. ``graphflow`` opens files this way.
+        synchronous: how hard a commit is pushed to the disk (SQLite's ``synchronous``, with
+            the file in WAL mode): ``"normal"`` (a commit survives the process crashing; a
+            power loss may lose the last commits, never the file), ``"full"`` (an fsync per
+            commit: commits survive a power loss too) or ``"off"`` (no fsync at all: an
+            operating-system crash or power loss may damage the file; for throwaway files,
+            such as a test's store). It holds for this connection only.
 
     Raises:
         StoreFileError: the file is not a store, is damaged, or cannot be created; the
             message names the file and the fix. The file is left as it was.
         UnsupportedFormat: the file was written by a newer pytest-graphflow.
-        InvalidArgument: a bad ``path``, ``claim_ttl`` or ``readonly``.
+        InvalidArgument: a bad ``path``, ``claim_ttl``, ``readonly`` or ``synchronous``.
     """
 
     records_events = True
@@ -101,6 +108,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
         *,
         claim_ttl: float = rules.DEFAULT_CLAIM_TTL,
         readonly: bool = False,
+        synchronous: str = "normal",
     ) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise InvalidArgument(f"SQLiteCheckpointStore(path={path!r}): pass a file path "
@@ -112,10 +120,17 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
         if not isinstance(readonly, bool):
             raise InvalidArgument(f"SQLiteCheckpointStore(readonly={readonly!r}): readonly is "
                                   "True or False")
+        if synchronous not in SYNCHRONOUS:
+            raise InvalidArgument(f"SQLiteCheckpointStore(synchronous={synchronous!r}): pass "
+                                  "'normal' (the default), 'full' or 'off'")
         self.path: str = fspath
         self.claim_ttl: float = rules.check_ttl(claim_ttl, "SQLiteCheckpointStore")
+        self.synchronous: str = synchronous
+        """How hard this connection's commits go to the disk (``"normal"``, ``"full"``,
+        ``"off"``)."""
         self._db: sqlite3.Connection | None = None
-        db, self.readonly, snapshot = open_store(self.path, readonly=readonly)
+        db, self.readonly, snapshot = open_store(self.path, readonly=readonly,
+                                                 synchronous=synchronous)
         self._db = db
         if snapshot is not None:  # a copy it reads (see docs/stores.md): removed on close
             self._snapshot = weakref.finalize(self, shutil.rmtree, snapshot, True)
@@ -221,13 +236,16 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
                                                      None if plain else run, normalise=False)
         token = rules.check_token(token, "commit")
         encoded = [(self._checked(cp, "commit"), encode(self.path, cp)) for cp in cps]
-        rows = [event_row(run_id, data, seq) for seq, data in normalised]
+        if type(events) is DumpedEvents:
+            rows = [dumped_row(run_id, data) for data in events]
+        else:
+            rows = [event_row(run_id, data, seq) for seq, data in normalised]
         with self._tx() as db:
             self._hold(db, thread_id, token)
             for cp, data in encoded:
                 self._write(db, cp, data)
             if rows:
-                db.executemany(INSERT_EVENT, rows)
+                self._put_events(db, run_id, rows)
             if plain is not None:
                 self._put_run(db, *plain)
             elif record is not None:

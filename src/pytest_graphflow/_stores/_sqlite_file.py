@@ -30,7 +30,7 @@ from ._sqlite_schema import (
     layout,
 )
 
-__all__ = ["open_store"]
+__all__ = ["SYNCHRONOUS", "open_store"]
 
 _HEADER = b"SQLite format 3\x00"
 
@@ -125,8 +125,14 @@ def _writable(path: str) -> bool:
     return not os.path.exists(path) or os.access(path, os.W_OK)
 
 
-def open_store(path: str, *, readonly: bool) -> tuple[sqlite3.Connection, bool, str | None]:
-    """Open (creating or migrating if needed) the store ``path``.
+SYNCHRONOUS = ("normal", "full", "off")
+"""The values of ``SQLiteCheckpointStore(synchronous=...)`` (SQLite's ``PRAGMA synchronous``)."""
+
+
+def open_store(path: str, *, readonly: bool, synchronous: str = "normal"
+               ) -> tuple[sqlite3.Connection, bool, str | None]:
+    """Open (creating or migrating if needed) the store ``path``; a writable connection
+    commits with ``PRAGMA synchronous`` set to ``synchronous`` (one of :data:`SYNCHRONOUS`).
 
     Returns:
         The connection (autocommit mode), whether it is read-only, and the temporary
@@ -175,7 +181,7 @@ def open_store(path: str, *, readonly: bool) -> tuple[sqlite3.Connection, bool, 
             migrate_v2(db)
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = NORMAL")
+        db.execute(f"PRAGMA synchronous = {synchronous.upper()}")  # one of SYNCHRONOUS
     except sqlite3.Error as exc:
         db.close()
         name = getattr(exc, "sqlite_errorname", "")

@@ -17,16 +17,12 @@ from ..errors import InvalidArgument
 from . import _claims as rules
 from ._sqlite_tx import SQLiteTransactions
 
-__all__ = ["INSERT_EVENT", "SQLiteLog", "event_row", "plain_run_record"]
+__all__ = ["SQLiteLog", "dumped_row", "event_row", "plain_run_record"]
 
 _Records = list[dict[str, Any]]
 """A list of JSON records (events, run records, artifact descriptions)."""
 
-INSERT_EVENT = (
-    "INSERT OR REPLACE INTO events (run_id, seq, type, data) SELECT ?1, ?2, ?3, ?4 "
-    "WHERE ?2 >= COALESCE((SELECT earliest_seq FROM event_compactions WHERE run_id = ?1), 0)"
-)
-"""An event, unless it is before the run's compaction point (that part of the log is gone)."""
+_PUT_EVENT = "INSERT OR REPLACE INTO events (run_id, seq, type, data) VALUES (?, ?, ?, ?)"
 
 
 class SQLiteLog(SQLiteTransactions):
@@ -63,7 +59,16 @@ class SQLiteLog(SQLiteTransactions):
         if not rows:
             return
         with self._tx() as db:
-            db.executemany(INSERT_EVENT, rows)
+            self._put_events(db, run_id, rows)
+
+    def _put_events(self, db: sqlite3.Connection, run_id: str,
+                    rows: list[tuple[str, int, Any, str]]) -> None:
+        """Write event rows of ``run_id`` (one with a recorded seq overwrites it), except
+        those before the run's compaction point: that part of the log is gone."""
+        earliest = self._earliest(db, run_id)
+        if earliest:
+            rows = [r for r in rows if r[1] >= earliest]
+        db.executemany(_PUT_EVENT, rows)
 
     async def events(self, run_id: str, after_seq: int | None = None) -> _Records:
         """The run's recorded events with ``seq > after_seq`` (all when ``None``), by seq.
@@ -212,6 +217,20 @@ def event_row(run_id: str, event: object, seq: int | None = None
                               f"{str(exc)[:200]}") from None
     kind = event.get("type")
     return (run_id, seq, kind if isinstance(kind, str) else None, data)
+
+
+def dumped_row(run_id: str, event: dict[str, Any]) -> tuple[str, int, Any, str]:
+    """:func:`event_row` of an event the runtime dumped itself (see
+    :class:`~.._records._json.DumpedEvents`): its seq and values are checked already, so
+    it is only serialised (a NaN or infinity is still refused).
+
+    Raises:
+        InvalidArgument: when the event holds a NaN or an infinity.
+    """
+    raw = to_json(event, inf_nan_mode="constants")
+    if b"NaN" in raw or b"Infinity" in raw:
+        return event_row(run_id, event, event["seq"])
+    return (run_id, event["seq"], event["type"], raw.decode())
 
 
 def _wire(value: Any) -> Any:

@@ -42,7 +42,25 @@ class _Holder:
 _local = threading.local()
 
 
-def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+def _registries() -> tuple[Any, ...] | None:
+    """asyncio's own sets of every task of the process (3.11: ``_all_tasks``; 3.12 and
+    3.13: ``_scheduled_tasks`` and ``_eager_tasks``), or ``None`` where they are not known."""
+    names = ("_all_tasks",) if sys.version_info < (3, 12) else (
+        ("_scheduled_tasks", "_eager_tasks") if sys.version_info < (3, 14) else ())
+    found = tuple(getattr(asyncio.tasks, n, None) for n in names)
+    return found if found and all(hasattr(r, "__len__") for r in found) else None
+
+
+_REGISTRIES = _registries()
+
+
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop, own: asyncio.Task[Any] | None = None
+                      ) -> None:
+    """Cancel and await the tasks left on ``loop``. With ``own``, the call's (done) task: when
+    it is the only task the process has, there is nothing to look for (``all_tasks`` walks
+    every task of every loop, a few microseconds a call)."""
+    if own is not None and _REGISTRIES is not None and sum(map(len, _REGISTRIES)) <= 1:
+        return
     left = [t for t in asyncio.all_tasks(loop) if not t.done()]
     if not left:
         return
@@ -97,12 +115,20 @@ def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]]) -> T:
     try:
         result: T = loop.run_task(task)
     except BaseException:
-        if not task.done():  # interrupted (KeyboardInterrupt): give the loop up
-            close_loop()
+        try:
+            if not task.done():  # interrupted (KeyboardInterrupt): give the loop up
+                close_loop()
+        except (KeyboardInterrupt, SystemExit):
+            pass  # the same interruption, out of the tasks again as the loop cancels them
+        finally:
+            if task.done() and not task.cancelled():
+                # The call's task ended with what the caller gets raised: asyncio must not
+                # also report it as "never retrieved" when the task goes.
+                task.exception()
         raise
     finally:
         if not loop.is_closed():
-            _cancel_leftovers(loop)
+            _cancel_leftovers(loop, task)
             _close_asyncgens(loop)
     return result
 
