@@ -230,8 +230,8 @@ class BatchRunner:
                 if sched is not None:
                     sched.finished(i)
                 running[0] -= 1
-                if running[0] == 0:
-                    renew_scope.cancel()
+                if running[0] == 0 and (sched is None or _RENEWER in sched.spawned):
+                    renew_scope.cancel()  # (cancel formats the task's repr: only if it runs)
 
         # Under the scheduler, the first task of the batch runs in this task, in the task
         # group's body and in a copy of the context (as its own task would): a task costs more

@@ -133,8 +133,10 @@ class BatchScheduler:
         self._closed = False
         self.timed_out = False
         self._daemons: set[int] = set()
-        self._daemon_scopes: list[anyio.CancelScope] = []
+        self._daemon_scopes: dict[int, anyio.CancelScope] = {}
         self._spawn: dict[int, Callable[[], object]] = {}
+        self.spawned: set[int] = set()
+        """Daemons whose task was started (the others have nothing to cancel)."""
 
     def register(self, key: int) -> anyio.Event:
         """Register a task before the batch starts; it waits on the returned event."""
@@ -149,7 +151,7 @@ class BatchScheduler:
         takes turns like a task but does not keep the batch going: it never counts as
         remaining work, its timers alone never hold off a stall, it goes first when ready (no
         draw of the seeded RNG, so the tasks' order is unchanged), and ``scope`` is cancelled
-        once the last task finished.
+        once the last task finished (if its task was started: see :attr:`spawned`).
 
         No task is started for it up front: its first turn is a timer, ``period`` from now
         (:meth:`daemon_delay`), and ``spawn()`` starts the task when that turn comes, holding
@@ -157,7 +159,7 @@ class BatchScheduler:
         batch that ends sooner, as most do, never starts it.
         """
         self._daemons.add(key)
-        self._daemon_scopes.append(scope)
+        self._daemon_scopes[key] = scope
         self._spawn[key] = spawn
         self._counter += 1
         wake = self.clock.elapsed_ns + round(self.daemon_delay(period) * 1e9)
@@ -190,8 +192,9 @@ class BatchScheduler:
         self._timers = [t for t in self._timers if t[2] not in self._daemons]
         heapq.heapify(self._timers)
         self._spawn.clear()
-        for scope in self._daemon_scopes:
-            scope.cancel()
+        for key, scope in self._daemon_scopes.items():
+            if key in self.spawned:  # a daemon never started has no task to cancel
+                scope.cancel()
 
     @property
     def remaining(self) -> int:
@@ -354,6 +357,7 @@ class BatchScheduler:
         if key not in self._daemons:
             self.order.append(key)
         if ev is None:  # a daemon's first turn: start its task, which holds the baton
+            self.spawned.add(key)
             self._spawn.pop(key)()
         else:
             ev.set()
