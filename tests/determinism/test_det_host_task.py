@@ -104,3 +104,36 @@ async def test_a_lone_nodes_sleeps_move_virtual_time_as_in_a_batch(parallel: boo
     result = await rt.ainvoke(graph(parallel), {})
     assert result.status == "completed"
     assert rt.clock.elapsed == (2.0 if parallel else 1.0)  # the batch's longest sleep
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["lone", "parallel"])
+def test_a_child_task_of_the_node_sleeps_on_the_loop(anyio_backend: str, parallel: bool
+                                                      ) -> None:
+    """A task the node starts itself takes no turns in the batch: its sleep is the loop's
+    (virtual on the loop the sync API runs), whichever task the node runs in."""
+
+    async def parent(state: S) -> dict[str, Any]:
+        seen: list[str] = []
+
+        async def child() -> None:
+            await anyio.sleep(5)
+            seen.append("child")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(child)
+            await anyio.sleep(1)
+            seen.append("parent")
+        return {"seen": seen}
+
+    g = Graph("child-task", S)
+    g.node("parent", parent)
+    first = ["parent", "twin"] if parallel else ["parent"]
+    if parallel:
+        g.node("twin", twin)
+    g.edge(START, first).edge(first, END)
+    rt = GraphRuntime(clock=VirtualClock(), seed=0, backend=anyio_backend)
+    result = rt.invoke(g.compile(), {})
+    assert result.status == "completed"
+    assert [s for s in result.data["seen"] if s != "twin"] == ["parent", "child"]
+    # The node's own sleep moves time to 1 s before the child starts; its 5 s run from there.
+    assert rt.clock.elapsed == 6.0

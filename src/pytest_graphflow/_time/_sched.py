@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import math
+import sys
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any
@@ -90,6 +91,14 @@ def _patch_backend(backend: Any) -> None:
         await sleeper(delay)
 
     backend.sleep = classmethod(sleep)
+
+
+def _current_task() -> object:
+    """The running task itself (what ``anyio.get_current_task().id`` identifies, without
+    building a ``TaskInfo``: that costs more than the rest of a sleep)."""
+    if asyncio._get_running_loop() is not None:
+        return asyncio.current_task()
+    return sys.modules["trio"].lowlevel.current_task()
 
 
 class BatchScheduler:
@@ -264,12 +273,12 @@ class BatchScheduler:
         Only the node's own task takes part in the batch's turns; a child task the node
         started itself sleeps on the loop (virtual on a loop the runtime owns).
         """
-        owner = anyio.get_current_task().id  # called from the node's own task
+        owner = _current_task()  # called from the node's own task
 
         async def sleep(delay: float) -> None:
             if not delay >= 0:
                 raise ValueError(f"sleep length must be non-negative, got {delay!r}")
-            if anyio.get_current_task().id != owner:
+            if _current_task() is not owner:
                 token = NODE_SLEEPER.set(None)
                 try:
                     await anyio.sleep(delay)
