@@ -16,7 +16,12 @@ from .._graph._node import CURRENT_TASK, NodeContext
 from .._records._checkpoint import TaskRecord
 from .._time._clock import VirtualClock
 from .._time._rng import ScheduleRng
-from .._time._sched import NODE_SLEEPER, BatchScheduler
+from .._time._sched import (
+    NODE_SLEEPER,
+    BatchScheduler,
+    new_cancel_scope,
+    new_task_group,
+)
 from .._time._vloop import LOOP_OWNED, STALL_HANDLERS, loop_clock, loop_deadline_ns
 from .._time._wallclock import NODE_CLOCK
 from ..errors import (
@@ -191,7 +196,7 @@ class BatchRunner:
         wall = run.wall_clock and sched is not None
         claim = run.claim
         renewing = claim is not None and claim.renewable
-        renew_scope = anyio.CancelScope()
+        renew_scope = new_cancel_scope()
         running = [len(to_run)]
 
         async def renew() -> None:
@@ -247,14 +252,14 @@ class BatchRunner:
         handler = sched.stall if sched is not None and sched.loop_deadline is not None else None
         if handler is not None:
             STALL_HANDLERS.append(handler)
-        with anyio.CancelScope() as scope:
+        with new_cancel_scope() as scope:
             if deadline is not None:
                 scope.deadline = anyio.current_time() + max(0.0, deadline)
             run.scope = scope
             if run.cancel_requested:
                 scope.cancel()
             try:
-                async with _unwrapped(), anyio.create_task_group() as tg:
+                async with _unwrapped(), new_task_group() as tg:
                     if renewing and sched is None:
                         tg.start_soon(renew)
                     for i in order:

@@ -26,7 +26,15 @@ import anyio
 
 from ._clock import VirtualClock
 
-__all__ = ["NODE_SLEEPER", "BatchScheduler", "install_sleep_hooks", "install_trio_sleep_hooks"]
+__all__ = [
+    "NODE_SLEEPER",
+    "BatchScheduler",
+    "install_sleep_hooks",
+    "install_trio_sleep_hooks",
+    "new_cancel_scope",
+    "new_event",
+    "new_task_group",
+]
 
 NODE_SLEEPER: ContextVar[Callable[[float], Awaitable[None]] | None] = ContextVar(
     "graphflow_node_sleeper", default=None
@@ -93,19 +101,34 @@ def _patch_backend(backend: Any) -> None:
     backend.sleep = classmethod(sleep)
 
 
-_EVENT_TYPES: dict[bool, Callable[[], anyio.Event]] = {}
+_KINDS: dict[bool, tuple[Any, Any, Any]] = {}
 
 
-def _event() -> anyio.Event:
-    """``anyio.Event()`` without asking sniffio for the backend each time (a third of a
-    sleep's cost): the backend's own event class, found once per backend."""
+def _kinds() -> tuple[Any, Any, Any]:
+    """The running backend's own classes behind ``anyio.Event``, ``anyio.CancelScope`` and
+    ``anyio.create_task_group``, found once per backend: each of those asks sniffio for the
+    backend at every call, which costs more than the object (a batch makes several)."""
     on_asyncio = asyncio._get_running_loop() is not None
-    make = _EVENT_TYPES.get(on_asyncio)
-    if make is None:
-        ev = anyio.Event()
-        _EVENT_TYPES[on_asyncio] = type(ev)
-        return ev
-    return make()
+    kinds = _KINDS.get(on_asyncio)
+    if kinds is None:
+        kinds = _KINDS[on_asyncio] = (
+            type(anyio.Event()), type(anyio.CancelScope()), type(anyio.create_task_group()))
+    return kinds
+
+
+def new_event() -> anyio.Event:
+    """``anyio.Event()``, on the running backend found once (:func:`_kinds`)."""
+    return _kinds()[0]()  # type: ignore[no-any-return]
+
+
+def new_cancel_scope() -> anyio.CancelScope:
+    """``anyio.CancelScope()``, on the running backend found once (:func:`_kinds`)."""
+    return _kinds()[1]()  # type: ignore[no-any-return]
+
+
+def new_task_group() -> anyio.abc.TaskGroup:
+    """``anyio.create_task_group()``, on the running backend found once (:func:`_kinds`)."""
+    return _kinds()[2]()  # type: ignore[no-any-return]
 
 
 def _current_task() -> object:
@@ -164,7 +187,7 @@ class BatchScheduler:
 
     def register(self, key: int) -> anyio.Event:
         """Register a task before the batch starts; it waits on the returned event."""
-        ev = _event()
+        ev = new_event()
         self._ready.append((key, ev))
         self.order_keys.append(key)
         return ev
@@ -300,7 +323,7 @@ class BatchScheduler:
                 finally:
                     NODE_SLEEPER.reset(token)
                 return
-            ev = _event()
+            ev = new_event()
             if math.isinf(delay):
                 self._forever.append(key)
             else:
