@@ -16,12 +16,7 @@ from .._graph._node import CURRENT_TASK, NodeContext
 from .._records._checkpoint import TaskRecord
 from .._time._clock import VirtualClock
 from .._time._rng import ScheduleRng
-from .._time._sched import (
-    NODE_SLEEPER,
-    BatchScheduler,
-    new_cancel_scope,
-    new_task_group,
-)
+from .._time._sched import NODE_SLEEPER, BatchScheduler, backend
 from .._time._vloop import LOOP_OWNED, STALL_HANDLERS, loop_clock, loop_deadline_ns
 from .._time._wallclock import NODE_CLOCK
 from ..errors import (
@@ -180,6 +175,7 @@ class BatchRunner:
             rng = None if len(to_run) == 1 else random.Random()
         stalled: list[list[int]] = []
         sched: BatchScheduler | None = None
+        kinds = backend()  # anyio's makers, without a backend look-up per object
         if isinstance(clock, VirtualClock):
             owned = LOOP_OWNED.get() is clock or loop_clock() is clock
 
@@ -191,12 +187,13 @@ class BatchRunner:
                 clock, rng, run.deadline_ns, on_deadline=lambda: scope.cancel(),
                 on_stall=stall,
                 loop_deadline=(lambda: loop_deadline_ns(clock)) if owned else None,
+                kinds=kinds,
             )
         events = {i: sched.register(i) for i in to_run} if sched is not None else {}
         wall = run.wall_clock and sched is not None
         claim = run.claim
         renewing = claim is not None and claim.renewable
-        renew_scope = new_cancel_scope()
+        renew_scope = kinds.cancel_scope()
         running = [len(to_run)]
 
         async def renew() -> None:
@@ -252,14 +249,14 @@ class BatchRunner:
         handler = sched.stall if sched is not None and sched.loop_deadline is not None else None
         if handler is not None:
             STALL_HANDLERS.append(handler)
-        with new_cancel_scope() as scope:
+        with kinds.cancel_scope() as scope:
             if deadline is not None:
                 scope.deadline = anyio.current_time() + max(0.0, deadline)
             run.scope = scope
             if run.cancel_requested:
                 scope.cancel()
             try:
-                async with _unwrapped(), new_task_group() as tg:
+                async with _unwrapped(), kinds.task_group() as tg:
                     if renewing and sched is None:
                         tg.start_soon(renew)
                     for i in order:

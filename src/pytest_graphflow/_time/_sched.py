@@ -20,7 +20,7 @@ import math
 import sys
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -28,12 +28,11 @@ from ._clock import VirtualClock
 
 __all__ = [
     "NODE_SLEEPER",
+    "Backend",
     "BatchScheduler",
+    "backend",
     "install_sleep_hooks",
     "install_trio_sleep_hooks",
-    "new_cancel_scope",
-    "new_event",
-    "new_task_group",
 ]
 
 NODE_SLEEPER: ContextVar[Callable[[float], Awaitable[None]] | None] = ContextVar(
@@ -101,42 +100,42 @@ def _patch_backend(backend: Any) -> None:
     backend.sleep = classmethod(sleep)
 
 
-_KINDS: dict[bool, tuple[Any, Any, Any]] = {}
+class Backend(NamedTuple):
+    """The running async backend's own makers of what a batch uses many of.
+
+    ``anyio.Event()``, ``anyio.CancelScope()`` and ``anyio.create_task_group()`` ask sniffio
+    for the backend at every call, and ``anyio.get_current_task()`` builds a ``TaskInfo``:
+    each costs more than the object made. A batch asks once (:func:`backend`) and uses these.
+    """
+
+    event: Callable[[], anyio.Event]
+    cancel_scope: Callable[[], anyio.CancelScope]
+    task_group: Callable[[], anyio.abc.TaskGroup]
+    current_task: Callable[[], object]
+    """The running task itself (what ``anyio.get_current_task().id`` identifies)."""
 
 
-def _kinds() -> tuple[Any, Any, Any]:
-    """The running backend's own classes behind ``anyio.Event``, ``anyio.CancelScope`` and
-    ``anyio.create_task_group``, found once per backend: each of those asks sniffio for the
-    backend at every call, which costs more than the object (a batch makes several)."""
-    on_asyncio = asyncio._get_running_loop() is not None
-    kinds = _KINDS.get(on_asyncio)
-    if kinds is None:
-        kinds = _KINDS[on_asyncio] = (
-            type(anyio.Event()), type(anyio.CancelScope()), type(anyio.create_task_group()))
-    return kinds
+_BACKENDS: dict[str, Backend] = {}
 
 
-def new_event() -> anyio.Event:
-    """``anyio.Event()``, on the running backend found once (:func:`_kinds`)."""
-    return _kinds()[0]()  # type: ignore[no-any-return]
+def backend() -> Backend:
+    """The running backend's :class:`Backend` (one look-up; the classes are found once per
+    backend, as anyio's own factories make them)."""
+    name = "asyncio"
+    if "trio" in sys.modules:  # else nothing but asyncio can be running (and sniffio, which
+        import sniffio  # trio needs, may not be installed)
 
-
-def new_cancel_scope() -> anyio.CancelScope:
-    """``anyio.CancelScope()``, on the running backend found once (:func:`_kinds`)."""
-    return _kinds()[1]()  # type: ignore[no-any-return]
-
-
-def new_task_group() -> anyio.abc.TaskGroup:
-    """``anyio.create_task_group()``, on the running backend found once (:func:`_kinds`)."""
-    return _kinds()[2]()  # type: ignore[no-any-return]
-
-
-def _current_task() -> object:
-    """The running task itself (what ``anyio.get_current_task().id`` identifies, without
-    building a ``TaskInfo``: that costs more than the rest of a sleep)."""
-    if asyncio._get_running_loop() is not None:
-        return asyncio.current_task()
-    return sys.modules["trio"].lowlevel.current_task()
+        name = sniffio.current_async_library()
+    found = _BACKENDS.get(name)
+    if found is None:
+        current: Callable[[], object]
+        if name == "trio":
+            current = sys.modules["trio"].lowlevel.current_task
+        else:
+            current = asyncio.current_task
+        found = _BACKENDS[name] = Backend(type(anyio.Event()), type(anyio.CancelScope()),
+                                          type(anyio.create_task_group()), current)
+    return found
 
 
 class BatchScheduler:
@@ -146,6 +145,7 @@ class BatchScheduler:
         clock: the virtual clock to advance.
         rng: decides which ready task continues.
         deadline_ns: a virtual deadline (run timeout); reaching it calls ``on_deadline``.
+        kinds: the running backend's makers (:func:`backend`), when the caller has them.
     """
 
     def __init__(
@@ -156,7 +156,9 @@ class BatchScheduler:
         on_deadline: Callable[[], None] | None = None,
         on_stall: Callable[[list[int]], None] | None = None,
         loop_deadline: Callable[[], int | None] | None = None,
+        kinds: Backend | None = None,
     ) -> None:
+        self.kinds = kinds or backend()
         self.clock = clock
         self.rng = rng
         self.deadline_ns = deadline_ns
@@ -187,7 +189,7 @@ class BatchScheduler:
 
     def register(self, key: int) -> anyio.Event:
         """Register a task before the batch starts; it waits on the returned event."""
-        ev = new_event()
+        ev = self.kinds.event()
         self._ready.append((key, ev))
         self.order_keys.append(key)
         return ev
@@ -311,19 +313,20 @@ class BatchScheduler:
         Only the node's own task takes part in the batch's turns; a child task the node
         started itself sleeps on the loop (virtual on a loop the runtime owns).
         """
-        owner = _current_task()  # called from the node's own task
+        current_task = self.kinds.current_task
+        owner = current_task()  # called from the node's own task
 
         async def sleep(delay: float) -> None:
             if not delay >= 0:
                 raise ValueError(f"sleep length must be non-negative, got {delay!r}")
-            if _current_task() is not owner:
+            if current_task() is not owner:
                 token = NODE_SLEEPER.set(None)
                 try:
                     await anyio.sleep(delay)
                 finally:
                     NODE_SLEEPER.reset(token)
                 return
-            ev = new_event()
+            ev = self.kinds.event()
             if math.isinf(delay):
                 self._forever.append(key)
             else:
