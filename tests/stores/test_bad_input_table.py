@@ -203,9 +203,10 @@ CASES = [
     Case("store-readonly-str", lambda e: SQLiteCheckpointStore(e.path, readonly="yes"),  # type: ignore[arg-type]
          InvalidArgument, "readonly"),
     Case("store-synchronous-unknown",
-         lambda e: SQLiteCheckpointStore(e.path, synchronous="extra"),
+         lambda e: SQLiteCheckpointStore(e.path, synchronous="extra"),  # type: ignore[arg-type]
          InvalidArgument, "synchronous='extra'"),
-    Case("store-synchronous-upper", lambda e: SQLiteCheckpointStore(e.path, synchronous="OFF"),
+    Case("store-synchronous-upper",
+         lambda e: SQLiteCheckpointStore(e.path, synchronous="OFF"),  # type: ignore[arg-type]
          InvalidArgument, "'normal' (the default), 'full' or 'off'"),
     Case("store-synchronous-int", lambda e: SQLiteCheckpointStore(e.path, synchronous=0),  # type: ignore[arg-type]
          InvalidArgument, "synchronous=0"),

@@ -17,7 +17,7 @@ import shutil
 import sqlite3
 import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from .._records._checkpoint import Checkpoint
 from .._records._checks import check_id, check_optional_id
@@ -108,7 +108,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
         *,
         claim_ttl: float = rules.DEFAULT_CLAIM_TTL,
         readonly: bool = False,
-        synchronous: str = "normal",
+        synchronous: Literal["normal", "full", "off"] = "normal",
     ) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise InvalidArgument(f"SQLiteCheckpointStore(path={path!r}): pass a file path "
