@@ -1,0 +1,75 @@
+"""Where a generated graph's time goes: Hypothesis drawing it, and checking it.
+
+    .venv/bin/python benchmarks/bench_generated_split.py [--graphs 100] [--rounds 3]
+
+The workload of ``bench_vs_langgraph.py``'s generated-graphs row (``graphs(max_nodes=6)``,
+inputs and answers drawn with ``st.data()``, each graph checked with
+``check_interrupt_resume_equivalence``), in CPU time: graphs per second, and per graph the
+milliseconds spent in the check call and in everything else (Hypothesis drawing the example,
+its bookkeeping). Then the same checks again outside Hypothesis, on the examples it drew (the
+check alone, without Hypothesis's heap and code around it). To compare two builds, run the
+script with each in turn, alternating, several times: on a shared machine one run moves by
+±30%. Nothing is asserted (docs/performance.md, "Generated graphs").
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_graphflow.invariants import check_interrupt_resume_equivalence
+from pytest_graphflow.strategies import graph_inputs, graphs, resume_answers
+
+CLOCK = time.process_time
+
+
+def one_round(examples: int) -> tuple[float, float, float, list[Any]]:
+    """Graphs per second, draw ms and check ms per graph, and the examples drawn."""
+    drawn: list[Any] = []
+    in_check = [0.0]
+
+    @settings(max_examples=examples, database=None, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(spec=graphs(max_nodes=6), data=st.data())
+    def check(spec: Any, data: Any) -> None:
+        inp = data.draw(graph_inputs(spec))
+        answers = data.draw(resume_answers(spec))
+        t = CLOCK()
+        assert not check_interrupt_resume_equivalence(spec, inp, answers)
+        in_check[0] += CLOCK() - t
+        drawn.append((spec, inp, answers))
+
+    t0 = CLOCK()
+    check()
+    total = CLOCK() - t0
+    n = len(drawn)
+    return n / total, 1000 * (total - in_check[0]) / n, 1000 * in_check[0] / n, drawn
+
+
+def check_alone(drawn: list[Any]) -> float:
+    """ms per graph for the same checks, outside Hypothesis."""
+    t0 = CLOCK()
+    for spec, inp, answers in drawn:
+        assert not check_interrupt_resume_equivalence(spec, inp, answers)
+    return 1000 * (CLOCK() - t0) / len(drawn)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--graphs", type=int, default=100, help="examples per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    one_round(10)  # imports, caches
+    for _ in range(args.rounds):
+        rate, draw_ms, check_ms, drawn = one_round(args.graphs)
+        alone = check_alone(drawn)
+        print(f"{rate:6.0f} graphs/s   drawing {draw_ms:5.2f} ms   checking {check_ms:5.2f} ms"
+              f"   (the same checks outside Hypothesis: {alone:5.2f} ms)")
+
+
+if __name__ == "__main__":
+    main()
