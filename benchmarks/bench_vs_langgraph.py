@@ -408,27 +408,11 @@ def startup_rows(repeat: int) -> list[Row]:
 
 
 def generated_rate(examples: int) -> float:
-    """Generated graphs (≤ 6 nodes) checked for interrupt/resume equivalence per second."""
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
+    """Generated graphs (≤ 6 nodes) checked for interrupt/resume equivalence per second
+    (the workload of ``bench_generated_split.py``, which also splits drawing from checking)."""
+    from bench_generated_split import one_round
 
-    from pytest_graphflow.invariants import check_interrupt_resume_equivalence
-    from pytest_graphflow.strategies import graph_inputs, graphs, resume_answers
-
-    checked = [0]
-
-    @settings(max_examples=examples, database=None, deadline=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))
-    @given(spec=graphs(max_nodes=6), data=st.data())
-    def check(spec: Any, data: Any) -> None:
-        inp = data.draw(graph_inputs(spec))
-        answers = data.draw(resume_answers(spec))
-        assert not check_interrupt_resume_equivalence(spec, inp, answers)
-        checked[0] += 1
-
-    t0 = CLOCK()
-    check()
-    return checked[0] / (CLOCK() - t0)
+    return one_round(examples)[0]
 
 
 def main() -> None:
