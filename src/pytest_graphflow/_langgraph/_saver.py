@@ -33,6 +33,8 @@ from .._stores._faults import (
     FaultRule,
     Outcome,
     StoreCall,
+    crash_error,
+    dead_error,
     tally,
 )
 from .._time._clock import Clock
@@ -296,11 +298,8 @@ class FaultySaver(BaseCheckpointSaver[Any]):
         now = None if self._clock is None or not self._clock.virtual else self._clock.now()
         self._calls.append(StoreCall(index, info.op, info.summary(), "pending", time=now))
         if self._crash is not None:
-            crash = self._crash
-            dead = SimulatedCrash(
-                f"checkpoint saver is dead: the process crashed at call #{crash.index} "
-                f"({crash.op} {crash.args}); {info.op}({info.summary()}) reached nothing. "
-                "Recover with a fresh harness over FaultySaver.inner")
+            dead = dead_error(self._crash, info.op, info.summary(), subject="checkpoint saver",
+                              recover="Recover with a fresh harness over FaultySaver.inner")
             self._finish(index, "dead", dead, injected=True)
             raise dead
         linked = [] if self._linked is None else list(self._linked.rules)
@@ -337,14 +336,8 @@ class FaultySaver(BaseCheckpointSaver[Any]):
 
     def _die(self, index: int, rule: FaultRule | None, info: SaverOp) -> SimulatedCrash:
         assert rule is not None
-        phase = rule.fault.phase
-        crash = SimulatedCrash(
-            f"simulated crash {phase} {info.op} #{rule.seen} ({info.summary()}): "
-            f"{rule.fault.describe()}. "
-            + ("It did not reach the saver" if phase == "before"
-               else "It reached the saver, but the caller never learned the outcome")
-            + "; nothing after it reaches the saver. Recover with a fresh harness over "
-            "FaultySaver.inner.")
+        crash = crash_error(rule, info.op, info.summary(), target="saver",
+                            recover="Recover with a fresh harness over FaultySaver.inner.")
         self._finish(index, "crashed", crash, injected=True)
         self._crash = self._calls[index]
         return crash

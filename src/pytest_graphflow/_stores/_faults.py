@@ -15,12 +15,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from .._records._checkpoint import Checkpoint
-from ..errors import InvalidArgument, StoreFault
+from ..errors import InvalidArgument, SimulatedCrash, StoreFault
 
 if TYPE_CHECKING:
     pass
 
-__all__ = ["ErrorSpec", "Fault", "FaultRule", "Outcome", "StoreCall", "tally"]
+__all__ = [
+    "ErrorSpec", "Fault", "FaultRule", "Outcome", "StoreCall", "crash_error", "dead_error",
+    "tally",
+]
 
 Outcome = Literal["pending", "ok", "rejected", "failed", "crashed", "dead", "cancelled"]
 """What became of a store call (see :class:`StoreCall`)."""
@@ -358,3 +361,26 @@ def tally(fired: Iterable[FaultRule]) -> tuple[float, FaultRule | None]:
             rule.hits += 1
             decider = rule
     return wait, decider
+
+
+def crash_error(rule: FaultRule, op: str, summary: str, *, target: str,
+                recover: str) -> SimulatedCrash:
+    """The error of the simulated crash ``rule`` decided at a call of ``op`` (``summary``: its
+    arguments). ``target`` names what the wrapper calls (``"store"``, ``"saver"``), and
+    ``recover`` how to go on."""
+    phase = rule.fault.phase
+    outcome = (f"It did not reach the {target}" if phase == "before"
+               else f"It reached the {target}, but the caller never learned the outcome")
+    return SimulatedCrash(
+        f"simulated crash {phase} {op} #{rule.seen} ({summary}): {rule.fault.describe()}. "
+        f"{outcome}; nothing after it reaches the {target}. {recover}")
+
+
+def dead_error(crash: StoreCall, op: str, summary: str, *, subject: str,
+               recover: str) -> SimulatedCrash:
+    """The error of a call of ``op`` after the simulated crash at call ``crash``: it reached
+    nothing. ``subject`` names what is dead (``"store"``, ``"checkpoint saver"``), and
+    ``recover`` how to go on."""
+    return SimulatedCrash(
+        f"{subject} is dead: the process crashed at call #{crash.index} "
+        f"({crash.op} {crash.args}); {op}({summary}) reached nothing. {recover}")

@@ -23,6 +23,8 @@ from ._faults import (
     _make_error,
     _pending_outcome,
     _summarize,
+    crash_error,
+    dead_error,
     tally,
 )
 from ._protocol import CheckpointStore
@@ -110,14 +112,21 @@ class FaultyCalls:
         object.__setattr__(done, "__dict__", fields)
         self._calls[index] = done
 
-    def _dead_error(self, op: str, summary: str) -> SimulatedCrash:
-        crash = self._crash
-        assert crash is not None
-        return SimulatedCrash(
-            f"store is dead: the process crashed at call #{crash.index} "
-            f"({crash.op} {crash.args}); {op}({summary}) reached nothing. Recover with a fresh "
-            "runtime over the inner store (FaultyStore.inner), or call revive()"
-        )
+    def _dead(self, index: int, op: str, summary: str) -> SimulatedCrash:
+        """Call ``index`` reached nothing: the store died before it (logged so)."""
+        assert self._crash is not None
+        dead = dead_error(self._crash, op, summary, subject="store",
+                          recover="Recover with a fresh runtime over the inner store "
+                                  "(FaultyStore.inner), or call revive()")
+        self._finish(index, "dead", dead, injected=True)
+        return dead
+
+    def _note_saves(self, op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Remember the checkpoints a successful ``save`` or ``commit`` wrote."""
+        if op == "save":
+            self._saves.append(args[0].id)
+        elif op == "commit":
+            self._saves.extend(cp.id for cp in kwargs["checkpoints"])
 
     async def _call(
         self,
@@ -135,9 +144,7 @@ class FaultyCalls:
         text = summary_of(summary, args, kwargs)
         self._calls.append(StoreCall(index, op, text, "pending", time=self._now()))
         if self._crash is not None:
-            dead = self._dead_error(op, text)
-            self._finish(index, "dead", dead, injected=True)
-            raise dead
+            raise self._dead(index, op, text)
         try:
             wait, decider = tally(rule for rule in list(self._rules)
                                   if self._fires(rule, op, args, kwargs, watch))
@@ -176,9 +183,7 @@ class FaultyCalls:
             else:
                 await anyio.sleep(wait)
             if self._crash is not None:  # another call crashed the store meanwhile
-                dead = self._dead_error(op, summary)
-                self._finish(index, "dead", dead, injected=True)
-                raise dead
+                raise self._dead(index, op, summary)
         fault = None if decider is None else decider.fault
         if fault is not None and fault.kind == "crash" and fault.phase == "before":
             raise self._die(index, decider, op, summary)
@@ -195,16 +200,11 @@ class FaultyCalls:
                 raise self._die(index, decider, op, summary) from exc
             self._finish(index, "failed", exc)
             raise
-        if op == "save":
-            self._saves.append(args[0].id)
-        elif op == "commit":
-            self._saves.extend(cp.id for cp in kwargs["checkpoints"])
+        self._note_saves(op, args, kwargs)
         if fault is not None and fault.kind == "crash":
             raise self._die(index, decider, op, summary)
         if self._crash is not None:  # the process died while the inner store worked
-            dead = self._dead_error(op, summary)
-            self._finish(index, "dead", dead, injected=True)
-            raise dead
+            raise self._dead(index, op, summary)
         self._finish(index, "ok")
         return result
 
@@ -212,15 +212,9 @@ class FaultyCalls:
         self, index: int, rule: FaultRule | None, op: str, summary: str
     ) -> SimulatedCrash:
         assert rule is not None
-        phase = rule.fault.phase
-        crash = SimulatedCrash(
-            f"simulated crash {phase} {op} #{rule.seen} ({summary}): "
-            f"{rule.fault.describe()}. "
-            + ("It did not reach the store" if phase == "before"
-               else "It reached the store, but the caller never learned the outcome")
-            + "; nothing after it reaches the store. Recover with a fresh runtime over the "
-            "inner store (FaultyStore.inner)."
-        )
+        crash = crash_error(rule, op, summary, target="store",
+                            recover="Recover with a fresh runtime over the inner store "
+                                    "(FaultyStore.inner).")
         self._finish(index, "crashed", crash, injected=True)
         self._crash = as_record(self._calls[index])
         return crash
@@ -245,13 +239,8 @@ class FaultyCalls:
         except BaseException as exc:
             call.outcome, call.error = _pending_outcome(exc), exc
             raise
-        if op == "save":
-            self._saves.append(args[0].id)
-        elif op == "commit":
-            self._saves.extend(cp.id for cp in kwargs["checkpoints"])
+        self._note_saves(op, args, kwargs)
         if self._crash is not None:  # a rule added meanwhile crashed the store
-            dead = self._dead_error(op, as_record(call).args)
-            self._finish(index, "dead", dead, injected=True)
-            raise dead
+            raise self._dead(index, op, as_record(call).args)
         call.outcome = "ok"
         return result
