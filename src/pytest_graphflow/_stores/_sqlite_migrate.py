@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ._sqlite_rows import PathWriter
 from ._sqlite_schema import APPLICATION_ID, EVENTS_V3, SCHEMA_VERSION, create_statements
@@ -26,11 +28,8 @@ _OLD_INDEXES = ("checkpoints_run", "checkpoints_thread", "checkpoints_order",
 
 def migrate_v1(db: sqlite3.Connection, path: str) -> None:
     """Rewrite the version-1 store open on ``db`` in the current layout."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is not None and row[0] != "1":  # another process migrated it
-            db.execute("ROLLBACK")
+    with _migration(db, "1", unversioned=True) as mine:
+        if not mine:
             return
         db.execute("ALTER TABLE checkpoints RENAME TO checkpoints_v1")
         db.execute("ALTER TABLE checkpoint_nodes RENAME TO checkpoint_nodes_v1")
@@ -66,12 +65,6 @@ def migrate_v1(db: sqlite3.Connection, path: str) -> None:
         _rebuild_events(db)
         db.execute("DROP TABLE checkpoints_v1")
         db.execute("DROP TABLE checkpoint_nodes_v1")
-        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
-                   (str(SCHEMA_VERSION),))
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
     db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     db.execute("PRAGMA auto_vacuum = INCREMENTAL")
     db.execute("VACUUM")  # applies auto-vacuum and gives the old rows' space back
@@ -80,19 +73,30 @@ def migrate_v1(db: sqlite3.Connection, path: str) -> None:
 def migrate_v2(db: sqlite3.Connection) -> None:
     """Rewrite the version-2 store open on ``db`` in the current layout (its events table
     gets a row id; the rest stays)."""
+    with _migration(db, "2") as mine:
+        if mine:
+            _rebuild_events(db)
+
+
+@contextmanager
+def _migration(db: sqlite3.Connection, version: str, *, unversioned: bool = False
+               ) -> Iterator[bool]:
+    """One migration's write transaction: yields whether the file is still at ``version``
+    (a file with no version too, when ``unversioned``); else another process migrated it and
+    there is nothing to do. On success the file is stamped with the current version and
+    committed; on any error rolled back, as it was."""
     db.execute("BEGIN IMMEDIATE")
     try:
         row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is None or row[0] != "2":  # another process migrated it
-            db.execute("ROLLBACK")
-            return
-        _rebuild_events(db)
-        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
-                   (str(SCHEMA_VERSION),))
+        mine = unversioned if row is None else row[0] == version
+        yield mine
+        if mine:
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                       (str(SCHEMA_VERSION),))
     except BaseException:
         db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")
+    db.execute("COMMIT" if mine else "ROLLBACK")
 
 
 def _rebuild_events(db: sqlite3.Connection) -> None:
