@@ -114,19 +114,19 @@ class InMemoryCheckpointStore(ClosingStore):
         self._adopt(checkpoint.clone())
 
     def _fenced(self, fence: Fence, thread_id: str, what: str) -> None:
+        thread, token = fence
+        claim = self._claims.get(thread_id)
+        if claim is not None and thread == thread_id and type(token) is int \
+                and claim.token == token:
+            return  # the current claim's own fence (every save of a live run): nothing to say
         token = rules.fence_token(fence, thread_id, what)
-        rules.current_or_stale(thread_id, token, self._claims.get(thread_id))
+        rules.current_or_stale(thread_id, token, claim)
 
     def _adopt_fields(self, fields: dict[str, Any], fence: Fence | None = None) -> bool:
         """Store a checkpoint given as its fields (internal; see :meth:`_adopt`). Returns
         ``True``: it always takes them (a ``FaultyStore``'s may not)."""
         if fence is not None:
-            # The runtime's own fence: only a claim that is not (or no longer) the fence's
-            # goes the long way, which raises StaleClaim.
-            thread, token = fence
-            claim = self._claims.get(thread)
-            if claim is None or claim.token != token or thread != fields["thread_id"]:
-                self._fenced(fence, fields["thread_id"], fields["id"])
+            self._fenced(fence, fields["thread_id"], fields["id"])
         self._adopt(_Draft(fields))  # type: ignore[arg-type]
         return True
 
