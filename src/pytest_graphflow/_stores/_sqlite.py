@@ -236,10 +236,8 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
                                                      None if plain else run, normalise=False)
         token = rules.check_token(token, "commit")
         encoded = [(self._checked(cp, "commit"), encode(self.path, cp)) for cp in cps]
-        if type(events) is DumpedEvents:
-            rows = [dumped_row(run_id, data) for data in events]
-        else:
-            rows = [event_row(run_id, data, seq) for seq, data in normalised]
+        row = dumped_row if type(events) is DumpedEvents else event_row
+        rows = [row(run_id, data, seq) for seq, data in normalised]
         with self._tx() as db:
             self._hold(db, thread_id, token)
             for cp, data in encoded:

@@ -219,7 +219,7 @@ def event_row(run_id: str, event: object, seq: int | None = None
     return (run_id, seq, kind if isinstance(kind, str) else None, data)
 
 
-def dumped_row(run_id: str, event: dict[str, Any]) -> tuple[str, int, Any, str]:
+def dumped_row(run_id: str, event: dict[str, Any], seq: int) -> tuple[str, int, Any, str]:
     """:func:`event_row` of an event the runtime dumped itself (see
     :class:`~.._records._json.DumpedEvents`): its seq and values are checked already, so
     it is only serialised (a NaN or infinity is still refused).
@@ -229,8 +229,8 @@ def dumped_row(run_id: str, event: dict[str, Any]) -> tuple[str, int, Any, str]:
     """
     raw = to_json(event, inf_nan_mode="constants")
     if b"NaN" in raw or b"Infinity" in raw:
-        return event_row(run_id, event, event["seq"])
-    return (run_id, event["seq"], event["type"], raw.decode())
+        return event_row(run_id, event, seq)
+    return (run_id, seq, event["type"], raw.decode())
 
 
 def _wire(value: Any) -> Any:
