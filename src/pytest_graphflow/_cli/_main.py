@@ -148,6 +148,9 @@ def _with_store(file: str, action: Callable[[Any], Awaitable[T]]) -> T:
     from .._stores._sqlite import SQLiteCheckpointStore
 
     path = Path(file)
+    if path.is_dir():
+        raise _Fail(f"{file!r} is a directory, not a store file; pass the path of a SQLite "
+                    "file written by SQLiteCheckpointStore")
     if not path.is_file():
         raise _Fail(f"no store file {file!r}; pass the path of a SQLite file written by "
                     "SQLiteCheckpointStore")

@@ -22,6 +22,7 @@ from ._sqlite_migrate import migrate_v1, migrate_v2
 from ._sqlite_schema import (
     APPLICATION_ID,
     LAYOUT,
+    PASS_EXISTING,
     PASS_STORE,
     SCHEMA_VERSION,
     V1_CHECKPOINTS,
@@ -34,11 +35,12 @@ __all__ = ["SYNCHRONOUS", "open_store"]
 
 _HEADER = b"SQLite format 3\x00"
 
-def _identify(path: str, *, shown: str | None = None) -> int | None:
+def _identify(path: str, *, shown: str | None = None, readonly: bool = False) -> int | None:
     """The schema version of the store in ``path``; ``None`` for a new or empty file.
 
     Reads only (the file is opened with ``mode=ro``). Errors name ``shown`` (the user's path,
-    when ``path`` is a snapshot of it), else ``path``.
+    when ``path`` is a snapshot of it), else ``path``; opened ``readonly``, they do not offer
+    a new path (nothing would create it).
 
     Raises:
         StoreFileError: the file is not a store (another kind of file, another SQLite
@@ -46,13 +48,14 @@ def _identify(path: str, *, shown: str | None = None) -> int | None:
         UnsupportedFormat: a store written by a newer pytest-graphflow.
     """
     name = path if shown is None else shown
+    pass_store = PASS_EXISTING if readonly else PASS_STORE
     try:
         with open(path, "rb") as f:
             header = f.read(len(_HEADER))
     except FileNotFoundError:
         return None
     except IsADirectoryError:
-        raise file_error(name, "is a directory", PASS_STORE) from None
+        raise file_error(name, "is a directory", pass_store) from None
     except OSError as exc:
         raise file_error(name, f"cannot be read ({exc.strerror})",
                          "check its permissions, or pass another path") from None
@@ -60,7 +63,7 @@ def _identify(path: str, *, shown: str | None = None) -> int | None:
         return None
     if header != _HEADER:
         raise file_error(name, "is not a SQLite database (its first bytes are not SQLite's "
-                         "header: another kind of file, or damaged)", PASS_STORE)
+                         "header: another kind of file, or damaged)", pass_store)
     # With no journal beside it the file holds everything: read it as immutable, which
     # creates no -wal/-shm files. Otherwise read it (and its journal) read-only.
     mode = "mode=ro" if _has_journal(path) else "immutable=1"
@@ -87,7 +90,7 @@ def _identify(path: str, *, shown: str | None = None) -> int | None:
         probe.close()
     if version is None:
         raise file_error(name, "is a SQLite database but not a pytest-graphflow store (no "
-                         "store meta table)", PASS_STORE)
+                         "store meta table)", pass_store)
     if version > SCHEMA_VERSION:
         raise UnsupportedFormat(
             f"store file {name!r} has schema version {version}, written by a newer "
@@ -150,14 +153,14 @@ def open_store(path: str, *, readonly: bool, synchronous: str = "normal"
     if _stranded_journal(path):
         copy = _snapshot(path)
         try:
-            version = _identify(copy, shown=path)
+            version = _identify(copy, shown=path, readonly=readonly)
             if version != SCHEMA_VERSION and version != 2:
                 raise _needs_migration(path, version)
             return _open_readonly(copy, shown=path), True, os.path.dirname(copy)
         except BaseException:
             shutil.rmtree(os.path.dirname(copy), ignore_errors=True)
             raise
-    version = _identify(path)
+    version = _identify(path, readonly=readonly)
     writable = not readonly and _writable(path)
     if version is None:
         if readonly:

@@ -148,6 +148,8 @@ def file_error(path: str, problem: str, fix: str) -> StoreFileError:
     return exc
 
 
-PASS_STORE = (
-    "pass the path of a file written by SQLiteCheckpointStore, or a new path to create one"
-)
+PASS_EXISTING = "pass the path of a file written by SQLiteCheckpointStore"
+"""The fix for a file that is not a store, when the store is opened read-only (it creates
+nothing, so a new path would not do)."""
+
+PASS_STORE = f"{PASS_EXISTING}, or a new path to create one"
