@@ -11,8 +11,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import anyio
 import pytest
+from pydantic import BaseModel
 
+from pytest_graphflow import END, START, Graph, GraphRuntime, SQLiteCheckpointStore, VirtualClock
 from pytest_graphflow._cli._main import main
 
 
@@ -64,3 +67,45 @@ def test_a_directory_is_named_as_a_directory(capsys: pytest.CaptureFixture[str],
     assert f"{str(folder)!r} is a directory, not a store file" in err
     assert "no store file" not in err
     assert list(folder.iterdir()) == []
+
+
+class Timed(BaseModel):
+    n: int = 0
+
+
+def _timed_store(path: Path) -> str:
+    """``plan`` → [``fast`` (1 s), ``slow`` (5 s)] → ``done`` (2 s), on a virtual clock."""
+
+    def sleeping(seconds: float) -> object:
+        async def node(state: Timed) -> None:
+            await anyio.sleep(seconds)
+        return node
+
+    g = Graph("timed", Timed)
+    g.node("plan", lambda s: None)
+    g.node("fast", sleeping(1))
+    g.node("slow", sleeping(5))
+    g.node("done", sleeping(2))
+    g.edge(START, "plan").edge("plan", "fast").edge("plan", "slow")
+    g.edge("fast", "done").edge("slow", "done").edge("done", END)
+    with SQLiteCheckpointStore(path) as store:
+        return GraphRuntime(store, clock=VirtualClock(), seed=0).invoke(g.compile()).run_id
+
+
+def test_events_shows_each_task_s_own_start_and_end(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    path = tmp_path / "timed.db"
+    run_id = _timed_store(path)
+    assert main(["events", str(path), run_id]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    times = {(row[4], row[5]): row[1] for row in rows if row[4] in ("node_start", "node_end")}
+    assert times == {
+        ("node_start", "plan"): "00:00:00.000", ("node_end", "plan"): "00:00:00.000",
+        # both started with the batch at 0 s; each ended at its own time, not the batch's
+        ("node_start", "fast"): "00:00:00.000", ("node_end", "fast"): "00:00:01.000",
+        ("node_start", "slow"): "00:00:00.000", ("node_end", "slow"): "00:00:05.000",
+        ("node_start", "done"): "00:00:05.000", ("node_end", "done"): "00:00:07.000",
+    }
+    # the stored events keep the time each was yielded (the batch's end): --json is raw
+    assert main(["events", str(path), run_id, "--json"]) == 0
+    assert '"time": "2025-01-01T00:00:05Z"' in capsys.readouterr().out

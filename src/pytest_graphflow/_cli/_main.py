@@ -225,7 +225,8 @@ def _events(args: argparse.Namespace) -> str:
         return to_json({"run_id": args.run_id, "earliest_seq": compacted, "events": events})
     lines = [f"(events before seq {compacted} were compacted away)"] if compacted else []
     width = max([12, *(len(_cell(e.get("node"))) + 1 for e in events)])
-    lines.extend(clean(_event_line(e, width)) for e in events)
+    own = _own_times(events)
+    lines.extend(clean(_event_line(e, width, own.get(i))) for i, e in enumerate(events))
     if not events:
         lines.append(f"no events recorded for run {clean(args.run_id)}")
     return "\n".join(lines)
@@ -380,9 +381,33 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _time(event: dict[str, Any]) -> str:
-    """The event's time as ``HH:MM:SS.fff`` (its date is the run's, in ``graphflow runs``)."""
-    raw = event.get("time")
+def _own_times(events: list[dict[str, Any]]) -> dict[int, Any]:
+    """The times ``events`` shows instead of when an event was yielded (its ``time``), by the
+    event's index: a task's own start on its ``node_start`` and its own end on its
+    ``node_end``, as its ``node_end`` recorded them (``started_at``, ``finished_at``).
+
+    A batch yields its events when its last task ends, so every ``node_start`` of a batch
+    has that time. A retry's ``node_start``, a replayed task's, and those of a task that
+    ended otherwise (an interrupt, an error) have no recorded time of their own: they keep
+    theirs.
+    """
+    own: dict[int, Any] = {}
+    starts: dict[Any, int] = {}
+    for index, event in enumerate(events):
+        kind, task = event.get("type"), event.get("task_id")
+        if kind == "node_start" and event.get("attempt", 1) == 1:
+            starts[task] = index
+        elif kind == "node_end" and not event.get("replayed"):
+            own[index] = event.get("finished_at")
+            if task in starts:  # started_at: when the first attempt began
+                own[starts.pop(task)] = event.get("started_at")
+    return own
+
+
+def _time(event: dict[str, Any], raw: Any = None) -> str:
+    """The event's time (or ``raw``) as ``HH:MM:SS.fff`` (its date is the run's, in
+    ``graphflow runs``)."""
+    raw = event.get("time") if raw is None else raw
     if not isinstance(raw, str) or "T" not in raw:
         return "-"
     clock = raw.split("T", 1)[1].rstrip("Z")
@@ -392,11 +417,13 @@ def _time(event: dict[str, Any]) -> str:
     return f"{hms}.{(frac + '000')[:3]}"
 
 
-def _event_line(event: dict[str, Any], width: int = 12) -> str:
+def _event_line(event: dict[str, Any], width: int = 12, own_time: Any = None) -> str:
     """``seq  time  step N  type  node  key fields`` for one wire-form event; ``width``: the
-    node column's (the longest node name of the log, so columns stay aligned)."""
+    node column's (the longest node name of the log, so columns stay aligned); ``own_time``:
+    the time to show instead of the event's (see :func:`_own_times`)."""
     kind = str(event.get("type", "?"))
-    head = (f"{event.get('seq', '?'):>5}  {_time(event)}  step {event.get('step', '?')!s:<3} "
+    head = (f"{event.get('seq', '?'):>5}  {_time(event, own_time)}  "
+            f"step {event.get('step', '?')!s:<3} "
             f"{kind:<17}{_cell(event.get('node')):<{width}}")
     fields: list[str] = []
     if kind == "edge_transition":
