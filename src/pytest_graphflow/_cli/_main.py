@@ -9,7 +9,7 @@
     graphflow show FILE CHECKPOINT_ID            # one checkpoint as JSON
     graphflow mermaid MODULE:GRAPH [--run FILE RUN_ID]   # a Mermaid diagram of a graph
     graphflow artifacts FILE RUN_ID              # the artifacts a run attached
-    graphflow export FILE RUN_ID OUT [--seed N] [--clock-start ISO] [--graph MODULE:GRAPH]
+    graphflow export FILE RUN_ID OUT [--force] [--seed N] [--clock-start ISO] [--graph M:G]
                                                  # a run as a history file
     graphflow worker DSN MODULE:GRAPH ...        # take queued runs from PostgreSQL (_worker)
 
