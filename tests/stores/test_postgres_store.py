@@ -316,13 +316,21 @@ async def test_a_worker_refuses_bad_arguments(
         Worker(store, graphs)
 
 
-async def test_a_job_for_a_graph_the_worker_does_not_serve_fails_with_the_reason(
+async def test_a_job_for_a_graph_the_worker_does_not_serve_is_left_for_one_that_does(
     make_pg_store: MakeStore,
 ) -> None:
+    """Issue 23: "A worker marks jobs for graphs it does not serve as failed, so workers
+    serving different graphs cannot share a queue: leave them for a worker that serves
+    them." """
     store = make_pg_store()
     thread = await store.enqueue("unknown-graph", {})
     stats = await Worker(store, []).run(until_idle=True)
-    assert stats.errors == 1
+    assert (stats.errors, stats.runs) == (0, 0)
+    assert await Worker(store, []).run(until_done=True) == stats  # none of its graphs queued
     (job,) = await store.jobs()
-    assert (job["thread_id"], job["status"]) == (thread, "failed")
-    assert "serves no graph 'unknown-graph'" in job["error"]
+    assert (job["thread_id"], job["status"], job["error"], job["attempts"]) == (
+        thread, "queued", None, 0)
+    assert await store.take_job("w", now=T0, hold=5, graph_ids=["other"]) is None
+    taken = await store.take_job("w", now=T0, hold=5, graph_ids=["unknown-graph", "other"])
+    assert taken is not None
+    assert taken["thread_id"] == thread

@@ -24,19 +24,27 @@ GRAPHFLOW = Path(sys.executable).parent / "graphflow"
 
 
 def spawn(
-    dsn: str, schema: str, name: str, *, ttl: float = 1.0, **env: str
+    dsn: str, schema: str, name: str, *, ttl: float = 1.0,
+    graphs: tuple[str, ...] = ("wgraphs:effects", "wgraphs:approval"),
+    options: tuple[str, ...] = (), **env: str,
 ) -> subprocess.Popen[str]:
-    """Start ``graphflow worker`` serving ``wgraphs:effects`` until no job is queued."""
+    """Start ``graphflow worker`` serving ``graphs`` until no job of theirs is queued."""
     return subprocess.Popen(
-        [str(GRAPHFLOW), "worker", dsn, "wgraphs:effects", "wgraphs:approval", "--schema",
-         schema, "--claim-ttl", str(ttl), "--poll", "0.05", "--name", name, "--until-done"],
+        [str(GRAPHFLOW), "worker", dsn, *graphs, "--schema", schema, "--claim-ttl", str(ttl),
+         "--poll", "0.05", "--name", name, "--until-done", *options],
         env={**os.environ, "PYTHONPATH": str(HERE), **env}, cwd=HERE,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
 
-def finish(proc: subprocess.Popen[str]) -> tuple[int, str]:
-    out, err = proc.communicate(timeout=600)
+def finish(proc: subprocess.Popen[str], timeout: float = 600) -> tuple[int, str]:
+    """Wait for the worker to exit; kill it (and fail) if it does not within ``timeout``."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"the worker did not exit within {timeout} s:\n{out}{err}") from None
     return proc.returncode, out + err
 
 
@@ -147,3 +155,42 @@ def test_sigterm_finishes_the_step_releases_the_claim_and_hands_the_job_back(
     finally:
         store.close()
     assert effect_lines(log) == [(thread, effect)]  # charge ran once, and was replayed
+
+
+# -- jobs that cannot run, and workers serving different graphs (issue 23) ----------------------
+
+
+def test_workers_serving_different_graphs_share_one_queue(
+    postgres_dsn: str, fresh_pg_schema: str, tmp_path: Path
+) -> None:
+    """Issue 23: "A worker marks jobs for graphs it does not serve as failed, so workers
+    serving different graphs cannot share a queue: leave them for a worker that serves
+    them." """
+    log = tmp_path / "effects.log"
+    log.touch()
+    store = PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema, claim_ttl=1.0)
+
+    async def fill() -> tuple[list[str], list[str]]:
+        runs, asks = [], []
+        for n in range(10):  # interleaved: each worker meets the other's jobs first
+            asks.append(await store.enqueue("approval", {"n": n}))
+            runs.append(await store.enqueue("effects", {"n": n, "log": str(log)}))
+        return runs, asks
+
+    try:
+        runs, asks = anyio.run(fill)
+        procs = [spawn(postgres_dsn, fresh_pg_schema, "effects-only",
+                       graphs=("wgraphs:effects",)),
+                 spawn(postgres_dsn, fresh_pg_schema, "approval-only",
+                       graphs=("wgraphs:approval",))]
+        results = [finish(p, timeout=120) for p in procs]
+        assert [code for code, _ in results] == [0, 0], results
+        assert "10 runs ended (10 started" in results[0][1]
+        assert "10 runs ended (10 started" in results[1][1]
+        jobs = {j["thread_id"]: j for j in anyio.run(store.jobs)}
+        anyio.run(audit, store, runs)
+    finally:
+        store.close()
+    assert {t: jobs[t]["status"] for t in runs} == dict.fromkeys(runs, "completed")
+    assert {t: jobs[t]["status"] for t in asks} == dict.fromkeys(asks, "interrupted")
+    assert all(j["error"] is None and j["attempts"] == 1 for j in jobs.values())

@@ -27,7 +27,7 @@ def add_worker_parser(sub: Any, load_graph: Callable[[str], Any], fail: type[Exc
                     "start several, on several machines. SIGTERM stops after the current step.")
     worker.add_argument("dsn", metavar="DSN", help="the PostgreSQL server (libpq DSN or URI)")
     worker.add_argument("graphs", metavar="MODULE:GRAPH", nargs="+",
-                        help="the graphs this worker serves")
+                        help="the graphs this worker serves (it takes only their jobs)")
     worker.add_argument("--schema", default="graphflow", help="the store's schema")
     worker.add_argument("--claim-ttl", type=float, default=30.0, metavar="SECONDS",
                         help="thread claim time to live (a dead worker's runs are taken over "
@@ -38,7 +38,8 @@ def add_worker_parser(sub: Any, load_graph: Callable[[str], Any], fail: type[Exc
     worker.add_argument("--max-jobs", type=int, default=None, metavar="N",
                         help="exit after N runs ended")
     worker.add_argument("--until-done", action="store_true",
-                        help="exit once no job is queued (finished or waiting for answers)")
+                        help="exit once no job of its graphs is queued (finished or waiting "
+                             "for answers)")
 
     def command(args: argparse.Namespace) -> str:
         import psycopg

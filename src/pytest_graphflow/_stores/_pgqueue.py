@@ -147,18 +147,24 @@ class PgQueue:
                 raise InvalidArgument(f"enqueue_resume({thread_id!r}): the thread has no ended "
                                       "job to resume (never queued, or still queued)")
 
-    async def take_job(self, worker: str, *, now: datetime, hold: float) -> dict[str, Any] | None:
-        """Take the oldest queued job no other worker holds and no live claim blocks; hold it
-        for ``hold`` seconds (from ``now``, the worker's clock) so that it can claim the
-        thread. ``None`` when there is none."""
+    async def take_job(
+        self, worker: str, *, now: datetime, hold: float, graph_ids: list[str] | None = None
+    ) -> dict[str, Any] | None:
+        """Take the oldest queued job no other worker holds and no live claim blocks, of one
+        of ``graph_ids`` (any graph when ``None``); hold it for ``hold`` seconds (from
+        ``now``, the worker's clock) so that it can claim the thread. ``None`` when there is
+        none."""
         moment = rules.to_micros(rules.utc_now(now, "take_job"))
+        served = "" if graph_ids is None else "AND j.graph_id = ANY(%s) "
+        params: tuple[Any, ...] = (moment, moment) + (() if graph_ids is None
+                                                      else (list(graph_ids),))
         async with self._tx() as cur:
             await cur.execute(
                 "SELECT j.thread_id, j.graph_id, j.input, j.tenant_id, j.base_checkpoint, "
                 "j.resume, j.resume_base FROM jobs j LEFT JOIN claims c ON c.thread_id = "
                 "j.thread_id WHERE j.status = 'queued' AND (j.held_until_us IS NULL OR "
-                "j.held_until_us <= %s) AND (c.run_id IS NULL OR c.expires_us <= %s) "
-                "ORDER BY j.job_order LIMIT 1 FOR UPDATE OF j SKIP LOCKED", (moment, moment))
+                f"j.held_until_us <= %s) AND (c.run_id IS NULL OR c.expires_us <= %s) {served}"
+                "ORDER BY j.job_order LIMIT 1 FOR UPDATE OF j SKIP LOCKED", params)
             row = await cur.fetchone()
             if row is None:
                 return None

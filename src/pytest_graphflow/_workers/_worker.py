@@ -45,7 +45,7 @@ class WorkerStats:
         continued: incomplete runs continued (a dead worker's, or a resume with answers).
         handed_back: jobs handed back at shutdown (their run stopped after a step).
         busy: jobs skipped because another runtime held the thread.
-        errors: jobs that raised (store errors, unknown graphs), logged and handed back.
+        errors: jobs that raised (store errors, bad input), logged and handed back.
         statuses: final status per thread.
     """
 
@@ -68,6 +68,9 @@ class Worker:
         poll_interval: seconds to wait when the queue is empty.
         clock: the clock of the worker's runtime (real time by default).
         runtime_options: more keyword arguments for :class:`GraphRuntime` (``timeout``...).
+
+    A worker takes only the jobs of the graphs it serves, so workers serving different
+    graphs share one queue.
 
     Raises:
         InvalidArgument: the store has no queue, or two graphs share a ``graph_id``.
@@ -123,16 +126,19 @@ class Worker:
         Args:
             max_jobs: also stop once this many runs ended.
             until_idle: also stop when no job can be taken right now.
-            until_done: also stop when no job is queued at all (every job ended or waits for
-                answers); jobs held by other workers or dead workers' claims are waited for.
+            until_done: also stop when no job of its graphs is queued (every one ended or
+                waits for answers); jobs held by other workers or dead workers' claims are
+                waited for.
         """
         hold = float(getattr(self.store, "claim_ttl", 30.0))
+        served = sorted(self.graphs)
         while not self._stopping:
             if max_jobs is not None and self.stats.runs >= max_jobs:
                 break
-            job = await self.store.take_job(self.name, now=self.clock.now(), hold=hold)
+            job = await self.store.take_job(self.name, now=self.clock.now(), hold=hold,
+                                            graph_ids=served)
             if job is None:
-                if until_idle or (until_done and not await self.store.jobs("queued")):
+                if until_idle or (until_done and not await self._queued()):
                     break
                 await anyio.sleep(self.poll_interval)
                 continue
@@ -143,6 +149,10 @@ class Worker:
             except Exception as exc:  # a store error, a caller error: logged, job kept
                 await self._failed(job, exc)
         return self.stats
+
+    async def _queued(self) -> bool:
+        """Whether a job of a graph this worker serves is queued."""
+        return any(j["graph_id"] in self.graphs for j in await self.store.jobs("queued"))
 
     def serve(self, **kwargs: Any) -> WorkerStats:
         """:meth:`run` on a fresh asyncio loop, with SIGTERM and SIGINT mapped to :meth:`stop`;
@@ -175,10 +185,7 @@ class Worker:
 
     async def _work(self, job: dict[str, Any]) -> None:
         thread = job["thread_id"]
-        graph = self.graphs.get(job["graph_id"])
-        if graph is None:
-            raise InvalidArgument(f"worker {self.name} serves no graph {job['graph_id']!r} "
-                                  f"(it serves {sorted(self.graphs)})")
+        graph = self.graphs[job["graph_id"]]  # take_job gives only the graphs it serves
         latest = await self._latest(thread)
         options: dict[str, Any] = {}
         if job["tenant_id"] is not None:
