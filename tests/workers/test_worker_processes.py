@@ -144,7 +144,8 @@ def test_sigterm_finishes_the_step_releases_the_claim_and_hands_the_job_back(
         assert (latest.status, latest.state["effect"] != "") == ("running", True)
         claim = anyio.run(store.current_claim, thread)
         assert claim is None
-        assert [j["status"] for j in anyio.run(store.jobs)] == ["queued"]
+        # handed back, the job is as it was: the stop was not an attempt
+        assert [(j["status"], j["attempts"]) for j in anyio.run(store.jobs)] == [("queued", 0)]
 
         # with a claim ttl of 600 s, only a released claim lets another worker go on now
         code, output = finish(spawn(postgres_dsn, fresh_pg_schema, "w1", ttl=600))
@@ -158,6 +159,75 @@ def test_sigterm_finishes_the_step_releases_the_claim_and_hands_the_job_back(
 
 
 # -- jobs that cannot run, and workers serving different graphs (issue 23) ----------------------
+
+
+def test_poison_jobs_fail_with_their_reason_and_the_worker_moves_on(
+    postgres_dsn: str, fresh_pg_schema: str, tmp_path: Path
+) -> None:
+    """Issue 23: "A poison job (input the graph rejects, answers that do not match, another
+    tenant's thread) is retried forever, so `graphflow worker --until-done` never exits:
+    cap attempts, mark it failed with the reason, move on." """
+    log = tmp_path / "effects.log"
+    log.touch()
+    store = PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema, claim_ttl=0.5)
+    try:
+        waiting = anyio.run(store.enqueue, "approval", {"n": 1})
+        owned = anyio.run(lambda: store.enqueue("effects", {"n": 2, "log": str(log)},
+                                                tenant_id="acme"))
+        code, output = finish(spawn(postgres_dsn, fresh_pg_schema, "setup", ttl=0.5),
+                              timeout=120)
+        assert code == 0, output
+        assert {j["thread_id"]: j["status"] for j in anyio.run(store.jobs)} == {
+            waiting: "interrupted", owned: "completed"}
+
+        refused = anyio.run(store.enqueue, "effects", {"n": "two", "log": str(log)})
+        anyio.run(lambda: store.enqueue_resume(waiting, answers={"no-such-key": True}))
+        anyio.run(lambda: store.enqueue("effects", {"n": 3, "log": str(log)}, thread_id=owned,
+                                        tenant_id="other"))
+        fine = anyio.run(store.enqueue, "effects", {"n": 4, "log": str(log)})
+        code, output = finish(spawn(postgres_dsn, fresh_pg_schema, "w0", ttl=0.5,
+                                    options=("--max-attempts", "2")), timeout=120)
+        assert code == 0, output  # --until-done exited
+        assert "3 failed after 2 attempts" in output
+        jobs = {j["thread_id"]: j for j in anyio.run(store.jobs)}
+    finally:
+        store.close()
+    assert jobs[fine]["status"] == "completed"
+    reasons = {refused: "UpdateRejected: update of key 'n' by node '<input>' was rejected",
+               waiting: "ResumeError: Resume answers must answer every pending interrupt",
+               owned: "TenantMismatch: tenant 'other' may not use thread"}
+    for thread, reason in reasons.items():
+        job = jobs[thread]
+        assert (job["status"], job["attempts"]) == ("failed", 2), job
+        assert job["error"].startswith(f"gave up after 2 attempt(s): {reason}"), job
+
+
+def test_a_job_whose_workers_all_die_fails_after_its_attempts(
+    postgres_dsn: str, fresh_pg_schema: str, tmp_path: Path
+) -> None:
+    """A job that kills every worker that runs it (here: each dies right after its effect)
+    is failed by the worker that takes it once more than ``--max-attempts`` times."""
+    log = tmp_path / "effects.log"
+    log.touch()
+    store = PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema, claim_ttl=0.5)
+    try:
+        (thread,) = anyio.run(enqueue, store, 1, log)
+        options = ("--max-attempts", "2")
+        for name in ("w0", "w1"):
+            code, output = finish(spawn(postgres_dsn, fresh_pg_schema, name, ttl=0.5,
+                                        options=options, GRAPHFLOW_TEST_DIE="charge:1"),
+                                  timeout=120)
+            assert code == -signal.SIGKILL, output
+        code, output = finish(spawn(postgres_dsn, fresh_pg_schema, "w2", ttl=0.5,
+                                    options=options), timeout=120)
+        assert code == 0, output
+        (job,) = anyio.run(store.jobs)
+    finally:
+        store.close()
+    assert (job["thread_id"], job["status"]) == (thread, "failed")
+    assert job["error"] == ("gave up after 2 attempt(s): each worker that took it stopped or "
+                            "died before its run ended")
+    assert len(effect_lines(log)) == 2  # the third worker did not run it again
 
 
 def test_workers_serving_different_graphs_share_one_queue(

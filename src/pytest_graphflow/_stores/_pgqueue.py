@@ -140,7 +140,7 @@ class PgQueue:
             row = await cur.fetchone()
             await cur.execute(
                 "UPDATE jobs SET status = 'queued', resume = %s, resume_base = %s, "
-                "error = NULL, held_until_us = NULL, held_by = NULL "
+                "error = NULL, held_until_us = NULL, held_by = NULL, attempts = 0 "
                 "WHERE thread_id = %s AND status <> 'queued'",
                 (text, None if row is None else row[0], thread_id))
             if cur.rowcount == 0:
@@ -152,8 +152,9 @@ class PgQueue:
     ) -> dict[str, Any] | None:
         """Take the oldest queued job no other worker holds and no live claim blocks, of one
         of ``graph_ids`` (any graph when ``None``); hold it for ``hold`` seconds (from
-        ``now``, the worker's clock) so that it can claim the thread. ``None`` when there is
-        none."""
+        ``now``, the worker's clock) so that it can claim the thread, and count the attempt.
+        ``None`` when there is none. The job's ``attempts`` counts this one; its ``error``
+        is why the last attempt failed, if it did."""
         moment = rules.to_micros(rules.utc_now(now, "take_job"))
         served = "" if graph_ids is None else "AND j.graph_id = ANY(%s) "
         params: tuple[Any, ...] = (moment, moment) + (() if graph_ids is None
@@ -161,14 +162,15 @@ class PgQueue:
         async with self._tx() as cur:
             await cur.execute(
                 "SELECT j.thread_id, j.graph_id, j.input, j.tenant_id, j.base_checkpoint, "
-                "j.resume, j.resume_base FROM jobs j LEFT JOIN claims c ON c.thread_id = "
-                "j.thread_id WHERE j.status = 'queued' AND (j.held_until_us IS NULL OR "
-                f"j.held_until_us <= %s) AND (c.run_id IS NULL OR c.expires_us <= %s) {served}"
+                "j.resume, j.resume_base, j.attempts, j.error FROM jobs j LEFT JOIN claims c "
+                "ON c.thread_id = j.thread_id WHERE j.status = 'queued' AND "
+                "(j.held_until_us IS NULL OR j.held_until_us <= %s) AND (c.run_id IS NULL OR "
+                f"c.expires_us <= %s) {served}"
                 "ORDER BY j.job_order LIMIT 1 FOR UPDATE OF j SKIP LOCKED", params)
             row = await cur.fetchone()
             if row is None:
                 return None
-            thread, graph_id, data, tenant, base, resume, resume_base = row
+            thread, graph_id, data, tenant, base, resume, resume_base, attempts, error = row
             until = rules.to_micros(rules.from_micros(moment) + timedelta(seconds=hold))
             await cur.execute("UPDATE jobs SET held_until_us = %s, held_by = %s, "
                               "attempts = attempts + 1 WHERE thread_id = %s",
@@ -176,20 +178,29 @@ class PgQueue:
         return {"thread_id": thread, "graph_id": graph_id,
                 "input": None if data is None else json.loads(data), "tenant_id": tenant,
                 "base_checkpoint": base, "resume": None if resume is None else json.loads(resume),
-                "resume_base": resume_base}
+                "resume_base": resume_base, "attempts": attempts + 1, "error": error}
 
     async def finish_job(
         self, thread_id: str, status: str, *, run_id: str | None = None, error: str | None = None
     ) -> None:
-        """Record how the thread's job ended (``status`` one of :data:`JOB_STATUSES`, or
-        ``"queued"`` to hand the job back for any worker to take at once)."""
+        """Record how the thread's job ended (``status`` one of :data:`JOB_STATUSES`), or
+        hand it back with ``"queued"`` for any worker to take at once (a hand-back does not
+        count as an attempt)."""
         if status not in JOB_STATUSES:
             raise InvalidArgument(f"finish_job(status={status!r}): use one of {JOB_STATUSES}")
         async with self._tx() as cur:
             await cur.execute(
                 "UPDATE jobs SET status = %s, run_id = COALESCE(%s, run_id), error = %s, "
-                "held_until_us = NULL, held_by = NULL WHERE thread_id = %s",
-                (status, run_id, error, thread_id))
+                "held_until_us = NULL, held_by = NULL, attempts = GREATEST(attempts - %s, 0) "
+                "WHERE thread_id = %s",
+                (status, run_id, error, 1 if status == "queued" else 0, thread_id))
+
+    async def note_error(self, thread_id: str, error: str) -> None:
+        """Record why the attempt at the thread's job failed; the job stays queued, held
+        until its hold ends, then any worker may try again."""
+        async with self._tx() as cur:
+            await cur.execute("UPDATE jobs SET error = %s WHERE thread_id = %s AND "
+                              "status = 'queued'", (error, thread_id))
 
     async def jobs(self, status: str | None = None) -> list[dict[str, Any]]:
         """Every job (or those with ``status``), oldest first: ``thread_id``, ``graph_id``,

@@ -30,9 +30,12 @@ from .._records._checkpoint import Checkpoint
 from .._time._clock import Clock, RealClock
 from ..errors import InvalidArgument, ThreadBusy
 
-__all__ = ["Worker", "WorkerStats"]
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "Worker", "WorkerStats"]
 
 log = logging.getLogger("pytest_graphflow.worker")
+
+DEFAULT_MAX_ATTEMPTS = 3
+"""How many times a job is taken without its run ending before it fails (``max_attempts``)."""
 
 
 @dataclass
@@ -45,7 +48,10 @@ class WorkerStats:
         continued: incomplete runs continued (a dead worker's, or a resume with answers).
         handed_back: jobs handed back at shutdown (their run stopped after a step).
         busy: jobs skipped because another runtime held the thread.
-        errors: jobs that raised (store errors, bad input), logged and handed back.
+        errors: attempts that raised (a store error, input the graph refuses, answers that
+            do not match, another tenant's thread), logged; the job is tried again after
+            its hold, and fails once it used ``max_attempts``.
+        gave_up: jobs failed after ``max_attempts`` attempts (their ``error`` says why).
         statuses: final status per thread.
     """
 
@@ -55,11 +61,19 @@ class WorkerStats:
     handed_back: int = 0
     busy: int = 0
     errors: int = 0
+    gave_up: int = 0
     statuses: dict[str, str] = field(default_factory=dict)
 
 
 class Worker:
     """Takes queued runs (``store.enqueue(...)``) and runs them to their end.
+
+    A worker takes only the jobs of the graphs it serves, so workers serving different
+    graphs share one queue. A job whose attempt raises (its input is refused, its answers
+    do not match, it names another tenant's thread, a store error) is tried again once its
+    hold (the store's ``claim_ttl``) ends; after ``max_attempts`` attempts that did not end
+    its run (including workers that died running it) it fails, with the reason in its
+    ``error``, and the workers move on.
 
     Args:
         store: a store with a run queue (:class:`PostgresCheckpointStore`).
@@ -67,13 +81,13 @@ class Worker:
         name: how the worker shows up in the queue (``host:pid`` by default).
         poll_interval: seconds to wait when the queue is empty.
         clock: the clock of the worker's runtime (real time by default).
+        max_attempts: how many times a job is taken without its run ending before it
+            fails (:data:`DEFAULT_MAX_ATTEMPTS`); a graceful hand-back is not an attempt.
         runtime_options: more keyword arguments for :class:`GraphRuntime` (``timeout``...).
 
-    A worker takes only the jobs of the graphs it serves, so workers serving different
-    graphs share one queue.
-
     Raises:
-        InvalidArgument: the store has no queue, or two graphs share a ``graph_id``.
+        InvalidArgument: the store has no queue, two graphs share a ``graph_id``, or
+            ``max_attempts`` is not an int >= 1.
     """
 
     def __init__(
@@ -84,11 +98,16 @@ class Worker:
         name: str | None = None,
         poll_interval: float = 0.2,
         clock: Clock | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         **runtime_options: Any,
     ) -> None:
         if not callable(getattr(store, "take_job", None)):
             raise InvalidArgument(f"Worker(store={store!r}): the store has no run queue; use "
                                   "a PostgresCheckpointStore")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) \
+                or max_attempts < 1:
+            raise InvalidArgument(f"Worker(max_attempts={max_attempts!r}): give an int >= 1")
+        self.max_attempts = max_attempts
         found = list(graphs.values()) if isinstance(graphs, Mapping) else list(graphs)
         self.graphs: dict[str, CompiledGraph] = {}
         for graph in found:
@@ -127,8 +146,8 @@ class Worker:
             max_jobs: also stop once this many runs ended.
             until_idle: also stop when no job can be taken right now.
             until_done: also stop when no job of its graphs is queued (every one ended or
-                waits for answers); jobs held by other workers or dead workers' claims are
-                waited for.
+                waits for answers); jobs held by other workers or dead workers' claims, and
+                jobs waiting to be tried again, are waited for.
         """
         hold = float(getattr(self.store, "claim_ttl", 30.0))
         served = sorted(self.graphs)
@@ -142,11 +161,16 @@ class Worker:
                     break
                 await anyio.sleep(self.poll_interval)
                 continue
+            if job["attempts"] > self.max_attempts:  # its workers died or lost it each time
+                await self._give_up(job, job["error"] or "each worker that took it stopped "
+                                    "or died before its run ended")
+                continue
             try:
                 await self._work(job)
             except ThreadBusy:
                 self.stats.busy += 1  # the holder is alive: its claim keeps the job away
-            except Exception as exc:  # a store error, a caller error: logged, job kept
+                await self.store.finish_job(job["thread_id"], "queued")  # not an attempt
+            except Exception as exc:  # a store error, a caller error: logged, tried again
                 await self._failed(job, exc)
         return self.stats
 
@@ -241,8 +265,21 @@ class Worker:
         self.stats.statuses[thread] = status
 
     async def _failed(self, job: dict[str, Any], exc: BaseException) -> None:
+        """An attempt raised: note why; fail the job if it was the last attempt."""
         self.stats.errors += 1
-        log.warning("worker %s: job on thread %s raised %s: %s", self.name, job["thread_id"],
-                    type(exc).__name__, exc)
-        if isinstance(exc, InvalidArgument):
-            await self.store.finish_job(job["thread_id"], "failed", error=str(exc))
+        reason = f"{type(exc).__name__}: {exc}"
+        log.warning("worker %s: job on thread %s raised %s (attempt %d of %d)", self.name,
+                    job["thread_id"], reason, job["attempts"], self.max_attempts)
+        if job["attempts"] >= self.max_attempts:
+            await self._give_up(job, reason)
+        else:
+            await self.store.note_error(job["thread_id"], reason)
+
+    async def _give_up(self, job: dict[str, Any], reason: str) -> None:
+        attempts = min(job["attempts"], self.max_attempts)
+        error = f"gave up after {attempts} attempt(s): {reason}"
+        log.warning("worker %s: job on thread %s failed: %s", self.name, job["thread_id"],
+                    error)
+        await self.store.finish_job(job["thread_id"], "failed", error=error)
+        self.stats.gave_up += 1
+        self.stats.statuses[job["thread_id"]] = "failed"
