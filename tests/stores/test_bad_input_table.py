@@ -407,7 +407,9 @@ async def test_a_key_whose_declared_type_converts_back_takes_such_values(tmp_pat
 
 CLI = [
     ("runs-missing-file", ["runs", "{dir}/missing.db"], "no store file"),
-    ("runs-a-directory", ["runs", "{dir}"], "no store file"),
+    ("runs-a-directory", ["runs", "{dir}"], "is a directory, not a store file"),
+    ("export-onto-the-store", ["export", "{file}", "{run}", "{file}", "--force"],
+     "is the store file"),
     ("events-unknown-run", ["events", "{file}", "run-nope"], "no run 'run-nope'"),
     ("events-run-with-escape", ["events", "{file}", "run-\x1b[2J"], "\\x1b[2J"),
     ("show-unknown-checkpoint", ["show", "{file}", "cp-\nforged"], "cp-\\nforged"),
@@ -421,7 +423,7 @@ def test_the_cli_refuses_bad_input_with_one_escaped_line(
     env: Env, argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = files(env.path)
-    args = [a.format(dir=env.path.parent, file=env.path) for a in argv]
+    args = [a.format(dir=env.path.parent, file=env.path, run=env.run_id) for a in argv]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert says in err
