@@ -37,7 +37,6 @@ def _positive(kind: type[float] | type[int], what: str) -> Callable[[str], float
             raise argparse.ArgumentTypeError(f"{text} is not a positive {what}")
         return value
 
-    parse.__name__ = what  # argparse names the type in its messages
     return parse
 
 
