@@ -4,7 +4,8 @@
 Fixtures (all function-scoped except the factory, which is session-scoped):
 
 * ``graph_seed``: the test's seed, ``(session seed + crc32(node id)) % 2**32`` unless
-  ``@pytest.mark.graphflow(seed=...)`` fixes it;
+  ``@pytest.mark.graphflow(seed=...)`` fixes it; a test that takes a snapshot
+  (``graph_snapshot`` or syrupy's ``snapshot``) has ``crc32(node id)``, the same every session;
 * ``virtual_clock``: a :class:`VirtualClock` at the marker's ``start`` (or the default);
 * ``checkpoint_store``: an in-memory store, or a SQLite store in ``tmp_path`` with
   ``store="sqlite"`` (marker, ``--graphflow-store`` or the ``graphflow_store`` ini key);
@@ -77,7 +78,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         "--graphflow-seed", dest="graphflow_seed", default=None, metavar="SEED",
         help="session seed (an integer from 0 to 2**32-1, 'random', or 'last' for the "
              "previous session's); each test's seed is "
-             "derived from it and the test's node id. Default: the graphflow_seed ini key, "
+             "derived from it and the test's node id (a test that takes a snapshot: from its "
+             "node id alone). Default: the graphflow_seed ini key, "
              "else random (printed in the header).",
     )
     group.addoption(
