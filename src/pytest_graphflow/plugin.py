@@ -156,7 +156,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION] = session
     remember_seed(config, session.seed)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(XdistHooks(session.seed), "graphflow-xdist")
+        config.pluginmanager.register(XdistHooks(session.seed, config), "graphflow-xdist")
     from ._plugin._processes import processes_of
 
     processes_of(config)  # a bad value is a usage error before any test runs
@@ -227,8 +227,17 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 _GRAPH_FIXTURES = frozenset({"graph_runtime", "graph_runtime_factory"})
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """On an xdist worker, hand the ``--graphflow-processes`` counts to the controller."""
+    if hasattr(session.config, "workeroutput"):
+        from ._plugin._processes import hand_counts_over
+
+        hand_counts_over(session.config)
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """How many runs ``--graphflow-processes`` checked, and how many it could not."""
+    """How many runs ``--graphflow-processes`` checked, and how many it could not (under
+    xdist: on the controller, from every worker's counts)."""
     from ._plugin._processes import COUNTS
 
     counts = config.stash.get(COUNTS, None)

@@ -217,11 +217,20 @@ def snapshot_seed(nodeid: str) -> int:
 
 
 class XdistHooks:
-    """pytest-xdist hooks, registered only when xdist is installed (the hook is xdist's)."""
+    """pytest-xdist hooks of the controller, registered only when xdist is installed (the
+    hooks are xdist's)."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, config: pytest.Config) -> None:
         self.seed = seed
+        self.config = config
 
     def pytest_configure_node(self, node: Any) -> None:
         """Hand the controller's session seed to a starting worker."""
         node.workerinput[WORKERINPUT_KEY] = self.seed
+
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """Add what a finished worker's ``--graphflow-processes`` checks counted to the
+        controller's counts (its terminal summary prints them)."""
+        from ._processes import add_worker_counts
+
+        add_worker_counts(self.config, getattr(node, "workeroutput", None))
