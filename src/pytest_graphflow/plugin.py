@@ -225,6 +225,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 _GRAPH_FIXTURES = frozenset({"graph_runtime", "graph_runtime_factory"})
+_OUR_FIXTURES = frozenset(__all__)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -300,8 +301,10 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.Fix
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Add the ``graphflow`` section to a failing report of a test that used our fixtures;
     hide pytest-graphflow's own frames (and the event loop's under them) from its traceback
-    unless ``--full-trace``."""
-    if call.excinfo is not None and not item.config.getoption("fulltrace", False):
+    unless ``--full-trace``, only in tests that use a graphflow fixture or marker (another
+    test's event loop frames may be what explains its failure)."""
+    if (call.excinfo is not None and not item.config.getoption("fulltrace", False)
+            and _uses_graphflow(item)):
         from ._plugin._frames import hide_library_frames
 
         hide_library_frames(item)
@@ -316,6 +319,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             mode = item.config.getoption("graphflow_report", "short") or "short"
             report.sections.append(("graphflow", failure_section(item, state, mode)))
     return report
+
+
+def _uses_graphflow(item: pytest.Item) -> bool:
+    """Whether ``item`` takes a graphflow fixture (directly or through another fixture), carries
+    the ``graphflow`` marker, or made a graphflow runtime (``graph_runtime_factory`` in a
+    fixture counts)."""
+    from ._plugin._state import existing_state
+
+    return (not _OUR_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+            or item.get_closest_marker("graphflow") is not None
+            or existing_state(item) is not None)
 
 
 def pytest_assertrepr_compare(
