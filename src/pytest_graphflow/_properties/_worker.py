@@ -93,11 +93,11 @@ def _fresh_call(req: dict[str, Any]) -> dict[str, Any]:
         try:
             with os.fdopen(write_fd, "w") as out:
                 try:
-                    answer = {"ok": True, **_call(req)}
+                    sent = {"ok": True, **_call(req)}
                 except BaseException as exc:
-                    answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
-                              "traceback": traceback.format_exc()}
-                out.write(json.dumps(answer))
+                    sent = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                            "traceback": traceback.format_exc()}
+                out.write(json.dumps(sent))
                 out.flush()
         finally:
             os._exit(0)
