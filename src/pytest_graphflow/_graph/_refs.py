@@ -92,13 +92,16 @@ def find_graph_ref(graph: CompiledGraph) -> str | None:
     did not run would take another path.
     """
     found: list[str] = []
+    # A with_policy twin is a shallow copy: it shares the compiled graph's node table. (A
+    # view of another runtime's graph, such as the LangGraph bridge's, has none.)
+    nodes = getattr(graph, "nodes", None)
     for name, module in list(sys.modules.items()):
         namespace = getattr(module, "__dict__", None)
         if not isinstance(namespace, dict) or name.startswith(("_", "pytest_graphflow")):
             continue
         for attr, value in list(namespace.items()):
-            # A with_policy twin is a shallow copy: it shares the compiled graph's node table.
-            if isinstance(value, CompiledGraph) and (value is graph or value.nodes is graph.nodes):
+            if isinstance(value, CompiledGraph) and (
+                    value is graph or (nodes is not None and value.nodes is nodes)):
                 found.append(f"{name}:{attr}")
     found.sort(key=lambda ref: (ref.rpartition(".")[2].startswith(("test_", "conftest")),
                                 ref.split(":")[0].split(".")[-1].startswith("test_"), ref))

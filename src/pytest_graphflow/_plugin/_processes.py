@@ -81,8 +81,10 @@ def check_runs(item: pytest.Item, legs: list[RunLeg], n: int) -> None:
         runs.setdefault(leg.run_id, []).append(leg)
     workers = pool(range(1, n + 1), tag="fresh")
     for run_id, run_legs in runs.items():
-        ref = find_graph_ref(run_legs[0].graph)
-        if run_legs[0].resumed or run_legs[0].initial_state is None or ref is None:
+        first = run_legs[0]
+        ref = None if first.resumed or first.initial_state is None else \
+            find_graph_ref(first.graph)
+        if ref is None:
             counts["skipped"] += 1
             continue
         store: Any = run_legs[-1].store
