@@ -8,6 +8,7 @@ production, a :class:`VirtualClock` and a seed for tests), and test it with the 
 
 from __future__ import annotations
 
+import sys as _sys
 from typing import TYPE_CHECKING, Any
 
 from . import errors
@@ -106,9 +107,10 @@ if TYPE_CHECKING:
 # Every public name is imported on first use (PEP 562): importing the package, which pytest's
 # entry point and Hypothesis's entry point do in every session of a process where it is merely
 # installed, costs almost nothing and patches nothing. ``assertions`` must anyway be imported
-# after pytest registers it for assertion rewriting. No ``__dir__`` listing the lazy names:
-# tools that walk every module's ``dir()`` and read each attribute (freezegun's start does)
-# would import the whole package halfway through their own patching.
+# after pytest registers it for assertion rewriting. ``__dir__`` lists the lazy names without
+# importing them. A tool that walks every module's ``dir()`` and reads each attribute
+# (freezegun's start does) would import the whole package halfway through its own patching, so
+# a read from freezegun's module walk is refused (an ``AttributeError``, which it skips).
 _LAZY = {
     "EventLog": "._engine._results",
     "GraphResult": "._engine._results",
@@ -228,7 +230,7 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
-    if module is None:
+    if module is None or _sys._getframe(1).f_globals.get("__name__") == "freezegun.api":
         raise AttributeError(f"module 'pytest_graphflow' has no attribute {name!r}")
     from importlib import import_module
 
@@ -236,6 +238,11 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
+
+
+def __dir__() -> list[str]:
+    """The public names (``__all__``), imported or not: listing them imports nothing."""
+    return sorted(__all__)
 
 
 __version__ = "0.1.0"

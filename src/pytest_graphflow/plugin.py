@@ -4,7 +4,8 @@
 Fixtures (all function-scoped except the factory, which is session-scoped):
 
 * ``graph_seed``: the test's seed, ``(session seed + crc32(node id)) % 2**32`` unless
-  ``@pytest.mark.graphflow(seed=...)`` fixes it;
+  ``@pytest.mark.graphflow(seed=...)`` fixes it; a test that takes a snapshot
+  (``graph_snapshot`` or syrupy's ``snapshot``) has ``crc32(node id)``, the same every session;
 * ``virtual_clock``: a :class:`VirtualClock` at the marker's ``start`` (or the default);
 * ``checkpoint_store``: an in-memory store, or a SQLite store in ``tmp_path`` with
   ``store="sqlite"`` (marker, ``--graphflow-store`` or the ``graphflow_store`` ini key);
@@ -77,7 +78,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         "--graphflow-seed", dest="graphflow_seed", default=None, metavar="SEED",
         help="session seed (an integer from 0 to 2**32-1, 'random', or 'last' for the "
              "previous session's); each test's seed is "
-             "derived from it and the test's node id. Default: the graphflow_seed ini key, "
+             "derived from it and the test's node id (a test that takes a snapshot: from its "
+             "node id alone). Default: the graphflow_seed ini key, "
              "else random (printed in the header).",
     )
     group.addoption(
@@ -154,7 +156,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION] = session
     remember_seed(config, session.seed)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
-        config.pluginmanager.register(XdistHooks(session.seed), "graphflow-xdist")
+        config.pluginmanager.register(XdistHooks(session.seed, config), "graphflow-xdist")
     from ._plugin._processes import processes_of
 
     processes_of(config)  # a bad value is a usage error before any test runs
@@ -223,10 +225,20 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 _GRAPH_FIXTURES = frozenset({"graph_runtime", "graph_runtime_factory"})
+_OUR_FIXTURES = frozenset(__all__)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """On an xdist worker, hand the ``--graphflow-processes`` counts to the controller."""
+    if hasattr(session.config, "workeroutput"):
+        from ._plugin._processes import hand_counts_over
+
+        hand_counts_over(session.config)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """How many runs ``--graphflow-processes`` checked, and how many it could not."""
+    """How many runs ``--graphflow-processes`` checked, and how many it could not (under
+    xdist: on the controller, from every worker's counts)."""
     from ._plugin._processes import COUNTS
 
     counts = config.stash.get(COUNTS, None)
@@ -289,8 +301,10 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.Fix
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Add the ``graphflow`` section to a failing report of a test that used our fixtures;
     hide pytest-graphflow's own frames (and the event loop's under them) from its traceback
-    unless ``--full-trace``."""
-    if call.excinfo is not None and not item.config.getoption("fulltrace", False):
+    unless ``--full-trace``, only in tests that use a graphflow fixture or marker (another
+    test's event loop frames may be what explains its failure)."""
+    if (call.excinfo is not None and not item.config.getoption("fulltrace", False)
+            and _uses_graphflow(item)):
         from ._plugin._frames import hide_library_frames
 
         hide_library_frames(item)
@@ -305,6 +319,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             mode = item.config.getoption("graphflow_report", "short") or "short"
             report.sections.append(("graphflow", failure_section(item, state, mode)))
     return report
+
+
+def _uses_graphflow(item: pytest.Item) -> bool:
+    """Whether ``item`` takes a graphflow fixture (directly or through another fixture), carries
+    the ``graphflow`` marker, or made a graphflow runtime (``graph_runtime_factory`` in a
+    fixture counts)."""
+    from ._plugin._state import existing_state
+
+    return (not _OUR_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+            or item.get_closest_marker("graphflow") is not None
+            or existing_state(item) is not None)
 
 
 def pytest_assertrepr_compare(

@@ -136,6 +136,19 @@ def test_page_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.Monke
                 )
 
 
+_SEED_CITATION = re.compile(r"\bseeds? \d{3}\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_pages_state_rules_instead_of_citing_seed_files(page: Path) -> None:
+    """A user reads "seed 004" as a random seed: a page states the rule itself (tests and code
+    comments may cite the seed files)."""
+    text = page.read_text(encoding="utf-8")
+    cited = [f"line {text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+             for m in _SEED_CITATION.finditer(text)]
+    assert cited == []
+
+
 def test_fence_parser() -> None:
     text = "intro\n```python\nx = 1\n```\n```text output\n1\n```\n```bash\nls\n```\n"
     blocks = fenced_blocks(text)

@@ -4,7 +4,7 @@ trio), and in a test file with no conftest at all."""
 from __future__ import annotations
 
 import pytest
-from graphflow_plugin_helpers import Run, dedent
+from graphflow_plugin_helpers import GRAPHS, Run, dedent
 
 
 def test_sync_fixtures_build_one_deterministic_runtime(graph_project: pytest.Pytester,
@@ -96,6 +96,36 @@ def test_async_fixtures_on_both_anyio_backends(graph_project: pytest.Pytester, r
     result = run("-v", "test_async.py")
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["*test_atrace?asyncio?*PASSED*", "*test_atrace?trio?*PASSED*"])
+
+
+def test_without_a_conftest_an_async_test_runs_on_every_installed_backend(
+    pytester: pytest.Pytester, run: Run
+) -> None:
+    """docs/testing.md: the plugin provides no ``anyio_backend``; anyio's runs a marked test on
+    asyncio and, trio being installed (the ``test`` extra), on trio too. A conftest that
+    returns ``"asyncio"`` narrows it to one."""
+    pytest.importorskip("trio")
+    pytester.makepyfile(gf_graphs=GRAPHS)
+    pytester.syspathinsert()
+    pytester.makepyfile(test_default=dedent("""
+        import pytest
+        from gf_graphs import fan
+
+        @pytest.mark.anyio
+        async def test_where(graph_runtime):
+            assert (await graph_runtime.atrace(fan())).status == "completed"
+    """))
+    result = run("-v", "test_default.py")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_where?asyncio?*", "*test_where?trio?*"], consecutive=False)
+    pytester.makeconftest(dedent("""
+        import pytest
+
+        @pytest.fixture
+        def anyio_backend():
+            return "asyncio"
+    """))
+    run("test_default.py").assert_outcomes(passed=1)
 
 
 def test_a_failing_async_test_still_fails(graph_project: pytest.Pytester, run: Run) -> None:

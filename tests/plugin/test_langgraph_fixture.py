@@ -80,3 +80,38 @@ def test_a_failing_test_reports_the_langgraph_run(pytester: pytest.Pytester, run
         "*node_end b*",
         "*run_end completed*",
     ])
+
+
+MIXED = '''
+from gf_mixed import ORDERED
+from lg_app import build
+
+def test_langgraph_run_beside_a_module_level_graph(graph_runtime):
+    assert graph_runtime.langgraph(build()).trace({"log": []}).result.data == {"log": ["a", "b"]}
+    assert graph_runtime.trace(ORDERED).status == "completed"
+'''
+
+MODULE_GRAPH = '''
+from pydantic import BaseModel
+from pytest_graphflow import END, START, Graph
+
+class S(BaseModel):
+    n: int = 0
+
+g = Graph("ordered", S)
+g.node("one", lambda s: {"n": 1}).edge(START, "one").edge("one", END)
+ORDERED = g.compile()
+'''
+
+
+def test_graphflow_processes_skips_a_langgraph_run_and_replays_the_rest(
+    pytester: pytest.Pytester, run: Run
+) -> None:
+    """A LangGraph run cannot be replayed in a fresh interpreter: it is counted as skipped,
+    and the test's graphflow run beside it is replayed."""
+    pytester.makepyfile(lg_app=LANGGRAPH_APP, gf_mixed=MODULE_GRAPH, test_lg_mixed=MIXED)
+    pytester.syspathinsert()
+    result = run("-q", "--graphflow-processes=2")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["graphflow: 1 run(s) replayed in fresh interpreters, 1 "
+                                 "skipped*"])

@@ -82,3 +82,87 @@ def test_a_bad_count_is_a_usage_error(pytester: pytest.Pytester, run: Run, value
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--graphflow-processes={value}: give the number of fresh "
                                  "interpreters to compare, an integer >= 2*"])
+
+
+# Two module-level graphs built by one builder share their id and revision; the node of each
+# sends through a module-level fake that the suite empties before every test.
+MAIL_APP = '''
+from pydantic import BaseModel
+
+from pytest_graphflow import END, START, Graph
+
+
+class Outbox:
+    def __init__(self):
+        self.sent = []
+
+
+OUTBOX = Outbox()
+
+
+class Mail(BaseModel):
+    to: str = ""
+    sent: int = 0
+
+
+def build(copies):
+    def send(state):
+        OUTBOX.sent.extend([state.to] * copies)
+        return {"sent": len(OUTBOX.sent)}
+
+    g = Graph("mail", Mail)
+    g.node("send", send)
+    g.edge(START, "send").edge("send", END)
+    return g.compile()
+
+
+ONE = build(1)
+TWO = build(2)
+'''
+
+MAIL_TESTS = dedent('''
+    import pytest
+    from {module} import ONE, OUTBOX, TWO
+
+    @pytest.fixture(autouse=True)
+    def empty_outbox():
+        OUTBOX.sent.clear()
+
+    @pytest.mark.parametrize("to", ["ann", "bob", "cy"])
+    def test_one_copy(graph_runtime, to):
+        assert graph_runtime.trace(ONE, {{"to": to}}).state.sent == 1
+
+    @pytest.mark.parametrize("to", ["ann", "bob", "cy"])
+    def test_two_copies(graph_runtime, to):
+        assert graph_runtime.trace(TWO, {{"to": to}}).state.sent == 2
+''')
+
+
+def _mail_project(pytester: pytest.Pytester, module: str) -> None:
+    pytester.makepyfile(**{module: MAIL_APP, "test_mail": MAIL_TESTS.format(module=module)})
+    pytester.syspathinsert()
+
+
+def test_replays_run_the_graph_the_test_ran_in_a_fresh_state(pytester: pytest.Pytester,
+                                                             run: Run) -> None:
+    """Each replay runs the very graph object the test ran (not another module-level graph
+    with the same id and revision), with its module imported afresh (the fake starts empty, as
+    the suite's fixture makes it in the test)."""
+    _mail_project(pytester, "xp_mail_twins")
+    run().assert_outcomes(passed=6)  # the suite passes
+    result = run("--graphflow-processes=2")
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["graphflow: 6 run(s) replayed in fresh interpreters, 0 "
+                                 "skipped*"])
+    # Twice in a row: workers outlive a session, and must not carry the fake's state along.
+    run("--graphflow-processes=2").assert_outcomes(passed=6)
+
+
+def test_the_summary_reaches_the_terminal_under_xdist(pytester: pytest.Pytester,
+                                                      run: Run) -> None:
+    pytest.importorskip("xdist")
+    _project(pytester, "xp_tags_xdist", "sorted")
+    result = run("-n", "2", "--graphflow-processes=2")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["graphflow: 1 run(s) replayed in fresh interpreters, 1 "
+                                 "skipped (their graph is not held by an importable module)"])

@@ -118,6 +118,68 @@ def test_full_trace_shows_the_library_frames(graph_project: pytest.Pytester, run
     assert any("pytest_graphflow" in f for f in frames)
 
 
+LOOP_FAILURE = dedent("""
+    import anyio
+
+    async def boom():
+        await anyio.sleep(0)
+        raise ValueError("boom")
+
+    def test_plain(tmp_path):
+        anyio.run(boom)
+
+    def test_graphflow(graph_seed):
+        anyio.run(boom)
+""")
+
+
+def test_event_loop_frames_stay_in_tests_that_use_no_graphflow_fixture(
+    graph_project: pytest.Pytester, run: Run
+) -> None:
+    """A test that uses no graphflow fixture or marker keeps its whole traceback; its twin,
+    the same test taking ``graph_seed``, loses the event loop's frames."""
+    graph_project.makepyfile(test_loop=LOOP_FAILURE)
+    result = run("test_loop.py")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    plain = text[text.index("_ test_plain _"):text.index("_ test_graphflow _")]
+    ours = text[text.index("_ test_graphflow _"):]
+    def loop_frames(section: str) -> list[str]:
+        return [line for line in section.splitlines() if re.match(r"^\S+\.py:\d+: ", line)
+                and ("anyio" in line or "asyncio" in line)]
+
+    assert loop_frames(plain) != []
+    assert loop_frames(ours) == []
+    assert "test_loop.py:" in ours
+
+
+PRIVATE_PATHS = dedent("""
+    from gf_graphs import fan
+
+    def test_fixtures_in_a_report(graph_runtime, store_faults, checkpoint_store, virtual_clock):
+        trace = graph_runtime.trace(fan())
+        assert trace.status == "failed"
+
+    def test_runtime_itself(graph_runtime):
+        assert graph_runtime is None
+""")
+
+
+def test_a_failure_report_names_public_classes(graph_project: pytest.Pytester,
+                                               run: Run) -> None:
+    graph_project.makepyfile(test_reprs=PRIVATE_PATHS)
+    result = run("--graphflow-seed=3", "test_reprs.py")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    assert re.findall(r"pytest_graphflow\._\w+", text) == []
+    result.stdout.fnmatch_lines([
+        "graph_runtime = RecordingRuntime(seed=*, clock=VirtualClock(start=2025-01-01T00:00:00"
+        "+00:00, elapsed=0.0s), store=<FaultyStore over InMemoryCheckpointStore: * call(s)>)",
+        "checkpoint_store = InMemoryCheckpointStore(* checkpoint(s))",
+        "E       assert RecordingRuntime(seed=*) is None",
+    ])
+
+
 @pytest.mark.parametrize("call", [
     "graph_runtime.trace(fan())",
     "graph_runtime.invoke(fan())",

@@ -135,3 +135,20 @@ report["usable"] = GraphRuntime(clock=VirtualClock(), seed=0).clock.start.year
 """)
     assert report == {"during": ["pytest_graphflow", "pytest_graphflow.errors"],
                       "usable": 2025}
+
+
+def test_dir_lists_the_public_names_without_importing_them() -> None:
+    """``dir(pytest_graphflow)`` (a REPL's completion, ``help()``) lists what ``__all__``
+    exports, and listing them imports none; reading one imports it as before."""
+    report = probe("""
+import pytest_graphflow
+report["listed"] = dir(pytest_graphflow)
+report["all"] = sorted(pytest_graphflow.__all__)
+report["after_dir"] = ours()
+report["graph"] = pytest_graphflow.Graph.__name__
+""")
+    assert report["listed"] == report["all"]
+    assert {"Graph", "GraphRuntime", "assert_events", "errors", "__version__"} <= set(
+        report["listed"])  # type: ignore[arg-type]
+    assert report["after_dir"] == ["pytest_graphflow", "pytest_graphflow.errors"]
+    assert report["graph"] == "Graph"

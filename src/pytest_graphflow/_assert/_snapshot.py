@@ -101,10 +101,15 @@ def serialize_events(
         data: events, their wire dicts, or an object with ``.events`` (a ``Trace``, a result).
         exclude: a syrupy property filter; a field it selects is left out. Its ``path`` is
             ``((index, event_class),)`` and ``prop`` the field name (``props("time")``,
-            ``paths("0.run_id")``). ``seq`` and ``type`` are always kept.
-        include: a syrupy property filter; only the fields it selects are kept.
+            ``paths("0.run_id")``). It reaches nested values too, as in syrupy's own
+            snapshots: a key of a dict (a nested model's field) or an index of a list, with
+            the path through its parents (``paths("3.patch.meta.request_id")``,
+            ``props("request_id")`` at any depth). ``seq`` and ``type`` are always kept.
+        include: a syrupy property filter; only the fields it selects are kept (it selects
+            whole fields: nested values are not filtered by it).
         matcher: a syrupy property matcher applied to each field's wire value, with ``path``
-            ``((index, event_class), (field, value_type))``.
+            ``((index, event_class), (field, value_type))``, and to every nested value
+            (``paths``-style path through its parents), as syrupy does.
         stable_ids: write seed-derived id tokens as their order of first appearance.
 
     Returns:
@@ -125,8 +130,7 @@ def serialize_events(
                     continue
                 if include is not None and not include(prop=key, path=base):
                     continue
-                if matcher is not None:
-                    value = matcher(data=value, path=(*base, (key, type(value))))
+                value = _filtered(value, (*base, (key, type(value))), exclude, matcher)
             kept[key] = value
         parts = [str(kept["seq"])]
         if "step" in kept:
@@ -157,6 +161,24 @@ def serialize_events(
         lines.append(" ".join(parts))
     text = "\n".join(lines) + "\n"
     return _stable_ids(text) if stable_ids else text
+
+
+def _filtered(value: Any, path: PropertyPath, exclude: PropertyFilter | None,
+              matcher: PropertyMatcher | None) -> Any:
+    """``value`` (a field's wire value at ``path``) with the matcher applied and the nested
+    properties ``exclude`` selects left out, at every depth, as syrupy's own serializer does:
+    a dict's keys and a list's indexes are props, the path runs through their parents."""
+    if matcher is not None:
+        value = matcher(data=value, path=path)
+    if exclude is None and matcher is None:
+        return value
+    if isinstance(value, dict):
+        return {k: _filtered(v, (*path, (k, type(v))), exclude, matcher)
+                for k, v in value.items() if exclude is None or not exclude(prop=k, path=path)}
+    if isinstance(value, list):
+        return [_filtered(v, (*path, (i, type(v))), exclude, matcher)
+                for i, v in enumerate(value) if exclude is None or not exclude(prop=i, path=path)]
+    return value
 
 
 _ID_TOKEN: Final = re.compile(r"\b(run|thread|cp|task)-([0-9a-f]{12})\b")

@@ -124,6 +124,11 @@ class GraphRuntime:
         install_hooks()  # the first runtime patches the sleeps (importing patches nothing)
         install_blocking_sleep_warning()
 
+    def __repr__(self) -> str:
+        tenant = "" if self.tenant_id is None else f", tenant_id={self.tenant_id!r}"
+        return (f"{type(self).__name__}(seed={self.seed!r}, clock={self.clock!r}, "
+                f"store={self.store!r}{tenant})")
+
     # ------------------------------------------------------------------ public API
 
     def stream(

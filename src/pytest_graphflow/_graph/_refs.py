@@ -83,16 +83,25 @@ def resolve_graph(ref: str) -> CompiledGraph:
 
 
 def find_graph_ref(graph: CompiledGraph) -> str | None:
-    """A ``"module:attr"`` under which an imported module holds ``graph`` (same id and
-    revision), preferring modules that are not test modules; ``None`` if none does."""
+    """A ``"module:attr"`` under which an imported module holds ``graph`` itself (or the graph
+    it is a ``with_policy`` twin of), preferring modules that are not test modules; ``None``
+    if none does.
+
+    Another graph with the same id and revision is not ``graph``: one builder compiled twice
+    around different node functions (two fakes, say) gives two such graphs, and the one that
+    did not run would take another path.
+    """
     found: list[str] = []
+    # A with_policy twin is a shallow copy: it shares the compiled graph's node table. (A
+    # view of another runtime's graph, such as the LangGraph bridge's, has none.)
+    nodes = getattr(graph, "nodes", None)
     for name, module in list(sys.modules.items()):
         namespace = getattr(module, "__dict__", None)
         if not isinstance(namespace, dict) or name.startswith(("_", "pytest_graphflow")):
             continue
         for attr, value in list(namespace.items()):
-            if (isinstance(value, CompiledGraph) and value.graph_id == graph.graph_id
-                    and value.revision == graph.revision):
+            if isinstance(value, CompiledGraph) and (
+                    value is graph or (nodes is not None and value.nodes is nodes)):
                 found.append(f"{name}:{attr}")
     found.sort(key=lambda ref: (ref.rpartition(".")[2].startswith(("test_", "conftest")),
                                 ref.split(":")[0].split(".")[-1].startswith("test_"), ref))

@@ -14,7 +14,14 @@ from typing import Any, Final, Literal
 
 import pytest
 
-from ._seed import SessionSettings, StoreKind, parse_store, test_seed
+from ._seed import (
+    SNAPSHOT_FIXTURES,
+    SessionSettings,
+    StoreKind,
+    parse_store,
+    snapshot_seed,
+    test_seed,
+)
 
 __all__ = [
     "MARKER_HELP",
@@ -44,6 +51,8 @@ class TestSettings:
     Attributes:
         seed: the test's seed.
         seed_from_marker: whether a marker fixed it.
+        seed_from_snapshot: whether it is :func:`snapshot_seed` of the node id (the test
+            takes a snapshot and no marker fixed the seed).
         start: the virtual clock's start, or ``None`` for the clock's default.
         store: which checkpoint store the fixtures build.
         checkpoint_policy: a policy that overrides the graphs' own, or ``None``.
@@ -53,6 +62,7 @@ class TestSettings:
 
     seed: int
     seed_from_marker: bool
+    seed_from_snapshot: bool
     start: datetime | None
     store: StoreKind
     checkpoint_policy: Literal["every_step", "on_halt", "never"] | None
@@ -140,10 +150,14 @@ def settings_for(item: pytest.Item, session: SessionSettings) -> TestSettings:
     if cached is not None:
         return cached
     kwargs = marker_kwargs(item)
-    seed = kwargs.get("seed")
+    seed: int | None = kwargs.get("seed")
+    snapshot = seed is None and not SNAPSHOT_FIXTURES.isdisjoint(
+        getattr(item, "fixturenames", ()))
     settings = TestSettings(
-        seed=test_seed(session.seed, item.nodeid) if seed is None else seed,
+        seed=(seed if seed is not None else snapshot_seed(item.nodeid) if snapshot
+              else test_seed(session.seed, item.nodeid)),
         seed_from_marker=seed is not None,
+        seed_from_snapshot=snapshot,
         start=kwargs.get("start"),
         store=kwargs.get("store", session.store),
         checkpoint_policy=kwargs.get("checkpoint_policy"),

@@ -4,8 +4,15 @@ After a test that used the graph fixtures passes, each run it performed is repla
 recorded history: same seed, input, answers and clock; external nodes played back) in N worker
 interpreters with ``PYTHONHASHSEED`` 1..N, and every event must be the same bytes as in the
 test. An order that depends on ``hash()`` of strings (a ``set`` of strings, say) passes inside
-one process and fails here. Runs whose graph no imported module holds cannot be rebuilt in
-another process; they are counted as skipped in the terminal summary.
+one process and fails here.
+
+A replay runs the graph object the test ran, found under the ``"module:attr"`` that holds it
+(not another graph with the same id and revision), and in a fresh state: each replay is a
+child forked from a worker that has imported only pytest-graphflow, so the graph's module is
+imported afresh and a module-level fake its nodes mutate starts as the module makes it, never
+as an earlier replay left it. Runs whose graph no imported module holds cannot be rebuilt in
+another process; they are counted as skipped in the terminal summary. Under xdist each worker
+hands its counts to the controller, which prints the summary.
 """
 
 from __future__ import annotations
@@ -17,9 +24,28 @@ import pytest
 if TYPE_CHECKING:
     from .._engine._results import RunLeg
 
-__all__ = ["COUNTS", "check_runs", "processes_of"]
+__all__ = ["COUNTS", "add_worker_counts", "check_runs", "hand_counts_over", "processes_of"]
 
 COUNTS: Final = pytest.StashKey[dict[str, int]]()
+WORKEROUTPUT_KEY: Final = "graphflow_processes"
+
+
+def hand_counts_over(config: pytest.Config) -> None:
+    """On an xdist worker, put the counts in ``workeroutput`` for the controller."""
+    output: dict[str, Any] | None = getattr(config, "workeroutput", None)
+    counts = config.stash.get(COUNTS, None)
+    if output is not None and counts is not None:
+        output[WORKEROUTPUT_KEY] = dict(counts)
+
+
+def add_worker_counts(config: pytest.Config, workeroutput: dict[str, Any] | None) -> None:
+    """On the xdist controller, add the counts a worker handed over."""
+    counts = (workeroutput or {}).get(WORKEROUTPUT_KEY)
+    if not isinstance(counts, dict):
+        return
+    total = config.stash.setdefault(COUNTS, {"checked": 0, "skipped": 0})
+    for key in total:
+        total[key] += int(counts.get(key, 0))
 
 
 def processes_of(config: pytest.Config) -> int:
@@ -53,16 +79,18 @@ def check_runs(item: pytest.Item, legs: list[RunLeg], n: int) -> None:
     runs: dict[str, list[RunLeg]] = {}
     for leg in legs:
         runs.setdefault(leg.run_id, []).append(leg)
-    workers = pool(range(1, n + 1))
+    workers = pool(range(1, n + 1), tag="fresh")
     for run_id, run_legs in runs.items():
-        ref = find_graph_ref(run_legs[0].graph)
-        if run_legs[0].resumed or run_legs[0].initial_state is None or ref is None:
+        first = run_legs[0]
+        ref = None if first.resumed or first.initial_state is None else \
+            find_graph_ref(first.graph)
+        if ref is None:
             counts["skipped"] += 1
             continue
         store: Any = run_legs[-1].store
         checkpoints = anyio.run(store.list, run_id) if store is not None else []
         history = History.from_legs(run_legs, checkpoints, graph_ref=ref, source=item.nodeid)
-        request = {"op": "call", "fn": "pytest_graphflow._replay._replayer:replay_report",
+        request = {"op": "fresh_call", "fn": "pytest_graphflow._replay._replayer:replay_report",
                    "kwargs": {"history": history.model_dump(mode="json"), "graph": ref}}
         answers = request_all(workers, [request] * n)
         counts["checked"] += 1
@@ -71,4 +99,6 @@ def check_runs(item: pytest.Item, legs: list[RunLeg], n: int) -> None:
                 raise AssertionError(
                     f"--graphflow-processes: run {run_id} of this test took another path in a "
                     f"fresh interpreter with PYTHONHASHSEED={hashseed} (look for the order of "
-                    "a set or dict of strings, hash() or id()):\n" + answer["value"])
+                    "a set or dict of strings, hash() or id(); or for state outside the graph "
+                    "that its nodes read and an earlier test left changed: the replay imports "
+                    "the graph's module afresh):\n" + answer["value"])

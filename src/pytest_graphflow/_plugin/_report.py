@@ -3,7 +3,8 @@
 It tells the reader what they need to replay and understand the failure:
 
 * the test's seed and where it came from;
-* the command that reruns this one test with the same session seed (hence the same seed);
+* the command that reruns this one test with the same session seed (hence the same seed;
+  a test that takes a snapshot has the same seed in every session);
 * every leg of the test's last run (a paused leg and its resumption are two), one line
   each with its status, what it raised and the path it took (in a Hypothesis test, the last
   run is the last example's: the shrunk one);
@@ -34,8 +35,12 @@ REPORT_MODES: Final = ("short", "full")
 
 
 def reproduce_command(item: pytest.Item, state: ItemState) -> str:
-    """``pytest <node id> --graphflow-seed=<session seed>``, runnable from where pytest ran."""
-    args = ["pytest", _node_arg(item), f"--graphflow-seed={state.session.seed}"]
+    """``pytest <node id> --graphflow-seed=<session seed>``, runnable from where pytest ran
+    (without the seed for a test that takes a snapshot: the session seed does not change it).
+    """
+    args = ["pytest", _node_arg(item)]
+    if not state.settings.seed_from_snapshot:
+        args.append(f"--graphflow-seed={state.session.seed}")
     if state.session.store_from_option:
         args.append(f"--graphflow-store={state.session.store}")
     return shlex.join(args)
@@ -60,6 +65,9 @@ def failure_section(item: pytest.Item, state: ItemState, mode: str = "short") ->
     settings = state.settings
     if settings.seed_from_marker:
         origin = f"fixed by @pytest.mark.graphflow(seed={settings.seed})"
+    elif settings.seed_from_snapshot:
+        origin = ("crc32 of the node id: the test takes a snapshot, so the session seed does "
+                  "not change it")
     else:
         origin = (f"session seed {state.session.seed} + crc32 of the node id, "
                   "modulo 2**32")

@@ -9,6 +9,10 @@ session seed and the test's own node id, so a test keeps its seed when other tes
 added, deselected, reordered or spread over xdist workers. ``zlib.crc32`` is used rather than
 ``hash()``, which changes from process to process with ``PYTHONHASHSEED``.
 
+A test that takes a snapshot (``graph_snapshot``, or syrupy's ``snapshot``) compares what it
+ran with a file recorded in an earlier session, so its seed must not follow the session seed:
+it is ``crc32(node id)`` alone (:func:`snapshot_seed`), the same in every session.
+
 This module imports nothing heavy: ``plugin.py`` uses it at configure time.
 """
 
@@ -30,6 +34,7 @@ __all__ = [
     "parse_store",
     "random_seed",
     "resolve_session",
+    "snapshot_seed",
     "test_seed",
 ]
 
@@ -201,13 +206,31 @@ def test_seed(session_seed: int, nodeid: str) -> int:
 # Not collected by pytest when a test module imports this module's names.
 test_seed.__test__ = False  # type: ignore[attr-defined]
 
+SNAPSHOT_FIXTURES: Final = frozenset({"graph_snapshot", "snapshot"})
+"""Fixtures whose tests compare with a recorded file: their seed is :func:`snapshot_seed`."""
+
+
+def snapshot_seed(nodeid: str) -> int:
+    """The seed of a test that takes a snapshot: ``crc32(nodeid)``, whatever the session seed
+    (a snapshot recorded in one session must match in the next)."""
+    return test_seed(0, nodeid)
+
 
 class XdistHooks:
-    """pytest-xdist hooks, registered only when xdist is installed (the hook is xdist's)."""
+    """pytest-xdist hooks of the controller, registered only when xdist is installed (the
+    hooks are xdist's)."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, config: pytest.Config) -> None:
         self.seed = seed
+        self.config = config
 
     def pytest_configure_node(self, node: Any) -> None:
         """Hand the controller's session seed to a starting worker."""
         node.workerinput[WORKERINPUT_KEY] = self.seed
+
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """Add what a finished worker's ``--graphflow-processes`` checks counted to the
+        controller's counts (its terminal summary prints them)."""
+        from ._processes import add_worker_counts
+
+        add_worker_counts(self.config, getattr(node, "workeroutput", None))

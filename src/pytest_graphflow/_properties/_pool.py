@@ -117,16 +117,21 @@ class Worker:
             self.proc.stdout.close()
 
 
-_WORKERS: dict[int, Worker] = {}
+_WORKERS: dict[tuple[str, int], Worker] = {}
 
 
-def pool(hashseeds: Iterable[int]) -> list[Worker]:
-    """Live workers for ``hashseeds`` (one each), started on first use and then reused."""
+def pool(hashseeds: Iterable[int], *, tag: str = "") -> list[Worker]:
+    """Live workers for ``hashseeds`` (one each), started on first use and then reused.
+
+    Workers of another ``tag`` are others: the ``fresh_call`` workers of
+    ``--graphflow-processes`` (tag ``"fresh"``) must never have run a plain ``call``, which
+    imports the user's modules into the worker itself.
+    """
     out: list[Worker] = []
     for seed in hashseeds:
-        worker = _WORKERS.get(seed)
+        worker = _WORKERS.get((tag, seed))
         if worker is None or not worker.alive:
-            worker = _WORKERS[seed] = Worker(seed)
+            worker = _WORKERS[tag, seed] = Worker(seed)
         out.append(worker)
     return out
 

@@ -7,6 +7,11 @@ is paid for once per session. Operations:
 
 * ``ping``: the worker's hash seed and pid;
 * ``call``: call a function named ``"module:attr"`` with JSON keyword arguments;
+* ``fresh_call``: the same call in a forked child that imports everything else afresh (what
+  ``--graphflow-processes`` replays run in: a module-level fake a node mutates starts from
+  its import-time state every time). A worker serving these imports only pytest-graphflow
+  itself, never the modules a call names; where ``fork`` is missing it answers one call and
+  exits, and the pool starts a fresh one;
 * ``run``: run a graph (``"module:attr"``) with an input, a seed and answers on a fresh
   in-memory store; answer the event stream as JSON lines;
 * ``crash_run``: fork a child that opens a store from a factory and runs the graph, reporting
@@ -74,6 +79,41 @@ def _call(req: dict[str, Any]) -> dict[str, Any]:
     return {"value": resolve_ref(req["fn"])(**req.get("kwargs", {}))}
 
 
+def _fresh_call(req: dict[str, Any]) -> dict[str, Any]:
+    """``_call`` in a forked child: nothing the call imports or changes outlives it."""
+    module = str(req.get("fn", "")).partition(":")[0]
+    if module.startswith("pytest_graphflow."):  # warm: each fork starts with it imported
+        import importlib
+
+        importlib.import_module(module)
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read_fd)
+        try:
+            with os.fdopen(write_fd, "w") as out:
+                try:
+                    sent = {"ok": True, **_call(req)}
+                except BaseException as exc:
+                    sent = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                            "traceback": traceback.format_exc()}
+                out.write(json.dumps(sent))
+                out.flush()
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as reader:
+        text = reader.read()
+    _, status = os.waitpid(pid, 0)
+    if not text:
+        raise RuntimeError(f"the forked replay process exited (status "
+                           f"{os.waitstatus_to_exitcode(status)}) before answering")
+    answer: dict[str, Any] = json.loads(text)
+    if not answer.pop("ok"):
+        raise RuntimeError(f"{answer['error']}\n{answer.get('traceback', '')}")
+    return answer
+
+
 _WARM: set[str] = set()
 
 
@@ -134,6 +174,8 @@ def _answer(req: dict[str, Any]) -> dict[str, Any]:
         return _run(req)
     if op == "call":
         return _call(req)
+    if op == "fresh_call":
+        return _fresh_call(req) if hasattr(os, "fork") else _call(req)
     if op == "crash_run":
         return _fork(req, recover=False)
     if op == "recover":
@@ -155,6 +197,8 @@ def main() -> None:
                       "traceback": traceback.format_exc()}
         channel.write(json.dumps(answer) + "\n")
         channel.flush()
+        if req.get("op") == "fresh_call" and not hasattr(os, "fork"):
+            break  # the next call gets a fresh interpreter
 
 
 if __name__ == "__main__":

@@ -93,6 +93,9 @@ class InMemoryCheckpointStore(ClosingStore):
         self._claims: dict[str, rules.Claim] = {}
         self._claim_tokens: dict[str, int] = {}
 
+    def __repr__(self) -> str:
+        return f"InMemoryCheckpointStore({len(self._by_id)} checkpoint(s))"
+
     def _rank(self, checkpoint_id: str) -> tuple[Any, int]:
         cp, order = self._by_id[checkpoint_id]
         return (cp.timestamp, order)
