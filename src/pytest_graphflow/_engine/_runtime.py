@@ -21,6 +21,7 @@ from .._records._checkpoint import Checkpoint
 from .._records._checks import check_id, check_optional_id
 from .._records._events import EventBase, Interrupt
 from .._records._ids import IdSource
+from .._stores._claims import store_claim_ttl
 from .._stores._memory import InMemoryCheckpointStore
 from .._stores._protocol import CheckpointStore
 from .._time._clock import Clock, RealClock
@@ -64,7 +65,9 @@ class GraphRuntime:
         timeout: seconds, on the runtime's clock, a run (leg) may take; ``RunTimedOut``.
         on_interrupt: a hook answering interrupts at once (return ``PAUSE`` to pause).
         tenant_id: the tenant runs belong to; a thread belongs to one tenant.
-        claim_ttl: seconds a thread claim lasts on stores with claims.
+        claim_ttl: seconds a thread claim lasts, on this runtime's clock; ``None`` (the
+            default) takes the store's own ``claim_ttl`` (30 s for a store without one), so
+            the store is the one place to set it. A number here wins over the store's.
         backend: the anyio backend of the sync API (``"asyncio"`` or ``"trio"``).
         checkpoint_policy: run every graph under this policy instead of its own (same
             structure and revision, see :meth:`CompiledGraph.with_policy`).
@@ -83,7 +86,7 @@ class GraphRuntime:
         timeout: float | None = None,
         on_interrupt: Callable[[Interrupt], Any] | None = None,
         tenant_id: str | None = None,
-        claim_ttl: float = 30.0,
+        claim_ttl: float | None = None,
         backend: str = "asyncio",
         checkpoint_policy: CheckpointPolicy | None = None,
         on_leg: Callable[[RunLeg], None] | None = None,
@@ -105,7 +108,7 @@ class GraphRuntime:
         self.timeout = timeout
         self.on_interrupt = on_interrupt
         self.tenant_id = tenant_id
-        self.claim_ttl = claim_ttl
+        self._claim_ttl = None if claim_ttl is None else float(claim_ttl)
         self.backend = backend
         if checkpoint_policy is not None and checkpoint_policy not in POLICIES:
             raise InvalidArgument(f"GraphRuntime(checkpoint_policy={checkpoint_policy!r}): use "
@@ -123,6 +126,14 @@ class GraphRuntime:
         self._legs = Legs(self, _SUBGRAPHS)
         install_hooks()  # the first runtime patches the sleeps (importing patches nothing)
         install_blocking_sleep_warning()
+
+    @property
+    def claim_ttl(self) -> float:
+        """Seconds a thread claim of this runtime lasts (on its clock): the ``claim_ttl``
+        given to the runtime, else the store's ``claim_ttl``, else 30."""
+        if self._claim_ttl is not None:
+            return self._claim_ttl
+        return store_claim_ttl(self.store)
 
     # ------------------------------------------------------------------ public API
 

@@ -47,6 +47,7 @@ __all__ = [
     "normalise_event",
     "normalise_run_record",
     "renewed",
+    "store_claim_ttl",
     "take_claim",
     "to_micros",
     "unsupported_format",
@@ -111,6 +112,15 @@ def check_ttl(ttl: object, where: str) -> float:
         or not 0 < ttl < float("inf")
     ):
         raise InvalidArgument(f"{where}(ttl={ttl!r}): ttl must be a positive number of seconds")
+    return float(ttl)
+
+
+def store_claim_ttl(store: object) -> float:
+    """The claim ttl ``store`` sets (its ``claim_ttl``), or :data:`DEFAULT_CLAIM_TTL` for a
+    store that sets none: what a runtime given no ``claim_ttl`` of its own uses."""
+    ttl = getattr(store, "claim_ttl", None)
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < float("inf"):
+        return DEFAULT_CLAIM_TTL
     return float(ttl)
 
 
