@@ -1,5 +1,6 @@
-"""How long a claim lasts (SPEC §5, seed 004), on every store: the store's ``claim_ttl`` is
-the one source of the ttl unless the runtime is given its own."""
+"""How long a claim lasts and what a caller is told while it does (SPEC §5, seed 004), on
+every store: the store's ``claim_ttl`` is the one source of the ttl unless the runtime is
+given its own, and ``ThreadBusy`` names when the claim expires and how to get there."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pytest_graphflow import (
     Graph,
     GraphRuntime,
     SimulatedCrash,
+    ThreadBusy,
     VirtualClock,
 )
 from pytest_graphflow._graph._builder import CompiledGraph
@@ -65,3 +67,82 @@ async def test_a_runtime_without_claim_ttl_uses_the_store_s(
                          seed=1)
     result = await fresh.arecover("t", graph=graph)
     assert (result.status, result.data) == ("completed", {"n": 3})
+
+
+async def test_thread_busy_names_the_expiry_on_the_store(
+    make_any_store: Callable[..., Any]
+) -> None:
+    """Issue 23 item 3: a refused claim says when the live claim expires and how long is left
+    on the clock of the caller's ``now``."""
+    store = make_any_store()
+    await store.claim("t", "run-a", now=T0, ttl=10)
+    with pytest.raises(ThreadBusy) as busy:
+        await store.claim("t", "run-b", now=T0 + timedelta(seconds=4))
+    assert busy.value.expires_at == T0 + timedelta(seconds=10)
+    assert busy.value.expires_in == 6.0
+    assert "2025-01-01T00:00:10+00:00" in str(busy.value)
+    assert "6 s" in str(busy.value)
+
+
+async def test_thread_busy_tells_a_virtual_clock_how_far_to_advance(
+    make_any_store: Callable[..., Any]
+) -> None:
+    """Issue 23 item 3: after a crash, a fresh runtime on a fresh VirtualClock is told the
+    instant on its clock, the time left, and to advance the clock; advancing by exactly that
+    recovers the run. The refused resume itself changes nothing, the clock included."""
+    store = make_any_store(claim_ttl=30.0)
+    graph = _counter()
+    await _crash(store, graph)
+    ran = await store.latest(await _run_of(store))
+    fresh = GraphRuntime(store, clock=VirtualClock(start=T0), seed=1)
+    with pytest.raises(ThreadBusy) as busy:
+        await fresh.aresume(ran.run_id, graph=graph)
+    message = str(busy.value)
+    assert busy.value.expires_at == T0 + timedelta(seconds=30)
+    assert busy.value.expires_in == 30.0
+    assert "2025-01-01T00:00:30+00:00 on the runtime's clock" in message
+    assert "30 s" in message
+    assert "clock.advance(30)" in message
+    assert fresh.clock.now() == T0  # the refused call did not move the clock
+    fresh.clock.advance(busy.value.expires_in)
+    assert (await fresh.aresume(ran.run_id, graph=graph)).data == {"n": 3}
+
+
+async def test_thread_busy_on_a_real_clock_does_not_mention_advancing(
+    make_any_store: Callable[..., Any]
+) -> None:
+    """The twin of the virtual-clock message: a clock that is not virtual cannot be advanced,
+    so the caller is told when to retry instead."""
+    store = make_any_store(claim_ttl=30.0)
+    graph = _counter()
+    await _crash(store, graph)
+    fresh = GraphRuntime(store, clock=_FixedClock(T0 + timedelta(seconds=12)), seed=1)
+    with pytest.raises(ThreadBusy) as busy:
+        await fresh.arecover("t", graph=graph)
+    message = str(busy.value)
+    assert busy.value.expires_in == 18.0
+    assert "2025-01-01T00:00:30+00:00 on the runtime's clock" in message
+    assert "18 s" in message
+    assert "advance" not in message
+
+
+async def _run_of(store: Any) -> str:
+    return str((await store.list(thread_id="t"))[-1].run_id)
+
+
+class _FixedClock:
+    """A clock that is not virtual and does not move (a real clock frozen, for the test)."""
+
+    virtual = False
+
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+
+    def now(self) -> datetime:
+        return self.at
+
+    def monotonic(self) -> float:
+        return 0.0
+
+    async def sleep(self, seconds: float) -> None:
+        return None

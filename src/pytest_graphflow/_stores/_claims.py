@@ -153,10 +153,12 @@ def take_claim(
     with a new, larger token, and the old token goes stale.
 
     Raises:
-        ThreadBusy: a claim on the thread is live (``holder`` names its run).
+        ThreadBusy: a claim on the thread is live (``holder`` names its run,
+            ``expires_at`` when it expires, ``expires_in`` how long that is from ``now``).
     """
     if current is not None and current.live(now):
-        raise ThreadBusy(thread_id, holder=current.run_id)
+        raise ThreadBusy(thread_id, holder=current.run_id, expires_at=current.expires_at,
+                         now=now)
     return Claim(run_id, last_token + 1, now + timedelta(seconds=ttl), ttl)
 
 
