@@ -395,22 +395,37 @@ class GraphRuntime:
                               graph=graph)
 
     async def attach(self, run_id: str, name: str, data: bytes | str,
-                     media_type: str = "application/octet-stream") -> None:
+                     media_type: str = "application/octet-stream", *,
+                     tenant_id: str | None = _DEFAULT) -> None:
         """Attach an artifact to a run from outside it (seed 002), replacing one of that name.
+
+        Args:
+            tenant_id: the caller's tenant (default: the runtime's ``tenant_id``).
 
         Raises:
             InvalidArgument: a bad name, data or media type.
+            TenantMismatch: the run belongs to another tenant (nothing is written).
             GraphExecutionError: the store keeps no artifacts.
         """
+        await self._check_tenant(run_id, tenant_id, "attach")
         put = getattr(self.store, "put_artifact", None)
         if put is None:
             raise GraphExecutionError(f"the store {type(self.store).__name__} keeps no "
                                       "artifacts (it has no put_artifact)")
         await put(run_id, name, data, media_type)
 
-    async def artifacts(self, run_id: str) -> list[dict[str, Any]]:
+    async def artifacts(self, run_id: str, *, tenant_id: str | None = _DEFAULT
+                        ) -> list[dict[str, Any]]:
         """The run's artifacts (``name``, ``media_type``, ``size``), in the order first stored;
-        ``[]`` when the store keeps none."""
+        ``[]`` when the store keeps none.
+
+        Args:
+            tenant_id: the caller's tenant (default: the runtime's ``tenant_id``).
+
+        Raises:
+            TenantMismatch: the run belongs to another tenant (nothing of it is returned).
+        """
+        await self._check_tenant(run_id, tenant_id, "artifacts")
         found = getattr(self.store, "artifacts", None)
         return [] if found is None else list(await found(run_id))
 
@@ -440,11 +455,8 @@ class GraphRuntime:
                                   or limit < 1):
             raise InvalidArgument(f"history(limit={limit!r}): limit must be an int >= 1 or None")
         check_optional_id(before, "before", "history")
-        tenant = self.tenant_id if tenant_id is _DEFAULT else tenant_id
+        await self._check_tenant(run_id, tenant_id, "history")
         store: Any = self.store
-        latest = await store.latest(run_id)
-        if latest is not None and latest.tenant_id != tenant:
-            raise TenantMismatch(run_id, tenant, what="run")
         if limit is None and before is None:
             return list(await store.list(run_id))
         if getattr(store, "pages_history", False):
@@ -480,6 +492,40 @@ class GraphRuntime:
         self._graphs[graph.graph_id] = graph
 
     # ------------------------------------------------------------------ internals
+
+    async def _check_tenant(self, run_id: str, tenant_id: str | None, where: str) -> None:
+        """Refuse a caller whose tenant (``tenant_id``, or the runtime's by default) is not
+        run ``run_id``'s (seed 004): the tenant of its latest checkpoint, or of its run
+        record when it has no checkpoint. A run the store knows nothing of is not checked.
+
+        Raises:
+            TenantMismatch: naming only what the caller passed.
+        """
+        check_id(run_id, "run_id", where)
+        tenant = self.tenant_id if tenant_id is _DEFAULT else tenant_id
+        check_optional_id(tenant, "tenant_id", where)
+        latest = await self.store.latest(run_id)
+        if latest is not None:
+            owner = latest.tenant_id
+        else:
+            record = await self._find_record(run_id)
+            if record is None:
+                return
+            owner = record.tenant_id
+        if owner != tenant:
+            raise TenantMismatch(run_id, tenant, what="run")
+
+    async def _find_record(self, run_id: str) -> RunRecord | None:
+        """The record of ``run_id``: the one this runtime holds, else the store's, or
+        ``None``."""
+        held = self._runs.get(run_id)
+        if held is not None:
+            return held
+        read = getattr(self.store, "run", None)
+        if not callable(read) or not getattr(self.store, "records_events", False):
+            return None
+        found = await read(run_id)
+        return None if found is None else RunRecord.from_dict(found)
 
     async def _trace(self, stream: RunStream) -> Trace:
         store: Any = self.store
