@@ -300,6 +300,10 @@ class Legs:
             if resume is not None and resume.update is not None:
                 state = apply_update(graph, state, resume.update)[0]
             stops = breakpoints(graph, opts)  # checked before the wall-clock patch is taken
+            if cp.run_id not in self.rt._runs:  # a run this runtime let go of, or never ran
+                found = await self.rt._find_record(cp.run_id)
+                if found is not None:
+                    self.rt._runs[cp.run_id] = found
         except BaseException:
             await released_on_error(claim)
             raise
@@ -359,6 +363,7 @@ class Legs:
             record.status = "running"
             record.legs += 1
         run.record = self.rt._runs[runner.run_id]
+        self.rt._forget_ended()
         if self.rt.on_leg is not None:
             run.record_events = True  # an observer sees every leg's events
             run.leg = RunLeg(

@@ -77,12 +77,13 @@ class RunRecord:
             "revision": self.revision, "status": self.status,
             "started_at": None if self.started_at is None else self.started_at.isoformat(),
             "updated_at": None if self.updated_at is None else self.updated_at.isoformat(),
-            "tenant_id": self.tenant_id, "error": self.error,
+            "tenant_id": self.tenant_id, "error": self.error, "legs": self.legs,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
-        """A record from its JSON form (:meth:`as_dict`, as a durable store keeps it)."""
+        """A record from its JSON form (:meth:`as_dict`, as a durable store keeps it); a
+        record written without ``legs`` counts one leg."""
         def moment(key: str) -> datetime | None:
             value = data.get(key)
             return None if value is None else datetime.fromisoformat(value)

@@ -26,7 +26,7 @@ from .._stores._memory import InMemoryCheckpointStore
 from .._stores._protocol import CheckpointStore
 from .._time._clock import Clock, RealClock
 from .._time._hooks import install_hooks
-from .._time._loops import run_sync_owned
+from .._time._loops import in_running_loop, run_sync_owned
 from ..errors import (
     CheckpointNotFound,
     GraphExecutionError,
@@ -45,6 +45,9 @@ from ._update import write_update
 __all__ = ["GraphRuntime"]
 
 T = TypeVar("T")
+KEPT_RECORDS = 256
+"""Over a store that keeps run records, the ended runs whose records a runtime holds (the
+newest); older ones are read back from the store."""
 StreamMode = Literal["events", "updates", "values", "custom", "debug"]
 _DEFAULT: Any = object()
 
@@ -471,19 +474,45 @@ class GraphRuntime:
         return found if limit is None else found[-limit:]
 
     def run_record(self, run_id: str) -> RunRecord:
-        """The record of a run this runtime ran.
+        """The record of a run this runtime ran, or, over a store that keeps run records,
+        that the store holds (read from it outside an event loop; see :meth:`arun_record`).
 
         Raises:
-            CheckpointNotFound: when this runtime never ran ``run_id``.
+            CheckpointNotFound: when neither this runtime nor the store has a record of
+                ``run_id`` (inside an event loop: when this runtime holds none; a record it
+                no longer holds is read with ``await runtime.arun_record(run_id)``).
         """
-        try:
-            return self._runs[run_id]
-        except KeyError:
-            raise CheckpointNotFound(f"this runtime has no record of run {run_id!r}") from None
+        held = self._runs.get(run_id)
+        if held is not None:
+            return held
+        if self._records_in_store() and not in_running_loop():
+            return self._run_sync(self.arun_record, run_id)
+        hint = ("; this runtime holds the records of its live runs and its last "
+                f"{KEPT_RECORDS} ended ones: read older ones from the store with `await "
+                f"runtime.arun_record({run_id!r})`" if self._records_in_store() else "")
+        raise CheckpointNotFound(f"this runtime has no record of run {run_id!r}{hint}")
+
+    async def arun_record(self, run_id: str) -> RunRecord:
+        """The record of ``run_id``: the one this runtime holds, else, over a store that keeps
+        run records (SQLite, PostgreSQL), the store's.
+
+        Raises:
+            CheckpointNotFound: when neither has a record of ``run_id``.
+        """
+        check_id(run_id, "run_id", "arun_record")
+        found = await self._find_record(run_id)
+        if found is None:
+            where = " or in its store" if self._records_in_store() else ""
+            raise CheckpointNotFound(f"there is no record of run {run_id!r} in this "
+                                     f"runtime{where}")
+        return found
 
     @property
     def runs(self) -> list[RunRecord]:
-        """Records of the runs this runtime ran, in start order."""
+        """Records of the runs this runtime holds, in the order it took them up: every run it
+        ran, except over a store that keeps run records, where it holds those of its live
+        runs and of its last ``KEPT_RECORDS`` (256) ended ones (the store has the rest:
+        :meth:`arun_record`, ``await store.runs()``)."""
         return list(self._runs.values())
 
     def register(self, graph: CompiledGraph) -> None:
@@ -521,11 +550,32 @@ class GraphRuntime:
         held = self._runs.get(run_id)
         if held is not None:
             return held
-        read = getattr(self.store, "run", None)
-        if not callable(read) or not getattr(self.store, "records_events", False):
+        if not self._records_in_store():
             return None
-        found = await read(run_id)
+        found = await self.store.run(run_id)  # type: ignore[attr-defined]
         return None if found is None else RunRecord.from_dict(found)
+
+    def _records_in_store(self) -> bool:
+        """Whether the store keeps the run records (then the runtime holds only a few)."""
+        return bool(getattr(self.store, "records_events", False)) and callable(
+            getattr(self.store, "run", None))
+
+    def _forget_ended(self) -> None:
+        """Over a store that keeps run records, let go of the records of the oldest ended
+        runs beyond :data:`KEPT_RECORDS` (a long-lived runtime, a ``Worker``, would otherwise
+        hold one per run it ever ran)."""
+        excess = len(self._runs) - KEPT_RECORDS
+        if excess <= 0 or not self._records_in_store():
+            return
+        doomed: list[str] = []
+        for run_id in self._runs:
+            live = self._live.get(run_id)
+            if live is None or live.done:
+                doomed.append(run_id)
+                if len(doomed) == excess:
+                    break
+        for run_id in doomed:
+            del self._runs[run_id]
 
     async def _trace(self, stream: RunStream) -> Trace:
         store: Any = self.store
