@@ -15,6 +15,7 @@ Two kinds of error exist (SPEC §6):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 __all__ = [
@@ -301,16 +302,55 @@ class ReplayDiverged(GraphflowError, AssertionError):
 
 
 class ThreadBusy(GraphflowError, RuntimeError):
-    """Another run holds the thread; retry once it has suspended, completed or expired."""
+    """Another run holds the thread; retry once it has suspended, completed or expired.
 
-    def __init__(self, thread_id: str, holder: str | None = None) -> None:
+    Attributes:
+        thread_id: the busy thread.
+        holder: the run holding it, when the caller may see it.
+        expires_at: when the holder's claim expires unless renewed (the claiming runtime's
+            clock), or ``None`` when the run holding the thread is live in this runtime or
+            the claim is not a store's.
+        expires_in: seconds from the caller's ``now`` to ``expires_at`` (``0.0`` once it
+            passed), or ``None``.
+    """
+
+    def __init__(
+        self,
+        thread_id: str,
+        holder: str | None = None,
+        *,
+        expires_at: datetime | None = None,
+        now: datetime | None = None,
+        virtual: bool = False,
+    ) -> None:
         self.thread_id = thread_id
         self.holder = holder
+        self.expires_at = expires_at
+        self.expires_in: float | None = None
         who = f" (held by run {holder})" if holder else ""
-        super().__init__(
-            f"thread {thread_id!r} is busy{who}; retry once that run has suspended or "
-            "completed, or once its claim has expired."
-        )
+        retry = "retry once that run has suspended or completed, or once its claim has expired"
+        if expires_at is None or now is None:
+            super().__init__(f"thread {thread_id!r} is busy{who}; {retry}.")
+            return
+        self.expires_in = left = max(0.0, (expires_at - now).total_seconds())
+        when = (f", at {expires_at.isoformat()} on the runtime's clock ({_seconds(left)} s "
+                f"from now, {now.isoformat()}) unless its holder renews it")
+        advance = "" if not virtual else (
+            " The runtime's clock is a VirtualClock, which moves only when told: advance it to "
+            f"the expiry with clock.advance({_seconds(left)}).")
+        super().__init__(f"thread {thread_id!r} is busy{who}; {retry}{when}.{advance}")
+
+    def seen_by(self, now: datetime, *, virtual: bool, holder: str | None = None
+                ) -> ThreadBusy:
+        """The same refusal as a runtime whose clock reads ``now`` reports it (``holder``:
+        the one its caller may see)."""
+        return ThreadBusy(self.thread_id, holder, expires_at=self.expires_at, now=now,
+                          virtual=virtual)
+
+
+def _seconds(value: float) -> str:
+    """Seconds as a Python literal, without a needless ``.0``."""
+    return str(int(value)) if value.is_integer() else repr(value)
 
 
 class StaleClaim(GraphflowError, RuntimeError):

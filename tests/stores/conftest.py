@@ -25,26 +25,41 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def any_store(
+async def make_any_store(
     request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str
-) -> AsyncIterator[Any]:
-    """Each store backend in turn; all must give the same answers.
+) -> AsyncIterator[Callable[..., Any]]:
+    """Each store backend in turn, as a factory taking the store's keyword arguments
+    (``make_any_store(claim_ttl=1.0)``); every store it made is closed when the test ends.
 
     The PostgreSQL store (on a fresh schema of the session's server) talks through psycopg's
     async pool on asyncio and through its sync connection on trio: both paths are tested.
     """
-    if request.param == "memory":
-        yield InMemoryCheckpointStore()
-        return
-    if request.param == "postgres":
-        make = request.getfixturevalue("make_pg_store")
-        store = make()
-        async with store:
-            yield store
-        return
-    sqlite = SQLiteCheckpointStore(tmp_path / "store.db")
-    yield sqlite
-    sqlite.close()
+    opened: list[Any] = []
+
+    def make(**kwargs: Any) -> Any:
+        if request.param == "memory":
+            store: Any = InMemoryCheckpointStore(**kwargs)
+        elif request.param == "postgres":
+            store = request.getfixturevalue("make_pg_store")(**kwargs)
+        else:
+            name = f"store-{len(opened)}.db" if opened else "store.db"
+            store = SQLiteCheckpointStore(tmp_path / name, **kwargs)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        aclose = getattr(store, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        else:
+            store.close()
+
+
+@pytest.fixture
+async def any_store(make_any_store: Callable[..., Any]) -> Any:
+    """Each store backend in turn; all must give the same answers."""
+    return make_any_store()
 
 
 @pytest.fixture

@@ -203,10 +203,10 @@ async def test_a_stale_resume_after_the_run_moved_on_is_refused(store: Any) -> N
     second = _runtime(store)
     original = second._legs.claim
 
-    async def late(thread_id: str, run_id: str, tenant: Any) -> Any:
+    async def late(thread_id: str, run_id: str, tenant: Any, *at: Any) -> Any:
         if not charged:
             assert (await first.aresume(paused.run_id, Resume("yes"))).status == "completed"
-        return await original(thread_id, run_id, tenant)
+        return await original(thread_id, run_id, tenant, *at)
 
     second._legs.claim = late  # type: ignore[method-assign]
     with pytest.raises(ThreadBusy):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any, ClassVar
 
 import anyio
@@ -52,7 +53,8 @@ class ThreadClaim:
                  "run_id", "thread_id", "token", "ttl")
 
     def __init__(self, store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float,
-                 token: int | None, local: dict[str, ThreadClaim] | None) -> None:
+                 token: int | None, local: dict[str, ThreadClaim] | None,
+                 taken_at: float | None = None) -> None:
         self._store = store
         self.clock = clock
         self.thread_id = thread_id
@@ -63,7 +65,7 @@ class ThreadClaim:
         self.fenced = token is not None and checks_fencing(store)
         self.lost: StaleClaim | None = None
         self.released = False
-        self._renewed_at = clock.monotonic()
+        self._renewed_at = clock.monotonic() if taken_at is None else taken_at
 
     @property
     def renewable(self) -> bool:
@@ -152,9 +154,13 @@ class ThreadClaim:
             await sleep(period if delay is None else delay(period))
 
 
-async def take(store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float
-               ) -> ThreadClaim:
+async def take(store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float,
+               at: datetime | None = None) -> ThreadClaim:
     """Claim ``thread_id`` for one leg of ``run_id`` (in the store when it has claims).
+
+    ``at``: the instant the claim is taken, when it is not the clock's now (a resume on a
+    virtual clock behind the checkpoint: the clock is moved there only once the leg is
+    admitted).
 
     Raises:
         ThreadBusy: a claim on the thread is live (``holder`` is the store's answer; the
@@ -162,8 +168,10 @@ async def take(store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float
     """
     claim = getattr(store, "claim", None)
     if callable(claim) and callable(getattr(store, "release", None)):
-        token = await claim(thread_id, run_id, now=clock.now(), ttl=ttl)
-        return ThreadClaim(store, clock, thread_id, run_id, ttl, token, None)
+        now = clock.now()
+        token = await claim(thread_id, run_id, now=now if at is None else at, ttl=ttl)
+        since = None if at is None else clock.monotonic() + (at - now).total_seconds()
+        return ThreadClaim(store, clock, thread_id, run_id, ttl, token, None, since)
     table = _LocalClaims.table(store)
     holder = table.get(thread_id)
     if holder is not None:

@@ -7,7 +7,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._graph._builder import END, REPLAYED_EFFECTS, Join
-from .._records._events import Breakpoint, CheckpointSaved, EdgeTransition, RunEnd
+from .._records._events import (
+    Breakpoint,
+    CheckpointSaved,
+    EdgeTransition,
+    RunEnd,
+    error_message,
+)
 from ..errors import GraphflowError
 from ._halts import HaltHandler
 from ._merge import merge_patches
@@ -152,7 +158,7 @@ class Committer:
                 events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
                                 source=node, target=target))
                 scheduled[target] = {"node": node, "error_type": type(out.error).__name__,
-                                     "message": str(out.error)}
+                                     "message": error_message(out.error)}
                 continue
             for target in out.targets:
                 events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,

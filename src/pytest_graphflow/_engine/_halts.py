@@ -13,6 +13,7 @@ from .._records._events import (
     ErrorEvent,
     Interrupt,
     RunEnd,
+    error_message,
 )
 from ..errors import (
     Cancelled,
@@ -78,7 +79,7 @@ class HaltHandler:
             node = getattr(batch_error, "node", None)
             events.append(run.event(ErrorEvent, step, node=node,
                                     error_type=type(batch_error).__name__,
-                                    message=str(batch_error)))
+                                    message=error_message(batch_error)))
             status = "failed"
             interrupts = []
         elif failures:
@@ -100,7 +101,7 @@ class HaltHandler:
                     n for bp in paused for n in bp.nodes])
         error_info: dict[str, Any] | None = None
         if error is not None:
-            error_info = {"error_type": type(error).__name__, "message": str(error),
+            error_info = {"error_type": type(error).__name__, "message": error_message(error),
                           "node": getattr(error, "node", None)}
         return await self._save_halt(events, status, error, error_info, interrupts, completed)
 
@@ -127,8 +128,8 @@ class HaltHandler:
             error = Cancelled(run.run_id)
             status = "cancelled"
         events.append(run.event(ErrorEvent, step, error_type=type(error).__name__,
-                                message=str(error)))
-        info = {"error_type": type(error).__name__, "message": str(error), "node": None}
+                                message=error_message(error)))
+        info = {"error_type": type(error).__name__, "message": error_message(error), "node": None}
         return await self._save_halt(events, status, error, info, [], completed)
 
     async def pause_before(self, stopping: list[str]) -> list[Any]:
@@ -143,8 +144,8 @@ class HaltHandler:
         """A run-level failure between supersteps (budgets, starved joins)."""
         run = self.run
         events = [run.event(ErrorEvent, run.step, error_type=type(error).__name__,
-                            message=str(error))]
-        info = {"error_type": type(error).__name__, "message": str(error), "node": None}
+                            message=error_message(error))]
+        info = {"error_type": type(error).__name__, "message": error_message(error), "node": None}
         return await self._save_halt(events, "failed", error, info, [], {})
 
     async def _save_halt(

@@ -9,6 +9,7 @@ building the ``RunState`` the ``Runner`` loops over. ``Legs`` is the collaborato
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -60,32 +61,42 @@ class Legs:
         self.rt = runtime
         self.subgraphs = subgraphs
 
-    async def claim(self, thread_id: str, run_id: str, tenant: str | None) -> ThreadClaim:
-        """Claim the thread for one leg of ``run_id`` (one claim per runtime instance).
+    async def claim(self, thread_id: str, run_id: str, tenant: str | None,
+                    at: datetime | None = None) -> ThreadClaim:
+        """Claim the thread for one leg of ``run_id`` (one claim per runtime instance);
+        ``at``: the claim's instant when it is not the clock's now (see :func:`take`).
 
         Raises:
             ThreadBusy: another run holds the thread (in this runtime, or a live claim in the
-                store); the holder is named only to a caller of the thread's tenant.
+                store); the holder is named only to a caller of the thread's tenant. A store's
+                claim names when it expires, on this runtime's clock.
             TenantMismatch: the thread is busy and belongs to another tenant.
         """
         for live in self.rt._live.values():
             if not live.done and (live.run.thread_id == thread_id or live.run_id == run_id):
                 raise await self.busy(thread_id, live.run_id, tenant)
         try:
-            return await take(self.rt.store, self.rt.clock, thread_id, run_id, self.rt.claim_ttl)
+            return await take(self.rt.store, self.rt.clock, thread_id, run_id,
+                              self.rt.claim_ttl, at)
         except ThreadBusy as exc:
-            raise await self.busy(thread_id, exc.holder, tenant) from None
+            raise await self.busy(thread_id, exc.holder, tenant, exc) from None
 
-    async def busy(self, thread_id: str, holder: str | None, tenant: str | None
-                   ) -> GraphflowError:
+    async def busy(self, thread_id: str, holder: str | None, tenant: str | None,
+                   refused: ThreadBusy | None = None) -> GraphflowError:
         """The error a caller of ``tenant`` may see for a busy thread (seed 004): the holder
-        is never named for a thread without a checkpoint, nor to another tenant."""
+        is never named for a thread without a checkpoint, nor to another tenant. A claim the
+        store ``refused`` is reported with its expiry on this runtime's clock (and how to
+        reach it on a virtual clock)."""
         last = await self.thread_latest(thread_id)
         if last is None:
-            return ThreadBusy(thread_id, None)
-        if last.tenant_id != tenant:
+            holder = None
+        elif last.tenant_id != tenant:
             return TenantMismatch(thread_id, tenant)
-        return ThreadBusy(thread_id, holder)
+        if refused is None or refused.expires_at is None:
+            return ThreadBusy(thread_id, holder)
+        clock = self.rt.clock
+        return refused.seen_by(clock.now(), virtual=bool(getattr(clock, "virtual", False)),
+                               holder=holder)
 
     async def thread_latest(self, thread_id: str) -> Checkpoint | None:
         """The thread's latest checkpoint, or ``None``; a one-row read on stores that page."""
@@ -248,11 +259,12 @@ class Legs:
             check_resumable(cp, resume, claimed=False)
         seen = cp.id if recover is None and ref == cp.run_id else await self.view(cp, recover)
         clock = self.rt.clock
-        if isinstance(clock, VirtualClock) and clock.now() < cp.timestamp:
-            # A fresh virtual clock continues from the checkpoint, so time never goes back
-            # within a run's log (C10), and the claim is taken at that time.
-            clock.advance((cp.timestamp - clock.now()).total_seconds())
-        claim = await self.claim(cp.thread_id, cp.run_id, tenant)
+        # A fresh virtual clock continues from the checkpoint, so time never goes back within
+        # a run's log (C10), and the claim is taken at that time; the clock moves there only
+        # once the leg is admitted (a refused call changes nothing, the clock included).
+        behind = isinstance(clock, VirtualClock) and clock.now() < cp.timestamp
+        claim = await self.claim(cp.thread_id, cp.run_id, tenant,
+                                 cp.timestamp if behind else None)
         try:
             # Read again under the claim: a run that advanced the thread between this call
             # reading it and claiming it must not be run a second time (seed 004).
@@ -288,9 +300,15 @@ class Legs:
             if resume is not None and resume.update is not None:
                 state = apply_update(graph, state, resume.update)[0]
             stops = breakpoints(graph, opts)  # checked before the wall-clock patch is taken
+            if cp.run_id not in self.rt._runs:  # a run this runtime let go of, or never ran
+                found = await self.rt._find_record(cp.run_id)
+                if found is not None:
+                    self.rt._runs[cp.run_id] = found
         except BaseException:
             await released_on_error(claim)
             raise
+        if isinstance(clock, VirtualClock):
+            catch_up(clock, cp.timestamp)
         wall, on_done = self.wall()
         run = RunState(
             graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed,
@@ -345,6 +363,7 @@ class Legs:
             record.status = "running"
             record.legs += 1
         run.record = self.rt._runs[runner.run_id]
+        self.rt._forget_ended()
         if self.rt.on_leg is not None:
             run.record_events = True  # an observer sees every leg's events
             run.leg = RunLeg(
@@ -352,6 +371,13 @@ class Legs:
                 initial_state=None if resumed else jcopy(run.state),
                 answers=jcopy(run.answers) if resumed else {}, store=self.rt.store)
             self.rt.on_leg(run.leg)
+
+
+def catch_up(clock: VirtualClock, moment: datetime) -> None:
+    """Move ``clock`` to ``moment`` if it is behind it (to the nanosecond: never short)."""
+    gap = moment - clock.start
+    clock.advance_to_ns((gap.days * 86_400 + gap.seconds) * 1_000_000_000
+                        + gap.microseconds * 1_000)
 
 
 def check_recoverable(thread_id: str, last: Checkpoint | None) -> None:

@@ -118,10 +118,11 @@ def check_constructor(
     if on_leg is not None and not callable(on_leg):
         raise InvalidArgument(f"{where}(on_leg={on_leg!r:.80}): pass a callable or None")
     check_optional_id(tenant_id, "tenant_id", where)
-    if (isinstance(claim_ttl, bool) or not isinstance(claim_ttl, (int, float))
+    if claim_ttl is not None and (
+            isinstance(claim_ttl, bool) or not isinstance(claim_ttl, (int, float))
             or not 0 < claim_ttl < float("inf")):
         raise InvalidArgument(f"{where}(claim_ttl={claim_ttl!r:.80}): claim_ttl must be a "
-                              "positive number of seconds")
+                              "positive number of seconds, or None for the store's")
     if backend not in ("asyncio", "trio"):
         raise InvalidArgument(f"{where}(backend={backend!r:.80}): backend is 'asyncio' or "
                               "'trio'")

@@ -12,6 +12,7 @@ from .._records._events import (
     InterruptEvent,
     NodeEnd,
     NodeStart,
+    error_message,
 )
 from .._records._fast import make
 from .._records._json import jcopy
@@ -29,7 +30,7 @@ def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
     events.append(e(NodeStart, step, node=node, task_id=tid))
     for n, (_s, _f, exc) in enumerate(out.failed_attempts, start=1):
         events.append(e(ErrorEvent, step, node=node, task_id=tid, error_type=type(exc).__name__,
-                        message=str(exc), attempt=n, will_retry=True))
+                        message=error_message(exc), attempt=n, will_retry=True))
         events.append(e(NodeStart, step, node=node, task_id=tid, attempt=n + 1))
     for channel, value in out.custom:
         events.append(e(CustomEvent, step, node=node, task_id=tid, channel=channel,
@@ -51,7 +52,7 @@ def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
     elif kind == "error":
         err = out.error
         events.append(e(ErrorEvent, step, node=node, task_id=tid,
-                        error_type=type(err).__name__, message=str(err),
+                        error_type=type(err).__name__, message=error_message(err),
                         attempt=out.attempt, routed_to=out.routed_to))
     else:  # cancelled
         events.append(e(ErrorEvent, step, node=node, task_id=tid, error_type="Cancelled",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -76,8 +77,24 @@ class RunRecord:
             "revision": self.revision, "status": self.status,
             "started_at": None if self.started_at is None else self.started_at.isoformat(),
             "updated_at": None if self.updated_at is None else self.updated_at.isoformat(),
-            "tenant_id": self.tenant_id, "error": self.error,
+            "tenant_id": self.tenant_id, "error": self.error, "legs": self.legs,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
+        """A record from its JSON form (:meth:`as_dict`, as a durable store keeps it); a
+        record written without ``legs`` counts one leg."""
+        def moment(key: str) -> datetime | None:
+            value = data.get(key)
+            return None if value is None else datetime.fromisoformat(value)
+
+        return cls(
+            run_id=data["run_id"], thread_id=data.get("thread_id", ""),
+            graph_id=data.get("graph_id", ""), revision=data.get("revision", ""),
+            status=data.get("status", "running"), started_at=moment("started_at"),
+            updated_at=moment("updated_at"), tenant_id=data.get("tenant_id"),
+            error=data.get("error"), legs=int(data.get("legs", 1)),
+        )
 
 
 class EventLog(list[EventBase]):

@@ -21,11 +21,12 @@ from .._records._checkpoint import Checkpoint
 from .._records._checks import check_id, check_optional_id
 from .._records._events import EventBase, Interrupt
 from .._records._ids import IdSource
+from .._stores._claims import store_claim_ttl
 from .._stores._memory import InMemoryCheckpointStore
 from .._stores._protocol import CheckpointStore
 from .._time._clock import Clock, RealClock
 from .._time._hooks import install_hooks
-from .._time._loops import run_sync_owned
+from .._time._loops import in_running_loop, run_sync_owned
 from ..errors import (
     CheckpointNotFound,
     GraphExecutionError,
@@ -44,6 +45,9 @@ from ._update import write_update
 __all__ = ["GraphRuntime"]
 
 T = TypeVar("T")
+KEPT_RECORDS = 256
+"""Over a store that keeps run records, the ended runs whose records a runtime holds (the
+newest); older ones are read back from the store."""
 StreamMode = Literal["events", "updates", "values", "custom", "debug"]
 _DEFAULT: Any = object()
 
@@ -64,7 +68,9 @@ class GraphRuntime:
         timeout: seconds, on the runtime's clock, a run (leg) may take; ``RunTimedOut``.
         on_interrupt: a hook answering interrupts at once (return ``PAUSE`` to pause).
         tenant_id: the tenant runs belong to; a thread belongs to one tenant.
-        claim_ttl: seconds a thread claim lasts on stores with claims.
+        claim_ttl: seconds a thread claim lasts, on this runtime's clock; ``None`` (the
+            default) takes the store's own ``claim_ttl`` (30 s for a store without one), so
+            the store is the one place to set it. A number here wins over the store's.
         backend: the anyio backend of the sync API (``"asyncio"`` or ``"trio"``).
         checkpoint_policy: run every graph under this policy instead of its own (same
             structure and revision, see :meth:`CompiledGraph.with_policy`).
@@ -83,7 +89,7 @@ class GraphRuntime:
         timeout: float | None = None,
         on_interrupt: Callable[[Interrupt], Any] | None = None,
         tenant_id: str | None = None,
-        claim_ttl: float = 30.0,
+        claim_ttl: float | None = None,
         backend: str = "asyncio",
         checkpoint_policy: CheckpointPolicy | None = None,
         on_leg: Callable[[RunLeg], None] | None = None,
@@ -105,7 +111,7 @@ class GraphRuntime:
         self.timeout = timeout
         self.on_interrupt = on_interrupt
         self.tenant_id = tenant_id
-        self.claim_ttl = claim_ttl
+        self._claim_ttl = None if claim_ttl is None else float(claim_ttl)
         self.backend = backend
         if checkpoint_policy is not None and checkpoint_policy not in POLICIES:
             raise InvalidArgument(f"GraphRuntime(checkpoint_policy={checkpoint_policy!r}): use "
@@ -128,6 +134,14 @@ class GraphRuntime:
         tenant = "" if self.tenant_id is None else f", tenant_id={self.tenant_id!r}"
         return (f"{type(self).__name__}(seed={self.seed!r}, clock={self.clock!r}, "
                 f"store={self.store!r}{tenant})")
+
+    @property
+    def claim_ttl(self) -> float:
+        """Seconds a thread claim of this runtime lasts (on its clock): the ``claim_ttl``
+        given to the runtime, else the store's ``claim_ttl``, else 30."""
+        if self._claim_ttl is not None:
+            return self._claim_ttl
+        return store_claim_ttl(self.store)
 
     # ------------------------------------------------------------------ public API
 
@@ -389,22 +403,37 @@ class GraphRuntime:
                               graph=graph)
 
     async def attach(self, run_id: str, name: str, data: bytes | str,
-                     media_type: str = "application/octet-stream") -> None:
+                     media_type: str = "application/octet-stream", *,
+                     tenant_id: str | None = _DEFAULT) -> None:
         """Attach an artifact to a run from outside it (seed 002), replacing one of that name.
+
+        Args:
+            tenant_id: the caller's tenant (default: the runtime's ``tenant_id``).
 
         Raises:
             InvalidArgument: a bad name, data or media type.
+            TenantMismatch: the run belongs to another tenant (nothing is written).
             GraphExecutionError: the store keeps no artifacts.
         """
+        await self._check_tenant(run_id, tenant_id, "attach")
         put = getattr(self.store, "put_artifact", None)
         if put is None:
             raise GraphExecutionError(f"the store {type(self.store).__name__} keeps no "
                                       "artifacts (it has no put_artifact)")
         await put(run_id, name, data, media_type)
 
-    async def artifacts(self, run_id: str) -> list[dict[str, Any]]:
+    async def artifacts(self, run_id: str, *, tenant_id: str | None = _DEFAULT
+                        ) -> list[dict[str, Any]]:
         """The run's artifacts (``name``, ``media_type``, ``size``), in the order first stored;
-        ``[]`` when the store keeps none."""
+        ``[]`` when the store keeps none.
+
+        Args:
+            tenant_id: the caller's tenant (default: the runtime's ``tenant_id``).
+
+        Raises:
+            TenantMismatch: the run belongs to another tenant (nothing of it is returned).
+        """
+        await self._check_tenant(run_id, tenant_id, "artifacts")
         found = getattr(self.store, "artifacts", None)
         return [] if found is None else list(await found(run_id))
 
@@ -434,11 +463,8 @@ class GraphRuntime:
                                   or limit < 1):
             raise InvalidArgument(f"history(limit={limit!r}): limit must be an int >= 1 or None")
         check_optional_id(before, "before", "history")
-        tenant = self.tenant_id if tenant_id is _DEFAULT else tenant_id
+        await self._check_tenant(run_id, tenant_id, "history")
         store: Any = self.store
-        latest = await store.latest(run_id)
-        if latest is not None and latest.tenant_id != tenant:
-            raise TenantMismatch(run_id, tenant, what="run")
         if limit is None and before is None:
             return list(await store.list(run_id))
         if getattr(store, "pages_history", False):
@@ -453,19 +479,45 @@ class GraphRuntime:
         return found if limit is None else found[-limit:]
 
     def run_record(self, run_id: str) -> RunRecord:
-        """The record of a run this runtime ran.
+        """The record of a run this runtime ran, or, over a store that keeps run records,
+        that the store holds (read from it outside an event loop; see :meth:`arun_record`).
 
         Raises:
-            CheckpointNotFound: when this runtime never ran ``run_id``.
+            CheckpointNotFound: when neither this runtime nor the store has a record of
+                ``run_id`` (inside an event loop: when this runtime holds none; a record it
+                no longer holds is read with ``await runtime.arun_record(run_id)``).
         """
-        try:
-            return self._runs[run_id]
-        except KeyError:
-            raise CheckpointNotFound(f"this runtime has no record of run {run_id!r}") from None
+        held = self._runs.get(run_id)
+        if held is not None:
+            return held
+        if self._records_in_store() and not in_running_loop():
+            return self._run_sync(self.arun_record, run_id)
+        hint = ("; this runtime holds the records of its live runs and its last "
+                f"{KEPT_RECORDS} ended ones: read older ones from the store with `await "
+                f"runtime.arun_record({run_id!r})`" if self._records_in_store() else "")
+        raise CheckpointNotFound(f"this runtime has no record of run {run_id!r}{hint}")
+
+    async def arun_record(self, run_id: str) -> RunRecord:
+        """The record of ``run_id``: the one this runtime holds, else, over a store that keeps
+        run records (SQLite, PostgreSQL), the store's.
+
+        Raises:
+            CheckpointNotFound: when neither has a record of ``run_id``.
+        """
+        check_id(run_id, "run_id", "arun_record")
+        found = await self._find_record(run_id)
+        if found is None:
+            where = " or in its store" if self._records_in_store() else ""
+            raise CheckpointNotFound(f"there is no record of run {run_id!r} in this "
+                                     f"runtime{where}")
+        return found
 
     @property
     def runs(self) -> list[RunRecord]:
-        """Records of the runs this runtime ran, in start order."""
+        """Records of the runs this runtime holds, in the order it took them up: every run it
+        ran, except over a store that keeps run records, where it holds those of its live
+        runs and of its last ``KEPT_RECORDS`` (256) ended ones (the store has the rest:
+        :meth:`arun_record`, ``await store.runs()``)."""
         return list(self._runs.values())
 
     def register(self, graph: CompiledGraph) -> None:
@@ -474,6 +526,61 @@ class GraphRuntime:
         self._graphs[graph.graph_id] = graph
 
     # ------------------------------------------------------------------ internals
+
+    async def _check_tenant(self, run_id: str, tenant_id: str | None, where: str) -> None:
+        """Refuse a caller whose tenant (``tenant_id``, or the runtime's by default) is not
+        run ``run_id``'s (seed 004): the tenant of its latest checkpoint, or of its run
+        record when it has no checkpoint. A run the store knows nothing of is not checked.
+
+        Raises:
+            TenantMismatch: naming only what the caller passed.
+        """
+        check_id(run_id, "run_id", where)
+        tenant = self.tenant_id if tenant_id is _DEFAULT else tenant_id
+        check_optional_id(tenant, "tenant_id", where)
+        latest = await self.store.latest(run_id)
+        if latest is not None:
+            owner = latest.tenant_id
+        else:
+            record = await self._find_record(run_id)
+            if record is None:
+                return
+            owner = record.tenant_id
+        if owner != tenant:
+            raise TenantMismatch(run_id, tenant, what="run")
+
+    async def _find_record(self, run_id: str) -> RunRecord | None:
+        """The record of ``run_id``: the one this runtime holds, else the store's, or
+        ``None``."""
+        held = self._runs.get(run_id)
+        if held is not None:
+            return held
+        if not self._records_in_store():
+            return None
+        found = await self.store.run(run_id)  # type: ignore[attr-defined]
+        return None if found is None else RunRecord.from_dict(found)
+
+    def _records_in_store(self) -> bool:
+        """Whether the store keeps the run records (then the runtime holds only a few)."""
+        return bool(getattr(self.store, "records_events", False)) and callable(
+            getattr(self.store, "run", None))
+
+    def _forget_ended(self) -> None:
+        """Over a store that keeps run records, let go of the records of the oldest ended
+        runs beyond :data:`KEPT_RECORDS` (a long-lived runtime, a ``Worker``, would otherwise
+        hold one per run it ever ran)."""
+        excess = len(self._runs) - KEPT_RECORDS
+        if excess <= 0 or not self._records_in_store():
+            return
+        doomed: list[str] = []
+        for run_id in self._runs:
+            live = self._live.get(run_id)
+            if live is None or live.done:
+                doomed.append(run_id)
+                if len(doomed) == excess:
+                    break
+        for run_id in doomed:
+            del self._runs[run_id]
 
     async def _trace(self, stream: RunStream) -> Trace:
         store: Any = self.store

@@ -9,7 +9,7 @@ from typing import Any
 from .._graph._node import Visited
 from .._graph._subgraph import Subgraph
 from .._records._checkpoint import Checkpoint, TaskOutput, TaskRecord
-from .._records._events import Interrupt
+from .._records._events import Interrupt, error_message
 from .._records._fast import make
 from .._records._json import jcopy, to_json_value
 from .._stores._faulty import FaultyStore
@@ -173,12 +173,13 @@ class LegEnd:
         record.updated_at = run.ended_at
         if run.error is not None:
             error = run.error
-            record.error = {"error_type": type(error).__name__, "message": str(error)}
+            record.error = {"error_type": type(error).__name__,
+                            "message": error_message(error)}
             own = getattr(error, "run_error", None)
             if isinstance(own, BaseException):
                 # The store refused the failure's checkpoint: the failure itself is kept.
                 record.error["run_error"] = {"error_type": type(own).__name__,
-                                             "message": str(own)}
+                                             "message": error_message(own)}
 
     def refused(self, store_error: BaseException) -> None:
         """The store refused the ended leg's last commit: the leg failed with the store's

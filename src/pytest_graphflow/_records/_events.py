@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from ._json import utf8_text
+
 __all__ = [
     "Breakpoint",
     "CheckpointSaved",
@@ -28,6 +30,7 @@ __all__ = [
     "RunEnd",
     "RunStart",
     "StreamEvent",
+    "error_message",
     "parse_event",
 ]
 
@@ -152,6 +155,13 @@ class ErrorEvent(EventBase):
     attempt: int = 1
     will_retry: bool = False
     routed_to: str | None = None
+
+
+def error_message(error: BaseException | None) -> str:
+    """The message ``error`` is recorded with (its ``error`` event, the checkpoint's and the
+    run record's ``error``, a failure route's ``ctx.failure``): ``str(error)`` with lone
+    surrogates escaped (:func:`~._json.utf8_text`), so every store can keep it."""
+    return utf8_text(str(error))
 
 
 class CustomEvent(EventBase):

@@ -8,7 +8,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 __all__ = [
     "MAX_DEPTH", "DumpedEvents", "NotJSONError", "jcopy", "lossy", "refuse_lossy",
-    "to_json_value",
+    "to_json_value", "utf8_text",
 ]
 
 MAX_DEPTH = 100
@@ -148,6 +148,23 @@ def _check(value: Any, depth: int) -> None:
             raise NotJSONError(f"{value!r} is not a JSON value")
     elif t not in _SCALARS:
         raise NotJSONError(f"{value!r} of type {t.__name__} is not a JSON value")
+
+
+def utf8_text(text: str) -> str:
+    """``text`` with each lone surrogate written as its backslash escape (``"\\udcff"``,
+    Python's ``backslashreplace``); any other text is returned as it is.
+
+    A lone surrogate (a file name's bytes decoded with ``surrogateescape``, say) has no UTF-8
+    form, so no store can keep it; what a run records about a failure goes through this, so
+    every store keeps the same text.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def jcopy(value: Any) -> Any:

@@ -47,6 +47,7 @@ __all__ = [
     "normalise_event",
     "normalise_run_record",
     "renewed",
+    "store_claim_ttl",
     "take_claim",
     "to_micros",
     "unsupported_format",
@@ -114,6 +115,15 @@ def check_ttl(ttl: object, where: str) -> float:
     return float(ttl)
 
 
+def store_claim_ttl(store: object) -> float:
+    """The claim ttl ``store`` sets (its ``claim_ttl``), or :data:`DEFAULT_CLAIM_TTL` for a
+    store that sets none: what a runtime given no ``claim_ttl`` of its own uses."""
+    ttl = getattr(store, "claim_ttl", None)
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < float("inf"):
+        return DEFAULT_CLAIM_TTL
+    return float(ttl)
+
+
 def to_micros(moment: datetime) -> int:
     """Microseconds since the epoch (naive datetimes are read as UTC): a sortable key."""
     if moment.tzinfo is None:
@@ -143,10 +153,12 @@ def take_claim(
     with a new, larger token, and the old token goes stale.
 
     Raises:
-        ThreadBusy: a claim on the thread is live (``holder`` names its run).
+        ThreadBusy: a claim on the thread is live (``holder`` names its run,
+            ``expires_at`` when it expires, ``expires_in`` how long that is from ``now``).
     """
     if current is not None and current.live(now):
-        raise ThreadBusy(thread_id, holder=current.run_id)
+        raise ThreadBusy(thread_id, holder=current.run_id, expires_at=current.expires_at,
+                         now=now)
     return Claim(run_id, last_token + 1, now + timedelta(seconds=ttl), ttl)
 
 

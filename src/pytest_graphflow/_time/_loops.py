@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from ._clock import VirtualClock
 from ._vloop import LOOP_OWNED, VirtualEventLoop, backend_options
 
-__all__ = ["close_loop", "run_owned", "run_sync_owned"]
+__all__ = ["close_loop", "in_running_loop", "run_owned", "run_sync_owned"]
 
 T = TypeVar("T")
 
@@ -150,7 +150,7 @@ def _close_asyncgens(loop: asyncio.AbstractEventLoop) -> None:
     loop.run_until_complete(close_all())
 
 
-def _in_running_loop() -> bool:
+def in_running_loop() -> bool:
     """Whether this thread runs an event loop already (an async test, say)."""
     if asyncio._get_running_loop() is not None:
         return True
@@ -181,7 +181,7 @@ def run_sync_owned(fn: Callable[[], Awaitable[T]], clock: Any, backend: str = "a
         SyncCallInEventLoop: when called inside a running event loop; ``what`` and
             ``instead`` name the call and the one to await.
     """
-    if _in_running_loop():
+    if in_running_loop():
         from ..errors import SyncCallInEventLoop
 
         raise SyncCallInEventLoop(
