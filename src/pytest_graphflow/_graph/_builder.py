@@ -28,6 +28,7 @@ from ._primitives import (
     Reducer,
     Retry,
 )
+from ._reducers import reducers_of
 from ._validate import reachable, structure_problems
 
 __all__ = [
@@ -146,7 +147,12 @@ class Graph:
     Args:
         graph_id: the graph's name; checkpoints record it.
         state: the pydantic model of the graph's state. Its values must round-trip through
-            JSON. A field annotated with ``Reducer(...)`` merges parallel writes.
+            JSON. A field annotated with ``Reducer(fn)`` — or with a bare two-argument
+            function, ``Annotated[list[str], operator.add]`` — merges its writes with it.
+
+    Raises:
+        InvalidArgument: a bad ``graph_id`` or ``state``; callable ``Annotated`` metadata
+            that cannot be a reducer, or two reducers on one field.
     """
 
     def __init__(self, graph_id: str, state: type[BaseModel]) -> None:
@@ -157,6 +163,7 @@ class Graph:
                                   "pydantic BaseModel subclass")
         self.graph_id = graph_id
         self.state = state
+        self._reducers = reducers_of(state, f"Graph({graph_id!r}, state={state.__name__})")
         self._nodes: dict[str, NodeSpec] = {}
         self._problems: list[str] = []
         self._edges: list[tuple[str, str]] = []
