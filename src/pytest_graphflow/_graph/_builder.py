@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .._records._checks import check_id
 from ..errors import GraphValidationError, InvalidArgument
 from ._compiled import CompiledGraph
 from ._names import END, START
@@ -145,7 +146,8 @@ class Graph:
     """A graph under construction; ``compile()`` checks it and returns a :class:`CompiledGraph`.
 
     Args:
-        graph_id: the graph's name; checkpoints record it.
+        graph_id: the graph's name; checkpoints record it. Any printable text of 1 to 512
+            characters (the stores' rule for every id).
         state: the pydantic model of the graph's state. Its values must round-trip through
             JSON. A field annotated with ``Reducer(fn)`` — or with a bare two-argument
             function, ``Annotated[list[str], operator.add]`` — merges its writes with it.
@@ -156,8 +158,8 @@ class Graph:
     """
 
     def __init__(self, graph_id: str, state: type[BaseModel]) -> None:
-        if not isinstance(graph_id, str) or not graph_id:
-            raise InvalidArgument(f"Graph(graph_id={graph_id!r}): graph_id must be a non-empty str")
+        # The stores' one id rule: an id they would refuse mid-run is refused here.
+        check_id(graph_id, "graph_id", "Graph")
         if not (isinstance(state, type) and issubclass(state, BaseModel)):
             raise InvalidArgument(f"Graph({graph_id!r}, state={state!r}): state must be a "
                                   "pydantic BaseModel subclass")
