@@ -150,7 +150,7 @@ def test_breakpoints_on_unknown_nodes_are_refused() -> None:
     with pytest.raises(InvalidArgument, match="has no node 'zzz'"):
         rt.invoke(graph, interrupt_before=["zzz"])
     with pytest.raises(InvalidArgument, match="list of node names"):
-        rt.invoke(graph, interrupt_after="b")
+        rt.invoke(graph, interrupt_after=[1])
 
 
 def test_refused_breakpoints_leave_no_wall_clock_patch_and_no_claim() -> None:
@@ -158,7 +158,7 @@ def test_refused_breakpoints_leave_no_wall_clock_patch_and_no_claim() -> None:
 
     graph = build([])
     rt = runtime()
-    for bad in ({"interrupt_before": ["zzz"]}, {"interrupt_after": "b"}):
+    for bad in ({"interrupt_before": ["zzz"]}, {"interrupt_after": 5}):
         with pytest.raises(InvalidArgument):
             rt.invoke(graph, thread_id="t-1", **bad)
         assert not _wallclock.active()
@@ -178,3 +178,54 @@ async def test_a_breakpoint_pause_resumes_in_another_process_over_sqlite(tmp_pat
     done = await fresh.aresume(paused.run_id, graph=graph)
     assert done.status == "completed"  # the task passed its breakpoint: it does not stop again
     assert calls.count("b") == 1
+
+
+class Names(BaseModel):
+    log: Annotated[list[str], Reducer(operator.add)] = []
+
+
+def names_graph(**compile_kw: Any) -> Any:
+    """START -> ab -> a -> b -> END: a node whose name is also two other nodes' letters."""
+    g = Graph("names", Names)
+    for name in ("ab", "a", "b"):
+        g.node(name, lambda s, ctx: {"log": [ctx.node]})
+    g.edge(START, "ab").edge("ab", "a").edge("a", "b").edge("b", END)
+    return g.compile(**compile_kw)
+
+
+SINGLE = [(where, when) for where in ("compile", "run") for when in ("before", "after")]
+
+
+@pytest.mark.parametrize(("where", "when"), SINGLE, ids=[f"{w}-{n}" for w, n in SINGLE])
+async def test_a_single_breakpoint_name_is_one_node_in_both_places(where: str, when: str
+                                                                   ) -> None:
+    """Issue 23 (7): ``interrupt_before="ab"`` is the node ``ab`` — at compile time it was
+    split into the letters ``a`` and ``b``, and per run it was refused."""
+    option = {f"interrupt_{when}": "ab"}
+    graph = names_graph(**option) if where == "compile" else names_graph()
+    rt = runtime()
+    paused = await rt.ainvoke(graph, **({} if where == "compile" else option))
+    assert paused.status == "interrupted"
+    assert paused.breakpoint == Breakpoint(when=when, nodes=["ab"])  # type: ignore[arg-type]
+    assert paused.data["log"] == ([] if when == "before" else ["ab"])
+    done = await rt.aresume(paused.run_id)
+    assert done.status == "completed"  # no pause at "a" or "b"
+    assert done.data["log"] == ["ab", "a", "b"]
+
+
+BAD_NAMES = [("int", 5), ("list-of-int", [1]), ("none-inside", ["a", None]), ("bytes", b"ab")]
+
+
+@pytest.mark.parametrize("where", ["compile", "run"])
+@pytest.mark.parametrize("bad", [b for _, b in BAD_NAMES], ids=[n for n, _ in BAD_NAMES])
+def test_breakpoints_that_are_not_node_names_are_refused_alike(where: str, bad: Any) -> None:
+    rt = runtime()
+
+    def call() -> Any:
+        if where == "compile":
+            return names_graph(interrupt_before=bad)
+        return rt.invoke(names_graph(), interrupt_before=bad)
+
+    with pytest.raises(InvalidArgument, match=r"interrupt_before=.*a node name or a list of"):
+        call()
+    assert rt.runs == []

@@ -49,6 +49,7 @@ __all__ = [
     "NodeSpec",
     "Reducer",
     "Retry",
+    "node_names",
     "reachable",
 ]
 
@@ -134,12 +135,20 @@ class Join:
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
 
-def _as_list(value: str | Sequence[str], what: str) -> list[str]:
+def node_names(value: str | Iterable[str], what: str) -> list[str]:
+    """``value`` as a list of node names: one name (a str) or an iterable of them — the one
+    rule for edges and for breakpoints, at compile time and per run.
+
+    Raises:
+        InvalidArgument: for anything else, naming ``what``.
+    """
     if isinstance(value, str):
         return [value]
-    if isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
-        return list(value)
-    raise InvalidArgument(f"{what} must be a node name or a list of node names, got {value!r}")
+    if isinstance(value, Iterable) and not isinstance(value, (bytes, bytearray)):
+        names = list(value)
+        if all(isinstance(v, str) for v in names):
+            return names
+    raise InvalidArgument(f"{what}={value!r:.80}: pass a node name or a list of node names")
 
 
 class Graph:
@@ -245,8 +254,8 @@ class Graph:
         ``c`` run as one parallel batch); ``edge(["b", "c"], "join")`` makes ``join`` wait for
         both ``b`` and ``c``.
         """
-        sources = _as_list(source, "edge source")
-        targets = _as_list(target, "edge target")
+        sources = node_names(source, "edge source")
+        targets = node_names(target, "edge target")
         if len(sources) > 1:
             for t in targets:
                 self._joins.append(Join(t, tuple(sources)))
@@ -288,17 +297,17 @@ class Graph:
         self,
         *,
         checkpoint_policy: CheckpointPolicy = "every_step",
-        interrupt_before: Iterable[str] = (),
-        interrupt_after: Iterable[str] = (),
+        interrupt_before: str | Iterable[str] = (),
+        interrupt_after: str | Iterable[str] = (),
     ) -> CompiledGraph:
         """Check the structure and return the runnable graph.
 
         Args:
             checkpoint_policy: ``every_step`` (default), ``on_halt`` or ``never``.
             interrupt_before: breakpoints: every run pauses before a batch holding one of
-                these nodes runs (resume it without a ``Resume``).
+                these nodes runs (resume it without a ``Resume``). A node name or a list.
             interrupt_after: breakpoints: every run pauses after a batch holding one of these
-                nodes committed.
+                nodes committed. A node name or a list.
 
         Raises:
             GraphValidationError: listing every structural problem at once.
@@ -306,8 +315,8 @@ class Graph:
         if checkpoint_policy not in POLICIES:
             raise InvalidArgument(f"compile(checkpoint_policy={checkpoint_policy!r}): use one of "
                                   f"{sorted(POLICIES)}")
-        before = _as_list(list(interrupt_before), "interrupt_before")
-        after = _as_list(list(interrupt_after), "interrupt_after")
+        before = node_names(interrupt_before, "interrupt_before")
+        after = node_names(interrupt_after, "interrupt_after")
         problems = structure_problems(self, before, after)
         if problems:
             raise GraphValidationError(self.graph_id, problems)
