@@ -229,3 +229,102 @@ def test_breakpoints_that_are_not_node_names_are_refused_alike(where: str, bad: 
     with pytest.raises(InvalidArgument, match=r"interrupt_before=.*a node name or a list of"):
         call()
     assert rt.runs == []
+
+
+def chain(calls: list[str], *, ask: bool = False) -> Any:
+    """START -> a -> b -> c -> END, uncompiled; with ``ask``, ``b`` asks for an answer."""
+    from pytest_graphflow import interrupt
+
+    def node(name: str) -> Any:
+        def fn(state: State) -> dict[str, Any]:
+            calls.append(name)
+            if ask and name == "b":
+                interrupt({"ask": name}, id="q")
+            return {"log": [name]}
+
+        return fn
+
+    g = Graph("twice", State)
+    for name in ("a", "b", "c"):
+        g.node(name, node(name))
+    g.edge(START, "a").edge("a", "b").edge("b", "c").edge("c", END)
+    return g
+
+
+async def test_a_resume_without_graph_keeps_the_run_s_own_compile_time_breakpoints() -> None:
+    """Issue 23 (6): one builder compiled twice, plain and with breakpoints. A runtime that
+    ran the plain one first resumed every later run of that graph id under it, so a run
+    started with breakpoints silently lost them on resume. Now each run resumes under the
+    compiled graph it started with."""
+    calls: list[str] = []
+    g = chain(calls)
+    plain = g.compile()
+    stops = g.compile(interrupt_after=["a", "b"])
+    rt = runtime()
+    assert (await rt.ainvoke(plain)).status == "completed"
+    first = await rt.ainvoke(stops)
+    assert first.breakpoint == Breakpoint(when="after", nodes=["a"])
+    second = await rt.aresume(first.run_id)
+    assert second.status == "interrupted"  # it pauses again, as LangGraph's does
+    assert second.breakpoint == Breakpoint(when="after", nodes=["b"])
+    done = await rt.aresume(first.run_id)
+    assert done.status == "completed"
+    assert done.data["log"] == ["a", "b", "c"]
+
+
+async def test_a_resume_without_graph_does_not_add_another_compile_s_breakpoints() -> None:
+    """The mirror: the breakpoint variant ran first; a plain run paused at an interrupt
+    resumes to its end without stopping at the other variant's breakpoints."""
+    calls: list[str] = []
+    g = chain(calls, ask=True)
+    stops = g.compile(interrupt_after=["a", "b"])
+    plain = g.compile()
+    rt = runtime()
+    assert (await rt.ainvoke(stops)).status == "interrupted"
+    asked = await rt.ainvoke(plain)
+    assert asked.status == "interrupted"
+    assert asked.breakpoint is None  # paused at its interrupt, not a breakpoint
+    done = await rt.aresume(asked.run_id, Resume("yes"))
+    assert done.status == "completed"
+    assert done.data["log"] == ["a", "b", "c"]
+
+
+async def test_a_runtime_that_cannot_tell_which_compile_a_run_used_refuses(tmp_path: Any
+                                                                          ) -> None:
+    """A runtime that knows two differing compiles of the run's graph id but not the run
+    (another runtime started it) refuses to guess and names graph=; given graph=, it
+    resumes, and later resumes of that run keep using it."""
+    from pytest_graphflow import GraphExecutionError, SQLiteCheckpointStore
+
+    calls: list[str] = []
+    g = chain(calls)
+    plain, stops = g.compile(), g.compile(interrupt_after=["a", "b"])
+    path = tmp_path / "runs.db"
+    started = await GraphRuntime(store=SQLiteCheckpointStore(path), clock=VirtualClock(),
+                                 seed=3).ainvoke(stops)
+    assert started.status == "interrupted"
+    other = GraphRuntime(store=SQLiteCheckpointStore(path), clock=VirtualClock(), seed=3)
+    assert (await other.ainvoke(plain)).status == "completed"
+    assert (await other.ainvoke(stops)).status == "interrupted"
+    with pytest.raises(GraphExecutionError, match=r"'twice'.*interrupt_after.*pass graph="):
+        await other.aresume(started.run_id)
+    again = await other.aresume(started.run_id, graph=stops)
+    assert again.breakpoint == Breakpoint(when="after", nodes=["b"])
+    assert (await other.aresume(started.run_id)).status == "completed"
+
+
+async def test_a_runtime_that_knows_one_compile_resumes_runs_it_did_not_start(tmp_path: Any
+                                                                             ) -> None:
+    """The passing twin: a runtime that ran only one compile of the graph id resumes a run
+    another runtime started under it, without graph=."""
+    from pytest_graphflow import SQLiteCheckpointStore
+
+    calls: list[str] = []
+    stops = chain(calls).compile(interrupt_after=["a", "b"])
+    path = tmp_path / "runs.db"
+    started = await GraphRuntime(store=SQLiteCheckpointStore(path), clock=VirtualClock(),
+                                 seed=3).ainvoke(stops)
+    other = GraphRuntime(store=SQLiteCheckpointStore(path), clock=VirtualClock(), seed=3)
+    assert (await other.ainvoke(stops)).status == "interrupted"
+    resumed = await other.aresume(started.run_id)
+    assert resumed.breakpoint == Breakpoint(when="after", nodes=["b"])
