@@ -95,15 +95,31 @@ class UnknownRoute(GraphExecutionError):
         target: the target it picked.
     """
 
-    def __init__(self, node: str, target: object, allowed: Sequence[str]) -> None:
+    def __init__(self, node: str, target: object, allowed: Sequence[str], *,
+                 listed: str = "declared targets", fix: str | None = None) -> None:
         self.node = node
         self.target = target
         self.allowed = list(allowed)
+        if fix is None:  # a node picking its own target: Command.goto or Expand
+            fix = (f"Declare it with g.node({node!r}, ..., destinations=[...]) or route to an "
+                   "existing node.")
         super().__init__(
-            f"node {node!r} routed to {target!r}, which it may not reach; declared targets: "
-            f"{self.allowed}. Declare it with g.node({node!r}, ..., destinations=[...]) or "
-            "route to an existing node."
+            f"node {node!r} routed to {target!r}, which it may not reach; {listed}: "
+            f"{self.allowed}. {fix}"
         )
+
+    @classmethod
+    def from_branch(cls, node: str, target: object, allowed: Sequence[str], *,
+                    key: bool = False) -> UnknownRoute:
+        """A branch of ``node`` picked ``target``, not one of its targets (or, with ``key``,
+        a key its mapping lacks): the fix is the branch's own target list or mapping."""
+        if key:
+            return cls(node, target, allowed, listed="the keys of its branch's mapping",
+                       fix=f"Return one of them, or add the key to the mapping of "
+                           f"g.branch({node!r}, ...).")
+        return cls(node, target, allowed, listed="its branch's targets",
+                   fix=f"Return one of them, or add it to the targets of "
+                       f"g.branch({node!r}, ...).")
 
 
 class ConflictingWrites(GraphExecutionError):

@@ -150,7 +150,7 @@ def test_breakpoints_on_unknown_nodes_are_refused() -> None:
     with pytest.raises(InvalidArgument, match="has no node 'zzz'"):
         rt.invoke(graph, interrupt_before=["zzz"])
     with pytest.raises(InvalidArgument, match="list of node names"):
-        rt.invoke(graph, interrupt_after="b")
+        rt.invoke(graph, interrupt_after=[1])
 
 
 def test_refused_breakpoints_leave_no_wall_clock_patch_and_no_claim() -> None:
@@ -158,7 +158,7 @@ def test_refused_breakpoints_leave_no_wall_clock_patch_and_no_claim() -> None:
 
     graph = build([])
     rt = runtime()
-    for bad in ({"interrupt_before": ["zzz"]}, {"interrupt_after": "b"}):
+    for bad in ({"interrupt_before": ["zzz"]}, {"interrupt_after": 5}):
         with pytest.raises(InvalidArgument):
             rt.invoke(graph, thread_id="t-1", **bad)
         assert not _wallclock.active()
@@ -178,3 +178,153 @@ async def test_a_breakpoint_pause_resumes_in_another_process_over_sqlite(tmp_pat
     done = await fresh.aresume(paused.run_id, graph=graph)
     assert done.status == "completed"  # the task passed its breakpoint: it does not stop again
     assert calls.count("b") == 1
+
+
+class Names(BaseModel):
+    log: Annotated[list[str], Reducer(operator.add)] = []
+
+
+def names_graph(**compile_kw: Any) -> Any:
+    """START -> ab -> a -> b -> END: a node whose name is also two other nodes' letters."""
+    g = Graph("names", Names)
+    for name in ("ab", "a", "b"):
+        g.node(name, lambda s, ctx: {"log": [ctx.node]})
+    g.edge(START, "ab").edge("ab", "a").edge("a", "b").edge("b", END)
+    return g.compile(**compile_kw)
+
+
+SINGLE = [(where, when) for where in ("compile", "run") for when in ("before", "after")]
+
+
+@pytest.mark.parametrize(("where", "when"), SINGLE, ids=[f"{w}-{n}" for w, n in SINGLE])
+async def test_a_single_breakpoint_name_is_one_node_in_both_places(where: str, when: str
+                                                                   ) -> None:
+    """Issue 23 (7): ``interrupt_before="ab"`` is the node ``ab`` — at compile time it was
+    split into the letters ``a`` and ``b``, and per run it was refused."""
+    option = {f"interrupt_{when}": "ab"}
+    graph = names_graph(**option) if where == "compile" else names_graph()
+    rt = runtime()
+    paused = await rt.ainvoke(graph, **({} if where == "compile" else option))
+    assert paused.status == "interrupted"
+    assert paused.breakpoint == Breakpoint(when=when, nodes=["ab"])  # type: ignore[arg-type]
+    assert paused.data["log"] == ([] if when == "before" else ["ab"])
+    done = await rt.aresume(paused.run_id)
+    assert done.status == "completed"  # no pause at "a" or "b"
+    assert done.data["log"] == ["ab", "a", "b"]
+
+
+BAD_NAMES = [("int", 5), ("list-of-int", [1]), ("none-inside", ["a", None]), ("bytes", b"ab")]
+
+
+@pytest.mark.parametrize("where", ["compile", "run"])
+@pytest.mark.parametrize("bad", [b for _, b in BAD_NAMES], ids=[n for n, _ in BAD_NAMES])
+def test_breakpoints_that_are_not_node_names_are_refused_alike(where: str, bad: Any) -> None:
+    rt = runtime()
+
+    def call() -> Any:
+        if where == "compile":
+            return names_graph(interrupt_before=bad)
+        return rt.invoke(names_graph(), interrupt_before=bad)
+
+    with pytest.raises(InvalidArgument, match=r"interrupt_before=.*a node name or a list of"):
+        call()
+    assert rt.runs == []
+
+
+def chain(calls: list[str], *, ask: bool = False) -> Any:
+    """START -> a -> b -> c -> END, uncompiled; with ``ask``, ``b`` asks for an answer."""
+    from pytest_graphflow import interrupt
+
+    def node(name: str) -> Any:
+        def fn(state: State) -> dict[str, Any]:
+            calls.append(name)
+            if ask and name == "b":
+                interrupt({"ask": name}, id="q")
+            return {"log": [name]}
+
+        return fn
+
+    g = Graph("twice", State)
+    for name in ("a", "b", "c"):
+        g.node(name, node(name))
+    g.edge(START, "a").edge("a", "b").edge("b", "c").edge("c", END)
+    return g
+
+
+async def test_a_resume_without_graph_keeps_the_run_s_own_compile_time_breakpoints() -> None:
+    """Issue 23 (6): one builder compiled twice, plain and with breakpoints. A runtime that
+    ran the plain one first resumed every later run of that graph id under it, so a run
+    started with breakpoints silently lost them on resume. Now each run resumes under the
+    compiled graph it started with."""
+    calls: list[str] = []
+    g = chain(calls)
+    plain = g.compile()
+    stops = g.compile(interrupt_after=["a", "b"])
+    rt = runtime()
+    assert (await rt.ainvoke(plain)).status == "completed"
+    first = await rt.ainvoke(stops)
+    assert first.breakpoint == Breakpoint(when="after", nodes=["a"])
+    second = await rt.aresume(first.run_id)
+    assert second.status == "interrupted"  # it pauses again, as LangGraph's does
+    assert second.breakpoint == Breakpoint(when="after", nodes=["b"])
+    done = await rt.aresume(first.run_id)
+    assert done.status == "completed"
+    assert done.data["log"] == ["a", "b", "c"]
+
+
+async def test_a_resume_without_graph_does_not_add_another_compile_s_breakpoints() -> None:
+    """The mirror: the breakpoint variant ran first; a plain run paused at an interrupt
+    resumes to its end without stopping at the other variant's breakpoints."""
+    calls: list[str] = []
+    g = chain(calls, ask=True)
+    stops = g.compile(interrupt_after=["a", "b"])
+    plain = g.compile()
+    rt = runtime()
+    assert (await rt.ainvoke(stops)).status == "interrupted"
+    asked = await rt.ainvoke(plain)
+    assert asked.status == "interrupted"
+    assert asked.breakpoint is None  # paused at its interrupt, not a breakpoint
+    done = await rt.aresume(asked.run_id, Resume("yes"))
+    assert done.status == "completed"
+    assert done.data["log"] == ["a", "b", "c"]
+
+
+async def test_a_runtime_that_cannot_tell_which_compile_a_run_used_refuses(tmp_path: Any
+                                                                          ) -> None:
+    """A runtime that knows two differing compiles of the run's graph id but not the run
+    (another runtime started it) refuses to guess and names graph=; given graph=, it
+    resumes, and later resumes of that run keep using it."""
+    from pytest_graphflow import GraphExecutionError, SQLiteCheckpointStore
+
+    calls: list[str] = []
+    g = chain(calls)
+    plain, stops = g.compile(), g.compile(interrupt_after=["a", "b"])
+    path = tmp_path / "runs.db"
+    started = await GraphRuntime(store=SQLiteCheckpointStore(path), clock=VirtualClock(),
+                                 seed=3).ainvoke(stops)
+    assert started.status == "interrupted"
+    other = GraphRuntime(store=SQLiteCheckpointStore(path), clock=VirtualClock(), seed=3)
+    assert (await other.ainvoke(plain)).status == "completed"
+    assert (await other.ainvoke(stops)).status == "interrupted"
+    with pytest.raises(GraphExecutionError, match=r"'twice'.*interrupt_after.*pass graph="):
+        await other.aresume(started.run_id)
+    again = await other.aresume(started.run_id, graph=stops)
+    assert again.breakpoint == Breakpoint(when="after", nodes=["b"])
+    assert (await other.aresume(started.run_id)).status == "completed"
+
+
+async def test_a_runtime_that_knows_one_compile_resumes_runs_it_did_not_start(tmp_path: Any
+                                                                             ) -> None:
+    """The passing twin: a runtime that ran only one compile of the graph id resumes a run
+    another runtime started under it, without graph=."""
+    from pytest_graphflow import SQLiteCheckpointStore
+
+    calls: list[str] = []
+    stops = chain(calls).compile(interrupt_after=["a", "b"])
+    path = tmp_path / "runs.db"
+    started = await GraphRuntime(store=SQLiteCheckpointStore(path), clock=VirtualClock(),
+                                 seed=3).ainvoke(stops)
+    other = GraphRuntime(store=SQLiteCheckpointStore(path), clock=VirtualClock(), seed=3)
+    assert (await other.ainvoke(stops)).status == "interrupted"
+    resumed = await other.aresume(started.run_id)
+    assert resumed.breakpoint == Breakpoint(when="after", nodes=["b"])

@@ -95,6 +95,45 @@ def test_each_structural_problem_is_reported(build: Any, names: list[str]) -> No
         assert any(name in p for p in info.value.problems), info.value.problems
 
 
+BAD_GRAPH_IDS = [
+    ("empty", ""),
+    ("not-a-str", 7),
+    ("newline", "billing\n"),
+    ("tab", "bill\ting"),
+    ("nul", "bill\x00ing"),
+    ("lone-surrogate", "bill\ud800"),
+    ("too-long", "g" * 513),
+]
+
+
+@pytest.mark.parametrize("graph_id", [g for _, g in BAD_GRAPH_IDS],
+                         ids=[name for name, _ in BAD_GRAPH_IDS])
+def test_a_graph_id_no_store_accepts_is_refused_by_graph(graph_id: Any) -> None:
+    """Issue 23 (19): a graph id the stores refuse (their one id rule) is refused when the
+    graph is built, naming the call and the fix, not mid-run after the run record was
+    written."""
+    with pytest.raises(InvalidArgument) as info:
+        Graph(graph_id, S)
+    assert str(info.value).startswith("Graph(graph_id=")
+
+
+@pytest.mark.parametrize("graph_id", ["billing", "billing/v2", "g" * 512, "café ☕"],
+                         ids=["plain", "slash", "longest", "non-ascii"])
+async def test_a_graph_id_every_store_accepts_runs(graph_id: str, tmp_path: Any) -> None:
+    """The passing twin: the same ids run to the end on a SQLite store."""
+    from pytest_graphflow import SQLiteCheckpointStore, VirtualClock
+
+    g = Graph(graph_id, S)
+    g.node("a", noop).edge(START, "a").edge("a", END)
+    store = SQLiteCheckpointStore(str(tmp_path / "ids.db"))
+    try:
+        result = await GraphRuntime(store=store, clock=VirtualClock(), seed=0).ainvoke(
+            g.compile())
+    finally:
+        store.close()
+    assert result.status == "completed"
+
+
 def test_declared_destinations_make_targets_reachable() -> None:
     """SPEC §1: "Reachability counts static edges, branch targets and declared destinations"
     (the passing twin of the unreachable case)."""

@@ -223,18 +223,23 @@ class Committer:
         # A breakpoint after a node of this batch pauses the run once the batch committed.
         paused = [] if finished or not run.break_after else list(dict.fromkeys(
             o.record.node for o in done if o.record.node in run.break_after))
+        # Per-node settings: under a policy that does not save every step, each node of the
+        # batch with checkpoint=True gets the checkpoint taken after it, labelled by it, in
+        # declared order (so the first refused is the first declared: seed 000, C6).
+        per_node = [] if graph.every_step else _per_node(done, order)
         want = graph.every_step or bool(paused) or (finished and (
-            run.parent_id is not None or run.thread_explicit)) or any(
-            o.spec.checkpoint for o in done)
+            run.parent_id is not None or run.thread_explicit)) or bool(per_node)
         step_cp: str | None = None
         if want:
-            step_cp = run.next_checkpoint_id()
             status = "completed" if finished else "interrupted" if paused else "running"
-            saves.append((step_cp, {
-                "step": step, "next_step": step + 1, "tasks": next_tasks, "completed": {},
-                "node_ids": node_ids, "status": status,
-                "state": new_state, "visited": visited, "arrivals": arrivals,
-            }))
+            labels: list[str | None] = list(per_node) or [None]
+            for label in labels:
+                step_cp = run.next_checkpoint_id()
+                saves.append((step_cp, {
+                    "step": step, "next_step": step + 1, "tasks": next_tasks, "completed": {},
+                    "node_ids": node_ids, "node_id": label, "status": status,
+                    "state": new_state, "visited": visited, "arrivals": arrivals,
+                }))
         for cid, _ in saves:
             events.append(e(CheckpointSaved, step, checkpoint_id=cid))
         run.state = new_state
@@ -257,3 +262,9 @@ class Committer:
         elif paused:
             await self.end.finish("interrupted", None)
         return run.stamp(events)
+
+
+def _per_node(done: list[Outcome], order: dict[str, Any]) -> list[str]:
+    """The nodes of a batch that asked for a checkpoint of their own, in declared order."""
+    asked = {o.record.node for o in done if o.spec.checkpoint}
+    return sorted(asked, key=lambda n: order[n].index) if asked else []

@@ -130,11 +130,12 @@ class Legs:
         opts: dict[str, Any],
     ) -> Runner:
         install_hooks()  # trio's, once a run meets trio
-        self.rt._graphs.setdefault(graph.graph_id, graph)
+        compiled = graph
         graph = self.policy(graph)
         patch = state_from_input(graph, input)
         stops = breakpoints(graph, opts)  # checked before a claim or a patch is taken
         run_id, token = await self.new_run_id()
+        self.rt._graphs.ran(run_id, compiled)  # a resume by id alone uses this very graph
         tenant = opts["tenant_id"]
         explicit = thread_id is not None
         if thread_id is None:
@@ -224,12 +225,7 @@ class Legs:
 
     def graph_for(self, cp: Checkpoint, graph: CompiledGraph | None) -> CompiledGraph:
         if graph is None:
-            graph = self.rt._graphs.get(cp.graph_id)
-            if graph is None:
-                raise GraphExecutionError(
-                    f"this runtime does not know graph {cp.graph_id!r} of checkpoint {cp.id}; "
-                    "pass graph= (a fresh runtime in another process must be given the graph)"
-                )
+            graph = self.rt._graphs.for_checkpoint(cp)  # the run's own compile, or refused
         problems = upgrade_problems(cp, graph)
         if problems:
             revision = ("" if cp.revision == graph.revision else
@@ -238,7 +234,7 @@ class Legs:
             raise SnapshotMismatch(
                 f"checkpoint {cp.id} cannot resume under graph {graph.graph_id!r}{revision}: "
                 + "; ".join(p.message for p in problems), problems)
-        self.rt._graphs.setdefault(graph.graph_id, graph)
+        self.rt._graphs.ran(cp.run_id, graph)
         return graph
 
     async def prepare_resume(

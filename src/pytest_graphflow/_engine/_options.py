@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from .._graph._builder import CompiledGraph
+from .._graph._builder import CompiledGraph, node_names
 from .._records._checks import check_optional_id
 from .._records._json import NotJSONError, to_json_value
 from .._time._clock import RealClock, VirtualClock
@@ -52,10 +52,7 @@ def run_options(runtime: GraphRuntime, options: dict[str, Any]) -> dict[str, Any
         "tenant_id": options.get("tenant_id", runtime.tenant_id),
     }
     for name in ("interrupt_before", "interrupt_after"):
-        nodes = options.get(name, ())
-        if isinstance(nodes, str) or not all(isinstance(n, str) for n in nodes):
-            raise InvalidArgument(f"{name}={nodes!r} must be a list of node names")
-        opts[name] = frozenset(nodes)
+        opts[name] = frozenset(node_names(options.get(name, ()), name))
     check_budget(opts["max_supersteps"], opts["timeout"])
     if opts["on_interrupt"] is not None and not callable(opts["on_interrupt"]):
         raise InvalidArgument(f"on_interrupt={opts['on_interrupt']!r} must be callable")

@@ -31,6 +31,7 @@ from ..errors import (
     JoinStarved,
     SimulatedCrash,
     SuperstepLimit,
+    UnknownRoute,
 )
 from ._batch import BatchRunner
 from ._commit import Committer
@@ -257,8 +258,15 @@ class Runner:
             for p in picks:
                 if isinstance(p, Expand):  # an expansion from START: one task per item
                     expansions.append(route_expand(START, p, branch.targets))
-                else:
-                    targets.append(branch.mapping[p] if branch.mapping is not None else p)
+                elif branch.mapping is not None:
+                    if p not in branch.mapping:
+                        raise UnknownRoute.from_branch(
+                            START, p, [str(k) for k in branch.mapping], key=True)
+                    targets.append(branch.mapping[p])
+                elif p in branch.targets or p == END:
+                    targets.append(p)
+                else:  # raised where the edge is evaluated, as a throwing route's error (C7)
+                    raise UnknownRoute.from_branch(START, p, branch.targets)
         order = graph.nodes
         for node in sorted(dict.fromkeys(t for t in targets if t != END),
                            key=lambda n: order[n].index):

@@ -33,6 +33,7 @@ from ..errors import (
     InvalidArgument,
     TenantMismatch,
 )
+from ._known import KnownGraphs
 from ._legs import Legs, check_recoverable
 from ._options import check_budget, check_constructor, check_graph, run_options
 from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
@@ -120,7 +121,7 @@ class GraphRuntime:
         self.on_leg = on_leg
         self._policy_graphs: dict[int, tuple[CompiledGraph, CompiledGraph]] = {}
         self._ids = IdSource(seed)
-        self._graphs: dict[str, CompiledGraph] = {}
+        self._graphs = KnownGraphs()
         self._runs: dict[str, RunRecord] = {}
         self._live: dict[str, Runner] = {}
         bind = getattr(store, "bind_clock", None)
@@ -523,7 +524,7 @@ class GraphRuntime:
     def register(self, graph: CompiledGraph) -> None:
         """Remember ``graph`` so runs of it can be resumed by id alone."""
         check_graph(graph)
-        self._graphs[graph.graph_id] = graph
+        self._graphs.register(graph)
 
     # ------------------------------------------------------------------ internals
 

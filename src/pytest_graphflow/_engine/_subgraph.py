@@ -74,12 +74,16 @@ async def run_subgraph(
     failed (the node fails). A child whose stream raised — a save the store refused (C6), an
     edge function that threw (C7) — ends the parent's run with that same exception.
     """
+    record = ctx._record
+    # An expansion task's item is its child's input (as LangGraph's Send to a subgraph);
+    # checked here, so an item that cannot be one fails the node.
+    item = sub.item_input(ctx.node, record.item) if record.has_item else None
     token = None
     stepping = STEPPING.set(False)  # the child runs its whole course within the step
     try:
         thread = await _child_thread(run, ctx.task_id)
         token = CHILD_THREAD.set(thread)
-        outcome = await _drive(run, sub, state, ctx, thread, runtime)
+        outcome = await _drive(run, sub, state, ctx, thread, runtime, item)
     except Exception as exc:
         raise ChildRaised(exc) from None
     finally:
@@ -150,8 +154,9 @@ async def _paused_at(run: RunState, task_id: str, thread: str, *, or_latest: boo
 
 
 async def _drive(run: RunState, sub: Subgraph, state: BaseModel, ctx: NodeContext,
-                 thread: str, runtime: Any) -> tuple[Any, ...]:
-    """Start, resume or read back the child run on ``thread``: what it came to."""
+                 thread: str, runtime: Any, item: dict[str, Any] | None) -> tuple[Any, ...]:
+    """Start, resume or read back the child run on ``thread``: what it came to. A fresh
+    child starts from ``item`` (an expansion task's) or else from the parent's state."""
     GraphRuntime = runtime
     prefix = f"{ctx.task_id}/"
     hook = run.on_interrupt
@@ -162,8 +167,8 @@ async def _drive(run: RunState, sub: Subgraph, state: BaseModel, ctx: NodeContex
     found = await run.store.list(thread_id=thread)
     last = found[-1] if found else None
     if last is None:
-        result = await _forwarded(rt.stream(
-            sub.graph, sub.child_input(state, run.graph.keys), thread_id=thread), ctx)
+        child_input = item if item is not None else sub.child_input(state, run.graph.keys)
+        result = await _forwarded(rt.stream(sub.graph, child_input, thread_id=thread), ctx)
     elif last.status == "completed":  # the task runs again: the child already finished
         return last.state, "completed", None, [], None, last.metadata.get("parent_command")
     else:

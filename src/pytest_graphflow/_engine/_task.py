@@ -271,7 +271,10 @@ def _take_result(graph: CompiledGraph, spec: NodeSpec, result: Any, out: Outcome
         result = _commands(graph, node, result)
     if isinstance(result, Command) and result.graph is not None:
         if result.graph != Command.PARENT:
-            raise UnknownRoute(node, f"graph={result.graph!r}", ["graph=Command.PARENT"])
+            raise UnknownRoute(node, f"graph={result.graph!r}", ["graph=Command.PARENT"],
+                               listed="the graph a node may name",
+                               fix="Use graph=Command.PARENT (from a subgraph's node) or "
+                                   "leave graph unset.")
         raise ParentCommand(node, result)
     if isinstance(result, Command):
         out.patch = normalize_patch(graph, node, result.update)
@@ -355,7 +358,7 @@ def route_expand(node: str, expand: Expand, allowed: Sequence[str]) -> dict[str,
     """An ``Expand`` an edge function returned, checked: its node must be one the route may
     pick, and it carries no update (edge functions do not write state)."""
     if expand.node not in allowed:
-        raise UnknownRoute(node, expand.node, list(allowed))
+        raise UnknownRoute.from_branch(node, expand.node, list(allowed))
     if expand.update:
         raise UpdateRejected(node, "<expand>", "an edge function's Expand cannot carry an "
                                                "update; edge functions do not write state")
@@ -388,14 +391,15 @@ def _pick(branch: Any, node: str, picked: Any, out: Outcome, targets: list[str])
         if branch.mapping is not None:
             if key not in branch.mapping:
                 out.kind = "error"
-                out.error = UnknownRoute(node, key, [str(k) for k in branch.mapping])
+                out.error = UnknownRoute.from_branch(node, key, [str(k) for k in branch.mapping],
+                                                     key=True)
                 return False
             target = branch.mapping[key]
         else:
             target = key
             if target not in branch.targets and target != END:
                 out.kind = "error"
-                out.error = UnknownRoute(node, target, branch.targets)
+                out.error = UnknownRoute.from_branch(node, target, branch.targets)
                 return False
         targets.append(target)
     return True

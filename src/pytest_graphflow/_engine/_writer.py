@@ -68,6 +68,7 @@ class CheckpointWriter:
         tasks: list[TaskRecord],
         node_ids: list[str],
         status: str,
+        node_id: str | None = None,
         completed: dict[str, TaskOutput] | None = None,
         interrupts: list[Interrupt] | None = None,
         error: dict[str, Any] | None = None,
@@ -75,12 +76,14 @@ class CheckpointWriter:
         visited: Visited | tuple[str, ...] | None = None,
         arrivals: dict[str, list[str]] | None = None,
     ) -> None:
-        """Save checkpoint ``cid``; the leg's state fills in what is not given."""
+        """Save checkpoint ``cid``; the leg's state fills in what is not given. ``node_id``
+        labels a per-node checkpoint (by default, the last of ``node_ids``)."""
         run = self.run
         fields = {
             "id": cid, "run_id": run.run_id, "thread_id": run.thread_id,
             "graph_id": run.graph.graph_id, "revision": run.graph.revision,
-            "node_id": node_ids[-1] if node_ids else None, "node_ids": node_ids, "step": step,
+            "node_id": node_id if node_id is not None else node_ids[-1] if node_ids else None,
+            "node_ids": node_ids, "step": step,
             "parent_id": run.parent_id, "timestamp": run.clock.now(),
             "state": run.state if state is None else state, "format_version": 1,
             "status": status, "next_step": next_step, "tasks": tasks,

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .._records._checks import check_id
 from ..errors import GraphValidationError, InvalidArgument
 from ._compiled import CompiledGraph
 from ._names import END, START
@@ -28,6 +29,7 @@ from ._primitives import (
     Reducer,
     Retry,
 )
+from ._reducers import reducers_of
 from ._validate import reachable, structure_problems
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "NodeSpec",
     "Reducer",
     "Retry",
+    "node_names",
     "reachable",
 ]
 
@@ -132,31 +135,46 @@ class Join:
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
 
-def _as_list(value: str | Sequence[str], what: str) -> list[str]:
+def node_names(value: str | Iterable[str], what: str) -> list[str]:
+    """``value`` as a list of node names: one name (a str) or an iterable of them — the one
+    rule for edges and for breakpoints, at compile time and per run.
+
+    Raises:
+        InvalidArgument: for anything else, naming ``what``.
+    """
     if isinstance(value, str):
         return [value]
-    if isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
-        return list(value)
-    raise InvalidArgument(f"{what} must be a node name or a list of node names, got {value!r}")
+    if isinstance(value, Iterable) and not isinstance(value, (bytes, bytearray)):
+        names = list(value)
+        if all(isinstance(v, str) for v in names):
+            return names
+    raise InvalidArgument(f"{what}={value!r:.80}: pass a node name or a list of node names")
 
 
 class Graph:
     """A graph under construction; ``compile()`` checks it and returns a :class:`CompiledGraph`.
 
     Args:
-        graph_id: the graph's name; checkpoints record it.
+        graph_id: the graph's name; checkpoints record it. Any printable text of 1 to 512
+            characters (the stores' rule for every id).
         state: the pydantic model of the graph's state. Its values must round-trip through
-            JSON. A field annotated with ``Reducer(...)`` merges parallel writes.
+            JSON. A field annotated with ``Reducer(fn)`` — or with a bare two-argument
+            function, ``Annotated[list[str], operator.add]`` — merges its writes with it.
+
+    Raises:
+        InvalidArgument: a bad ``graph_id`` or ``state``; callable ``Annotated`` metadata
+            that cannot be a reducer, or two reducers on one field.
     """
 
     def __init__(self, graph_id: str, state: type[BaseModel]) -> None:
-        if not isinstance(graph_id, str) or not graph_id:
-            raise InvalidArgument(f"Graph(graph_id={graph_id!r}): graph_id must be a non-empty str")
+        # The stores' one id rule: an id they would refuse mid-run is refused here.
+        check_id(graph_id, "graph_id", "Graph")
         if not (isinstance(state, type) and issubclass(state, BaseModel)):
             raise InvalidArgument(f"Graph({graph_id!r}, state={state!r}): state must be a "
                                   "pydantic BaseModel subclass")
         self.graph_id = graph_id
         self.state = state
+        self._reducers = reducers_of(state, f"Graph({graph_id!r}, state={state.__name__})")
         self._nodes: dict[str, NodeSpec] = {}
         self._problems: list[str] = []
         self._edges: list[tuple[str, str]] = []
@@ -236,8 +254,8 @@ class Graph:
         ``c`` run as one parallel batch); ``edge(["b", "c"], "join")`` makes ``join`` wait for
         both ``b`` and ``c``.
         """
-        sources = _as_list(source, "edge source")
-        targets = _as_list(target, "edge target")
+        sources = node_names(source, "edge source")
+        targets = node_names(target, "edge target")
         if len(sources) > 1:
             for t in targets:
                 self._joins.append(Join(t, tuple(sources)))
@@ -279,17 +297,17 @@ class Graph:
         self,
         *,
         checkpoint_policy: CheckpointPolicy = "every_step",
-        interrupt_before: Iterable[str] = (),
-        interrupt_after: Iterable[str] = (),
+        interrupt_before: str | Iterable[str] = (),
+        interrupt_after: str | Iterable[str] = (),
     ) -> CompiledGraph:
         """Check the structure and return the runnable graph.
 
         Args:
             checkpoint_policy: ``every_step`` (default), ``on_halt`` or ``never``.
             interrupt_before: breakpoints: every run pauses before a batch holding one of
-                these nodes runs (resume it without a ``Resume``).
+                these nodes runs (resume it without a ``Resume``). A node name or a list.
             interrupt_after: breakpoints: every run pauses after a batch holding one of these
-                nodes committed.
+                nodes committed. A node name or a list.
 
         Raises:
             GraphValidationError: listing every structural problem at once.
@@ -297,8 +315,8 @@ class Graph:
         if checkpoint_policy not in POLICIES:
             raise InvalidArgument(f"compile(checkpoint_policy={checkpoint_policy!r}): use one of "
                                   f"{sorted(POLICIES)}")
-        before = _as_list(list(interrupt_before), "interrupt_before")
-        after = _as_list(list(interrupt_after), "interrupt_after")
+        before = node_names(interrupt_before, "interrupt_before")
+        after = node_names(interrupt_after, "interrupt_after")
         problems = structure_problems(self, before, after)
         if problems:
             raise GraphValidationError(self.graph_id, problems)

@@ -8,8 +8,6 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from ..errors import InvalidArgument
 from ._primitives import POLICIES, CheckpointPolicy, Reducer
 
@@ -17,15 +15,6 @@ if TYPE_CHECKING:
     from ._builder import Branch, Graph, Join, NodeSpec
 
 __all__ = ["CompiledGraph"]
-
-
-def _reducers_of(model: type[BaseModel]) -> dict[str, Reducer]:
-    found: dict[str, Reducer] = {}
-    for name, info in model.model_fields.items():
-        for meta in info.metadata:
-            if isinstance(meta, Reducer):
-                found[name] = meta
-    return found
 
 
 class CompiledGraph:
@@ -48,7 +37,7 @@ class CompiledGraph:
         self.checkpoint_policy = checkpoint_policy
         self.nodes: dict[str, NodeSpec] = dict(graph._nodes)
         self.keys: frozenset[str] = frozenset(graph.state.model_fields)
-        self.reducers: dict[str, Reducer] = _reducers_of(graph.state)
+        self.reducers: dict[str, Reducer] = dict(graph._reducers)
         self.joins: tuple[Join, ...] = tuple(graph._joins)
         edges: dict[str, list[str]] = {}
         for src, dst in graph._edges:

@@ -43,6 +43,9 @@ class Reducer:
 
         items: Annotated[list[str], Reducer(operator.add)] = []
 
+    A bare two-argument function in the metadata (``Annotated[list[str], operator.add]``,
+    LangGraph's spelling) declares the same reducer.
+
     ``fn(current, update)`` receives the key's current value and a node's update, both in
     their JSON form, and returns the new value. The writes of a parallel batch are folded in
     declared node order (item order for an expansion), so a reducer that is not commutative

@@ -1,7 +1,8 @@
 """Moving state between its JSON form and the schema's model, as cheaply as is safe.
 
 A *plain* schema — every field a JSON-native type (``int``, ``float``, ``str``, ``bool``,
-``None``, ``Any``, ``Literal``, unions, ``list``/``dict`` of those) and no validators — is
+``None``, ``Any``, ``Literal``, unions, ``list``/``dict`` of those), no validators and no
+constraints (``Annotated`` metadata other than reducers, ``Field(gt=...)``...) — is
 handled field by field: a patch is validated key by key, and a node's input model is built from
 a copy of the (already valid) state without validating it again. Any other schema (nested
 models, datetimes, validators) is validated when a key is written: the model is rebuilt from
@@ -23,6 +24,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from .._records._fast import make
 from .._records._json import jcopy
 from ..errors import UpdateRejected
+from ._reducers import is_reducer
 from ._setorder import canonical, has_set
 
 __all__ = ["StateCodec"]
@@ -135,7 +137,8 @@ class StateCodec:
             not has_validators
             and not config.get("strict")
             and config.get("extra") in (None, "ignore")
-            and all(_plain(info.annotation) for info in model.model_fields.values())
+            and all(_plain(info.annotation) and all(is_reducer(m) for m in info.metadata)
+                    for info in model.model_fields.values())
         )
         # Keys whose declared type converts JSON back (a set, a complex number, int keys...):
         # their values may be what JSON alone would not give back.

@@ -38,7 +38,9 @@ class Subgraph:
         graph: the child graph.
         input: how the child's input is built from the parent's state: ``None`` copies the
             keys both schemas define; a mapping ``{child_key: parent_key}``; or a function of
-            the parent's state returning the child's input dict.
+            the parent's state returning the child's input dict. A task of an expansion
+            (``Expand``, LangGraph's ``Send``) passes its item as the child's input instead:
+            a dict of the child's state keys.
         output: how the child's final state becomes the subgraph node's patch: ``None`` writes
             the keys both schemas define; a mapping ``{parent_key: child_key}``; or a function
             of the child's final state returning the patch.
@@ -61,6 +63,27 @@ class Subgraph:
     def child_input(self, parent: BaseModel, parent_keys: frozenset[str]) -> dict[str, Any]:
         """The child's input from the parent's state."""
         return _map(self.input, parent, parent_keys, self.graph.keys)
+
+    def item_input(self, node: str, item: Any) -> dict[str, Any]:
+        """The child's input for a task of an expansion (``Expand``, LangGraph's ``Send``):
+        the task's item itself, a dict of the child's state keys (``input=`` maps the
+        parent's state for the tasks without an item).
+
+        Raises:
+            InvalidArgument: an item that is not such a dict, naming the node and the keys.
+        """
+        keys = sorted(self.graph.keys)
+        where = f"node {node!r} runs subgraph {self.graph.graph_id!r}"
+        if not isinstance(item, Mapping):
+            raise InvalidArgument(
+                f"{where}: an Expand item sent to it is the child's input, so it must be a "
+                f"dict of the child's state keys {keys}; got {item!r:.80}")
+        unknown = sorted(str(k) for k in item if k not in self.graph.keys)
+        if unknown:
+            raise InvalidArgument(
+                f"{where}: the Expand item sent to it is the child's input, but "
+                f"{unknown[0]!r} is not a key of the child's state; its keys are {keys}")
+        return dict(item)
 
     def patch(self, child: BaseModel, parent_keys: frozenset[str]) -> dict[str, Any]:
         """The subgraph node's patch from the child's final state."""
