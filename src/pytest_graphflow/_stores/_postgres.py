@@ -29,7 +29,7 @@ from ._pgclaims import PgClaims
 from ._pgcommit import PgCommits
 from ._pgconn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
 from ._pgqueue import PgQueue
-from ._pgschema import SCHEMA_VERSION, ensure_schema
+from ._pgschema import SCHEMA_VERSION, drop_tables, ensure_schema
 from ._protocol import Fence
 
 __all__ = ["SCHEMA_VERSION", "PostgresCheckpointStore"]
@@ -87,13 +87,16 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
 
     Args:
         dsn: a libpq connection string or URI (``"postgresql://user@host/db"``).
-        schema: the schema holding the tables (default ``"graphflow"``); stores on different
-            schemas of one database are independent.
+        schema: the schema holding the tables (default ``"graphflow"``; created if missing);
+            stores on different schemas of one database are independent. A schema that holds
+            tables of anything but a store (an application's, even ``public``'s) is refused.
         claim_ttl: seconds a claim stays live unless renewed, on the claiming runtime's clock.
         pool_size: the async pool's maximum number of connections.
 
     Raises:
-        InvalidArgument: a bad schema name, ttl or pool size.
+        InvalidArgument: a bad schema name (not lower-case letters, digits and ``_``, a
+            reserved word), ttl or pool size, or a schema holding tables that are not a
+            store's (nothing in it is changed).
         UnsupportedFormat: the schema was written by a newer build.
         psycopg.OperationalError: the server cannot be reached.
     """
@@ -159,8 +162,9 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
         await self.aclose()
 
     def drop(self) -> None:
-        """Drop the store's schema with everything in it (irreversible); close it after."""
-        run_now(self._pg.sync_tx(_drop_schema, self.schema))
+        """Drop the store's tables with everything in them (irreversible), and its schema when
+        nothing else is in it; close the store after. Tables that are not the store's stay."""
+        run_now(self._pg.sync_tx(drop_tables, self.schema))
 
     def _tx(self) -> AbstractAsyncContextManager[Cursor]:
         return self._pg.tx()
@@ -476,10 +480,6 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
         async with self._one() as cur:
             found = (await self._claim_row(cur, thread_id, lock=""))[0]
         return None if found is None else found.as_tuple()
-
-
-async def _drop_schema(cur: Cursor, schema: str) -> None:
-    await cur.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 async def _checkpointed_runs(cur: Cursor) -> list[str]:
