@@ -58,7 +58,7 @@ def on_plain_asyncio() -> bool:
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
-_RESERVED = frozenset(
+_RESERVED_WORDS = (
     "all analyse analyze and any array as asc asymmetric authorization binary both case cast "
     "check collate collation column concurrently constraint create cross current_catalog "
     "current_date current_role current_schema current_time current_timestamp current_user "
@@ -67,8 +67,9 @@ _RESERVED = frozenset(
     "leading left like limit localtime localtimestamp natural not notnull null offset on only "
     "or order outer overlaps placing primary references returning right select session_user "
     "similar some symmetric table tablesample then to trailing true union unique user using "
-    "variadic verbose when where window with".split()
+    "variadic verbose when where window with"
 )
+_RESERVED = frozenset(_RESERVED_WORDS.split())
 """PostgreSQL's reserved key words (and those that may only name a function or type): none
 of them can name a schema without quotes."""
 
