@@ -368,6 +368,11 @@ STORE_CASES = [
          "control character"),
     Case("save-node-int", lambda e: e.store.save(_cp(e, node_id=5)), InvalidArgument,
          "checkpoint.node_id"),
+    Case("save-state-nested-150-levels", lambda e: e.store.save(_cp(e, state={"data": DEEP})),
+         InvalidArgument, "nests deeper than 105 levels"),
+    Case("commit-state-nested-150-levels", lambda e: e.store.commit(
+        e.thread_id, 1, run_id=e.run_id, checkpoints=[_cp(e, state={"data": DEEP})]),
+         InvalidArgument, "a checkpoint's values nest at most 100 levels"),
     Case("save-state-too-deep-to-serialise", lambda e: e.store.save(
         _cp(e, state={"data": DEEP_300})), InvalidArgument, "cannot be stored"),
     Case("latest-nul", lambda e: e.store.latest("run-\x00"), InvalidArgument,
@@ -559,6 +564,9 @@ def test_a_state_at_the_nesting_limit_is_stored_by_every_store(store_env: Env) -
     assert latest.state["data"] == _nested(MAX_DEPTH)
     too_deep = rt.invoke(deep(MAX_DEPTH + 1))
     assert isinstance(too_deep.error, UpdateRejected)  # one level more: the run fails cleanly
+    saved = latest.clone(id="cp-saved", run_id="run-saved")  # and saved directly, the same
+    anyio.run(store_env.store.save, saved)
+    assert anyio.run(store_env.store.get, "cp-saved") == saved
 
 
 @pytest.mark.parametrize("store_env", ["postgres"], indirect=True)

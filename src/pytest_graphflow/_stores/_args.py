@@ -10,18 +10,25 @@ of :mod:`._claims`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from .._records._checkpoint import Checkpoint
 from .._records._checks import check_id, check_optional_id
+from .._records._json import MAX_DEPTH
 from ..errors import InvalidArgument
 from . import _claims as rules
 
 __all__ = [
-    "CheckedCheckpoints", "check_commit", "check_events", "check_fork", "check_limit",
-    "check_list", "check_run_record",
+    "MAX_CHECKPOINT_DEPTH", "CheckedCheckpoints", "check_commit", "check_events", "check_fork",
+    "check_limit", "check_list", "check_nesting", "check_run_record",
 ]
+
+MAX_CHECKPOINT_DEPTH = MAX_DEPTH + 5
+"""The deepest nesting of lists and dicts in a checkpoint's JSON: its values nest at most
+:data:`~.._records._json.MAX_DEPTH` levels, the deepest of them five levels down (an expansion
+item of a completed task: ``completed`` / the task / ``expand`` / ``items`` / the item)."""
 
 
 class CheckedCheckpoints:
@@ -128,3 +135,30 @@ def check_run_record(record: object) -> dict[str, Any]:
     data = rules.normalise_run_record(record)
     check_id(data["run_id"], "record['run_id']", "record_run")
     return data
+
+
+def check_nesting(cp: Checkpoint, text: str, where: str) -> None:
+    """Refuse a checkpoint (``text``: its JSON) that nests deeper than
+    :data:`MAX_CHECKPOINT_DEPTH` levels, before any store writes it: a value nesting more than
+    :data:`~.._records._json.MAX_DEPTH` levels, which the runtime refuses where it enters a
+    run, and which the SQLite and PostgreSQL stores could write but not read back.
+
+    The runtime's own checkpoints need no check (their values were checked where they
+    entered); stores call this for checkpoints given to ``save`` and to a ``commit`` that
+    is not the runtime's. Only JSON with that many brackets in all is parsed and walked.
+
+    Raises:
+        InvalidArgument: naming the checkpoint and the limit.
+    """
+    if text.count("[") + text.count("{") <= MAX_CHECKPOINT_DEPTH:
+        return
+    stack: list[tuple[Any, int]] = [(json.loads(text), 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_CHECKPOINT_DEPTH:
+            raise InvalidArgument(
+                f"{where}({cp.id!r}): the checkpoint nests deeper than {MAX_CHECKPOINT_DEPTH} "
+                f"levels of lists and dicts; a checkpoint's values nest at most {MAX_DEPTH} "
+                "levels (as the runtime requires of every state value)")
+        inner = value.values() if type(value) is dict else value
+        stack.extend((v, depth + 1) for v in inner if type(v) in (dict, list))

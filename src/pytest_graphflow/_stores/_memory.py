@@ -19,6 +19,7 @@ from ._args import (
     check_events,
     check_fork,
     check_list,
+    check_nesting,
     check_run_record,
 )
 from ._closing import ClosingStore
@@ -126,7 +127,8 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
                 stores that serialise checkpoints refuse it).
             StaleClaim: the fence's token is not the current claim.
         """
-        checkpoint_json(self._checked(checkpoint, "save"), _WHERE)
+        check_nesting(checkpoint, checkpoint_json(self._checked(checkpoint, "save"), _WHERE),
+                      "save")
         if fence is not None:
             self._fenced(fence, checkpoint.thread_id, checkpoint.id)
         self._adopt(checkpoint.clone())
@@ -168,7 +170,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         cps, pairs, record = check_commit(thread_id, run_id, checkpoints, events, run,
                                           normalise=False)
         for cp in cps:
-            checkpoint_json(self._checked(cp, "commit"), _WHERE)
+            check_nesting(cp, checkpoint_json(self._checked(cp, "commit"), _WHERE), "commit")
         # The events are accepted and refused exactly as the stores that serialise them do.
         dumped = type(events) is DumpedEvents
         normalised = [parsed_event(run_id, e, seq, dumped=dumped) for seq, e in pairs]

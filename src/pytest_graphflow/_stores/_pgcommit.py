@@ -21,7 +21,7 @@ from .._records._checkpoint import Checkpoint
 from .._records._json import DumpedEvents
 from ..errors import StaleClaim
 from . import _claims as rules
-from ._args import check_commit
+from ._args import check_commit, check_nesting
 from ._pgconn import Cursor
 from ._protocol import Fence
 from ._wire import dumped_row, event_row
@@ -141,6 +141,9 @@ class PgCommits:
         row = dumped_row if type(events) is DumpedEvents else event_row
         rows = [row(run_id, data, seq) for seq, data in pairs]
         cp_rows = [self._checkpoint_row(self._checked(cp, "commit")) for cp in cps]
+        if type(events) is not DumpedEvents:  # not the runtime's commit: check its nesting
+            for cp, cp_row in zip(cps, cp_rows, strict=True):
+                check_nesting(cp, cp_row[-1], "commit")
         if len(cps) <= 1:  # a step: one statement, one round trip
             sql, params = _fenced_statement(thread_id, token, run_id,
                                             cp_rows[0] if cp_rows else None, rows, record)

@@ -25,7 +25,14 @@ from .._records._checks import check_id
 from .._records._ids import derived_hex
 from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument
 from . import _claims as rules
-from ._args import CheckedCheckpoints, check_events, check_fork, check_list, check_run_record
+from ._args import (
+    CheckedCheckpoints,
+    check_events,
+    check_fork,
+    check_list,
+    check_nesting,
+    check_run_record,
+)
 from ._closing import ClosingStore
 from ._pgclaims import PgClaims
 from ._pgcommit import PgCommits
@@ -206,6 +213,7 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
             await self._save_fenced(cp, fence)
             return
         row = _row(cp)
+        check_nesting(cp, row[-1], "save")
         async with self._one() as cur:
             await cur.execute(_UPSERT, row)
 

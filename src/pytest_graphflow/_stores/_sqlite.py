@@ -25,7 +25,7 @@ from .._records._ids import derived_hex
 from .._records._json import DumpedEvents
 from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, ThreadBusy
 from . import _claims as rules
-from ._args import CheckedCheckpoints, check_commit, check_fork, check_list
+from ._args import CheckedCheckpoints, check_commit, check_fork, check_list, check_nesting
 from ._protocol import Fence
 from ._sqlite_claims import SQLiteClaims
 from ._sqlite_file import SYNCHRONOUS, open_store
@@ -189,6 +189,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         cp = self._checked(checkpoint, "save")
         if fence is None:
             data = encode(self.path, cp)
+            check_nesting(cp, data, "save")
             with self._tx() as db:
                 self._write(db, cp, data)
             return
@@ -223,6 +224,9 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
                                                None if plain else run, normalise=False)
         token = rules.check_token(token, "commit")
         encoded = [(self._checked(cp, "commit"), encode(self.path, cp)) for cp in cps]
+        if type(events) is not DumpedEvents:  # not the runtime's commit: check its nesting
+            for cp, data in encoded:
+                check_nesting(cp, data, "commit")
         row = dumped_row if type(events) is DumpedEvents else event_row
         rows = [row(run_id, data, seq) for seq, data in normalised]
         with self._tx() as db:
