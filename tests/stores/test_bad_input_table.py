@@ -471,6 +471,14 @@ QUEUE_CASES = [
          InvalidArgument, "hold must be a positive number"),
     Case("take-job-now-naive", lambda e: e.store.take_job(
         "w", now=datetime(2025, 1, 1), hold=1), InvalidArgument, "timezone-aware"),
+    Case("take-job-graph-ids-str", lambda e: e.store.take_job(
+        "w", now=NOW, hold=1, graph_ids="bad-input"), InvalidArgument, "a list of graph ids"),
+    Case("take-job-graph-id-nul", lambda e: e.store.take_job(
+        "w", now=NOW, hold=1, graph_ids=["g\x00"]), InvalidArgument, "control character"),
+    Case("note-error-thread-nul", lambda e: e.store.note_error("t\x00", "boom"),
+         InvalidArgument, "control character"),
+    Case("note-error-error-int", lambda e: e.store.note_error("thread-q", 5),
+         InvalidArgument, "error is a str"),
     Case("finish-job-thread-int", lambda e: e.store.finish_job(5, "completed"),
          InvalidArgument, "thread_id"),
     Case("finish-job-status-bogus", lambda e: e.store.finish_job("thread-q", "done"),
