@@ -73,15 +73,38 @@ def test_bad_history_files_give_a_clear_error(
         check_upgrade(path, build(Payments()))
 
 
-@pytest.mark.parametrize(("content", "text"), [
-    ("{not json", "is not JSON"),
-    ("", "is not JSON"),
-], ids=["truncated", "empty"])
-def test_unreadable_files_give_a_clear_error(tmp_path: Path, content: str, text: str) -> None:
+def _nested_inside(good: dict[str, Any], levels: int) -> bytes:
+    text = json.dumps({**good, "initial_state": {"data": "@"}})
+    return text.replace('"@"', "[" * levels + "]" * levels).encode()
+
+
+UNREADABLE = [
+    ("truncated", lambda good: b"{not json", "is not JSON"),
+    ("empty", lambda good: b"", "is not JSON"),
+    ("not-utf-8", lambda good: b"\xff\xfe{\x00}", "is not UTF-8 text (byte 0xff at offset 0)"),
+    ("latin-1", lambda good: json.dumps({**good, "source": "caf\u00e9"},
+                                        ensure_ascii=False).encode("latin-1"),
+     "is not UTF-8 text (byte 0xe9 at offset"),
+    ("nested-100000-levels", lambda good: b"[" * 100_000 + b"]" * 100_000,
+     "nests too deeply to be a history"),
+    ("nested-5000-levels-inside", lambda good: _nested_inside(good, 5000),
+     "nests too deeply to be a history"),
+]
+
+
+@pytest.mark.parametrize(("content", "text"), [c[1:] for c in UNREADABLE],
+                         ids=[c[0] for c in UNREADABLE])
+def test_unreadable_files_give_a_clear_error(
+    good: dict[str, Any], tmp_path: Path, content: Any, text: str
+) -> None:
     path = tmp_path / "x.history.json"
-    path.write_text(content)
-    with pytest.raises(InvalidHistory, match=text):
-        load_history(path)
+    path.write_bytes(content(good))
+    for read in (load_history, lambda p: assert_replays(p, build(Payments())),
+                 lambda p: check_upgrade(p, build(Payments()))):
+        with pytest.raises(InvalidHistory) as caught:
+            read(path)
+        assert text in str(caught.value)
+        assert f"history file {path}" in str(caught.value)
 
 
 def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """Bad input through every public entry (issue 12): the runtime constructor, invoke/stream/
-start/resume/recover/history, every SQLite store method and the ``graphflow`` command.
+start/resume/recover/history, every store method on every store (in-memory, SQLite,
+PostgreSQL), the PostgreSQL store's run queue and the ``graphflow`` command.
 
 Each case must raise the ``GraphflowError`` subclass it names (never a raw exception, never
 silently accepted), with a message naming the argument, and the store file's bytes must be
@@ -38,6 +39,8 @@ from pytest_graphflow import (
 from pytest_graphflow._cli._main import main
 from pytest_graphflow._engine._runtime import CompiledGraph
 from pytest_graphflow._records._checkpoint import Checkpoint
+from pytest_graphflow._records._json import MAX_DEPTH
+from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
 
 
@@ -58,8 +61,8 @@ def _graph() -> CompiledGraph:
 
 @dataclass
 class Env:
-    path: Path
-    store: SQLiteCheckpointStore
+    path: Path | None
+    store: Any
     rt: GraphRuntime
     graph: CompiledGraph
     run_id: str
@@ -78,6 +81,52 @@ def env(tmp_path: Path) -> Iterator[Env]:
     assert cp is not None
     yield Env(path, store, rt, graph, result.run_id, "thread-1", cp)
     store.close()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
+    """Each store with one completed run, an artifact, a live claim (and, on PostgreSQL, a
+    queued job)."""
+    kind = request.param
+    path = tmp_path / "store.db"
+    store: Any
+    if kind == "memory":
+        store = InMemoryCheckpointStore()
+    elif kind == "sqlite":
+        store = SQLiteCheckpointStore(path)
+    else:
+        store = request.getfixturevalue("make_pg_store")()
+    rt = GraphRuntime(store, clock=VirtualClock(), seed=7)
+    graph = _graph()
+    result = rt.invoke(graph, thread_id="thread-1")
+    cp = anyio.run(store.latest, result.run_id)
+    assert cp is not None
+
+    async def extras() -> None:
+        await store.put_artifact(result.run_id, "report", b"r", "text/plain")
+        await store.claim("thread-c", "run-c", now=NOW)
+        if kind == "postgres":
+            await store.enqueue("bad-input", {"n": 1}, thread_id="thread-q")
+
+    anyio.run(extras)
+    yield Env(path if kind == "sqlite" else None, store, rt, graph, result.run_id, "thread-1",
+              cp)
+    store.close()
+
+
+def contents(e: Env) -> Any:
+    """Everything the store holds that a bad call could change (and the file's bytes)."""
+    store = e.store
+
+    async def read() -> list[Any]:
+        out = [await store.list(), await store.runs(), await store.events(e.run_id),
+               await store.artifacts(e.run_id), await store.get_artifact(e.run_id, "report"),
+               await store.current_claim("thread-c"), await store.current_claim(e.thread_id)]
+        if hasattr(store, "jobs"):
+            out.append(await store.jobs())
+        return out
+
+    return anyio.run(read), None if e.path is None else files(e.path)
 
 
 def files(path: Path) -> dict[str, bytes]:
@@ -212,6 +261,17 @@ CASES = [
          InvalidArgument, "synchronous=0"),
     Case("store-claim-ttl-zero", lambda e: SQLiteCheckpointStore(e.path, claim_ttl=0),
          InvalidArgument, "ttl"),
+]
+
+
+
+DEEP_300: Any = 0
+for _ in range(300):
+    DEEP_300 = [DEEP_300]
+
+# Every store method, on every store (in-memory, SQLite, PostgreSQL): the same checks, one rule
+# each (``_stores/_args.py``, ``_records/_checks.py``, ``_stores/_claims.py``).
+STORE_CASES = [
     Case("save-not-a-checkpoint", lambda e: e.store.save({"id": "x"}),  # type: ignore[arg-type]
          InvalidArgument, "Checkpoint"),
     Case("save-id-empty", lambda e: e.store.save(_cp(e, id="")), InvalidArgument,
@@ -303,7 +363,142 @@ CASES = [
          "thread_id"),
     Case("current-claim-thread-int", lambda e: e.store.current_claim(5),  # type: ignore[arg-type]
          InvalidArgument, "thread_id"),
+    Case("get-nul", lambda e: e.store.get("cp-\x00"), InvalidArgument, "control character"),
+    Case("save-id-nul", lambda e: e.store.save(_cp(e, id="cp-\x00")), InvalidArgument,
+         "control character"),
+    Case("save-node-int", lambda e: e.store.save(_cp(e, node_id=5)), InvalidArgument,
+         "checkpoint.node_id"),
+    Case("save-state-nested-150-levels", lambda e: e.store.save(_cp(e, state={"data": DEEP})),
+         InvalidArgument, "nests deeper than 105 levels"),
+    Case("commit-state-nested-150-levels", lambda e: e.store.commit(
+        e.thread_id, 1, run_id=e.run_id, checkpoints=[_cp(e, state={"data": DEEP})]),
+         InvalidArgument, "a checkpoint's values nest at most 100 levels"),
+    Case("save-state-too-deep-to-serialise", lambda e: e.store.save(
+        _cp(e, state={"data": DEEP_300})), InvalidArgument, "cannot be stored"),
+    Case("latest-nul", lambda e: e.store.latest("run-\x00"), InvalidArgument,
+         "control character"),
+    Case("load-run-empty", lambda e: e.store.load(""), InvalidArgument, "run_id"),
+    Case("list-run-nul", lambda e: e.store.list("run\x00"), InvalidArgument,
+         "control character"),
+    Case("list-limit-bool", lambda e: e.store.list(limit=True), InvalidArgument, "limit"),
+    Case("list-before-int", lambda e: e.store.list(before=5), InvalidArgument, "before"),  # type: ignore[arg-type]
+    Case("delete-int", lambda e: e.store.delete(5), InvalidArgument, "checkpoint_id"),  # type: ignore[arg-type]
+    Case("fork-thread-newline", lambda e: e.store.fork(e.cp.id, thread_id="t\n"),
+         InvalidArgument, "control character"),
+    Case("prune-run-nul", lambda e: e.store.prune("run\x00", 1), InvalidArgument,
+         "control character"),
+    Case("record-events-run-int", lambda e: e.store.record_events(5, [{"seq": 1}]),  # type: ignore[arg-type]
+         InvalidArgument, "run_id"),
+    Case("record-events-too-deep", lambda e: e.store.record_events(
+        e.run_id, [{"seq": 99, "x": DEEP_300}]), InvalidArgument, "not JSON"),
+    Case("events-run-nul", lambda e: e.store.events("run\x00"), InvalidArgument,
+         "control character"),
+    Case("compact-run-int", lambda e: e.store.compact_events(5, 1), InvalidArgument,  # type: ignore[arg-type]
+         "run_id"),
+    Case("commit-thread-nul", lambda e: e.store.commit("t\x00", 1, run_id=e.run_id),
+         InvalidArgument, "control character"),
+    Case("commit-run-int", lambda e: e.store.commit(e.thread_id, 1, run_id=5),  # type: ignore[arg-type]
+         InvalidArgument, "run_id"),
+    Case("commit-checkpoint-id-nul", lambda e: e.store.commit(
+        e.thread_id, 1, run_id=e.run_id, checkpoints=[_cp(e, id="cp-\x00")]),
+         InvalidArgument, "control character"),
+    Case("record-run-id-nul", lambda e: e.store.record_run({"run_id": "r\x00"}),
+         InvalidArgument, "control character"),
+    Case("run-nul", lambda e: e.store.run("run\x00"), InvalidArgument, "control character"),
+    Case("put-artifact-text-surrogate", lambda e: e.store.put_artifact(
+        e.run_id, "a", "ok\udc80"), InvalidArgument, "the text contains a lone surrogate "
+         "('\\udc80' at index 2)"),
+    Case("put-artifact-name-surrogate", lambda e: e.store.put_artifact(
+        e.run_id, "a\ud800", b"x"), InvalidArgument, "lone surrogate"),
+    Case("put-artifact-media-surrogate", lambda e: e.store.put_artifact(
+        e.run_id, "a", b"x", "text/\ud800"), InvalidArgument, "lone surrogate"),
+    Case("put-artifact-run-nul", lambda e: e.store.put_artifact("run\x00", "a", b"x"),
+         InvalidArgument, "control character"),
+    Case("get-artifact-run-nul", lambda e: e.store.get_artifact("run\x00", "a"),
+         InvalidArgument, "control character"),
+    Case("artifacts-run-int", lambda e: e.store.artifacts(5), InvalidArgument, "run_id"),  # type: ignore[arg-type]
+    Case("claim-run-nul", lambda e: e.store.claim("t", "run\x00", now=NOW),
+         InvalidArgument, "control character"),
+    Case("claim-thread-int", lambda e: e.store.claim(5, "run-x", now=NOW),  # type: ignore[arg-type]
+         InvalidArgument, "thread_id"),
+    Case("renew-thread-nul", lambda e: e.store.renew("t\x00", 1, now=NOW), InvalidArgument,
+         "control character"),
+    Case("release-thread-empty", lambda e: e.store.release("", 1), InvalidArgument,
+         "thread_id"),
+    Case("current-claim-thread-nul", lambda e: e.store.current_claim("t\x00"),
+         InvalidArgument, "control character"),
 ]
+
+# The PostgreSQL store's run queue.
+QUEUE_CASES = [
+    Case("enqueue-graph-int", lambda e: e.store.enqueue(5), InvalidArgument, "graph_id"),
+    Case("enqueue-graph-empty", lambda e: e.store.enqueue(""), InvalidArgument, "graph_id"),
+    Case("enqueue-graph-nul", lambda e: e.store.enqueue("g\x00"), InvalidArgument,
+         "control character"),
+    Case("enqueue-input-list", lambda e: e.store.enqueue("g", [1, 2]), InvalidArgument,
+         "the input is a dict"),
+    Case("enqueue-input-nan", lambda e: e.store.enqueue("g", {"n": math.nan}),
+         InvalidArgument, "not JSON"),
+    Case("enqueue-thread-int", lambda e: e.store.enqueue("g", thread_id=5), InvalidArgument,
+         "thread_id"),
+    Case("enqueue-thread-nul", lambda e: e.store.enqueue("g", thread_id="t\x00"),
+         InvalidArgument, "control character"),
+    Case("enqueue-tenant-int", lambda e: e.store.enqueue("g", tenant_id=5), InvalidArgument,
+         "tenant_id"),
+    Case("enqueue-tenant-newline", lambda e: e.store.enqueue("g", tenant_id="t\n"),
+         InvalidArgument, "control character"),
+    Case("enqueue-queued-thread", lambda e: e.store.enqueue("g", thread_id="thread-q"),
+         InvalidArgument, "already has a queued job"),
+    Case("enqueue-resume-thread-int", lambda e: e.store.enqueue_resume(5), InvalidArgument,
+         "thread_id"),
+    Case("enqueue-resume-thread-nul", lambda e: e.store.enqueue_resume("t\x00"),
+         InvalidArgument, "control character"),
+    Case("enqueue-resume-answers-list", lambda e: e.store.enqueue_resume(
+        "thread-q", answers=[1]), InvalidArgument, "answers is a dict"),
+    Case("enqueue-resume-recover-str", lambda e: e.store.enqueue_resume(
+        "thread-q", recover="yes"), InvalidArgument, "recover is True or False"),
+    Case("enqueue-resume-still-queued", lambda e: e.store.enqueue_resume("thread-q", 1),
+         InvalidArgument, "no ended job"),
+    Case("take-job-worker-int", lambda e: e.store.take_job(5, now=NOW, hold=1),
+         InvalidArgument, "worker"),
+    Case("take-job-worker-nul", lambda e: e.store.take_job("w\x00", now=NOW, hold=1),
+         InvalidArgument, "control character"),
+    Case("take-job-hold-negative", lambda e: e.store.take_job("w", now=NOW, hold=-1),
+         InvalidArgument, "hold must be a positive number"),
+    Case("take-job-hold-nan", lambda e: e.store.take_job("w", now=NOW, hold=math.nan),
+         InvalidArgument, "hold must be a positive number"),
+    Case("take-job-hold-str", lambda e: e.store.take_job("w", now=NOW, hold="5"),
+         InvalidArgument, "hold must be a positive number"),
+    Case("take-job-now-naive", lambda e: e.store.take_job(
+        "w", now=datetime(2025, 1, 1), hold=1), InvalidArgument, "timezone-aware"),
+    Case("take-job-graph-ids-str", lambda e: e.store.take_job(
+        "w", now=NOW, hold=1, graph_ids="bad-input"), InvalidArgument, "a list of graph ids"),
+    Case("take-job-graph-id-nul", lambda e: e.store.take_job(
+        "w", now=NOW, hold=1, graph_ids=["g\x00"]), InvalidArgument, "control character"),
+    Case("note-error-thread-nul", lambda e: e.store.note_error("t\x00", "boom"),
+         InvalidArgument, "control character"),
+    Case("note-error-error-int", lambda e: e.store.note_error("thread-q", 5),
+         InvalidArgument, "error is a str"),
+    Case("finish-job-thread-int", lambda e: e.store.finish_job(5, "completed"),
+         InvalidArgument, "thread_id"),
+    Case("finish-job-status-bogus", lambda e: e.store.finish_job("thread-q", "done"),
+         InvalidArgument, "status='done'"),
+    Case("finish-job-run-nul", lambda e: e.store.finish_job(
+        "thread-q", "completed", run_id="r\x00"), InvalidArgument, "control character"),
+    Case("finish-job-error-int", lambda e: e.store.finish_job(
+        "thread-q", "failed", error=5), InvalidArgument, "error is a str or None"),
+    Case("jobs-status-bogus", lambda e: e.store.jobs("done"), InvalidArgument,
+         "status='done'"),
+]
+
+
+def _settle(result: Any) -> Any:
+    if inspect.isawaitable(result):
+        async def wait() -> Any:
+            return await result
+
+        return anyio.run(wait)
+    return result
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -327,6 +522,67 @@ def test_bad_input_is_refused_clearly_and_changes_nothing(env: Env, case: Case) 
     assert case.says in str(caught.value)
     assert files(env.path) == before
     assert anyio.run(env.store.list) == listed
+
+
+def _refused_and_unchanged(e: Env, case: Case) -> None:
+    before = contents(e)
+    with pytest.raises(GraphflowError) as caught:  # never a raw error, never accepted
+        _settle(case.call(e))
+    assert isinstance(caught.value, case.error), caught.value
+    assert case.says in str(caught.value)
+    assert contents(e) == before
+
+
+@pytest.mark.parametrize("case", STORE_CASES, ids=[c.id for c in STORE_CASES])
+def test_every_store_refuses_bad_input_clearly_and_changes_nothing(
+    store_env: Env, case: Case
+) -> None:
+    _refused_and_unchanged(store_env, case)
+
+
+@pytest.mark.parametrize("store_env", ["postgres"], indirect=True)
+@pytest.mark.parametrize("case", QUEUE_CASES, ids=[c.id for c in QUEUE_CASES])
+def test_the_run_queue_refuses_bad_input_clearly_and_changes_nothing(
+    store_env: Env, case: Case
+) -> None:
+    _refused_and_unchanged(store_env, case)
+
+
+def _nested(levels: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_a_state_at_the_nesting_limit_is_stored_by_every_store(store_env: Env) -> None:
+    """docs/stores.md: "a checkpoint's values must have a JSON form nesting at most 100
+    levels" -- a value of exactly 100 levels runs and reads back on every store (its events
+    hold it a few levels further down)."""
+    def deep(levels: int) -> CompiledGraph:
+        g = Graph("deep", S)
+        g.node("a", _Node({"data": _nested(levels)}))
+        return g.edge(START, "a").edge("a", END).compile()
+
+    rt = GraphRuntime(store_env.store, clock=VirtualClock(), seed=3)
+    result = rt.invoke(deep(MAX_DEPTH))
+    assert result.status == "completed", result.error
+    latest = anyio.run(store_env.store.latest, result.run_id)
+    assert latest is not None
+    assert latest.state["data"] == _nested(MAX_DEPTH)
+    too_deep = rt.invoke(deep(MAX_DEPTH + 1))
+    assert isinstance(too_deep.error, UpdateRejected)  # one level more: the run fails cleanly
+    saved = latest.clone(id="cp-saved", run_id="run-saved")  # and saved directly, the same
+    anyio.run(store_env.store.save, saved)
+    assert anyio.run(store_env.store.get, "cp-saved") == saved
+
+
+@pytest.mark.parametrize("store_env", ["postgres"], indirect=True)
+def test_a_jobs_error_with_a_nul_or_a_lone_surrogate_is_kept_readable(store_env: Env) -> None:
+    store = store_env.store
+    anyio.run(lambda: store.finish_job("thread-q", "failed", error="bad \x00 name \udc80.txt"))
+    (job,) = anyio.run(store.jobs)
+    assert (job["status"], job["error"]) == ("failed", "bad \\x00 name \\udc80.txt")
 
 
 # -- a node's update that cannot be stored fails the run; the thread stays usable ---------------

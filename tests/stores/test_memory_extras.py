@@ -332,6 +332,22 @@ async def test_prune_keeps_the_newest(any_store: Store, make_cp: MakeCheckpoint)
     assert await any_store.prune("run-unknown", 1) == 0
 
 
+async def test_history_pages_back_the_same_on_every_store(
+    any_store: Store, make_cp: MakeCheckpoint
+) -> None:
+    for cid, at in [("cp-1", 1), ("cp-2a", 2), ("cp-2b", 2), ("cp-3", 3), ("cp-4", 4)]:
+        await any_store.save(make_cp(cid, at=at))
+    await any_store.save(make_cp("cp-other", run="run-b", at=9))
+    assert any_store.pages_history
+    page = await any_store.list("run-a", limit=2)
+    assert [c.id for c in page] == ["cp-3", "cp-4"]
+    page = await any_store.list("run-a", limit=2, before=page[0].id)
+    assert [c.id for c in page] == ["cp-2a", "cp-2b"]  # equal times: in save order
+    page = await any_store.list("run-a", limit=2, before=page[0].id)
+    assert [c.id for c in page] == ["cp-1"]
+    assert [c.id for c in await any_store.list(before="cp-2b")] == ["cp-1", "cp-2a"]
+
+
 @pytest.mark.parametrize("keep_last", [-1, 1.5, "2", None])
 async def test_bad_keep_last(any_store: Store, keep_last: Any) -> None:
     with pytest.raises(InvalidArgument, match="keep_last"):

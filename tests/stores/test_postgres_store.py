@@ -251,6 +251,14 @@ async def test_a_checkpoint_in_another_format_names_itself(
         pytest.param({"pool_size": 0}, "pool_size=0", id="pool-size"),
         pytest.param({"pool_size": True}, "pool_size=True", id="pool-size-bool"),
         pytest.param({"claim_ttl": 0}, "ttl must be a positive", id="ttl"),
+        pytest.param({"schema": "graphflow\n"}, r"schema='graphflow\\n': a schema name",
+                     id="trailing-newline"),
+        pytest.param({"schema": "select"}, "'select' is a reserved word in PostgreSQL",
+                     id="reserved-word"),
+        pytest.param({"schema": "user"}, "'user' is a reserved word", id="reserved-user"),
+        pytest.param({"schema": "pg_graphflow"}, "'pg_' is reserved for PostgreSQL's own",
+                     id="pg-prefix"),
+        pytest.param({"schema": 5}, "schema=5: a schema name", id="not-a-str"),
     ],
 )
 async def test_bad_arguments_are_refused_before_connecting(
@@ -258,6 +266,59 @@ async def test_bad_arguments_are_refused_before_connecting(
 ) -> None:
     with pytest.raises(InvalidArgument, match=message):
         PostgresCheckpointStore("host=/nonexistent dbname=x", **kwargs)
+
+
+# -- a schema holding an application's tables is never adopted, never dropped --------------------
+
+
+def _app_rows(dsn: str, schema: str, table: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(f"SELECT * FROM {schema}.{table} ORDER BY 1").fetchall()
+
+
+def _tables(dsn: str, schema: str) -> set[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
+                            (schema,)).fetchall()
+    return {r[0] for r in rows}
+
+
+@pytest.mark.parametrize("table", ["orders", "events"], ids=["app-table", "app-table-our-name"])
+async def test_a_schema_holding_an_applications_tables_is_refused_and_left_alone(
+    postgres_dsn: str, fresh_pg_schema: str, table: str
+) -> None:
+    """Like a SQLite file that is not a store: the schema is named with the fix, and nothing in
+    it changes (no store table is added to it, the application's rows are all there)."""
+    with psycopg.connect(postgres_dsn) as conn:
+        conn.execute(f"CREATE SCHEMA {fresh_pg_schema}")
+        conn.execute(f"CREATE TABLE {fresh_pg_schema}.{table} (id INT PRIMARY KEY, item TEXT)")
+        conn.execute(f"INSERT INTO {fresh_pg_schema}.{table} VALUES (1, 'book'), (2, 'pen')")
+    with pytest.raises(InvalidArgument) as refused:
+        PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema)
+    message = str(refused.value)
+    assert f"schema={fresh_pg_schema!r}" in message
+    assert f"holds tables that are not a pytest-graphflow store's ({table})" in message
+    assert "pass a schema of its own" in message
+    assert _tables(postgres_dsn, fresh_pg_schema) == {table}
+    assert _app_rows(postgres_dsn, fresh_pg_schema, table) == [(1, "book"), (2, "pen")]
+
+
+async def test_drop_removes_the_stores_tables_and_never_an_applications(
+    postgres_dsn: str, fresh_pg_schema: str, make_cp: MakeCheckpoint
+) -> None:
+    with PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema) as store:
+        await store.save(make_cp("cp-1"))
+        with psycopg.connect(postgres_dsn) as conn:  # an application's table lands there later
+            conn.execute(f"CREATE TABLE {fresh_pg_schema}.orders (id INT PRIMARY KEY)")
+            conn.execute(f"INSERT INTO {fresh_pg_schema}.orders VALUES (7)")
+        store.drop()
+    assert _tables(postgres_dsn, fresh_pg_schema) == {"orders"}  # the store's tables are gone
+    assert _app_rows(postgres_dsn, fresh_pg_schema, "orders") == [(7,)]
+    with PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema + "_own") as own:
+        own.drop()  # a schema of the store's own goes with its tables
+    with psycopg.connect(postgres_dsn) as conn:
+        assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                            (fresh_pg_schema + "_own",)).fetchone() is None
 
 
 async def test_an_unreachable_server_raises_psycopgs_error() -> None:

@@ -23,6 +23,7 @@ from .._engine._upgrade import GraphContract
 from .._graph._builder import CompiledGraph
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
 from .._records._events import EventBase, parse_event
+from .._records._json import MAX_DEPTH
 from ..errors import InvalidHistory, UnsupportedFormat
 
 __all__ = ["HISTORY_FORMAT_VERSION", "History", "load_history"]
@@ -222,8 +223,8 @@ def load_history(source: str | Path | dict[str, Any]) -> History:
     Raises:
         UnsupportedFormat: the file is of another ``format_version`` (older or newer): it
             names both versions and what to do.
-        InvalidHistory: the file is not a graphflow history (not JSON, fields missing or
-            malformed).
+        InvalidHistory: the file is not a graphflow history (not UTF-8, not JSON, nested too
+            deeply, fields missing or malformed).
     """
     name = "<dict>"
     if isinstance(source, dict):
@@ -235,10 +236,20 @@ def load_history(source: str | Path | dict[str, Any]) -> History:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise InvalidHistory(f"history file {name}: cannot read it ({exc})") from None
+        except UnicodeDecodeError as exc:
+            raise InvalidHistory(
+                f"history file {name} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
+                f"offset {exc.start}); history files are UTF-8 JSON: record it again with "
+                "--graphflow-record or graphflow export") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InvalidHistory(f"history file {name} is not JSON ({exc})") from None
+        except RecursionError:
+            raise InvalidHistory(
+                f"history file {name} nests too deeply to be a history (lists and objects "
+                "inside each other beyond what JSON readers follow; a history's values nest "
+                f"at most {MAX_DEPTH} levels)") from None
     if not isinstance(data, dict) or data.get("format") != "graphflow-history":
         raise InvalidHistory(
             f"history file {name} is not a graphflow history (it needs \"format\": "

@@ -375,7 +375,13 @@ def artifact_bytes(run_id: str, name: str, data: object, media_type: object) -> 
     check_id(name, "name", "put_artifact")
     check_id(media_type, "media_type", "put_artifact")
     if isinstance(data, str):
-        return data.encode()
+        try:
+            return data.encode()
+        except UnicodeEncodeError as exc:
+            raise InvalidArgument(
+                f"put_artifact({run_id!r}, {name!r}): the text contains a lone surrogate "
+                f"({data[exc.start]!a} at index {exc.start}) and has no UTF-8 form; pass "
+                "bytes, or text without lone surrogates") from None
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
     raise InvalidArgument(f"put_artifact({run_id!r}, {name!r}): data must be bytes or str, "

@@ -7,13 +7,24 @@ from datetime import datetime
 from typing import Any
 
 from .._records._checkpoint import Checkpoint
+from .._records._checks import check_id
 from .._records._fast import make
 from .._records._ids import derived_hex
-from .._records._json import jcopy
-from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, ThreadBusy
+from .._records._json import DumpedEvents, jcopy
+from ..errors import CheckpointNotFound, ForkTargetExists, ThreadBusy
 from . import _claims as rules
+from ._args import (
+    CheckedCheckpoints,
+    check_commit,
+    check_events,
+    check_fork,
+    check_list,
+    check_nesting,
+    check_run_record,
+)
 from ._closing import ClosingStore
 from ._protocol import Fence
+from ._wire import checkpoint_json, parsed_event
 
 __all__ = ["InMemoryCheckpointStore"]
 
@@ -22,6 +33,8 @@ _Records = list[dict[str, Any]]
 
 _Normalised = list[tuple[int, dict[str, Any]]]
 """Events as ``(seq, JSON form)`` pairs."""
+
+_WHERE = "the in-memory store"
 
 
 class _Draft:
@@ -59,7 +72,7 @@ class _Draft:
         return self.checkpoint().clone(**changes)
 
 
-class InMemoryCheckpointStore(ClosingStore):
+class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
     """An in-memory :class:`CheckpointStore`, for tests and short-lived runs.
 
     Checkpoints are kept by id and indexed by run and by thread, so ``latest`` and ``load``
@@ -110,8 +123,12 @@ class InMemoryCheckpointStore(ClosingStore):
         (nothing written) unless ``token`` is the thread's current claim.
 
         Raises:
+            InvalidArgument: not a Checkpoint, a bad id, or a value with no JSON form (as the
+                stores that serialise checkpoints refuse it).
             StaleClaim: the fence's token is not the current claim.
         """
+        check_nesting(checkpoint, checkpoint_json(self._checked(checkpoint, "save"), _WHERE),
+                      "save")
         if fence is not None:
             self._fenced(fence, checkpoint.thread_id, checkpoint.id)
         self._adopt(checkpoint.clone())
@@ -150,8 +167,13 @@ class InMemoryCheckpointStore(ClosingStore):
             StaleClaim: ``token`` is not the thread's current claim; nothing is written.
             InvalidArgument: a part is not of ``run_id`` on ``thread_id``.
         """
-        cps, normalised, record = rules.check_commit(thread_id, run_id, checkpoints,
-                                                     events, run)
+        cps, pairs, record = check_commit(thread_id, run_id, checkpoints, events, run,
+                                          normalise=False)
+        for cp in cps:
+            check_nesting(cp, checkpoint_json(self._checked(cp, "commit"), _WHERE), "commit")
+        # The events are accepted and refused exactly as the stores that serialise them do.
+        dumped = type(events) is DumpedEvents
+        normalised = [parsed_event(run_id, e, seq, dumped=dumped) for seq, e in pairs]
         rules.current_or_stale(thread_id, rules.check_token(token, "commit"),
                                self._claims.get(thread_id))
         for cp in cps:
@@ -200,18 +222,22 @@ class InMemoryCheckpointStore(ClosingStore):
 
     async def get(self, checkpoint_id: str) -> Checkpoint | None:
         """A copy of the checkpoint with this id, or ``None``."""
+        check_id(checkpoint_id, "checkpoint_id", "get")
         found = self._by_id.get(checkpoint_id)
         return None if found is None else found[0].clone()
 
     async def latest(self, run_id: str) -> Checkpoint | None:
         """A copy of the run's most recent checkpoint, or ``None``."""
+        check_id(run_id, "run_id", "latest")
         cid = self._latest.get(run_id)
         return None if cid is None else self._by_id[cid][0].clone()
 
     async def load(self, run_id: str, node_id: str | None = None) -> Checkpoint | None:
         """The run's most recent checkpoint, or the most recent one for ``node_id``."""
+        check_id(run_id, "run_id", "load")
         if node_id is None:
             return await self.latest(run_id)
+        check_id(node_id, "node_id", "load")
         ids = [cid for cid in self._by_run.get(run_id, ())
                if node_id == self._by_id[cid][0].node_id or node_id in self._by_id[cid][0].node_ids]
         return self._by_id[max(ids, key=self._rank)][0].clone() if ids else None
@@ -232,9 +258,7 @@ class InMemoryCheckpointStore(ClosingStore):
         Raises:
             CheckpointNotFound: ``before`` names no checkpoint.
         """
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
-                                  or limit < 1):
-            raise InvalidArgument(f"list(limit={limit!r}): limit must be an int >= 1 or None")
+        check_list(run_id, thread_id, limit, before)
         if before is not None and before not in self._by_id:
             raise CheckpointNotFound(f"list(before={before!r}): the store has no such "
                                      "checkpoint; pass the id of a checkpoint of a page")
@@ -256,6 +280,7 @@ class InMemoryCheckpointStore(ClosingStore):
 
     async def delete(self, checkpoint_id: str) -> bool:
         """Delete one checkpoint; ``True`` if it existed."""
+        check_id(checkpoint_id, "checkpoint_id", "delete")
         found = self._by_id.pop(checkpoint_id, None)
         if found is None:
             return False
@@ -275,7 +300,9 @@ class InMemoryCheckpointStore(ClosingStore):
             CheckpointNotFound: when ``checkpoint_id`` does not exist.
             ForkTargetExists: when ``thread_id`` is given and the store holds a checkpoint of
                 it (a fork only ever creates a new thread); nothing was changed.
+            InvalidArgument: a bad id or ``patch_state``; nothing was changed.
         """
+        check_fork(checkpoint_id, patch_state, thread_id)
         found = self._by_id.get(checkpoint_id)
         if found is None:
             raise CheckpointNotFound(
@@ -301,9 +328,6 @@ class InMemoryCheckpointStore(ClosingStore):
             if n > 1000:  # pragma: no cover - defensive
                 raise ForkTargetExists(f"no free run id for a fork of {checkpoint_id!r}")
         state = dict(source.state)
-        if patch_state is not None and not isinstance(patch_state, Mapping):
-            raise InvalidArgument(f"fork(patch_state={patch_state!r:.80}): pass a dict of "
-                                  "state keys to values, or None")
         if patch_state:
             state.update(rules.checked_patch(checkpoint_id, source.state, patch_state))
         forked = source.clone(
@@ -324,7 +348,8 @@ class InMemoryCheckpointStore(ClosingStore):
         Raises:
             InvalidArgument: when an event is not a JSON dict with an int ``seq``.
         """
-        self._put_events(run_id, [rules.normalise_event(e) for e in events])
+        check_events(run_id, events)
+        self._put_events(run_id, [parsed_event(run_id, e) for e in events])
 
     def _put_events(self, run_id: str, normalised: _Normalised) -> None:
         earliest = self._earliest_seq.get(run_id, 0)
@@ -339,6 +364,7 @@ class InMemoryCheckpointStore(ClosingStore):
         Raises:
             EventsCompacted: when part of what was asked for was compacted away.
         """
+        check_id(run_id, "run_id", "events")
         first = rules.check_after_seq(after_seq)
         earliest = self._earliest_seq.get(run_id, 0)
         if first < earliest:
@@ -348,6 +374,7 @@ class InMemoryCheckpointStore(ClosingStore):
 
     async def compact_events(self, run_id: str, before_seq: int) -> int:
         """Remove the run's events with ``seq < before_seq``; return how many were removed."""
+        check_id(run_id, "run_id", "compact_events")
         before = rules.check_before_seq(before_seq)
         if before <= self._earliest_seq.get(run_id, 0):
             return 0
@@ -364,7 +391,7 @@ class InMemoryCheckpointStore(ClosingStore):
         Fields of an existing record that ``record`` does not name are kept. Datetimes are
         stored in their ISO form.
         """
-        self._put_run(rules.normalise_run_record(record))
+        self._put_run(check_run_record(record))
 
     def _put_run(self, data: dict[str, Any]) -> None:
         old = self._runs.get(data["run_id"])
@@ -376,6 +403,7 @@ class InMemoryCheckpointStore(ClosingStore):
 
     async def run(self, run_id: str) -> dict[str, Any] | None:
         """The record of ``run_id``, or ``None``."""
+        check_id(run_id, "run_id", "run")
         found = self._runs.get(run_id)
         return None if found is None else jcopy(found)
 
@@ -392,11 +420,14 @@ class InMemoryCheckpointStore(ClosingStore):
 
     async def get_artifact(self, run_id: str, name: str) -> bytes | None:
         """The content of the run's artifact ``name``, or ``None``."""
+        check_id(run_id, "run_id", "get_artifact")
+        check_id(name, "name", "get_artifact")
         found = self._artifacts.get(run_id, {}).get(name)
         return None if found is None else found[0]
 
     async def artifacts(self, run_id: str) -> _Records:
         """The run's artifacts (``name``, ``media_type``, ``size``), in the order first stored."""
+        check_id(run_id, "run_id", "artifacts")
         return [{"name": name, "media_type": media_type, "size": len(content)}
                 for name, (content, media_type) in self._artifacts.get(run_id, {}).items()]
 
@@ -412,6 +443,8 @@ class InMemoryCheckpointStore(ClosingStore):
         Raises:
             ThreadBusy: a claim on the thread is live.
         """
+        check_id(thread_id, "thread_id", "claim")
+        check_id(run_id, "run_id", "claim")
         moment = rules.utc_now(now, "claim")
         seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
         claim = rules.take_claim(thread_id, run_id, self._claims.get(thread_id),
@@ -426,6 +459,7 @@ class InMemoryCheckpointStore(ClosingStore):
         Raises:
             StaleClaim: ``token`` is not the thread's current claim.
         """
+        check_id(thread_id, "thread_id", "renew")
         moment = rules.utc_now(now, "renew")
         current = rules.current_or_stale(thread_id, rules.check_token(token, "renew"),
                                          self._claims.get(thread_id))
@@ -437,17 +471,20 @@ class InMemoryCheckpointStore(ClosingStore):
         Raises:
             StaleClaim: ``token`` is not the thread's current claim.
         """
+        check_id(thread_id, "thread_id", "release")
         rules.current_or_stale(thread_id, rules.check_token(token, "release"),
                                self._claims.get(thread_id))
         del self._claims[thread_id]
 
     async def current_claim(self, thread_id: str) -> tuple[str, int, datetime] | None:
         """``(run_id, token, expires_at)`` of the thread's claim (live or expired), or ``None``."""
+        check_id(thread_id, "thread_id", "current_claim")
         found = self._claims.get(thread_id)
         return None if found is None else found.as_tuple()
 
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the newest ``keep_last`` checkpoints of the run; return how many."""
+        check_id(run_id, "run_id", "prune")
         keep = rules.check_keep_last(keep_last)
         ids = sorted(self._by_run.get(run_id, ()), key=self._rank)
         doomed = ids[: max(len(ids) - keep, 0)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 
+from .._records._checks import check_id
 from . import _claims as rules
 from ._pgconn import Cursor
 
@@ -73,6 +74,8 @@ class PgClaims:
         Raises:
             ThreadBusy: another run holds a live claim on the thread.
         """
+        check_id(thread_id, "thread_id", "claim")
+        check_id(run_id, "run_id", "claim")
         moment = rules.utc_now(now, "claim")
         seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
         async with self._tx() as cur:
@@ -89,6 +92,7 @@ class PgClaims:
         Raises:
             StaleClaim: ``token`` is not the thread's current claim.
         """
+        check_id(thread_id, "thread_id", "renew")
         moment = rules.utc_now(now, "renew")
         token = rules.check_token(token, "renew")
         async with self._tx() as cur:
@@ -102,6 +106,7 @@ class PgClaims:
         Raises:
             StaleClaim: ``token`` is not the thread's current claim.
         """
+        check_id(thread_id, "thread_id", "release")
         token = rules.check_token(token, "release")
         async with self._tx() as cur:
             rules.current_or_stale(thread_id, token, (await self._claim_row(cur, thread_id))[0])

@@ -18,15 +18,17 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from .._records._checkpoint import Checkpoint
+from .._records._json import DumpedEvents
 from ..errors import StaleClaim
 from . import _claims as rules
+from ._args import check_commit, check_nesting
 from ._pgconn import Cursor
 from ._protocol import Fence
+from ._wire import dumped_row, event_row
 
 __all__ = ["PgCommits"]
 
-_Normalised = list[tuple[int, dict[str, Any]]]
-
+_Rows = list[tuple[str, int, Any, str]]
 
 
 _RUN_COLUMNS = ("thread_id", "graph_id", "status", "tenant_id", "updated_at")
@@ -57,7 +59,7 @@ def _run_record_part(record: dict[str, Any]) -> tuple[str, list[Any]]:
 
 def _fenced_statement(
     thread_id: str, token: int, run_id: str, cp_row: tuple[Any, ...] | None,
-    normalised: _Normalised, record: dict[str, Any] | None = None,
+    rows: _Rows, record: dict[str, Any] | None = None,
 ) -> tuple[str, list[Any]]:
     """The one statement writing a checkpoint (``cp_row``, if any), events and the run record
     under the fence; it returns the claim's token and run id and whether the fence held."""
@@ -76,16 +78,15 @@ def _fenced_statement(
             "excluded.status, tenant_id = excluded.tenant_id, format_version = "
             "excluded.format_version, data = excluded.data RETURNING 1)")
         params.extend(cp_row)
-    if normalised:
+    if rows:
         parts.append(
             "ev AS (INSERT INTO events (run_id, seq, type, data) SELECT %s, s, t, d FROM ok, "
             "unnest(%s::bigint[], %s::text[], %s::text[]) AS u(s, t, d) WHERE s >= COALESCE("
             "(SELECT earliest_seq FROM event_compactions WHERE run_id = %s), 0) "
             "ON CONFLICT (run_id, seq) DO UPDATE SET type = excluded.type, data = excluded.data "
             "RETURNING 1)")
-        params.extend([run_id, [seq for seq, _ in normalised],
-                       [d.get("type") for _, d in normalised],
-                       [json.dumps(d) for _, d in normalised], run_id])
+        params.extend([run_id, [r[1] for r in rows], [r[2] for r in rows],
+                       [r[3] for r in rows], run_id])
     if record is not None:
         part, more = _run_record_part(record)
         parts.append(part)
@@ -132,13 +133,20 @@ class PgCommits:
             StaleClaim: ``token`` is not the thread's current claim; nothing is written.
             InvalidArgument: a part is not of ``run_id`` on ``thread_id``; nothing is written.
         """
-        cps, normalised, record = rules.check_commit(thread_id, run_id, checkpoints, events,
-                                                     run)
+        cps, pairs, record = check_commit(thread_id, run_id, checkpoints, events, run,
+                                          normalise=False)
         token = rules.check_token(token, "commit")
+        # Serialised once, by the rule the SQLite store uses (the runtime's own events only
+        # serialised: their values were checked where they entered the run).
+        row = dumped_row if type(events) is DumpedEvents else event_row
+        rows = [row(run_id, data, seq) for seq, data in pairs]
+        cp_rows = [self._checkpoint_row(self._checked(cp, "commit")) for cp in cps]
+        if type(events) is not DumpedEvents:  # not the runtime's commit: check its nesting
+            for cp, cp_row in zip(cps, cp_rows, strict=True):
+                check_nesting(cp, cp_row[-1], "commit")
         if len(cps) <= 1:  # a step: one statement, one round trip
             sql, params = _fenced_statement(thread_id, token, run_id,
-                                            self._checkpoint_row(cps[0]) if cps else None,
-                                            normalised, record)
+                                            cp_rows[0] if cp_rows else None, rows, record)
             async with self._one() as cur:
                 await cur.execute(sql, params)
                 current, holder, held = await cur.fetchone()
@@ -152,15 +160,18 @@ class PgCommits:
             if found is None or found[0] is None or found[1] != token:
                 raise StaleClaim(thread_id, token,
                                  None if found is None or found[0] is None else int(found[1]))
-            for cp in cps:
-                await cur.execute(self._UPSERT, self._checkpoint_row(cp))
-            if normalised:
-                await self._write_events(cur, run_id, normalised)
+            for cp_row in cp_rows:
+                await cur.execute(self._UPSERT, cp_row)
+            if rows:
+                await self._write_events(cur, run_id, rows)
             if record is not None:
                 await self._write_run(cur, record)
 
     async def _write_events(self, cur: Cursor, run_id: str,
-                            normalised: _Normalised) -> None:  # pragma: no cover - the store's
+                            rows: _Rows) -> None:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    def _checked(self, checkpoint: object, where: str) -> Checkpoint:  # pragma: no cover
         raise NotImplementedError
 
     @staticmethod

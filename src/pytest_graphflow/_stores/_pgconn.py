@@ -56,18 +56,40 @@ def on_plain_asyncio() -> bool:
         return False
     return LOOP_OWNED.get() is None
 
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+_RESERVED_WORDS = (
+    "all analyse analyze and any array as asc asymmetric authorization binary both case cast "
+    "check collate collation column concurrently constraint create cross current_catalog "
+    "current_date current_role current_schema current_time current_timestamp current_user "
+    "default deferrable desc distinct do else end except false fetch for foreign freeze from "
+    "full grant group having ilike in initially inner intersect into is isnull join lateral "
+    "leading left like limit localtime localtimestamp natural not notnull null offset on only "
+    "or order outer overlaps placing primary references returning right select session_user "
+    "similar some symmetric table tablesample then to trailing true union unique user using "
+    "variadic verbose when where window with"
+)
+_RESERVED = frozenset(_RESERVED_WORDS.split())
+"""PostgreSQL's reserved key words (and those that may only name a function or type): none
+of them can name a schema without quotes."""
 
 
 def check_schema_name(schema: object) -> str:
-    """A schema name, checked: lower-case letters, digits and ``_`` (it is put into SQL).
+    """A schema name, checked: lower-case letters, digits and ``_`` (it is put into SQL), not a
+    reserved word, not ``pg_...``.
 
     Raises:
         ValueError: for anything else (the caller turns it into ``InvalidArgument``).
     """
-    if not isinstance(schema, str) or not _SCHEMA_NAME.match(schema):
+    if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
         raise ValueError(f"schema={schema!r}: a schema name is lower-case letters, digits and "
                          "'_', starting with a letter or '_' (at most 63 characters)")
+    if schema in _RESERVED:
+        raise ValueError(f"schema={schema!r}: {schema!r} is a reserved word in PostgreSQL; "
+                         f"pick another name (e.g. 'graphflow_{schema}')")
+    if schema.startswith("pg_"):
+        raise ValueError(f"schema={schema!r}: the prefix 'pg_' is reserved for PostgreSQL's own "
+                         "schemas; pick another name")
     return schema
 
 

@@ -22,6 +22,7 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
+from .._records._checks import check_id, check_optional_id
 from .._records._json import NotJSONError, to_json_value
 from ..errors import InvalidArgument
 from . import _claims as rules
@@ -63,6 +64,18 @@ def _json_text(value: Any, where: str) -> str:
         raise InvalidArgument(f"{where}: not JSON: {exc}") from None
 
 
+def _readable(error: object, where: str) -> str:
+    """A job's error as text PostgreSQL can keep: a NUL or a lone surrogate (a file name's
+    bytes in a message) is written as its escape (``\\x00``, ``\\udc80``).
+
+    Raises:
+        InvalidArgument: when ``error`` is not a str.
+    """
+    if not isinstance(error, str):
+        raise InvalidArgument(f"{where}(error={error!r:.80}): error is a str or None")
+    return error.encode("utf-8", "backslashreplace").decode().replace("\x00", "\\x00")
+
+
 class PgQueue:
     """The queue operations of :class:`PostgresCheckpointStore` (a mixin)."""
 
@@ -92,8 +105,12 @@ class PgQueue:
         Raises:
             InvalidArgument: a bad argument, or the thread already has a queued job.
         """
-        if not isinstance(graph_id, str) or not graph_id:
-            raise InvalidArgument(f"enqueue(graph_id={graph_id!r}): give a graph's graph_id")
+        check_id(graph_id, "graph_id", "enqueue")
+        if input is not None and not isinstance(input, Mapping):
+            raise InvalidArgument(f"enqueue({graph_id!r}, input={input!r:.80}): the input is a "
+                                  "dict of state keys to values, or None")
+        check_optional_id(thread_id, "thread_id", "enqueue")
+        check_optional_id(tenant_id, "tenant_id", "enqueue")
         thread = thread_id if thread_id is not None else f"thread-{uuid.uuid4().hex}"
         data = _json_text(dict(input or {}), f"enqueue({graph_id!r}, input=...)")
         async with self._tx() as cur:
@@ -127,6 +144,13 @@ class PgQueue:
         Raises:
             InvalidArgument: the thread has no job, or its job is still queued.
         """
+        check_id(thread_id, "thread_id", "enqueue_resume")
+        if answers is not None and not isinstance(answers, Mapping):
+            raise InvalidArgument(f"enqueue_resume({thread_id!r}, answers={answers!r:.80}): "
+                                  "answers is a dict of interrupt keys to answers, or None")
+        if not isinstance(recover, bool):
+            raise InvalidArgument(f"enqueue_resume({thread_id!r}, recover={recover!r}): recover "
+                                  "is True or False")
         payload: dict[str, Any]
         if recover:
             payload = {"recover": True}
@@ -155,7 +179,18 @@ class PgQueue:
         ``now``, the worker's clock) so that it can claim the thread, and count the attempt.
         ``None`` when there is none. The job's ``attempts`` counts this one; its ``error``
         is why the last attempt failed, if it did."""
+        check_id(worker, "worker", "take_job")
         moment = rules.to_micros(rules.utc_now(now, "take_job"))
+        if isinstance(hold, bool) or not isinstance(hold, (int, float)) \
+                or not 0 < hold < float("inf"):
+            raise InvalidArgument(f"take_job(hold={hold!r}): hold must be a positive number of "
+                                  "seconds")
+        if graph_ids is not None:
+            if not isinstance(graph_ids, (list, tuple)):
+                raise InvalidArgument(f"take_job(graph_ids={graph_ids!r:.80}): pass a list of "
+                                      "graph ids, or None for any graph")
+            for graph_id in graph_ids:
+                check_id(graph_id, "graph_ids[...]", "take_job")
         served = "" if graph_ids is None else "AND j.graph_id = ANY(%s) "
         params: tuple[Any, ...] = (moment, moment) + (() if graph_ids is None
                                                       else (list(graph_ids),))
@@ -185,8 +220,11 @@ class PgQueue:
     ) -> None:
         """Record how the thread's job ended (``status`` one of :data:`JOB_STATUSES`), or
         hand it back with ``"queued"`` for any worker to take at once (a hand-back does not
-        count as an attempt)."""
-        if status not in JOB_STATUSES:
+        count as an attempt). ``error`` is kept as readable text (see :func:`_readable`)."""
+        check_id(thread_id, "thread_id", "finish_job")
+        check_optional_id(run_id, "run_id", "finish_job")
+        error = None if error is None else _readable(error, "finish_job")
+        if not isinstance(status, str) or status not in JOB_STATUSES:
             raise InvalidArgument(f"finish_job(status={status!r}): use one of {JOB_STATUSES}")
         async with self._tx() as cur:
             await cur.execute(
@@ -197,7 +235,10 @@ class PgQueue:
 
     async def note_error(self, thread_id: str, error: str) -> None:
         """Record why the attempt at the thread's job failed; the job stays queued, held
-        until its hold ends, then any worker may try again."""
+        until its hold ends, then any worker may try again. ``error`` is kept as readable
+        text (see :func:`_readable`)."""
+        check_id(thread_id, "thread_id", "note_error")
+        error = _readable(error, "note_error")
         async with self._tx() as cur:
             await cur.execute("UPDATE jobs SET error = %s WHERE thread_id = %s AND "
                               "status = 'queued'", (error, thread_id))
@@ -205,6 +246,8 @@ class PgQueue:
     async def jobs(self, status: str | None = None) -> list[dict[str, Any]]:
         """Every job (or those with ``status``), oldest first: ``thread_id``, ``graph_id``,
         ``status``, ``run_id``, ``error``, ``attempts``."""
+        if status is not None and (not isinstance(status, str) or status not in JOB_STATUSES):
+            raise InvalidArgument(f"jobs(status={status!r}): use None or one of {JOB_STATUSES}")
         where = "" if status is None else "WHERE status = %s "
         async with self._tx() as cur:
             await cur.execute("SELECT thread_id, graph_id, status, run_id, error, attempts "

@@ -21,21 +21,31 @@ from types import TracebackType
 from typing import Any
 
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
+from .._records._checks import check_id
 from .._records._ids import derived_hex
 from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument
 from . import _claims as rules
+from ._args import (
+    CheckedCheckpoints,
+    check_events,
+    check_fork,
+    check_list,
+    check_nesting,
+    check_run_record,
+)
 from ._closing import ClosingStore
 from ._pgclaims import PgClaims
 from ._pgcommit import PgCommits
 from ._pgconn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
 from ._pgqueue import PgQueue
-from ._pgschema import SCHEMA_VERSION, ensure_schema
+from ._pgschema import SCHEMA_VERSION, drop_tables, ensure_schema
 from ._protocol import Fence
+from ._wire import checkpoint_json, event_row
 
 __all__ = ["SCHEMA_VERSION", "PostgresCheckpointStore"]
 
 _Records = list[dict[str, Any]]
-_Normalised = list[tuple[int, dict[str, Any]]]
+_Rows = list[tuple[str, int, Any, str]]
 
 _COLUMNS = "id, format_version, data"
 _ORDER = "ORDER BY ts_us, save_order"
@@ -55,7 +65,7 @@ _UPSERT = (
 def _row(cp: Checkpoint) -> tuple[Any, ...]:
     return (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, list(cp.node_ids), cp.step,
             rules.to_micros(cp.timestamp), cp.status, cp.tenant_id, cp.format_version,
-            cp.model_dump_json(warnings=False))
+            checkpoint_json(cp, "the PostgreSQL store"))
 
 
 def _parse(row: tuple[str, int, str]) -> Checkpoint:
@@ -72,7 +82,7 @@ def _lock_key(kind: str, name: str) -> tuple[str]:
 _ADVISORY = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 
 
-class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
+class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, ClosingStore):
     """A durable :class:`CheckpointStore` in a PostgreSQL database, for workers on many hosts.
 
     The same data and answers as :class:`SQLiteCheckpointStore`: checkpoints, run records,
@@ -87,19 +97,25 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
 
     Args:
         dsn: a libpq connection string or URI (``"postgresql://user@host/db"``).
-        schema: the schema holding the tables (default ``"graphflow"``); stores on different
-            schemas of one database are independent.
+        schema: the schema holding the tables (default ``"graphflow"``; created if missing);
+            stores on different schemas of one database are independent. A schema that holds
+            tables of anything but a store (an application's, even ``public``'s) is refused.
         claim_ttl: seconds a claim stays live unless renewed, on the claiming runtime's clock.
         pool_size: the async pool's maximum number of connections.
 
     Raises:
-        InvalidArgument: a bad schema name, ttl or pool size.
+        InvalidArgument: a bad schema name (not lower-case letters, digits and ``_``, a
+            reserved word), ttl or pool size, or a schema holding tables that are not a
+            store's (nothing in it is changed).
         UnsupportedFormat: the schema was written by a newer build.
         psycopg.OperationalError: the server cannot be reached.
     """
 
     records_events = True
     """The runtime records every run's events and run record here (durable inspection)."""
+
+    pages_history = True
+    """:meth:`list` takes ``limit`` and ``before`` (``GraphRuntime.history`` pages with them)."""
 
     _UPSERT = _UPSERT
 
@@ -159,8 +175,9 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
         await self.aclose()
 
     def drop(self) -> None:
-        """Drop the store's schema with everything in it (irreversible); close it after."""
-        run_now(self._pg.sync_tx(_drop_schema, self.schema))
+        """Drop the store's tables with everything in them (irreversible), and its schema when
+        nothing else is in it; close the store after. Tables that are not the store's stay."""
+        run_now(self._pg.sync_tx(drop_tables, self.schema))
 
     def _tx(self) -> AbstractAsyncContextManager[Cursor]:
         return self._pg.tx()
@@ -188,13 +205,17 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
         current claim.
 
         Raises:
+            InvalidArgument: not a Checkpoint, a bad id, or a value with no JSON form.
             StaleClaim: the fence's token is not the current claim.
         """
+        cp = self._checked(checkpoint, "save")
         if fence is not None:
-            await self._save_fenced(checkpoint, fence)
+            await self._save_fenced(cp, fence)
             return
+        row = _row(cp)
+        check_nesting(cp, row[-1], "save")
         async with self._one() as cur:
-            await cur.execute(_UPSERT, _row(checkpoint))
+            await cur.execute(_UPSERT, row)
 
     async def get(self, checkpoint_id: str) -> Checkpoint | None:
         """The checkpoint with this id, or ``None``.
@@ -202,12 +223,14 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
         Raises:
             UnsupportedFormat: it was written in another format version.
         """
+        check_id(checkpoint_id, "checkpoint_id", "get")
         async with self._one() as cur:
             return await self._first(cur, f"SELECT {_COLUMNS} FROM checkpoints WHERE id = %s",
                                      (checkpoint_id,))
 
     async def latest(self, run_id: str) -> Checkpoint | None:
         """The run's most recent checkpoint (latest timestamp, then saved last), or ``None``."""
+        check_id(run_id, "run_id", "latest")
         async with self._one() as cur:
             return await self._first(
                 cur, f"SELECT {_COLUMNS} FROM checkpoints WHERE run_id = %s {_NEWEST}", (run_id,))
@@ -215,8 +238,10 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
     async def load(self, run_id: str, node_id: str | None = None) -> Checkpoint | None:
         """The run's most recent checkpoint, or the most recent one for ``node_id`` (its
         ``node_id`` or one of its ``node_ids``), or ``None``."""
+        check_id(run_id, "run_id", "load")
         if node_id is None:
             return await self.latest(run_id)
+        check_id(node_id, "node_id", "load")
         async with self._one() as cur:
             return await self._first(
                 cur, f"SELECT {_COLUMNS} FROM checkpoints WHERE run_id = %s AND (node_id = %s "
@@ -227,26 +252,55 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
         return run_now(self._pg.sync_tx(_checkpointed_runs))
 
     async def list(
-        self, run_id: str | None = None, *, thread_id: str | None = None
+        self,
+        run_id: str | None = None,
+        *,
+        thread_id: str | None = None,
+        limit: int | None = None,
+        before: str | None = None,
     ) -> list[Checkpoint]:
-        """Checkpoints of a run, a thread or the whole store, oldest first."""
+        """Checkpoints of a run, a thread or the whole store, oldest first.
+
+        ``limit`` keeps the newest ``limit`` of them (a page); ``before`` only those older than
+        the checkpoint with that id (the next page back: ``before=page[0].id``).
+
+        Raises:
+            CheckpointNotFound: ``before`` names no checkpoint.
+        """
+        check_list(run_id, thread_id, limit, before)
         where: list[str] = []
-        params: list[str] = []
+        params: list[Any] = []
         if run_id is not None:
             where.append("run_id = %s")
             params.append(run_id)
         if thread_id is not None:
             where.append("thread_id = %s")
             params.append(thread_id)
-        clause = f"WHERE {' AND '.join(where)} " if where else ""
-        async with self._one() as cur:
-            await cur.execute(f"SELECT {_COLUMNS} FROM checkpoints {clause}{_ORDER}",
-                              tuple(params))
+        async with self._tx() as cur:
+            if before is not None:
+                await cur.execute("SELECT ts_us, save_order FROM checkpoints WHERE id = %s",
+                                  (before,))
+                found = await cur.fetchone()
+                if found is None:
+                    raise CheckpointNotFound(f"list(before={before!r}): the store has no such "
+                                             "checkpoint; pass the id of a checkpoint of a page")
+                where.append("(ts_us < %s OR (ts_us = %s AND save_order < %s))")
+                params.extend((found[0], found[0], found[1]))
+            clause = f"WHERE {' AND '.join(where)} " if where else ""
+            if limit is None:
+                await cur.execute(f"SELECT {_COLUMNS} FROM checkpoints {clause}{_ORDER}",
+                                  tuple(params))
+            else:
+                await cur.execute(f"SELECT {_COLUMNS} FROM checkpoints {clause}ORDER BY "
+                                  "ts_us DESC, save_order DESC LIMIT %s", (*params, limit))
             rows = await cur.fetchall()
+        if limit is not None:
+            rows.reverse()
         return [_parse(r) for r in rows]
 
     async def delete(self, checkpoint_id: str) -> bool:
         """Delete one checkpoint; ``True`` if it existed."""
+        check_id(checkpoint_id, "checkpoint_id", "delete")
         async with self._one() as cur:
             await cur.execute("DELETE FROM checkpoints WHERE id = %s", (checkpoint_id,))
             return cur.rowcount > 0
@@ -271,9 +325,7 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
             ForkTargetExists: when ``thread_id`` is given and the store holds a checkpoint of
                 it (a fork only ever creates a new thread); nothing was changed.
         """
-        if patch_state is not None and not isinstance(patch_state, Mapping):
-            raise InvalidArgument(f"fork(patch_state={patch_state!r:.80}): pass a dict of "
-                                  "state keys to values, or None")
+        check_fork(checkpoint_id, patch_state, thread_id)
         async with self._tx() as cur:
             await cur.execute(_ADVISORY, _lock_key("fork", checkpoint_id))
             source = await self._first(
@@ -316,6 +368,7 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
 
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the newest ``keep_last`` checkpoints of the run; return how many."""
+        check_id(run_id, "run_id", "prune")
         keep = rules.check_keep_last(keep_last)
         async with self._one() as cur:
             await cur.execute(
@@ -341,15 +394,14 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
         Raises:
             InvalidArgument: when an event is not a JSON dict with an int ``seq``.
         """
-        normalised = [rules.normalise_event(e) for e in events]
-        if not normalised:
+        check_events(run_id, events)
+        rows = [event_row(run_id, e) for e in events]
+        if not rows:
             return
         async with self._one() as cur:
-            await self._write_events(cur, run_id, normalised)
+            await self._write_events(cur, run_id, rows)
 
-    async def _write_events(
-        self, cur: Cursor, run_id: str, normalised: _Normalised
-    ) -> None:
+    async def _write_events(self, cur: Cursor, run_id: str, rows: _Rows) -> None:
         # One statement, no lock: a compaction committed concurrently may leave rows of this
         # insert below its point, but no read returns them (reads start at the point or
         # raise EventsCompacted), so the log readers see is the same either way.
@@ -359,8 +411,7 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
             "WHERE s >= COALESCE((SELECT earliest_seq FROM event_compactions "
             "WHERE run_id = %s), 0) "
             "ON CONFLICT (run_id, seq) DO UPDATE SET type = excluded.type, data = excluded.data",
-            (run_id, [seq for seq, _ in normalised], [d.get("type") for _, d in normalised],
-             [json.dumps(d) for _, d in normalised], run_id),
+            (run_id, [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows], run_id),
         )
 
     async def events(self, run_id: str, after_seq: int | None = None) -> _Records:
@@ -369,6 +420,7 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
         Raises:
             EventsCompacted: when part of what was asked for was compacted away.
         """
+        check_id(run_id, "run_id", "events")
         first = rules.check_after_seq(after_seq)
         async with self._tx() as cur:
             earliest = await self._earliest(cur, run_id)
@@ -381,6 +433,7 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
 
     async def compact_events(self, run_id: str, before_seq: int) -> int:
         """Remove the run's events with ``seq < before_seq``; return how many were removed."""
+        check_id(run_id, "run_id", "compact_events")
         before = rules.check_before_seq(before_seq)
         async with self._tx() as cur:
             await cur.execute(_ADVISORY, _lock_key("events", run_id))
@@ -401,7 +454,7 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
         Fields of an existing record that ``record`` does not name are kept. Datetimes are
         stored in their ISO form.
         """
-        data = rules.normalise_run_record(record)
+        data = check_run_record(record)
         async with self._tx() as cur:
             await self._write_run(cur, data)
 
@@ -428,6 +481,7 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
 
     async def run(self, run_id: str) -> dict[str, Any] | None:
         """The record of ``run_id``, or ``None``."""
+        check_id(run_id, "run_id", "run")
         async with self._one() as cur:
             await cur.execute("SELECT data FROM runs WHERE run_id = %s", (run_id,))
             row = await cur.fetchone()
@@ -455,6 +509,8 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
 
     async def get_artifact(self, run_id: str, name: str) -> bytes | None:
         """The content of the run's artifact ``name``, or ``None``."""
+        check_id(run_id, "run_id", "get_artifact")
+        check_id(name, "name", "get_artifact")
         async with self._one() as cur:
             await cur.execute("SELECT content FROM artifacts WHERE run_id = %s AND name = %s",
                               (run_id, name))
@@ -463,6 +519,7 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
 
     async def artifacts(self, run_id: str) -> _Records:
         """The run's artifacts (``name``, ``media_type``, ``size``), in the order first stored."""
+        check_id(run_id, "run_id", "artifacts")
         async with self._one() as cur:
             await cur.execute("SELECT name, media_type, size FROM artifacts WHERE run_id = %s "
                               "ORDER BY first_order", (run_id,))
@@ -473,13 +530,10 @@ class PostgresCheckpointStore(PgClaims, PgCommits, PgQueue, ClosingStore):
 
     async def current_claim(self, thread_id: str) -> tuple[str, int, datetime] | None:
         """``(run_id, token, expires_at)`` of the thread's claim (live or expired), or ``None``."""
+        check_id(thread_id, "thread_id", "current_claim")
         async with self._one() as cur:
             found = (await self._claim_row(cur, thread_id, lock=""))[0]
         return None if found is None else found.as_tuple()
-
-
-async def _drop_schema(cur: Cursor, schema: str) -> None:
-    await cur.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 async def _checkpointed_runs(cur: Cursor) -> list[str]:

@@ -20,17 +20,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from .._records._checkpoint import Checkpoint
-from .._records._checks import check_id, check_optional_id
+from .._records._checks import check_id
 from .._records._ids import derived_hex
 from .._records._json import DumpedEvents
 from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, ThreadBusy
 from . import _claims as rules
+from ._args import CheckedCheckpoints, check_commit, check_fork, check_list, check_nesting
 from ._protocol import Fence
 from ._sqlite_claims import SQLiteClaims
 from ._sqlite_file import SYNCHRONOUS, open_store
-from ._sqlite_log import SQLiteLog, dumped_row, event_row, plain_run_record
+from ._sqlite_log import SQLiteLog
 from ._sqlite_rows import SELECT, PathWriter, decode, encode, with_tail
 from ._sqlite_schema import SCHEMA_VERSION
+from ._wire import dumped_row, event_row, plain_run_record
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
 
@@ -56,7 +58,7 @@ DELETE FROM paths WHERE id IN (SELECT id FROM dead EXCEPT SELECT id FROM live)
 """Delete the path segments only the deleted checkpoints (path ids in ``?1``) used."""
 
 
-class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
+class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
     """A durable :class:`CheckpointStore` in one SQLite file, with the in-memory store's
     semantics: a run saved by one instance (or process) is read by another over the same file.
 
@@ -135,7 +137,6 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
         if snapshot is not None:  # a copy it reads (see docs/stores.md): removed on close
             self._snapshot = weakref.finalize(self, shutil.rmtree, snapshot, True)
         self._paths = PathWriter()
-        self._checked_run: tuple[Any, ...] = ()
 
     def __repr__(self) -> str:
         return f"SQLiteCheckpointStore({self.path!r})"
@@ -173,20 +174,6 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
             db.executemany("INSERT OR IGNORE INTO checkpoint_nodes VALUES (?, ?, ?)",
                            [(cp.id, cp.run_id, node) for node in cp.node_ids])
 
-    def _checked(self, checkpoint: object, where: str) -> Checkpoint:
-        if not isinstance(checkpoint, Checkpoint):
-            raise InvalidArgument(f"{where}(checkpoint={checkpoint!r:.80}): pass a Checkpoint")
-        check_id(checkpoint.id, "checkpoint.id", where)
-        check_optional_id(checkpoint.node_id, "checkpoint.node_id", where)
-        run = (checkpoint.run_id, checkpoint.thread_id, checkpoint.graph_id,
-               checkpoint.tenant_id)
-        if run != self._checked_run:  # a run's checkpoints share these: check them once
-            for field in ("run_id", "thread_id", "graph_id"):
-                check_id(getattr(checkpoint, field), f"checkpoint.{field}", where)
-            check_optional_id(checkpoint.tenant_id, "checkpoint.tenant_id", where)
-            self._checked_run = run
-        return checkpoint
-
     async def save(self, checkpoint: Checkpoint, *, fence: Fence | None = None) -> None:
         """Persist ``checkpoint``; one with the same id is overwritten (and counts as saved last).
 
@@ -202,6 +189,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
         cp = self._checked(checkpoint, "save")
         if fence is None:
             data = encode(self.path, cp)
+            check_nesting(cp, data, "save")
             with self._tx() as db:
                 self._write(db, cp, data)
             return
@@ -232,10 +220,13 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
         # The events are serialised once, by event_row (which refuses what is not JSON); a
         # plain run record (the runtime's, while a run goes on) once, by plain_run_record.
         plain = None if run is None else plain_run_record(run_id, run)
-        cps, normalised, record = rules.check_commit(thread_id, run_id, checkpoints, events,
-                                                     None if plain else run, normalise=False)
+        cps, normalised, record = check_commit(thread_id, run_id, checkpoints, events,
+                                               None if plain else run, normalise=False)
         token = rules.check_token(token, "commit")
         encoded = [(self._checked(cp, "commit"), encode(self.path, cp)) for cp in cps]
+        if type(events) is not DumpedEvents:  # not the runtime's commit: check its nesting
+            for cp, data in encoded:
+                check_nesting(cp, data, "commit")
         row = dumped_row if type(events) is DumpedEvents else event_row
         rows = [row(run_id, data, seq) for seq, data in normalised]
         with self._tx() as db:
@@ -306,19 +297,16 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
         Raises:
             CheckpointNotFound: ``before`` names no checkpoint.
         """
+        check_list(run_id, thread_id, limit, before)
         where: list[str] = []
         params: list[Any] = []
         if run_id is not None:
             where.append("run_id = ?")
-            params.append(check_id(run_id, "run_id", "list"))
+            params.append(run_id)
         if thread_id is not None:
             where.append("thread_id = ?")
-            params.append(check_id(thread_id, "thread_id", "list"))
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
-                                  or limit < 1):
-            raise InvalidArgument(f"list(limit={limit!r}): limit must be an int >= 1 or None")
+            params.append(thread_id)
         if before is not None:
-            check_id(before, "before", "list")
             found = self._query("SELECT ts_us, seq FROM checkpoints WHERE id = ?", (before,))
             if not found:
                 raise CheckpointNotFound(f"list(before={before!r}): the store has no such "
@@ -373,11 +361,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog):
             ForkTargetExists: when ``thread_id`` is given and the store holds a checkpoint of
                 it (a fork only ever creates a new thread); nothing was changed.
         """
-        check_id(checkpoint_id, "checkpoint_id", "fork")
-        check_optional_id(thread_id, "thread_id", "fork")
-        if patch_state is not None and not isinstance(patch_state, Mapping):
-            raise InvalidArgument(f"fork(patch_state={patch_state!r:.80}): pass a dict of "
-                                  "state keys to values, or None")
+        check_fork(checkpoint_id, patch_state, thread_id)
         with self._tx() as db:
             source = self._first(db, f"{SELECT} WHERE id = ?", (checkpoint_id,))
             if source is None:

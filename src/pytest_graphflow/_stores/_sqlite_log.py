@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
 from typing import Any
 
-from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
-
 from .._records._checks import check_id
-from .._records._json import NotJSONError, refuse_lossy, to_json_value
-from ..errors import InvalidArgument
 from . import _claims as rules
+from ._args import check_events, check_run_record
 from ._sqlite_tx import SQLiteTransactions
+from ._wire import event_row
 
-__all__ = ["SQLiteLog", "dumped_row", "event_row", "plain_run_record"]
+__all__ = ["SQLiteLog"]
 
 _Records = list[dict[str, Any]]
 """A list of JSON records (events, run records, artifact descriptions)."""
@@ -51,10 +48,7 @@ class SQLiteLog(SQLiteTransactions):
                 what JSON would give back as something else (a set, a complex number, a dict
                 key that is not a string).
         """
-        check_id(run_id, "run_id", "record_events")
-        if not isinstance(events, (list, tuple)):
-            raise InvalidArgument(f"record_events(events={events!r:.80}): pass a list of "
-                                  "events in wire form")
+        check_events(run_id, events)
         rows = [event_row(run_id, e) for e in events]
         if not rows:
             return
@@ -110,8 +104,7 @@ class SQLiteLog(SQLiteTransactions):
         Fields of an existing record that ``record`` does not name are kept. Datetimes are
         stored in their ISO form.
         """
-        data = rules.normalise_run_record(record)
-        check_id(data["run_id"], "record['run_id']", "record_run")
+        data = check_run_record(record)
         with self._tx() as db:
             self._put_run(db, data)
 
@@ -192,66 +185,3 @@ class SQLiteLog(SQLiteTransactions):
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
-
-
-def event_row(run_id: str, event: object, seq: int | None = None
-              ) -> tuple[str, int, Any, str]:
-    """``(run_id, seq, type, data)`` of one event, serialised once (``seq``: the event's,
-    when the caller checked it already).
-
-    Raises:
-        InvalidArgument: when the event is not a dict with an int ``seq``, or not JSON.
-    """
-    if seq is None:
-        seq = rules.event_seq(event)
-    assert isinstance(event, Mapping)
-    try:
-        refuse_lossy(event, 0)  # what JSON would give back as something else (a set, ...)
-        raw = to_json(event, inf_nan_mode="constants")
-        if b"NaN" in raw or b"Infinity" in raw:  # a real NaN is refused; a word in a text is not
-            json.dumps(event, allow_nan=False, default=_wire)
-        data = raw.decode()
-    except (TypeError, ValueError, RecursionError, NotJSONError,
-            PydanticSerializationError) as exc:
-        raise InvalidArgument(f"record_events: event seq={seq} of run {run_id} is not JSON: "
-                              f"{str(exc)[:200]}") from None
-    kind = event.get("type")
-    return (run_id, seq, kind if isinstance(kind, str) else None, data)
-
-
-def dumped_row(run_id: str, event: dict[str, Any], seq: int) -> tuple[str, int, Any, str]:
-    """:func:`event_row` of an event the runtime dumped itself (see
-    :class:`~.._records._json.DumpedEvents`): its seq and values are checked already, so
-    it is only serialised (a NaN or infinity is still refused).
-
-    Raises:
-        InvalidArgument: when the event holds a NaN or an infinity.
-    """
-    raw = to_json(event, inf_nan_mode="constants")
-    if b"NaN" in raw or b"Infinity" in raw:
-        return event_row(run_id, event, seq)
-    return (run_id, seq, event["type"], raw.decode())
-
-
-def _wire(value: Any) -> Any:
-    """The JSON form of a value ``json`` does not know (datetimes, models); else TypeError."""
-    try:
-        return to_json_value(to_jsonable_python(value))
-    except Exception as exc:
-        raise TypeError(f"{type(value).__name__} value has no JSON form") from exc
-
-
-_PLAIN = (str, int, bool, type(None))
-
-
-def plain_run_record(run_id: str, record: object) -> tuple[dict[str, Any], str] | None:
-    """A run record of ``run_id`` whose values are all ASCII strings, ints, bools or ``None``
-    (what the runtime writes while a run goes on), with its JSON; ``None`` for any other
-    record, which :func:`~._claims.normalise_run_record` then checks and converts."""
-    if type(record) is not dict or record.get("run_id") != run_id:
-        return None
-    for key, value in record.items():
-        if type(key) is not str or not key.isascii() or type(value) not in _PLAIN or (
-                type(value) is str and not value.isascii()):
-            return None
-    return record, json.dumps(record)

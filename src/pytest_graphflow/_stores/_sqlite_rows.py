@@ -22,9 +22,9 @@ from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
-from ..errors import InvalidArgument
 from . import _claims as rules
 from ._sqlite_schema import file_error
+from ._wire import checkpoint_json
 
 __all__ = ["SELECT", "TAIL", "PathWriter", "decode", "encode", "with_tail"]
 
@@ -44,7 +44,6 @@ SELECT id, length, nodes FROM chain
 
 _CACHED_RUNS = 256
 
-_SERIALIZER = Checkpoint.__pydantic_serializer__
 _NO_VISITED = {"visited"}
 
 SPAN = 64
@@ -138,14 +137,7 @@ def encode(path: str, cp: Checkpoint) -> str:
     Raises:
         InvalidArgument: when ``cp`` holds a value with no JSON/UTF-8 form.
     """
-    try:
-        data = _SERIALIZER.to_json(cp, exclude=_NO_VISITED, warnings=False).decode()
-        if not data.isascii():
-            data.encode("utf-8")
-    except (ValueError, UnicodeError, RecursionError) as exc:
-        raise InvalidArgument(f"save({cp.id!r}): the checkpoint cannot be stored in "
-                              f"{path!r}: {str(exc)[:200]}") from None
-    return data
+    return checkpoint_json(cp, repr(path), _NO_VISITED)
 
 
 def with_tail(data: str, tail: tuple[str, ...]) -> str:
