@@ -163,9 +163,12 @@ async def test_a_finished_thread_leaves_no_row_of_it_and_another_thread_keeps_it
     other_runs = await _finished_thread(rt, "t-kept")
     before = await _held(any_store, "t-gone", runs, dsn)
     other_before = await _held(any_store, "t-kept", other_runs, dsn)
-    assert len(before["checkpoints"]) >= 2 and all(before["runs"]) and all(before["events"])
+    assert len(before["checkpoints"]) >= 2
+    assert all(before["runs"])
+    assert all(before["events"])
     if "rows" in before:
-        assert before["rows"]["checkpoints"] >= 2 and before["rows"]["artifacts"] == 2
+        assert before["rows"]["checkpoints"] >= 2
+        assert before["rows"]["artifacts"] == 2
 
     deleted = await rt.adelete_thread("t-gone")
 
@@ -175,8 +178,10 @@ async def test_a_finished_thread_leaves_no_row_of_it_and_another_thread_keeps_it
     if "rows" in before:
         assert deleted.events == before["rows"]["events"]
     after = await _held(any_store, "t-gone", runs, dsn)
-    assert after["checkpoints"] == [] and after["runs"] == [None, None]
-    assert after["artifacts"] == [[], []] and after["events"] == [[], []]
+    assert after["checkpoints"] == []
+    assert after["runs"] == [None, None]
+    assert after["artifacts"] == [[], []]
+    assert after["events"] == [[], []]
     assert after["claim"] is None
     if "rows" in after:
         assert set(after["rows"].values()) == {0}, after["rows"]  # no row of it, any table
@@ -212,7 +217,8 @@ async def test_an_unknown_thread_is_a_no_op_returning_zeros(any_store: Any) -> N
     kept = await any_store.list(thread_id="t-1")
     deleted = await any_store.delete_thread("t-unknown")
     assert deleted == DeletedThread("t-unknown")
-    assert not deleted.found and deleted.checkpoints == deleted.events == 0
+    assert not deleted.found
+    assert deleted.checkpoints == deleted.events == 0
     assert await any_store.list(thread_id="t-1") == kept
     with pytest.raises(FrozenInstanceError):
         deleted.checkpoints = 1  # type: ignore[misc]
@@ -259,7 +265,8 @@ async def test_a_run_executing_in_the_runtime_holds_its_thread(any_store: Any) -
     g.edge(START, "selfish").edge("selfish", END)
     result = await rt.ainvoke(g.compile(), thread_id="t-1")
     assert result.status == "completed"
-    assert len(seen) == 1 and isinstance(seen[0], ThreadBusy)
+    assert len(seen) == 1
+    assert isinstance(seen[0], ThreadBusy)
     assert seen[0].holder == result.run_id
     assert len(await any_store.list(thread_id="t-1")) >= 1
 
@@ -274,7 +281,8 @@ async def test_an_expired_claim_does_not_hold_and_its_tokens_are_never_issued_ag
                            checkpoints=[make_cp("cp-1", run="run-a", thread="t-1")])
     later = T0 + timedelta(seconds=11)
     deleted = await any_store.delete_thread("t-1", now=later)
-    assert deleted.checkpoints == 1 and await any_store.current_claim("t-1") is None
+    assert deleted.checkpoints == 1
+    assert await any_store.current_claim("t-1") is None
     new = await any_store.claim("t-1", "run-b", now=later, ttl=10)
     assert new > old
     with pytest.raises(StaleClaim):
@@ -313,7 +321,8 @@ async def test_another_tenant_gets_tenant_mismatch_and_nothing_is_deleted(
     token = (await any_store.current_claim("t-1"))[1]
     await any_store.release("t-1", token)
     deleted = await acme.adelete_thread("t-1")
-    assert deleted.runs == 2 and await any_store.list(thread_id="t-1") == []
+    assert deleted.runs == 2
+    assert await any_store.list(thread_id="t-1") == []
 
 
 # -- bad input -----------------------------------------------------------------------------------
@@ -324,7 +333,7 @@ BAD = [
     pytest.param({"thread_id": "t\x00"}, "thread_id", id="thread-control-char"),
     pytest.param({"thread_id": "t-1", "tenant_id": ""}, "tenant_id", id="tenant-empty"),
     pytest.param({"thread_id": "t-1", "tenant_id": 3}, "tenant_id", id="tenant-not-str"),
-    pytest.param({"thread_id": "t-1", "now": datetime(2025, 1, 1)}, "now",  # noqa: DTZ001
+    pytest.param({"thread_id": "t-1", "now": datetime(2025, 1, 1)}, "now",
                  id="now-naive"),
     pytest.param({"thread_id": "t-1", "now": "2025-01-01"}, "now", id="now-str"),
 ]
@@ -353,7 +362,8 @@ def test_the_sync_form_deletes_on_either_backend(backend: str, tmp_path: Any) ->
         rt = GraphRuntime(store, clock=VirtualClock(start=T0), seed=0, backend=backend)
         result = rt.invoke(_graph(), thread_id="t-1")
         deleted = rt.delete_thread("t-1")
-        assert deleted.run_ids == (result.run_id,) and deleted.checkpoints >= 1
+        assert deleted.run_ids == (result.run_id,)
+        assert deleted.checkpoints >= 1
         assert rt.delete_thread("t-1") == DeletedThread("t-1")
         assert anyio.run(store.list) == []
 
@@ -377,7 +387,8 @@ async def test_a_queued_job_goes_with_its_thread_and_a_held_one_keeps_it_busy(
 
     await store.enqueue("counter", {"n": 5}, thread_id="t-2")
     job = await store.take_job("w-1", now=T0, hold=30)
-    assert job is not None and job["thread_id"] == "t-2"
+    assert job is not None
+    assert job["thread_id"] == "t-2"
     for now in (T0 + timedelta(seconds=29), None):
         with pytest.raises(ThreadBusy, match=r"thread 't-2' is busy; retry"):
             await store.delete_thread("t-2", now=now)
