@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from ._replay._history import HISTORY_FORMAT_VERSION, History, load_history
     from ._replay._replayer import aassert_replays, assert_replays
     from ._replay._upgrade import UpgradeReport, check_upgrade
+    from ._stores._deletion import DeletedThread
     from ._stores._faulty import FaultyStore, StoreCall
     from ._stores._memory import InMemoryCheckpointStore
     from ._stores._plan import FaultPlan
@@ -168,6 +169,7 @@ _LAZY = {
     "assert_replays": "._replay._replayer",
     "UpgradeReport": "._replay._upgrade",
     "check_upgrade": "._replay._upgrade",
+    "DeletedThread": "._stores._deletion",
     "FaultyStore": "._stores._faulty",
     "StoreCall": "._stores._faulty",
     "InMemoryCheckpointStore": "._stores._memory",
@@ -266,6 +268,7 @@ __all__ = [
     "CompiledGraph",
     "ConflictingWrites",
     "CustomEvent",
+    "DeletedThread",
     "EdgeContext",
     "EdgeTransition",
     "ErrorEvent",

@@ -273,7 +273,12 @@ class MidExecution(GraphflowError, RuntimeError):
 
 
 class CheckpointNotFound(GraphflowError, LookupError):
-    """No checkpoint exists for the given run or checkpoint id. Nothing was changed."""
+    """The thread has no checkpoint with the given id in its history: it never had one, or
+    retention (``prune``) or ``delete_thread`` removed it. Nothing was changed.
+
+    Raised too for a run id with no checkpoint left (a run of a deleted thread), and for a
+    run this runtime never ran (``run_record``).
+    """
 
 
 class SnapshotMismatch(GraphflowError, ValueError):

@@ -37,6 +37,7 @@ PUBLIC: dict[str, list[str]] = {
         'ConflictingWrites',
         'CustomEvent',
         'DEFAULT_START',
+        'DeletedThread',
         'END',
         'EdgeContext',
         'EdgeTransition',

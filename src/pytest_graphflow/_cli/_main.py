@@ -9,6 +9,8 @@
     graphflow show FILE CHECKPOINT_ID            # one checkpoint as JSON
     graphflow mermaid MODULE:GRAPH [--run FILE RUN_ID]   # a Mermaid diagram of a graph
     graphflow artifacts FILE RUN_ID              # the artifacts a run attached
+    graphflow delete-thread FILE THREAD_ID [--yes] [--tenant T]
+                                                 # delete a thread (asks first; _delete)
     graphflow export FILE RUN_ID OUT [--force] [--seed N] [--clock-start ISO] [--graph M:G]
                                                  # a run as a history file
     graphflow worker DSN MODULE:GRAPH ...        # take queued runs from PostgreSQL (_worker)
@@ -16,11 +18,11 @@
 ``MODULE:GRAPH`` names a ``Graph``, a ``CompiledGraph``, or a function of no arguments that
 returns one (a factory such as ``myapp:build``).
 
-Store files are opened read-only: the command never changes a file. Everything printed is
-escaped (:mod:`._output`): control characters in ids or messages never reach the terminal.
-A problem (missing file, a file that is not a store, unknown run or checkpoint, bad
-``MODULE:GRAPH``) prints one line to stderr naming the object and the fix, and exits with
-status 2.
+Store files are opened read-only: no command but ``delete-thread`` changes a file.
+Everything printed is escaped (:mod:`._output`): control characters in ids or messages never
+reach the terminal. A problem (missing file, a file that is not a store, unknown run or
+checkpoint, bad ``MODULE:GRAPH``) prints one line to stderr naming the object and the fix,
+and exits with status 2.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import anyio
 from .._records._json import to_json_value
 from ..errors import EventsCompacted, GraphflowError
 from ._artifacts import add_parser as add_artifacts
+from ._delete import add_parser as add_delete_thread
 from ._output import clean, table, to_json
 
 __all__ = ["main"]
@@ -128,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="draw the edges this run took in bold")
     mermaid.set_defaults(command=_mermaid)
     add_artifacts(sub, sys.modules[__name__])
+    add_delete_thread(sub, sys.modules[__name__])
 
     from ._export import add_export
 

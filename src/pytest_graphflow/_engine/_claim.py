@@ -21,7 +21,7 @@ from .._stores._protocol import checks_fencing
 from .._time._clock import Clock
 from ..errors import SimulatedCrash, StaleClaim, ThreadBusy
 
-__all__ = ["ThreadClaim", "take"]
+__all__ = ["ThreadClaim", "local_holder", "take"]
 
 
 class _LocalClaims:
@@ -178,6 +178,13 @@ async def take(store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float
         raise ThreadBusy(thread_id, holder.run_id)
     taken = table[thread_id] = ThreadClaim(store, clock, thread_id, run_id, ttl, None, table)
     return taken
+
+
+def local_holder(store: Any, thread_id: str) -> str | None:
+    """The run holding ``thread_id`` by a claim the runtime keeps for ``store`` (a store
+    without claims of its own), or ``None``."""
+    held = _LocalClaims.table(store).get(thread_id)
+    return None if held is None or held.released else held.run_id
 
 
 async def released_on_error(claim: ThreadClaim) -> None:

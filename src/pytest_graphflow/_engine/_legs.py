@@ -210,7 +210,8 @@ class Legs:
             cp = await self.rt.store.get(ref)
         if cp is None:
             raise CheckpointNotFound(
-                f"no checkpoint for run or checkpoint id {ref!r}: the store has none. Pass the "
+                f"no checkpoint for run or checkpoint id {ref!r}: the store has none (never "
+                "written, or removed by prune or delete_thread). Pass the "
                 "run_id of run_start (or GraphResult.run_id) or a checkpoint id"
             )
         if cp.tenant_id != tenant:

@@ -22,6 +22,7 @@ from .._records._checks import check_id, check_optional_id
 from .._records._events import EventBase, Interrupt
 from .._records._ids import IdSource
 from .._stores._claims import store_claim_ttl
+from .._stores._deletion import DeletedThread
 from .._stores._memory import InMemoryCheckpointStore
 from .._stores._protocol import CheckpointStore
 from .._time._clock import Clock, RealClock
@@ -33,6 +34,7 @@ from ..errors import (
     InvalidArgument,
     TenantMismatch,
 )
+from ._delete import delete_thread
 from ._known import KnownGraphs
 from ._legs import Legs, check_recoverable
 from ._options import check_budget, check_constructor, check_graph, run_options
@@ -437,6 +439,36 @@ class GraphRuntime:
         await self._check_tenant(run_id, tenant_id, "artifacts")
         found = getattr(self.store, "artifacts", None)
         return [] if found is None else list(await found(run_id))
+
+    async def adelete_thread(
+        self, thread_id: str, *, tenant_id: str | None = _DEFAULT
+    ) -> DeletedThread:
+        """Delete a thread from the store: its checkpoints, the events, run records and
+        artifacts of its runs, and its claim, in one transaction (seed 004's
+        ``deleteThread``). A thread the store does not know is a no-op (all zeros). After it,
+        resuming one of its runs or checkpoints raises ``CheckpointNotFound``.
+
+        Args:
+            thread_id: the thread.
+            tenant_id: the caller's tenant (default: the runtime's ``tenant_id``).
+
+        Returns:
+            What was deleted (:class:`DeletedThread`).
+
+        Raises:
+            TenantMismatch: the thread belongs to another tenant; nothing is deleted.
+            ThreadBusy: a run holds the thread (running here, or a live claim of any
+                process); nothing is deleted.
+            GraphExecutionError: the store cannot delete threads (no ``delete_thread``).
+        """
+        tenant = self.tenant_id if tenant_id is _DEFAULT else tenant_id
+        return await delete_thread(self, thread_id, tenant)
+
+    def delete_thread(
+        self, thread_id: str, *, tenant_id: str | None = _DEFAULT
+    ) -> DeletedThread:
+        """Synchronous :meth:`adelete_thread`."""
+        return self._run_sync(self.adelete_thread, thread_id, tenant_id=tenant_id)
 
     async def history(
         self,

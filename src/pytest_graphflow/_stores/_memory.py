@@ -23,6 +23,7 @@ from ._args import (
     check_run_record,
 )
 from ._closing import ClosingStore
+from ._deletion import DeletedThread, check_deletable, check_delete_args
 from ._protocol import Fence
 from ._wire import checkpoint_json, parsed_event
 
@@ -83,7 +84,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
     semantics of :class:`~pytest_graphflow._stores._sqlite.SQLiteCheckpointStore`: event logs
     (``record_events``/``events``/``compact_events``), run records (``record_run``/``runs``/
     ``run``), artifacts, thread claims with fencing tokens (``claim``/``renew``/``release``/
-    ``current_claim``) and retention (``prune``).
+    ``current_claim``), retention (``prune``) and thread deletion (``delete_thread``).
 
     Args:
         claim_ttl: seconds a claim stays live unless renewed, on the claiming runtime's clock.
@@ -491,6 +492,40 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         for cid in doomed:
             await self.delete(cid)
         return len(doomed)
+
+    async def delete_thread(
+        self, thread_id: str, *, tenant_id: str | None = None, now: datetime | None = None
+    ) -> DeletedThread:
+        """Delete the thread: its checkpoints, the events, run records and artifacts of its
+        runs, and its claim, all at once; a thread the store does not know is a no-op (all
+        zeros). Its fencing tokens are never issued again.
+
+        Args:
+            tenant_id: the caller's tenant; the thread's is the one on its latest checkpoint.
+            now: the caller's clock: a claim expired by then does not hold the thread
+                (``None``: every claim not released does).
+
+        Raises:
+            TenantMismatch: the thread belongs to another tenant; nothing is deleted.
+            ThreadBusy: a claim on the thread is live; nothing is deleted.
+        """
+        thread_id, tenant, moment = check_delete_args(thread_id, tenant_id, now)
+        ids = sorted(self._by_thread.get(thread_id, ()), key=self._rank)
+        owner = (self._by_id[ids[-1]][0].clone().tenant_id,) if ids else None
+        check_deletable(thread_id, tenant, owner, self._claims.get(thread_id), moment)
+        runs = dict.fromkeys(self._by_id[cid][0].run_id for cid in ids)
+        runs.update(dict.fromkeys(r for r, rec in self._runs.items()
+                                  if rec.get("thread_id") == thread_id))
+        for cid in ids:
+            await self.delete(cid)
+        self._by_thread.pop(thread_id, None)
+        self._claims.pop(thread_id, None)  # _claim_tokens keeps the last token: never reissued
+        events = sum(len(self._events.pop(r, {})) for r in runs)
+        artifacts = sum(len(self._artifacts.pop(r, {})) for r in runs)
+        records = sum(self._runs.pop(r, None) is not None for r in runs)
+        for run in runs:
+            self._earliest_seq.pop(run, None)
+        return DeletedThread(thread_id, tuple(runs), len(ids), events, records, artifacts)
 
     def close(self) -> None:
         """Nothing to release; present so that code can close any store."""

@@ -15,6 +15,7 @@ from datetime import datetime
 
 from .._records._checks import check_id
 from . import _claims as rules
+from ._deletion import TOKEN_FLOOR
 from ._pgconn import Cursor
 
 __all__ = ["PgClaims"]
@@ -79,8 +80,10 @@ class PgClaims:
         moment = rules.utc_now(now, "claim")
         seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
         async with self._tx() as cur:
-            await cur.execute("INSERT INTO claims (thread_id, token) VALUES (%s, 0) "
-                              "ON CONFLICT (thread_id) DO NOTHING", (thread_id,))
+            # A new row starts above every deleted thread's tokens (see _deletion).
+            await cur.execute("INSERT INTO claims (thread_id, token) VALUES (%s, COALESCE("
+                              "(SELECT value::bigint FROM meta WHERE key = %s), 0)) "
+                              "ON CONFLICT (thread_id) DO NOTHING", (thread_id, TOKEN_FLOOR))
             current, last = await self._claim_row(cur, thread_id)
             claim = rules.take_claim(thread_id, run_id, current, last, moment, seconds)
             await self._put_claim(cur, thread_id, claim)

@@ -34,9 +34,11 @@ from ._args import (
     check_run_record,
 )
 from ._closing import ClosingStore
+from ._deletion import DeletedThread, check_delete_args
 from ._pgclaims import PgClaims
 from ._pgcommit import PgCommits
 from ._pgconn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
+from ._pgdelete import delete_thread
 from ._pgqueue import PgQueue
 from ._pgschema import SCHEMA_VERSION, drop_tables, ensure_schema
 from ._protocol import Fence
@@ -87,8 +89,8 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
 
     The same data and answers as :class:`SQLiteCheckpointStore`: checkpoints, run records,
     ordered event logs with compaction, artifacts, thread claims with fencing tokens (the
-    claim ``ttl`` measured on the claiming runtime's clock) and retention. Tables live in
-    ``schema`` (created, or migrated, when the store opens).
+    claim ``ttl`` measured on the claiming runtime's clock), retention and thread deletion.
+    Tables live in ``schema`` (created, or migrated, when the store opens).
 
     Open it with ``async with PostgresCheckpointStore(dsn) as store:`` (or ``await
     store.aopen()``) on an asyncio loop to use psycopg's async connection pool there; used
@@ -376,6 +378,27 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
                 "run_id = %s ORDER BY ts_us DESC, save_order DESC OFFSET %s FOR UPDATE)",
                 (run_id, keep))
             return cur.rowcount
+
+    async def delete_thread(
+        self, thread_id: str, *, tenant_id: str | None = None, now: datetime | None = None
+    ) -> DeletedThread:
+        """Delete the thread in one transaction: its checkpoints, the events, run records
+        and artifacts of its runs, its queue job and its claim row; a thread the store does
+        not know is a no-op (all zeros). Its fencing tokens are never issued again.
+
+        Args:
+            tenant_id: the caller's tenant; the thread's is the one on its latest checkpoint.
+            now: the caller's clock: a claim (or a worker's hold on the thread's job) expired
+                by then does not hold the thread (``None``: every one not released does).
+
+        Raises:
+            TenantMismatch: the thread belongs to another tenant; nothing is deleted.
+            ThreadBusy: a claim on the thread is live, or a worker holds its queued job;
+                nothing is deleted.
+        """
+        thread_id, tenant, moment = check_delete_args(thread_id, tenant_id, now)
+        async with self._tx() as cur:
+            return await delete_thread(cur, thread_id, tenant, moment)
 
     # -- events (seed 002; compaction: seed 004) --
 

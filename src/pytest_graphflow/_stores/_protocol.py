@@ -9,8 +9,9 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from .._records._checkpoint import Checkpoint
+from ._deletion import DeletedThread
 
-__all__ = ["CheckpointStore", "ClaimingStore", "Fence", "checks_fencing"]
+__all__ = ["CheckpointStore", "ClaimingStore", "DeletingStore", "Fence", "checks_fencing"]
 
 Fence = tuple[str, int]
 """``(thread_id, token)``: the claim a write is made under (see :class:`ClaimingStore`)."""
@@ -126,6 +127,34 @@ class ClaimingStore(CheckpointStore, Protocol):
         Raises:
             StaleClaim: ``token`` is not the thread's current claim; nothing is written.
             InvalidArgument: a part is not of ``run_id`` on ``thread_id``; nothing is written.
+        """
+
+
+@runtime_checkable
+class DeletingStore(CheckpointStore, Protocol):
+    """A store that can delete a whole thread (seed 004's ``deleteThread``), an optional
+    capability: the in-memory, SQLite and PostgreSQL stores have it, and
+    ``GraphRuntime.delete_thread`` needs it.
+
+    A new backend decides with the shared rules of
+    :mod:`pytest_graphflow._stores._deletion` inside one transaction: read the tenant on the
+    thread's latest checkpoint and the thread's claim, ask ``check_deletable``, then remove
+    everything of the thread and its runs, and its claim (keeping its last fencing token as
+    the floor of new threads' tokens).
+    """
+
+    async def delete_thread(
+        self, thread_id: str, *, tenant_id: str | None = None, now: datetime | None = None
+    ) -> DeletedThread:
+        """Delete the thread's checkpoints, the events, run records and artifacts of its
+        runs, and its claim, all or nothing; a thread the store does not know is a no-op
+        (all zeros).
+
+        Raises:
+            TenantMismatch: ``tenant_id`` is not the tenant on the thread's latest
+                checkpoint; nothing is deleted.
+            ThreadBusy: a claim on the thread is live at ``now`` (any claim not released,
+                when ``now`` is ``None``); nothing is deleted.
         """
 
 

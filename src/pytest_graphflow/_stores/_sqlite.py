@@ -17,6 +17,7 @@ import shutil
 import sqlite3
 import weakref
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, Literal
 
 from .._records._checkpoint import Checkpoint
@@ -26,8 +27,9 @@ from .._records._json import DumpedEvents
 from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, ThreadBusy
 from . import _claims as rules
 from ._args import CheckedCheckpoints, check_commit, check_fork, check_list, check_nesting
+from ._deletion import DeletedThread, check_deletable, check_delete_args
 from ._protocol import Fence
-from ._sqlite_claims import SQLiteClaims
+from ._sqlite_claims import SQLiteClaims, raise_token_floor
 from ._sqlite_file import SYNCHRONOUS, open_store
 from ._sqlite_log import SQLiteLog
 from ._sqlite_rows import SELECT, PathWriter, decode, encode, with_tail
@@ -64,7 +66,8 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
 
     Besides checkpoints (stored as JSON with indexed run, thread, node, timestamp and save
     order), it records run records, ordered event logs, artifacts, thread claims with fencing
-    tokens and supports retention (``prune``, which gives the space back). One connection per
+    tokens and supports retention (``prune``, which gives the space back) and thread
+    deletion (``delete_thread``). One connection per
     instance; each operation is one transaction. Close it with :meth:`close` or use it as a
     (sync or async) context manager.
 
@@ -424,4 +427,50 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
             self._give_back()
         return len(doomed)
 
+    async def delete_thread(
+        self, thread_id: str, *, tenant_id: str | None = None, now: datetime | None = None
+    ) -> DeletedThread:
+        """Delete the thread in one transaction: its checkpoints, the events, run records
+        and artifacts of its runs, and its claim row; a thread the store does not know is a
+        no-op (all zeros). Its fencing tokens are never issued again (see
+        :mod:`._deletion`), and the freed space goes back to the file system.
 
+        Args:
+            tenant_id: the caller's tenant; the thread's is the one on its latest checkpoint.
+            now: the caller's clock: a claim expired by then does not hold the thread
+                (``None``: every claim not released does).
+
+        Raises:
+            TenantMismatch: the thread belongs to another tenant; nothing is deleted.
+            ThreadBusy: a claim on the thread is live; nothing is deleted.
+        """
+        thread_id, tenant, moment = check_delete_args(thread_id, tenant_id, now)
+        with self._tx() as db:
+            owner = db.execute(f"SELECT tenant_id FROM checkpoints WHERE thread_id = ? {_NEWEST}",
+                               (thread_id,)).fetchone()
+            claim, last = self._claim_of(db, thread_id)
+            check_deletable(thread_id, tenant, owner, claim, moment)
+            runs = dict.fromkeys(r for (r,) in db.execute(
+                "SELECT run_id FROM checkpoints WHERE thread_id = ? GROUP BY run_id "
+                "ORDER BY MIN(seq)", (thread_id,)))
+            runs.update(dict.fromkeys(r for (r,) in db.execute(
+                "SELECT run_id FROM runs WHERE thread_id = ? ORDER BY rowid", (thread_id,))))
+            paths = db.execute("SELECT run_id, path_id FROM checkpoints WHERE thread_id = ?",
+                               (thread_id,)).fetchall()
+            db.execute("DELETE FROM checkpoint_nodes WHERE checkpoint_id IN (SELECT id FROM "
+                       "checkpoints WHERE thread_id = ?)", (thread_id,))
+            checkpoints = db.execute("DELETE FROM checkpoints WHERE thread_id = ?",
+                                     (thread_id,)).rowcount
+            events = records = artifacts = 0
+            for run in runs:
+                self._gc_paths(db, run, sorted({p for r, p in paths if r == run and p}))
+                events += db.execute("DELETE FROM events WHERE run_id = ?", (run,)).rowcount
+                db.execute("DELETE FROM event_compactions WHERE run_id = ?", (run,))
+                records += db.execute("DELETE FROM runs WHERE run_id = ?", (run,)).rowcount
+                artifacts += db.execute("DELETE FROM artifacts WHERE run_id = ?",
+                                        (run,)).rowcount
+            if db.execute("DELETE FROM claims WHERE thread_id = ?", (thread_id,)).rowcount:
+                raise_token_floor(db, last)
+        if checkpoints or events or artifacts:
+            self._give_back()
+        return DeletedThread(thread_id, tuple(runs), checkpoints, events, records, artifacts)

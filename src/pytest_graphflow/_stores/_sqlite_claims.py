@@ -11,9 +11,10 @@ from datetime import datetime
 from .._records._checks import check_id
 from ..errors import StaleClaim
 from . import _claims as rules
+from ._deletion import TOKEN_FLOOR
 from ._sqlite_tx import SQLiteTransactions
 
-__all__ = ["SQLiteClaims"]
+__all__ = ["SQLiteClaims", "raise_token_floor", "token_floor"]
 
 
 class SQLiteClaims(SQLiteTransactions):
@@ -72,6 +73,8 @@ class SQLiteClaims(SQLiteTransactions):
         seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
         with self._tx() as db:
             current, last = self._claim_of(db, thread_id)
+            if not last:  # a thread never claimed, or deleted: above every deleted token
+                last = token_floor(db)
             claim = rules.take_claim(thread_id, run_id, current, last, moment, seconds)
             self._put_claim(db, thread_id, claim)
         return claim.token
@@ -107,3 +110,15 @@ class SQLiteClaims(SQLiteTransactions):
         check_id(thread_id, "thread_id", "current_claim")
         found = self._claim_of(self._conn, thread_id)[0]
         return None if found is None else found.as_tuple()
+
+
+def token_floor(db: sqlite3.Connection) -> int:
+    """The largest fencing token of a deleted thread (0 when none was deleted)."""
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (TOKEN_FLOOR,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def raise_token_floor(db: sqlite3.Connection, token: int) -> None:
+    """Keep ``token``, a deleted thread's last, as the floor of new threads' tokens."""
+    if token > token_floor(db):
+        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (TOKEN_FLOOR, str(token)))
