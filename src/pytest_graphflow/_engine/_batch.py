@@ -17,7 +17,7 @@ from .._records._checkpoint import TaskRecord
 from .._time._clock import VirtualClock
 from .._time._rng import ScheduleRng
 from .._time._sched import NODE_SLEEPER, BatchScheduler, backend
-from .._time._vloop import LOOP_OWNED, STALL_HANDLERS, loop_clock, loop_deadline_ns
+from .._time._vloop import LOOP_OWNED, loop_clock, loop_deadline_ns, stall_handlers
 from .._time._wallclock import NODE_CLOCK
 from ..errors import (
     VirtualDeadlock,
@@ -246,9 +246,12 @@ class BatchRunner:
         if sched is None and rng is not None:
             rng.shuffle(order)
         deadline = None if run.deadline is None else run.deadline - clock.monotonic()
-        handler = sched.stall if sched is not None and sched.loop_deadline is not None else None
-        if handler is not None:
-            STALL_HANDLERS.append(handler)
+        # The loop's own list: a stall of another loop (another thread) never fails this batch.
+        handlers = stall_handlers() if sched is not None and sched.loop_deadline is not None \
+            else None
+        if handlers is not None:
+            assert sched is not None
+            handlers.append(sched.stall)
         with kinds.cancel_scope() as scope:
             if deadline is not None:
                 scope.deadline = anyio.current_time() + max(0.0, deadline)
@@ -275,8 +278,9 @@ class BatchRunner:
                         await _InContext(run_one(host))
             finally:
                 run.scope = None
-                if handler is not None:
-                    STALL_HANDLERS.remove(handler)
+                if handlers is not None:
+                    assert sched is not None
+                    handlers.remove(sched.stall)
         if stalled:
             names = [tasks[i].node for i in stalled[0]]
             for i in stalled[0]:
