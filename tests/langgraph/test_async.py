@@ -116,3 +116,63 @@ def test_a_harness_after_a_graph_runtime_finishes_on_both_backends(
     ''')
     result.assert_outcomes(passed=3)
 
+
+AIO_SAVER = '''
+    import hashlib
+    import sqlite3
+
+    import pytest
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from lg_graph import build
+
+    from pytest_graphflow import GraphRuntime
+    from pytest_graphflow.langgraph import FaultySaver, LangGraphHarness
+
+    RUNTIME = GraphRuntime()
+
+
+    @pytest.fixture
+    def anyio_backend():
+        return "asyncio"  # aiosqlite runs on asyncio
+
+
+    async def run(path, seed):
+        async with AsyncSqliteSaver.from_conn_string(str(path)) as inner:
+            saver = FaultySaver(inner)
+            h = LangGraphHarness(build(), seed=seed, saver=saver)
+            paused = await h.atrace({"notes": []})
+            assert paused.result.status == "interrupted"
+            assert h.clock.elapsed == 2 * 3600
+            done = await h.aresume("book it")
+            assert done.result.data == {"notes": ["flights", "hotels"], "verdict": "book it"}
+            assert await h.astate() == done.result.data
+            assert all(c.outcome == "ok" for c in saver.calls)
+        db = sqlite3.connect(path)
+        rows = [db.execute(f"SELECT * FROM {table} ORDER BY 1, 2, 3, 4").fetchall()
+                for table in ("checkpoints", "writes")]
+        db.close()
+        assert len(rows[0]) >= 4
+        return "\\n".join(e.model_dump_json() for e in h.events).encode(), rows
+
+
+    @pytest.mark.anyio
+    async def test_same_seed_same_bytes(tmp_path):
+        events, rows = await run(tmp_path / "first.db", seed=5)
+        assert (events, rows) == await run(tmp_path / "again.db", seed=5)
+        print("DIGEST", hashlib.sha256(events).hexdigest())
+'''
+
+
+def test_an_async_sqlite_saver_gives_the_same_bytes_in_two_processes(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Within a process: events and stored rows. Across processes: the events (LangGraph
+    # serialises a join's set of seen nodes in hash order, so its rows follow PYTHONHASHSEED
+    # under any saver).
+    digests = []
+    for hash_seed in ("1", "2"):
+        monkeypatch.setenv("PYTHONHASHSEED", hash_seed)
+        result = _inner(pytester, AIO_SAVER, "-s")
+        result.assert_outcomes(passed=1)
+        digests += [line.split()[1] for line in result.outlines if line.startswith("DIGEST")]
+    assert len(digests) == 2
+    assert digests[0] == digests[1]
