@@ -15,6 +15,7 @@ from .._graph._builder import REPLAYED_EFFECTS, NodeSpec
 from .._graph._node import CURRENT_TASK, NodeContext
 from .._records._checkpoint import TaskRecord
 from .._time._clock import VirtualClock
+from .._time._entropy import ENTROPY
 from .._time._rng import ScheduleRng
 from .._time._sched import NODE_SLEEPER, BatchScheduler, backend
 from .._time._vloop import LOOP_OWNED, loop_clock, loop_deadline_ns, stall_handlers
@@ -73,6 +74,8 @@ class BatchRunner:
 
     def __init__(self, run: RunState) -> None:
         self.run = run
+        # A deterministic run owns its nodes' entropy (uuid, random): see _time/_entropy.
+        self.owns_entropy = run.seed is not None and isinstance(run.clock, VirtualClock)
 
     def _context(self, record: TaskRecord) -> NodeContext:
         """What the task of ``record`` sees as ``ctx`` in the current superstep."""
@@ -90,10 +93,13 @@ class BatchRunner:
             model = run.graph.codec.model_of(run.state)
         t1 = CURRENT_TASK.set(ctx)
         t2 = NODE_CLOCK.set(clock) if run.wall_clock else None  # type: ignore[arg-type]
+        t3 = ENTROPY.set(ctx) if self.owns_entropy else None
         try:
             out = await execute(run.graph, spec, record, lambda: model, ctx, clock, clock.sleep,
                                 run.state)
         finally:
+            if t3 is not None:
+                ENTROPY.reset(t3)
             if t2 is not None:
                 NODE_CLOCK.reset(t2)
             CURRENT_TASK.reset(t1)
@@ -195,6 +201,7 @@ class BatchRunner:
         renewing = claim is not None and claim.renewable
         renew_scope = kinds.cancel_scope()
         running = [len(to_run)]
+        owns_entropy = self.owns_entropy
 
         async def renew() -> None:
             # SPEC §5: the claim is renewed while the run is live, on the runtime's clock.
@@ -215,6 +222,8 @@ class BatchRunner:
             record = tasks[i]
             ctx = context(record)
             CURRENT_TASK.set(ctx)
+            if owns_entropy:
+                ENTROPY.set(ctx)
             try:
                 if sched is not None:
                     await events[i].wait()

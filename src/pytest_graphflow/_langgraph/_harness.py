@@ -303,7 +303,8 @@ class LangGraphHarness:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, SeededLoop)
         ID_SOURCE.set(ids)
-        LEG.set(LegContext(loop, self.clock, started, writes, self.saver.task_nodes))
+        LEG.set(LegContext(loop, self.clock, started, writes, self.saver.task_nodes,
+                           self.thread_id))
         _wallclock.NODE_CLOCK.set(self.clock)
         configurable = {**dict(self.config.get("configurable") or {}),
                         "thread_id": self.thread_id}
