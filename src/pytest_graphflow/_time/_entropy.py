@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from ._clock import Clock, VirtualClock
 
-__all__ = ["ENTROPY", "EntropySource", "TaskEntropy", "install_entropy_hooks"]
+__all__ = ["ENTROPY", "UNOWNED", "EntropySource", "TaskEntropy", "install_entropy_hooks"]
 
 
 class EntropySource(Protocol):
@@ -90,6 +90,12 @@ _installed = [False]
 _ROUTED = ("random", "getrandbits", "randbytes", "seed", "getstate", "setstate", "gauss")
 """The global generator's methods that ask :data:`ENTROPY`: its primitives, and those that
 keep state of their own (``gauss``'s spare value); every other function calls these."""
+
+UNOWNED: dict[str, Any] = {f"random.{name}": getattr(random, name)
+                           for name in ("random", "getrandbits", "seed", "getstate", "setstate")}
+"""The ``random`` module's functions as they were before the hooks (this module never runs
+them): a name bound to one of these (``from random import random`` done before the first
+runtime) reaches the global generator itself, not the task's stream."""
 
 
 def _routed(name: str) -> Any:
