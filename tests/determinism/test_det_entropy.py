@@ -78,3 +78,34 @@ def test_a_run_without_a_seed_or_on_real_time_draws_real_entropy(anyio_backend: 
         one = make().invoke(one_ticket().compile()).data
         two = make().invoke(one_ticket().compile()).data
         assert one["ticket"] != two["ticket"]
+
+
+def test_seed_getstate_and_setstate_in_a_node_act_on_the_tasks_stream(
+        anyio_backend: str) -> None:
+    from pydantic import BaseModel
+
+    from pytest_graphflow import END, START, Graph
+
+    class Draws(BaseModel):
+        values: list[float] = []
+
+    def node(state: Draws) -> dict[str, Any]:
+        random.seed(5)
+        first = random.random()
+        saved = random.getstate()
+        second = random.random()
+        random.setstate(saved)
+        return {"values": [first, second, random.random(), random.gauss(0.0, 1.0)]}
+
+    g = Graph("reseeded", Draws)
+    g.node("n", node).edge(START, "n").edge("n", END)
+    graph = g.compile()
+    random.seed(11)
+    expected = random.random()
+    random.seed(11)
+    one = GraphRuntime(clock=VirtualClock(), seed=1, backend=anyio_backend).invoke(graph).data
+    two = GraphRuntime(clock=VirtualClock(), seed=2, backend=anyio_backend).invoke(graph).data
+    assert random.random() == expected  # the global generator was neither reseeded nor moved
+    _, second, again, _ = one["values"]
+    assert second == again
+    assert one == two  # an explicit seed decides, whatever the run's seed

@@ -14,6 +14,7 @@ from typing import Any
 from .._records._events import Interrupt
 from .._records._json import NotJSONError, jcopy, to_json_value
 from .._time._clock import Clock
+from .._time._rng import EntropyStream
 from ..errors import GraphExecutionError, ResumeError
 
 __all__ = ["PAUSE", "EdgeContext", "NodeContext", "Resume", "answer_keys", "emit", "interrupt",
@@ -258,7 +259,7 @@ class NodeContext:
         self._used: set[str] | None = None
         self._custom: list[tuple[str, Any]] = []
         self._rng: _random.Random | None = None
-        self._erng: _random.Random | None = None
+        self._erng: EntropyStream | None = None
         self._artifacts: list[tuple[str, bytes, str]] = []
 
     @property
@@ -333,13 +334,13 @@ class NodeContext:
         token = self.run_id.removeprefix("run-")  # the task's place, whatever the run's id
         return f"{kind}:{fixed}:{self.task_id.replace(token, '')}"
 
-    def entropy_rng(self) -> _random.Random:
+    def entropy_rng(self) -> EntropyStream:
         """The stream the node's own ``uuid.uuid4()``, ``random.random()`` and unseeded
         ``random.Random()`` draw from in a deterministic run (see ``docs/determinism.md``):
         keyed like :meth:`random`, but a stream of its own, so calling one does not move the
         other."""
         if self._erng is None:
-            self._erng = _random.Random(self._stream_key("graphflow-entropy"))
+            self._erng = EntropyStream(self._stream_key("graphflow-entropy"))
         return self._erng
 
     def uuid(self) -> _uuid.UUID:

@@ -41,6 +41,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from ._clock import Clock, VirtualClock
+from ._rng import EntropyStream
 
 __all__ = ["ENTROPY", "UNOWNED", "EntropySource", "TaskEntropy", "install_entropy_hooks"]
 
@@ -53,7 +54,7 @@ class EntropySource(Protocol):
         """The clock ``uuid1`` reads its time from."""
         ...
 
-    def entropy_rng(self) -> random.Random:
+    def entropy_rng(self) -> EntropyStream:
         """The task's owned stream."""
         ...
 
@@ -67,7 +68,7 @@ class TaskEntropy:
 
     Args:
         key: the durable names of the task (thread, task id); the stream is
-            ``random.Random(key)``, made on the first draw.
+            ``EntropyStream(key)``, made on the first draw.
         clock: the run's clock.
     """
 
@@ -75,14 +76,14 @@ class TaskEntropy:
 
     def __init__(self, key: str, clock: Clock) -> None:
         self._key = key
-        self._rng: random.Random | None = None
+        self._rng: EntropyStream | None = None
         self.clock = clock
 
-    def entropy_rng(self) -> random.Random:
+    def entropy_rng(self) -> EntropyStream:
         """The task's owned stream."""
         rng = self._rng
         if rng is None:
-            rng = self._rng = random.Random(self._key)
+            rng = self._rng = EntropyStream(self._key)
         return rng
 
 
