@@ -16,12 +16,13 @@ from typing import Any
 
 from graphflow_entropy_graphs import approval, one_ticket, tickets
 
-from pytest_graphflow import GraphRuntime, RealClock, Resume, VirtualClock
+from pytest_graphflow import DEFAULT_START, GraphRuntime, RealClock, Resume, VirtualClock
 from pytest_graphflow.invariants import check_determinism_across_processes
 
 
 def _events(backend: str, seed: int, graph: Any = None) -> tuple[str, dict[str, Any]]:
-    trace = GraphRuntime(clock=VirtualClock(), seed=seed, backend=backend).trace(
+    # the clock's start is explicit: a default start follows a freeze_time around the run
+    trace = GraphRuntime(clock=VirtualClock(DEFAULT_START), seed=seed, backend=backend).trace(
         (graph or tickets()).compile())
     return trace.to_json(), trace.result.data
 
@@ -109,3 +110,17 @@ def test_seed_getstate_and_setstate_in_a_node_act_on_the_tasks_stream(
     _, second, again, _ = one["values"]
     assert second == again
     assert one == two  # an explicit seed decides, whatever the run's seed
+
+
+def test_uuid1_stays_owned_under_and_after_the_users_time_travel(anyio_backend: str) -> None:
+    import time_machine
+    from freezegun import freeze_time
+
+    expected = _events(anyio_backend, 7)
+    # both set uuid's time source to None while they travel and put back the one they found
+    with freeze_time("2031-05-01"):
+        assert _events(anyio_backend, 7) == expected
+    with time_machine.travel("2032-06-01", tick=False):
+        assert _events(anyio_backend, 7) == expected
+    assert _events(anyio_backend, 7) == expected
+    assert uuid.uuid1() != uuid.uuid1()

@@ -12,8 +12,9 @@ values:
   from the stream;
 * the ``random`` module's functions (``random.random()``, ``randint``, ``choice``, ``shuffle``,
   ``uniform``, ``gauss``, ``randbytes``, ``seed``, ``getstate``/``setstate``, ...), however
-  imported, except ``random.random``/``random.getrandbits`` bound by ``from random import``
-  before the first runtime was made (those are C methods of the hidden global generator);
+  imported, except ``random``, ``getrandbits``, ``seed``, ``getstate`` and ``setstate``
+  bound by ``from random import`` before the first runtime was made (:data:`UNOWNED`: they
+  reach the hidden global generator itself);
 * ``random.Random()`` (and ``rng.seed()``) without a seed.
 
 Not owned: ``os.urandom``, ``secrets`` and ``random.SystemRandom`` (they exist to be
@@ -24,7 +25,7 @@ The seam is the narrowest that reaches every reference: the global generator's c
 swapped for a subclass whose primitives ask :data:`ENTROPY` (``randint``, ``choice`` and the
 rest call those primitives), ``random.Random.seed`` takes a seed from the stream when given
 none, ``uuid``'s module global ``os`` is a proxy whose ``urandom`` asks :data:`ENTROPY`, and
-``uuid._generate_time_safe`` likewise. Outside node tasks — other code in the process, other
+``uuid.uuid1`` runs a shim that asks it too. Outside node tasks — other code in the process, other
 threads, hypothesis, pytest-xdist, psycopg, asyncio — each of them defers to the original,
 after one context-variable read. The hooks are installed with the runtime's other hooks (the
 first :class:`GraphRuntime` or harness); importing pytest-graphflow patches nothing.
@@ -35,6 +36,7 @@ from __future__ import annotations
 import os
 import random
 import tempfile
+import types
 import uuid
 from contextvars import ContextVar
 from types import ModuleType
@@ -208,13 +210,29 @@ def install_entropy_hooks() -> None:
             setattr(random, name, getattr(inst, name))
 
     uuid.os = _OsProxy()  # type: ignore[attr-defined]
-    original_time_safe = getattr(uuid, "_generate_time_safe", None)
-    if original_time_safe is not None:
-        def generate_time_safe() -> tuple[bytes, int | None]:
-            source = ENTROPY.get()
-            if source is None:
-                return original_time_safe()  # type: ignore[no-any-return]
-            return _owned_uuid1_bytes(source), None
+    _own_uuid1()
 
-        generate_time_safe.__wrapped__ = original_time_safe  # type: ignore[attr-defined]
-        uuid._generate_time_safe = generate_time_safe  # type: ignore[attr-defined]
+
+def _uuid1_shim(node: Any = None, clock_seq: Any = None) -> Any:
+    """The code ``uuid.uuid1`` runs once owned: it calls the dispatcher the hooks put in the
+    ``uuid`` module's namespace (its own globals)."""
+    return _graphflow_uuid1(node, clock_seq)  # type: ignore[name-defined]  # noqa: F821
+
+
+def _own_uuid1() -> None:
+    """Give ``uuid.uuid1`` the shim's code, so every reference to it (``from uuid import
+    uuid1`` included) reaches the dispatcher. (Its ``_generate_time_safe`` is no seam:
+    time-machine and freezegun set it to ``None`` while they travel and put back the one
+    they found.)"""
+    function = uuid.uuid1
+    original = types.FunctionType(function.__code__, function.__globals__, "uuid1",
+                                  function.__defaults__, function.__closure__)
+
+    def dispatch(node: Any, clock_seq: Any) -> uuid.UUID:
+        source = ENTROPY.get()
+        if source is None or node is not None or clock_seq is not None:
+            return original(node, clock_seq)  # type: ignore[no-any-return]
+        return uuid.UUID(bytes=_owned_uuid1_bytes(source))
+
+    function.__globals__["_graphflow_uuid1"] = dispatch
+    function.__code__ = _uuid1_shim.__code__
