@@ -65,3 +65,32 @@ def two_reviews() -> StateGraph:
         g.add_edge(START, name)
         g.add_edge(name, END)
     return g
+
+
+def ticket_desk() -> StateGraph:
+    """START -> open (a ``uuid4`` ticket id, a ``random`` score, then an approval interrupt)
+    and, in parallel, tag (async: ``random.choice``, an unseeded ``random.Random()``, a
+    ``uuid1``) -> END. Node code calls ``uuid``/``random`` itself."""
+    import random
+    import uuid
+
+    g = StateGraph(FanState)
+
+    def open_ticket(state: FanState) -> dict[str, Any]:
+        ticket = f"T-{uuid.uuid4().hex[:12]}"
+        score = random.random()
+        answer = interrupt({"ticket": ticket, "score": score})
+        return {"log": [ticket, f"{score:.12f}"], "answer": str(answer)}
+
+    async def tag(state: FanState) -> dict[str, Any]:
+        first = random.choice("abcdefgh")
+        await asyncio.sleep(5)
+        return {"log": [f"tag:{first}:{random.Random().random():.12f}:{uuid.uuid1()}"]}
+
+    g.add_node("open", open_ticket)
+    g.add_node("tag", tag)
+    g.add_edge(START, "open")
+    g.add_edge(START, "tag")
+    g.add_edge("open", END)
+    g.add_edge("tag", END)
+    return g

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 from graphs import approval, fan_out
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from pytest_graphflow import VirtualClock
 from pytest_graphflow.errors import InvalidArgument, SimulatedCrash, StoreFault
@@ -126,6 +128,36 @@ def test_a_sqlite_saver_thread_resumes_in_a_fresh_harness(tmp_path: Path) -> Non
 def test_bad_fault_rules_are_named(call: Any, message: str) -> None:
     with pytest.raises(InvalidArgument, match=message):
         call()
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        pytest.param("after-its-loop-ended", "not running; open the saver in an async test",
+                     id="loop-closed"),
+        pytest.param("on-its-own-loop", "this thread's; await h.atrace", id="same-thread"),
+    ],
+)
+def test_an_async_saver_with_no_loop_to_answer_is_refused(where: str, message: str,
+                                                          tmp_path: Path) -> None:
+    path = tmp_path / "agent.sqlite"
+
+    async def open_saver() -> LangGraphHarness:
+        async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+            await saver.setup()
+            h = LangGraphHarness(approval(), saver=saver)
+            if where == "on-its-own-loop":  # a sync call would wait for this very loop
+                with pytest.raises(InvalidArgument, match=message):
+                    h.trace({"log": []})
+            return h
+
+    h = asyncio.run(open_saver())
+    if where == "after-its-loop-ended":
+        with pytest.raises(InvalidArgument, match=message):
+            h.trace({"log": []})
+    # refused before the run: no saver call, nothing stored
+    assert h.saver.calls == []
+    assert sqlite3.connect(path).execute("SELECT count(*) FROM checkpoints").fetchone() == (0,)
 
 
 def test_without_rules_the_saver_is_transparent() -> None:

@@ -8,7 +8,9 @@ workflow random) ... Nothing warns about random, uuid4 or a blocking time.sleep 
 
 from __future__ import annotations
 
+import os
 import random
+import secrets
 import time
 import uuid
 from typing import Any
@@ -27,6 +29,7 @@ from pytest_graphflow import (
     VirtualClock,
     interrupt,
 )
+from pytest_graphflow._time._entropy import UNOWNED
 from pytest_graphflow.invariants import check_determinism, check_node_code
 
 
@@ -129,11 +132,31 @@ def test_time_sleep_outside_nodes_does_not_warn() -> None:
 
 
 def rolls(state: S) -> dict[str, Any]:
-    return {"draws": [random.random()]}
+    return {"draws": [random.random(), random.Random().random()]}
 
 
 def names(state: S) -> dict[str, Any]:
-    return {"ids": [str(uuid.uuid4())]}
+    return {"ids": [str(uuid.uuid4()), str(uuid.uuid1())]}
+
+
+def salts(state: S) -> dict[str, Any]:
+    return {"ids": [os.urandom(8).hex()]}
+
+
+def tokens(state: S) -> dict[str, Any]:
+    return {"ids": [secrets.token_hex(8)]}
+
+
+def system(state: S) -> dict[str, Any]:
+    return {"draws": [random.SystemRandom().random()]}
+
+
+# what `from random import random` binds when it runs before the first runtime is made
+_early_random = UNOWNED["random.random"]
+
+
+def early(state: S) -> dict[str, Any]:
+    return {"draws": [_early_random()]}
 
 
 def naps(state: S) -> None:
@@ -141,11 +164,13 @@ def naps(state: S) -> None:
 
 
 @pytest.mark.parametrize(("fn", "call", "use"), [
-    (rolls, "random.random", "ctx.random()"),
-    (names, "uuid.uuid4", "ctx.uuid()"),
+    (salts, "os.urandom", "random.randbytes(n)"),
+    (tokens, "secrets.token_hex", "ctx.random()"),
+    (system, "random.SystemRandom", "random.Random()"),
+    (early, "random.random", "`import random` and call it through the module"),
     (naps, "time.sleep", "anyio.sleep"),
-], ids=["random", "uuid4", "time.sleep"])
-def test_the_lint_reports_each_nondeterministic_call(fn: Any, call: str, use: str) -> None:
+], ids=["os.urandom", "secrets", "SystemRandom", "random-bound-early", "time.sleep"])
+def test_the_lint_reports_each_call_a_run_cannot_own(fn: Any, call: str, use: str) -> None:
     found = check_node_code(graph(draw, fn))
 
     assert len(found) == 1
@@ -155,12 +180,16 @@ def test_the_lint_reports_each_nondeterministic_call(fn: Any, call: str, use: st
     assert "test_node_randomness.py:" in found[0].message
 
 
+def test_the_lint_passes_the_uuid_and_random_calls_a_run_owns() -> None:
+    assert check_node_code(graph(rolls, names)) == []
+
+
 def test_the_lint_finds_a_call_through_a_closure_and_passes_seeded_code() -> None:
-    rng_choice = random.choice
+    salt = os.urandom
 
     def picks(state: S) -> dict[str, Any]:
-        return {"ids": [rng_choice(["a", "b"])]}
+        return {"ids": [salt(4).hex()]}
 
     assert check_node_code(graph(draw)) == []
     assert [v.message.split(" at ")[0] for v in check_node_code(graph(picks))] == [
-        "node 'n0' calls random.choice()"]
+        "node 'n0' calls os.urandom()"]

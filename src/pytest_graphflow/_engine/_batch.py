@@ -15,9 +15,10 @@ from .._graph._builder import REPLAYED_EFFECTS, NodeSpec
 from .._graph._node import CURRENT_TASK, NodeContext
 from .._records._checkpoint import TaskRecord
 from .._time._clock import VirtualClock
+from .._time._entropy import ENTROPY
 from .._time._rng import ScheduleRng
 from .._time._sched import NODE_SLEEPER, BatchScheduler, backend
-from .._time._vloop import LOOP_OWNED, STALL_HANDLERS, loop_clock, loop_deadline_ns
+from .._time._vloop import LOOP_OWNED, loop_clock, loop_deadline_ns, stall_handlers
 from .._time._wallclock import NODE_CLOCK
 from ..errors import (
     VirtualDeadlock,
@@ -73,6 +74,8 @@ class BatchRunner:
 
     def __init__(self, run: RunState) -> None:
         self.run = run
+        # A deterministic run owns its nodes' entropy (uuid, random): see _time/_entropy.
+        self.owns_entropy = run.seed is not None and isinstance(run.clock, VirtualClock)
 
     def _context(self, record: TaskRecord) -> NodeContext:
         """What the task of ``record`` sees as ``ctx`` in the current superstep."""
@@ -90,10 +93,13 @@ class BatchRunner:
             model = run.graph.codec.model_of(run.state)
         t1 = CURRENT_TASK.set(ctx)
         t2 = NODE_CLOCK.set(clock) if run.wall_clock else None  # type: ignore[arg-type]
+        t3 = ENTROPY.set(ctx) if self.owns_entropy else None
         try:
             out = await execute(run.graph, spec, record, lambda: model, ctx, clock, clock.sleep,
                                 run.state)
         finally:
+            if t3 is not None:
+                ENTROPY.reset(t3)
             if t2 is not None:
                 NODE_CLOCK.reset(t2)
             CURRENT_TASK.reset(t1)
@@ -195,6 +201,7 @@ class BatchRunner:
         renewing = claim is not None and claim.renewable
         renew_scope = kinds.cancel_scope()
         running = [len(to_run)]
+        owns_entropy = self.owns_entropy
 
         async def renew() -> None:
             # SPEC §5: the claim is renewed while the run is live, on the runtime's clock.
@@ -215,6 +222,8 @@ class BatchRunner:
             record = tasks[i]
             ctx = context(record)
             CURRENT_TASK.set(ctx)
+            if owns_entropy:
+                ENTROPY.set(ctx)
             try:
                 if sched is not None:
                     await events[i].wait()
@@ -246,9 +255,12 @@ class BatchRunner:
         if sched is None and rng is not None:
             rng.shuffle(order)
         deadline = None if run.deadline is None else run.deadline - clock.monotonic()
-        handler = sched.stall if sched is not None and sched.loop_deadline is not None else None
-        if handler is not None:
-            STALL_HANDLERS.append(handler)
+        # The loop's own list: a stall of another loop (another thread) never fails this batch.
+        handlers = stall_handlers() if sched is not None and sched.loop_deadline is not None \
+            else None
+        if handlers is not None:
+            assert sched is not None
+            handlers.append(sched.stall)
         with kinds.cancel_scope() as scope:
             if deadline is not None:
                 scope.deadline = anyio.current_time() + max(0.0, deadline)
@@ -275,8 +287,9 @@ class BatchRunner:
                         await _InContext(run_one(host))
             finally:
                 run.scope = None
-                if handler is not None:
-                    STALL_HANDLERS.remove(handler)
+                if handlers is not None:
+                    assert sched is not None
+                    handlers.remove(sched.stall)
         if stalled:
             names = [tasks[i].node for i in stalled[0]]
             for i in stalled[0]:

@@ -14,6 +14,7 @@ from typing import Any
 from .._records._events import Interrupt
 from .._records._json import NotJSONError, jcopy, to_json_value
 from .._time._clock import Clock
+from .._time._rng import EntropyStream
 from ..errors import GraphExecutionError, ResumeError
 
 __all__ = ["PAUSE", "EdgeContext", "NodeContext", "Resume", "answer_keys", "emit", "interrupt",
@@ -246,8 +247,8 @@ class NodeContext:
 
     # Built for every task on the hot path: only what varies is stored; the rest is read
     # from the task's record and the run when asked.
-    __slots__ = ("_artifacts", "_custom", "_leg", "_record", "_rng", "_used", "_visited",
-                 "attempt", "step")
+    __slots__ = ("_artifacts", "_custom", "_erng", "_leg", "_record", "_rng", "_used",
+                 "_visited", "attempt", "step")
 
     def __init__(self, leg: Any, record: Any, step: int, visited: Visited) -> None:
         self._leg = leg
@@ -258,6 +259,7 @@ class NodeContext:
         self._used: set[str] | None = None
         self._custom: list[tuple[str, Any]] = []
         self._rng: _random.Random | None = None
+        self._erng: EntropyStream | None = None
         self._artifacts: list[tuple[str, bytes, str]] = []
 
     @property
@@ -320,14 +322,26 @@ class NodeContext:
         its run.
         """
         if self._rng is None:
-            fixed = NODE_SEED.get()
-            if fixed is None:
-                seed = f"graphflow-task:{self.run_id}:{self.task_id}"
-            else:  # the task's place in its run, whatever the run's id
-                token = self.run_id.removeprefix("run-")
-                seed = f"graphflow-task:{fixed}:{self.task_id.replace(token, '')}"
-            self._rng = _random.Random(seed)
+            self._rng = _random.Random(self._stream_key("graphflow-task"))
         return self._rng
+
+    def _stream_key(self, kind: str) -> str:
+        """The seed of one of the task's streams: the run and the task, or (under
+        ``explore(node_seed=N)``) ``N`` and the task's place in its run."""
+        fixed = NODE_SEED.get()
+        if fixed is None:
+            return f"{kind}:{self.run_id}:{self.task_id}"
+        token = self.run_id.removeprefix("run-")  # the task's place, whatever the run's id
+        return f"{kind}:{fixed}:{self.task_id.replace(token, '')}"
+
+    def entropy_rng(self) -> EntropyStream:
+        """The stream the node's own ``uuid.uuid4()``, ``random.random()`` and unseeded
+        ``random.Random()`` draw from in a deterministic run (see ``docs/determinism.md``):
+        keyed like :meth:`random`, but a stream of its own, so calling one does not move the
+        other."""
+        if self._erng is None:
+            self._erng = EntropyStream(self._stream_key("graphflow-entropy"))
+        return self._erng
 
     def uuid(self) -> _uuid.UUID:
         """A version-4 UUID drawn from :meth:`random` (same seed, same UUIDs; use it instead

@@ -182,7 +182,12 @@ class LangGraphHarness:
         return self._leg(Command(resume=mapped))
 
     async def atrace(self, input: Any = None) -> Trace:
-        """:meth:`trace` from async code (the run uses its own loop, on a worker thread)."""
+        """:meth:`trace` from async code (the run uses its own loop, on a worker thread).
+
+        This is also how to drive a saver whose sync methods hand each call to the event
+        loop that opened it (``AsyncSqliteSaver``): open it in the test's loop and await
+        ``atrace``/``aresume`` there.
+        """
         return await anyio.to_thread.run_sync(self._leg, input)
 
     async def aresume(self, answer: Any = _NO_ANSWER, *,
@@ -200,9 +205,37 @@ class LangGraphHarness:
             {"configurable": {"thread_id": self.thread_id}})
         return dict(snapshot.values)
 
+    async def astate(self) -> dict[str, Any]:
+        """:meth:`state` from async code (read on a worker thread, as an ``AsyncSqliteSaver``
+        needs)."""
+        return await anyio.to_thread.run_sync(self.state)
+
     # ------------------------------------------------------------------ one leg
 
+    def _check_saver_loop(self) -> None:
+        """Refuse a leg whose saver waits for an event loop that cannot answer: an async
+        saver's sync methods (what the harness calls) hand each call to the loop that opened
+        it, which must be running, on another thread."""
+        inner = self.saver.inner
+        loop = getattr(inner, "loop", None)
+        if not isinstance(loop, asyncio.AbstractEventLoop):
+            return
+        try:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if loop.is_running() and loop is not here:
+            return
+        raise InvalidArgument(
+            f"LangGraphHarness(saver={type(inner).__name__}): the saver answers on the event "
+            "loop that opened it, which is "
+            + ("this thread's; await h.atrace(...)/h.aresume(...) from that loop instead of "
+               "calling trace()/resume()" if loop is here else
+               "not running; open the saver in an async test and await h.atrace(...)/"
+               "h.aresume(...) from that loop"))
+
     def _leg(self, input: Any) -> Trace:
+        self._check_saver_loop()
         self._legs += 1
         leg_no = self._legs
         rng = ScheduleRng(self.seed, self.run_id, leg_no)
@@ -270,7 +303,8 @@ class LangGraphHarness:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, SeededLoop)
         ID_SOURCE.set(ids)
-        LEG.set(LegContext(loop, self.clock, started, writes, self.saver.task_nodes))
+        LEG.set(LegContext(loop, self.clock, started, writes, self.saver.task_nodes,
+                           self.thread_id))
         _wallclock.NODE_CLOCK.set(self.clock)
         configurable = {**dict(self.config.get("configurable") or {}),
                         "thread_id": self.thread_id}

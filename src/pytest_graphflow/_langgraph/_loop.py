@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._time._clock import VirtualClock
+from .._time._entropy import ENTROPY, TaskEntropy, install_entropy_hooks
 from .._time._rng import ScheduleRng
 from .._time._sched import NODE_SLEEPER, install_sleep_hooks
 from .._time._vloop import VirtualEventLoop
@@ -48,6 +49,7 @@ class LegContext:
     started: list[tuple[int, str, str]]
     writes: dict[str, list[tuple[str, Any]]]
     task_nodes: dict[str, str]
+    thread_id: str = ""
 
 
 LEG: ContextVar[LegContext | None] = ContextVar("graphflow_langgraph_leg", default=None)
@@ -117,11 +119,13 @@ class SeededLoop(VirtualEventLoop):
 
 
 def install_loop_hooks() -> None:
-    """Wrap LangGraph's node-task coroutine and ``time.sleep`` (idempotent)."""
+    """Wrap LangGraph's node-task coroutine and ``time.sleep``, and own node entropy
+    (idempotent)."""
     global _installed
     if _installed:
         return
     install_sleep_hooks()
+    install_entropy_hooks()
     import langgraph.pregel._runner as runner
 
     original = getattr(runner, _NODE_TASK)
@@ -138,6 +142,10 @@ def install_loop_hooks() -> None:
         leg.task_nodes[str(task.id)] = str(task.name)
         sleeper_token = NODE_SLEEPER.set(_sleeper(leg, key))
         node_token = _IN_NODE.set(True)
+        # The task's own uuid/random: keyed by the thread and LangGraph's task id (a hash of
+        # the checkpoint it extends and its path), so a re-run task draws the same values.
+        entropy_token = ENTROPY.set(TaskEntropy(
+            f"graphflow-langgraph-entropy:{leg.thread_id}:{task.id}", leg.clock))
         try:
             result = await original(task, *args, **kwargs)
             # Every write of the task, edges included (the channels LangGraph's own
@@ -145,6 +153,7 @@ def install_loop_hooks() -> None:
             leg.writes[str(task.id)] = list(getattr(task, "writes", ()))
             return result
         finally:
+            ENTROPY.reset(entropy_token)
             _IN_NODE.reset(node_token)
             NODE_SLEEPER.reset(sleeper_token)
 

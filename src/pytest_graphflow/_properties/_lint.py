@@ -1,8 +1,10 @@
 """An opt-in lint for non-deterministic calls in node code: ``check_node_code(graph)``.
 
-Node code that calls the ``random`` module, ``uuid.uuid1``/``uuid4``, ``os.urandom``,
-or ``secrets`` gives another run every time, and ``time.sleep`` blocks the
-event loop without moving the virtual clock. The lint reads each node's (and each route's)
+A deterministic run owns ``uuid.uuid4``/``uuid1`` and the ``random`` module in node code
+(:mod:`.._time._entropy`); what it cannot own gives another run every time: ``os.urandom``,
+``secrets``, ``random.SystemRandom``, and a ``random.random``/``getrandbits``/``seed`` bound
+by ``from random import`` before the first runtime was made. ``time.sleep`` blocks the event
+loop without moving the virtual clock. The lint reads each node's (and each route's)
 bytecode (no source file needed), resolves the names it loads through the function's
 globals and closure, and reports each use of such a function with its file and line and
 what to use instead. It is opt-in (a test calls it): a node may have a good reason.
@@ -16,35 +18,35 @@ import os
 import random
 import secrets
 import time
-import uuid
 from collections.abc import Callable
 from types import CodeType
 from typing import Any
 
 from .._graph._builder import CompiledGraph
+from .._time._entropy import UNOWNED, install_entropy_hooks
 from ._checks import Violation
 
 __all__ = ["check_node_code"]
 
 _USE = {
-    "random": "ctx.random() (seeded per run and task)",
-    "uuid": "ctx.uuid() (seeded per run and task)",
-    "os": "ctx.random().randbytes(n)",
-    "secrets": "ctx.random() in tests (secrets are never reproducible)",
+    "random": "`import random` and call it through the module, which deterministic runs own "
+              "(a name bound by `from random import` before the first runtime is not), or "
+              "ctx.random()",
+    "os": "random.randbytes(n) or ctx.random().randbytes(n)",
+    "system": "random.Random() or ctx.random() (seeded per run and task)",
+    "secrets": "random or ctx.random() in tests (secrets are never reproducible)",
     "time.sleep": "await anyio.sleep(...) in an async node (virtual time)",
 }
 
 
 def _banned() -> dict[int, tuple[str, str]]:
+    # What a deterministic run cannot own; the module attributes are the owned functions
+    # only once the hooks are in (the first runtime installs them; so does the lint).
+    install_entropy_hooks()
     out: dict[int, tuple[str, str]] = {}
-    for name in ("random", "randint", "randrange", "choice", "choices", "shuffle", "sample",
-                 "uniform", "gauss", "getrandbits", "randbytes", "seed", "betavariate",
-                 "expovariate", "normalvariate", "triangular"):
-        fn = getattr(random, name, None)
-        if fn is not None:
-            out[id(fn)] = (f"random.{name}", "random")
-    for name in ("uuid1", "uuid4"):
-        out[id(getattr(uuid, name))] = (f"uuid.{name}", "uuid")
+    for name, fn in UNOWNED.items():
+        out[id(fn)] = (name, "random")
+    out[id(random.SystemRandom)] = ("random.SystemRandom", "system")
     out[id(os.urandom)] = ("os.urandom", "os")
     for name in ("token_hex", "token_bytes", "token_urlsafe", "choice", "randbelow",
                  "randbits"):
@@ -112,11 +114,13 @@ def _calls(fn: Callable[..., Any], banned: dict[int, tuple[str, str]]) -> list[t
 def check_node_code(graph: CompiledGraph) -> list[Violation]:
     """Report calls in node and route code that make runs differ or block the loop.
 
-    Rule ``"nondeterminism"``: calls of the ``random`` module, ``uuid.uuid1``/``uuid4``,
-    ``os.urandom``, ``secrets`` and ``time.sleep``, each with its file and line and what to
-    use instead (``ctx.random()``, ``ctx.uuid()``, ``await anyio.sleep(...)``). Wall-clock
-    reads (``time.time()``, ``datetime.now()``) are not reported: under a ``VirtualClock``
-    they read virtual time. Opt-in: call it from a test,
+    Rule ``"nondeterminism"``: calls a deterministic run cannot own — ``os.urandom``,
+    ``secrets``, ``random.SystemRandom``, a ``random.random``/``getrandbits``/``seed``/
+    ``getstate``/``setstate`` bound by ``from random import`` before the first runtime — and
+    ``time.sleep``, each with its file and line and what to use instead. ``uuid.uuid4``/
+    ``uuid1`` and the ``random`` module's functions are owned (they draw from the task's
+    seeded stream) and wall-clock reads (``time.time()``, ``datetime.now()``) read virtual
+    time: neither is reported. Opt-in: call it from a test,
     ``assert check_node_code(build()) == []``.
     """
     banned = _banned()

@@ -1,7 +1,8 @@
 """Installing the process-wide hooks lazily: nothing is patched until a runtime is used.
 
 Importing pytest-graphflow patches nothing. The first :class:`GraphRuntime` patches
-``asyncio.sleep``, anyio's asyncio sleep and ``anyio.to_thread.run_sync``; trio's
+``asyncio.sleep``, anyio's asyncio sleep, ``anyio.to_thread.run_sync`` and the sources of
+entropy node code uses (``uuid``, ``random``: see :mod:`._entropy`); trio's
 ``trio.sleep``, anyio's trio sleep and ``trio.to_thread.run_sync`` are patched by the first
 run that starts once trio is imported (a run on trio imports it first), so trio is never
 imported for nothing.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import sys
 
+from ._entropy import install_entropy_hooks
 from ._sched import install_sleep_hooks, install_trio_sleep_hooks
 from ._vloop import install_thread_guards, install_trio_thread_guards
 
@@ -26,6 +28,7 @@ def install_hooks() -> None:
     if not _done[0]:
         install_sleep_hooks()
         install_thread_guards()
+        install_entropy_hooks()
         _done[0] = True
     if "trio" in sys.modules:
         install_trio_sleep_hooks()

@@ -10,9 +10,14 @@ jumps to the earliest of its sleepers' wake-ups *and the loop's next deadline* (
 scope's deadline), so a ``move_on_after(10)`` around ``sleep(3600)`` ends at virtual 10 s.
 The loop itself moves time only when it is idle with a timer pending that the scheduler does
 not know (a sleep imported before pytest-graphflow patched it, a store or an edge function
-that sleeps, child tasks inside one node): it jumps to that timer — unless real work is in
-flight (a worker thread or an executor job), in which case it waits for it in real time, so
-virtual time never jumps under a running thread.
+that sleeps, child tasks inside one node): it jumps to that timer — unless real work it
+started is in flight (a worker thread or an executor job), in which case it waits for it in
+real time, so virtual time never jumps under a running thread.
+
+That work is counted *per loop*, by the thread the loop runs on (a thread runs at most one
+loop at a time): a worker thread another loop started — say the test's own loop awaiting
+``LangGraphHarness.atrace``, whose leg runs a loop of its own on that very worker thread —
+never holds this loop's clock still. The batches a stalled loop fails are kept per loop too.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ __all__ = [
     "install_trio_thread_guards",
     "loop_clock",
     "loop_deadline_ns",
+    "stall_handlers",
     "virtual_anyio_backend",
 ]
 
@@ -45,24 +51,45 @@ _POLL = 0.002  # real seconds an idle loop waits while a worker thread runs
 
 _GRACE = 0.2  # real seconds an owned loop waits for a stray wake-up before calling deadlock
 
-_busy = [0]
-"""Worker threads and executor jobs in flight (process-wide)."""
+_busy: dict[int, int] = {}
+"""Worker threads in flight, by the thread of the loop that started them (one loop a thread)."""
 
-STALL_HANDLERS: list[Callable[[], bool]] = []
-"""Batches running on an owned loop; each returns whether it had tasks to fail."""
+_stall_handlers: dict[int, list[Callable[[], bool]]] = {}
+"""Batches running on an owned loop, by the loop's thread; each returns whether it had tasks
+to fail."""
+
+
+def stall_handlers() -> list[Callable[[], bool]]:
+    """The stall handlers of the loop running on this thread (append a batch's, remove it when
+    the batch ends)."""
+    return _stall_handlers.setdefault(threading.get_ident(), [])
 
 
 def _stalled() -> bool:
-    """The owned loop can never wake again: fail the waiting batches (``VirtualDeadlock``)."""
+    """The owned loop can never wake again: fail its waiting batches (``VirtualDeadlock``)."""
     acted = False
-    for handler in list(STALL_HANDLERS):
+    for handler in list(_stall_handlers.get(threading.get_ident(), ())):
         acted = handler() or acted
     return acted
 
 
 def busy() -> bool:
-    """Whether real work (a worker thread, an executor job) is in flight."""
-    return _busy[0] > 0
+    """Whether real work (a worker thread) started by the loop of this thread is in flight."""
+    return threading.get_ident() in _busy
+
+
+def _start_work() -> int:
+    me = threading.get_ident()
+    _busy[me] = _busy.get(me, 0) + 1
+    return me
+
+
+def _end_work(me: int) -> None:
+    left = _busy[me] - 1
+    if left:
+        _busy[me] = left
+    else:
+        del _busy[me]
 
 
 def install_thread_guards() -> None:
@@ -75,11 +102,11 @@ def install_thread_guards() -> None:
     original = anyio.to_thread.run_sync
 
     async def run_sync(func: Any, *args: Any, **kwargs: Any) -> Any:
-        _busy[0] += 1
+        me = _start_work()
         try:
             return await original(func, *args, **kwargs)
         finally:
-            _busy[0] -= 1
+            _end_work(me)
 
     run_sync.__graphflow__ = True  # type: ignore[attr-defined]
     run_sync.__wrapped__ = original  # type: ignore[attr-defined]
@@ -96,11 +123,11 @@ def install_trio_thread_guards() -> None:
         return
 
     async def trio_run_sync(sync_fn: Any, *args: Any, **kwargs: Any) -> Any:
-        _busy[0] += 1
+        me = _start_work()
         try:
             return await trio_original(sync_fn, *args, **kwargs)
         finally:
-            _busy[0] -= 1
+            _end_work(me)
 
     trio_run_sync.__graphflow__ = True  # type: ignore[attr-defined]
     trio_run_sync.__wrapped__ = trio_original  # type: ignore[attr-defined]
@@ -231,7 +258,7 @@ def _trio_clock(clock: VirtualClock) -> Any:
             io = trio.lowlevel.current_statistics().io_statistics
             waiting = getattr(io, "tasks_waiting_read", 0) + getattr(io, "tasks_waiting_write", 0)
             # trio's own wake-up task always waits on its socket: one reader is no one.
-            if waiting <= 1 and STALL_HANDLERS:
+            if waiting <= 1 and _stall_handlers.get(threading.get_ident()):
                 # No timer, no thread, no task waiting on I/O: after a short grace for a
                 # stray wake-up, fail the waiting batches instead of hanging.
                 # Count consecutive idle waits with no task step in between.
