@@ -23,6 +23,7 @@ from .._time._clock import VirtualClock
 from .._time._hooks import install_hooks
 from ..errors import (
     CheckpointNotFound,
+    ExecutionMismatch,
     GraphExecutionError,
     GraphflowError,
     InvalidArgument,
@@ -227,6 +228,8 @@ class Legs:
         if graph is None:
             graph = self.rt._graphs.for_checkpoint(cp)  # the run's own compile, or refused
         problems = upgrade_problems(cp, graph)
+        if graph.graph_id != cp.graph_id:  # seed 004: another graph's execution
+            raise ExecutionMismatch(cp.run_id, cp.id, cp.graph_id, graph.graph_id, problems)
         if problems:
             revision = ("" if cp.revision == graph.revision else
                         f" (checkpoint {cp.id} was written under revision {cp.revision}; the "
