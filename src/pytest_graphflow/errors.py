@@ -259,24 +259,27 @@ class UnexpectedError(GraphExecutionError):
     throws is not this: its own error is raised (``StaleClaim``, ``StoreFault``, ...).
 
     Attributes:
-        run_id: the run.
-        thread_id: its thread.
+        run_id: the run (``None`` for a new run refused at admission).
+        thread_id: its thread (``None`` when the call named none).
         admitted: ``False`` when the run was refused at admission, ``True`` when it was
             ended mid-way.
         error: the original exception.
     """
 
-    def __init__(self, run_id: str, thread_id: str, error: BaseException, *, admitted: bool
-                 ) -> None:
+    def __init__(self, run_id: str | None, thread_id: str | None, error: BaseException, *,
+                 admitted: bool) -> None:
         self.run_id = run_id
         self.thread_id = thread_id
         self.error = error
         self.admitted = admitted
-        where = ("ended the run where it was; recover(thread_id) continues it" if admitted
-                 else "refused the run at admission; nothing was written")
-        super().__init__(
-            f"run {run_id} on thread {thread_id!r}: an unexpected {type(error).__name__} "
-            f"({error}) {where}. The thread's claim was released.")
+        where = ("ended the run where it was; recover(thread_id) continues it. The thread's "
+                 "claim was released" if admitted
+                 else "refused the run at admission; nothing was written and no claim kept")
+        subject = "a new run" if run_id is None else f"run {run_id}"
+        if thread_id is not None:
+            subject += f" on thread {thread_id!r}"
+        super().__init__(f"{subject}: an unexpected {type(error).__name__} ({error}) {where}. "
+                         "Fix what threw (the runtime's clock) and retry.")
 
 
 class VirtualDeadlock(GraphExecutionError):

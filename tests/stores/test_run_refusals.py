@@ -5,6 +5,8 @@ store holds beyond what was committed, and leaves the thread's claim released.""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -105,3 +107,152 @@ async def test_an_execution_passed_to_another_graph_is_refused_changing_nothing(
     assert await _rows(any_store, "t-1") == before
     done = await rt.aresume(paused.run_id, Resume("yes"), graph=_graph("orders"))
     assert (done.status, done.state.n) == ("completed", 3)  # its own graph continues it
+
+
+# -- UnexpectedError: a clock that throws ----------------------------------------------------
+
+SEED_UNEXPECTED = ("An unexpected throwable - such as a Clock that threw - refused the run at "
+                   "admission, or ended it where it was")
+
+
+class ClockBroke(Exception):
+    """The broken clock's own exception."""
+
+
+class BreakingClock(VirtualClock):
+    """A virtual clock whose ``now``/``monotonic`` throw from call number ``breaks_at`` on
+    (counted from when it is armed); ``None``: it never throws."""
+
+    def __init__(self) -> None:
+        super().__init__(patch_wall_clock=False)
+        self.calls = 0
+        self.breaks_at: int | None = None
+
+    def arm(self, after: int) -> None:
+        """Throw at the ``after``-th call from now (0: the very next one)."""
+        self.breaks_at = self.calls + after
+
+    def _count(self) -> None:
+        call, self.calls = self.calls, self.calls + 1
+        if self.breaks_at is not None and call >= self.breaks_at:
+            raise ClockBroke(f"the clock broke at call {call}")
+
+    def now(self) -> Any:
+        self._count()
+        return super().now()
+
+    def monotonic(self) -> float:
+        self._count()
+        return super().monotonic()
+
+
+def _chain() -> CompiledGraph:
+    g = Graph("chain", S)
+    for name in ("a", "b", "c"):
+        g.node(name, _inc)
+    g.edge(START, "a")
+    g.edge("a", "b")
+    g.edge("b", "c")
+    g.edge("c", END)
+    return g.compile()
+
+
+@pytest.fixture
+def fresh_store(request: pytest.FixtureRequest, make_any_store: Any) -> Iterator[Any]:
+    """A factory of empty stores of this test's backend (PostgreSQL: each on its own schema,
+    dropped when the test ends)."""
+    schemas: list[str] = []
+
+    def make() -> Any:
+        if request.node.callspec.params["make_any_store"] != "postgres":
+            return make_any_store()
+        schemas.append(f"refusals_{os.getpid()}_{len(schemas)}")
+        return make_any_store(schema=schemas[-1])
+
+    yield make
+    if schemas:
+        import psycopg
+
+        with psycopg.connect(request.getfixturevalue("postgres_dsn"), autocommit=True) as conn:
+            for name in schemas:
+                conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+def _is_prefix(part: list[Any], whole: list[Any]) -> bool:
+    return whole[:len(part)] == part
+
+
+async def test_a_clock_that_throws_at_admission_or_mid_run_ends_the_run_named_and_releases(
+    fresh_store: Any,
+) -> None:
+    """The thread already holds a completed run; a second run's clock throws at its n-th
+    call, for every n until the run gets through: it is refused at admission (the store as
+    before) or ended where it was (the store as of its last commit: a prefix of what a run
+    with a sound clock writes, no failure recorded). Either way the claim is released, so
+    another runtime continues the thread at once."""
+    assert UnexpectedError.__doc__ is not None
+    assert " ".join(UnexpectedError.__doc__.split()).startswith(SEED_UNEXPECTED)
+    graph = _chain()
+    sound = fresh_store()
+    ref_rt = GraphRuntime(sound, clock=BreakingClock(), seed=5)
+    await ref_rt.ainvoke(graph, {}, thread_id="t")
+    second = await ref_rt.ainvoke(graph, {}, thread_id="t")
+    ref_cps, ref_events, _, _ = await _rows(sound, "t")
+    outcomes: set[bool] = set()
+    n = 0
+    while True:
+        store = fresh_store()
+        clock = BreakingClock()
+        rt = GraphRuntime(store, clock=clock, seed=5)
+        first = await rt.ainvoke(graph, {}, thread_id="t")
+        before = await _rows(store, "t")
+        clock.arm(n)
+        try:
+            done = await rt.ainvoke(graph, {}, thread_id="t")
+        except UnexpectedError as exc:
+            err = exc
+        else:
+            assert done.state.n == 6 and n > 0
+            break
+        assert isinstance(err.__cause__, ClockBroke) and err.error is err.__cause__, n
+        outcomes.add(err.admitted)
+        cps, events, records, claim = await _rows(store, "t")
+        assert claim is None, n  # released, not left to expire
+        if not err.admitted:
+            assert (cps, events, records, claim) == before, n
+            assert "refused the run at admission" in str(err)
+        else:
+            assert err.run_id == second.run_id and err.thread_id == "t"
+            assert _is_prefix(cps, ref_cps) and len(cps) >= len(before[0]), n
+            assert all(_is_prefix(mine, ref) for mine, ref in zip(events, ref_events,
+                                                                  strict=False)), n
+            assert all(r is None or r["status"] == "running" for r in records[1:]), n
+        # another runtime, whose clock has not moved, takes the thread over at once
+        other = GraphRuntime(store, clock=VirtualClock(), seed=9)
+        latest = cps[-1]
+        if latest["status"] == "running":
+            after = await other.arecover("t", graph=graph)
+            assert (after.status, after.state.n) == ("completed", 6), n
+        else:  # refused, or ended after its last checkpoint: a new run goes on from there
+            after = await other.ainvoke(graph, {}, thread_id="t")
+            assert (after.status, after.state.n) == ("completed", latest["state"]["n"] + 3), n
+        assert first.state.n == 3
+        n += 1
+    assert outcomes == {False, True}  # both ends were reached
+
+
+async def test_a_clock_that_throws_as_a_resume_is_admitted_changes_nothing(
+    any_store: Any,
+) -> None:
+    clock = BreakingClock()
+    rt = GraphRuntime(any_store, clock=clock, seed=3)
+    paused = await rt.ainvoke(_graph("orders"), {}, thread_id="t-1")
+    before = await _rows(any_store, "t-1")
+    clock.arm(0)
+    with pytest.raises(UnexpectedError) as info:
+        await rt.aresume(paused.run_id, Resume("yes"))
+    assert not info.value.admitted and isinstance(info.value.__cause__, ClockBroke)
+    assert await _rows(any_store, "t-1") == before
+    clock.breaks_at = None
+    done = await rt.aresume(paused.run_id, Resume("yes"))
+    assert (done.status, done.state.n) == ("completed", 3)

@@ -38,6 +38,7 @@ from ..errors import (
     UnsupportedFormat,
 )
 from ._claim import ThreadClaim, released_on_error, take
+from ._fault import unexpected
 from ._merge import merge_patches, validate_state
 from ._options import breakpoints, state_from_input
 from ._results import RunLeg, RunRecord
@@ -130,6 +131,23 @@ class Legs:
         thread_id: str | None,
         opts: dict[str, Any],
     ) -> Runner:
+        """A new run's first leg, read and claimed; a clock that throws meanwhile refuses it
+        at admission (:class:`UnexpectedError`, seed 004)."""
+        try:
+            return await self._prepare_new(graph, input, thread_id, opts)
+        except Exception as exc:
+            fault = unexpected(exc, self.rt.clock, None, thread_id, admitted=False)
+            if fault is None:
+                raise
+            raise fault from exc
+
+    async def _prepare_new(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None,
+        thread_id: str | None,
+        opts: dict[str, Any],
+    ) -> Runner:
         install_hooks()  # trio's, once a run meets trio
         compiled = graph
         graph = self.policy(graph)
@@ -153,19 +171,24 @@ class Legs:
                 await released_on_error(claim)
                 raise
         wall, on_done = self.wall()
-
-        run = RunState(
-            graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed, run_id=run_id,
-            thread_id=thread_id, tenant_id=tenant, state=base,
-            max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
-            on_interrupt=opts["on_interrupt"], wall_clock=wall,
-            record_events=opts.get("record_events", True), thread_explicit=explicit,
-        )
-        run.set_breakpoints(*stops)
-        run.subgraph_runner = self.subgraphs
-        run.claim = claim
-        runner = Runner(run, release=claim.release, on_done=on_done)
-        self.track(runner)
+        try:
+            run = RunState(
+                graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed,
+                run_id=run_id, thread_id=thread_id, tenant_id=tenant, state=base,
+                max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
+                on_interrupt=opts["on_interrupt"], wall_clock=wall,
+                record_events=opts.get("record_events", True), thread_explicit=explicit,
+            )
+            run.set_breakpoints(*stops)
+            run.subgraph_runner = self.subgraphs
+            run.claim = claim
+            runner = Runner(run, release=claim.release, on_done=on_done)
+            self.track(runner)
+        except BaseException:  # refused at admission (a clock that threw): nothing kept
+            if on_done is not None:
+                on_done()
+            await released_on_error(claim)
+            raise
         return runner
 
     async def thread_base(
@@ -247,6 +270,23 @@ class Legs:
         graph: CompiledGraph | None,
         opts: dict[str, Any],
     ) -> Runner:
+        """A resumed (or recovered) leg, read and claimed; a clock that throws meanwhile
+        refuses it at admission (:class:`UnexpectedError`, seed 004)."""
+        try:
+            return await self._prepare_resume(ref, resume, graph, opts)
+        except Exception as exc:
+            fault = unexpected(exc, self.rt.clock, None, opts.get("recover"), admitted=False)
+            if fault is None:
+                raise
+            raise fault from exc
+
+    async def _prepare_resume(
+        self,
+        ref: str,
+        resume: Resume | None,
+        graph: CompiledGraph | None,
+        opts: dict[str, Any],
+    ) -> Runner:
         install_hooks()
         tenant = opts["tenant_id"]
         recover: str | None = opts.get("recover")
@@ -306,24 +346,31 @@ class Legs:
         except BaseException:
             await released_on_error(claim)
             raise
-        if isinstance(clock, VirtualClock):
-            catch_up(clock, cp.timestamp)
-        wall, on_done = self.wall()
-        run = RunState(
-            graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed,
-            run_id=cp.run_id, thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=state,
-            max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
-            on_interrupt=opts["on_interrupt"], wall_clock=wall,
-            record_events=opts.get("record_events", True),
-        )
-        run.set_breakpoints(*stops)
-        run.subgraph_runner = self.subgraphs
-        run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
-                          task_counter=task_counter)
-        run.time_travel = run.time_travel or (latest is not None and latest.id != cp.id)
-        run.claim = claim
-        runner = Runner(run, release=claim.release, on_done=on_done)
-        self.track(runner, resumed=True)
+        on_done = None
+        try:
+            if isinstance(clock, VirtualClock):
+                catch_up(clock, cp.timestamp)
+            wall, on_done = self.wall()
+            run = RunState(
+                graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed,
+                run_id=cp.run_id, thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=state,
+                max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
+                on_interrupt=opts["on_interrupt"], wall_clock=wall,
+                record_events=opts.get("record_events", True),
+            )
+            run.set_breakpoints(*stops)
+            run.subgraph_runner = self.subgraphs
+            run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
+                              task_counter=task_counter)
+            run.time_travel = run.time_travel or (latest is not None and latest.id != cp.id)
+            run.claim = claim
+            runner = Runner(run, release=claim.release, on_done=on_done)
+            self.track(runner, resumed=True)
+        except BaseException:  # refused at admission (a clock that threw): nothing kept
+            if on_done is not None:
+                on_done()
+            await released_on_error(claim)
+            raise
         return runner
 
     async def view(self, cp: Checkpoint, recover: str | None) -> str | None:
@@ -346,6 +393,7 @@ class Legs:
         return cached[1]
 
     def track(self, runner: Runner, *, resumed: bool = False) -> None:
+        started_at = None if runner.run_id in self.rt._runs else self.rt.clock.now()
         live = self.rt._live
         for run_id in [r for r, other in live.items() if other.done]:
             del live[run_id]
@@ -355,7 +403,7 @@ class Legs:
         if record is None:
             self.rt._runs[runner.run_id] = RunRecord(
                 run_id=runner.run_id, thread_id=run.thread_id, graph_id=run.graph.graph_id,
-                revision=run.graph.revision, status="running", started_at=self.rt.clock.now(),
+                revision=run.graph.revision, status="running", started_at=started_at,
                 updated_at=None, tenant_id=run.tenant_id,
             )
         else:

@@ -166,6 +166,19 @@ class LegEnd:
         if not run.deferred:
             await self.release()
 
+    def fault(self, error: BaseException) -> None:
+        """The leg ended where it was on an unexpected throwable (seed 004): it failed with
+        ``error``, its patches are undone, and its clock is not asked again (it threw). The
+        caller releases the claim; nothing more is written."""
+        run = self.run
+        run.done = True
+        run.status = "failed"
+        run.error = error
+        self.update_record()
+        on_done, self._on_done = self._on_done, None
+        if on_done is not None:
+            on_done()
+
     def update_record(self) -> None:
         """Bring the runtime's run record up to the leg's status and error."""
         run = self.run
@@ -173,7 +186,8 @@ class LegEnd:
         if record is None:
             return
         record.status = run.status
-        record.updated_at = run.ended_at
+        if run.ended_at is not None:
+            record.updated_at = run.ended_at
         if run.error is not None:
             error = run.error
             record.error = {"error_type": type(error).__name__,
