@@ -318,6 +318,12 @@ class Legs:
                 if latest is not None and latest.id != seen:
                     raise ThreadBusy(cp.thread_id, latest.run_id)
                 check_resumable(cp, resume)
+            # Resumed from a checkpoint that is not the thread's latest (time travel): the
+            # leg's first checkpoint branches on purpose (seed 004's ParentNotLatest).
+            branch = False
+            if recover is None and ref != cp.run_id:
+                top = await self.thread_latest(cp.thread_id)
+                branch = top is not None and top.id != cp.id
         except BaseException:
             await released_on_error(claim)
             raise
@@ -363,6 +369,7 @@ class Legs:
             run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
                               task_counter=task_counter)
             run.time_travel = run.time_travel or (latest is not None and latest.id != cp.id)
+            run.branch = branch
             run.claim = claim
             runner = Runner(run, release=claim.release, on_done=on_done)
             self.track(runner, resumed=True)

@@ -180,6 +180,10 @@ async def write_update(
             # Written from an earlier checkpoint: the history forks here (a subgraph task
             # pending at it gets a fresh child run, see _subgraph).
             new.metadata["time_travel"] = True
+        new.metadata.pop("branch", None)
+        top = await legs.thread_latest(cp.thread_id)
+        if top is not None and top.id != cp.id:  # seed 004: a branch on purpose
+            new.metadata["branch"] = True
         fence = claim.fence
         if fence is None:
             await rt.store.save(new)

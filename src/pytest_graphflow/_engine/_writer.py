@@ -113,6 +113,9 @@ class CheckpointWriter:
                 at = {t: run.child_checkpoints[t] for t in threads if t in run.child_checkpoints}
                 if at:
                     fields["metadata"]["subgraph_checkpoints"] = at
+        if run.branch:  # time travel: its parent is not the thread's latest, on purpose
+            run.branch = False
+            fields["metadata"]["branch"] = True
         if run.parent_command is not None:
             command = run.parent_command  # a child run ended by Command(graph=PARENT)
             fields["metadata"]["parent_command"] = {
