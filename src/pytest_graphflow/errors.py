@@ -445,9 +445,10 @@ class StaleClaim(GraphflowError, RuntimeError):
 class ParentNotLatest(GraphflowError, RuntimeError):
     """A new checkpoint's parent is not the thread's latest: another writer advanced the thread.
 
-    A store refuses such a write (``save``, fenced or not, and ``commit``) atomically: nothing
-    is written. A checkpoint that branches on purpose from an earlier one (time travel,
-    ``update_state`` of an earlier checkpoint) says so with ``metadata["branch"]``.
+    A store refuses such a write under a claim (``commit``, ``save(..., fence=...)``)
+    atomically: nothing is written. A checkpoint that branches on purpose from an earlier one
+    (time travel, ``update_state`` of an earlier checkpoint) says so with
+    ``metadata["branch"]``; a plain ``save`` (no claim) is not checked.
 
     Attributes:
         thread_id: the thread.

@@ -10,9 +10,21 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
 import pytest
+from pydantic import BaseModel
 
-from pytest_graphflow import InvalidArgument, MalformedCommit, ParentNotLatest
+from pytest_graphflow import (
+    END,
+    START,
+    CompiledGraph,
+    Graph,
+    GraphRuntime,
+    InvalidArgument,
+    MalformedCommit,
+    ParentNotLatest,
+    VirtualClock,
+)
 from pytest_graphflow._records._checkpoint import Checkpoint
 
 MakeCheckpoint = Callable[..., Checkpoint]
@@ -178,3 +190,52 @@ async def test_a_well_formed_commit_is_written(
     await any_store.commit("thread-a", token, run_id="run-a",
                            checkpoints=[_cp3(make_cp, "cp-2") for _ in cps], events=events)
     assert [e["seq"] for e in await any_store.events("run-a")][3:] == [e["seq"] for e in events]
+
+
+# -- the runtime's own writes ------------------------------------------------------------------
+
+
+class _N(BaseModel):
+    n: int = 0
+
+
+async def _slow_inc(state: _N) -> dict[str, Any]:
+    await anyio.sleep(10)
+    return {"n": state.n + 1}
+
+
+def _four() -> CompiledGraph:
+    g = Graph("four", _N)
+    for name in "abcd":
+        g.node(name, _slow_inc)
+    g.edge(START, "a")
+    g.edge("a", "b")
+    g.edge("b", "c")
+    g.edge("c", "d")
+    g.edge("d", END)
+    return g.compile()
+
+
+async def test_time_travel_from_a_fresh_runtime_branches_and_its_end_is_the_threads_latest(
+    any_store: Any,
+) -> None:
+    """A branch goes on from an earlier checkpoint on purpose: its first checkpoint says so
+    (``metadata["branch"]``), a fresh virtual clock goes on from the thread's latest, and
+    every checkpoint of the branch goes on from the thread's latest — the last one is it."""
+    graph = _four()
+    first = await GraphRuntime(any_store, clock=VirtualClock(), seed=1).ainvoke(
+        graph, {}, thread_id="t")
+    old = await any_store.list(thread_id="t")
+    fresh = GraphRuntime(any_store, clock=VirtualClock(), seed=2)
+    updated = await fresh.aupdate_state(old[1].id, {"n": 100}, graph=graph)
+    again = await fresh.aresume(updated, graph=graph)
+    assert (again.status, again.state.n) == ("completed", 103)
+    later = await GraphRuntime(any_store, clock=VirtualClock(), seed=3).aresume(
+        old[2].id, graph=graph)
+    assert (later.status, later.state.n) == ("completed", 4)
+    history = await any_store.list(thread_id="t")
+    assert history[-1].id == later.checkpoint_id
+    branched = [cp.id for cp in history if cp.metadata.get("branch")]
+    assert branched[0] == updated
+    assert len(branched) == 2  # the update, and the first checkpoint of the second branch
+    assert first.checkpoint_id in {cp.id for cp in history}

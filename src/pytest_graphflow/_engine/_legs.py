@@ -320,10 +320,13 @@ class Legs:
                 check_resumable(cp, resume)
             # Resumed from a checkpoint that is not the thread's latest (time travel): the
             # leg's first checkpoint branches on purpose (seed 004's ParentNotLatest).
-            branch = False
+            branch, since = False, cp.timestamp
             if recover is None and ref != cp.run_id:
                 top = await self.thread_latest(cp.thread_id)
-                branch = top is not None and top.id != cp.id
+                if top is not None and top.id != cp.id:
+                    # ... and a virtual clock goes on from the thread's latest, so the
+                    # branch's checkpoints are the thread's latest from then on.
+                    branch, since = True, max(since, top.timestamp)
         except BaseException:
             await released_on_error(claim)
             raise
@@ -355,7 +358,7 @@ class Legs:
         on_done = None
         try:
             if isinstance(clock, VirtualClock):
-                catch_up(clock, cp.timestamp)
+                catch_up(clock, since)
             wall, on_done = self.wall()
             run = RunState(
                 graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed,
