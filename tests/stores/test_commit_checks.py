@@ -227,6 +227,8 @@ async def test_time_travel_from_a_fresh_runtime_branches_and_its_end_is_the_thre
         graph, {}, thread_id="t")
     old = await any_store.list(thread_id="t")
     fresh = GraphRuntime(any_store, clock=VirtualClock(), seed=2)
+    ended = await fresh.aupdate_state(old[3].id, {"n": 50}, as_node="d", graph=graph)
+    assert (await any_store.list(thread_id="t"))[-1].id == ended  # the branch is the latest
     updated = await fresh.aupdate_state(old[1].id, {"n": 100}, graph=graph)
     again = await fresh.aresume(updated, graph=graph)
     assert (again.status, again.state.n) == ("completed", 103)
@@ -236,6 +238,6 @@ async def test_time_travel_from_a_fresh_runtime_branches_and_its_end_is_the_thre
     history = await any_store.list(thread_id="t")
     assert history[-1].id == later.checkpoint_id
     branched = [cp.id for cp in history if cp.metadata.get("branch")]
-    assert branched[0] == updated
-    assert len(branched) == 2  # the update, and the first checkpoint of the second branch
+    assert branched[:2] == [ended, updated]
+    assert len(branched) == 3  # the updates, and the first checkpoint of the last branch
     assert first.checkpoint_id in {cp.id for cp in history}
