@@ -24,6 +24,7 @@ __all__ = [
     "CheckpointNotFound",
     "ConflictingWrites",
     "EventsCompacted",
+    "ExecutionMismatch",
     "ForkTargetExists",
     "GraphExecutionError",
     "GraphValidationError",
@@ -31,11 +32,13 @@ __all__ = [
     "InvalidArgument",
     "InvalidHistory",
     "JoinStarved",
+    "MalformedCommit",
     "MidExecution",
     "MissingExtra",
     "NodeFailed",
     "NotSuspended",
     "NothingToRecover",
+    "ParentNotLatest",
     "ReplayDiverged",
     "ResumeError",
     "RunTimedOut",
@@ -50,6 +53,7 @@ __all__ = [
     "ThreadBusy",
     "ThreadSuspended",
     "UndeclaredWrite",
+    "UnexpectedError",
     "UnknownKey",
     "UnknownRoute",
     "UnsupportedFormat",
@@ -245,6 +249,39 @@ class Cancelled(GraphExecutionError):
         super().__init__(f"run {run_id} was cancelled; resume it to continue.")
 
 
+class UnexpectedError(GraphExecutionError):
+    """An unexpected throwable - such as a Clock that threw - refused the run at admission,
+    or ended it where it was.
+
+    The original exception is ``__cause__`` (and ``error``). The run's thread claim is
+    released; whatever the store holds for the thread stands (nothing is written after the
+    failure), so ``recover`` continues a run it ended mid-way. A checkpointer whose commit
+    throws is not this: its own error is raised (``StaleClaim``, ``StoreFault``, ...).
+
+    Attributes:
+        run_id: the run (``None`` for a new run refused at admission).
+        thread_id: its thread (``None`` when the call named none).
+        admitted: ``False`` when the run was refused at admission, ``True`` when it was
+            ended mid-way.
+        error: the original exception.
+    """
+
+    def __init__(self, run_id: str | None, thread_id: str | None, error: BaseException, *,
+                 admitted: bool) -> None:
+        self.run_id = run_id
+        self.thread_id = thread_id
+        self.error = error
+        self.admitted = admitted
+        where = ("ended the run where it was; recover(thread_id) continues it. The thread's "
+                 "claim was released" if admitted
+                 else "refused the run at admission; nothing was written and no claim kept")
+        subject = "a new run" if run_id is None else f"run {run_id}"
+        if thread_id is not None:
+            subject += f" on thread {thread_id!r}"
+        super().__init__(f"{subject}: an unexpected {type(error).__name__} ({error}) {where}. "
+                         "Fix what threw (the runtime's clock) and retry.")
+
+
 class VirtualDeadlock(GraphExecutionError):
     """Every task of a batch waits on something that virtual time cannot bring about."""
 
@@ -294,6 +331,29 @@ class SnapshotMismatch(GraphflowError, ValueError):
     def __init__(self, message: str, problems: Sequence[Any] = ()) -> None:
         super().__init__(message)
         self.problems = tuple(problems)
+
+
+class ExecutionMismatch(SnapshotMismatch):
+    """An execution was passed to a graph other than the one that created or restored it.
+
+    A run (``resume``/``recover``/``step``/``update_state`` by its id) is continued only by a
+    graph of its own ``graph_id``; nothing was changed.
+
+    Attributes:
+        run_id: the run.
+        expected: the ``graph_id`` that created the run.
+        given: the ``graph_id`` of the graph passed.
+    """
+
+    def __init__(self, run_id: str, checkpoint_id: str, expected: str, given: str,
+                 problems: Sequence[Any] = ()) -> None:
+        self.run_id = run_id
+        self.expected = expected
+        self.given = given
+        super().__init__(
+            f"run {run_id} (checkpoint {checkpoint_id}) was created by graph {expected!r}, "
+            f"not {given!r}: pass graph={expected!r}'s compiled graph (or none, for the one "
+            "this runtime ran it with). Nothing was changed.", problems)
 
 
 class UnsupportedFormat(GraphflowError, ValueError):
@@ -387,6 +447,34 @@ class StaleClaim(GraphflowError, RuntimeError):
         )
 
 
+class ParentNotLatest(GraphflowError, RuntimeError):
+    """A new checkpoint's parent is not the thread's latest: another writer advanced the thread.
+
+    A store refuses such a write under a claim (``commit``, ``save(..., fence=...)``)
+    atomically: nothing is written. A checkpoint that branches on purpose from an earlier one
+    (time travel, ``update_state`` of an earlier checkpoint) says so with
+    ``metadata["branch"]``; a plain ``save`` (no claim) is not checked.
+
+    Attributes:
+        thread_id: the thread.
+        checkpoint_id: the refused checkpoint.
+        parent_id: the parent it names.
+        latest: the id of the thread's latest checkpoint.
+    """
+
+    def __init__(self, thread_id: str, checkpoint_id: str, parent_id: str, latest: str
+                 ) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.parent_id = parent_id
+        self.latest = latest
+        super().__init__(
+            f"checkpoint {checkpoint_id!r} names parent {parent_id!r}, but the latest "
+            f"checkpoint of thread {thread_id!r} is {latest!r}: another writer advanced the "
+            "thread. Read the thread again and write after its latest checkpoint (or mark a "
+            "deliberate branch with metadata={'branch': True}). Nothing was written.")
+
+
 class TenantMismatch(GraphflowError, PermissionError):
     """The run's tenant is not the thread's. Nothing was changed."""
 
@@ -406,6 +494,25 @@ class ForkTargetExists(GraphflowError, ValueError):
 
 class EventsCompacted(GraphflowError, LookupError):
     """Events before ``earliest_seq`` were compacted away and cannot be replayed."""
+
+
+class MalformedCommit(InvalidArgument):
+    """A commit is malformed, such as a pending write naming a checkpoint other than the latest.
+
+    Raised by a store's ``commit`` (nothing is written) when an event names a checkpoint the
+    commit does not write and that is not the thread's latest, or the events' ``seq`` do not
+    strictly increase.
+
+    Attributes:
+        thread_id: the thread of the commit.
+        problem: what is malformed.
+    """
+
+    def __init__(self, thread_id: str, problem: str) -> None:
+        self.thread_id = thread_id
+        self.problem = problem
+        super().__init__(f"commit on thread {thread_id!r} is malformed: {problem}. Nothing "
+                         "was written.")
 
 
 class StoreFileError(GraphflowError, OSError):

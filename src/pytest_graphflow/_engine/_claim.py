@@ -170,8 +170,13 @@ async def take(store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float
     if callable(claim) and callable(getattr(store, "release", None)):
         now = clock.now()
         token = await claim(thread_id, run_id, now=now if at is None else at, ttl=ttl)
-        since = None if at is None else clock.monotonic() + (at - now).total_seconds()
-        return ThreadClaim(store, clock, thread_id, run_id, ttl, token, None, since)
+        try:
+            since = None if at is None else clock.monotonic() + (at - now).total_seconds()
+            return ThreadClaim(store, clock, thread_id, run_id, ttl, token, None, since)
+        except BaseException:  # the clock threw (seed 004): the claim is not kept
+            with anyio.CancelScope(shield=True):
+                await store.release(thread_id, token)
+            raise
     table = _LocalClaims.table(store)
     holder = table.get(thread_id)
     if holder is not None:

@@ -23,6 +23,7 @@ from .._time._clock import VirtualClock
 from .._time._hooks import install_hooks
 from ..errors import (
     CheckpointNotFound,
+    ExecutionMismatch,
     GraphExecutionError,
     GraphflowError,
     InvalidArgument,
@@ -37,6 +38,7 @@ from ..errors import (
     UnsupportedFormat,
 )
 from ._claim import ThreadClaim, released_on_error, take
+from ._fault import unexpected
 from ._merge import merge_patches, validate_state
 from ._options import breakpoints, state_from_input
 from ._results import RunLeg, RunRecord
@@ -129,6 +131,23 @@ class Legs:
         thread_id: str | None,
         opts: dict[str, Any],
     ) -> Runner:
+        """A new run's first leg, read and claimed; a clock that throws meanwhile refuses it
+        at admission (:class:`UnexpectedError`, seed 004)."""
+        try:
+            return await self._prepare_new(graph, input, thread_id, opts)
+        except Exception as exc:
+            fault = unexpected(exc, self.rt.clock, None, thread_id, admitted=False)
+            if fault is None:
+                raise
+            raise fault from exc
+
+    async def _prepare_new(
+        self,
+        graph: CompiledGraph,
+        input: Mapping[str, Any] | BaseModel | None,
+        thread_id: str | None,
+        opts: dict[str, Any],
+    ) -> Runner:
         install_hooks()  # trio's, once a run meets trio
         compiled = graph
         graph = self.policy(graph)
@@ -152,19 +171,24 @@ class Legs:
                 await released_on_error(claim)
                 raise
         wall, on_done = self.wall()
-
-        run = RunState(
-            graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed, run_id=run_id,
-            thread_id=thread_id, tenant_id=tenant, state=base,
-            max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
-            on_interrupt=opts["on_interrupt"], wall_clock=wall,
-            record_events=opts.get("record_events", True), thread_explicit=explicit,
-        )
-        run.set_breakpoints(*stops)
-        run.subgraph_runner = self.subgraphs
-        run.claim = claim
-        runner = Runner(run, release=claim.release, on_done=on_done)
-        self.track(runner)
+        try:
+            run = RunState(
+                graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed,
+                run_id=run_id, thread_id=thread_id, tenant_id=tenant, state=base,
+                max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
+                on_interrupt=opts["on_interrupt"], wall_clock=wall,
+                record_events=opts.get("record_events", True), thread_explicit=explicit,
+            )
+            run.set_breakpoints(*stops)
+            run.subgraph_runner = self.subgraphs
+            run.claim = claim
+            runner = Runner(run, release=claim.release, on_done=on_done)
+            self.track(runner)
+        except BaseException:  # refused at admission (a clock that threw): nothing kept
+            if on_done is not None:
+                on_done()
+            await released_on_error(claim)
+            raise
         return runner
 
     async def thread_base(
@@ -228,6 +252,8 @@ class Legs:
         if graph is None:
             graph = self.rt._graphs.for_checkpoint(cp)  # the run's own compile, or refused
         problems = upgrade_problems(cp, graph)
+        if graph.graph_id != cp.graph_id:  # seed 004: another graph's execution
+            raise ExecutionMismatch(cp.run_id, cp.id, cp.graph_id, graph.graph_id, problems)
         if problems:
             revision = ("" if cp.revision == graph.revision else
                         f" (checkpoint {cp.id} was written under revision {cp.revision}; the "
@@ -239,6 +265,23 @@ class Legs:
         return graph
 
     async def prepare_resume(
+        self,
+        ref: str,
+        resume: Resume | None,
+        graph: CompiledGraph | None,
+        opts: dict[str, Any],
+    ) -> Runner:
+        """A resumed (or recovered) leg, read and claimed; a clock that throws meanwhile
+        refuses it at admission (:class:`UnexpectedError`, seed 004)."""
+        try:
+            return await self._prepare_resume(ref, resume, graph, opts)
+        except Exception as exc:
+            fault = unexpected(exc, self.rt.clock, None, opts.get("recover"), admitted=False)
+            if fault is None:
+                raise
+            raise fault from exc
+
+    async def _prepare_resume(
         self,
         ref: str,
         resume: Resume | None,
@@ -276,6 +319,15 @@ class Legs:
                 if latest is not None and latest.id != seen:
                     raise ThreadBusy(cp.thread_id, latest.run_id)
                 check_resumable(cp, resume)
+            # Resumed from a checkpoint that is not the thread's latest (time travel): the
+            # leg's first checkpoint branches on purpose (seed 004's ParentNotLatest).
+            branch, since = False, cp.timestamp
+            if recover is None and ref != cp.run_id:
+                top = await self.thread_latest(cp.thread_id)
+                if top is not None and top.id != cp.id:
+                    # ... and a virtual clock goes on from the thread's latest, so the
+                    # branch's checkpoints are the thread's latest from then on.
+                    branch, since = True, max(since, top.timestamp)
         except BaseException:
             await released_on_error(claim)
             raise
@@ -304,24 +356,32 @@ class Legs:
         except BaseException:
             await released_on_error(claim)
             raise
-        if isinstance(clock, VirtualClock):
-            catch_up(clock, cp.timestamp)
-        wall, on_done = self.wall()
-        run = RunState(
-            graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed,
-            run_id=cp.run_id, thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=state,
-            max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
-            on_interrupt=opts["on_interrupt"], wall_clock=wall,
-            record_events=opts.get("record_events", True),
-        )
-        run.set_breakpoints(*stops)
-        run.subgraph_runner = self.subgraphs
-        run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
-                          task_counter=task_counter)
-        run.time_travel = run.time_travel or (latest is not None and latest.id != cp.id)
-        run.claim = claim
-        runner = Runner(run, release=claim.release, on_done=on_done)
-        self.track(runner, resumed=True)
+        on_done = None
+        try:
+            if isinstance(clock, VirtualClock):
+                catch_up(clock, since)
+            wall, on_done = self.wall()
+            run = RunState(
+                graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed,
+                run_id=cp.run_id, thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=state,
+                max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
+                on_interrupt=opts["on_interrupt"], wall_clock=wall,
+                record_events=opts.get("record_events", True),
+            )
+            run.set_breakpoints(*stops)
+            run.subgraph_runner = self.subgraphs
+            run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
+                              task_counter=task_counter)
+            run.time_travel = run.time_travel or (latest is not None and latest.id != cp.id)
+            run.branch = branch
+            run.claim = claim
+            runner = Runner(run, release=claim.release, on_done=on_done)
+            self.track(runner, resumed=True)
+        except BaseException:  # refused at admission (a clock that threw): nothing kept
+            if on_done is not None:
+                on_done()
+            await released_on_error(claim)
+            raise
         return runner
 
     async def view(self, cp: Checkpoint, recover: str | None) -> str | None:
@@ -344,6 +404,7 @@ class Legs:
         return cached[1]
 
     def track(self, runner: Runner, *, resumed: bool = False) -> None:
+        started_at = None if runner.run_id in self.rt._runs else self.rt.clock.now()
         live = self.rt._live
         for run_id in [r for r, other in live.items() if other.done]:
             del live[run_id]
@@ -353,7 +414,7 @@ class Legs:
         if record is None:
             self.rt._runs[runner.run_id] = RunRecord(
                 run_id=runner.run_id, thread_id=run.thread_id, graph_id=run.graph.graph_id,
-                revision=run.graph.revision, status="running", started_at=self.rt.clock.now(),
+                revision=run.graph.revision, status="running", started_at=started_at,
                 updated_at=None, tenant_id=run.tenant_id,
             )
         else:

@@ -163,6 +163,7 @@ class RunState:
         self.child_threads: dict[str, str] = {}
         self.child_checkpoints: dict[str, str] = {}
         self.time_travel = False
+        self.branch = False  # the leg's first checkpoint goes on from an earlier one
         self.parent_command: Any = None
         # A leg driven by astep: a cancelled superstep keeps nothing (seed 004).
         self.stepping = STEPPING.get()

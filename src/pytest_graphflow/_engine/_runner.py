@@ -35,6 +35,7 @@ from ..errors import (
 )
 from ._batch import BatchRunner
 from ._commit import Committer
+from ._fault import unexpected
 from ._halts import HaltHandler
 from ._merge import merge_patches
 from ._run_state import RunState, StepState
@@ -135,6 +136,12 @@ class Runner:
                     await self._stop_cancelled(None)
                     await self._after_error(None)
                 raise
+            fault = unexpected(exc, run.clock, run.run_id, run.thread_id, admitted=True)
+            if fault is not None:  # seed 004: ended where it was, nothing more written
+                run.pending = []
+                self.end.fault(fault)
+                await self.end.release()
+                raise fault from exc
             if not run.done:
                 await self.end.finish("failed", exc)
             with anyio.CancelScope(shield=True):

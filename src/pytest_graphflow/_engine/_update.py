@@ -170,8 +170,12 @@ async def write_update(
         task_counter = max(int(m.get("task_counter", 0)) for m in counters)
         token = cp.run_id[4:] if cp.run_id.startswith("run-") else cp.run_id
         clock = rt.clock
-        if isinstance(clock, VirtualClock) and clock.now() < cp.timestamp:
-            clock.advance((cp.timestamp - clock.now()).total_seconds())
+        top = await legs.thread_latest(cp.thread_id)
+        branch = top is not None and top.id != cp.id  # seed 004: a branch on purpose
+        # A virtual clock goes on from the thread's latest: the update is the latest then.
+        since = max(cp.timestamp, top.timestamp) if top is not None else cp.timestamp
+        if isinstance(clock, VirtualClock) and clock.now() < since:
+            clock.advance((since - clock.now()).total_seconds())
         new = await updated_checkpoint(
             graph, cp, values, as_node=as_node, cid=f"cp-{token}-{cp_counter}",
             task_hex=token, task_counter=task_counter, now=clock.now())
@@ -180,6 +184,9 @@ async def write_update(
             # Written from an earlier checkpoint: the history forks here (a subgraph task
             # pending at it gets a fresh child run, see _subgraph).
             new.metadata["time_travel"] = True
+        new.metadata.pop("branch", None)
+        if branch:
+            new.metadata["branch"] = True
         fence = claim.fence
         if fence is None:
             await rt.store.save(new)

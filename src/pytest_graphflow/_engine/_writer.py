@@ -113,6 +113,9 @@ class CheckpointWriter:
                 at = {t: run.child_checkpoints[t] for t in threads if t in run.child_checkpoints}
                 if at:
                     fields["metadata"]["subgraph_checkpoints"] = at
+        if run.branch:  # time travel: its parent is not the thread's latest, on purpose
+            run.branch = False
+            fields["metadata"]["branch"] = True
         if run.parent_command is not None:
             command = run.parent_command  # a child run ended by Command(graph=PARENT)
             fields["metadata"]["parent_command"] = {
@@ -166,6 +169,19 @@ class LegEnd:
         if not run.deferred:
             await self.release()
 
+    def fault(self, error: BaseException) -> None:
+        """The leg ended where it was on an unexpected throwable (seed 004): it failed with
+        ``error``, its patches are undone, and its clock is not asked again (it threw). The
+        caller releases the claim; nothing more is written."""
+        run = self.run
+        run.done = True
+        run.status = "failed"
+        run.error = error
+        self.update_record()
+        on_done, self._on_done = self._on_done, None
+        if on_done is not None:
+            on_done()
+
     def update_record(self) -> None:
         """Bring the runtime's run record up to the leg's status and error."""
         run = self.run
@@ -173,7 +189,8 @@ class LegEnd:
         if record is None:
             return
         record.status = run.status
-        record.updated_at = run.ended_at
+        if run.ended_at is not None:
+            record.updated_at = run.ended_at
         if run.error is not None:
             error = run.error
             record.error = {"error_type": type(error).__name__,

@@ -11,7 +11,7 @@ thread's claim row inside its write transaction, asks :func:`take_claim` /
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,6 +23,8 @@ from ..errors import (
     EventsCompacted,
     ForkTargetExists,
     InvalidArgument,
+    MalformedCommit,
+    ParentNotLatest,
     StaleClaim,
     ThreadBusy,
     UnsupportedFormat,
@@ -36,6 +38,7 @@ __all__ = [
     "check_before_seq",
     "check_commit",
     "check_keep_last",
+    "check_lineage",
     "check_token",
     "check_ttl",
     "checked_patch",
@@ -44,6 +47,7 @@ __all__ = [
     "fence_token",
     "fork_target_exists",
     "from_micros",
+    "lineage_free",
     "normalise_event",
     "normalise_run_record",
     "renewed",
@@ -232,6 +236,63 @@ def check_commit(
         raise InvalidArgument(f"commit: the run record is of run {record['run_id']}, not "
                               f"{run_id}")
     return cps, normalised, record
+
+
+def check_lineage(
+    thread_id: str,
+    latest: str | None,
+    checkpoints: Sequence[Any],
+    events: Sequence[tuple[int, Mapping[str, Any]]] = (),
+) -> None:
+    """Seed 004's commit checks, against ``latest`` (the id of the thread's latest checkpoint,
+    read in the write's own transaction): a write under a claim (``commit``, a fenced
+    ``save``) goes on from the thread's latest checkpoint.
+
+    - each new checkpoint (one that is not the latest itself, rewritten) that names a parent
+      names the thread's latest, the checkpoint before it in the commit included; a
+      checkpoint with no parent, the first of a thread, or one marked
+      ``metadata["branch"]`` (time travel: it goes on from an earlier checkpoint on purpose)
+      is not checked;
+    - the events' ``seq`` strictly increase, and a ``checkpoint_saved`` event names a
+      checkpoint of the commit or the thread's latest.
+
+    Raises:
+        ParentNotLatest: a checkpoint's parent is not the thread's latest.
+        MalformedCommit: events out of order, or one naming another checkpoint.
+    """
+    before = latest
+    written: set[str] = set()
+    for cp in checkpoints:
+        parent = cp.parent_id
+        if (parent is not None and latest is not None and parent != latest
+                and cp.id != latest and not cp.metadata.get("branch")):
+            raise ParentNotLatest(thread_id, cp.id, parent, latest)
+        latest = cp.id
+        written.add(cp.id)
+    previous: int | None = None
+    for seq, data in events:
+        if previous is not None and seq <= previous:
+            raise MalformedCommit(thread_id, f"event seq={seq} follows seq={previous}; a "
+                                  "commit's events are in strictly increasing seq order")
+        previous = seq
+        named = data.get("checkpoint_id") if data.get("type") == "checkpoint_saved" else None
+        if named is not None and named not in written and named != before:
+            raise MalformedCommit(
+                thread_id, f"event seq={seq} says checkpoint {named!r} was saved, but the "
+                f"commit writes {sorted(written)} and the thread's latest is {before!r}; "
+                "commit the checkpoint with the event that names it")
+
+
+def lineage_free(checkpoints: Sequence[Any],
+                 events: Sequence[tuple[int, Mapping[str, Any]]] = ()) -> bool:
+    """Whether :func:`check_lineage`'s answer does not depend on the thread's latest: no
+    checkpoint names a parent (unmarked) and no event names a checkpoint the commit does not
+    write (a store may then skip reading the latest)."""
+    if any(cp.parent_id is not None and not cp.metadata.get("branch") for cp in checkpoints):
+        return False
+    written = {cp.id for cp in checkpoints}
+    return not any(data.get("type") == "checkpoint_saved"
+                   and data.get("checkpoint_id") not in written for _, data in events)
 
 
 def check_token(token: object, where: str) -> int:

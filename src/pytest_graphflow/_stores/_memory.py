@@ -45,8 +45,8 @@ class _Draft:
     more than the rest of a step; most checkpoints are never read back.
     """
 
-    __slots__ = ("_cp", "fields", "id", "node_id", "node_ids", "run_id", "thread_id",
-                 "timestamp")
+    __slots__ = ("_cp", "fields", "id", "metadata", "node_id", "node_ids", "parent_id",
+                 "run_id", "thread_id", "timestamp")
 
     def __init__(self, fields: dict[str, Any]) -> None:
         self.fields = fields
@@ -56,6 +56,8 @@ class _Draft:
         self.node_id = fields["node_id"]
         self.node_ids = fields["node_ids"]
         self.timestamp = fields["timestamp"]
+        self.parent_id = fields["parent_id"]
+        self.metadata = fields["metadata"]
         self._cp: Checkpoint | None = None
 
     def checkpoint(self) -> Checkpoint:
@@ -98,6 +100,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         self._by_run: dict[str, dict[str, None]] = {}
         self._by_thread: dict[str, dict[str, None]] = {}
         self._latest: dict[str, str] = {}
+        self._thread_latest: dict[str, str] = {}
         self._order = 0
         self.claim_ttl: float = rules.check_ttl(claim_ttl, "InMemoryCheckpointStore")
         self._events: dict[str, dict[int, dict[str, Any]]] = {}
@@ -132,6 +135,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
                       "save")
         if fence is not None:
             self._fenced(fence, checkpoint.thread_id, checkpoint.id)
+            self._lineage(checkpoint.thread_id, [checkpoint])
         self._adopt(checkpoint.clone())
 
     def _fenced(self, fence: Fence, thread_id: str, what: str) -> None:
@@ -146,9 +150,11 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
     def _adopt_fields(self, fields: dict[str, Any], fence: Fence | None = None) -> bool:
         """Store a checkpoint given as its fields (internal; see :meth:`_adopt`). Returns
         ``True``: it always takes them (a ``FaultyStore``'s may not)."""
+        draft = _Draft(fields)
         if fence is not None:
-            self._fenced(fence, fields["thread_id"], fields["id"])
-        self._adopt(_Draft(fields))  # type: ignore[arg-type]
+            self._fenced(fence, draft.thread_id, draft.id)
+            self._lineage(draft.thread_id, [draft])
+        self._adopt(draft)  # type: ignore[arg-type]
         return True
 
     async def commit(
@@ -177,6 +183,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         normalised = [parsed_event(run_id, e, seq, dumped=dumped) for seq, e in pairs]
         rules.current_or_stale(thread_id, rules.check_token(token, "commit"),
                                self._claims.get(thread_id))
+        self._lineage(thread_id, cps, pairs)
         for cp in cps:
             self._adopt(cp.clone())
         self._put_events(run_id, normalised)
@@ -198,18 +205,31 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         self._by_id[cid] = (checkpoint, self._order)
         self._by_run.setdefault(checkpoint.run_id, {})[cid] = None
         self._by_thread.setdefault(checkpoint.thread_id, {})[cid] = None
-        run_id = checkpoint.run_id
-        current = self._latest.get(run_id)
+        self._newest(self._latest, self._by_run, checkpoint.run_id, checkpoint)
+        self._newest(self._thread_latest, self._by_thread, checkpoint.thread_id, checkpoint)
+
+    def _newest(self, latest: dict[str, str], index: dict[str, dict[str, None]], key: str,
+                checkpoint: Checkpoint) -> None:
+        """Update ``latest[key]`` (a run's or a thread's latest) for ``checkpoint``, just
+        stored."""
+        cid = checkpoint.id
+        current = latest.get(key)
         if current is None:
-            self._latest[run_id] = cid
+            latest[key] = cid
         elif current == cid:  # overwritten in place: it may no longer be the latest
-            self._latest[run_id] = self._max(run_id)
+            latest[key] = max(index[key], key=self._rank)
         elif checkpoint.timestamp >= self._by_id[current][0].timestamp:
             # Saved last, so of equal timestamps it wins; a later timestamp wins outright.
-            self._latest[run_id] = cid
+            latest[key] = cid
 
     def _max(self, run_id: str) -> str:
         return max(self._by_run[run_id], key=self._rank)
+
+    def _lineage(self, thread_id: str, checkpoints: Sequence[Any],
+                 events: Sequence[tuple[int, Any]] = ()) -> None:
+        """Seed 004's commit checks against the thread's latest
+        (:func:`~._claims.check_lineage`)."""
+        rules.check_lineage(thread_id, self._thread_latest.get(thread_id), checkpoints, events)
 
     def _unindex(self, cp: Checkpoint) -> None:
         self._by_run.get(cp.run_id, {}).pop(cp.id, None)
@@ -220,6 +240,12 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
             else:
                 self._latest.pop(cp.run_id, None)
                 self._by_run.pop(cp.run_id, None)
+        if self._thread_latest.get(cp.thread_id) == cp.id:
+            ids = self._by_thread.get(cp.thread_id)
+            if ids:
+                self._thread_latest[cp.thread_id] = max(ids, key=self._rank)
+            else:
+                self._thread_latest.pop(cp.thread_id, None)
 
     async def get(self, checkpoint_id: str) -> Checkpoint | None:
         """A copy of the checkpoint with this id, or ``None``."""

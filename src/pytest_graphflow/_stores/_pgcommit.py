@@ -19,7 +19,7 @@ from typing import Any
 
 from .._records._checkpoint import Checkpoint
 from .._records._json import DumpedEvents
-from ..errors import StaleClaim
+from ..errors import GraphflowError, StaleClaim
 from . import _claims as rules
 from ._args import check_commit, check_nesting
 from ._pgconn import Cursor
@@ -57,15 +57,25 @@ def _run_record_part(record: dict[str, Any]) -> tuple[str, list[Any]]:
     return sql, params
 
 
+_LATEST = ("SELECT id FROM checkpoints WHERE thread_id = %s ORDER BY ts_us DESC, "
+           "save_order DESC LIMIT 1")
+
+
 def _fenced_statement(
     thread_id: str, token: int, run_id: str, cp_row: tuple[Any, ...] | None,
-    rows: _Rows, record: dict[str, Any] | None = None,
+    rows: _Rows, record: dict[str, Any] | None = None, latest: str | None = None,
+    free: bool = True,
 ) -> tuple[str, list[Any]]:
     """The one statement writing a checkpoint (``cp_row``, if any), events and the run record
-    under the fence; it returns the claim's token and run id and whether the fence held."""
+    under the fence, when the thread's latest checkpoint is ``latest`` (what seed 004's checks
+    passed against); it returns the claim's token and run id, whether the fence held, and the
+    thread's latest checkpoint id before the write."""
     parts = ["WITH claim AS (SELECT run_id, token FROM claims WHERE thread_id = %s FOR SHARE), "
-             "ok AS (SELECT 1 FROM claim WHERE run_id IS NOT NULL AND token = %s)"]
-    params: list[Any] = [thread_id, token]
+             f"latest AS ({_LATEST}), "
+             "held AS (SELECT 1 FROM claim WHERE run_id IS NOT NULL AND token = %s), "
+             "ok AS (SELECT 1 FROM held WHERE %s OR (SELECT id FROM latest) IS NOT DISTINCT "
+             "FROM %s)"]
+    params: list[Any] = [thread_id, thread_id, token, free, latest]
     if cp_row is not None:
         parts.append(
             "cp AS (INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, "
@@ -93,7 +103,7 @@ def _fenced_statement(
         params.extend(more)
     # Data-modifying CTEs run whether or not the final SELECT reads them.
     sql = (", ".join(parts) + " SELECT (SELECT token FROM claim), (SELECT run_id FROM claim), "
-           "EXISTS (SELECT 1 FROM ok)")
+           "EXISTS (SELECT 1 FROM held), (SELECT id FROM latest), EXISTS (SELECT 1 FROM ok)")
     return sql, params
 
 
@@ -132,6 +142,8 @@ class PgCommits:
         Raises:
             StaleClaim: ``token`` is not the thread's current claim; nothing is written.
             InvalidArgument: a part is not of ``run_id`` on ``thread_id``; nothing is written.
+            ParentNotLatest, MalformedCommit: seed 004's commit checks
+                (:func:`~._claims.check_lineage`); nothing is written.
         """
         cps, pairs, record = check_commit(thread_id, run_id, checkpoints, events, run,
                                           normalise=False)
@@ -144,15 +156,28 @@ class PgCommits:
         if type(events) is not DumpedEvents:  # not the runtime's commit: check its nesting
             for cp, cp_row in zip(cps, cp_rows, strict=True):
                 check_nesting(cp, cp_row[-1], "commit")
-        if len(cps) <= 1:  # a step: one statement, one round trip
+        # A step: one statement, one round trip, written when the thread's latest is the
+        # step's parent; another latest is judged by the shared rule, and once found sound,
+        # written against it.
+        free = rules.lineage_free(cps, pairs)
+        latest = cps[0].parent_id if cps else None
+        try:
+            rules.check_lineage(thread_id, latest, cps, pairs)
+        except GraphflowError:  # judged below, once the claim is known to hold
+            free, latest = False, ""  # no checkpoint has this id: nothing is written
+        for _ in range(3) if len(cps) <= 1 else ():
             sql, params = _fenced_statement(thread_id, token, run_id,
-                                            cp_rows[0] if cp_rows else None, rows, record)
+                                            cp_rows[0] if cp_rows else None, rows, record,
+                                            latest, free)
             async with self._one() as cur:
                 await cur.execute(sql, params)
-                current, holder, held = await cur.fetchone()
+                current, holder, held, found_latest, written = await cur.fetchone()
             if not held:
                 raise StaleClaim(thread_id, token, None if holder is None else int(current))
-            return
+            if written:
+                return
+            rules.check_lineage(thread_id, found_latest, cps, pairs)
+            latest = found_latest
         async with self._tx() as cur:
             await cur.execute("SELECT run_id, token FROM claims WHERE thread_id = %s FOR SHARE",
                               (thread_id,))
@@ -160,6 +185,9 @@ class PgCommits:
             if found is None or found[0] is None or found[1] != token:
                 raise StaleClaim(thread_id, token,
                                  None if found is None or found[0] is None else int(found[1]))
+            await cur.execute(_LATEST, (thread_id,))
+            top = await cur.fetchone()
+            rules.check_lineage(thread_id, None if top is None else top[0], cps, pairs)
             for cp_row in cp_rows:
                 await cur.execute(self._UPSERT, cp_row)
             if rows:

@@ -76,9 +76,11 @@ class ClaimingStore(CheckpointStore, Protocol):
       a claim is live every other claim is refused with ``ThreadBusy`` (the same run id
       included: a claim belongs to the runtime instance holding the token).
     - ``renew``/``release`` check the token with ``current_or_stale`` (``StaleClaim``).
-    - ``commit`` checks the token with ``current_or_stale`` and the parts with
-      ``check_commit``, then writes the checkpoints, the events and the run record together,
-      or nothing at all.
+    - ``commit`` checks the token with ``current_or_stale``, the parts with
+      ``check_commit`` and, against the thread's latest checkpoint read in the same
+      transaction, their lineage with ``check_lineage`` (``ParentNotLatest``,
+      ``MalformedCommit``), then writes the checkpoints, the events and the run record
+      together, or nothing at all.
     - ``save(checkpoint, fence=(thread_id, token))`` is a commit of one checkpoint.
 
     A durable store (``records_events = True``) gets one ``commit`` per piece of a run (the

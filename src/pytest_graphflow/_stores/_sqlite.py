@@ -219,6 +219,8 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         Raises:
             StaleClaim: ``token`` is not the thread's current claim; nothing is written.
             InvalidArgument: a part is not of ``run_id`` on ``thread_id``.
+            ParentNotLatest, MalformedCommit: seed 004's commit checks
+                (:func:`~._claims.check_lineage`); nothing is written.
         """
         # The events are serialised once, by event_row (which refuses what is not JSON); a
         # plain run record (the runtime's, while a run goes on) once, by plain_run_record.
@@ -234,6 +236,10 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         rows = [row(run_id, data, seq) for seq, data in normalised]
         with self._tx() as db:
             self._hold(db, thread_id, token)
+            latest = db.execute(f"SELECT id FROM checkpoints WHERE thread_id = ? {_NEWEST}",
+                                (thread_id,)).fetchone()
+            rules.check_lineage(thread_id, None if latest is None else latest[0], cps,
+                                normalised)
             for cp, data in encoded:
                 self._write(db, cp, data)
             if rows:
