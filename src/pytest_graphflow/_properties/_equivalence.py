@@ -10,6 +10,7 @@ from typing import Any
 from .._stores._memory import InMemoryCheckpointStore
 from ._checks import Violation, check_invariants
 from ._compare import Compare, Normalize
+from ._deadlock import deadlock_violation
 from ._drive import (
     Answers,
     Drive,
@@ -50,7 +51,8 @@ def check_interrupt_resume_equivalence(
     resume by a fresh :class:`GraphRuntime` over the same store, given ``graph=`` (another
     process; its virtual clock goes on where the previous one stopped). (b) and (c) must end
     in the status and state of (a); (c)'s log must equal (b)'s byte for byte; and (b)'s log,
-    all legs together, must keep C1–C10.
+    all legs together, must keep C1–C10. A run that can never end (``VirtualDeadlock``) is
+    reported at once as a ``"deadlock"`` violation naming the waiting nodes.
 
     Args:
         pause: seconds of virtual time each pause lasts in (b) and (c) (a human takes a while
@@ -70,7 +72,13 @@ def check_interrupt_resume_equivalence(
         return _on_owned_loop(rt, lambda r: drive(r, g, input, answers, **kw))  # type: ignore[no-any-return]
 
     a = run(hook=True)
+    stuck = deadlock_violation(a.result, "answering at once")
+    if stuck is not None:
+        return [stuck]  # pausing would wait the same way
     b = run(max_legs=max_legs, pause=wait)
+    stuck = deadlock_violation(b.result, "pausing and resuming (same runtime)")
+    if stuck is not None:
+        return [stuck]
     c = run(fresh=_fresh_after, max_legs=max_legs, pause=wait)
     out: list[Violation] = []
     assert a.result is not None

@@ -21,6 +21,7 @@ from .._time._clock import VirtualClock
 from ..errors import SimulatedCrash
 from ._checks import Violation, check_invariants
 from ._compare import Compare, Normalize
+from ._deadlock import deadlock_violation
 from ._drive import (
     Answers,
     Drive,
@@ -142,7 +143,9 @@ def check_crash_recovery(
       with ``record_effect`` (a node that records nothing is reported, since a re-run of it
       cannot be told from a repeated effect). The re-runs allowed above are then judged by
       the ledger: an idempotent node passes, a repeated effect fails;
-    * the recovered legs keep C1–C10.
+    * the recovered legs keep C1–C10;
+    * a fault-free run that can never end (``VirtualDeadlock``) is reported at once as a
+      ``"deadlock"`` violation naming the waiting nodes, and no crash point is tried.
 
     The oracle and each crash point run on a graph of their own when ``graph`` is a factory;
     the crashed and the recovering process of one crash point share it (fakes built into the
@@ -234,6 +237,9 @@ def check_crash_recovery(
                         wall=_wall(graph))
 
     oracle, oracle_calls, log, oracle_effects = _on_owned_loop(fresh_runtime(), run_oracle)
+    stuck = deadlock_violation(oracle.result, "the fault-free run")
+    if stuck is not None:
+        return [stuck]  # every crash point would wait the same way
     broken = _effects_per_task(oracle_calls, effectful, Counter(), "in the fault-free run", None)
     broken += _ledger_violations(oracle_effects, None, "in the fault-free run", None)
     if strict_effects:
