@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from pytest_graphflow import END, START, Graph, GraphRuntime, Retry, VirtualClock, record_effect
-from pytest_graphflow.invariants import check_crash_recovery
+from pytest_graphflow.invariants import check_crash_recovery, check_interrupt_resume_equivalence
 
 
 class S(BaseModel):
@@ -312,3 +312,50 @@ def test_strict_effects_finds_a_key_charged_again_after_its_checkpoint_was_ackno
 def test_strict_effects_passes_the_twin_whose_second_client_checks_the_key() -> None:
     assert check_crash_recovery(lambda: late_fee(Card(idempotent=True), True),
                                 strict_effects=True, ignore=["at"]) == []
+
+
+# ------------------------------------------------------------------ across a pause
+
+
+def charge_then_ask(card: Card, effect: str = "external", charge_first: bool = True) -> Any:
+    """One node that charges and asks: on resume it runs again from the top, so a charge
+    before its ``interrupt()`` is made again. The fixed twin charges after the answer."""
+    from pytest_graphflow import interrupt
+
+    def charge(state: Paid, ctx: Any) -> dict[str, Any]:
+        if charge_first:
+            card.charge(f"{ctx.run_id}:order-1")
+        ok = bool(interrupt("ship?", id="q"))
+        if not charge_first:
+            card.charge(f"{ctx.run_id}:order-1")
+        return {"paid": True, "ok": ok}
+
+    g = Graph("ask", Paid)
+    g.node("charge", charge, effect=effect)  # type: ignore[arg-type]
+    g.edge(START, "charge")
+    g.edge("charge", END)
+    return g.compile()
+
+
+def test_interrupt_resume_equivalence_finds_a_charge_made_again_on_resume() -> None:
+    found = check_interrupt_resume_equivalence(lambda: charge_then_ask(Card(False)),
+                                               answers={"q": True})
+
+    assert [v.rule for v in found] == ["effects"]
+    assert found[0].message.startswith("pausing and resuming (same-runtime resumes): effect "
+                                       "'charge' (key run-")
+    assert found[0].message.endswith("happened 2 times; it must happen once")
+
+
+def test_interrupt_resume_equivalence_finds_a_charge_in_a_pure_node() -> None:
+    found = check_interrupt_resume_equivalence(
+        lambda: charge_then_ask(Card(True), effect="pure", charge_first=False),
+        answers={"q": True})
+
+    assert [v.rule for v in found] == ["effects"]
+    assert "pure node 'charge' recorded effect 'charge'" in found[0].message
+
+
+def test_interrupt_resume_equivalence_passes_the_charge_made_after_the_answer() -> None:
+    assert check_interrupt_resume_equivalence(
+        lambda: charge_then_ask(Card(False), charge_first=False), answers={"q": True}) == []

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
+from .._engine._runtime import GraphRuntime
+from .._graph._effects import EFFECT_LEDGER, Effect
 from .._records._events import EventBase
 from .._stores._memory import InMemoryCheckpointStore
 from ..errors import InvalidArgument
@@ -32,6 +34,7 @@ from ._drive import (
     drive,
     graph_maker,
 )
+from ._ledger import repeated_effects, undeclared_effects
 
 __all__ = ["check_interrupt_resume_equivalence"]
 
@@ -56,8 +59,12 @@ def check_interrupt_resume_equivalence(
     resume by a fresh :class:`GraphRuntime` over the same store, given ``graph=`` (another
     process; its virtual clock goes on where the previous one stopped). (b) and (c) must end
     in the status and state of (a); (c)'s log must equal (b)'s byte for byte; and (b)'s log,
-    all legs together, must keep C1–C10. A run that can never end (``VirtualDeadlock``) is
-    reported at once as a ``"deadlock"`` violation naming the waiting nodes.
+    all legs together, must keep C1–C10. Effects recorded with
+    :func:`~pytest_graphflow.record_effect` in (b) happen once each (a node runs again from the
+    top on resume, so an effect before its ``interrupt()`` repeats) and never in a node
+    declared ``pure``/``read`` (rule ``"effects"``). A run that can never end
+    (``VirtualDeadlock``) is reported at once as a ``"deadlock"`` violation naming the
+    waiting nodes.
 
     Args:
         wait: the virtual time each pause lasts in (b) and (c), as seconds or a
@@ -79,10 +86,19 @@ def check_interrupt_resume_equivalence(
             else _pause_seconds(pause, where))
     w = _wall(graph)
 
+    ledgers: list[list[Effect]] = []
+
     def run(**kw: Any) -> Drive:
         g = make()
         rt = _runtime(InMemoryCheckpointStore(), seed, backend=backend, wall=w)
-        return _on_owned_loop(rt, lambda r: drive(r, g, input, answers, **kw))  # type: ignore[no-any-return]
+        ledger: list[Effect] = []
+        ledgers.append(ledger)
+
+        async def counted(r: GraphRuntime) -> Drive:
+            EFFECT_LEDGER.set(ledger)
+            return await drive(r, g, input, answers, **kw)
+
+        return _on_owned_loop(rt, counted)  # type: ignore[no-any-return]
 
     a = run(hook=True)
     stuck = deadlock_violation(a.result, "answering at once")
@@ -93,7 +109,9 @@ def check_interrupt_resume_equivalence(
     if stuck is not None:
         return [stuck]
     c = run(fresh=_fresh_after, max_legs=max_legs, pause=wait)
-    out: list[Violation] = []
+    declared = {n: spec.effect for n, spec in make().nodes.items()}
+    out = undeclared_effects(ledgers[1], declared, "pausing and resuming")
+    out += repeated_effects(ledgers[1], "pausing and resuming (same-runtime resumes)")
     assert a.result is not None
     want = _outcome(a.result, cmp)
     for name, d in (("same-runtime resumes", b), ("fresh-runtime resumes", c)):
