@@ -89,11 +89,16 @@ def test_no_tool_hangs_on_a_graph_the_runtime_ends_with_virtual_deadlock(
     assert time.perf_counter() - started < 30
 
 
-def test_explore_reports_the_deadlock_as_the_outcome_of_every_seed() -> None:
+def test_explore_reports_the_deadlock_and_stops_at_the_first_seed() -> None:
+    # Issue 25: the deadlock is a finding (naming the waiting node), not an outcome like any
+    # other; every further seed would wait the same way.
     report = explore(stuck_graph(), schedules=3)
 
-    assert [o.status for o in report.outcomes] == ["failed"] * 3
-    assert report.ok
+    assert [o.status for o in report.outcomes] == ["failed"]
+    assert not report.ok
+    assert [v.rule for v in report.violations] == ["deadlock"]
+    assert "wait forever" in report.violations[0].message
+    assert "'stuck'" in report.violations[0].message
 
 
 def test_timers_in_explore_are_the_runtimes_timers() -> None:

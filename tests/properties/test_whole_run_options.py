@@ -271,7 +271,7 @@ def test_a_pause_that_lasts_finds_a_decision_read_from_the_clock() -> None:
 
     assert found
     assert "route" in found[0].message
-    assert "3600s each pause" in found[0].message
+    assert "3600s (1:00:00) each pause" in found[0].message
 
 
 @pytest.mark.parametrize("pause", [-1, "1h", True], ids=["negative", "str", "bool"])

@@ -42,10 +42,12 @@ def record_effect(name: str, key: Any = None) -> None:
     """Record that an effect happened (a refund issued, an email sent) for the checkers.
 
     Call it where the effect really happens, e.g. in a fake service after its idempotency
-    check. ``check_crash_recovery`` then requires every effect of the fault-free run to
-    happen exactly once in it (a ``Retry`` attempt repeating it is reported), and exactly
-    once after every crash and recovery (the key is what makes two calls the same effect;
-    by default, the calling task). Outside a checker's runs, it does nothing.
+    check. ``check_crash_recovery`` then reports an effect recorded by a node declared
+    ``pure`` or ``read`` (naming both), requires every effect of the fault-free run to happen
+    exactly once in it (a ``Retry`` attempt repeating it is reported), and exactly once after
+    every crash and recovery, telling a repeat inside the at-least-once window from a real
+    duplicate (the key is what makes two calls the same effect; by default, the calling
+    task). Outside a checker's runs, it does nothing.
 
     Args:
         name: the kind of effect (``"refund"``).

@@ -102,6 +102,7 @@ def run_child(req: dict[str, Any], out: Any, recover: bool, *, die: Callable[[],
 
     from .._graph._refs import resolve_graph, resolve_ref
     from .._time._clock import VirtualClock
+    from ._deadlock import deadlock_in
     from ._instrument import CallLog, record_calls
 
     graph0 = resolve_graph(req["graph"])
@@ -127,7 +128,9 @@ def run_child(req: dict[str, Any], out: Any, recover: bool, *, die: Callable[[],
     async def go() -> dict[str, Any]:
         if not recover:
             result = await _drive(runtime, graph, req.get("input"), answers)
-            return {"status": result.status, "state": result.data, "run_id": result.run_id}
+            stuck = deadlock_in(result.error)
+            return {"status": result.status, "state": result.data, "run_id": result.run_id,
+                    "deadlock": None if stuck is None else str(stuck)}
         run_id = req["run_id"]
         acked = req.get("acked")
         present = None if acked is None else (await store.get(acked)) is not None

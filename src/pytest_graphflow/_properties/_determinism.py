@@ -10,6 +10,7 @@ from .._stores._memory import InMemoryCheckpointStore
 from ..errors import InvalidArgument
 from ._checks import Violation
 from ._compare import Compare, Normalize
+from ._deadlock import deadlock_violation
 from ._drive import (
     Answers,
     Drive,
@@ -44,8 +45,10 @@ def check_determinism(
     Interrupts pause the run and are resumed with ``answers`` (all legs are compared). Every
     run is compared with the first, so a decision that differs only now and then is caught
     far more often than by two runs (a 30% coin agrees in two runs more than half the time;
-    in five, under a fifth). The first divergent event is reported (only the fields that
-    differ), with how many of the runs diverged and the streams' SHA-256 in the example.
+    in five, under a fifth). A run that can never end (``VirtualDeadlock``) is reported at
+    once as a ``"deadlock"`` violation naming the waiting nodes. The first divergent event
+    is reported (only the fields that differ), with how many of the runs diverged and the
+    streams' SHA-256 in the example.
     With ``processes=N``, the runs happen in N fresh interpreters with different
     ``PYTHONHASHSEED`` values instead (:func:`check_determinism_across_processes`; the graph
     is then ``"module:attr"``, a module-level factory, or a graph a module holds).
@@ -73,6 +76,9 @@ def check_determinism(
             rt = _runtime(InMemoryCheckpointStore(), seed, backend=backend, wall=_wall(graph))
             d: Drive = _on_owned_loop(rt, lambda r, g=g: drive(  # type: ignore[misc]
                 r, g, input, answers))
+            stuck = deadlock_violation(d.result, f"seed {seed} on {backend}")
+            if stuck is not None:
+                return [stuck]  # every other run would wait the same way
             seen.append((backend, _lines(d.events, cmp)))
     out: list[Violation] = []
     base_backend, base = seen[0]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -33,7 +34,7 @@ from .._engine._results import GraphResult
 from .._engine._runtime import GraphRuntime
 from .._graph._builder import CompiledGraph
 from .._graph._node import Resume, answer_keys
-from .._records._events import EventBase, Interrupt, RunStart
+from .._records._events import EventBase, Interrupt, NodeEnd, RunStart
 from .._time._clock import VirtualClock
 from .._time._loops import run_sync_owned
 from ..errors import InvalidArgument
@@ -128,11 +129,19 @@ def _outcome_diff(want: GraphResult[Any], got: GraphResult[Any], cmp: Compare) -
     return "; ".join(parts)
 
 
-def _pause_seconds(pause: float, where: str) -> float:
-    if isinstance(pause, bool) or not isinstance(pause, int | float) or pause < 0:
-        raise InvalidArgument(f"{where}(pause={pause!r}): give the seconds of virtual time a "
-                              "pause lasts (>= 0)")
-    return float(pause)
+def _pause_seconds(pause: float | timedelta, where: str, name: str = "pause") -> float:
+    """The virtual seconds a pause lasts, given as seconds or a ``timedelta``."""
+    seconds = pause.total_seconds() if isinstance(pause, timedelta) else pause
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0 \
+            or seconds != seconds:
+        raise InvalidArgument(f"{where}({name}={pause!r}): give the virtual time a pause lasts "
+                              "as seconds (>= 0) or a timedelta, e.g. timedelta(hours=12)")
+    return float(seconds)
+
+
+def _path(events: Iterable[EventBase]) -> str:
+    """The nodes a run completed, in order (``a → b``)."""
+    return " → ".join(e.node or "?" for e in events if isinstance(e, NodeEnd)) or "(none)"
 
 
 @dataclass

@@ -5,11 +5,17 @@ runtime or a fresh one over the same store) ends where answering at once does.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
+from .._engine._runtime import GraphRuntime
+from .._graph._effects import EFFECT_LEDGER, Effect
+from .._records._events import EventBase
 from .._stores._memory import InMemoryCheckpointStore
+from ..errors import InvalidArgument
 from ._checks import Violation, check_invariants
 from ._compare import Compare, Normalize
+from ._deadlock import deadlock_violation
 from ._drive import (
     Answers,
     Drive,
@@ -21,12 +27,14 @@ from ._drive import (
     _on_owned_loop,
     _outcome,
     _outcome_diff,
+    _path,
     _pause_seconds,
     _runtime,
     _wall,
     drive,
     graph_maker,
 )
+from ._ledger import repeated_effects, undeclared_effects
 
 __all__ = ["check_interrupt_resume_equivalence"]
 
@@ -39,7 +47,8 @@ def check_interrupt_resume_equivalence(
     seed: int = 0,
     backend: str = "asyncio",
     max_legs: int = 50,
-    pause: float = 0.0,
+    pause: float | timedelta = 0.0,
+    wait: float | timedelta | None = None,
     ignore: Iterable[str] | str | None = None,
     normalize: Normalize | None = None,
 ) -> list[Violation]:
@@ -50,29 +59,59 @@ def check_interrupt_resume_equivalence(
     resume by a fresh :class:`GraphRuntime` over the same store, given ``graph=`` (another
     process; its virtual clock goes on where the previous one stopped). (b) and (c) must end
     in the status and state of (a); (c)'s log must equal (b)'s byte for byte; and (b)'s log,
-    all legs together, must keep C1–C10.
+    all legs together, must keep C1–C10. Effects recorded with
+    :func:`~pytest_graphflow.record_effect` in (b) happen once each (a node runs again from the
+    top on resume, so an effect before its ``interrupt()`` repeats) and never in a node
+    declared ``pure``/``read`` (rule ``"effects"``). A run that can never end
+    (``VirtualDeadlock``) is reported at once as a ``"deadlock"`` violation naming the
+    waiting nodes.
 
     Args:
-        pause: seconds of virtual time each pause lasts in (b) and (c) (a human takes a while
-            to answer): a route or node that decides again on resume from the clock, and so
-            decides differently after a pause, is then reported. Default 0.
+        wait: the virtual time each pause lasts in (b) and (c), as seconds or a
+            ``timedelta`` (a human takes a while to answer: ``timedelta(hours=12)`` crosses
+            noon or midnight): a route or node that decides again on resume from the clock
+            (``ctx.now()``, ``datetime.now()``), and so takes another path after a wait, is
+            then reported with both paths. Default 0.
+        pause: the same as ``wait`` (its earlier name); give one of them.
         ignore: state paths left out of the comparison (``"audit.*.at"``).
         normalize: a function ``state -> state`` applied before comparing.
     """
     make = graph_maker(graph, "check_interrupt_resume_equivalence")
     cmp = Compare.of(ignore, normalize)
-    wait = _pause_seconds(pause, "check_interrupt_resume_equivalence")
+    where = "check_interrupt_resume_equivalence"
+    if wait is not None and pause:
+        raise InvalidArgument(f"{where}(pause={pause!r}, wait={wait!r}): give one of them "
+                              "(wait= is pause='s newer name)")
+    wait = (_pause_seconds(wait, where, "wait") if wait is not None
+            else _pause_seconds(pause, where))
     w = _wall(graph)
+
+    ledgers: list[list[Effect]] = []
 
     def run(**kw: Any) -> Drive:
         g = make()
         rt = _runtime(InMemoryCheckpointStore(), seed, backend=backend, wall=w)
-        return _on_owned_loop(rt, lambda r: drive(r, g, input, answers, **kw))  # type: ignore[no-any-return]
+        ledger: list[Effect] = []
+        ledgers.append(ledger)
+
+        async def counted(r: GraphRuntime) -> Drive:
+            EFFECT_LEDGER.set(ledger)
+            return await drive(r, g, input, answers, **kw)
+
+        return _on_owned_loop(rt, counted)  # type: ignore[no-any-return]
 
     a = run(hook=True)
+    stuck = deadlock_violation(a.result, "answering at once")
+    if stuck is not None:
+        return [stuck]  # pausing would wait the same way
     b = run(max_legs=max_legs, pause=wait)
+    stuck = deadlock_violation(b.result, "pausing and resuming (same runtime)")
+    if stuck is not None:
+        return [stuck]
     c = run(fresh=_fresh_after, max_legs=max_legs, pause=wait)
-    out: list[Violation] = []
+    declared = {n: spec.effect for n, spec in make().nodes.items()}
+    out = undeclared_effects(ledgers[1], declared, "pausing and resuming")
+    out += repeated_effects(ledgers[1], "pausing and resuming (same-runtime resumes)")
     assert a.result is not None
     want = _outcome(a.result, cmp)
     for name, d in (("same-runtime resumes", b), ("fresh-runtime resumes", c)):
@@ -81,8 +120,9 @@ def check_interrupt_resume_equivalence(
             out.append(Violation(
                 "equivalence", None,
                 f"pausing and resuming ({name}, {d.legs} legs"
-                + (f", {wait:g}s each pause" if wait else "") + ") ended unlike answering at "
-                f"once: {_outcome_diff(a.result, d.result, cmp)}",
+                + (f", {_waited(wait)} each pause" if wait else "") + ") ended unlike "
+                f"answering at once: {_paths(a.events, d.events)}"
+                f"{_outcome_diff(a.result, d.result, cmp)}",
                 example=(d.events, a.events)))
     lb, lc = _lines(b.events), _lines(c.events)
     if lb != lc:
@@ -91,3 +131,16 @@ def check_interrupt_resume_equivalence(
                              f"log than resuming in the same runtime: {diff}"))
     out += check_invariants(b.events, graph=make())
     return out
+
+
+def _waited(seconds: float) -> str:
+    """``43200s (12:00:00)``: the seconds, and as hours when there are any."""
+    if seconds < 3600:
+        return f"{seconds:g}s"
+    return f"{seconds:g}s ({timedelta(seconds=seconds)})"
+
+
+def _paths(want: list[EventBase], got: list[EventBase]) -> str:
+    """Both runs' paths when they differ (a route that decided otherwise)."""
+    a, b = _path(want), _path(got)
+    return "" if a == b else f"it took the path {b}, not {a}; "

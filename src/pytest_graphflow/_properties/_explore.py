@@ -54,6 +54,7 @@ from .._time._loops import run_sync_owned
 from ..errors import GraphflowError, InvalidArgument
 from ._checks import Violation
 from ._compare import Compare, Normalize, diff_paths
+from ._deadlock import deadlock_violation
 from ._instrument import CallLog, record_calls, task_number
 
 __all__ = ["Divergence", "ExploreReport", "MergeOrderDependence", "ScheduleOutcome", "explore"]
@@ -148,6 +149,9 @@ class ExploreReport:
         coverage: per parallel batch (``"step S: a, b, c"``), ``(orders seen, k!)``.
         not_reproducible: seeds that gave another outcome when run again (state leaking
             between runs, e.g. a module-level counter).
+        deadlock: a seed's run that can never end (``VirtualDeadlock``: every task of a batch
+            waits on something virtual time cannot bring about), naming the waiting nodes;
+            exploring stops at the first.
     """
 
     baseline: ScheduleOutcome
@@ -156,6 +160,7 @@ class ExploreReport:
     merge_orders: list[MergeOrderDependence]
     coverage: dict[str, tuple[int, int]]
     not_reproducible: list[int] = field(default_factory=list)
+    deadlock: Violation | None = None
 
     @property
     def runs(self) -> int:
@@ -169,13 +174,16 @@ class ExploreReport:
 
     @property
     def ok(self) -> bool:
-        """No divergence, no merge-order dependence, every seed reproducible."""
-        return not (self.divergences or self.merge_orders or self.not_reproducible)
+        """No deadlock, no divergence, no merge-order dependence, every seed reproducible."""
+        return not (self.deadlock or self.divergences or self.merge_orders
+                    or self.not_reproducible)
 
     @property
     def violations(self) -> list[Violation]:
-        """The findings as :class:`Violation` values (rule ``"schedule"`` / ``"reducer:order"``)."""
-        out = [Violation("schedule", None, str(d), example=d.seed) for d in self.divergences]
+        """The findings as :class:`Violation` values (rule ``"deadlock"``, ``"schedule"``,
+        ``"reducer:order"``)."""
+        out = [] if self.deadlock is None else [self.deadlock]
+        out += [Violation("schedule", None, str(d), example=d.seed) for d in self.divergences]
         out += [Violation("schedule", None, f"seed {s} is not reproducible: a second run gave "
                           "another outcome (state leaks between runs)", example=s)
                 for s in self.not_reproducible]
@@ -197,6 +205,8 @@ class ExploreReport:
                  f"{self.baseline.state}"]
         for batch, (seen, total) in self.coverage.items():
             lines.append(f"  {batch}: {seen}/{total} start orders")
+        if self.deadlock is not None:
+            lines.append(f"  - {self.deadlock}")
         if self.ok:
             lines.append("  every schedule ended the same way")
         groups = self.distinct
@@ -247,7 +257,7 @@ def _default_runtime(seed: int) -> GraphRuntime:
 
 async def _run_one(
     graph: CompiledGraph, input: Any, rt: GraphRuntime, answers: Any, cmp: Compare,
-) -> tuple[ScheduleOutcome, list[EventBase]]:
+) -> tuple[ScheduleOutcome, list[EventBase], Violation | None]:
     seed = rt.seed if rt.seed is not None else 0
     calls = CallLog()
     g = record_calls(graph, calls)
@@ -257,13 +267,14 @@ async def _run_one(
 
         opts["on_interrupt"] = lambda i: answer_for(answers, i)
     events: list[EventBase] = []
-    status, data, error = "raised", None, None
+    status, data, error, stuck = "raised", None, None, None
     stream = rt.stream(g, input, **opts)
     try:
         async for e in stream:
             events.append(e)
         result = stream.result()
         status, data = result.status, result.data
+        stuck = deadlock_violation(result, f"seed {seed}")
     except Exception as exc:  # an edge function or the store raised: part of the outcome
         error = f"{type(exc).__name__}: {exc}"
         await stream.aclose()
@@ -277,7 +288,7 @@ async def _run_one(
     lines, state = _normalise(events, data, cmp)
     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
     return ScheduleOutcome(seed, status, state, tuple(orders), digest, lines, error,
-                           tuple(positions)), events
+                           tuple(positions)), events, stuck
 
 
 def _compare(base: ScheduleOutcome, other: ScheduleOutcome) -> Divergence | None:
@@ -420,8 +431,9 @@ def explore(
 
     Every run executes on an event loop owned by its runtime's virtual clock, as
     ``GraphRuntime.invoke`` does: timers and cancel scopes in node code are virtual, and a
-    batch that can never wake ends the run with ``VirtualDeadlock`` (an outcome like any
-    other) instead of hanging.
+    batch that can never wake ends the run with ``VirtualDeadlock`` at once instead of
+    hanging; that is a finding (``report.deadlock``, naming the waiting nodes) and exploring
+    stops there.
 
     Args:
         graph: the graph, or a factory ``() -> CompiledGraph`` called for every run (fakes
@@ -475,10 +487,11 @@ def explore(
     budget = schedules if isinstance(schedules, int) else max(max_runs, 1)
     minimum = schedules if isinstance(schedules, int) else len(seed_list)
 
-    def run(seed: int) -> tuple[ScheduleOutcome, list[EventBase], CompiledGraph]:
+    def run(seed: int) -> tuple[ScheduleOutcome, list[EventBase], Violation | None,
+                                CompiledGraph]:
         g, rt = make(), factory(seed)
 
-        async def main() -> tuple[ScheduleOutcome, list[EventBase]]:
+        async def main() -> tuple[ScheduleOutcome, list[EventBase], Violation | None]:
             held = NODE_SEED.set(node_seed)
             try:
                 return await _run_one(g, input, rt, answers, cmp)
@@ -492,24 +505,29 @@ def explore(
     sizes: dict[str, int] = {}
     base_events: list[EventBase] = []
     base_graph: CompiledGraph | None = None
+    stuck: Violation | None = None
     for n, seed in enumerate(_seed_stream(seed_list)):
         if n >= budget or (n >= minimum and _covered(coverage, sizes)):
             break
-        outcome, events, g = run(seed)
+        outcome, events, stuck, g = run(seed)
         if n == 0:
             base_events, base_graph = events, g
         outcomes.append(outcome)
+        if stuck is not None:
+            break  # a run that can never end: the finding; more seeds would wait too
         for name, order in outcome.positions:
             coverage.setdefault(name, set()).add(order)
             sizes[name] = len(order)
     base = outcomes[0]
     divergences = [d for o in outcomes[1:] if (d := _compare(base, o)) is not None]
-    again, _, _ = run(base.seed)
-    unstable = [] if _compare(base, again) is None else [base.seed]
+    unstable: list[int] = []
+    if stuck is None:
+        again = run(base.seed)[0]
+        unstable = [] if _compare(base, again) is None else [base.seed]
     assert base_graph is not None
     merges = _merge_orders(base_graph, input, base_events) if merge_orders else []
     cov = {name: (len(seen), math.factorial(sizes[name])) for name, seen in coverage.items()}
-    return ExploreReport(base, outcomes, divergences, merges, cov, unstable)
+    return ExploreReport(base, outcomes, divergences, merges, cov, unstable, stuck)
 
 
 def _covered(coverage: dict[str, set[tuple[int, ...]]], sizes: dict[str, int]) -> bool:

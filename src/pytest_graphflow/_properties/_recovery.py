@@ -21,6 +21,7 @@ from .._time._clock import VirtualClock
 from ..errors import SimulatedCrash
 from ._checks import Violation, check_invariants
 from ._compare import Compare, Normalize
+from ._deadlock import deadlock_violation
 from ._drive import (
     Answers,
     Drive,
@@ -36,6 +37,7 @@ from ._drive import (
     graph_maker,
 )
 from ._instrument import CallLog, NodeCall, record_calls
+from ._ledger import recovered_effects, repeated_effects, undeclared_effects
 
 __all__ = ["CrashPoint", "check_crash_recovery"]
 
@@ -132,17 +134,22 @@ def check_crash_recovery(
       task completes once more only if it had completed when the process died and no saved
       checkpoint recorded it — re-running those is unavoidable (at least once) — and the
       nodes' functions complete exactly as often as in the oracle plus those re-runs;
-    * effects recorded with :func:`~pytest_graphflow.record_effect` (by a fake service, a
-      node left ``pure``, ...): each happens exactly once in the fault-free run (a ``Retry``
-      attempt repeating one is reported) and exactly once after every crash and recovery —
-      no allowance for re-runs: recording it where the effect really happens, after an
-      idempotency check, is how a node shows it is safe to run again;
+    * effects recorded with :func:`~pytest_graphflow.record_effect` (by a fake service):
+      none in a node declared ``pure``/``read`` (re-run freely, so unprotected: the node and
+      the effect are named); each once in the fault-free run (a ``Retry`` attempt repeating
+      one is reported); and once after every crash and recovery. A repeat there is told apart
+      by the checkpoint recovery resumed from: the re-run of a task no acknowledged checkpoint
+      recorded is the at-least-once window (reported with its fix by default, accepted with
+      ``strict_effects``); the same key again from a covered task or another task is a real
+      duplicate (always reported);
     * with ``strict_effects``, exactly once must be shown, not assumed: every task of a
       ``write``/``external`` node that completes in the fault-free run records its effect
       with ``record_effect`` (a node that records nothing is reported, since a re-run of it
-      cannot be told from a repeated effect). The re-runs allowed above are then judged by
-      the ledger: an idempotent node passes, a repeated effect fails;
-    * the recovered legs keep C1–C10.
+      cannot be told from a repeated effect); the ledger then holds the run to the
+      runtime's promise (at least once inside the window, exactly once after it);
+    * the recovered legs keep C1–C10;
+    * a fault-free run that can never end (``VirtualDeadlock``) is reported at once as a
+      ``"deadlock"`` violation naming the waiting nodes, and no crash point is tried.
 
     The oracle and each crash point run on a graph of their own when ``graph`` is a factory;
     the crashed and the recovering process of one crash point share it (fakes built into the
@@ -150,8 +157,8 @@ def check_crash_recovery(
 
     Args:
         points: store-call indexes to crash at (default: every call of the oracle).
-        strict_effects: require every ``write``/``external`` task to record its effect
-            (see above).
+        strict_effects: require every ``write``/``external`` task to record its effect, and
+            accept repeats inside the at-least-once window (see above).
         ignore: state paths left out of the comparison with the oracle (recovery waits out
             the dead process's claim, ``claim_ttl + 1`` virtual seconds, so a timestamp taken
             from ``ctx.now()`` after the crash differs: ``ignore=["audit.*.at"]``).
@@ -166,7 +173,8 @@ def check_crash_recovery(
     make = graph_maker(graph, "check_crash_recovery")
     cmp = Compare.of(ignore, normalize)
     g0 = make()
-    effectful = {n for n, s in g0.nodes.items() if s.effect in ("write", "external")}
+    declared = {n: s.effect for n, s in g0.nodes.items()}
+    effectful = {n for n, e in declared.items() if e in ("write", "external")}
 
     async def run_oracle(rt: GraphRuntime) -> tuple[Drive, CallLog, list[Any], list[Effect]]:
         calls = CallLog()
@@ -197,7 +205,9 @@ def check_crash_recovery(
                                        rt.claim_ttl)
         uncovered = [c for c in before_recovery if not _covered(c, cp)]
         out = _compare(point, recovered, oracle, uncovered, calls, oracle_calls)
-        out += _ledger_violations(ledger, oracle_effects, f"after {point} and recovery", point)
+        out += recovered_effects(ledger, oracle_effects, f"after {point} and recovery", point,
+                                 window={c.task_id for c in uncovered},
+                                 allow_window=strict_effects)
         if recovered.events:
             for v in check_invariants(recovered.events, graph=g0, resumed_by_run_id=True):
                 out.append(Violation(v.rule, v.index, f"after {point}: {v.message}"))
@@ -234,8 +244,12 @@ def check_crash_recovery(
                         wall=_wall(graph))
 
     oracle, oracle_calls, log, oracle_effects = _on_owned_loop(fresh_runtime(), run_oracle)
+    stuck = deadlock_violation(oracle.result, "the fault-free run")
+    if stuck is not None:
+        return [stuck]  # every crash point would wait the same way
     broken = _effects_per_task(oracle_calls, effectful, Counter(), "in the fault-free run", None)
-    broken += _ledger_violations(oracle_effects, None, "in the fault-free run", None)
+    broken += undeclared_effects(oracle_effects, declared, "in the fault-free run")
+    broken += repeated_effects(oracle_effects, "in the fault-free run")
     if strict_effects:
         broken += _unrecorded(oracle_calls, oracle_effects, {n: g0.nodes[n].effect
                                                              for n in effectful})
@@ -254,31 +268,6 @@ def check_crash_recovery(
         violations += _on_owned_loop(fresh_runtime(),
                                      lambda rt, p=point: crash_once(p, rt))  # type: ignore[misc]
     return violations
-
-
-def _ledger_violations(
-    got: list[Effect], want: list[Effect] | None, where: str, example: Any
-) -> list[Violation]:
-    """Effects recorded with ``record_effect``: each once, and (after a crash) exactly the
-    fault-free run's."""
-    out: list[Violation] = []
-    counts = Counter(e.identity for e in got)
-    for (name, key), n in counts.items():
-        if n > 1:
-            attempts = sorted({e.attempt for e in got if e.identity == (name, key)
-                               and e.attempt is not None})
-            why = (" (Retry attempts " + ", ".join(map(str, attempts)) + " each did it)"
-                   if len(attempts) > 1 else "")
-            out.append(Violation("effects", None, f"{where}: effect {name!r} (key {key}) "
-                                 f"happened {n} times; it must happen once{why}",
-                                 example=example))
-    if want is not None:
-        missing = sorted({e.identity for e in want} - set(counts))
-        for name, key in missing:
-            out.append(Violation("effects", None, f"{where}: effect {name!r} (key {key}) "
-                                 "never happened; without the crash it does",
-                                 example=example))
-    return out
 
 
 def _effects_per_task(

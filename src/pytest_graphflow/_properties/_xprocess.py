@@ -32,6 +32,7 @@ from .._graph._refs import find_graph_ref, ref_of
 from .._records._events import parse_event
 from ..errors import InvalidArgument, SimulatedCrash
 from ._checks import Violation
+from ._deadlock import deadlock_in_lines
 from ._pool import DEFAULT_TIMEOUT, pool, request_all
 
 __all__ = [
@@ -111,6 +112,9 @@ def check_determinism_across_processes(
     workers = pool(seeds)
     answers_ = request_all(workers, [request] * len(workers), timeout)
     base = answers_[0]["events"]
+    stuck = deadlock_in_lines(base, f"seed {seed} in a fresh interpreter")
+    if stuck is not None:
+        return [stuck]  # every interpreter waits the same way
     for hashseed, answer in zip(seeds[1:], answers_[1:], strict=True):
         lines = answer["events"]
         if lines == base:
@@ -253,6 +257,9 @@ def check_crash_recovery_across_processes(
         if result is None:
             return [Violation("crash-recovery", None, "the crash-free run did not finish in "
                               f"its worker: {_error(oracle)}")]
+        if result.get("deadlock"):
+            return [Violation("deadlock", None, "the crash-free run: the run can never end: "
+                              f"{result['deadlock']}")]
         want_calls = Counter(c[0] for c in result["calls"])
         chosen = [(line["op"], line["nth"]) for line in oracle["lines"]
                   if line["kind"] == "op" and (wanted_ops is None or line["op"] in wanted_ops)]
