@@ -161,15 +161,24 @@ def test_a_node_error_fails_the_leg_and_resume_retries_from_the_last_checkpoint(
     assert done.result.data == {"n": 11}  # "one" did not run again
 
 
-def test_a_compiled_graph_keeps_its_own_saver_and_a_builder_gets_one() -> None:
-    own = InMemorySaver()
-    h = LangGraphHarness(fan_out().compile(checkpointer=own))
-    h.trace({"log": []})
-    assert h.saver.inner is own
-    assert list(own.list(None))
+def test_a_module_level_checkpointer_never_carries_a_thread_between_harnesses() -> None:
+    shared = InMemorySaver()
+    app = approval().compile(checkpointer=shared)  # as an app module does, imported once
+    first = LangGraphHarness(app, seed=3).trace({"log": []})
+    second = LangGraphHarness(app, seed=3).trace({"log": []})  # the same seed: the same thread
+    # Each harness starts its thread afresh (a shared saver would resume the first's, so a
+    # snapshot would depend on test order) and the compiled-in saver is left untouched.
+    assert first.result.status == second.result.status == "interrupted"
+    assert [e.model_dump_json() for e in second.events] == [
+        e.model_dump_json() for e in first.events]
+    assert list(shared.list(None)) == []
 
-    fresh = LangGraphHarness(fan_out())
-    assert isinstance(fresh.saver.inner, InMemorySaver)
+    explicit = InMemorySaver()
+    h = LangGraphHarness(app, saver=explicit)  # passed on purpose: used
+    h.trace({"log": []})
+    assert h.saver.inner is explicit
+    assert list(explicit.list(None))
+    assert isinstance(LangGraphHarness(fan_out()).saver.inner, InMemorySaver)
 
 
 def test_an_untouched_graph_runs_as_plain_langgraph_outside_the_harness() -> None:

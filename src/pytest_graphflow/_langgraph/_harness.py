@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import anyio.to_thread
@@ -20,7 +20,7 @@ from langgraph.graph import StateGraph
 from langgraph.types import Command
 
 from .._engine._results import EventLog, GraphResult, RunLeg, Trace
-from .._records._events import Interrupt
+from .._records._events import Breakpoint, Interrupt
 from .._stores._faulty import FaultyStore
 from .._time import _wallclock
 from .._time._clock import VirtualClock
@@ -54,8 +54,10 @@ class LangGraphHarness:
         graph: a compiled graph (``builder.compile(...)``) or a ``StateGraph`` builder.
         seed: decides the order parallel tasks start and interleave in, and every id.
         clock: the virtual clock (default: a fresh :class:`VirtualClock`).
-        saver: the checkpoint saver to wrap; default: the graph's own checkpointer, else an
-            ``InMemorySaver``. A :class:`FaultySaver` is used as is.
+        saver: the checkpoint saver to wrap; default: a fresh ``InMemorySaver`` for this
+            harness (a checkpointer compiled into the graph is not used, so a module-level
+            one cannot carry threads from test to test). A :class:`FaultySaver` is used as
+            is.
         faults: a :class:`~pytest_graphflow.FaultyStore` (the ``store_faults`` fixture) whose
             rules apply to the saver too (``save`` = ``put``, ``get`` = ``get_tuple``,
             ``delete`` = ``delete_thread``).
@@ -65,6 +67,14 @@ class LangGraphHarness:
         config: more run config (``recursion_limit``, ``configurable`` keys, ...).
         on_leg: called with a :class:`RunLeg` as each leg starts; it fills in as the leg
             goes (the plugin's failure report shows the last one: path, diagram, events).
+        interrupt_before: static breakpoints for every leg (node names, or ``"*"``), as
+            LangGraph's per-run ``invoke(..., interrupt_before=...)``; breakpoints compiled
+            into the graph apply too. A leg that stops at one ends ``interrupted`` with
+            ``result.breakpoint`` naming the node(s); :meth:`resume` without an answer
+            continues (LangGraph's ``invoke(None, config)``).
+        interrupt_after: the same, after the nodes ran.
+        context: the run context of every leg (LangGraph's ``invoke(..., context=...)``, read
+            by nodes through ``Runtime[Context]``).
     """
 
     def __init__(
@@ -79,6 +89,9 @@ class LangGraphHarness:
         durability: str | None = None,
         config: Mapping[str, Any] | None = None,
         on_leg: Callable[[RunLeg], None] | None = None,
+        interrupt_before: Sequence[str] | str | None = None,
+        interrupt_after: Sequence[str] | str | None = None,
+        context: Any = None,
     ) -> None:
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise InvalidArgument(f"LangGraphHarness(seed={seed!r}): seed must be an int")
@@ -95,15 +108,19 @@ class LangGraphHarness:
             self.saver = inner if isinstance(inner, FaultySaver) else FaultySaver(inner)
             self.graph: Any = graph.compile(checkpointer=self.saver)
         elif hasattr(graph, "astream") and hasattr(graph, "copy"):
-            own = getattr(graph, "checkpointer", None)
-            inner = saver if saver is not None else (
-                own if isinstance(own, BaseCheckpointSaver) else InMemorySaver())
+            # A checkpointer compiled into the graph (often at module level, shared by every
+            # test importing it) is never used: each harness gets a fresh saver, so one
+            # test's threads cannot leak into another's. Pass saver= to use one on purpose.
+            inner = saver if saver is not None else InMemorySaver()
             self.saver = inner if isinstance(inner, FaultySaver) else FaultySaver(inner)
             self.graph = graph.copy(update={"checkpointer": self.saver})
         else:
             raise InvalidArgument(
                 f"LangGraphHarness(graph={graph!r}): pass a compiled LangGraph graph "
                 "(builder.compile()) or a StateGraph builder")
+        # The harness's graph updates state with owned ids too (h.graph.update_state(...)).
+        self._update_state = self.graph.update_state
+        self.graph.update_state = self._owned_update
         self.seed = seed
         self.clock = clock if clock is not None else VirtualClock()
         self.saver.bind_clock(self.clock)
@@ -116,6 +133,9 @@ class LangGraphHarness:
         self.config = dict(config or {})
         self.on_leg = on_leg
         self.graph_id = str(getattr(self.graph, "name", None) or "LangGraph")
+        self.interrupt_before = _breakpoints(self.graph, "interrupt_before", interrupt_before)
+        self.interrupt_after = _breakpoints(self.graph, "interrupt_after", interrupt_after)
+        self.context = context
         self.revision = _revision(self.graph)
         self.events = EventLog()
         self.start_steps: list[tuple[int, int, str, str]] = []
@@ -161,6 +181,12 @@ class LangGraphHarness:
         if answer is _NO_ANSWER and answers is None:
             return self._leg(None)
         pending = self.pending_interrupts()
+        paused = None if self.last is None else self.last.breakpoint
+        if not pending and paused is not None:
+            raise ResumeError(
+                f"resume on thread {self.thread_id!r}: the thread paused at a breakpoint "
+                f"{paused.when} {', '.join(paused.nodes)}, which has nothing to answer; call "
+                "resume() without an answer to continue")
         if not pending:
             raise NotSuspended(f"resume on thread {self.thread_id!r}: no interrupt is pending;"
                                " call resume() without an answer to continue the thread")
@@ -196,14 +222,88 @@ class LangGraphHarness:
         return await anyio.to_thread.run_sync(lambda: self.resume(answer, answers=answers))
 
     def pending_interrupts(self) -> list[Interrupt]:
-        """The interrupts the thread waits on (after the last leg)."""
-        return [] if self.last is None else list(self.last.interrupts.values())
+        """The interrupts the thread waits on: after this harness's last leg, or (a fresh
+        harness over a saved thread) as the saver has them."""
+        if self.last is not None:
+            return list(self.last.interrupts.values())
+        reader = self.graph.copy(update={"checkpointer": self.saver.inner})
+        found = []
+        for task in reader.get_state(self._thread_config(None)).tasks:
+            for item in task.interrupts:
+                pending = Interrupt(key=f"{task.id}:{item.id}", id=str(item.id),
+                                    node=str(task.name), task_id=str(task.id),
+                                    payload=jsonable(item.value))
+                self._known[pending.id] = pending
+                found.append(pending)
+        return found
 
     def state(self) -> dict[str, Any]:
         """The thread's current values, read from the inner saver (not logged)."""
         snapshot = self.graph.copy(update={"checkpointer": self.saver.inner}).get_state(
             {"configurable": {"thread_id": self.thread_id}})
         return dict(snapshot.values)
+
+    def update_state(self, values: Any, *, as_node: str | None = None,
+                     checkpoint_id: str | None = None) -> str:
+        """LangGraph's ``update_state`` on the harness's thread, with owned ids.
+
+        The new checkpoint's id and time, and the ids ``add_messages`` gives id-less messages,
+        come from the seed, the thread's saved history and the virtual clock, as in a leg
+        (calling ``h.graph.update_state`` directly would draw them from the wall clock and
+        the OS, and every later id would follow). It goes through the :class:`FaultySaver`
+        (its rules apply; its call log shows it). Continue with :meth:`resume` (no answer).
+
+        Args:
+            values: the update (as ``graph.update_state`` takes it).
+            as_node: the node the update is written as.
+            checkpoint_id: update from this checkpoint instead of the newest (time travel).
+
+        Returns:
+            The id of the checkpoint the update saved.
+        """
+        saved = self._owned_update(self._thread_config(checkpoint_id), values, as_node)
+        return str(saved["configurable"]["checkpoint_id"])
+
+    def _owned_update(self, config: Any, values: Any, as_node: str | None = None,
+                      task_id: str | None = None) -> Any:
+        """``update_state`` of the harness's graph (also what ``h.graph.update_state`` is):
+        ids salted by the thread and the checkpoint it extends, times from the clock."""
+        conf = dict((config or {}).get("configurable") or {})
+        thread = str(conf.get("thread_id", self.thread_id))
+        latest = self.saver.inner.get_tuple({"configurable": {"thread_id": thread}})
+        newest = None if latest is None else latest.config["configurable"]["checkpoint_id"]
+        ids = IdSource(self.clock, f"{thread}:{conf.get('checkpoint_id') or newest}:update")
+        ids.observe(newest)
+        driver = _wallclock.activate()
+        id_token = ID_SOURCE.set(ids)
+        clock_token = _wallclock.NODE_CLOCK.set(self.clock)
+        try:
+            return self._update_state(config, values, as_node=as_node, task_id=task_id)
+        finally:
+            _wallclock.NODE_CLOCK.reset(clock_token)
+            ID_SOURCE.reset(id_token)
+            _wallclock.deactivate(driver)
+            self.generated_ids.extend(ids.generated)
+
+    async def aupdate_state(self, values: Any, *, as_node: str | None = None,
+                            checkpoint_id: str | None = None) -> str:
+        """:meth:`update_state` from async code (on a worker thread)."""
+        return await anyio.to_thread.run_sync(lambda: self.update_state(
+            values, as_node=as_node, checkpoint_id=checkpoint_id))
+
+    def state_history(self, *, limit: int | None = None) -> list[Any]:
+        """LangGraph's ``get_state_history`` for the harness's thread, newest first, read
+        from the inner saver (not logged): ``StateSnapshot`` values whose checkpoint ids
+        are the seeded ones the legs saved."""
+        reader = self.graph.copy(update={"checkpointer": self.saver.inner})
+        return list(reader.get_state_history(self._thread_config(None), limit=limit))
+
+    def _thread_config(self, checkpoint_id: str | None) -> dict[str, Any]:
+        configurable = {**dict(self.config.get("configurable") or {}),
+                        "thread_id": self.thread_id}
+        if checkpoint_id is not None:
+            configurable["checkpoint_id"] = checkpoint_id
+        return {**self.config, "configurable": configurable}
 
     async def astate(self) -> dict[str, Any]:
         """:meth:`state` from async code (read on a worker thread, as an ``AsyncSqliteSaver``
@@ -238,12 +338,17 @@ class LangGraphHarness:
         self._check_saver_loop()
         self._legs += 1
         leg_no = self._legs
-        rng = ScheduleRng(self.seed, self.run_id, leg_no)
-        ids = IdSource(self.clock, f"{self.thread_id}:{leg_no}")
+        resumed_from = self._latest_checkpoint()
+        # Salted by the checkpoint the leg extends (the thread's saved history), never by
+        # this object's leg count: a fresh harness over an existing thread draws what the
+        # original would have drawn there, and never an id the thread already holds.
+        extends = str((self.config.get("configurable") or {}).get("checkpoint_id")
+                      or resumed_from or "new")
+        rng = ScheduleRng(self.seed, f"{self.run_id}:{extends}", 0)
+        ids = IdSource(self.clock, f"{self.thread_id}:{extends}")
         writes: dict[str, list[tuple[str, Any]]] = {}
         recorder = LegRecorder(self.clock, self.run_id, len(self.events), self._known,
                                self.saver.task_nodes, writes)
-        resumed_from = self._latest_checkpoint()
         first_call = len(self.saver.calls)
 
         def listen(info: SaverOp, payload: Any) -> None:
@@ -285,7 +390,7 @@ class LangGraphHarness:
         result: GraphResult[Any] = GraphResult(
             state=dict(recorder.values or {}), data=data, status=status, run_id=self.run_id,
             thread_id=self.thread_id, step=recorder.step, checkpoint_id=recorder.checkpoint_id,
-            interrupts=interrupts, error=error)
+            interrupts=interrupts, error=error, breakpoint=outcome.get("breakpoint"))
         self.last = result
         return Trace(result, EventLog(list(recorder.events)), self.saver.calls[first_call:])
 
@@ -312,6 +417,12 @@ class LangGraphHarness:
         kwargs: dict[str, Any] = {"stream_mode": ["debug", "values"]}
         if self.durability is not None:
             kwargs["durability"] = self.durability
+        if self.context is not None:
+            kwargs["context"] = self.context
+        if self.interrupt_before is not None:
+            kwargs["interrupt_before"] = self.interrupt_before
+        if self.interrupt_after is not None:
+            kwargs["interrupt_after"] = self.interrupt_after
         recorder.run_start(self.graph_id, self.revision, self.thread_id, resumed_from,
                            0 if self.last is None else self.last.step)
         try:
@@ -324,9 +435,31 @@ class LangGraphHarness:
             recorder.run_end("failed", exc)
             outcome.update(status="failed", error=exc)
             return
-        status = "interrupted" if recorder.pending else "completed"
-        recorder.run_end(status)
-        outcome.update(status=status)
+        paused = None if recorder.pending else self._breakpoint(config, recorder)
+        status = "interrupted" if recorder.pending or paused else "completed"
+        recorder.run_end(status, breakpoint=paused)
+        outcome.update(status=status, breakpoint=paused)
+
+    def _breakpoint(self, config: Any, recorder: LegRecorder) -> Breakpoint | None:
+        """Where a leg that ended with no interrupt pending stopped at a static breakpoint
+        (LangGraph's ``next`` then names the nodes still to run), or ``None``."""
+        before = _merged(self.interrupt_before, getattr(self.graph, "interrupt_before_nodes",
+                                                        None))
+        after = _merged(self.interrupt_after, getattr(self.graph, "interrupt_after_nodes",
+                                                      None))
+        if not before and not after:
+            return None
+        reader = self.graph.copy(update={"checkpointer": self.saver.inner})
+        waiting = list(reader.get_state(config).next)
+        if not waiting:
+            return None
+        order = list(getattr(self.graph, "nodes", {}))
+        # LangGraph checks interrupt_after at the end of a step, before interrupt_before.
+        ran = [n for n in order if n in recorder.ended_last_step() and n in after]
+        if ran:
+            return Breakpoint(when="after", nodes=ran)
+        stopped = [n for n in order if n in waiting and n in before] or sorted(set(waiting))
+        return Breakpoint(when="before", nodes=stopped)
 
 
 class _GraphView:
@@ -339,6 +472,39 @@ class _GraphView:
     def mermaid(self, path: Any = None) -> str:
         """LangGraph's own Mermaid drawing of the graph (the path is not drawn)."""
         return str(self._graph.get_graph().draw_mermaid())
+
+
+class _All:
+    """``"*"``: every node."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+    def __bool__(self) -> bool:
+        return True
+
+
+def _merged(*sources: Any) -> Any:
+    """The nodes named by per-run and compiled breakpoints (``"*"`` is every node)."""
+    if any(s == "*" for s in sources):
+        return _All()
+    return {n for s in sources if s for n in s}
+
+
+def _breakpoints(graph: Any, name: str, value: Sequence[str] | str | None
+                 ) -> list[str] | str | None:
+    """Check a per-run breakpoint list against the graph's nodes."""
+    if value is None or value == "*":
+        return value
+    nodes = [n for n in getattr(graph, "nodes", {}) if not n.startswith("__")]
+    if isinstance(value, str) or not all(isinstance(n, str) for n in value):
+        raise InvalidArgument(f"LangGraphHarness({name}={value!r}): pass a list of node "
+                              f"names or '*'; the graph's nodes are {nodes}")
+    unknown = [n for n in value if n not in nodes]
+    if unknown:
+        raise InvalidArgument(f"LangGraphHarness({name}={value!r}): no node named "
+                              f"{', '.join(map(repr, unknown))}; the graph's nodes are {nodes}")
+    return list(value)
 
 
 def _revision(graph: Any) -> str:

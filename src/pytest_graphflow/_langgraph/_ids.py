@@ -44,18 +44,21 @@ class IdSource:
     checkpoint id the leg has seen (:meth:`observe`), so a fresh harness resuming a thread
     written earlier never creates an id below the thread's newest.
 
-    Ids and random numbers come from three independent streams (ids; retry jitter; channel
-    versions), each seeded from ``salt`` — the thread and the leg, not the schedule seed — so
-    two schedules of one thread draw the same ids whatever order their tasks ran in.
+    Ids and random numbers come from four independent streams (checkpoint ids; message ids;
+    retry jitter; channel versions), each seeded from ``salt`` — the thread and the checkpoint
+    the leg extends, not the schedule seed nor the harness object — so two schedules of one
+    thread draw the same ids whatever order their tasks ran in, one more message never shifts
+    a checkpoint id, and a fresh harness over a saved thread never reuses an id it holds.
 
     Args:
         clock: the virtual clock timestamps come from.
-        salt: the thread id and leg number.
+        salt: the thread id and the id of the checkpoint the leg extends.
     """
 
     def __init__(self, clock: VirtualClock, salt: str) -> None:
         self.clock = clock
         self.random = self._stream(salt, "ids")
+        self.messages = self._stream(salt, "messages")
         self.jitter = self._stream(salt, "jitter")
         self.versions = self._stream(salt, "versions")
         self.generated: list[str] = []
@@ -101,7 +104,7 @@ class IdSource:
 
     def uuid4(self) -> uuid.UUID:
         """A version-4 uuid from the seeded stream (remembered in :attr:`generated`)."""
-        value = uuid.UUID(int=self.random.getrandbits(128), version=4)
+        value = uuid.UUID(int=self.messages.getrandbits(128), version=4)
         self.generated.append(str(value))
         return value
 

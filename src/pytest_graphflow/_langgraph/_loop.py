@@ -20,12 +20,20 @@ changes:
 The node tasks are recognised by rebinding the name ``arun_with_retry`` in
 ``langgraph.pregel._runner`` (the coroutine LangGraph starts for every node task) to a wrapper
 that passes the gate first; outside a harness run the wrapper calls the original directly.
+
+Inside those node tasks langchain-core's run ids are owned too: a chat model names an
+id-less answer ``lc_run--<run id>``, and run ids are ``uuid7`` values from the wall clock
+and OS randomness (``uuid_utils``). The name ``_uuid_utils_uuid7`` in
+``langchain_core.utils.uuid`` (the one function every langchain-core ``uuid7`` goes
+through) is rebound to one that, in a harness node task, makes a uuid7 from the virtual
+clock and the task's owned stream; anywhere else it calls ``uuid_utils``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -159,8 +167,42 @@ def install_loop_hooks() -> None:
 
     arun_with_retry.__wrapped__ = original  # type: ignore[attr-defined]
     setattr(runner, _NODE_TASK, arun_with_retry)
+    _own_chat_run_ids()
     time.sleep = _blocking_sleep  # type: ignore[assignment]
     _installed = True
+
+
+_UUID7 = "_uuid_utils_uuid7"  # the function langchain_core.utils.uuid.uuid7 calls
+
+
+def _own_chat_run_ids() -> None:
+    """Make langchain-core's run ids (and so ``lc_run--`` message ids) seeded in harness
+    node tasks."""
+    try:
+        import langchain_core.utils.uuid as lc_uuid
+    except ImportError:  # pragma: no cover - langgraph depends on langchain-core
+        return
+    original = getattr(lc_uuid, _UUID7, None)
+    if original is None or getattr(original, "__wrapped__", None) is not None:
+        return
+
+    def seeded_uuid7(*args: Any, **kwargs: Any) -> Any:
+        leg = LEG.get()
+        source = ENTROPY.get()
+        if leg is None or source is None or not _IN_NODE.get() or args or kwargs:
+            return original(*args, **kwargs)
+        return _uuid7(int(leg.clock.now().timestamp() * 1000), source.entropy_rng())
+
+    seeded_uuid7.__wrapped__ = original  # type: ignore[attr-defined]
+    setattr(lc_uuid, _UUID7, seeded_uuid7)
+
+
+def _uuid7(unix_ms: int, rng: Any) -> uuid.UUID:
+    """A version-7 uuid: the time in ms, then 74 bits from ``rng``."""
+    rand = rng.getrandbits(74)
+    value = (unix_ms & 0xFFFFFFFFFFFF) << 80 | 0x7 << 76 | (rand >> 62) << 64
+    value |= 0b10 << 62 | (rand & 0x3FFFFFFFFFFFFFFF)
+    return uuid.UUID(int=value)
 
 
 def _sleeper(leg: LegContext, key: str) -> Callable[[float], Awaitable[None]]:

@@ -97,8 +97,9 @@ def drive(harness: LangGraphHarness, input: Any, answers: Answers = None, *,
         if legs > _MAX_LEGS:
             raise InvalidArgument(f"the run paused more than {_MAX_LEGS} times; do the "
                                   "answers let it finish?")
-        pending = harness.pending_interrupts()
-        trace = harness.resume(answers={i.key: _answer(answers, i) for i in pending})
+        pending = harness.pending_interrupts()  # none: a static breakpoint, to go on from
+        trace = harness.resume(answers={i.key: _answer(answers, i) for i in pending}
+                               ) if pending else harness.resume()
     return list(harness.events)
 
 
@@ -341,7 +342,8 @@ def check_interrupt_resume_equivalence(
         h = _successor(previous, inner, **harness_kwargs)
         h.generated_ids = list(previous.generated_ids)
         h.last = trace.result
-        trace = h.resume(answers={i.key: _answer(answers, i) for i in pending})
+        trace = h.resume(answers={i.key: _answer(answers, i) for i in pending}
+                         ) if pending else h.resume()
         results += _task_results(trace.events)
     out: list[Violation] = []
     if (same.last and same.last.status) != trace.result.status:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._records._events import (
+    Breakpoint,
     CheckpointSaved,
     EdgeTransition,
     ErrorEvent,
@@ -170,16 +171,23 @@ class LegRecorder:
 
     # ---------------------------------------------------------------- the end
 
-    def run_end(self, status: str, error: BaseException | None = None) -> None:
+    def ended_last_step(self) -> list[str]:
+        """The nodes whose tasks completed in this leg's last step."""
+        return [e.node for e in self.events
+                if isinstance(e, NodeEnd) and e.step == self.step and e.node]
+
+    def run_end(self, status: str, error: BaseException | None = None,
+                breakpoint: Breakpoint | None = None) -> None:
         """The leg's last events: a run-level ``error`` (when no node reported it) and
-        ``run_end``."""
+        ``run_end`` (with where the leg paused, for a static breakpoint)."""
         self.flush()
         if error is not None and self.node_errors == 0:
             self.add(ErrorEvent(**self._base(), error_type=type(error).__name__,
                                 message=str(error)))
         self.add(RunEnd(**self._base(), status=status,
                         state=jsonable(self.values or {}),
-                        error_type=None if error is None else type(error).__name__))
+                        error_type=None if error is None else type(error).__name__,
+                        breakpoint=breakpoint))
 
 
 def _targets(writes: list[tuple[str, Any]]) -> list[str]:
