@@ -8,7 +8,7 @@ import unittest
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hypothesis import HealthCheck
+from hypothesis import HealthCheck, Phase
 from hypothesis import settings as Settings
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -49,9 +49,21 @@ def store_conformance_machine(
     return FactoryConformance
 
 
+STEPS = 50
+"""Rule steps per example by default (at most): every rule of the contract fails within a
+few calls, so longer programs only cost time (a store's run stays within seconds under the
+``graphflow-ci`` profile); pass ``settings=`` for longer ones."""
+
+
 def _default_settings() -> Settings:
     # Each example starts an event loop in a thread: a deadline would measure that, not the store.
-    return Settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    # The explain phase re-runs the shrunk program many times; the report's list of store
+    # calls explains a failure already.
+    profile = Settings.default
+    assert profile is not None  # Hypothesis always has a loaded profile
+    return Settings(deadline=None, suppress_health_check=[HealthCheck.too_slow],
+                    stateful_step_count=min(STEPS, profile.stateful_step_count),
+                    phases=[p for p in profile.phases if p is not Phase.explain])
 
 
 def run_store_conformance(
@@ -72,7 +84,8 @@ def run_store_conformance(
         backend: ``"asyncio"`` or ``"trio"``.
         backend_options: options for the backend.
         settings: Hypothesis settings (``max_examples``, ``stateful_step_count``, ...); by
-            default the active profile with no deadline.
+            default the active profile with no deadline, no explain phase and at most
+            ``STEPS`` (50) steps per example.
 
     Raises:
         AssertionError: naming the store method and the contract rule it broke, after
@@ -99,7 +112,7 @@ def store_conformance_test(
         factory: returns a fresh, empty store (or an awaitable of one).
         backend: ``"asyncio"`` or ``"trio"``.
         backend_options: options for the backend.
-        settings: Hypothesis settings; by default the active profile with no deadline.
+        settings: Hypothesis settings; by default as for :func:`run_store_conformance`.
         name: the machine's name in reports.
 
     Returns:
