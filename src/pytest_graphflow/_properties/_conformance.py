@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from contextlib import ExitStack
 from functools import partial
@@ -104,6 +105,10 @@ class StoreConformance(RareShapes, RuleBasedStateMachine):
             loop runs on a virtual clock of its own.
         call_timeout: virtual seconds one store call may take before it is reported as
             hanging (``CALL_TIMEOUT``).
+        virtual_time: run the store's loop on a virtual clock (the default). A store doing
+            network I/O on the loop (an async database driver) needs ``False``: an idle
+            virtual loop jumps to its next timer without waiting for sockets, so its calls
+            would time out; ``call_timeout`` is then real seconds.
         log: the store calls of the current example (every failure lists them).
         api: the store as the rules call it (recorded, each call bounded).
         portal: what drives the store's loop (``portal.call(fn, *args)``): the asyncio loop
@@ -114,6 +119,7 @@ class StoreConformance(RareShapes, RuleBasedStateMachine):
     backend: ClassVar[str] = "asyncio"
     backend_options: ClassVar[dict[str, Any] | None] = None
     call_timeout: ClassVar[float] = CALL_TIMEOUT
+    virtual_time: ClassVar[bool] = True
 
     checkpoints = Bundle("checkpoints")
     runs = Bundle("runs")
@@ -129,11 +135,13 @@ class StoreConformance(RareShapes, RuleBasedStateMachine):
         clock = VirtualClock(patch_wall_clock=False)
         self.portal: BlockingPortal | ThreadLoop
         if self.backend == "asyncio" and not self.backend_options and not in_running_loop():
-            here = ThreadLoop(VirtualEventLoop(clock))
+            loop = VirtualEventLoop(clock) if self.virtual_time else asyncio.new_event_loop()
+            here = ThreadLoop(loop)
             self._exit.callback(here.close)
             self.portal = here
         else:
-            options = {**backend_options(self.backend, clock), **(self.backend_options or {})}
+            virtual = backend_options(self.backend, clock) if self.virtual_time else {}
+            options = {**virtual, **(self.backend_options or {})}
             self.portal = self._exit.enter_context(start_blocking_portal(self.backend, options))
         try:
             self.store: CheckpointStore = self.portal.call(self._open_store)
