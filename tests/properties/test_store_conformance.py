@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from graphflow_dict_store import DictStore
+from graphflow_planted_stores import PLANTED
 from hypothesis import Phase, settings
 
 from graphflow_postgres import empty_schema
@@ -74,7 +76,9 @@ def test_postgres_store_conforms(backend: str, postgres_dsn: str, pg_schema: str
         return await store.aopen() if backend == "asyncio" else store  # the pool on asyncio
 
     small = settings(PASSING, max_examples=10, stateful_step_count=15)
-    run_store_conformance(fresh, backend=backend, settings=small)
+    # psycopg's pool does network I/O on the loop: real time (an idle virtual loop would
+    # jump past a query's wait).
+    run_store_conformance(fresh, backend=backend, settings=small, virtual_time=False)
 
 
 def test_faulty_store_without_faults_is_transparent() -> None:
@@ -272,3 +276,80 @@ def test_sqlite_load_by_node_finds_a_single_node_ids_entry(tmp_path: Path) -> No
         return [None if cp is None else cp.id for cp in found]
 
     assert anyio.run(main) == ["cp-002", "cp-003", "cp-003"]
+
+
+# ------------------------------------------------------------------------ a user's own store
+# Issue 25: "a user store that implements the documented protocol is reported as 'broke the
+# store contract' because its fork does not refuse a patch_state with unknown keys or values
+# of another kind". DictStore is written from docs/stores.md ("Writing a store") only.
+
+CI = settings(max_examples=30, derandomize=True, database=None, deadline=None)
+"""The shape of the graphflow-ci profile (run_store_conformance's defaults then apply)."""
+
+
+def test_a_user_store_written_from_the_docs_conforms() -> None:
+    run_store_conformance(DictStore, settings=run_settings(CI))
+
+
+def test_a_fork_applying_any_patch_conforms_and_the_runtime_refuses_what_does_not_fit() -> None:
+    """Checking ``patch_state`` against the state schema is the runtime's job: a resume of a
+    fork whose state does not fit the graph raises SnapshotMismatch, whatever the store."""
+    import anyio
+    from pydantic import BaseModel
+
+    from pytest_graphflow import END, START, Graph, GraphRuntime, SnapshotMismatch, VirtualClock
+
+    class Calc(BaseModel):
+        n: int = 0
+
+    g = Graph("calc", Calc)
+    g.node("inc", lambda s: {"n": s.n + 1}).edge(START, "inc").edge("inc", END)
+    graph = g.compile()
+
+    async def fork_and_resume(patch: dict[str, Any]) -> str:
+        store = DictStore()
+        runtime = GraphRuntime(store, clock=VirtualClock(), seed=1)
+        done = await runtime.ainvoke(graph, {"n": 1})
+        first = (await runtime.history(done.run_id))[0]
+        run = await store.fork(first.id, patch_state=patch)
+        try:
+            return str((await runtime.aresume(run)).data)
+        except SnapshotMismatch as exc:
+            return f"SnapshotMismatch: {exc}"
+
+    assert anyio.run(fork_and_resume, {"n": 5}) == "{'n': 6}"
+    assert "state key 'zzz' was removed" in anyio.run(fork_and_resume, {"zzz": 1})
+    assert "state key 'n' changed type" in anyio.run(fork_and_resume, {"n": "five"})
+
+
+def run_settings(base: settings) -> settings:
+    """``base`` with run_store_conformance's defaults (no deadline, no explain, short
+    programs), as a user running under the graphflow-ci profile gets them."""
+    from pytest_graphflow._properties._conformance_run import _default_settings
+
+    defaults = _default_settings()
+    return settings(base, stateful_step_count=defaults.stateful_step_count,
+                    phases=[p for p in base.phases if p is not Phase.explain])
+
+
+def calls_listed(message: str) -> list[str]:
+    """The store calls a conformance report lists (``  1. save(<cp-001 ...>)``)."""
+    return [line.split(". ", 1)[1] for line in message.splitlines()
+            if line.startswith("  ") and ". " in line and line.strip()[0].isdigit()]
+
+
+@pytest.mark.parametrize("bug", list(PLANTED), ids=list(PLANTED))
+def test_planted_store_bug_is_reported_with_its_calls_and_its_twin_passes(bug: str) -> None:
+    planted = PLANTED[bug]
+    with pytest.raises(AssertionError) as info:
+        run_store_conformance(planted.buggy, settings=run_settings(CI))
+    message = str(info.value)
+    head = message.splitlines()[0]
+    assert head.startswith(f"{planted.buggy.__name__}.{planted.method}"), head
+    assert "broke the store contract" in head, message
+    assert planted.rule in message, message
+    calls = calls_listed(message)
+    assert calls, message
+    assert calls[0].startswith("save("), message  # the sequence, from the start
+    assert len(calls) <= planted.max_calls, message
+    run_store_conformance(planted.fixed, settings=run_settings(CI))

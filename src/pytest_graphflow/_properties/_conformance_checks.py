@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 from anyio.from_thread import BlockingPortal
 
@@ -17,6 +17,7 @@ from .._records._checkpoint import Checkpoint
 from .._records._json import jcopy
 from .._stores._protocol import CheckpointStore
 from ..errors import CheckpointNotFound
+from ._conformance_calls import CallLog, ThreadLoop
 from ._conformance_draws import BASE_TIME, LATEST_RULE, _dump, _mutate
 
 __all__ = ["ConformanceChecks"]
@@ -26,8 +27,11 @@ class ConformanceChecks:
     """The model and the contract checks of :class:`~._conformance.StoreConformance` (its
     base; the machine holds the store's lifecycle and the rules)."""
 
-    portal: BlockingPortal
+    portal: BlockingPortal | ThreadLoop
     store: CheckpointStore
+    api: Any
+    log: CallLog
+    call_timeout: ClassVar[float]
     model: dict[str, Checkpoint]
     saved_at: dict[str, int]
     thread_of_run: dict[str, str]
@@ -39,7 +43,23 @@ class ConformanceChecks:
     # one thread hop per step instead of one per store call.
 
     def _run(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        return self.portal.call(partial(fn, *args))
+        try:
+            return self.portal.call(partial(fn, *args))
+        except AssertionError:
+            raise
+        except Exception as exc:  # the store raised where the contract has it answer
+            last = self.log.calls[-1] if self.log.calls else "make_store()"
+            raise AssertionError(
+                f"{self._name}.{last} broke the store contract: it raised "
+                f"{type(exc).__name__}: {exc}, where the contract has it answer.\n"
+                f"{self.log.report()}"
+            ) from exc
+
+    def _hanging(self, call: str) -> AssertionError:
+        return AssertionError(
+            f"{self._name}.{call} broke the store contract: a store call returns (it was still "
+            f"waiting after {self.call_timeout:g} s of virtual time).\n{self.log.report()}"
+        )
 
     @property
     def _name(self) -> str:
@@ -47,7 +67,8 @@ class ConformanceChecks:
 
     def _broke(self, call: str, rule_text: str, detail: str) -> NoReturn:
         raise AssertionError(
-            f"{self._name}.{call} broke the store contract: {rule_text}.\n{detail}"
+            f"{self._name}.{call} broke the store contract: {rule_text}.\n{detail}\n"
+            f"{self.log.report()}"
         )
 
     def _rank(self, cid: str) -> tuple[datetime, int]:
@@ -108,7 +129,7 @@ class ConformanceChecks:
         self._expect_same(call, rule_text, expected, got)
 
     async def _check_latest(self, run_id: str) -> None:
-        got = await self.store.latest(run_id)
+        got = await self.api.latest(run_id)
         self._expect_latest(f"latest({run_id!r})", self._ids_of_run(run_id), got, LATEST_RULE)
 
     def _build(
@@ -129,13 +150,13 @@ class ConformanceChecks:
 
     async def _save(self, cp: Checkpoint, what: str) -> None:
         old = self.model.get(cp.id)
-        result = await self.store.save(cp)  # type: ignore[func-returns-value]
+        result = await self.api.save(cp)
         if result is not None:
             self._broke(f"save({cp.id!r})", "save returns None", f"it returned {result!r}")
         self._record(cp)
         # The caller keeps its object: changing it must not change what the store holds.
         _mutate(cp)
-        got = await self.store.get(cp.id)
+        got = await self.api.get(cp.id)
         self._expect_same(f"get({cp.id!r})", f"a {what} checkpoint can be read back by id",
                           cp.id, got)
         # Nor may changing what a read returned.
@@ -143,7 +164,7 @@ class ConformanceChecks:
         _mutate(got)
         self._expect_same(
             f"get({cp.id!r})", "get returns copies: mutating a checkpoint it returned changes "
-            "nothing in the store", cp.id, await self.store.get(cp.id),
+            "nothing in the store", cp.id, await self.api.get(cp.id),
         )
         # Every save can change its run's latest (and, for an overwrite, the old run's).
         await self._check_latest(cp.run_id)
@@ -153,7 +174,7 @@ class ConformanceChecks:
     async def _fork_missing(self, cid: str) -> None:
         call, rule_text = f"fork({cid!r})", "fork of a missing id raises CheckpointNotFound"
         try:
-            result = await self.store.fork(cid)
+            result = await self.api.fork(cid)
         except CheckpointNotFound:
             return
         except Exception as exc:

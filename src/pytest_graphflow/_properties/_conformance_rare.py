@@ -53,7 +53,7 @@ class RareShapes(ConformanceChecks):
     async def _check_listing(self, run_id: str) -> None:
         """The run's listing after an overwrite in place: it counts as saved last, so it
         comes after every checkpoint it ties with."""
-        got = [getattr(c, "id", c) for c in await self.store.list(run_id)]
+        got = [getattr(c, "id", c) for c in await self.api.list(run_id)]
         expected = self._ordered(self._ids_of_run(run_id))
         if got != expected:
             self._broke(f"list({run_id!r})",

@@ -8,7 +8,7 @@ import unittest
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hypothesis import HealthCheck
+from hypothesis import HealthCheck, Phase
 from hypothesis import settings as Settings
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -23,6 +23,7 @@ def store_conformance_machine(
     backend: str = "asyncio",
     backend_options: Mapping[str, Any] | None = None,
     name: str | None = None,
+    virtual_time: bool = True,
 ) -> type[StoreConformance]:
     """A :class:`StoreConformance` subclass whose stores come from ``factory``.
 
@@ -31,6 +32,8 @@ def store_conformance_machine(
         backend: the anyio backend to run the store on.
         backend_options: options for that backend.
         name: the class name (default: ``StoreConformance[<factory name>]``).
+        virtual_time: run the store's loop on a virtual clock; ``False`` for a store doing
+            network I/O on the loop (see :class:`StoreConformance`).
 
     Returns:
         The machine class; run it with ``run_state_machine_as_test`` or expose ``.TestCase``.
@@ -41,6 +44,7 @@ def store_conformance_machine(
             return factory()
 
     FactoryConformance.backend = backend
+    FactoryConformance.virtual_time = virtual_time
     FactoryConformance.backend_options = None if backend_options is None else dict(
         backend_options
     )
@@ -49,9 +53,21 @@ def store_conformance_machine(
     return FactoryConformance
 
 
+STEPS = 50
+"""Rule steps per example by default (at most): every rule of the contract fails within a
+few calls, so longer programs only cost time (a store's run stays within seconds under the
+``graphflow-ci`` profile); pass ``settings=`` for longer ones."""
+
+
 def _default_settings() -> Settings:
     # Each example starts an event loop in a thread: a deadline would measure that, not the store.
-    return Settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    # The explain phase re-runs the shrunk program many times; the report's list of store
+    # calls explains a failure already.
+    profile = Settings.default
+    assert profile is not None  # Hypothesis always has a loaded profile
+    return Settings(deadline=None, suppress_health_check=[HealthCheck.too_slow],
+                    stateful_step_count=min(STEPS, profile.stateful_step_count),
+                    phases=[p for p in profile.phases if p is not Phase.explain])
 
 
 def run_store_conformance(
@@ -60,6 +76,7 @@ def run_store_conformance(
     backend: str = "asyncio",
     backend_options: Mapping[str, Any] | None = None,
     settings: Settings | None = None,
+    virtual_time: bool = True,
 ) -> None:
     """Run the store conformance machine against stores made by ``factory``.
 
@@ -72,13 +89,18 @@ def run_store_conformance(
         backend: ``"asyncio"`` or ``"trio"``.
         backend_options: options for the backend.
         settings: Hypothesis settings (``max_examples``, ``stateful_step_count``, ...); by
-            default the active profile with no deadline.
+            default the active profile with no deadline, no explain phase and at most
+            ``STEPS`` (50) steps per example.
+        virtual_time: run the store's loop on a virtual clock (each call then has
+            ``call_timeout`` virtual seconds); ``False`` for a store doing network I/O on
+            the loop.
 
     Raises:
         AssertionError: naming the store method and the contract rule it broke, after
             Hypothesis has shrunk the failing program of calls (printed above it).
     """
-    machine = store_conformance_machine(factory, backend=backend, backend_options=backend_options)
+    machine = store_conformance_machine(factory, backend=backend, backend_options=backend_options,
+                                        virtual_time=virtual_time)
     run_state_machine_as_test(machine, settings=settings or _default_settings())
 
 
@@ -89,6 +111,7 @@ def store_conformance_test(
     backend_options: Mapping[str, Any] | None = None,
     settings: Settings | None = None,
     name: str | None = None,
+    virtual_time: bool = True,
 ) -> type[unittest.TestCase]:
     """A ``unittest.TestCase`` class running the conformance machine, for pytest to collect.
 
@@ -99,14 +122,16 @@ def store_conformance_test(
         factory: returns a fresh, empty store (or an awaitable of one).
         backend: ``"asyncio"`` or ``"trio"``.
         backend_options: options for the backend.
-        settings: Hypothesis settings; by default the active profile with no deadline.
+        settings: Hypothesis settings; by default as for :func:`run_store_conformance`.
+        virtual_time: as for :func:`run_store_conformance`.
         name: the machine's name in reports.
 
     Returns:
         The test case class (its one test is ``runTest``).
     """
     machine = store_conformance_machine(
-        factory, backend=backend, backend_options=backend_options, name=name
+        factory, backend=backend, backend_options=backend_options, name=name,
+        virtual_time=virtual_time,
     )
     case = machine.TestCase
     case.settings = settings or _default_settings()
