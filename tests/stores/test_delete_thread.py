@@ -10,6 +10,7 @@ removed it. Nothing was changed."
 from __future__ import annotations
 
 import sqlite3
+import threading
 from dataclasses import FrozenInstanceError
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -394,3 +395,63 @@ async def test_a_queued_job_goes_with_its_thread_and_a_held_one_keeps_it_busy(
             await store.delete_thread("t-2", now=now)
     assert [j["thread_id"] for j in await store.jobs()] == ["t-2"]
     assert (await store.delete_thread("t-2", now=T0 + timedelta(seconds=30))).jobs == 1
+
+
+# -- a claim that waited on a deletion (PostgreSQL: two transactions on one row) ---------------
+
+
+def _delete_once_a_claim_waits(dsn: str, schema: str, floor: int,
+                               locked: threading.Event) -> None:
+    """delete_thread's transaction, by hand, held open across a claim of ``t-1``: lock the
+    claim row, wait until a backend waits for that lock (each poll a query, no sleep), then
+    delete the row and raise the token floor, as delete_thread does, and commit."""
+    with psycopg.connect(dsn) as deleter, psycopg.connect(dsn, autocommit=True) as probe:
+        deleter.execute(f"SET search_path = {schema}")
+        deleter.execute("SELECT token FROM claims WHERE thread_id = 't-1' FOR UPDATE")
+        locked.set()
+        for _ in range(1_000_000):
+            row = probe.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type "
+                                "= 'Lock' AND pid <> %s", (deleter.info.backend_pid,)).fetchone()
+            if row is not None and row[0]:
+                break
+        else:
+            raise AssertionError("no claim waited for the claims row's lock")
+        deleter.execute("DELETE FROM claims WHERE thread_id = 't-1'")
+        deleter.execute("INSERT INTO meta VALUES ('claim_token_floor', %s) ON CONFLICT "
+                        "(key) DO UPDATE SET value = excluded.value", (str(floor),))
+        deleter.commit()
+
+
+async def test_a_claim_that_waited_on_a_deletion_takes_the_thread_above_its_deleted_tokens(
+    make_pg_store: Any, postgres_dsn: str, make_cp: Any
+) -> None:
+    """A claim that waited for the claim row while delete_thread deleted it: the row is gone
+    when the claim gets its lock. It used to return a token with no row written (the token
+    decided from nothing, 1 again, the deleted thread's own), so the run's first commit
+    failed with StaleClaim; now it takes the thread afresh, above the deleted tokens."""
+    store = make_pg_store()
+    old = await store.claim("t-1", "run-a", now=T0, ttl=10)
+    await store.release("t-1", old)
+    locked = threading.Event()
+    failures: list[BaseException] = []
+
+    def deleting() -> None:
+        try:
+            _delete_once_a_claim_waits(postgres_dsn, store.schema, old, locked)
+        except BaseException as exc:  # pragma: no cover - reported below
+            failures.append(exc)
+            locked.set()
+
+    deleter = threading.Thread(target=deleting)
+    deleter.start()
+    locked.wait()
+    new = await store.claim("t-1", "run-b", now=T0, ttl=10)
+    deleter.join()
+    assert not failures, failures
+    assert new > old
+    held = await store.current_claim("t-1")
+    assert held is not None
+    assert held[:2] == ("run-b", new)
+    await store.commit("t-1", new, run_id="run-b",
+                       checkpoints=[make_cp("cp-1", run="run-b", thread="t-1")])
+    assert [cp.id for cp in await store.list(thread_id="t-1")] == ["cp-1"]

@@ -80,14 +80,19 @@ class PgClaims:
         moment = rules.utc_now(now, "claim")
         seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
         async with self._tx() as cur:
-            # A new row starts above every deleted thread's tokens (see _deletion).
-            await cur.execute("INSERT INTO claims (thread_id, token) VALUES (%s, COALESCE("
-                              "(SELECT value::bigint FROM meta WHERE key = %s), 0)) "
-                              "ON CONFLICT (thread_id) DO NOTHING", (thread_id, TOKEN_FLOOR))
-            current, last = await self._claim_row(cur, thread_id)
-            claim = rules.take_claim(thread_id, run_id, current, last, moment, seconds)
-            await self._put_claim(cur, thread_id, claim)
-        return claim.token
+            while True:
+                # A new row starts above every deleted thread's tokens (see _deletion).
+                await cur.execute("INSERT INTO claims (thread_id, token) VALUES (%s, COALESCE("
+                                  "(SELECT value::bigint FROM meta WHERE key = %s), 0)) "
+                                  "ON CONFLICT (thread_id) DO NOTHING", (thread_id, TOKEN_FLOOR))
+                current, last = await self._claim_row(cur, thread_id)
+                claim = rules.take_claim(thread_id, run_id, current, last, moment, seconds)
+                await self._put_claim(cur, thread_id, claim)
+                if cur.rowcount == 1:
+                    return claim.token
+                # delete_thread removed the row while this claim waited for its lock: the
+                # token decided from nothing could repeat a deleted thread's; take the thread
+                # afresh, above the floor that deletion raised.
 
     async def renew(self, thread_id: str, token: int, *, now: datetime) -> None:
         """Extend the claim ``token`` by its ttl from ``now``.
