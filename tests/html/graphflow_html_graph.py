@@ -79,17 +79,18 @@ def build(*, broken: bool = False) -> CompiledGraph:
 
 
 def record(*, item: str = "lamp", answer: str | None = "yes", broken: bool = False,
-           store_path: Path | None = None) -> tuple[History, CompiledGraph]:
-    """Run the graph (resumed with ``answer`` unless ``None``); its history and graph."""
+           store_path: Path | None = None, store: Any = None) -> tuple[History, CompiledGraph]:
+    """Run the graph (resumed with ``answer`` unless ``None``) on ``store``, a SQLite store
+    at ``store_path`` (closed afterwards), or in memory; its history and graph."""
     graph = build(broken=broken)
-    store = SQLiteCheckpointStore(store_path) if store_path is not None else None
-    runtime = RecordingRuntime(store, clock=VirtualClock(), seed=3)
+    opened = SQLiteCheckpointStore(store_path) if store_path is not None else None
+    runtime = RecordingRuntime(opened or store, clock=VirtualClock(), seed=3)
     try:
         result = runtime.invoke(graph, {"item": item})
         if answer is not None and result.status == "interrupted":
             runtime.resume(result.run_id, Resume(answer))
         checkpoints = anyio.run(runtime.store.list, result.run_id)
     finally:
-        if store is not None:
-            store.close()
+        if opened is not None:
+            opened.close()
     return History.from_legs(runtime.recordings, checkpoints, source="tests/html"), graph
