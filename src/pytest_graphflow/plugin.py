@@ -22,7 +22,8 @@ and ``--graphflow-store``, with the ini keys ``graphflow_seed`` and ``graphflow_
 ``--graphflow-replay=DIR`` runs each history file under DIR as a replay test. A
 failing test that used these fixtures gets a ``graphflow`` report section with its seed, the
 command that reproduces it, every leg it ran with its path, and the last leg's last events
-(``--graphflow-report=full``: each leg's Mermaid diagram and events). pytest-graphflow's own
+(``--graphflow-report=full``: each leg's Mermaid diagram and events;
+``--graphflow-report=html:DIR``: also an HTML page per failing test). pytest-graphflow's own
 frames are hidden from tracebacks (``--full-trace`` shows them). ``--hypothesis-profile=
 graphflow-ci`` (``-dev``, ``-thorough``) works without registering the profiles first.
 
