@@ -135,3 +135,95 @@ def test_a_bad_report_value_is_a_usage_error_naming_the_modes(
     result = run(f"--graphflow-report={value}", "test_fan.py")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*use 'short', 'full' or 'html:DIR'*"])
+
+
+CHECKER_TESTS = dedent("""
+    import pytest
+    from pydantic import BaseModel
+    from pytest_graphflow import (END, START, Graph, History, Resume, VirtualClock,
+                                  assert_replays, interrupt)
+    from pytest_graphflow.invariants import (check_crash_recovery, check_determinism,
+                                             check_interrupt_resume_equivalence)
+    from pytest_graphflow.testing import RecordingRuntime
+
+    class S(BaseModel):
+        n: int = 0
+        answer: str = ""
+
+    COUNT = [0]  # module-level: leaks from run to run
+
+    def leaky():
+        def bump(s):
+            COUNT[0] += 1
+            return {"n": COUNT[0]}
+
+        g = Graph("leaky", S)
+        g.node("bump", bump)
+        g.edge(START, "bump").edge("bump", END)
+        return g.compile()
+
+    def asking():
+        calls = [0]
+
+        def ask(s):
+            calls[0] += 1  # counts the node's runs: a resume runs it again from the top
+            return {"n": calls[0], "answer": str(interrupt("ok?", id="ok"))}
+
+        g = Graph("asking", S)
+        g.node("ask", ask, effect="human")
+        g.edge(START, "ask").edge("ask", END)
+        return g.compile()
+
+    def charging():
+        charges = [0]  # the outside world: survives the crash
+
+        def charge(s):
+            charges[0] += 1
+            return {"n": charges[0]}
+
+        g = Graph("charging", S)
+        g.node("charge", charge, effect="external")
+        g.edge(START, "charge").edge("charge", END)
+        return g.compile()
+
+    def test_determinism():
+        assert check_determinism(leaky, {}) == []
+
+    def test_equivalence():
+        assert check_interrupt_resume_equivalence(asking, {}, {"ask:ok": "yes"}) == []
+
+    def test_crash_recovery():
+        assert check_crash_recovery(charging, {}) == []
+
+    def test_replay():
+        runtime = RecordingRuntime(clock=VirtualClock(), seed=1)
+        runtime.invoke(leaky(), {})
+        history = History.from_legs(runtime.recordings, [])
+        assert_replays(history, leaky())
+""")
+
+
+@pytest.mark.parametrize(("test", "tool", "labels"), [
+    ("test_determinism", "check_determinism", ("first run (asyncio)", "a repeated run")),
+    ("test_equivalence", "check_interrupt_resume_equivalence",
+     ("answering at once", "pausing and resuming")),
+    ("test_crash_recovery", "check_crash_recovery",
+     ("the run without the crash", "after ")),
+    ("test_replay", "assert_replays", ("recorded", "replayed now")),
+], ids=["determinism", "equivalence", "crash-recovery", "replay"])
+def test_every_checker_that_compares_two_runs_puts_them_side_by_side(
+        graph_project: pytest.Pytester, run: Run, test: str, tool: str,
+        labels: tuple[str, str]) -> None:
+    graph_project.makepyfile(test_checkers=CHECKER_TESTS)
+    result = run("--graphflow-report=html:pages", f"test_checkers.py::{test}")
+    result.assert_outcomes(failed=1)
+    [page_path] = pages_named(result)
+    page = page_path.read_text(encoding="utf-8")
+    assert f'<div class="verdict">{tool}: ' in page
+    first_pair = page.split('<section id="pair0"', 1)[1].split("</section>", 1)[0]
+    sides = re.findall(r'<div class="run-side" data-side="\d"><h3>([^<]*)', first_pair)
+    assert len(sides) == 2
+    assert sides[0].startswith(labels[0])
+    assert sides[1].startswith(labels[1])
+    marked = re.findall(r'<tr class="first-diff" id="pair0-first-(\d)">', page)
+    assert marked == ["0", "1"]
