@@ -41,8 +41,8 @@ ALLOWED: dict[str, set[str]] = {
     },
     "_workers": {"_engine", "_graph", "_stores", "_time", "_records", "errors"},
     "_cli": {
-        "_html", "_replay", "_assert", "_workers", "_engine", "_graph", "_stores", "_time", "_records",
-        "errors",
+        "_html", "_replay", "_assert", "_workers", "_engine", "_graph", "_stores", "_time",
+        "_records", "errors",
     },
 }
 # The public fronts (``__init__``, ``plugin``, ``strategies``, ...) may import any layer.
