@@ -247,9 +247,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """How many runs ``--graphflow-processes`` checked, and how many it could not (under
-    xdist: on the controller, from every worker's counts)."""
+    xdist: on the controller, from every worker's counts); how many pages
+    ``--graphflow-report=html:DIR`` wrote, and where."""
+    from ._plugin._html_report import html_dir, pages_of
     from ._plugin._processes import COUNTS
 
+    folder = html_dir(config)
+    if folder is not None:
+        pages = pages_of(terminalreporter.stats.get("failed", []))
+        terminalreporter.write_line(
+            f"graphflow: {len(pages)} HTML page(s) of failing tests in {folder}")
     counts = config.stash.get(COUNTS, None)
     if counts is not None:
         terminalreporter.write_line(
@@ -330,7 +337,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         hide_library_frames(item)
     report = yield
     if report.failed:
-        from ._plugin._html_report import PAIRS, html_dir
+        from ._plugin._html_report import PAGE_LINE, PAIRS, html_dir
         from ._plugin._state import existing_state
 
         state = existing_state(item)
@@ -347,7 +354,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
             try:
                 page = write_page(item, state, pairs, folder)
-                text.append(f"html page: {page}")
+                text.append(f"{PAGE_LINE}{page}")
             except Exception as exc:  # a report must never hide the test's own failure
                 text.append(f"html page: not written ({type(exc).__name__}: {exc})")
         if text:

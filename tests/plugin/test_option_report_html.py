@@ -52,6 +52,7 @@ def test_a_failing_test_that_ran_a_graph_gets_a_page_and_its_report_names_it(
     assert "Content-Security-Policy" in page
     assert "default-src 'none'" in page
     result.stdout.fnmatch_lines(["seed: *", "reproduce: pytest test_fan.py::test_wrong_count*"])
+    result.stdout.fnmatch_lines([f"graphflow: 1 HTML page(s) of failing tests in {folder}"])
 
 
 def test_without_the_option_no_page_is_written(graph_project: pytest.Pytester,
@@ -116,7 +117,8 @@ def test_a_failing_explore_under_xdist_gets_one_page_with_both_runs_and_the_firs
     written = sorted((graph_project.path / "out" / "pages").iterdir())
     assert [p.name for p in written] == [
         "test_explore.py_test_leaky_graph_is_schedule_independent.html"]
-    assert pages_named(result) == written
+    assert pages_named(result) == written  # the controller prints the workers' sections
+    result.stdout.fnmatch_lines(["graphflow: 1 HTML page(s) of failing tests in */out/pages"])
     page = written[0].read_text(encoding="utf-8")
     assert page.count('class="run-side"') == 2  # both runs, side by side
     assert "seed 0 (baseline)" in page

@@ -24,9 +24,11 @@ if TYPE_CHECKING:
     from .._properties._pairs import RunPair
     from ._state import ItemState
 
-__all__ = ["PAIRS", "html_dir", "report_option", "write_page"]
+__all__ = ["PAGE_LINE", "PAIRS", "html_dir", "pages_of", "report_option", "write_page"]
 
 PAIRS: Final = pytest.StashKey["list[RunPair]"]()
+PAGE_LINE: Final = "html page: "
+"""How the ``graphflow`` section of a failure names its page."""
 MAX_PAIRS: Final = 3
 """Divergences a page shows (the first ones a test's checkers reported)."""
 
@@ -48,6 +50,14 @@ def html_dir(config: pytest.Config) -> Path | None:
         return None
     path = Path(value[5:])
     return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
+def pages_of(reports: list[Any]) -> list[str]:
+    """The pages the ``graphflow`` sections of ``reports`` name (xdist hands the sections of
+    its workers' reports to the controller)."""
+    return [line[len(PAGE_LINE):] for report in reports
+            for name, text in getattr(report, "sections", ()) if name == "graphflow"
+            for line in text.splitlines() if line.startswith(PAGE_LINE)]
 
 
 def write_page(item: pytest.Item, state: ItemState | None, pairs: list[RunPair],
