@@ -53,7 +53,6 @@ svg.timeline .note,svg.timeline .axis-note{fill:var(--mute);font-size:11px}
 svg.timeline .lane rect{fill:#6f95e0}svg.timeline .lane.replayed rect{fill:#b7c3d6}
 svg.timeline .lane.retried rect{fill:#d9a441}svg.timeline .lane.paused rect{fill:var(--warn)}
 svg.timeline .lane.failed rect{fill:var(--bad)}svg.timeline .lane.running rect{fill:#9aa3b1}
-svg.timeline .attempt{stroke:#fff;stroke-width:2}
 svg.timeline .checkpoint{fill:var(--ok)}svg.timeline .fault{stroke:var(--bad);stroke-width:2}
 tr.added td.after{background:#e3f6e8}tr.removed td.before{background:#fde5e5}
 tr.changed td.before{background:#fdf1e0}tr.changed td.after{background:#e3f6e8}

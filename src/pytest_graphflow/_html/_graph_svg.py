@@ -148,7 +148,8 @@ def _edge(pos: dict[str, tuple[float, float, float]], layer: dict[str, int], sou
         x1, y1, x2, y2 = sx, sy + _BOX_H, tx, ty
         mid = (y1 + y2) / 2
         d = f"M{x1:.1f},{y1:.1f} C{x1:.1f},{mid:.1f} {x2:.1f},{mid:.1f} {x2:.1f},{y2:.1f}"
-        lx, ly = (x1 + x2) / 2, mid
+        lx, ly = x1 + (x2 - x1) * 0.3 + 4, y1 + (y2 - y1) * 0.3  # near the source: labels
+        # of edges that meet at one target (a join, a branch's routes) do not overlap
     else:  # back to an earlier (or the same) row: an arc on the right
         x1, y1 = sx + sw / 2, sy + _BOX_H / 2
         x2, y2 = tx + tw / 2, ty + _BOX_H / 2

@@ -2,9 +2,10 @@
 
 A lane's bar spans the task from its first attempt's start to its end, so a node that sleeps
 (or waits on a fake API) is as long as the virtual time it took, tasks of a parallel batch
-lie side by side over the same stretch of time, and a task that retried says how many
-attempts it made (and what failed, on hover). Checkpoints are diamonds on the axis and store
-faults red lines across the lanes.
+lie side by side over the same stretch of time, and a task that retried is amber and says
+how many attempts it made (and what failed, on hover; the events do not say when each
+attempt began, so the bar is not cut into attempts). Checkpoints are diamonds on the axis
+and store faults red lines across the lanes.
 """
 
 from __future__ import annotations
@@ -75,17 +76,13 @@ def timeline_svg(tasks: Sequence[TaskSpan], *, checkpoints: Sequence[tuple[float
             note += f", {task.outcome}"
         hover = [f"{task.node} ({task.task_id}), step {task.step}, leg {task.leg}: "
                  f"{_seconds(task.start)} to {_seconds(task.end)}, {note}", *task.errors]
-        ticks = "".join(
-            f'<line class="attempt" x1="{x + w * k / task.attempts:.1f}" y1="{y + 3}" '
-            f'x2="{x + w * k / task.attempts:.1f}" y2="{y + _LANE - 5}"/>'
-            for k in range(1, task.attempts))
         out.append(
             f'<g class="lane {outcome}" data-task="{escape(task.task_id)}" '
             f'data-node="{escape(task.node)}" data-step="{task.step}">'
             f'<title>{escape(chr(10).join(hover))}</title>'
             f'<text class="who" x="{_LEFT - 8}" y="{y + 15}">{escape(_cut(task.node, 18))} · '
             f's{task.step}</text><rect x="{x:.1f}" y="{y + 3}" width="{w:.1f}" '
-            f'height="{_LANE - 8}" rx="3"/>{ticks}'
+            f'height="{_LANE - 8}" rx="3"/>'
             f'<text class="note" x="{x + w + 6:.1f}" y="{y + 15}">{escape(note)}</text></g>')
     for fault in faults:
         if fault.at is None:

@@ -104,8 +104,11 @@ def _last_run(runs: list[RunLeg], state: ItemState) -> str:
     answers: dict[str, Any] = {}
     for leg in legs:
         answers.update(leg.answers)
+    from .._graph._builder import CompiledGraph
+
     store = legs[-1].store
-    view = read_run(events, graph=legs[0].graph, checkpoints=_checkpoints(store, legs[0].run_id),
+    graph = legs[0].graph if isinstance(legs[0].graph, CompiledGraph) else None  # LangGraph's
+    view = read_run(events, graph=graph, checkpoints=_checkpoints(store, legs[0].run_id),
                     initial_state=legs[0].initial_state, answers=answers,
                     faults=_faults(store if store is not None else state.faults))
     raised = legs[-1].error
@@ -114,7 +117,7 @@ def _last_run(runs: list[RunLeg], state: ItemState) -> str:
         f"{escape(str(raised))}</div>")
     return (f'<section id="last-run"><h2>The last run: {escape(view.run_id)} '
             f'<span class="status {escape(view.status)}">{escape(legs[-1].status)}</span>'
-            f"</h2>{note}</section>" + run_sections(view, legs[0].graph))
+            f"</h2>{note}</section>" + run_sections(view, graph))
 
 
 def _checkpoints(store: Any, run_id: str) -> list[dict[str, Any]]:
