@@ -229,3 +229,31 @@ def test_every_checker_that_compares_two_runs_puts_them_side_by_side(
     assert sides[1].startswith(labels[1])
     marked = re.findall(r'<tr class="first-diff" id="pair0-first-(\d)">', page)
     assert marked == ["0", "1"]
+
+
+SCRIPT_TEST = dedent("""
+    from pydantic import BaseModel
+    from pytest_graphflow import END, START, Graph
+
+    class S(BaseModel):
+        note: str = ""
+
+    def test_note(graph_runtime):
+        g = Graph("notes", S)
+        g.node("write", lambda s: {"note": "</td><script>alert(1)</script>"})
+        g.edge(START, "write").edge("write", END)
+        trace = graph_runtime.trace(g.compile(), {"note": "<b onclick=alert(2)>hi</b>"})
+        assert trace.state.note == ""
+""")
+
+
+def test_a_test_s_state_with_markup_is_shown_as_text(graph_project: pytest.Pytester,
+                                                      run: Run) -> None:
+    graph_project.makepyfile(test_notes=SCRIPT_TEST)
+    result = run("--graphflow-report=html:pages", "test_notes.py")
+    result.assert_outcomes(failed=1)
+    [path] = pages_named(result)
+    page = path.read_text(encoding="utf-8")
+    assert page.count("<script") == 1  # the page's own
+    assert "<b onclick" not in page
+    assert "&lt;/td&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in page
