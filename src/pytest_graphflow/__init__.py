@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ._graph._effects import record_effect
     from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
     from ._graph._subgraph import Subgraph
+    from ._html._page import render_run_html
     from ._properties._explore import ExploreReport, explore
     from ._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
     from ._records._events import (
@@ -166,6 +167,7 @@ _LAZY = {
     "StreamEvent": "._records._events",
     "parse_event": "._records._events",
     "export_history": "._replay._export",
+    "render_run_html": "._html._page",
     "HISTORY_FORMAT_VERSION": "._replay._history",
     "History": "._replay._history",
     "load_history": "._replay._history",
@@ -377,5 +379,6 @@ __all__ = [
     "load_history",
     "parse_event",
     "record_effect",
+    "render_run_html",
     "virtual_anyio_backend",
 ]

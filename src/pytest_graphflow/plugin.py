@@ -22,7 +22,8 @@ and ``--graphflow-store``, with the ini keys ``graphflow_seed`` and ``graphflow_
 ``--graphflow-replay=DIR`` runs each history file under DIR as a replay test. A
 failing test that used these fixtures gets a ``graphflow`` report section with its seed, the
 command that reproduces it, every leg it ran with its path, and the last leg's last events
-(``--graphflow-report=full``: each leg's Mermaid diagram and events). pytest-graphflow's own
+(``--graphflow-report=full``: each leg's Mermaid diagram and events;
+``--graphflow-report=html:DIR``: also an HTML page per failing test). pytest-graphflow's own
 frames are hidden from tracebacks (``--full-trace`` shows them). ``--hypothesis-profile=
 graphflow-ci`` (``-dev``, ``-thorough``) works without registering the profiles first.
 
@@ -95,10 +96,12 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     )
     group.addoption(
         "--graphflow-report", dest="graphflow_report", default="short",
-        choices=("short", "full"),
+        type=_report_option, metavar="short|full|html:DIR",
         help="the graphflow section of a failing test's report: 'short' (default: every leg "
-             "in a line, the last leg's last events) or 'full' (each leg's Mermaid diagram "
-             "and events).",
+             "in a line, the last leg's last events), 'full' (each leg's Mermaid diagram "
+             "and events) or 'html:DIR' (short, and a self-contained HTML page per failing "
+             "test in DIR: graph, timeline, state diffs, events; two runs side by side for a "
+             "divergence).",
     )
     group.addoption(
         "--graphflow-record", dest="graphflow_record", default=None, metavar="DIR",
@@ -128,6 +131,12 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                   default="memory")
     parser.addini("graphflow_postgres_dsn",
                   "graphflow: PostgreSQL server (DSN) of the 'postgres' store", default="")
+
+
+def _report_option(value: str) -> str:
+    from ._plugin._html_report import report_option
+
+    return report_option(value)
 
 
 class _HypothesisProfiles:
@@ -238,9 +247,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """How many runs ``--graphflow-processes`` checked, and how many it could not (under
-    xdist: on the controller, from every worker's counts)."""
+    xdist: on the controller, from every worker's counts); how many pages
+    ``--graphflow-report=html:DIR`` wrote, and where."""
+    from ._plugin._html_report import html_dir, pages_of
     from ._plugin._processes import COUNTS
 
+    folder = html_dir(config)
+    if folder is not None:
+        pages = pages_of(terminalreporter.stats.get("failed", []))
+        terminalreporter.write_line(
+            f"graphflow: {len(pages)} HTML page(s) of failing tests in {folder}")
     counts = config.stash.get(COUNTS, None)
     if counts is not None:
         terminalreporter.write_line(
@@ -268,10 +284,21 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """With ``--graphflow-processes=N``, replay a passing test's runs in N fresh interpreters.
-    (The wall-clock patch needs no holding per test: it costs about a microsecond per run.)"""
-    if _GRAPH_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())):
+    (The wall-clock patch needs no holding per test: it costs about a microsecond per run.)
+    With ``--graphflow-report=html:DIR``, keep the runs the test's checkers found different."""
+    from ._plugin._html_report import html_dir
+
+    if html_dir(item.config) is not None:
+        from ._plugin._html_report import PAIRS
+        from ._properties._pairs import watching
+
+        pairs = item.stash.setdefault(PAIRS, [])
+        with watching(pairs.append):
+            result = yield
+    elif _GRAPH_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())):
         return (yield)
-    result = yield
+    else:
+        result = yield
     # --graphflow-processes=N: the passing test's runs are replayed in N fresh interpreters.
     from ._plugin._state import existing_state
 
@@ -310,14 +337,28 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         hide_library_frames(item)
     report = yield
     if report.failed:
+        from ._plugin._html_report import PAGE_LINE, PAIRS, html_dir
         from ._plugin._state import existing_state
 
         state = existing_state(item)
+        folder = html_dir(item.config)
+        pairs = item.stash.get(PAIRS, [])
+        text: list[str] = []
         if state is not None:
             from ._plugin._report import failure_section
 
             mode = item.config.getoption("graphflow_report", "short") or "short"
-            report.sections.append(("graphflow", failure_section(item, state, mode)))
+            text.append(failure_section(item, state, "full" if mode == "full" else "short"))
+        if folder is not None and (pairs or (state is not None and state.runs)):
+            from ._plugin._html_report import write_page
+
+            try:
+                page = write_page(item, state, pairs, folder)
+                text.append(f"{PAGE_LINE}{page}")
+            except Exception as exc:  # a report must never hide the test's own failure
+                text.append(f"html page: not written ({type(exc).__name__}: {exc})")
+        if text:
+            report.sections.append(("graphflow", "\n".join(text)))
     return report
 
 

@@ -25,6 +25,7 @@ PUBLIC: dict[str, list[str]] = {
         'assert_replays',
         'check_upgrade',
         'export_history',
+        'render_run_html',
         'load_history',
         'Cancelled',
         'Checkpoint',

@@ -34,14 +34,15 @@ ALLOWED: dict[str, set[str]] = {
     "_replay": {
         "_properties", "_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors",
     },
+    "_html": {"_engine", "_graph", "_records", "errors"},
     "_plugin": {
-        "_langgraph", "_replay", "_properties", "_assert", "_engine", "_graph", "_stores",
+        "_html", "_langgraph", "_replay", "_properties", "_assert", "_engine", "_graph", "_stores",
         "_time", "_records", "errors",
     },
     "_workers": {"_engine", "_graph", "_stores", "_time", "_records", "errors"},
     "_cli": {
-        "_replay", "_assert", "_workers", "_engine", "_graph", "_stores", "_time", "_records",
-        "errors",
+        "_html", "_replay", "_assert", "_workers", "_engine", "_graph", "_stores", "_time",
+        "_records", "errors",
     },
 }
 # The public fronts (``__init__``, ``plugin``, ``strategies``, ...) may import any layer.

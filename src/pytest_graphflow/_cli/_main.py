@@ -13,6 +13,9 @@
                                                  # delete a thread (asks first; _delete)
     graphflow export FILE RUN_ID OUT [--force] [--seed N] [--clock-start ISO] [--graph M:G]
                                                  # a run as a history file
+    graphflow html FILE RUN_ID -o OUT [--graph M:G] [--force]
+    graphflow html HISTORY_FILE -o OUT [--graph M:G] [--force]
+                                                 # a run as one HTML page (_html)
     graphflow worker DSN MODULE:GRAPH ...        # take queued runs from PostgreSQL (_worker)
 
 ``MODULE:GRAPH`` names a ``Graph``, a ``CompiledGraph``, or a function of no arguments that
@@ -136,6 +139,11 @@ def _parser() -> argparse.ArgumentParser:
     from ._export import add_export
 
     add_export(sub, {"fail": _Fail, "load_graph": _load_graph, "with_store": _with_store})
+
+    from ._html import add_html
+
+    add_html(sub, {"fail": _Fail, "load_graph": _load_graph, "with_store": _with_store,
+                   "all_events": _all_events})
 
     from ._worker import add_worker_parser
 

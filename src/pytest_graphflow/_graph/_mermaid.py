@@ -11,6 +11,8 @@ text (fit for snapshots):
   ``Expand``) are dotted;
 * the edges of ``path`` (``(source, target)`` pairs a run took, e.g. from its
   ``edge_transition`` events) are drawn bold.
+
+:func:`edges` is the same list of edges for other drawings (the HTML run page's SVG).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ._names import END, START
 if TYPE_CHECKING:
     from ._builder import CompiledGraph
 
-__all__ = ["render"]
+__all__ = ["Edge", "edges", "render"]
 
 _BOLD = "stroke-width:4px"
 _DASHED = "stroke-dasharray:6 4"
@@ -33,12 +35,29 @@ _DOTTED = "stroke-dasharray:2 3"
 
 
 @dataclass(frozen=True)
-class _Edge:
+class Edge:
+    """One drawn edge: its ends, Mermaid arrow, label and style (``None``: a plain line)."""
+
     source: str
     target: str
     arrow: str
     label: str | None = None
     style: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """``"static"``, ``"branch"`` (dashed), ``"dynamic"`` (dotted: ``goto``/``Expand``),
+        ``"error"`` (a failure route) or ``"join"``."""
+        if self.style == _DASHED:
+            return "branch"
+        if self.style == _DOTTED:
+            return "dynamic"
+        return {"on_error": "error", "join": "join"}.get(self.label or "", "static")
+
+
+def edges(graph: CompiledGraph) -> list[Edge]:
+    """Every edge of ``graph`` as the Mermaid diagram draws it, in the diagram's order."""
+    return _edges(graph)
 
 
 def render(graph: CompiledGraph, *, path: Sequence[tuple[str, str]] | None = None) -> str:
@@ -91,32 +110,32 @@ def _node_ids(graph: CompiledGraph) -> dict[str, str]:
     return ids
 
 
-def _edges(graph: CompiledGraph) -> list[_Edge]:
+def _edges(graph: CompiledGraph) -> list[Edge]:
     """Every edge to draw, in declared order: per source (START first, then nodes) its static
     edges, branches, failure route and destinations; then the joins."""
-    out: list[_Edge] = []
+    out: list[Edge] = []
     drawn: set[tuple[str, str]] = set()
     for source in (START, *graph.nodes):
         for target in graph.edges.get(source, ()):
-            out.append(_Edge(source, target, "-->"))
+            out.append(Edge(source, target, "-->"))
             drawn.add((source, target))
         for branch in graph.branches.get(source, ()):
             for target, keys in _route_keys(branch.mapping, branch.targets).items():
-                out.append(_Edge(source, target, "-.->", ", ".join(keys), _DASHED))
+                out.append(Edge(source, target, "-.->", ", ".join(keys), _DASHED))
                 drawn.add((source, target))
         spec = graph.nodes.get(source)
         if spec is None:
             continue
         if spec.on_error is not None:
-            out.append(_Edge(source, spec.on_error, "-->", "on_error"))
+            out.append(Edge(source, spec.on_error, "-->", "on_error"))
             drawn.add((source, spec.on_error))
         for target in spec.destinations:
             if (source, target) not in drawn:
-                out.append(_Edge(source, target, "-.->", None, _DOTTED))
+                out.append(Edge(source, target, "-.->", None, _DOTTED))
                 drawn.add((source, target))
     for join in graph.joins:
         for source in join.sources:
-            out.append(_Edge(source, join.target, "-->", "join"))
+            out.append(Edge(source, join.target, "-->", "join"))
     return out
 
 

@@ -24,6 +24,7 @@ from ._drive import (
     drive,
     graph_maker,
 )
+from ._pairs import report_pair
 
 __all__ = ["check_determinism"]
 
@@ -91,4 +92,6 @@ def check_determinism(
         out.append(Violation("determinism", i, f"seed {seed}: {len(differ)} of {len(seen) - 1} "
                              f"repeated runs gave another stream than the first "
                              f"({base_backend} vs {backend}): {diff}", example=(digest, other)))
+        report_pair("check_determinism", str(out[-1]), (f"first run ({base_backend})",
+                    f"a repeated run ({backend})"), base, lines, first=i, make_graph=make)
     return out

@@ -35,6 +35,7 @@ from ._drive import (
     graph_maker,
 )
 from ._ledger import repeated_effects, undeclared_effects
+from ._pairs import report_pair
 
 __all__ = ["check_interrupt_resume_equivalence"]
 
@@ -124,11 +125,17 @@ def check_interrupt_resume_equivalence(
                 f"answering at once: {_paths(a.events, d.events)}"
                 f"{_outcome_diff(a.result, d.result, cmp)}",
                 example=(d.events, a.events)))
+            report_pair("check_interrupt_resume_equivalence", str(out[-1]),
+                        ("answering at once", f"pausing and resuming ({name})"), a.events,
+                        d.events, make_graph=make)
     lb, lc = _lines(b.events), _lines(c.events)
     if lb != lc:
         i, diff = _first_difference(lb, lc)
         out.append(Violation("equivalence", i, "resuming in a fresh runtime gave another "
                              f"log than resuming in the same runtime: {diff}"))
+        report_pair("check_interrupt_resume_equivalence", str(out[-1]),
+                    ("same-runtime resumes", "fresh-runtime resumes"), lb, lc, first=i,
+                    make_graph=make)
     out += check_invariants(b.events, graph=make())
     return out
 

@@ -56,6 +56,7 @@ from ._checks import Violation
 from ._compare import Compare, Normalize, diff_paths
 from ._deadlock import deadlock_violation
 from ._instrument import CallLog, record_calls, task_number
+from ._pairs import report_pair
 
 __all__ = ["Divergence", "ExploreReport", "MergeOrderDependence", "ScheduleOutcome", "explore"]
 
@@ -313,6 +314,14 @@ def _compare(base: ScheduleOutcome, other: ScheduleOutcome) -> Divergence | None
     return Divergence(other.seed, other, tuple(differs), "; ".join(details))
 
 
+def _first_index(base: ScheduleOutcome, other: ScheduleOutcome) -> int | None:
+    """The index of the first event where ``other``'s stream differs from ``base``'s."""
+    for i, (a, b) in enumerate(itertools.zip_longest(base.lines, other.lines)):
+        if a != b:
+            return i
+    return None
+
+
 def _event_diff(i: int, base: str | None, other: str | None) -> str:
     if base is None or other is None:
         return f"the stream {'ends' if other is None else 'goes on'} at event #{i}"
@@ -520,6 +529,11 @@ def explore(
             sizes[name] = len(order)
     base = outcomes[0]
     divergences = [d for o in outcomes[1:] if (d := _compare(base, o)) is not None]
+    if divergences:
+        first = divergences[0]
+        report_pair("explore", str(first), (f"seed {base.seed} (baseline)", f"seed {first.seed}"),
+                    base.lines, first.outcome.lines, first=_first_index(base, first.outcome),
+                    graph=base_graph)
     unstable: list[int] = []
     if stuck is None:
         again = run(base.seed)[0]

@@ -38,6 +38,7 @@ from ._drive import (
 )
 from ._instrument import CallLog, NodeCall, record_calls
 from ._ledger import recovered_effects, repeated_effects, undeclared_effects
+from ._pairs import report_pair
 
 __all__ = ["CrashPoint", "check_crash_recovery"]
 
@@ -224,6 +225,9 @@ def check_crash_recovery(
                                  "ended unlike the run without the crash: "
                                  f"{_outcome_diff(want.result, got.result, cmp)}",
                                  example=point))
+            report_pair("check_crash_recovery", str(out[-1]),
+                        ("the run without the crash", f"after {point} and recovery"),
+                        want.events, got.events, graph=g0)
         allowed = Counter(c.task_id for c in uncovered)
         out += _effects_per_task(calls, effectful, allowed, f"after {point}", point)
         unavoidable = Counter(c.node for c in uncovered)

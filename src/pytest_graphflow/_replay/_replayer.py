@@ -18,6 +18,7 @@ from .._assert._repr import field_diff, format_event
 from .._engine._runtime import GraphRuntime
 from .._graph._builder import CompiledGraph
 from .._graph._node import PAUSE, Resume
+from .._properties._pairs import report_pair
 from .._records._events import EventBase, Interrupt
 from .._stores._memory import InMemoryCheckpointStore
 from .._time._clock import DEFAULT_START, VirtualClock
@@ -82,6 +83,8 @@ class _Replay:
                 "replayed (a store export needs the run's first checkpoint: record with "
                 "checkpoint_policy='every_step'); check_upgrade() still works with it")
         self.history = history
+        self.original = graph
+        self.replayed: list[EventBase] = []  # the events the replay produced, in order
         self.events = history.parsed_events()
         checkpoints = history.parsed_checkpoints()
         self.timed = history.clock_start is not None
@@ -136,7 +139,11 @@ class _Replay:
             lines.append(f"  {why}")
         lines.extend(f"  note: {miss}" for miss in self.scripts.misses)
         lines.append(f"  (the graph now is revision {self.graph.revision})")
-        return ReplayDiverged("\n".join(lines), self.position, rec, cur)
+        message = "\n".join(lines)
+        report_pair("assert_replays", message, ("recorded", "replayed now"), self.events,
+                    [*self.replayed, *([now] if now is not None else [])],
+                    first=self.position, graph=self.original)
+        return ReplayDiverged(message, self.position, rec, cur)
 
     async def run(self) -> None:
         legs = _legs(self.events)
@@ -173,6 +180,7 @@ class _Replay:
                     recorded = leg[i]
                     if _wire(recorded, self.timed) != _wire(now, self.timed):
                         raise self._diverged(recorded, now, n)
+                    self.replayed.append(now)
                     i += 1
                     self.position += 1
                     if i == len(leg) and not ended:
