@@ -94,3 +94,72 @@ def ticket_desk() -> StateGraph:
     g.add_edge("open", END)
     g.add_edge("tag", END)
     return g
+
+
+class RefundState(TypedDict, total=False):
+    """The refund subgraph's state (``amount``, ``refund_id``, ``decision`` are shared with
+    the parent; ``steps`` is its own)."""
+
+    amount: int
+    refund_id: str
+    decision: str
+    steps: Annotated[list[str], operator.add]
+
+
+class DeskState(TypedDict, total=False):
+    """The support agent's state."""
+
+    log: Annotated[list[str], operator.add]
+    amount: int
+    refund_id: str
+    decision: str
+
+
+def refund_flow(lookup_s: float = 2.0) -> StateGraph:
+    """The refund subgraph: lookup (async, ``lookup_s`` seconds, a ``uuid4`` refund id) ->
+    approve (interrupts for a decision) -> pay."""
+    import uuid
+
+    g = StateGraph(RefundState)
+
+    async def lookup(state: RefundState) -> dict[str, Any]:
+        await asyncio.sleep(lookup_s)
+        return {"refund_id": f"R-{uuid.uuid4().hex[:8]}", "steps": ["lookup"]}
+
+    def approve(state: RefundState) -> dict[str, Any]:
+        decision = interrupt({"refund_id": state["refund_id"], "amount": state["amount"]})
+        return {"decision": str(decision), "steps": ["approve"]}
+
+    def pay(state: RefundState) -> dict[str, Any]:
+        return {"steps": [f"pay:{state['decision']}"]}
+
+    g.add_node("lookup", lookup)
+    g.add_node("approve", approve)
+    g.add_node("pay", pay)
+    g.add_edge(START, "lookup")
+    g.add_edge("lookup", "approve")
+    g.add_edge("approve", "pay")
+    g.add_edge("pay", END)
+    return g
+
+
+def refund_desk(lookup_s: float = 2.0, notify_s: float = 1.0) -> StateGraph:
+    """A support agent: classify -> (the refund subgraph, which interrupts for approval, and
+    notify, async ``notify_s`` seconds, in parallel) -> reply. Plain LangGraph sleeps for
+    real: its tests pass zero delays."""
+    g = StateGraph(DeskState)
+
+    async def notify(state: DeskState) -> dict[str, Any]:
+        await asyncio.sleep(notify_s)
+        return {"log": ["notified"]}
+
+    g.add_node("classify", lambda s: {"log": [f"classify:{s['amount']}"]})
+    g.add_node("refund", refund_flow(lookup_s).compile())
+    g.add_node("notify", notify)
+    g.add_node("reply", lambda s: {"log": [f"reply:{s['refund_id']}:{s['decision']}"]})
+    g.add_edge(START, "classify")
+    g.add_edge("classify", "refund")
+    g.add_edge("classify", "notify")
+    g.add_edge(["refund", "notify"], "reply")
+    g.add_edge("reply", END)
+    return g

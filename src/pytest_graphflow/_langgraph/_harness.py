@@ -28,7 +28,7 @@ from .._time._rng import ScheduleRng
 from ..errors import InvalidArgument, NotSuspended, ResumeError
 from ._convert import jsonable
 from ._ids import ID_SOURCE, IdSource, install_id_hooks
-from ._loop import LEG, LegContext, SeededLoop, install_loop_hooks
+from ._loop import LEG, LegContext, SeededLoop, TaskStart, install_loop_hooks
 from ._record import LegRecorder
 from ._saver import FaultySaver, SaverOp
 
@@ -138,7 +138,7 @@ class LangGraphHarness:
         self.context = context
         self.revision = _revision(self.graph)
         self.events = EventLog()
-        self.start_steps: list[tuple[int, int, str, str]] = []
+        self.start_steps: list[tuple[int, TaskStart]] = []
         self.generated_ids: list[str] = []
         self._legs = 0
         self._known: dict[str, Interrupt] = {}
@@ -361,7 +361,7 @@ class LangGraphHarness:
                         resumed=leg_no > 1, seed=self.seed)
         if self.on_leg is not None:
             self.on_leg(record)
-        started: list[tuple[int, str, str]] = []
+        started: list[TaskStart] = []
         outcome: dict[str, Any] = {}
         driver = _wallclock.activate()
         try:
@@ -378,7 +378,7 @@ class LangGraphHarness:
             _wallclock.deactivate(driver)
             self.saver.listeners.remove(listen)
             self.events.extend(recorder.events)
-            self.start_steps.extend((leg_no, *s) for s in started)
+            self.start_steps.extend((leg_no, s) for s in started)
             self.generated_ids.extend(ids.generated)
         error = outcome.get("error")
         status = outcome["status"]
@@ -402,7 +402,7 @@ class LangGraphHarness:
         return str(found.config.get("configurable", {}).get("checkpoint_id")) or None
 
     async def _main(self, input: Any, recorder: LegRecorder, ids: IdSource,
-                    started: list[tuple[int, str, str]],
+                    started: list[TaskStart],
                     writes: dict[str, list[tuple[str, Any]]], resumed_from: str | None,
                     outcome: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()
