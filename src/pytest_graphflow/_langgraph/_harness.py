@@ -11,13 +11,13 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, cast, overload
 
 import anyio.to_thread
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import StateGraph
-from langgraph.types import Command
+from langgraph.types import Command, StateSnapshot
 
 from .._engine._results import EventLog, GraphResult, RunLeg, Trace
 from .._records._events import Breakpoint, Interrupt
@@ -142,6 +142,7 @@ class LangGraphHarness:
         self.generated_ids: list[str] = []
         self._legs = 0
         self._known: dict[str, Interrupt] = {}
+        self._child_seq: dict[str, int] = {}
         self.last: GraphResult[Any] | None = None
 
     # ------------------------------------------------------------------ running
@@ -237,11 +238,24 @@ class LangGraphHarness:
                 found.append(pending)
         return found
 
-    def state(self) -> dict[str, Any]:
-        """The thread's current values, read from the inner saver (not logged)."""
-        snapshot = self.graph.copy(update={"checkpointer": self.saver.inner}).get_state(
-            {"configurable": {"thread_id": self.thread_id}})
-        return dict(snapshot.values)
+    @overload
+    def state(self) -> dict[str, Any]: ...
+
+    @overload
+    def state(self, *, subgraphs: bool) -> StateSnapshot: ...
+
+    def state(self, *, subgraphs: bool | None = None) -> Any:
+        """The thread's current state, read from the inner saver (not logged).
+
+        Without arguments: the values (a dict). With ``subgraphs=`` (``True`` or
+        ``False``): LangGraph's ``StateSnapshot``, what ``graph.get_state(config,
+        subgraphs=...)`` returns — values, ``next``, tasks with their interrupts, pending
+        interrupts, and with ``True`` the nested snapshot of each subgraph task paused
+        inside its subgraph (``task.state``).
+        """
+        reader = self.graph.copy(update={"checkpointer": self.saver.inner})
+        snapshot = reader.get_state(self._thread_config(None), subgraphs=bool(subgraphs))
+        return dict(snapshot.values) if subgraphs is None else snapshot
 
     def update_state(self, values: Any, *, as_node: str | None = None,
                      checkpoint_id: str | None = None) -> str:
@@ -305,10 +319,18 @@ class LangGraphHarness:
             configurable["checkpoint_id"] = checkpoint_id
         return {**self.config, "configurable": configurable}
 
-    async def astate(self) -> dict[str, Any]:
+    @overload
+    async def astate(self) -> dict[str, Any]: ...
+
+    @overload
+    async def astate(self, *, subgraphs: bool) -> StateSnapshot: ...
+
+    async def astate(self, *, subgraphs: bool | None = None) -> Any:
         """:meth:`state` from async code (read on a worker thread, as an ``AsyncSqliteSaver``
         needs)."""
-        return await anyio.to_thread.run_sync(self.state)
+        if subgraphs is None:
+            return await anyio.to_thread.run_sync(self.state)
+        return await anyio.to_thread.run_sync(lambda: self.state(subgraphs=subgraphs))
 
     # ------------------------------------------------------------------ one leg
 
@@ -348,7 +370,7 @@ class LangGraphHarness:
         ids = IdSource(self.clock, f"{self.thread_id}:{extends}")
         writes: dict[str, list[tuple[str, Any]]] = {}
         recorder = LegRecorder(self.clock, self.run_id, len(self.events), self._known,
-                               self.saver.task_nodes, writes)
+                               self.saver.task_nodes, writes, self._child_seq)
         first_call = len(self.saver.calls)
 
         def listen(info: SaverOp, payload: Any) -> None:
@@ -414,7 +436,7 @@ class LangGraphHarness:
         configurable = {**dict(self.config.get("configurable") or {}),
                         "thread_id": self.thread_id}
         config = {**self.config, "configurable": configurable}
-        kwargs: dict[str, Any] = {"stream_mode": ["debug", "values"]}
+        kwargs: dict[str, Any] = {"stream_mode": ["debug", "values"], "subgraphs": True}
         if self.durability is not None:
             kwargs["durability"] = self.durability
         if self.context is not None:
@@ -426,8 +448,8 @@ class LangGraphHarness:
         recorder.run_start(self.graph_id, self.revision, self.thread_id, resumed_from,
                            0 if self.last is None else self.last.step)
         try:
-            async for mode, chunk in self.graph.astream(input, config, **kwargs):
-                recorder.chunk(mode, chunk)
+            async for namespace, mode, chunk in self.graph.astream(input, config, **kwargs):
+                recorder.chunk(mode, chunk, namespace)
         except Exception as exc:
             recorder.flush()
             if self.saver.raised(exc):
