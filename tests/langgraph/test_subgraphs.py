@@ -11,16 +11,24 @@ LangGraph's ids are random).
 from __future__ import annotations
 
 import asyncio
+import operator
 import re
-from typing import Any
+import uuid
+from typing import Annotated, Any, TypedDict
 
 import anyio.to_thread
 import pytest
 from graphs import refund_desk
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Send, interrupt
 
-from pytest_graphflow.langgraph import LangGraphHarness, check_determinism, check_invariants
+from pytest_graphflow.langgraph import (
+    LangGraphHarness,
+    check_determinism,
+    check_invariants,
+    drive,
+)
 
 INPUT = {"amount": 40}
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}")
@@ -212,3 +220,112 @@ async def test_subgraphs_under_asyncio_match_the_sync_harness() -> None:
     done = await h.aresume("approved")
     assert done.result.status == "completed"
     assert _content(await h.astate(subgraphs=True)) == _content(done_state)
+
+
+class Item(TypedDict, total=False):
+    n: int
+    out: Annotated[list[str], operator.add]
+
+
+class Out(TypedDict, total=False):
+    out: Annotated[list[str], operator.add]
+
+
+def _nested() -> StateGraph:
+    """outer -> middle (a subgraph) -> inner (a subgraph of it), which interrupts."""
+    inner = StateGraph(Item)
+    inner.add_node("ask", lambda s: {"out": [f"ask:{interrupt(s['n'])}"]})
+    inner.add_edge(START, "ask")
+    inner.add_edge("ask", END)
+    middle = StateGraph(Item)
+    middle.add_node("prep", lambda s: {"out": ["prep"]})
+    middle.add_node("inner", inner.compile())
+    middle.add_edge(START, "prep")
+    middle.add_edge("prep", "inner")
+    middle.add_edge("inner", END)
+    outer = StateGraph(Item)
+    outer.add_node("middle", middle.compile())
+    outer.add_edge(START, "middle")
+    outer.add_edge("middle", END)
+    return outer
+
+
+def _map_into_a_subgraph() -> StateGraph:
+    """plan sends three items into a subgraph that works on each (map-reduce; the
+    subgraph gives back ``out`` only)."""
+    worker = StateGraph(Item, output_schema=Out)
+
+    async def work(state: Item) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return {"out": [f"w{state['n']}:R-{uuid.uuid4().hex[:8]}"]}
+
+    worker.add_node("work", work)
+    worker.add_edge(START, "work")
+    worker.add_edge("work", END)
+    g = StateGraph(Item)
+    g.add_node("plan", lambda s: {})
+    g.add_node("worker", worker.compile())
+    g.add_edge(START, "plan")
+    g.add_conditional_edges("plan", lambda s: [Send("worker", {"n": k}) for k in range(3)],
+                            ["worker"])
+    g.add_edge("worker", END)
+    return g
+
+
+def _invoked_in_a_node() -> StateGraph:
+    """A node calls a compiled subgraph itself (``await child.ainvoke(...)``)."""
+    child = StateGraph(Item)
+    child.add_node("double", lambda s: {"out": [str(2 * s["n"])]})
+    child.add_edge(START, "double")
+    child.add_edge("double", END)
+    compiled = child.compile()
+
+    async def call(state: Item) -> dict[str, Any]:
+        result = await compiled.ainvoke({"n": state["n"], "out": []})
+        return {"out": result["out"]}
+
+    g = StateGraph(Item)
+    g.add_node("call", call)
+    g.add_edge(START, "call")
+    g.add_edge("call", END)
+    return g
+
+
+SHAPES = {"nested": _nested, "map-into-a-subgraph": _map_into_a_subgraph,
+          "invoked-in-a-node": _invoked_in_a_node}
+
+
+def _plain_run(build: Any) -> tuple[list[tuple[Any, ...]], Any]:
+    app = build().compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "plain"}}
+    seen: list[tuple[Any, ...]] = []
+
+    async def main() -> Any:
+        input: Any = {"n": 4, "out": []}
+        for _ in range(3):
+            async for ns, _, chunk in app.astream(input, config, stream_mode=["debug"],
+                                                  subgraphs=True):
+                if chunk["type"] in ("task", "task_result"):
+                    seen.append(_task_event(ns, chunk["type"], chunk["payload"]))
+            state = await app.aget_state(config, subgraphs=True)
+            if not state.next:
+                break
+            input = Command(resume="yes")
+        return state
+
+    state = asyncio.run(main())
+    return sorted(seen, key=repr), state
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_subgraph_shapes_log_what_plain_langgraph_streams(shape: str) -> None:
+    build = SHAPES[shape]
+    expected, state = _plain_run(build)
+    h = LangGraphHarness(build(), seed=2)
+    drive(h, {"n": 4, "out": []}, lambda i: "yes")
+
+    assert _harness_task_events(h.events) == expected
+    assert _content(h.state(subgraphs=True)) == _content(state)
+    names = {tuple(p.split(":")[0] for p in e.value["namespace"])
+             for e in h.events if e.type == "custom" and e.channel == "subgraph"}
+    assert names == {t[0] for t in expected if t[0]}
