@@ -45,6 +45,11 @@ class LangGraphHarness:
     derived from the seed and the virtual clock. Each call (:meth:`trace`, :meth:`resume`)
     is one *leg* of one run on one thread; ``seq`` continues across legs.
 
+    A subgraph's events are logged in its namespace, as LangGraph's ``subgraphs=True``
+    stream has them: ``custom`` events on channel ``"subgraph"`` (``{"path", "namespace",
+    "event"}``) carried by the subgraph node's task; :meth:`state` with ``subgraphs=True``
+    is LangGraph's ``get_state(config, subgraphs=True)``.
+
     Example:
         >>> h = LangGraphHarness(builder, seed=1)
         >>> trace = h.trace({"messages": [("user", "hi")]})
