@@ -286,3 +286,14 @@ def test_explore_runs_each_seed_on_a_fresh_clock_from_the_instant_given() -> Non
     trace = eval(call, {"LangGraphHarness": LangGraphHarness, "VirtualClock": VirtualClock,
                         "datetime": __import__("datetime"), "graph": g, "input": {"log": []}})
     assert json.dumps(trace.result.data, sort_keys=True) == report.baseline.state
+
+
+def test_the_reproduction_names_the_clock_start_a_freeze_time_gave() -> None:
+    import freezegun
+
+    with freezegun.freeze_time("2030-05-05 10:00:00"):
+        report = explore(approval(), {"log": []}, answers={"review": "ok"}, seeds=[1])
+    start = datetime(2030, 5, 5, 10, tzinfo=UTC)
+    assert report.reproduction(1) == (
+        "drive(LangGraphHarness(graph, seed=1, thread_id='explore', "
+        f"clock=VirtualClock(start={start!r})), input, answers)")

@@ -17,6 +17,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, Literal, ParamSpec, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -33,7 +34,7 @@ from .._properties._explore import (
 from .._records._events import EventBase, Interrupt
 from .._stores._faults import CrashPhase
 from .._time import _wallclock
-from .._time._clock import VirtualClock
+from .._time._clock import DEFAULT_START, VirtualClock
 from ..errors import InvalidArgument, SimulatedCrash
 from ._harness import LangGraphHarness
 from ._loop import TaskStart
@@ -214,20 +215,17 @@ def _qualified(start: TaskStart) -> str:
     return f"{start.graph}/{start.node}" if start.graph else start.node
 
 
-def _reproduction(answers: Answers, harness_kwargs: Mapping[str, Any]) -> str:
-    """The harness call that runs one seed of :func:`explore` again, ``{seed}`` left open."""
-    options = "".join(f", {k}={_source(v)}" for k, v in harness_kwargs.items())
+def _reproduction(answers: Answers, harness_kwargs: Mapping[str, Any],
+                  start: datetime) -> str:
+    """The harness call that runs one seed of :func:`explore` again, ``{seed}`` left open
+    (the clock's start named unless it is where a fresh ``VirtualClock()`` starts)."""
+    options = "".join(f", {k}={v!r}" for k, v in harness_kwargs.items())
+    if start != DEFAULT_START:
+        options += f", clock=VirtualClock(start={start!r})"
     harness = f"LangGraphHarness(graph, seed={{seed}}, thread_id='explore'{options})"
     if answers is None:
         return f"{harness}.trace(input)"
     return f"drive({harness}, input, answers)"
-
-
-def _source(value: Any) -> str:
-    """``value`` as Python source a user can paste (a clock as the start it runs from)."""
-    if isinstance(value, VirtualClock):
-        return f"VirtualClock(start={value.now()!r})"
-    return repr(value)
 
 
 @_held
@@ -261,14 +259,13 @@ def explore(graph: Any, input: Any = None, *, seeds: Iterable[int] = range(20),
     clock = options.pop("clock", None)
     if clock is not None and not isinstance(clock, VirtualClock):
         raise InvalidArgument(f"explore(clock={clock!r}): pass a VirtualClock")
-    start = None if clock is None else clock.now()
+    # Each run on a fresh clock from the same instant: one shared clock would start every
+    # run where the last one stopped (and a fresh VirtualClock() follows a freeze_time).
+    start = VirtualClock().start if clock is None else clock.now()
 
     def run(seed: int) -> ScheduleOutcome:
-        # Each run on a fresh clock from the same instant: one shared clock would start
-        # every run where the last one stopped.
         h = LangGraphHarness(graph, seed=seed, saver=saver_factory(), thread_id="explore",
-                             clock=None if start is None else VirtualClock(start=start),
-                             **options)
+                             clock=VirtualClock(start=start), **options)
         error = None
         try:
             drive(h, input, answers)
@@ -290,7 +287,7 @@ def explore(graph: Any, input: Any = None, *, seeds: Iterable[int] = range(20),
     unstable = [] if _compare(base, again) is None else [base.seed]
     cov = {name: (len(seen), math.factorial(sizes[name])) for name, seen in coverage.items()}
     return ExploreReport(base, outcomes, divergences, [], cov, unstable,
-                         reproduce=_reproduction(answers, harness_kwargs))
+                         reproduce=_reproduction(answers, options, start))
 
 
 def _covered(coverage: dict[str, set[tuple[int, ...]]], sizes: dict[str, int]) -> bool:
