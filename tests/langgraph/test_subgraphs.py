@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import os
 import re
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import anyio.to_thread
@@ -194,14 +198,34 @@ def test_a_fresh_harness_answers_a_subgraph_interrupt_from_the_saver() -> None:
                                                              ["refund", "pay"]]
 
 
-def test_same_seed_same_bytes_with_a_subgraph() -> None:
+_SCRIPT = """
+import sys
+sys.path.insert(0, {here!r})
+from graphs import refund_desk
+from pytest_graphflow.langgraph import LangGraphHarness
+h = LangGraphHarness(refund_desk(), seed=5)
+h.trace({{"amount": 40}})
+h.resume("approved")
+sys.stdout.write("\\n".join(e.model_dump_json() for e in h.events))
+"""
+
+
+def test_same_seed_same_bytes_with_a_subgraph_also_in_a_fresh_process() -> None:
     def run() -> str:
         h = LangGraphHarness(refund_desk(), seed=5)
         h.trace(INPUT)
         h.resume("approved")
         return "\n".join(e.model_dump_json() for e in h.events)
 
-    assert run() == run()
+    here = run()
+    assert run() == here
+    assert '"channel":"subgraph"' in here
+    hash_seed = "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1"
+    there = subprocess.run(
+        [sys.executable, "-c", _SCRIPT.format(here=str(Path(__file__).resolve().parent))],
+        check=True, capture_output=True, env={"PYTHONHASHSEED": hash_seed, "PATH": ""},
+        timeout=120).stdout.decode()
+    assert there == here
     assert check_determinism(refund_desk(), INPUT, seed=5, answers={"refund": "ok"}) == []
 
 
