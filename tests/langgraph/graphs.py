@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import uuid
 from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
+from langgraph.types import Send, interrupt
 
 
 class FanState(TypedDict, total=False):
@@ -162,4 +163,39 @@ def refund_desk(lookup_s: float = 2.0, notify_s: float = 1.0) -> StateGraph:
     g.add_edge("classify", "notify")
     g.add_edge(["refund", "notify"], "reply")
     g.add_edge("reply", END)
+    return g
+
+
+class Item(TypedDict, total=False):
+    """A work item and what was done with it."""
+
+    n: int
+    out: Annotated[list[str], operator.add]
+
+
+class ItemOut(TypedDict, total=False):
+    """What a worker subgraph gives back."""
+
+    out: Annotated[list[str], operator.add]
+
+
+def map_into_a_subgraph() -> StateGraph:
+    """plan sends three items into a subgraph that works on each (map-reduce; the
+    subgraph gives back ``out`` only)."""
+    worker = StateGraph(Item, output_schema=ItemOut)
+
+    async def work(state: Item) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return {"out": [f"w{state['n']}:R-{uuid.uuid4().hex[:8]}"]}
+
+    worker.add_node("work", work)
+    worker.add_edge(START, "work")
+    worker.add_edge("work", END)
+    g = StateGraph(Item)
+    g.add_node("plan", lambda s: {})
+    g.add_node("worker", worker.compile())
+    g.add_edge(START, "plan")
+    g.add_conditional_edges("plan", lambda s: [Send("worker", {"n": k}) for k in range(3)],
+                            ["worker"])
+    g.add_edge("worker", END)
     return g

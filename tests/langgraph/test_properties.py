@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import operator
 import random
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypedDict
 
-from graphs import FanState, approval, fan_out, refund_desk, two_reviews
+from graphs import FanState, approval, fan_out, map_into_a_subgraph, refund_desk, two_reviews
 from hypothesis import strategies as st
 from langgraph.graph import END, START, StateGraph, add_messages
+from langgraph.types import Send
 
 from pytest_graphflow import VirtualClock
 from pytest_graphflow.langgraph import (
@@ -297,3 +299,49 @@ def test_the_reproduction_names_the_clock_start_a_freeze_time_gave() -> None:
     assert report.reproduction(1) == (
         "drive(LangGraphHarness(graph, seed=1, thread_id='explore', "
         f"clock=VirtualClock(start={start!r})), input, answers)")
+
+
+class Job(TypedDict, total=False):
+    n: int
+    out: Annotated[list[str], operator.add]
+
+
+class JobOut(TypedDict, total=False):
+    out: Annotated[list[str], operator.add]
+
+
+def test_explore_leaves_out_tasks_of_one_step_that_never_wait_together() -> None:
+    # Two Sends into a subgraph: their `wait` tasks may start together (a choice), but
+    # the first `work` runs at 0 s and the second at 1 s, alone each time: no choice.
+    worker = StateGraph(Job, output_schema=JobOut)
+
+    async def wait(state: Job) -> dict[str, Any]:
+        await asyncio.sleep(state["n"])
+        return {"out": [f"waited {state['n']}"]}
+
+    worker.add_node("wait", wait)
+    worker.add_node("work", lambda s: {"out": [f"work {s['n']}"]})
+    worker.add_edge(START, "wait")
+    worker.add_edge("wait", "work")
+    worker.add_edge("work", END)
+    g = StateGraph(Job)
+    g.add_node("plan", lambda s: {})
+    g.add_node("worker", worker.compile())
+    g.add_edge(START, "plan")
+    g.add_conditional_edges("plan", lambda s: [Send("worker", {"n": k}) for k in (0, 1)],
+                            ["worker"])
+    g.add_edge("worker", END)
+    report = explore(g, {"out": []}, seeds=range(4), schedules=4)
+    assert report.ok, str(report)
+    assert sorted(report.coverage) == ["leg 1 step 2: worker, worker",
+                                       "leg 1 worker step 0: __start__, __start__",
+                                       "leg 1 worker step 1: wait, wait"]
+
+
+def test_explore_finds_no_divergence_in_parallel_subgraphs_drawing_ids() -> None:
+    # Three Sends into a subgraph whose node draws a uuid4: each subgraph's checkpoint ids,
+    # and so its task ids and its node's draws, are its own, whatever order they ran in.
+    report = explore(map_into_a_subgraph(), {"n": 4, "out": []}, seeds=range(8))
+    assert report.ok, str(report)
+    assert report.coverage["leg 1 worker step 1: work, work, work"] == (6, 6)
+    assert len({o.state for o in report.outcomes}) == 1

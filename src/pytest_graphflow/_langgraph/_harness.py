@@ -380,7 +380,8 @@ class LangGraphHarness:
 
         def listen(info: SaverOp, payload: Any) -> None:
             if info.op == "get_tuple" and payload is not None:
-                ids.observe(payload.config.get("configurable", {}).get("checkpoint_id"))
+                ids.observe(payload.config.get("configurable", {}).get("checkpoint_id"),
+                            info.checkpoint_ns)
             recorder.on_saver(info, payload)
 
         self.saver.listeners.append(listen)

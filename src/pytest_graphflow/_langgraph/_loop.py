@@ -44,6 +44,7 @@ from .._time._entropy import ENTROPY, TaskEntropy, install_entropy_hooks
 from .._time._rng import ScheduleRng
 from .._time._sched import NODE_SLEEPER, install_sleep_hooks
 from .._time._vloop import VirtualEventLoop
+from ._ids import ID_NAMESPACE
 
 __all__ = ["LEG", "LegContext", "SeededLoop", "TaskStart", "install_loop_hooks"]
 
@@ -171,12 +172,15 @@ def install_loop_hooks() -> None:
         key = f"{getattr(task, 'name', '')}:{getattr(task, 'id', '')}"
         metadata = (getattr(task, "config", None) or {}).get("metadata") or {}
         step = int(metadata.get("langgraph_step", -1))
-        graph = _graph_path(str(metadata.get("langgraph_checkpoint_ns", "")))
+        task_ns = str(metadata.get("langgraph_checkpoint_ns", ""))
+        graph = _graph_path(task_ns)
         contested = await leg.loop.gate(key, f"{graph}|{step}")
         leg.started.append(TaskStart(step, str(task.name), str(task.id), graph, contested))
         leg.task_nodes[str(task.id)] = str(task.name)
         sleeper_token = NODE_SLEEPER.set(_sleeper(leg, key))
         node_token = _IN_NODE.set(True)
+        # A subgraph this task runs draws its ids under the task's namespace (its own).
+        ns_token = ID_NAMESPACE.set(task_ns)
         # The task's own uuid/random: keyed by the thread and LangGraph's task id (a hash of
         # the checkpoint it extends and its path), so a re-run task draws the same values.
         entropy_token = ENTROPY.set(TaskEntropy(
@@ -191,6 +195,7 @@ def install_loop_hooks() -> None:
             ENTROPY.reset(entropy_token)
             _IN_NODE.reset(node_token)
             NODE_SLEEPER.reset(sleeper_token)
+            ID_NAMESPACE.reset(ns_token)
 
     arun_with_retry.__wrapped__ = original  # type: ignore[attr-defined]
     setattr(runner, _NODE_TASK, arun_with_retry)
