@@ -6,15 +6,19 @@ import asyncio
 import json
 import operator
 import random
+import re
+import threading
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypedDict
 
+import pytest
 from graphs import FanState, approval, fan_out, map_into_a_subgraph, refund_desk, two_reviews
 from hypothesis import strategies as st
 from langgraph.graph import END, START, StateGraph, add_messages
 from langgraph.types import Send
 
-from pytest_graphflow import VirtualClock
+from pytest_graphflow import RealClock, VirtualClock
+from pytest_graphflow.errors import InvalidArgument
 from pytest_graphflow.langgraph import (
     LangGraphHarness,
     check_crash_recovery,
@@ -345,3 +349,19 @@ def test_explore_finds_no_divergence_in_parallel_subgraphs_drawing_ids() -> None
     assert report.ok, str(report)
     assert report.coverage["leg 1 worker step 1: work, work, work"] == (6, 6)
     assert len({o.state for o in report.outcomes}) == 1
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    pytest.param(lambda: explore(approval(), {"log": [], "lock": threading.Lock()},
+                                 answers={"review": "ok"}, seeds=[0]),
+                 "the input dict cannot be deep-copied", id="explore-uncopyable-input"),
+    pytest.param(lambda: check_determinism(approval(), {"log": [threading.Lock()]},
+                                           answers={"review": "ok"}),
+                 "the input dict cannot be deep-copied", id="determinism-uncopyable-input"),
+    pytest.param(lambda: explore(approval(), {"log": []}, answers={"review": "ok"},
+                                 clock=RealClock()),
+                 "explore(clock=", id="explore-real-clock"),
+])
+def test_bad_property_input_is_refused_with_the_fix(call: Any, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=re.escape(message)):
+        call()

@@ -255,6 +255,7 @@ def explore(graph: Any, input: Any = None, *, seeds: Iterable[int] = range(20),
     coverage: dict[str, set[tuple[int, ...]]] = {}
     sizes: dict[str, int] = {}
 
+    _fresh(input)  # an input no run could start from is refused before any run
     options = dict(harness_kwargs)
     clock = options.pop("clock", None)
     if clock is not None and not isinstance(clock, VirtualClock):
