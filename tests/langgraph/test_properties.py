@@ -15,7 +15,7 @@ import pytest
 from graphs import FanState, approval, fan_out, map_into_a_subgraph, refund_desk, two_reviews
 from hypothesis import strategies as st
 from langgraph.graph import END, START, StateGraph, add_messages
-from langgraph.types import Send
+from langgraph.types import Send, interrupt
 
 from pytest_graphflow import RealClock, VirtualClock
 from pytest_graphflow.errors import InvalidArgument
@@ -25,6 +25,7 @@ from pytest_graphflow.langgraph import (
     check_determinism,
     check_interrupt_resume_equivalence,
     check_reducer_laws,
+    drive,
     explore,
 )
 
@@ -365,3 +366,47 @@ def test_explore_finds_no_divergence_in_parallel_subgraphs_drawing_ids() -> None
 def test_bad_property_input_is_refused_with_the_fix(call: Any, message: str) -> None:
     with pytest.raises(InvalidArgument, match=re.escape(message)):
         call()
+
+
+def _race_into_a_subgraph() -> StateGraph:
+    """reset, then a subgraph's `look` (which asks for approval after) and the parent's
+    `note` append to one shared list: what `look` saw hangs on their order (planted)."""
+    shared: list[str] = []
+
+    async def look(state: FanState) -> dict[str, Any]:
+        shared.append("look")
+        return {"log": [f"look saw {len(shared)}"]}
+
+    async def note(state: FanState) -> dict[str, Any]:
+        shared.append("note")
+        return {"log": [f"note saw {len(shared)}"]}
+
+    child = StateGraph(FanState)
+    child.add_node("look", look)
+    child.add_node("ask", lambda s: {"answer": str(interrupt("ok?"))})
+    child.add_edge(START, "look")
+    child.add_edge("look", "ask")
+    child.add_edge("ask", END)
+    g = StateGraph(FanState)
+    g.add_node("reset", lambda s: shared.clear() or {})
+    g.add_node("sub", child.compile())
+    g.add_node("note", note)
+    g.add_edge(START, "reset")
+    g.add_edge("reset", "sub")
+    g.add_edge("reset", "note")
+    return g
+
+
+def test_explore_finds_a_race_into_a_subgraph_and_its_reproduction_reproduces_it() -> None:
+    report = explore(_race_into_a_subgraph(), {"log": []}, answers={"sub": "yes"},
+                     seeds=range(8))
+    assert not report.ok
+    (first, *_), *_ = report.distinct
+    call = report.reproduction(first.seed)
+    assert call.startswith(f"drive(LangGraphHarness(graph, seed={first.seed}, ")
+    h_events = eval(call, {"LangGraphHarness": LangGraphHarness, "drive": drive,
+                           "graph": _race_into_a_subgraph(), "input": {"log": []},
+                           "answers": {"sub": "yes"}})
+    (end,) = [e for e in h_events if e.type == "run_end" and e.status == "completed"]
+    assert json.dumps(end.state, sort_keys=True) == first.outcome.state
+    assert first.outcome.state != report.baseline.state
