@@ -4,7 +4,8 @@ Install with ``pip install "pytest-graphflow[langgraph]"``. Everything here runs
 own LangGraph graph with LangGraph itself; see docs/langgraph.md.
 
 - :class:`LangGraphHarness`: run/resume a compiled graph or a ``StateGraph`` builder under a
-  virtual clock and a seed, returning our ``Trace`` (events, result, saver call log).
+  virtual clock and a seed, returning our ``Trace`` (events, result, saver call log);
+  subgraphs' events in their namespaces, ``state(subgraphs=True)`` as ``get_state``.
 - :class:`FaultySaver`: ``FaultyStore``'s fault rules over any LangGraph checkpoint saver.
 - :func:`check_invariants`: the event invariants a LangGraph trace keeps (:data:`HOLDING`).
 - Properties: :func:`check_determinism`, :func:`explore`, :func:`check_crash_recovery`,

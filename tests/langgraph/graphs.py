@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import uuid
 from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
+from langgraph.types import Send, interrupt
 
 
 class FanState(TypedDict, total=False):
@@ -93,4 +94,108 @@ def ticket_desk() -> StateGraph:
     g.add_edge(START, "tag")
     g.add_edge("open", END)
     g.add_edge("tag", END)
+    return g
+
+
+class RefundState(TypedDict, total=False):
+    """The refund subgraph's state (``amount``, ``refund_id``, ``decision`` are shared with
+    the parent; ``steps`` is its own)."""
+
+    amount: int
+    refund_id: str
+    decision: str
+    steps: Annotated[list[str], operator.add]
+
+
+class DeskState(TypedDict, total=False):
+    """The support agent's state."""
+
+    log: Annotated[list[str], operator.add]
+    amount: int
+    refund_id: str
+    decision: str
+
+
+def refund_flow(lookup_s: float = 2.0) -> StateGraph:
+    """The refund subgraph: lookup (async, ``lookup_s`` seconds, a ``uuid4`` refund id) ->
+    approve (interrupts for a decision) -> pay."""
+    import uuid
+
+    g = StateGraph(RefundState)
+
+    async def lookup(state: RefundState) -> dict[str, Any]:
+        await asyncio.sleep(lookup_s)
+        return {"refund_id": f"R-{uuid.uuid4().hex[:8]}", "steps": ["lookup"]}
+
+    def approve(state: RefundState) -> dict[str, Any]:
+        decision = interrupt({"refund_id": state["refund_id"], "amount": state["amount"]})
+        return {"decision": str(decision), "steps": ["approve"]}
+
+    def pay(state: RefundState) -> dict[str, Any]:
+        return {"steps": [f"pay:{state['decision']}"]}
+
+    g.add_node("lookup", lookup)
+    g.add_node("approve", approve)
+    g.add_node("pay", pay)
+    g.add_edge(START, "lookup")
+    g.add_edge("lookup", "approve")
+    g.add_edge("approve", "pay")
+    g.add_edge("pay", END)
+    return g
+
+
+def refund_desk(lookup_s: float = 2.0, notify_s: float = 1.0) -> StateGraph:
+    """A support agent: classify -> (the refund subgraph, which interrupts for approval, and
+    notify, async ``notify_s`` seconds, in parallel) -> reply. Plain LangGraph sleeps for
+    real: its tests pass zero delays."""
+    g = StateGraph(DeskState)
+
+    async def notify(state: DeskState) -> dict[str, Any]:
+        await asyncio.sleep(notify_s)
+        return {"log": ["notified"]}
+
+    g.add_node("classify", lambda s: {"log": [f"classify:{s['amount']}"]})
+    g.add_node("refund", refund_flow(lookup_s).compile())
+    g.add_node("notify", notify)
+    g.add_node("reply", lambda s: {"log": [f"reply:{s['refund_id']}:{s['decision']}"]})
+    g.add_edge(START, "classify")
+    g.add_edge("classify", "refund")
+    g.add_edge("classify", "notify")
+    g.add_edge(["refund", "notify"], "reply")
+    g.add_edge("reply", END)
+    return g
+
+
+class Item(TypedDict, total=False):
+    """A work item and what was done with it."""
+
+    n: int
+    out: Annotated[list[str], operator.add]
+
+
+class ItemOut(TypedDict, total=False):
+    """What a worker subgraph gives back."""
+
+    out: Annotated[list[str], operator.add]
+
+
+def map_into_a_subgraph() -> StateGraph:
+    """plan sends three items into a subgraph that works on each (map-reduce; the
+    subgraph gives back ``out`` only)."""
+    worker = StateGraph(Item, output_schema=ItemOut)
+
+    async def work(state: Item) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return {"out": [f"w{state['n']}:R-{uuid.uuid4().hex[:8]}"]}
+
+    worker.add_node("work", work)
+    worker.add_edge(START, "work")
+    worker.add_edge("work", END)
+    g = StateGraph(Item)
+    g.add_node("plan", lambda s: {})
+    g.add_node("worker", worker.compile())
+    g.add_edge(START, "plan")
+    g.add_conditional_edges("plan", lambda s: [Send("worker", {"n": k}) for k in range(3)],
+                            ["worker"])
+    g.add_edge("worker", END)
     return g

@@ -4,15 +4,20 @@ Plain LangGraph (``ainvoke`` on its own event loop, a plain ``InMemorySaver``) a
 run the same graph; their final states (or the type of the error they end with) must agree.
 Graphs come from a seeded generator: layers of sync and async nodes, fan-out and waiting
 joins, conditional edges, ``Send`` map steps, reducers and a last-value key, interrupts
-answered on resume, and a flaky node retried by a ``RetryPolicy``.
+answered on resume, a flaky node retried by a ``RetryPolicy``, ids from ``uuid.uuid4()`` in
+node code (compared as ``u-<id>``: plain LangGraph's are random), and subgraph nodes (a child
+of one or two nodes, which may interrupt or draw a ``uuid4`` itself).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import operator
 import random
+import re
+import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypedDict
 
@@ -34,6 +39,40 @@ class GenState(TypedDict, total=False):
     last: str
 
 
+class ChildIn(TypedDict, total=False):
+    count: int
+
+
+class ChildOut(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+class ChildState(ChildIn, ChildOut):
+    pass
+
+
+def child(name: str, rng: random.Random) -> Any:
+    """A subgraph node: reads the parent's ``count``, gives back its own ``log`` entries."""
+    g = StateGraph(ChildState, input_schema=ChildIn, output_schema=ChildOut)
+    steps = [f"{name}.c{j}" for j in range(rng.randint(1, 2))]
+    for step in steps:
+        kind = rng.choice(["sync", "interrupt", "uuid"])
+
+        def body(state: ChildState, step: str = step, kind: str = kind) -> dict[str, Any]:
+            if kind == "interrupt":
+                return {"log": [f"{step}:{interrupt(step)}"]}
+            if kind == "uuid":
+                return {"log": [f"{step}:u-{uuid.uuid4().hex[:8]}"]}
+            return {"log": [f"{step}:{state.get('count', 0)}"]}
+
+        g.add_node(step, body)
+    g.add_edge(START, steps[0])
+    for a, b in itertools.pairwise(steps):
+        g.add_edge(a, b)
+    g.add_edge(steps[-1], END)
+    return g.compile()
+
+
 def generate(seed: int) -> StateGraph:
     """A small graph drawn from ``seed`` (same seed, same graph)."""
     rng = random.Random(seed)
@@ -46,6 +85,8 @@ def generate(seed: int) -> StateGraph:
 
         def body(state: GenState, extra: str = "") -> dict[str, Any]:
             out: dict[str, Any] = {"log": [name + extra], "count": weight}
+            if kind == "uuid":
+                out["log"] = [f"{name}:u-{uuid.uuid4().hex[:8]}"]
             if kind == "interrupt":
                 out["log"] = [f"{name}:{interrupt(name)}"]
             if kind == "flaky" and name not in failed:
@@ -64,11 +105,15 @@ def generate(seed: int) -> StateGraph:
 
     for i, layer in enumerate(layers):
         for name in layer:
-            kind = rng.choice(["sync", "async", "sync", "async", "interrupt", "flaky"])
-            policy = (RetryPolicy(initial_interval=0.0, jitter=False, max_attempts=2)
-                      if kind == "flaky" else None)
-            g.add_node(name, make(name, kind, writes_last=len(layer) == 1 or rng.random() < .2),
-                       retry_policy=policy)
+            kind = rng.choice(["sync", "async", "sync", "async", "interrupt", "flaky", "uuid",
+                               "subgraph"])
+            if kind == "subgraph":
+                g.add_node(name, child(name, rng))
+            else:
+                policy = (RetryPolicy(initial_interval=0.0, jitter=False, max_attempts=2)
+                          if kind == "flaky" else None)
+                g.add_node(name, make(name, kind, len(layer) == 1 or rng.random() < .2),
+                           retry_policy=policy)
             if i == 0:
                 g.add_edge(START, name)
     g.add_node("worker", lambda item: {"log": [f"w{item['n']}"], "count": item["n"]})
@@ -143,7 +188,11 @@ def _key(values: dict[str, Any]) -> str:
         if isinstance(v, list):
             return [clean(x) for x in v]
         return v
-    return json.dumps({k: clean(v) for k, v in values.items()}, sort_keys=True, default=str)
+    text = json.dumps({k: clean(v) for k, v in values.items()}, sort_keys=True, default=str)
+    return _UUID_HEX.sub("u-<id>", text)
+
+
+_UUID_HEX = re.compile(r"u-[0-9a-f]{8}")
 
 
 @pytest.mark.parametrize("block", range(4))
@@ -156,14 +205,18 @@ def test_generated_graphs_end_as_under_plain_langgraph(block: int) -> None:
 
 
 def test_the_generator_covers_what_it_claims() -> None:
-    kinds = {"send": 0, "interrupt": 0, "error": 0, "join": 0}
+    kinds = {"send": 0, "interrupt": 0, "error": 0, "join": 0, "subgraph": 0,
+             "subgraph-interrupt": 0, "uuid": 0}
     for seed in range(GRAPHS // 3):
         g = generate(seed)
         kinds["join"] += bool(g.waiting_edges)
+        kinds["subgraph"] += any(n.subgraphs for n in g.compile().nodes.values())
         outcome = plain(generate(seed), {"log": [], "count": 0})
         kinds["error"] += outcome.startswith("error")
         kinds["send"] += '"w0"' in outcome
         kinds["interrupt"] += ":n" in outcome and "!" in outcome
+        kinds["subgraph-interrupt"] += ".c" in outcome and "!" in outcome
+        kinds["uuid"] += "u-<id>" in outcome
     assert all(kinds.values()), kinds
 
 

@@ -109,11 +109,11 @@ def test_parallel_tasks_start_in_an_order_the_seed_chooses() -> None:
     for seed in range(12):
         h = LangGraphHarness(fan_out(), seed=seed)
         h.trace({"log": []})
-        step = [name for _, s, name, _ in h.start_steps if name in "abc"]
+        step = [s.node for _, s in h.start_steps if s.node in "abc"]
         orders.add(tuple(step))
         again = LangGraphHarness(fan_out(), seed=seed)
         again.trace({"log": []})
-        assert [n for _, _, n, _ in again.start_steps if n in "abc"] == step
+        assert [s.node for _, s in again.start_steps if s.node in "abc"] == step
     assert len(orders) >= 3  # of the 6 orders of three tasks
 
 

@@ -11,13 +11,13 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, cast, overload
 
 import anyio.to_thread
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import StateGraph
-from langgraph.types import Command
+from langgraph.types import Command, StateSnapshot
 
 from .._engine._results import EventLog, GraphResult, RunLeg, Trace
 from .._records._events import Breakpoint, Interrupt
@@ -28,7 +28,7 @@ from .._time._rng import ScheduleRng
 from ..errors import InvalidArgument, NotSuspended, ResumeError
 from ._convert import jsonable
 from ._ids import ID_SOURCE, IdSource, install_id_hooks
-from ._loop import LEG, LegContext, SeededLoop, install_loop_hooks
+from ._loop import LEG, LegContext, SeededLoop, TaskStart, install_loop_hooks
 from ._record import LegRecorder
 from ._saver import FaultySaver, SaverOp
 
@@ -44,6 +44,11 @@ class LangGraphHarness:
     checkpoint, task and interrupt ids, ``add_messages`` ids, retry jitter and every time are
     derived from the seed and the virtual clock. Each call (:meth:`trace`, :meth:`resume`)
     is one *leg* of one run on one thread; ``seq`` continues across legs.
+
+    A subgraph's events are logged in its namespace, as LangGraph's ``subgraphs=True``
+    stream has them: ``custom`` events on channel ``"subgraph"`` (``{"path", "namespace",
+    "event"}``) carried by the subgraph node's task; :meth:`state` with ``subgraphs=True``
+    is LangGraph's ``get_state(config, subgraphs=True)``.
 
     Example:
         >>> h = LangGraphHarness(builder, seed=1)
@@ -138,10 +143,11 @@ class LangGraphHarness:
         self.context = context
         self.revision = _revision(self.graph)
         self.events = EventLog()
-        self.start_steps: list[tuple[int, int, str, str]] = []
+        self.start_steps: list[tuple[int, TaskStart]] = []
         self.generated_ids: list[str] = []
         self._legs = 0
         self._known: dict[str, Interrupt] = {}
+        self._child_seq: dict[str, int] = {}
         self.last: GraphResult[Any] | None = None
 
     # ------------------------------------------------------------------ running
@@ -237,11 +243,24 @@ class LangGraphHarness:
                 found.append(pending)
         return found
 
-    def state(self) -> dict[str, Any]:
-        """The thread's current values, read from the inner saver (not logged)."""
-        snapshot = self.graph.copy(update={"checkpointer": self.saver.inner}).get_state(
-            {"configurable": {"thread_id": self.thread_id}})
-        return dict(snapshot.values)
+    @overload
+    def state(self) -> dict[str, Any]: ...
+
+    @overload
+    def state(self, *, subgraphs: bool) -> StateSnapshot: ...
+
+    def state(self, *, subgraphs: bool | None = None) -> Any:
+        """The thread's current state, read from the inner saver (not logged).
+
+        Without arguments: the values (a dict). With ``subgraphs=`` (``True`` or
+        ``False``): LangGraph's ``StateSnapshot``, what ``graph.get_state(config,
+        subgraphs=...)`` returns — values, ``next``, tasks with their interrupts, pending
+        interrupts, and with ``True`` the nested snapshot of each subgraph task paused
+        inside its subgraph (``task.state``).
+        """
+        reader = self.graph.copy(update={"checkpointer": self.saver.inner})
+        snapshot = reader.get_state(self._thread_config(None), subgraphs=bool(subgraphs))
+        return dict(snapshot.values) if subgraphs is None else snapshot
 
     def update_state(self, values: Any, *, as_node: str | None = None,
                      checkpoint_id: str | None = None) -> str:
@@ -305,10 +324,18 @@ class LangGraphHarness:
             configurable["checkpoint_id"] = checkpoint_id
         return {**self.config, "configurable": configurable}
 
-    async def astate(self) -> dict[str, Any]:
+    @overload
+    async def astate(self) -> dict[str, Any]: ...
+
+    @overload
+    async def astate(self, *, subgraphs: bool) -> StateSnapshot: ...
+
+    async def astate(self, *, subgraphs: bool | None = None) -> Any:
         """:meth:`state` from async code (read on a worker thread, as an ``AsyncSqliteSaver``
         needs)."""
-        return await anyio.to_thread.run_sync(self.state)
+        if subgraphs is None:
+            return await anyio.to_thread.run_sync(self.state)
+        return await anyio.to_thread.run_sync(lambda: self.state(subgraphs=subgraphs))
 
     # ------------------------------------------------------------------ one leg
 
@@ -348,12 +375,13 @@ class LangGraphHarness:
         ids = IdSource(self.clock, f"{self.thread_id}:{extends}")
         writes: dict[str, list[tuple[str, Any]]] = {}
         recorder = LegRecorder(self.clock, self.run_id, len(self.events), self._known,
-                               self.saver.task_nodes, writes)
+                               self.saver.task_nodes, writes, self._child_seq)
         first_call = len(self.saver.calls)
 
         def listen(info: SaverOp, payload: Any) -> None:
             if info.op == "get_tuple" and payload is not None:
-                ids.observe(payload.config.get("configurable", {}).get("checkpoint_id"))
+                ids.observe(payload.config.get("configurable", {}).get("checkpoint_id"),
+                            info.checkpoint_ns)
             recorder.on_saver(info, payload)
 
         self.saver.listeners.append(listen)
@@ -361,7 +389,7 @@ class LangGraphHarness:
                         resumed=leg_no > 1, seed=self.seed)
         if self.on_leg is not None:
             self.on_leg(record)
-        started: list[tuple[int, str, str]] = []
+        started: list[TaskStart] = []
         outcome: dict[str, Any] = {}
         driver = _wallclock.activate()
         try:
@@ -378,7 +406,7 @@ class LangGraphHarness:
             _wallclock.deactivate(driver)
             self.saver.listeners.remove(listen)
             self.events.extend(recorder.events)
-            self.start_steps.extend((leg_no, *s) for s in started)
+            self.start_steps.extend((leg_no, s) for s in started)
             self.generated_ids.extend(ids.generated)
         error = outcome.get("error")
         status = outcome["status"]
@@ -402,7 +430,7 @@ class LangGraphHarness:
         return str(found.config.get("configurable", {}).get("checkpoint_id")) or None
 
     async def _main(self, input: Any, recorder: LegRecorder, ids: IdSource,
-                    started: list[tuple[int, str, str]],
+                    started: list[TaskStart],
                     writes: dict[str, list[tuple[str, Any]]], resumed_from: str | None,
                     outcome: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()
@@ -414,7 +442,7 @@ class LangGraphHarness:
         configurable = {**dict(self.config.get("configurable") or {}),
                         "thread_id": self.thread_id}
         config = {**self.config, "configurable": configurable}
-        kwargs: dict[str, Any] = {"stream_mode": ["debug", "values"]}
+        kwargs: dict[str, Any] = {"stream_mode": ["debug", "values"], "subgraphs": True}
         if self.durability is not None:
             kwargs["durability"] = self.durability
         if self.context is not None:
@@ -426,8 +454,8 @@ class LangGraphHarness:
         recorder.run_start(self.graph_id, self.revision, self.thread_id, resumed_from,
                            0 if self.last is None else self.last.step)
         try:
-            async for mode, chunk in self.graph.astream(input, config, **kwargs):
-                recorder.chunk(mode, chunk)
+            async for namespace, mode, chunk in self.graph.astream(input, config, **kwargs):
+                recorder.chunk(mode, chunk, namespace)
         except Exception as exc:
             recorder.flush()
             if self.saver.raised(exc):

@@ -12,6 +12,11 @@ logic: the *names* ``uuid6`` (in the two modules that create checkpoints), ``uui
 thin proxies. A proxy reads a context variable: inside a harness run it answers from the
 run's :class:`IdSource`; anywhere else it calls the original, so plain LangGraph use in the
 same process is unchanged. Task and interrupt ids then follow from the checkpoint ids.
+
+A subgraph runs its own loop inside its parent's task, concurrently with its siblings, so
+each checkpoint namespace draws from streams of its own (:data:`ID_NAMESPACE`, set per node
+task): the ids of parallel subgraphs (``Send`` into a subgraph) never depend on the order the
+seed ran them in.
 """
 
 from __future__ import annotations
@@ -21,15 +26,21 @@ import random
 import uuid
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from random import Random
 from types import ModuleType
 from typing import Any
 
 from .._time._clock import VirtualClock
 
-__all__ = ["ID_SOURCE", "IdSource", "install_id_hooks"]
+__all__ = ["ID_NAMESPACE", "ID_SOURCE", "IdSource", "install_id_hooks"]
 
 ID_SOURCE: ContextVar[IdSource | None] = ContextVar("graphflow_langgraph_ids", default=None)
 """Set for the duration of a harness run: where LangGraph's ids and random numbers come from."""
+
+ID_NAMESPACE: ContextVar[str] = ContextVar("graphflow_langgraph_id_namespace", default="")
+"""The checkpoint namespace of the node task running (``""`` outside node tasks): a
+subgraph's loop runs inside its parent's task, so its ids are drawn under that task's
+namespace, which is the subgraph's own."""
 
 _UUID_EPOCH = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
 _installed = False
@@ -57,20 +68,45 @@ class IdSource:
 
     def __init__(self, clock: VirtualClock, salt: str) -> None:
         self.clock = clock
-        self.random = self._stream(salt, "ids")
-        self.messages = self._stream(salt, "messages")
-        self.jitter = self._stream(salt, "jitter")
-        self.versions = self._stream(salt, "versions")
+        self._salt = salt
+        self._streams: dict[tuple[str, str], Random] = {}
         self.generated: list[str] = []
-        self._last = 0
+        self._last: dict[str, int] = {}
 
-    @staticmethod
-    def _stream(salt: str, name: str) -> random.Random:
-        digest = hashlib.sha256(f"graphflow-langgraph:{salt}:{name}".encode()).digest()
-        return random.Random(int.from_bytes(digest[:8], "big"))
+    def stream(self, name: str, namespace: str | None = None) -> Random:
+        """The stream ``name`` (``"ids"``, ``"messages"``, ``"jitter"``, ``"versions"``) of
+        a checkpoint namespace (default: the one running, :data:`ID_NAMESPACE`)."""
+        ns = ID_NAMESPACE.get() if namespace is None else namespace
+        found = self._streams.get((name, ns))
+        if found is None:
+            key = f"{self._salt}:{name}" + (f":{ns}" if ns else "")
+            digest = hashlib.sha256(f"graphflow-langgraph:{key}".encode()).digest()
+            found = self._streams[name, ns] = Random(int.from_bytes(digest[:8], "big"))
+        return found
 
-    def observe(self, checkpoint_id: str | None) -> None:
-        """Note a checkpoint id that exists already; new ids are made greater than it."""
+    @property
+    def random(self) -> Random:
+        """Checkpoint ids' random bits, in the running namespace."""
+        return self.stream("ids")
+
+    @property
+    def messages(self) -> Random:
+        """``add_messages`` ids, in the running namespace."""
+        return self.stream("messages")
+
+    @property
+    def versions(self) -> Random:
+        """``InMemorySaver`` channel versions' random part, in the running namespace."""
+        return self.stream("versions")
+
+    @property
+    def jitter(self) -> Random:
+        """Retry jitter, drawn in a node task: the stream of the graph the task is in."""
+        return self.stream("jitter", ID_NAMESPACE.get().rpartition("|")[0])
+
+    def observe(self, checkpoint_id: str | None, namespace: str = "") -> None:
+        """Note a checkpoint id that exists already in ``namespace``; new ids there are made
+        greater than it."""
         if not checkpoint_id:
             return
         try:
@@ -79,7 +115,7 @@ class IdSource:
             return
         if parsed.version == 6:
             ts = ((parsed.int >> 80) << 12) | ((parsed.int >> 64) & 0x0FFF)
-            self._last = max(self._last, ts)
+            self._last[namespace] = max(self._last.get(namespace, 0), ts)
 
     def uuid6(self, clock_seq: int | None = None) -> uuid.UUID:
         """A uuid6 from the virtual clock and the seeded stream (``clock_seq`` as LangGraph
@@ -87,11 +123,13 @@ class IdSource:
         start = self.clock.start
         epoch_ns = int((start - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds()) * 10**9
         ts = (epoch_ns + start.microsecond * 1000 + self.clock.elapsed_ns) // 100 + _UUID_EPOCH
-        ts = max(ts, self._last + 1)
-        self._last = ts
+        ns = ID_NAMESPACE.get()
+        ts = max(ts, self._last.get(ns, 0) + 1)
+        self._last[ns] = ts
+        bits = self.stream("ids", ns)
         if clock_seq is None:
-            clock_seq = self.random.getrandbits(14)
-        node = self.random.getrandbits(48)
+            clock_seq = bits.getrandbits(14)
+        node = bits.getrandbits(48)
         value = ((ts >> 12) & 0xFFFFFFFFFFFF) << 80
         value |= (ts & 0x0FFF) << 64
         value |= (clock_seq & 0x3FFF) << 48

@@ -44,8 +44,30 @@ from .._time._entropy import ENTROPY, TaskEntropy, install_entropy_hooks
 from .._time._rng import ScheduleRng
 from .._time._sched import NODE_SLEEPER, install_sleep_hooks
 from .._time._vloop import VirtualEventLoop
+from ._ids import ID_NAMESPACE
 
-__all__ = ["LEG", "LegContext", "SeededLoop", "install_loop_hooks"]
+__all__ = ["LEG", "LegContext", "SeededLoop", "TaskStart", "install_loop_hooks"]
+
+
+@dataclass(frozen=True)
+class TaskStart:
+    """A node task that passed its start gate.
+
+    Attributes:
+        step: LangGraph's step of the task (in its own graph: a subgraph counts its own).
+        node: the task's node.
+        task_id: LangGraph's task id.
+        graph: the subgraph the task runs in, as the path of subgraph nodes
+            (``"refund"``, ``"refund/check"``); ``""`` for the graph under test.
+        contested: another task of the same batch (graph and step) waited at a gate when
+            this one's opened, so the seed chose between them.
+    """
+
+    step: int
+    node: str
+    task_id: str
+    graph: str
+    contested: bool
 
 
 @dataclass
@@ -54,7 +76,7 @@ class LegContext:
 
     loop: SeededLoop
     clock: VirtualClock
-    started: list[tuple[int, str, str]]
+    started: list[TaskStart]
     writes: dict[str, list[tuple[str, Any]]]
     task_nodes: dict[str, str]
     thread_id: str = ""
@@ -81,7 +103,7 @@ class SeededLoop(VirtualEventLoop):
     def __init__(self, clock: VirtualClock, rng: ScheduleRng) -> None:
         super().__init__(clock)
         self._rng = rng
-        self._gates: list[tuple[str, int, asyncio.Future[None]]] = []
+        self._gates: list[tuple[str, int, asyncio.Future[bool], str]] = []
         self._gate_count = 0
         idle_select = self._selector.select  # type: ignore[attr-defined]
 
@@ -96,18 +118,23 @@ class SeededLoop(VirtualEventLoop):
     def _open_one(self) -> None:
         self._gates.sort(key=lambda g: (g[0], g[1]))
         i = self._rng.randrange(len(self._gates)) if len(self._gates) > 1 else 0
-        _, _, future = self._gates.pop(i)
+        _, _, future, batch = self._gates.pop(i)
         if not future.done():
-            future.set_result(None)
+            future.set_result(bool(batch) and any(g[3] == batch for g in self._gates))
 
-    async def gate(self, key: str) -> None:
-        """Wait until the loop is idle and the seed picks this caller (``key`` sorts ties)."""
-        future: asyncio.Future[None] = self.create_future()
+    async def gate(self, key: str, batch: str = "") -> bool:
+        """Wait until the loop is idle and the seed picks this caller (``key`` sorts ties).
+
+        Returns:
+            whether another caller of the same ``batch`` (``""``: none) was waiting too, so
+            the seed chose between them.
+        """
+        future: asyncio.Future[bool] = self.create_future()
         self._gate_count += 1
-        entry = (key, self._gate_count, future)
+        entry = (key, self._gate_count, future, batch)
         self._gates.append(entry)
         try:
-            await future
+            return await future
         finally:
             if entry in self._gates:
                 self._gates.remove(entry)
@@ -143,13 +170,17 @@ def install_loop_hooks() -> None:
         if leg is None:
             return await original(task, *args, **kwargs)
         key = f"{getattr(task, 'name', '')}:{getattr(task, 'id', '')}"
-        await leg.loop.gate(key)
         metadata = (getattr(task, "config", None) or {}).get("metadata") or {}
-        leg.started.append((int(metadata.get("langgraph_step", -1)), str(task.name),
-                            str(task.id)))
+        step = int(metadata.get("langgraph_step", -1))
+        task_ns = str(metadata.get("langgraph_checkpoint_ns", ""))
+        graph = _graph_path(task_ns)
+        contested = await leg.loop.gate(key, f"{graph}|{step}")
+        leg.started.append(TaskStart(step, str(task.name), str(task.id), graph, contested))
         leg.task_nodes[str(task.id)] = str(task.name)
         sleeper_token = NODE_SLEEPER.set(_sleeper(leg, key))
         node_token = _IN_NODE.set(True)
+        # A subgraph this task runs draws its ids under the task's namespace (its own).
+        ns_token = ID_NAMESPACE.set(task_ns)
         # The task's own uuid/random: keyed by the thread and LangGraph's task id (a hash of
         # the checkpoint it extends and its path), so a re-run task draws the same values.
         entropy_token = ENTROPY.set(TaskEntropy(
@@ -164,12 +195,19 @@ def install_loop_hooks() -> None:
             ENTROPY.reset(entropy_token)
             _IN_NODE.reset(node_token)
             NODE_SLEEPER.reset(sleeper_token)
+            ID_NAMESPACE.reset(ns_token)
 
     arun_with_retry.__wrapped__ = original  # type: ignore[attr-defined]
     setattr(runner, _NODE_TASK, arun_with_retry)
     _own_chat_run_ids()
     time.sleep = _blocking_sleep  # type: ignore[assignment]
     _installed = True
+
+
+def _graph_path(task_ns: str) -> str:
+    """The subgraph nodes a task runs under, from its checkpoint namespace
+    (``"refund:<task id>|lookup:<task id>"`` -> ``"refund"``)."""
+    return "/".join(part.split(":", 1)[0] for part in task_ns.split("|")[:-1])
 
 
 _UUID7 = "_uuid_utils_uuid7"  # the function langchain_core.utils.uuid.uuid7 calls

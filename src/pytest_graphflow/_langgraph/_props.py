@@ -10,12 +10,14 @@ LangGraph reports a step's results in completion order, which is what a schedule
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, Literal, ParamSpec, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -32,9 +34,10 @@ from .._properties._explore import (
 from .._records._events import EventBase, Interrupt
 from .._stores._faults import CrashPhase
 from .._time import _wallclock
-from .._time._clock import VirtualClock
+from .._time._clock import DEFAULT_START, VirtualClock
 from ..errors import InvalidArgument, SimulatedCrash
 from ._harness import LangGraphHarness
+from ._loop import TaskStart
 from ._saver import FaultySaver
 
 __all__ = [
@@ -86,11 +89,25 @@ def _answer(answers: Answers, interrupt: Interrupt) -> Any:
                           f"({interrupt.key}); answers has {sorted(answers)}")
 
 
+def _fresh(input: Any) -> Any:
+    """A deep copy of a property's input for one run: LangGraph hands nodes the input's own
+    objects (a list in the state, the messages ``add_messages`` gives ids to), so a node
+    mutating them would change what the next run starts from."""
+    try:
+        return copy.deepcopy(input)
+    except Exception as exc:
+        raise InvalidArgument(
+            f"the input {type(input).__name__} cannot be deep-copied ({type(exc).__name__}: "
+            f"{exc}); every run of a property starts from a fresh copy of it, so pass plain "
+            "data (dicts, lists, messages, dataclasses)") from exc
+
+
 def drive(harness: LangGraphHarness, input: Any, answers: Answers = None, *,
           first: bool = True) -> list[EventBase]:
-    """Run ``harness`` on ``input`` (``first``) or continue its thread, answering every
-    interrupt from ``answers`` until the run completes or fails; return the events."""
-    trace = harness.trace(input) if first else harness.resume()
+    """Run ``harness`` on a fresh deep copy of ``input`` (``first``) or continue its thread,
+    answering every interrupt from ``answers`` until the run completes or fails; return the
+    events. (The copy keeps a node that mutates its input from changing ``input`` itself.)"""
+    trace = harness.trace(_fresh(input)) if first else harness.resume()
     legs = 1
     while trace.result.status == "interrupted" and answers is not None:
         legs += 1
@@ -174,17 +191,41 @@ def check_determinism(graph: Any, input: Any = None, *, seed: int = 0, runs: int
 def _outcome(seed: int, harness: LangGraphHarness, error: str | None) -> ScheduleOutcome:
     lines = tuple(_task_results(harness.events))
     status = "raised" if error else (harness.last.status if harness.last else "raised")
-    orders: dict[tuple[int, int], list[tuple[str, str]]] = {}
-    for leg, step, name, task_id in harness.start_steps:
-        orders.setdefault((leg, step), []).append((name, task_id))
-    batches = [(key, o) for key, o in sorted(orders.items()) if len(o) > 1]
-    start_orders = tuple((step, tuple(n for n, _ in o)) for (_, step), o in batches)
+    batches: dict[tuple[int, str, int], list[TaskStart]] = {}
+    for leg, start in harness.start_steps:
+        batches.setdefault((leg, start.graph, start.step), []).append(start)
+    # A choice point is a batch the seed really chose in: two or more of its tasks waited at
+    # their start gates together. A subgraph's steps are batches of their own (named by the
+    # subgraph node), never part of the parent's step of the same number.
+    chosen = [(key, b) for key, b in sorted(batches.items())
+              if len(b) > 1 and any(t.contested for t in b)]
+    start_orders = tuple((step, tuple(_qualified(t) for t in b))
+                         for (_, _, step), b in chosen)
     positions = tuple(
-        (f"leg {leg} step {step}: {', '.join(n for n, _ in sorted(o, key=lambda t: t[1]))}",
-         tuple(sorted(t for _, t in o).index(t) for _, t in o)) for (leg, step), o in batches)
+        (f"leg {leg}{' ' + graph if graph else ''} step {step}: "
+         f"{', '.join(t.node for t in sorted(b, key=lambda t: t.task_id))}",
+         tuple(sorted(t.task_id for t in b).index(t.task_id) for t in b))
+        for (leg, graph, step), b in chosen)
     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
     return ScheduleOutcome(seed, status, _state_key(harness), start_orders, digest, lines,
                            error, positions)
+
+
+def _qualified(start: TaskStart) -> str:
+    return f"{start.graph}/{start.node}" if start.graph else start.node
+
+
+def _reproduction(answers: Answers, harness_kwargs: Mapping[str, Any],
+                  start: datetime) -> str:
+    """The harness call that runs one seed of :func:`explore` again, ``{seed}`` left open
+    (the clock's start named unless it is where a fresh ``VirtualClock()`` starts)."""
+    options = "".join(f", {k}={v!r}" for k, v in harness_kwargs.items())
+    if start != DEFAULT_START:
+        options += f", clock=VirtualClock(start={start!r})"
+    harness = f"LangGraphHarness(graph, seed={{seed}}, thread_id='explore'{options})"
+    if answers is None:
+        return f"{harness}.trace(input)"
+    return f"drive({harness}, input, answers)"
 
 
 @_held
@@ -214,9 +255,18 @@ def explore(graph: Any, input: Any = None, *, seeds: Iterable[int] = range(20),
     coverage: dict[str, set[tuple[int, ...]]] = {}
     sizes: dict[str, int] = {}
 
+    _fresh(input)  # an input no run could start from is refused before any run
+    options = dict(harness_kwargs)
+    clock = options.pop("clock", None)
+    if clock is not None and not isinstance(clock, VirtualClock):
+        raise InvalidArgument(f"explore(clock={clock!r}): pass a VirtualClock")
+    # Each run on a fresh clock from the same instant: one shared clock would start every
+    # run where the last one stopped (and a fresh VirtualClock() follows a freeze_time).
+    start = VirtualClock().start if clock is None else clock.now()
+
     def run(seed: int) -> ScheduleOutcome:
-        h = LangGraphHarness(graph, seed=seed, saver=saver_factory(),
-                             thread_id="explore", **harness_kwargs)
+        h = LangGraphHarness(graph, seed=seed, saver=saver_factory(), thread_id="explore",
+                             clock=VirtualClock(start=start), **options)
         error = None
         try:
             drive(h, input, answers)
@@ -237,7 +287,8 @@ def explore(graph: Any, input: Any = None, *, seeds: Iterable[int] = range(20),
     again = run(base.seed)
     unstable = [] if _compare(base, again) is None else [base.seed]
     cov = {name: (len(seen), math.factorial(sizes[name])) for name, seen in coverage.items()}
-    return ExploreReport(base, outcomes, divergences, [], cov, unstable)
+    return ExploreReport(base, outcomes, divergences, [], cov, unstable,
+                         reproduce=_reproduction(answers, options, start))
 
 
 def _covered(coverage: dict[str, set[tuple[int, ...]]], sizes: dict[str, int]) -> bool:
@@ -332,7 +383,7 @@ def check_interrupt_resume_equivalence(
     drive(same, input, answers)
     inner = saver_factory()
     h = LangGraphHarness(graph, seed=seed, saver=inner, **harness_kwargs)
-    trace = h.trace(input)
+    trace = h.trace(_fresh(input))
     results = _task_results(trace.events)
     legs = 1
     while trace.result.status == "interrupted" and legs < _MAX_LEGS:

@@ -8,15 +8,25 @@ events of a step are yielded just before the next step's ``node_start`` events, 
 ``branch:to:X``/``join:...:X`` channels and ``Send`` packets the task wrote; edges into END
 write nothing in LangGraph, and the entry tasks are started by LangGraph's hidden
 ``__start__`` task, so neither has an edge event.
+
+A subgraph's events come from the same sources in its own checkpoint namespace (LangGraph's
+``subgraphs=True`` stream, the saver's ``checkpoint_ns``). Each namespace has a recorder of
+its own, and its events enter the log as ``custom`` events on channel ``"subgraph"`` — as
+our runtime forwards a child's events — with ``{"path": [subgraph node, ..., child node],
+"namespace": [LangGraph's namespace], "event": <the child event's wire form>}``, carried by
+the subgraph node's task at the parent's step. So a child's interrupt is logged twice, as
+LangGraph streams it: in the child's namespace and at the parent's subgraph task.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from .._records._events import (
     Breakpoint,
     CheckpointSaved,
+    CustomEvent,
     EdgeTransition,
     ErrorEvent,
     EventBase,
@@ -42,11 +52,15 @@ class LegRecorder:
         run_id: the run id of every event.
         first_seq: the seq of the leg's first event.
         known: interrupts seen in earlier legs, by LangGraph interrupt id (updated).
+        task_nodes: node names by task id (updated).
+        writes: each task's writes, by task id (the edges it took).
+        child_seq: where each subgraph namespace's own ``seq`` goes on (updated).
     """
 
     def __init__(self, clock: VirtualClock, run_id: str, first_seq: int,
                  known: dict[str, Interrupt], task_nodes: dict[str, str],
-                 writes: dict[str, list[tuple[str, Any]]]) -> None:
+                 writes: dict[str, list[tuple[str, Any]]],
+                 child_seq: dict[str, int] | None = None) -> None:
         self.clock = clock
         self.run_id = run_id
         self.events: list[EventBase] = []
@@ -63,6 +77,9 @@ class LegRecorder:
         self._writes = writes
         self._ended: list[tuple[int, str]] = []  # (step, task id) of completed tasks
         self._edged: set[str] = set()
+        self._child_seq = {} if child_seq is None else child_seq
+        self._children: dict[str, LegRecorder] = {}  # by checkpoint namespace
+        self._forwarded: dict[str, int] = {}  # how many of a child's events are logged
 
     def _base(self, node: str | None = None, task_id: str | None = None,
               step: int | None = None) -> dict[str, Any]:
@@ -85,8 +102,14 @@ class LegRecorder:
 
     # ---------------------------------------------------------------- stream chunks
 
-    def chunk(self, mode: str, chunk: Any) -> None:
-        """One item of ``astream(stream_mode=["debug", "values"])``."""
+    def chunk(self, mode: str, chunk: Any, namespace: tuple[str, ...] = ()) -> None:
+        """One item of ``astream(stream_mode=["debug", "values"], subgraphs=True)``, from
+        the graph itself (``namespace`` empty) or a subgraph."""
+        if namespace:
+            self.flush()  # the parent's tasks started before their children's
+            self._child(namespace).chunk(mode, chunk)
+            self._forward()
+            return
         if mode == "values":
             self.values = strip_interrupts(chunk)
             return
@@ -105,13 +128,17 @@ class LegRecorder:
 
     def flush(self) -> None:
         """Yield the buffered ``node_start`` events of a step (sorted by node, task id, so
-        the order LangGraph plans tasks in does not leak in)."""
+        the order LangGraph plans tasks in does not leak in), the subgraphs' too."""
         starts, self._starts = self._starts, []
         for payload, at in sorted(starts, key=lambda p: (str(p[0].get("name")),
                                                          str(p[0].get("id")))):
             tid, node = str(payload.get("id")), str(payload.get("name"))
             self._started_at[tid] = at
             self.add(NodeStart(**{**self._base(node, tid), "time": at}))
+        if self._children:
+            for child in self._children.values():
+                child.flush()
+            self._forward()
 
     def _result(self, payload: dict[str, Any]) -> None:
         tid, node = str(payload.get("id")), str(payload.get("name"))
@@ -163,11 +190,46 @@ class LegRecorder:
     def on_saver(self, info: SaverOp, payload: Any) -> None:
         """A saver call returned: a checkpoint was saved, or a task's writes."""
         self.flush()
+        if info.checkpoint_ns:
+            child = self._child(tuple(info.checkpoint_ns.split("|")))
+            child.on_saver(replace(info, checkpoint_ns=""), payload)
+            self._forward()
+            return
         if info.op == "put":
             self.checkpoint_id = info.checkpoint_id
             step = info.step if isinstance(info.step, int) else self.step
             self.add(CheckpointSaved(**self._base(step=step),
                                      checkpoint_id=str(info.checkpoint_id)))
+
+    # ---------------------------------------------------------------- subgraphs
+
+    def _child(self, namespace: tuple[str, ...]) -> LegRecorder:
+        key = "|".join(namespace)
+        child = self._children.get(key)
+        if child is None:
+            child = LegRecorder(self.clock, self.run_id, self._child_seq.get(key, 0), {},
+                                self.task_nodes, self._writes)
+            self._children[key] = child
+        return child
+
+    def _forward(self) -> None:
+        """Log the subgraphs' new events, each as a ``subgraph`` custom event."""
+        for key, child in self._children.items():
+            namespace = key.split("|")
+            names = [part.split(":", 1)[0] for part in namespace]
+            node, _, task_id = namespace[0].partition(":")
+            for event in child.events[self._forwarded.get(key, 0):]:
+                wire = event.model_dump(mode="json")
+                path = names + ([wire["node"]] if wire.get("node") else [])
+                # at the child event's own time (a start is buffered until its step's
+                # tasks are all known), never before what the log already holds
+                at = max([event.time, *(e.time for e in self.events[-1:])])
+                self.add(CustomEvent(**{**self._base(node, task_id or None), "time": at},
+                                     channel="subgraph", value={"path": path,
+                                                                "namespace": namespace,
+                                                                "event": wire}))
+            self._forwarded[key] = len(child.events)
+            self._child_seq[key] = child.seq
 
     # ---------------------------------------------------------------- the end
 

@@ -66,6 +66,9 @@ class SaverOp:
         task_id: for ``put_writes``, the task whose writes are saved.
         channels: for ``put_writes``, the channels written.
         node: for ``put_writes``, the node of the task, when the harness knows it.
+        checkpoint_ns: LangGraph's checkpoint namespace of the call: ``""`` for the graph
+            itself, ``"<subgraph node>:<task id>"`` (``|``-joined when nested) for a
+            subgraph's own checkpoints.
     """
 
     op: str
@@ -76,6 +79,7 @@ class SaverOp:
     task_id: str | None = None
     channels: tuple[str, ...] = ()
     node: str | None = None
+    checkpoint_ns: str = ""
 
     @property
     def id(self) -> str | None:
@@ -85,6 +89,8 @@ class SaverOp:
     def summary(self) -> str:
         """A short readable form for the call log."""
         parts = [f"thread {self.thread_id}"]
+        if self.checkpoint_ns:
+            parts.append(f"namespace {self.checkpoint_ns}")
         if self.checkpoint_id:
             parts.append(f"checkpoint {self.checkpoint_id}")
         if self.step is not None:
@@ -385,18 +391,21 @@ class FaultySaver(BaseCheckpointSaver[Any]):
     def _put_info(self, config: Any, checkpoint: Any, metadata: Any) -> SaverOp:
         conf = _configurable(config)
         return SaverOp("put", conf.get("thread_id"), checkpoint.get("id"),
-                       (metadata or {}).get("step"), (metadata or {}).get("source"))
+                       (metadata or {}).get("step"), (metadata or {}).get("source"),
+                       checkpoint_ns=str(conf.get("checkpoint_ns") or ""))
 
     def _writes_info(self, config: Any, writes: Sequence[tuple[str, Any]],
                      task_id: str) -> SaverOp:
         conf = _configurable(config)
         return SaverOp("put_writes", conf.get("thread_id"), conf.get("checkpoint_id"),
                        task_id=task_id, channels=tuple(c for c, _ in writes),
-                       node=self.task_nodes.get(task_id))
+                       node=self.task_nodes.get(task_id),
+                       checkpoint_ns=str(conf.get("checkpoint_ns") or ""))
 
     def _config_info(self, op: str, config: Any) -> SaverOp:
         conf = _configurable(config)
-        return SaverOp(op, conf.get("thread_id"), conf.get("checkpoint_id"))
+        return SaverOp(op, conf.get("thread_id"), conf.get("checkpoint_id"),
+                       checkpoint_ns=str(conf.get("checkpoint_ns") or ""))
 
     def get_tuple(self, config: Any) -> CheckpointTuple | None:
         """``get_tuple`` through the rules."""

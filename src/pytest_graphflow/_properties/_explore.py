@@ -69,7 +69,8 @@ class ScheduleOutcome:
     """One seed's run.
 
     Attributes:
-        seed: the runtime seed (``GraphRuntime(..., seed=seed)`` reproduces the run).
+        seed: the runtime seed (``GraphRuntime(..., seed=seed)`` reproduces the run;
+            :meth:`ExploreReport.reproduction` gives the exact call).
         status: the run's status (``"raised"`` if the stream raised).
         state: the final state (JSON), run token replaced.
         start_orders: for each parallel batch, ``(step, nodes in the order they started)``.
@@ -94,7 +95,7 @@ class Divergence:
     """A seed whose outcome differs from the first seed's.
 
     Attributes:
-        seed: reproduces it: ``GraphRuntime(store=..., clock=VirtualClock(), seed=seed)``.
+        seed: reproduces it (:meth:`ExploreReport.reproduction` gives the call).
         outcome: its run.
         differs_in: ``"status"``, ``"state"`` and/or ``"events"``.
         detail: the first difference, readable.
@@ -153,6 +154,9 @@ class ExploreReport:
         deadlock: a seed's run that can never end (``VirtualDeadlock``: every task of a batch
             waits on something virtual time cannot bring about), naming the waiting nodes;
             exploring stops at the first.
+
+        reproduce: the call that reproduces a seed's run, with ``{seed}`` for the seed (see
+            :meth:`reproduction`).
     """
 
     baseline: ScheduleOutcome
@@ -162,6 +166,11 @@ class ExploreReport:
     coverage: dict[str, tuple[int, int]]
     not_reproducible: list[int] = field(default_factory=list)
     deadlock: Violation | None = None
+    reproduce: str = "GraphRuntime(..., clock=VirtualClock(), seed={seed})"
+
+    def reproduction(self, seed: int) -> str:
+        """The call that runs ``seed``'s schedule again (printed with each divergence)."""
+        return self.reproduce.replace("{seed}", str(seed))
 
     @property
     def runs(self) -> int:
@@ -217,7 +226,7 @@ class ExploreReport:
             first = group[0]
             seeds = ", ".join(str(d.seed) for d in group[:8]) + (", ..." if len(group) > 8 else "")
             lines.append(f"  - seeds {seeds}: {first} "
-                         f"(reproduce: GraphRuntime(..., clock=VirtualClock(), seed={first.seed}))")
+                         f"(reproduce: {self.reproduction(first.seed)})")
         for s in self.not_reproducible:
             lines.append(f"  - seed {s} is not reproducible: a second run gave another outcome "
                          "(state leaks between runs)")
