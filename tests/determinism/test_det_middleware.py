@@ -11,6 +11,7 @@ from graphflow_middleware_graphs import refunds
 
 from pytest_graphflow import GraphRuntime, SQLiteCheckpointStore, VirtualClock
 from pytest_graphflow.invariants import (
+    assert_invariants,
     check_determinism,
     check_determinism_across_processes,
 )
@@ -30,6 +31,7 @@ def test_same_seed_same_bytes_with_middleware_and_guardrails(seed: int, tmp_path
     channels = {e.channel for e in first.events if e.type == "custom"}
     assert {"middleware", "trace", "guardrail"} <= channels
     assert check_determinism(refunds(), {}, seed, runs=3) == []
+    assert_invariants(first.events, graph=refunds())  # C1-C10 hold with hook events
 
 
 def test_seeds_give_different_hook_streams() -> None:

@@ -241,6 +241,9 @@ def test_bad_hooks_fail_compile_listing_them(hooks: dict[str, Any], message: str
 @pytest.mark.parametrize(("hooks", "failed_in", "cause"), [
     pytest.param({"middleware": [Middleware("m", before=lambda s, c: 5)]}, ("m", "before"),
                  "before returned 5", id="before-returns-a-number"),
+    pytest.param({"middleware": [Middleware("m", before=lambda s, c: {"totl": 1})]},
+                 ("m", "before"), "fields ['totl'] that the state S does not define",
+                 id="before-changes-an-unknown-field"),
     pytest.param({"guardrails": [Guardrail("g", lambda s, c, p: True)]}, ("g", "check"),
                  "return Allow(), Block(reason) or Rewrite(patch)", id="check-returns-bool"),
     pytest.param({"guardrails": [Guardrail("g", _boom)]}, ("g", "check"), "hook",

@@ -25,14 +25,15 @@ from .._graph._middleware import (
     is_async_hook,
     sync_wrap_problems,
 )
-from ..errors import GuardrailBlocked, InvalidArgument, MiddlewareFailed
+from ..errors import GraphflowError, GuardrailBlocked, InvalidArgument, MiddlewareFailed
 from ._merge import normalize_patch
 
 if TYPE_CHECKING:
     from .._graph._builder import CompiledGraph, NodeSpec
     from .._graph._node import NodeContext
+    from ._task import Outcome
 
-__all__ = ["GuardOutcome", "HookTable", "NodeHooks", "hook_table"]
+__all__ = ["HookTable", "NodeHooks", "hook_table"]
 
 MIDDLEWARE_CHANNEL = "middleware"
 GUARDRAIL_CHANNEL = "guardrail"
@@ -83,16 +84,6 @@ def hook_table(
     return HookTable(by_node)
 
 
-class GuardOutcome:
-    """What the guardrails made of a patch: ``patch`` to apply, or ``blocked``."""
-
-    __slots__ = ("blocked", "patch")
-
-    def __init__(self, patch: dict[str, Any] | None, blocked: GuardrailBlocked | None) -> None:
-        self.patch = patch
-        self.blocked = blocked
-
-
 class NodeHooks:
     """The middleware layers (outermost first) and guardrails around one node's tasks."""
 
@@ -129,15 +120,14 @@ class NodeHooks:
                 raise
             raise failed from exc
 
-    async def guard(self, spec: NodeSpec, state: BaseModel, ctx: NodeContext,
-                    graph: CompiledGraph, patch: dict[str, Any] | None) -> GuardOutcome:
-        """Run the guardrails over ``patch`` in order.
-
-        Raises:
-            MiddlewareFailed: a check threw or answered something else.
-            GraphflowError: a rewrite the node could not have written (``UndeclaredWrite``,
-                ``UnknownKey``, ``UpdateRejected``).
-        """
+    async def guard(self, graph: CompiledGraph, spec: NodeSpec, state: BaseModel,
+                    ctx: NodeContext, out: Outcome) -> bool:
+        """Run the guardrails over the outcome's patch, in order; ``False`` when the task
+        failed instead: a ``Block`` (``GuardrailBlocked``; the patch dropped, the turn's
+        checkpoint id taken and never written), a check that threw or answered something
+        else (``MiddlewareFailed``, fatal), or a rewrite the node could not have written
+        (``UndeclaredWrite``, ``UnknownKey``, ``UpdateRejected``)."""
+        patch = out.patch
         for g in self.guardrails:
             try:
                 answer = g.check(state, ctx, patch)
@@ -149,22 +139,34 @@ class NodeHooks:
             except Exception as exc:
                 failed = MiddlewareFailed(g.id, "check", ctx.node, ctx.task_id, exc)
                 failed.__cause__ = exc
-                raise failed from exc
+                return _failed(out, failed, fatal=True)
             value: dict[str, Any] = {"guardrail": g.id}
             if isinstance(answer, Block):
                 cid = ctx._leg.next_checkpoint_id()  # the turn's checkpoint, never written
                 value.update(decision="block", reason=answer.reason, patch=patch,
                              checkpoint_id=cid)
                 ctx._custom.append((GUARDRAIL_CHANNEL, value))
-                return GuardOutcome(None, GuardrailBlocked(g.id, ctx.node, ctx.task_id,
-                                                           answer.reason, cid))
+                out.patch = None
+                return _failed(out, GuardrailBlocked(g.id, ctx.node, ctx.task_id,
+                                                     answer.reason, cid))
             if isinstance(answer, Rewrite):
-                patch = normalize_patch(graph, spec.name, dict(answer.patch))
+                try:
+                    patch = normalize_patch(graph, spec.name, dict(answer.patch))
+                except GraphflowError as exc:
+                    return _failed(out, exc)
                 value.update(decision="rewrite", patch=patch)
             else:
                 value["decision"] = "allow"
             ctx._custom.append((GUARDRAIL_CHANNEL, value))
-        return GuardOutcome(patch, None)
+        out.patch = patch
+        return True
+
+
+def _failed(out: Outcome, error: GraphflowError, *, fatal: bool = False) -> bool:
+    out.kind = "error"
+    out.error = error
+    out.fatal = fatal
+    return False
 
 
 class _Call:
@@ -225,6 +227,11 @@ class _Call:
         if isinstance(new, BaseModel):
             return new
         if isinstance(new, dict):
+            unknown = sorted(str(k) for k in new if k not in type(state).model_fields)
+            if unknown:
+                raise TypeError(f"middleware {m.id!r}: before returned fields {unknown} that "
+                                f"the state {type(state).__name__} does not define; change "
+                                "only its fields")
             return state.model_copy(update=new)
         raise TypeError(f"middleware {m.id!r}: before returned {new!r}; return None, a state "
                         "model or a dict of fields to change")

@@ -191,20 +191,9 @@ async def execute(
         out.kind = "error"
         out.error = exc
         return out
-    if hooks is not None and hooks.guardrails:
-        try:
-            guarded = await hooks.guard(spec, model, ctx, graph, out.patch)
-        except GraphflowError as exc:  # a check that threw (fatal), or a bad rewrite
-            out.kind = "error"
-            out.error = exc
-            out.fatal = isinstance(exc, MiddlewareFailed)
-            return out
-        if guarded.blocked is not None:  # the turn is retracted: its patch never applies
-            out.kind = "error"
-            out.error = guarded.blocked
-            out.patch = None
-            return out
-        out.patch = guarded.patch
+    if hooks is not None and hooks.guardrails \
+            and not await hooks.guard(graph, spec, model, ctx, out):
+        return out  # blocked, or a check failed
     out.kind = "done"
     if out.goto is None and out.expand is None:
         if spec.name in graph.branches:
