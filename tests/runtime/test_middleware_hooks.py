@@ -5,6 +5,7 @@ are whose, and bad declarations."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -77,8 +78,11 @@ async def test_a_wrap_may_skip_the_node_and_give_the_result_itself() -> None:
         await anyio.sleep(5)  # virtual
         return {"n": 42}
 
-    done = await _rt().ainvoke(_one(node, middleware=[Middleware("cache", wrap=cached)]), {})
-    assert (done.state.n, called) == (42, [])
+    trace = await _rt().atrace(_one(node, middleware=[Middleware("cache", wrap=cached)]), {})
+    assert (trace.result.state.n, called) == (42, [])
+    end = next(e for e in trace.events if e.type == "node_end")
+    # The hook ran in the task, on the virtual clock: its sleep is the task's time.
+    assert end.finished_at - end.started_at == timedelta(seconds=5)  # type: ignore[attr-defined]
 
 
 async def test_layers_run_runtime_first_then_graph_each_before_wrap_after() -> None:
