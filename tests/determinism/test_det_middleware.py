@@ -12,6 +12,7 @@ from graphflow_middleware_graphs import refunds
 from pytest_graphflow import GraphRuntime, SQLiteCheckpointStore, VirtualClock
 from pytest_graphflow.invariants import (
     assert_invariants,
+    check_crash_recovery,
     check_determinism,
     check_determinism_across_processes,
 )
@@ -48,3 +49,11 @@ def test_seeds_give_different_hook_streams() -> None:
 def test_same_bytes_across_processes_with_middleware_and_guardrails() -> None:
     assert check_determinism_across_processes(
         "graphflow_middleware_graphs:refunds", {}, 0, processes=2) == []
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_crash_at_any_store_operation_recovers_to_the_same_end_with_hooks(seed: int) -> None:
+    """Hooks are replayed or run again on recovery exactly like their node: a crash at every
+    store call of a run with middleware, rewrites and a routed block, then ``recover``,
+    ends where the fault-free run ends."""
+    assert check_crash_recovery(refunds(), {}, seed=seed) == []
