@@ -29,11 +29,13 @@ __all__ = [
     "GraphExecutionError",
     "GraphValidationError",
     "GraphflowError",
+    "GuardrailBlocked",
     "InvalidArgument",
     "InvalidHistory",
     "JoinStarved",
     "MalformedCommit",
     "MidExecution",
+    "MiddlewareFailed",
     "MissingExtra",
     "NodeFailed",
     "NotSuspended",
@@ -221,6 +223,69 @@ class NodeFailed(GraphExecutionError):
         super().__init__(f"node {node!r} (task {task_id}) failed: {type(error).__name__}: {error}")
 
 
+class MiddlewareFailed(GraphExecutionError):
+    """A middleware hook threw: the run fails, the checkpoint stays Running, and recover
+    re-runs only that task. middleware is the middleware's id.
+
+    The hook's exception is ``__cause__`` (and ``error``). The failure is the hook's, not the
+    node's: it is not retried and takes no ``on_error`` route. The run's checkpoint keeps its
+    batch as it was, with every task that finished first kept (as after a timeout), so
+    ``recover(thread_id)`` (or a resume) re-runs only the task whose hook threw. A guardrail
+    whose check throws, or answers something other than ``Allow``/``Block``/``Rewrite``, is
+    reported the same way, with its id.
+
+    Attributes:
+        middleware: the id of the middleware (or guardrail) whose hook threw.
+        hook: ``"before"``, ``"wrap"``, ``"after"`` or a guardrail's ``"check"``.
+        node: the node of the task.
+        task_id: the task.
+        error: the hook's exception.
+    """
+
+    def __init__(self, middleware: str, hook: str, node: str, task_id: str,
+                 error: BaseException) -> None:
+        self.middleware = middleware
+        self.hook = hook
+        self.node = node
+        self.task_id = task_id
+        self.error = error
+        super().__init__(
+            f"middleware {middleware!r} threw in its {hook} hook around node {node!r} (task "
+            f"{task_id}): {type(error).__name__}: {error}. The run failed and its checkpoint "
+            "keeps the batch: fix the hook, then recover(thread_id) re-runs only this task")
+
+
+class GuardrailBlocked(GraphExecutionError):
+    """A guardrail Block (which retracts its turn) refused a node's result.
+
+    The node's patch was not applied and the checkpoint of its turn was never kept:
+    ``checkpoint_id`` names the id it was given, which is in no history (a lookup raises
+    ``CheckpointNotFound``). The task failed with this error: it takes the node's
+    ``on_error`` route if it has one (``ctx.failure`` names this error), otherwise the run
+    fails, and a resume continues from the turn before, running the node again.
+
+    Attributes:
+        guardrail: the id of the guardrail that blocked.
+        node: the node whose result was blocked.
+        task_id: the task.
+        reason: the guardrail's reason.
+        checkpoint_id: the retracted checkpoint's id.
+    """
+
+    def __init__(self, guardrail: str, node: str, task_id: str, reason: str,
+                 checkpoint_id: str) -> None:
+        self.guardrail = guardrail
+        self.node = node
+        self.task_id = task_id
+        self.reason = reason
+        self.checkpoint_id = checkpoint_id
+        super().__init__(
+            f"guardrail {guardrail!r} blocked the result of node {node!r} (task {task_id}): "
+            f"{reason}. Its patch was not applied and its turn's checkpoint {checkpoint_id} "
+            "retracted; resume the run to run the node again from the turn before, or give "
+            "the node an on_error route to handle the block")
+
+
 class RunTimedOut(GraphExecutionError):
     """The run's timeout, measured on the runtime's clock, expired.
 
@@ -311,7 +376,8 @@ class MidExecution(GraphflowError, RuntimeError):
 
 class CheckpointNotFound(GraphflowError, LookupError):
     """The thread has no checkpoint with the given id in its history: it never had one, or
-    retention (``prune``) or ``delete_thread`` removed it. Nothing was changed.
+    retention (``prune``), a guardrail ``Block`` (which retracts its turn) or
+    ``delete_thread`` removed it. Nothing was changed.
 
     Raised too for a run id with no checkpoint left (a run of a deleted thread), and for a
     run this runtime never ran (``run_record``).

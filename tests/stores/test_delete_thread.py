@@ -204,11 +204,12 @@ async def test_what_was_deleted_is_not_found_afterwards(any_store: Any) -> None:
     assert await rt.history(runs[0]) == []
     for ref in (runs[0], checkpoint):
         with pytest.raises(CheckpointNotFound, match=rf"no checkpoint for run or checkpoint "
-                           rf"id '{ref}': the store has none \(never written, or removed by "
-                           r"prune or delete_thread\)"):
+                           rf"id '{ref}': the store has none \(never written, retracted by a "
+                           r"guardrail Block, or removed by prune or delete_thread\)"):
             await rt.aresume(ref)
     doc = " ".join((CheckpointNotFound.__doc__ or "").split())
-    assert "or retention (``prune``) or ``delete_thread`` removed it. Nothing was changed." in doc
+    assert ("or retention (``prune``), a guardrail ``Block`` (which retracts its turn) or "
+            "``delete_thread`` removed it. Nothing was changed.") in doc
 
 
 async def test_an_unknown_thread_is_a_no_op_returning_zeros(any_store: Any) -> None:

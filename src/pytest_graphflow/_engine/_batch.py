@@ -96,7 +96,7 @@ class BatchRunner:
         t3 = ENTROPY.set(ctx) if self.owns_entropy else None
         try:
             out = await execute(run.graph, spec, record, lambda: model, ctx, clock, clock.sleep,
-                                run.state)
+                                run.state, run.hooks_of(spec.name))
         finally:
             if t3 is not None:
                 ENTROPY.reset(t3)
@@ -142,8 +142,7 @@ class BatchRunner:
                 outcomes.append(Outcome(record, spec))
                 to_run.append(i)
         timed_out = False
-        if to_run and all(not outcomes[i].spec.is_async and outcomes[i].spec.retry is None
-                          for i in to_run):
+        if to_run and all(run.runs_inline(outcomes[i].spec) for i in to_run):
             # Sync tasks cannot interleave: they run inline, one after the other, in the
             # seeded start order.
             order = to_run
@@ -235,8 +234,9 @@ class BatchRunner:
                 else:
                     run.start_order.append(record.node)
                     sleep = clock.sleep
-                outcomes[i] = await execute(graph, outcomes[i].spec, record, make_input, ctx,
-                                            clock, sleep, run.state)
+                spec = outcomes[i].spec
+                outcomes[i] = await execute(graph, spec, record, make_input, ctx, clock, sleep,
+                                            run.state, run.hooks_of(spec.name))
             finally:
                 if sched is not None:
                     sched.finished(i)

@@ -58,14 +58,17 @@ class HaltHandler:
         events: list[Any] = []
         halting_ids = {id(o) for o in halting}
         completed: dict[str, TaskOutput] = {}
+        # A hook that threw (seed 004: "recover re-runs only that task"): every task that
+        # finished keeps its result, whatever its effect class, as after a timeout.
+        keep = any(o.fatal for o in halting)
         for out in outcomes:
             if id(out) in halting_ids:
                 continue
             task_events(run, out, step, events)
             if out.kind == "done":
                 edge_events(run, out, step, events)
-                if out.spec.effect in REPLAYED_EFFECTS:
-                    completed[out.record.task_id] = task_output(out)
+                if keep or out.spec.effect in REPLAYED_EFFECTS:
+                    completed[out.record.task_id] = task_output(out, keep=keep)
             elif out.kind == "error":
                 events[-1].__dict__["routed_to"] = out.spec.on_error
         for out in halting:

@@ -39,6 +39,7 @@ from ..errors import (
 )
 from ._claim import ThreadClaim, released_on_error, take
 from ._fault import unexpected
+from ._hooks import hook_table
 from ._merge import merge_patches, validate_state
 from ._options import breakpoints, state_from_input
 from ._results import RunLeg, RunRecord
@@ -181,6 +182,7 @@ class Legs:
             )
             run.set_breakpoints(*stops)
             run.subgraph_runner = self.subgraphs
+            run.hooks = hook_table(graph, self.rt.middleware, self.rt.guardrails)
             run.claim = claim
             runner = Runner(run, release=claim.release, on_done=on_done)
             self.track(runner)
@@ -235,7 +237,8 @@ class Legs:
         if cp is None:
             raise CheckpointNotFound(
                 f"no checkpoint for run or checkpoint id {ref!r}: the store has none (never "
-                "written, or removed by prune or delete_thread). Pass the "
+                "written, retracted by a guardrail Block, or removed by prune or "
+                "delete_thread). Pass the "
                 "run_id of run_start (or GraphResult.run_id) or a checkpoint id"
             )
         if cp.tenant_id != tenant:
@@ -370,6 +373,7 @@ class Legs:
             )
             run.set_breakpoints(*stops)
             run.subgraph_runner = self.subgraphs
+            run.hooks = hook_table(graph, self.rt.middleware, self.rt.guardrails)
             run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
                               task_counter=task_counter)
             run.time_travel = run.time_travel or (latest is not None and latest.id != cp.id)

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from .._graph._builder import CompiledGraph
+from .._graph._builder import CompiledGraph, NodeSpec
 from .._graph._node import Visited
 from .._records._checkpoint import TaskOutput, TaskRecord
 from .._records._events import Breakpoint, EventBase, Interrupt
@@ -25,6 +25,7 @@ from .._records._fast import adopt, make, template
 from .._records._json import jcopy
 from .._stores._protocol import CheckpointStore
 from .._time._clock import Clock
+from ._hooks import HookTable, NodeHooks
 from ._task import Outcome
 
 __all__ = ["STEPPING", "UNRECORDED", "RunState", "StepState"]
@@ -112,6 +113,8 @@ class RunState:
         self.deferred = False  # set by the CheckpointWriter: commits go with the events
         self.record_events = record_events or self.durable
         self.thread_explicit = thread_explicit
+        self.hooks: HookTable | None = None
+        """The leg's middleware and guardrails (``_hooks.hook_table``), if any."""
         # Breakpoints: the graph's and this leg's.
         self.break_before = graph.interrupt_before
         self.break_after = graph.interrupt_after
@@ -206,6 +209,18 @@ class RunState:
         """Add this leg's own breakpoints to the graph's."""
         self.break_before = self.graph.interrupt_before | before
         self.break_after = self.graph.interrupt_after | after
+
+    def hooks_of(self, node: str) -> NodeHooks | None:
+        """The middleware and guardrails around tasks of ``node`` in this leg, if any."""
+        return None if self.hooks is None else self.hooks.get(node)
+
+    def runs_inline(self, spec: NodeSpec) -> bool:
+        """Whether a task of ``spec`` may run inline: a sync node without retries, and no
+        async hook around it."""
+        if spec.is_async or spec.retry is not None:
+            return False
+        hooks = self.hooks_of(spec.name)
+        return hooks is None or not hooks.is_async
 
     def next_checkpoint_id(self) -> str:
         """A new checkpoint id: the run's and a counter."""

@@ -314,7 +314,7 @@ class Runner:
             await self._record_in_flight(tasks)
         if not run.completed and len(tasks) == 1:
             spec = graph.nodes[tasks[0].node]
-            if not spec.is_async and spec.retry is None:
+            if run.runs_inline(spec):
                 # The common step: one sync node, run inline.
                 out = await self.batches.run_inline(tasks[0], spec)
                 if out.artifacts:
@@ -369,7 +369,7 @@ class Runner:
         if timed_out or self.run.cancel_requested:
             return await self.halts.stop(outcomes, timed_out=timed_out)
         halting = [o for o in outcomes if o.kind == "interrupt"
-                   or (o.kind == "error" and o.spec.on_error is None)]
+                   or (o.kind == "error" and (o.spec.on_error is None or o.fatal))]
         edge_error = next((o for o in outcomes if o.kind == "edge_error"), None)
         if edge_error is not None:
             # C7: the edge function's own exception ends the run, and no event of the batch

@@ -9,13 +9,14 @@ claiming and checking the thread) is ``Legs`` in ``_legs``; argument and option 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
 from .._graph._blocking import install_blocking_sleep_warning
 from .._graph._builder import POLICIES, CheckpointPolicy, CompiledGraph
+from .._graph._middleware import Guardrail, Middleware, checked_hooks
 from .._graph._node import Resume
 from .._records._checkpoint import Checkpoint
 from .._records._checks import check_id, check_optional_id
@@ -80,6 +81,11 @@ class GraphRuntime:
         on_leg: called with a :class:`RunLeg` as each leg of a run starts; the leg fills in
             (events, error, visited nodes) as the run goes. With it, every API builds events,
             ``invoke`` included.
+        middleware: :class:`Middleware` around the node tasks of every graph this runtime
+            runs, outermost first (outside each graph's own); see ``docs/middleware.md``.
+            Its ``nodes=`` names nodes of whichever graphs have them.
+        guardrails: :class:`Guardrail` checks of every graph's node results, in order (before
+            each graph's own).
     """
 
     def __init__(
@@ -96,6 +102,8 @@ class GraphRuntime:
         backend: str = "asyncio",
         checkpoint_policy: CheckpointPolicy | None = None,
         on_leg: Callable[[RunLeg], None] | None = None,
+        middleware: Iterable[Middleware] | None = None,
+        guardrails: Iterable[Guardrail] | None = None,
     ) -> None:
         if store is _DEFAULT or store is None:
             store = InMemoryCheckpointStore()
@@ -121,6 +129,7 @@ class GraphRuntime:
                                   f"one of {sorted(POLICIES)} or None")
         self.checkpoint_policy = checkpoint_policy
         self.on_leg = on_leg
+        self.middleware, self.guardrails = checked_hooks(middleware, guardrails, "GraphRuntime")
         self._policy_graphs: dict[int, tuple[CompiledGraph, CompiledGraph]] = {}
         self._ids = IdSource(seed)
         self._graphs = KnownGraphs()

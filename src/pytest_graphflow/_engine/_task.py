@@ -20,10 +20,12 @@ from .._time._clock import Clock
 from ..errors import (
     GraphExecutionError,
     GraphflowError,
+    MiddlewareFailed,
     UnknownKey,
     UnknownRoute,
     UpdateRejected,
 )
+from ._hooks import NodeHooks
 from ._merge import merge_patches, normalize_patch
 
 __all__ = ["CHILD_THREAD", "ChildPaused", "ChildRaised", "Outcome", "ParentCommand",
@@ -71,6 +73,9 @@ class Outcome:
     route_expand: bool = False
     """``expand`` came from an edge function: the node's static edges and joins still apply,
     and a replay decides it again (it is not recorded)."""
+    fatal: bool = False
+    """The failure ends the run whatever the node's ``on_error`` route, and the halt keeps
+    every task of the batch that finished (a middleware hook threw: ``MiddlewareFailed``)."""
     merged: dict[str, Any] | None = None
     """The state with this task's own patch applied, when its branches needed it (checked
     against the schema); a one-task batch commits it instead of merging again."""
@@ -85,8 +90,10 @@ async def execute(
     clock: Clock,
     sleep: Callable[[float], Awaitable[None]],
     state: dict[str, Any],
+    hooks: NodeHooks | None = None,
 ) -> Outcome:
-    """Run the node of ``record`` (with retries), then decide its edges."""
+    """Run the node of ``record`` (with retries) through its ``hooks`` (middleware and
+    guardrails, see ``_hooks``), then decide its edges."""
     out = Outcome(record, spec)
     out.custom = ctx._custom
     out.artifacts = ctx._artifacts
@@ -98,10 +105,13 @@ async def execute(
         ctx.attempt = attempt
         attempt_start = clock.now() if attempt > 1 else out.started_at
         try:
-            result = fn(model, ctx) if spec.arity == 2 else fn(model)
-            if spec.is_async or (type(result) not in _PLAIN_RESULTS
-                                 and inspect.isawaitable(result)):
-                result = await result
+            if hooks is not None:
+                result = await hooks.call(spec, model, ctx)
+            else:
+                result = fn(model, ctx) if spec.arity == 2 else fn(model)
+                if spec.is_async or (type(result) not in _PLAIN_RESULTS
+                                     and inspect.isawaitable(result)):
+                    result = await result
             if isinstance(result, Exception):
                 # A node that returns a failure failed (seed 004: "A node returned a
                 # failure or threw"): it is retried and reported as if it had raised it.
@@ -125,6 +135,13 @@ async def execute(
             out.kind = "interrupt"
             out.interrupt = signal.interrupt
             out.more = signal.more
+            out.attempt = attempt
+            out.finished_at = clock.now()
+            return out
+        except MiddlewareFailed as exc:  # the hook's failure, not the node's: no retry
+            out.kind = "error"
+            out.error = exc
+            out.fatal = True
             out.attempt = attempt
             out.finished_at = clock.now()
             return out
@@ -174,6 +191,9 @@ async def execute(
         out.kind = "error"
         out.error = exc
         return out
+    if hooks is not None and hooks.guardrails \
+            and not await hooks.guard(graph, spec, model, ctx, out):
+        return out  # blocked, or a check failed
     out.kind = "done"
     if out.goto is None and out.expand is None:
         if spec.name in graph.branches:

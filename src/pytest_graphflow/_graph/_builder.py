@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from .._records._checks import check_id
 from ..errors import GraphValidationError, InvalidArgument
 from ._compiled import CompiledGraph
+from ._middleware import Guardrail, Middleware, checked_hooks, is_async_hook, sync_wrap_problems
 from ._names import END, START
 from ._primitives import (
     EFFECTS,
@@ -74,11 +75,7 @@ def _arity(fn: Callable[..., Any], what: str) -> int:
     raise InvalidArgument(f"{what} must take (state) or (state, ctx); got signature {sig}")
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(fn, "__call__", None)  # noqa: B004 - callable objects with async __call__
-    return call is not None and inspect.iscoroutinefunction(call)
+_is_async = is_async_hook
 
 
 @dataclass(frozen=True)
@@ -160,13 +157,25 @@ class Graph:
         state: the pydantic model of the graph's state. Its values must round-trip through
             JSON. A field annotated with ``Reducer(fn)`` — or with a bare two-argument
             function, ``Annotated[list[str], operator.add]`` — merges its writes with it.
+        middleware: :class:`Middleware` around this graph's node tasks, outermost first
+            (inside a runtime's own middleware); see ``docs/middleware.md``.
+        guardrails: :class:`Guardrail` checks of its nodes' results, in order (after a
+            runtime's own guardrails).
 
     Raises:
         InvalidArgument: a bad ``graph_id`` or ``state``; callable ``Annotated`` metadata
-            that cannot be a reducer, or two reducers on one field.
+            that cannot be a reducer, or two reducers on one field; ``middleware`` or
+            ``guardrails`` that are not lists of them, or an id used twice.
     """
 
-    def __init__(self, graph_id: str, state: type[BaseModel]) -> None:
+    def __init__(
+        self,
+        graph_id: str,
+        state: type[BaseModel],
+        *,
+        middleware: Iterable[Middleware] | None = None,
+        guardrails: Iterable[Guardrail] | None = None,
+    ) -> None:
         # The stores' one id rule: an id they would refuse mid-run is refused here.
         check_id(graph_id, "graph_id", "Graph")
         if not (isinstance(state, type) and issubclass(state, BaseModel)):
@@ -180,6 +189,8 @@ class Graph:
         self._edges: list[tuple[str, str]] = []
         self._joins: list[Join] = []
         self._branches: list[Branch] = []
+        self.middleware, self.guardrails = checked_hooks(middleware, guardrails,
+                                                         f"Graph({graph_id!r})")
 
     def node(
         self,
@@ -317,10 +328,26 @@ class Graph:
                                   f"{sorted(POLICIES)}")
         before = node_names(interrupt_before, "interrupt_before")
         after = node_names(interrupt_after, "interrupt_after")
-        problems = structure_problems(self, before, after)
+        problems = structure_problems(self, before, after) + self._hook_problems()
         if problems:
             raise GraphValidationError(self.graph_id, problems)
         compiled = CompiledGraph(self, checkpoint_policy)
         compiled.interrupt_before = frozenset(before)
         compiled.interrupt_after = frozenset(after)
         return compiled
+
+    def _hook_problems(self) -> list[str]:
+        """Middleware and guardrails naming nodes the graph lacks, and sync wraps around
+        async code."""
+        problems = []
+        hooks: list[Middleware | Guardrail] = [*self.middleware, *self.guardrails]
+        for hook in hooks:
+            kind = "middleware" if isinstance(hook, Middleware) else "guardrail"
+            for name in sorted(hook.nodes or ()):
+                if name not in self._nodes:
+                    problems.append(f"{kind} {hook.id!r}: nodes names {name!r}, which is not "
+                                    "a node of the graph; name one of its nodes")
+        for spec in self._nodes.values():
+            chain = [m for m in self.middleware if m.applies_to(spec.name)]
+            problems.extend(sync_wrap_problems(chain, spec.name, spec.is_async))
+        return problems

@@ -13,6 +13,7 @@ from ._primitives import POLICIES, CheckpointPolicy, Reducer
 
 if TYPE_CHECKING:
     from ._builder import Branch, Graph, Join, NodeSpec
+    from ._middleware import Guardrail, Middleware
 
 __all__ = ["CompiledGraph"]
 
@@ -27,6 +28,8 @@ class CompiledGraph:
         checkpoint_policy: ``every_step``, ``on_halt`` or ``never``.
         interrupt_before: nodes every run pauses before (breakpoints).
         interrupt_after: nodes every run pauses after (breakpoints).
+        middleware: the graph's ``Middleware``, outermost first (not part of ``revision``).
+        guardrails: the graph's ``Guardrail`` checks, in order (not part of ``revision``).
     """
 
     def __init__(self, graph: Graph, checkpoint_policy: str) -> None:
@@ -36,6 +39,8 @@ class CompiledGraph:
         self.state_model = graph.state
         self.checkpoint_policy = checkpoint_policy
         self.nodes: dict[str, NodeSpec] = dict(graph._nodes)
+        self.middleware: tuple[Middleware, ...] = graph.middleware
+        self.guardrails: tuple[Guardrail, ...] = graph.guardrails
         self.keys: frozenset[str] = frozenset(graph.state.model_fields)
         self.reducers: dict[str, Reducer] = dict(graph._reducers)
         self.joins: tuple[Join, ...] = tuple(graph._joins)

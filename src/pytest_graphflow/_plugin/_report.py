@@ -117,8 +117,25 @@ def _leg_summary(run: RunRecording, test_seed: int, name: str) -> list[str]:
            f"{len(run.events)} events"]
     if run.error is not None:
         out.append(f"  raised: {type(run.error).__name__}: {_one_line(run.error)}")
+    out.extend(f"  {line}" for line in _hook_failures(run))
     out.append(f"  path: {run.path_text()}")
     return out
+
+
+HOOK_ERRORS: Final = {"MiddlewareFailed": "middleware", "GuardrailBlocked": "guardrail"}
+"""Run failures that a hook around a node caused, and the label of their report line."""
+
+
+def _hook_failures(run: RunRecording) -> list[str]:
+    """A line per failure of a middleware hook or a guardrail block in the leg: whose hook,
+    around which node, and what to do (the error's own message says it)."""
+    lines = []
+    for event in run.events:
+        label = HOOK_ERRORS.get(getattr(event, "error_type", "")) \
+            if getattr(event, "type", None) == "error" else None
+        if label is not None:
+            lines.append(f"{label}: {event.message}")  # type: ignore[attr-defined]
+    return lines
 
 
 def _events(run: RunRecording, limit: int, name: str) -> list[str]:
@@ -147,6 +164,7 @@ def _run_lines(run: RunRecording, test_seed: int, name: str) -> list[str]:
     if run.error is not None:
         lines.append(f"raised: {type(run.error).__name__}: {_one_line(run.error)}")
         lines.append(f"nodes completed: {', '.join(run.visited) or '(none)'}")
+    lines.extend(_hook_failures(run))
     lines.append(f"path: {run.path_text()}")
     try:
         diagram = run.mermaid()
