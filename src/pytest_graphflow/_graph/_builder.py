@@ -127,9 +127,18 @@ class Join:
             object.__setattr__(self, "_hash", found)
         return found
 
+    @property
+    def source_set(self) -> frozenset[str]:
+        """``sources`` as a set, built once: a batch checks its arrivals against it."""
+        found: frozenset[str] | None = self.__dict__.get("_source_set")
+        if found is None:
+            found = frozenset(self.sources)
+            object.__setattr__(self, "_source_set", found)
+        return found
+
     def __getstate__(self) -> dict[str, Any]:
         # A string's hash differs between processes: a copy hashes itself again.
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_source_set")}
 
 
 def node_names(value: str | Iterable[str], what: str) -> list[str]:
