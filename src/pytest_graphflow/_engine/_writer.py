@@ -52,6 +52,9 @@ class CheckpointWriter:
         # fields and builds the model when it is read; ``_adopt_fields`` says if it took them.
         self._adopt: Callable[..., bool] | None = (
             store._adopt_fields if type(store) in _FIELD_STORES else None)
+        # SQLite writes a path from the run's log itself (see ``takes_visited_snapshots``;
+        # looked up on the class itself: a subclass may read ``visited``).
+        self._snapshots = bool(type(store).__dict__.get("takes_visited_snapshots"))
         if run.durable and self._fence is not None:
             inner = getattr(store, "inner", store)  # a FaultyStore commits through its inner
             run.deferred = bool(callable(getattr(store, "commit", None))
@@ -124,7 +127,7 @@ class CheckpointWriter:
         # The visited nodes stay a lazy snapshot until the checkpoint is read.
         if self._adopt is None or not self._adopt(fields, fence):
             vis = fields["visited"]
-            if not isinstance(vis, tuple):
+            if not isinstance(vis, tuple) and not self._snapshots:
                 fields["visited"] = vis.as_tuple()
             cp = make(Checkpoint, **fields)
             if run.deferred:

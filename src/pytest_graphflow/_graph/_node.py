@@ -198,6 +198,12 @@ class Visited:
             return Visited(self._log)
         return Visited([*self._log[:self._n], *nodes])
 
+    def snapshot(self) -> tuple[list[str], int]:
+        """The log and this snapshot's length: the nodes are ``log[:n]``, and ``log`` is only
+        ever appended to, so two snapshots of one log are a path and a prefix of it (a store
+        writing paths step by step compares them in O(1), not O(steps))."""
+        return self._log, self._n
+
     def as_tuple(self) -> tuple[str, ...]:
         """The nodes as a tuple."""
         if self._cache is None:

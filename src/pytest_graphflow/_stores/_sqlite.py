@@ -107,6 +107,12 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
     supports_fencing = True
     """``save`` takes ``fence=(thread_id, token)`` and the store has ``commit``."""
 
+    takes_visited_snapshots = True
+    """The runtime may hand this class (not a subclass, which may read ``visited``) its
+    checkpoints with ``visited`` left as its snapshot of the run's log (internal): the rows
+    keep a path as segments, and building a tuple of every node so far at each step made a
+    step's cost grow with the run."""
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -162,7 +168,9 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         return found[0] if found else None
 
     def _write(self, db: sqlite3.Connection, cp: Checkpoint, data: str) -> None:
-        visited = cp.visited if type(cp.visited) is tuple else tuple(cp.visited)
+        # The runtime's own checkpoints carry their path as a snapshot of the run's log
+        # (``takes_visited_snapshots``): written without a tuple of every node so far.
+        visited = cp.visited
         path_id, tail = self._paths.place(db, cp.run_id, visited)
         values = (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, cp.step,
                   cp.timestamp.isoformat(), rules.to_micros(cp.timestamp), cp.status,
