@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -54,18 +54,21 @@ class Outcome:
     patch: dict[str, Any] | None = None
     goto: list[str] | None = None
     expand: dict[str, Any] | None = None
-    targets: list[str] = field(default_factory=list)
+    # The sequences default to one shared empty tuple and are replaced, never changed in
+    # place: a wide batch keeps an outcome per task alive until it commits, and each list
+    # was one more object for every garbage collection of the batch to walk.
+    targets: Sequence[str] = ()
     interrupt: Interrupt | None = None
-    more: list[Interrupt] = field(default_factory=list)
+    more: Sequence[Interrupt] = ()
     """Further interrupts of the task (a subgraph node surfaces all its child's at once)."""
     breakpoint: Breakpoint | None = None
     """Where a subgraph node's child paused for a breakpoint (``kind`` is ``interrupt``)."""
     error: BaseException | None = None
-    failed_attempts: list[tuple[datetime, datetime, BaseException]] = field(default_factory=list)
+    failed_attempts: Sequence[tuple[datetime, datetime, BaseException]] = ()
     started_at: datetime | None = None
     finished_at: datetime | None = None
-    custom: list[tuple[str, Any]] = field(default_factory=list)
-    artifacts: list[tuple[str, bytes, str]] = field(default_factory=list)
+    custom: Sequence[tuple[str, Any]] = ()
+    artifacts: Sequence[tuple[str, bytes, str]] = ()
     replayed: bool = False
     routed_to: str | None = None
     attempt: int = 1
@@ -155,7 +158,7 @@ async def execute(
                 return out
             retry = spec.retry
             if retry is not None and attempt < retry.attempts and isinstance(exc, retry.retry_on):
-                out.failed_attempts.append((attempt_start, clock.now(), exc))
+                out.failed_attempts = [*out.failed_attempts, (attempt_start, clock.now(), exc)]
                 await sleep(retry.delay(attempt))
                 attempt += 1
                 ctx._used = None  # a new attempt runs the node from the top
