@@ -241,6 +241,7 @@ PUBLIC: dict[str, list[str]] = {
         'check_node_code',
         'check_recording',
         'check_reducer_laws',
+        'check_tool_replays',
         'format_violations',
         'record_resume',
         'record_run',
