@@ -37,9 +37,14 @@ from pytest_graphflow import (
     format_events,
     interrupt,
     parse_event,
+    record_effect,
     tool,
 )
-from pytest_graphflow.invariants import check_invariants, check_tool_replays
+from pytest_graphflow.invariants import (
+    check_crash_recovery,
+    check_invariants,
+    check_tool_replays,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -329,3 +334,29 @@ async def test_check_tool_replays_reports_an_external_call_executed_twice() -> N
     replay = event.model_copy(update={"replayed": True, "value": "other"})
     assert "value='other'" in check_tool_replays([*events, replay])[0].message
     assert check_tool_replays([*events, event.model_copy(update={"replayed": True})]) == []
+
+
+def _mailer(effect: str) -> CompiledGraph:
+    """A pure node that sends a mail through a tool, then asks a question; a fresh mail
+    service per graph (the checker builds one per crash point)."""
+    sent: list[str] = []
+
+    @tool(effect=effect)
+    def send(args: Any, call: ToolCall) -> str:
+        if call.key not in sent:  # the mail service dedups by idempotency key
+            sent.append(call.key)
+            record_effect("mail", key=call.key)
+        return "sent"
+
+    def work(state: S, ctx: NodeContext) -> dict[str, Any]:
+        ctx.call_tool(send, None)
+        return {"note": interrupt("done?", id="done")}
+
+    return _one(work)
+
+
+def test_an_effect_in_an_external_tool_of_a_pure_node_is_protected_across_crashes() -> None:
+    assert check_crash_recovery(lambda: _mailer("external"), {}, {"done": "yes"}) == []
+    # The same effect in a pure tool is what the checker reports: it is re-run freely.
+    (found,) = check_crash_recovery(lambda: _mailer("pure"), {}, {"done": "yes"})
+    assert "pure node 'work' recorded effect 'mail'" in found.message
