@@ -21,6 +21,7 @@ from pytest_graphflow import (
     CompiledGraph,
     Fatal,
     Graph,
+    GraphEventsExtension,
     GraphRuntime,
     InMemoryCheckpointStore,
     InvalidArgument,
@@ -360,3 +361,20 @@ def test_an_effect_in_an_external_tool_of_a_pure_node_is_protected_across_crashe
     # The same effect in a pure tool is what the checker reports: it is re-run freely.
     (found,) = check_crash_recovery(lambda: _mailer("pure"), {}, {"done": "yes"})
     assert "pure node 'work' recorded effect 'mail'" in found.message
+
+
+async def test_a_snapshot_shows_tool_calls_with_stable_keys() -> None:
+    @tool(updates=["paid"])
+    def pay(args: Any) -> ToolResult:
+        return ToolResult(value="ok", update={"paid": 1})
+
+    def work(state: S, ctx: NodeContext) -> None:
+        ctx.call_tool(pay, {"amount": 1})
+
+    texts = {GraphEventsExtension().serialize(
+        await GraphRuntime(clock=VirtualClock(), seed=seed).atrace(_one(work), {}))
+        for seed in (1, 2)}
+    (text,) = texts  # the seed's id tokens are numbered: one text for both seeds
+    (line,) = [ln for ln in text.splitlines() if " tool_call " in ln]
+    assert line.endswith(' tool_call work args={"amount":1} key=task-1-1:tool-0 '
+                         'task_id=task-1-1 tool=pay update={"paid":1} value=ok')
