@@ -40,7 +40,8 @@ def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
                             key=value.key, effect=value.effect, args=value.args,
                             value=value.value, update=value.update, attempts=value.attempts,
                             replayed=value.replayed, outcome=value.outcome,
-                            error=value.error))
+                            error=value.error, started_at=value.started_at,
+                            finished_at=value.finished_at))
             continue
         events.append(e(CustomEvent, step, node=node, task_id=tid, channel=channel,
                         value=value))

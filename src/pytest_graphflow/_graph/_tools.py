@@ -12,9 +12,12 @@ recorded result instead of calling the tool twice.
 
 from __future__ import annotations
 
+import builtins
 import inspect
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, overload
 
 import anyio
@@ -27,8 +30,15 @@ from ._primitives import EFFECTS, REPLAYED_EFFECTS, Retry
 if TYPE_CHECKING:
     from ._node import NodeContext
 
-__all__ = ["Fatal", "Tool", "ToolCall", "ToolCallRecord", "ToolResult", "acall_tool",
-           "call_tool", "tool"]
+__all__ = ["TOOL_PLAYBACK", "Fatal", "Tool", "ToolCall", "ToolCallRecord", "ToolResult",
+           "acall_tool", "call_tool", "play_back", "tool"]
+
+TOOL_PLAYBACK: ContextVar[dict[str, list[Mapping[str, Any]]] | None] = ContextVar(
+    "graphflow_tool_playback", default=None)
+"""Set by ``assert_replays`` around a replay: the recorded ``tool_call`` events (wire form) of
+the run's executed calls, by call key, in order (a node's retry makes the same key again). A
+recorded (``write``/``external``/``human``) tool call is then played back from them, and the
+tool is never called."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,18 +232,32 @@ class ToolCallRecord:
     replayed: bool = False
     outcome: str = "ok"
     error: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
 
 
 class ToolState:
     """A task's tool calls in its current attempt (internal; ``NodeContext._tool``)."""
 
-    __slots__ = ("count", "failure", "running", "updates")
+    __slots__ = ("count", "failure", "running", "started_at", "updates")
 
     def __init__(self) -> None:
         self.count = 0
+        self.started_at: datetime | None = None
         self.running: tuple[Tool, ToolCall] | None = None
         self.failure: ToolFailed | None = None
         self.updates: list[dict[str, Any]] = []
+
+
+def _emit(ctx: NodeContext, record: ToolCallRecord) -> None:
+    """Add a call's event to its task, timed from the call's start to now (unless the record
+    carries its times: a played-back call)."""
+    if record.finished_at is None:
+        st: ToolState | None = ctx._tool
+        now = ctx.now()
+        record.started_at = now if st is None or st.started_at is None else st.started_at
+        record.finished_at = now
+    ctx._custom.append(("tool_call", record))
 
 
 def state_of(ctx: NodeContext) -> ToolState:
@@ -260,8 +284,8 @@ def _fail(ctx: NodeContext, st: ToolState, t: Tool, key: str, cause: str, detail
     err = ToolFailed(cause, t.name, key=key, node=ctx.node, task_id=ctx.task_id, detail=detail)
     if st.failure is None:
         st.failure = err
-        ctx._custom.append(("tool_call", ToolCallRecord(
-            t.name, key, t.effect, args, outcome=cause, error=str(err))))
+        _emit(ctx, ToolCallRecord(
+            t.name, key, t.effect, args, outcome=cause, error=str(err)))
     return err
 
 
@@ -279,6 +303,7 @@ def _begin(ctx: NodeContext, t: Tool, args: Any) -> tuple[ToolState, ToolCall, A
                         f"JSON form ({exc})") from None
     key = f"{ctx.task_id}:tool-{st.count}"
     st.count += 1
+    st.started_at = ctx.now()
     call = ToolCall(key=key, tool=t.name, args=args, node=ctx.node, task_id=ctx.task_id,
                     run_id=ctx.run_id)
     recorded = ctx._leg.tool_calls.get(key) if t.recorded else None
@@ -288,7 +313,92 @@ def _begin(ctx: NodeContext, t: Tool, args: Any) -> tuple[ToolState, ToolCall, A
             f"called {recorded.get('tool')!r}: a node must call its recorded tools in the same "
             "order each time its task runs (branch on the state or on interrupt answers, not "
             "on anything else)")
+    if recorded is None and t.recorded:
+        playback = TOOL_PLAYBACK.get()
+        if playback is not None:
+            queue = playback.get(key)
+            _play(ctx, st, t, call, queue.pop(0) if queue else None)
     return st, call, recorded
+
+
+class _Played(Exception):
+    """A played-back call's outcome (internal signal: the tool is not called): its value or
+    the exception it ended with, and when it ended on the recording's clock."""
+
+    def __init__(self, value: Any, error: Exception | None, until: datetime | None) -> None:
+        super().__init__("played back")
+        self.value = value
+        self.error = error
+        self.until = until
+
+    def result(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def _times(event: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
+    def read(name: str) -> datetime | None:
+        raw = event.get(name)
+        if isinstance(raw, datetime):
+            return raw
+        return datetime.fromisoformat(raw) if isinstance(raw, str) else None
+    return read("started_at"), read("finished_at")
+
+
+def _play(ctx: NodeContext, st: ToolState, t: Tool, call: ToolCall,
+          event: Mapping[str, Any] | None) -> None:
+    """Play back the recording of ``call`` (during a replay): the event as recorded, its
+    update, its record; its value, failure or exception (raised as ``_Played``)."""
+    if event is None or event.get("tool") != t.name:
+        raise GraphExecutionError(
+            f"node {ctx.node!r} called tool {t.name!r} as call {call.key}, which the recording "
+            "does not have (there, "
+            + (f"that call was of tool {event.get('tool')!r}" if event is not None
+               else "the task made no such call")
+            + "); a replay never calls a recorded (external) tool")
+    value, update = jcopy(event.get("value")), jcopy(event.get("update"))
+    attempts, outcome = int(event.get("attempts", 1)), str(event.get("outcome", "ok"))
+    started, finished = _times(event)
+    record = ToolCallRecord(t.name, call.key, t.effect, call.args, jcopy(value), jcopy(update),
+                            attempts=attempts, outcome=outcome, error=event.get("error"),
+                            started_at=started, finished_at=finished)
+    _emit(ctx, record)
+    if outcome in ToolFailed.CAUSES:
+        detail = str(event.get("error", ""))
+        err = ToolFailed(outcome, t.name, key=call.key, node=ctx.node, task_id=ctx.task_id,
+                         detail=detail)
+        err.args = (detail,)  # the message as recorded
+        st.failure = err
+        raise _Played(None, err, finished)
+    if outcome == "error":
+        name, _, message = str(event.get("error", "")).partition(": ")
+        raise _Played(None, _exception(name, message), finished)
+    ctx._leg.tool_calls[call.key] = {"tool": t.name, "value": value, "update": update,
+                                     "attempts": attempts}
+    if update:
+        st.updates.append(update)
+    raise _Played(jcopy(value), None, finished)
+
+
+def _exception(name: str, message: str) -> Exception:
+    base = getattr(builtins, name, None)
+    if isinstance(base, type) and issubclass(base, Exception):
+        return base(message)
+    cls: type[Exception] = type(name, (Exception,), {"__module__": "replay"})
+    return cls(message)
+
+
+def play_back(ctx: NodeContext, event: Mapping[str, Any]) -> None:
+    """Append a recorded ``tool_call`` event (wire form) to ``ctx``'s task as it was (a
+    replay's stub of an ``external`` node plays back the tool calls it made)."""
+    started, finished = _times(event)
+    _emit(ctx, ToolCallRecord(
+        str(event["tool"]), str(event["key"]), str(event.get("effect", "external")),
+        jcopy(event.get("args")), jcopy(event.get("value")), jcopy(event.get("update")),
+        attempts=int(event.get("attempts", 1)), replayed=bool(event.get("replayed")),
+        outcome=str(event.get("outcome", "ok")), error=event.get("error"),
+        started_at=started, finished_at=finished))
 
 
 def _replay(ctx: NodeContext, st: ToolState, t: Tool, call: ToolCall,
@@ -296,9 +406,9 @@ def _replay(ctx: NodeContext, st: ToolState, t: Tool, call: ToolCall,
     update = recorded.get("update")
     if update:
         st.updates.append(jcopy(update))
-    ctx._custom.append(("tool_call", ToolCallRecord(
+    _emit(ctx, ToolCallRecord(
         t.name, call.key, t.effect, call.args, jcopy(recorded.get("value")), jcopy(update),
-        attempts=int(recorded.get("attempts", 1)), replayed=True)))
+        attempts=int(recorded.get("attempts", 1)), replayed=True))
     return jcopy(recorded.get("value"))
 
 
@@ -329,9 +439,9 @@ def _finish(ctx: NodeContext, st: ToolState, t: Tool, call: ToolCall, result: An
                                          "attempts": attempts}
     if update:
         st.updates.append(update)
-    ctx._custom.append(("tool_call", ToolCallRecord(
+    _emit(ctx, ToolCallRecord(
         t.name, call.key, t.effect, call.args, jcopy(value), jcopy(update),
-        attempts=attempts)))
+        attempts=attempts))
     return jcopy(value) if t.recorded else value
 
 
@@ -344,9 +454,9 @@ def _failed_attempt(ctx: NodeContext, st: ToolState, t: Tool, call: ToolCall,
     if retry is not None and call.attempt < retry.attempts \
             and isinstance(exc, retry.retry_on):
         return retry.delay(call.attempt)
-    ctx._custom.append(("tool_call", ToolCallRecord(
+    _emit(ctx, ToolCallRecord(
         t.name, call.key, t.effect, call.args, attempts=call.attempt, outcome="error",
-        error=f"{type(exc).__name__}: {exc}")))
+        error=f"{type(exc).__name__}: {exc}"))
     return None
 
 
@@ -361,7 +471,10 @@ def call_tool(ctx: NodeContext, t: Tool, args: Any = None) -> Any:
             f"tool {t.name!r} has Retry(backoff={t.retry.backoff}), whose retries wait on the "
             f"clock, which the sync ctx.call_tool cannot do: call it with await "
             f"ctx.acall_tool({t.name}, args) from an async node, or give it Retry(backoff=0)")
-    st, call, recorded = _begin(ctx, t, args)
+    try:
+        st, call, recorded = _begin(ctx, t, args)
+    except _Played as played:
+        return played.result()
     if recorded is not None:
         return _replay(ctx, st, t, call, recorded)
     while True:
@@ -381,7 +494,14 @@ def call_tool(ctx: NodeContext, t: Tool, args: Any = None) -> Any:
 async def acall_tool(ctx: NodeContext, t: Tool, args: Any = None) -> Any:
     """``ctx.acall_tool``: call a tool, sync or async, from an async node (see
     :meth:`NodeContext.acall_tool`)."""
-    st, call, recorded = _begin(ctx, t, args)
+    try:
+        st, call, recorded = _begin(ctx, t, args)
+    except _Played as played:
+        if played.until is not None:  # the call took this long in the recording
+            wait = (played.until - ctx.now()).total_seconds()
+            if wait > 0:
+                await anyio.sleep(wait)
+        return played.result()
     if recorded is not None:
         return _replay(ctx, st, t, call, recorded)
     while True:
@@ -391,11 +511,11 @@ async def acall_tool(ctx: NodeContext, t: Tool, args: Any = None) -> Any:
             if inspect.isawaitable(result):
                 result = await result
         except Exception as exc:
-            wait = _failed_attempt(ctx, st, t, call, exc)
-            if wait is None:
+            delay = _failed_attempt(ctx, st, t, call, exc)
+            if delay is None:
                 raise
             st.running = None
-            await anyio.sleep(wait)
+            await anyio.sleep(delay)
             call = _next(call)
             continue
         finally:

@@ -191,6 +191,8 @@ class ToolCallEvent(EventBase):
             ``ToolFailed`` cause: ``"fatal"``, ``"undeclared_update"``,
             ``"undeclared_question"``.
         error: the error's message, when the call failed.
+        started_at, finished_at: the call's own timing on the runtime's clock (its retries'
+            waits included; a replayed call takes no time).
     """
 
     type: Literal["tool_call"] = "tool_call"
@@ -205,6 +207,8 @@ class ToolCallEvent(EventBase):
     outcome: Literal["ok", "error", "fatal", "undeclared_update",
                      "undeclared_question"] = "ok"
     error: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
 
 
 class RunEnd(EventBase):
