@@ -16,6 +16,7 @@ from pytest_graphflow.invariants import (
     check_crash_recovery,
     check_determinism,
     check_determinism_across_processes,
+    check_interrupt_resume_equivalence,
 )
 
 
@@ -59,3 +60,10 @@ def test_same_bytes_across_processes_with_tools() -> None:
 
 def test_a_crash_at_any_store_operation_reserves_each_item_once() -> None:
     assert check_crash_recovery(shop, {}, ANSWERS, strict_effects=True) == []
+
+
+def test_pausing_and_resuming_ends_as_answering_at_once_with_tools() -> None:
+    """A tool draws from its own entropy stream: the ``b2`` task runs again on resume with
+    its ``quote`` call replayed (drawing nothing), and ``reserve`` still draws the uuid it
+    draws when the run does not pause."""
+    assert check_interrupt_resume_equivalence(shop, {}, ANSWERS) == []

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, overload
 import anyio
 
 from .._records._json import NotJSONError, jcopy, to_json_value
+from .._time._rng import EntropyStream
 from ..errors import GraphExecutionError, InvalidArgument, ToolFailed
 from ._middleware import is_async_hook
 from ._primitives import EFFECTS, REPLAYED_EFFECTS, Retry
@@ -477,10 +478,12 @@ def call_tool(ctx: NodeContext, t: Tool, args: Any = None) -> Any:
         return played.result()
     if recorded is not None:
         return _replay(ctx, st, t, call, recorded)
+    entropy = _OwnEntropy(ctx, call.key)
     while True:
         st.running = (t, call)
         try:
-            result = t.fn(call.args, call) if t.arity == 2 else t.fn(call.args)
+            with entropy:
+                result = t.fn(call.args, call) if t.arity == 2 else t.fn(call.args)
         except Exception as exc:
             if _failed_attempt(ctx, st, t, call, exc) is None:
                 raise
@@ -504,12 +507,14 @@ async def acall_tool(ctx: NodeContext, t: Tool, args: Any = None) -> Any:
         return played.result()
     if recorded is not None:
         return _replay(ctx, st, t, call, recorded)
+    entropy = _OwnEntropy(ctx, call.key)
     while True:
         st.running = (t, call)
         try:
-            result = t.fn(call.args, call) if t.arity == 2 else t.fn(call.args)
-            if inspect.isawaitable(result):
-                result = await result
+            with entropy:
+                result = t.fn(call.args, call) if t.arity == 2 else t.fn(call.args)
+                if inspect.isawaitable(result):
+                    result = await result
         except Exception as exc:
             delay = _failed_attempt(ctx, st, t, call, exc)
             if delay is None:
@@ -521,6 +526,27 @@ async def acall_tool(ctx: NodeContext, t: Tool, args: Any = None) -> Any:
         finally:
             st.running = None
         return _finish(ctx, st, t, call, result, call.attempt)
+
+
+class _OwnEntropy:
+    """While a tool runs, the node code's ``uuid.uuid4()``/``random`` draw from a stream of
+    the call's own (keyed by the task and the call's index): a replayed call, which draws
+    nothing, does not shift what the node or a later call draws, and a call that runs again
+    draws what it drew before."""
+
+    __slots__ = ("ctx", "saved", "stream")
+
+    def __init__(self, ctx: NodeContext, key: str) -> None:
+        self.ctx = ctx
+        self.saved: Any = None
+        self.stream = EntropyStream(ctx._stream_key(f"graphflow-tool-{key.rpartition(':')[2]}"))
+
+    def __enter__(self) -> None:
+        self.saved = self.ctx._erng
+        self.ctx._erng = self.stream
+
+    def __exit__(self, *exc: object) -> None:
+        self.ctx._erng = self.saved
 
 
 def _next(call: ToolCall) -> ToolCall:
