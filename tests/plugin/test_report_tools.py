@@ -40,8 +40,8 @@ TESTS = dedent("""
 
 def test_the_report_names_the_tool_that_failed_the_run(graph_project: pytest.Pytester,
                                                        run: Run) -> None:
-    graph_project.makepyfile(test_tools=TESTS)
-    result = run("--graphflow-report=short", "test_tools.py")
+    graph_project.makepyfile(test_inner_tool_report=TESTS)
+    result = run("--graphflow-report=short", "test_inner_tool_report.py")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
         "*- graphflow -*",
