@@ -13,6 +13,13 @@ import pytest
 
 PUBLIC: dict[str, list[str]] = {
     'pytest_graphflow': [
+        'Fatal',
+        'Tool',
+        'ToolCall',
+        'ToolCallEvent',
+        'ToolFailed',
+        'ToolResult',
+        'tool',
         'BlockingSleepWarning',
         'Breakpoint',
         'HISTORY_FORMAT_VERSION',
@@ -160,6 +167,7 @@ PUBLIC: dict[str, list[str]] = {
         'MalformedCommit',
         'MiddlewareFailed',
         'GuardrailBlocked',
+        'ToolFailed',
         'MidExecution',
         'MissingExtra',
         'NodeFailed',
@@ -233,6 +241,7 @@ PUBLIC: dict[str, list[str]] = {
         'check_node_code',
         'check_recording',
         'check_reducer_laws',
+        'check_tool_replays',
         'format_violations',
         'record_resume',
         'record_run',
