@@ -51,6 +51,7 @@ PUBLIC: dict[str, list[str]] = {
         'ExecutionMismatch',
         'Expand',
         'ExploreReport',
+        'Progress',
         'FORMAT_VERSION',
         'FaultPlan',
         'FaultyStore',
