@@ -127,6 +127,11 @@ def _bad_schema_name(s: dict[str, Any]) -> list[str]:
     return ["runs", s["uri"], "--schema", "Bad;Name"]
 
 
+def _html_without_run_id(s: dict[str, Any]) -> list[str]:
+    return ["html", s["uri"], "-o", str(Path(s["file"]).with_name("o.html")), "--schema",
+            s["schema"]]
+
+
 def _schema_for_a_file(s: dict[str, Any]) -> list[str]:
     return ["runs", s["file"], "--schema", "graphflow"]
 
@@ -138,8 +143,9 @@ def _schema_for_a_file(s: dict[str, Any]) -> list[str]:
     (_bad_dsn, "password=***"),
     (_bad_schema_name, "--schema: "),
     (_schema_for_a_file, "--schema=graphflow applies to a PostgreSQL store"),
+    (_html_without_run_id, "is a PostgreSQL store; pass the RUN_ID of the run to draw"),
 ], ids=["unknown-run", "schema-without-a-store", "server-not-reachable", "bad-dsn",
-        "bad-schema-name", "schema-for-a-file"])
+        "bad-schema-name", "schema-for-a-file", "html-without-run-id"])
 def test_a_problem_is_one_line_naming_the_store_without_its_password(
         stores: dict[str, Any], make: Any, text: str) -> None:
     done = graphflow(*make(stores))
