@@ -17,8 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
     """The site, built once with ``mkdocs build --strict`` (a warning fails the build)."""
     try:
         import mkdocs  # noqa: F401
@@ -27,7 +27,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
             pytest.fail(f"CI must build the docs site, but {exc}", pytrace=False)
         pytest.skip(f"the docs site needs the test extra (pip install -e '.[test]'): {exc}")
-    out = tmp_path_factory.mktemp("site")
+    out = tmp_path / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q",
                            "-d", str(out)], cwd=ROOT, env=env, capture_output=True,
@@ -36,28 +36,23 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_every_page_of_the_docs_is_in_the_site(site: Path) -> None:
+def test_the_site_builds_strict_with_every_page_the_api_and_no_other_host(site: Path) -> None:
+    """One test, so that under xdist the site is built once (a build takes seconds)."""
     pages = {p.stem for p in (ROOT / "docs").glob("*.md")}
     built = {p.stem for p in site.glob("*.html")}
     assert pages <= built, sorted(pages - built)
     assert (site / "search" / "search_index.json").is_file()  # the site has search
-
-
-def test_the_api_reference_comes_from_the_docstrings(site: Path) -> None:
+    # the API reference comes from the docstrings
     api = (site / "api.html").read_text(encoding="utf-8")
     assert 'id="pytest_graphflow.explore"' in api
     assert 'id="pytest_graphflow.PostgresCheckpointStore"' in api
     assert "called after every run" in api  # explore's docstring, its progress argument
-
-
-def test_an_output_block_is_shown_as_output(site: Path) -> None:
+    # a ```text output block (run by test_docs.py) is shown as the output it is
     page = (site / "hypothesis.html").read_text(encoding="utf-8")
     assert '<span class="filename">Output</span>' in page
     assert "language-text output" not in page
-
-
-def test_the_pages_load_nothing_from_another_host(site: Path) -> None:
-    page = (site / "index.html").read_text(encoding="utf-8")
-    assert "fonts.googleapis.com" not in page
-    assert '<script src="http' not in page
-    assert '<link rel="stylesheet" href="http' not in page
+    # the pages load nothing from another host (no web fonts, no CDN)
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert "fonts.googleapis.com" not in index
+    assert '<script src="http' not in index
+    assert '<link rel="stylesheet" href="http' not in index
