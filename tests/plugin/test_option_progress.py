@@ -4,6 +4,10 @@ TTY; silent under `-q` and in CI logs unless asked"; acceptance: "`-v` shows pha
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from graphflow_plugin_helpers import Run, dedent
 
@@ -74,3 +78,39 @@ def test_a_bad_mode_is_a_usage_error(project: pytest.Pytester, run: Run) -> None
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*'loud' is not a progress mode; use one of auto, lines, "
                                  "live, none*"])
+
+
+def _on_a_terminal(project: pytest.Pytester, **env: str) -> str:
+    """An inner session (a fresh interpreter) with its output on a pseudo-terminal."""
+    main, child = os.openpty()
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("CI", "NO_COLOR", "FORCE_COLOR", "PY_COLORS", "PYTEST_ADDOPTS")}
+    try:
+        subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p",
+                        "no:cacheprovider", "--color=no", "test_explore_fan.py"],
+                       cwd=project.path, env={**clean, "TERM": "xterm", **env},
+                       stdin=subprocess.DEVNULL, stdout=child, stderr=child, timeout=300,
+                       check=False)
+    finally:
+        os.close(child)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # Linux: EIO once the other end is closed and drained
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(main)
+    return out.decode()
+
+
+def test_auto_counts_live_on_a_terminal_but_not_in_ci(project: pytest.Pytester) -> None:
+    live = _on_a_terminal(project)
+    assert "\rgraphflow: explore: schedules 2/3 (seed 1)" in live
+    assert f"\r{PHASE}" in live
+    assert "1 passed" in live
+    quiet = _on_a_terminal(project, CI="true")  # the twin: a CI log stays clean
+    assert "graphflow: explore" not in quiet
+    assert "1 passed" in quiet

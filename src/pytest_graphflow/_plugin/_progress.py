@@ -18,7 +18,8 @@ import argparse
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, cast
 
 import pytest
 
@@ -67,7 +68,12 @@ def _on_a_terminal(reporter: Any) -> bool:
 
 class ProgressPrinter:
     """Prints the progress of checks run by a test (registered as a plugin; what it prints is
-    decided at the first test, once pytest's terminal reporter exists)."""
+    decided at the first test, once pytest's terminal reporter exists).
+
+    A test's output is captured while it runs (the terminal's file descriptor then points at
+    the capture), so every write, and the terminal check, happens with capturing suspended,
+    as pytest's live logging does.
+    """
 
     def __init__(self, config: pytest.Config) -> None:
         self._config = config
@@ -75,25 +81,33 @@ class ProgressPrinter:
         self._reporter: Any = None
         self._counting = False
 
+    def _uncaptured(self) -> AbstractContextManager[object]:
+        capture = self._config.pluginmanager.get_plugin("capturemanager")
+        if capture is None:
+            return nullcontext()
+        return cast("AbstractContextManager[object]", capture.global_and_fixture_disabled())
+
     def __call__(self, progress: Progress) -> None:
         text = f"graphflow: {progress}"
-        if self._mode == "lines":
+        with self._uncaptured():
+            if self._mode == "lines":
+                if progress.finished:
+                    self._reporter.write_line(text, cyan=True)
+                return
+            if not self._counting:
+                self._reporter.ensure_newline()
+                self._counting = True
+            self._reporter.rewrite(text, cyan=True, erase=True)
             if progress.finished:
-                self._reporter.write_line(text, cyan=True)
-            return
-        if not self._counting:
-            self._reporter.ensure_newline()
-            self._counting = True
-        self._reporter.rewrite(text, cyan=True, erase=True)
-        if progress.finished:
-            self._reporter.write("\n")
-            self._counting = False
+                self._reporter.write("\n")
+                self._counting = False
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
         """Print the progress of the checks the test runs."""
         if self._mode is None:
-            self._mode = progress_mode(self._config)
+            with self._uncaptured():
+                self._mode = progress_mode(self._config)
             self._reporter = self._config.pluginmanager.get_plugin("terminalreporter")
         if self._mode == "none":
             return (yield)
@@ -102,5 +116,6 @@ class ProgressPrinter:
                 return (yield)
             finally:
                 if self._counting:  # a check that failed midway: end its counter's line
-                    self._reporter.write("\n")
+                    with self._uncaptured():
+                        self._reporter.write("\n")
                     self._counting = False
