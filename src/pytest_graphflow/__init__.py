@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._graph._tools import Fatal, Tool, ToolCall, ToolResult, tool
     from ._html._page import render_run_html
     from ._properties._explore import ExploreReport, explore
+    from ._properties._progress import Progress
     from ._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
     from ._records._events import (
         Breakpoint,
@@ -162,6 +163,7 @@ _LAZY = {
     "Breakpoint": "._records._events",
     "ExploreReport": "._properties._explore",
     "explore": "._properties._explore",
+    "Progress": "._properties._progress",
     "FORMAT_VERSION": "._records._checkpoint",
     "Checkpoint": "._records._checkpoint",
     "TaskOutput": "._records._checkpoint",
@@ -349,6 +351,7 @@ __all__ = [
     "NothingToRecover",
     "ParentNotLatest",
     "PostgresCheckpointStore",
+    "Progress",
     "RealClock",
     "Reducer",
     "ReplayDiverged",

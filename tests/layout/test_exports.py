@@ -58,6 +58,7 @@ PUBLIC: dict[str, list[str]] = {
         'ExecutionMismatch',
         'Expand',
         'ExploreReport',
+        'Progress',
         'FORMAT_VERSION',
         'FaultPlan',
         'FaultyStore',

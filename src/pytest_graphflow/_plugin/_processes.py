@@ -73,6 +73,7 @@ def check_runs(item: pytest.Item, legs: list[RunLeg], n: int) -> None:
 
     from .._graph._refs import find_graph_ref
     from .._properties._pool import pool, request_all
+    from .._properties._progress import Progress, report_progress
     from .._replay._history import History
 
     counts = item.config.stash.setdefault(COUNTS, {"checked": 0, "skipped": 0})
@@ -80,12 +81,16 @@ def check_runs(item: pytest.Item, legs: list[RunLeg], n: int) -> None:
     for leg in legs:
         runs.setdefault(leg.run_id, []).append(leg)
     workers = pool(range(1, n + 1), tag="fresh")
-    for run_id, run_legs in runs.items():
+    tool, skipped = "--graphflow-processes", 0
+    for done, (run_id, run_legs) in enumerate(runs.items(), start=1):
+        report_progress(None, Progress(tool, "runs replayed", done - 1, len(runs),
+                                       detail=f"run {run_id}"))
         first = run_legs[0]
         ref = None if first.resumed or first.initial_state is None else \
             find_graph_ref(first.graph)
         if ref is None:
             counts["skipped"] += 1
+            skipped += 1
             continue
         store: Any = run_legs[-1].store
         checkpoints = anyio.run(store.list, run_id) if store is not None else []
@@ -102,3 +107,6 @@ def check_runs(item: pytest.Item, legs: list[RunLeg], n: int) -> None:
                     "a set or dict of strings, hash() or id(); or for state outside the graph "
                     "that its nodes read and an earlier test left changed: the replay imports "
                     "the graph's module afresh):\n" + answer["value"])
+    report_progress(None, Progress(
+        tool, "runs replayed", len(runs), len(runs), finished=True,
+        detail=f"{len(runs) - skipped} in {n} fresh interpreters, {skipped} skipped"))
