@@ -29,6 +29,7 @@ from ..errors import InvalidArgument, NotSuspended, ResumeError
 from ._convert import jsonable
 from ._ids import ID_SOURCE, IdSource, install_id_hooks
 from ._loop import LEG, LegContext, SeededLoop, TaskStart, install_loop_hooks
+from ._order import install_order_hooks, stable_order
 from ._record import LegRecorder
 from ._saver import FaultySaver, SaverOp
 
@@ -108,6 +109,7 @@ class LangGraphHarness:
                                   "'sync', 'async' or 'exit'")
         install_id_hooks()
         install_loop_hooks()
+        install_order_hooks()
         if isinstance(graph, StateGraph):
             inner = saver if saver is not None else InMemorySaver()
             self.saver = inner if isinstance(inner, FaultySaver) else FaultySaver(inner)
@@ -123,6 +125,8 @@ class LangGraphHarness:
             raise InvalidArgument(
                 f"LangGraphHarness(graph={graph!r}): pass a compiled LangGraph graph "
                 "(builder.compile()) or a StateGraph builder")
+        # Edges in a stable order, not the interpreter's string hashes (PYTHONHASHSEED).
+        stable_order(self.graph)
         # The harness's graph updates state with owned ids too (h.graph.update_state(...)).
         self._update_state = self.graph.update_state
         self.graph.update_state = self._owned_update
