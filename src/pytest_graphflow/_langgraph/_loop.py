@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._time._clock import VirtualClock
@@ -80,6 +80,8 @@ class LegContext:
     writes: dict[str, list[tuple[str, Any]]]
     task_nodes: dict[str, str]
     thread_id: str = ""
+    began: dict[str, Any] = field(default_factory=dict)
+    """When each node task passed its start gate (virtual time), by task id."""
 
 
 LEG: ContextVar[LegContext | None] = ContextVar("graphflow_langgraph_leg", default=None)
@@ -176,6 +178,7 @@ def install_loop_hooks() -> None:
         graph = _graph_path(task_ns)
         contested = await leg.loop.gate(key, f"{graph}|{step}")
         leg.started.append(TaskStart(step, str(task.name), str(task.id), graph, contested))
+        leg.began.setdefault(str(task.id), leg.clock.now())
         leg.task_nodes[str(task.id)] = str(task.name)
         sleeper_token = NODE_SLEEPER.set(_sleeper(leg, key))
         node_token = _IN_NODE.set(True)
@@ -199,6 +202,7 @@ def install_loop_hooks() -> None:
 
     arun_with_retry.__wrapped__ = original  # type: ignore[attr-defined]
     setattr(runner, _NODE_TASK, arun_with_retry)
+    _skip_restored_tasks()
     _own_chat_run_ids()
     time.sleep = _blocking_sleep  # type: ignore[assignment]
     _installed = True
@@ -208,6 +212,34 @@ def _graph_path(task_ns: str) -> str:
     """The subgraph nodes a task runs under, from its checkpoint namespace
     (``"refund:<task id>|lookup:<task id>"`` -> ``"refund"``)."""
     return "/".join(part.split(":", 1)[0] for part in task_ns.split("|")[:-1])
+
+
+_DEBUG_TASKS = "map_debug_tasks"  # what LangGraph's loop maps a step's tasks to debug with
+
+
+def _skip_restored_tasks() -> None:
+    """Leave out of a harness leg's debug stream the tasks that will not run.
+
+    On resume LangGraph restores the writes of a step's finished tasks from the saved pending
+    writes (and marks a task that failed into an ``error_handler`` as failed) before it
+    reports the step's tasks; its runner then runs only the tasks with no writes. The
+    restored ones got a ``task`` debug event with no ``task_result``: a ``node_start`` for a
+    task that never ran, which broke C2 (issue 24.6). Outside a harness leg the name calls
+    LangGraph's own function unchanged.
+    """
+    import langgraph.pregel._loop as pregel_loop
+
+    original = getattr(pregel_loop, _DEBUG_TASKS)
+    if getattr(original, "__wrapped__", None) is not None:
+        return
+
+    def map_debug_tasks(tasks: Any) -> Any:
+        if LEG.get() is None:
+            return original(tasks)
+        return original([t for t in tasks if not getattr(t, "writes", None)])
+
+    map_debug_tasks.__wrapped__ = original  # type: ignore[attr-defined]
+    setattr(pregel_loop, _DEBUG_TASKS, map_debug_tasks)
 
 
 _UUID7 = "_uuid_utils_uuid7"  # the function langchain_core.utils.uuid.uuid7 calls
