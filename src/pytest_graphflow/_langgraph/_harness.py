@@ -295,7 +295,8 @@ class LangGraphHarness:
         thread = str(conf.get("thread_id", self.thread_id))
         latest = self.saver.inner.get_tuple({"configurable": {"thread_id": thread}})
         newest = None if latest is None else latest.config["configurable"]["checkpoint_id"]
-        ids = IdSource(self.clock, f"{thread}:{conf.get('checkpoint_id') or newest}:update")
+        ids = IdSource(self.clock, f"{thread}:{conf.get('checkpoint_id') or newest}:update",
+                       place_salt=f"{thread}:update")
         ids.observe(newest)
         driver = _wallclock.activate()
         id_token = ID_SOURCE.set(ids)
@@ -376,7 +377,7 @@ class LangGraphHarness:
         extends = str((self.config.get("configurable") or {}).get("checkpoint_id")
                       or resumed_from or "new")
         rng = ScheduleRng(self.seed, f"{self.run_id}:{extends}", 0)
-        ids = IdSource(self.clock, f"{self.thread_id}:{extends}")
+        ids = IdSource(self.clock, f"{self.thread_id}:{extends}", place_salt=self.thread_id)
         writes: dict[str, list[tuple[str, Any]]] = {}
         recorder = LegRecorder(self.clock, self.run_id, len(self.events), self._known,
                                self.saver.task_nodes, writes, self._child_seq)
