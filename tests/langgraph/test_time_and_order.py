@@ -14,8 +14,10 @@ from typing import Any
 
 import anyio
 from graphs import FanState, fan_out
+from langgraph.errors import NodeTimeoutError
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import RetryPolicy
+from langgraph.runtime import Runtime
+from langgraph.types import RetryPolicy, TimeoutPolicy
 
 from pytest_graphflow import DEFAULT_START, VirtualClock
 from pytest_graphflow.langgraph import LangGraphHarness
@@ -174,3 +176,50 @@ def test_same_seed_gives_byte_identical_trace_json_in_two_processes() -> None:
 
     assert here(5) == first  # this process agrees, byte for byte
     assert here(6) != first  # another seed: another run id and schedule
+
+
+def test_elapsed_time_in_a_node_is_virtual() -> None:
+    # A node that times its own call reads time.monotonic/perf_counter (issue 24.13)
+    async def timed(state: FanState) -> dict[str, Any]:
+        began = (time.monotonic(), time.perf_counter(), time.monotonic_ns(),
+                 time.perf_counter_ns())
+        await asyncio.sleep(90)
+        time.sleep(30)  # blocking, in the same task: virtual too
+        took = (time.monotonic() - began[0], time.perf_counter() - began[1],
+                (time.monotonic_ns() - began[2]) / 1e9,
+                (time.perf_counter_ns() - began[3]) / 1e9)
+        return {"log": [f"{t:.6f}" for t in took]}
+
+    trace = LangGraphHarness(_one_node(timed)).trace({"log": []})
+    assert trace.result.data == {"log": ["120.000000"] * 4}
+
+
+def _heartbeats(gap: float) -> StateGraph:
+    async def worker(state: FanState, runtime: Runtime) -> dict[str, Any]:
+        for _ in range(4):
+            await asyncio.sleep(gap)
+            runtime.heartbeat()
+        return {"log": ["done"]}
+
+    policy = TimeoutPolicy(idle_timeout=60.0, refresh_on="heartbeat")
+    return _one_node(worker, timeout=policy)
+
+
+def test_an_idle_timeout_fires_at_its_virtual_instant() -> None:
+    clock = VirtualClock()
+    trace = LangGraphHarness(_heartbeats(gap=70.0), clock=clock).trace({"log": []})
+
+    assert trace.result.status == "failed"
+    error = trace.result.error
+    assert isinstance(error, NodeTimeoutError)
+    assert (error.kind, error.timeout, error.elapsed) == ("idle", 60.0, 60.0)
+    failed = next(e for e in trace.events if e.type == "error")
+    assert failed.time == DEFAULT_START + timedelta(seconds=60)
+
+
+def test_heartbeats_keep_an_idle_timeout_from_firing() -> None:
+    clock = VirtualClock()
+    trace = LangGraphHarness(_heartbeats(gap=40.0), clock=clock).trace({"log": []})
+
+    assert trace.result.status == "completed"
+    assert clock.elapsed == 160.0  # four gaps of 40 s, each under the 60 s idle timeout

@@ -17,6 +17,9 @@ changes:
   therefore advances virtual time by ``d`` at once: the node holds the (only) thread for ``d``,
   as it would hold its worker thread in production.
 
+``time.monotonic``/``perf_counter`` (and ``_ns``) read the virtual clock in the leg's context
+(node code, LangGraph's retry and timeout code), so ``TimeoutPolicy`` fires in virtual time.
+
 The node tasks are recognised by rebinding the name ``arun_with_retry`` in
 ``langgraph.pregel._runner`` (the coroutine LangGraph starts for every node task) to a wrapper
 that passes the gate first; outside a harness run the wrapper calls the original directly.
@@ -205,6 +208,7 @@ def install_loop_hooks() -> None:
     _skip_restored_tasks()
     _own_chat_run_ids()
     time.sleep = _blocking_sleep  # type: ignore[assignment]
+    _virtual_elapsed_time()
     _installed = True
 
 
@@ -287,6 +291,39 @@ def _sleeper(leg: LegContext, key: str) -> Callable[[float], Awaitable[None]]:
             NODE_SLEEPER.reset(token)
 
     return sleep
+
+
+_ELAPSED = ("monotonic", "perf_counter")  # the time module's elapsed-time clocks
+
+
+def _virtual_elapsed_time() -> None:
+    """Make ``time.monotonic``/``perf_counter`` (and their ``_ns`` forms) read the virtual
+    clock within a harness leg (its node tasks, LangGraph's retry, timeout and heartbeat
+    code, which all run in the leg's context); anywhere else they are the real ones.
+
+    Rebinding the names in :mod:`time` reaches every caller that looks them up there
+    (``time.monotonic()``, as LangGraph does); a ``from time import monotonic`` made before
+    keeps the real clock. Event loops read their own ``loop.time()`` (the harness's is
+    virtual), so asyncio is unaffected.
+    """
+    for name in _ELAPSED:
+        real = getattr(time, name)
+        real_ns = getattr(time, f"{name}_ns")
+        if getattr(real, "__wrapped__", None) is not None:
+            continue
+
+        def seconds(_real: Callable[[], float] = real) -> float:
+            leg = LEG.get()
+            return _real() if leg is None else leg.clock.monotonic()
+
+        def nanoseconds(_real: Callable[[], int] = real_ns) -> int:
+            leg = LEG.get()
+            return _real() if leg is None else leg.clock.elapsed_ns
+
+        seconds.__wrapped__ = real  # type: ignore[attr-defined]
+        nanoseconds.__wrapped__ = real_ns  # type: ignore[attr-defined]
+        setattr(time, name, seconds)
+        setattr(time, f"{name}_ns", nanoseconds)
 
 
 def _blocking_sleep(seconds: float) -> None:
