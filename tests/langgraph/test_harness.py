@@ -317,3 +317,54 @@ def test_an_error_handler_task_starts_before_it_ends() -> None:
     start = next(e for e in trace.events if e.type == "node_start" and e.node == end.node)
     assert start.time == end.started_at == end.finished_at - timedelta(seconds=3)
     assert check_invariants(h.events) == []
+
+
+class _Ask(TypedDict, total=False):
+    question: str
+    notes: list[str]
+    sources: Annotated[list[str], operator.add]
+    answer: str
+
+
+class _Answer(TypedDict):
+    answer: str
+    sources: list[str]
+
+
+def _researcher(mutate: bool = False) -> StateGraph:
+    """START -> search -> write -> END, returning only ``answer`` and ``sources``."""
+
+    def search(state: _Ask) -> dict[str, Any]:
+        return {"notes": [f"about {state['question']}"], "sources": ["s1", "s2"]}
+
+    def write(state: _Ask) -> dict[str, Any]:
+        if mutate:
+            state["sources"].append("scribbled")  # in place: LangGraph never saves it
+        return {"answer": f"{state['question']}: {len(state['notes'])} note(s)"}
+
+    g = StateGraph(_Ask, output_schema=_Answer)
+    g.add_node("search", search)
+    g.add_node("write", write)
+    g.add_edge(START, "search")
+    g.add_edge("search", "write")
+    g.add_edge("write", END)
+    return g
+
+
+def test_the_result_is_what_langgraph_returns_through_the_output_schema() -> None:
+    trace = LangGraphHarness(_researcher(), seed=1).trace({"question": "tides"})
+    plain = _researcher().compile().invoke({"question": "tides"})
+
+    assert plain == {"answer": "tides: 1 note(s)", "sources": ["s1", "s2"]}
+    assert trace.result.state == trace.result.data == plain
+    assert trace.events[-1].state == plain  # run_end says the same
+
+
+def test_the_result_shows_what_langgraph_saved_not_an_in_place_mutation() -> None:
+    h = LangGraphHarness(_researcher(mutate=True), seed=1)
+    trace = h.trace({"question": "tides"})
+    # the thread, as a resume or a fresh process reads it, never had the scribble (plain
+    # LangGraph's invoke would return the live list, scribble included)
+    assert h.state()["sources"] == ["s1", "s2"]
+    assert trace.result.state == {"answer": "tides: 1 note(s)", "sources": ["s1", "s2"]}
+    assert "scribbled" not in trace.to_json()

@@ -153,6 +153,7 @@ class LangGraphHarness:
         self._known: dict[str, Interrupt] = {}
         self._child_seq: dict[str, int] = {}
         self.last: GraphResult[Any] | None = None
+        self._reader_graph: Any = None
 
     # ------------------------------------------------------------------ running
 
@@ -236,7 +237,7 @@ class LangGraphHarness:
         harness over a saved thread) as the saver has them."""
         if self.last is not None:
             return list(self.last.interrupts.values())
-        reader = self.graph.copy(update={"checkpointer": self.saver.inner})
+        reader = self._reader()
         found = []
         for task in reader.get_state(self._thread_config(None)).tasks:
             for item in task.interrupts:
@@ -262,7 +263,7 @@ class LangGraphHarness:
         interrupts, and with ``True`` the nested snapshot of each subgraph task paused
         inside its subgraph (``task.state``).
         """
-        reader = self.graph.copy(update={"checkpointer": self.saver.inner})
+        reader = self._reader()
         snapshot = reader.get_state(self._thread_config(None), subgraphs=bool(subgraphs))
         return dict(snapshot.values) if subgraphs is None else snapshot
 
@@ -319,7 +320,7 @@ class LangGraphHarness:
         """LangGraph's ``get_state_history`` for the harness's thread, newest first, read
         from the inner saver (not logged): ``StateSnapshot`` values whose checkpoint ids
         are the seeded ones the legs saved."""
-        reader = self.graph.copy(update={"checkpointer": self.saver.inner})
+        reader = self._reader()
         return list(reader.get_state_history(self._thread_config(None), limit=limit))
 
     def _thread_config(self, checkpoint_id: str | None) -> dict[str, Any]:
@@ -419,9 +420,11 @@ class LangGraphHarness:
         for iid in recorder.pending:
             if iid in self._known:
                 interrupts[self._known[iid].key] = self._known[iid]
-        data = jsonable(recorder.values or {})
+        final = recorder.values if recorder.values is not None else {}
+        data = jsonable(final) if isinstance(final, Mapping) else {"value": jsonable(final)}
         result: GraphResult[Any] = GraphResult(
-            state=dict(recorder.values or {}), data=data, status=status, run_id=self.run_id,
+            state=dict(final) if isinstance(final, Mapping) else final, data=data,
+            status=status, run_id=self.run_id,
             thread_id=self.thread_id, step=recorder.step, checkpoint_id=recorder.checkpoint_id,
             interrupts=interrupts, error=error, breakpoint=outcome.get("breakpoint"))
         self.last = result
@@ -465,13 +468,41 @@ class LangGraphHarness:
             recorder.flush()
             if self.saver.raised(exc):
                 raise
+            recorder.values = self._returned(config, recorder.values)
             recorder.run_end("failed", exc)
             outcome.update(status="failed", error=exc)
             return
+        recorder.values = self._returned(config, recorder.values)
         paused = None if recorder.pending else self._breakpoint(config, recorder)
         status = "interrupted" if recorder.pending or paused else "completed"
         recorder.run_end(status, breakpoint=paused)
         outcome.update(status=status, breakpoint=paused)
+
+    def _reader(self) -> Any:
+        """The graph over the inner saver (reads are not logged), made once."""
+        if self._reader_graph is None:
+            self._reader_graph = self.graph.copy(update={"checkpointer": self.saver.inner})
+        return self._reader_graph
+
+    def _returned(self, config: Any, streamed: Any) -> Any:
+        """What LangGraph returns for the leg: the saved values (not the live channel objects
+        the ``values`` stream hands out, which a node may have mutated in place without
+        LangGraph saving it), restricted to the graph's output schema (its output
+        channels). ``streamed`` when the thread has no saved checkpoint, or a failed step
+        left writes LangGraph refuses to read back (the error the leg failed with)."""
+        token = ID_SOURCE.set(None)  # a read: draws no owned ids
+        try:
+            snapshot = self._reader().get_state(config)
+        except Exception:  # a failed step whose saved writes LangGraph cannot apply
+            snapshot = None
+        finally:
+            ID_SOURCE.reset(token)
+        values = streamed if snapshot is None or snapshot.created_at is None else (
+            snapshot.values)
+        out = getattr(self.graph, "output_channels", None)
+        if isinstance(values, Mapping) and isinstance(out, (list, tuple)):
+            return {k: values[k] for k in out if k in values}
+        return values
 
     def _breakpoint(self, config: Any, recorder: LegRecorder) -> Breakpoint | None:
         """Where a leg that ended with no interrupt pending stopped at a static breakpoint
@@ -482,7 +513,7 @@ class LangGraphHarness:
                                                       None))
         if not before and not after:
             return None
-        reader = self.graph.copy(update={"checkpointer": self.saver.inner})
+        reader = self._reader()
         waiting = list(reader.get_state(config).next)
         if not waiting:
             return None
