@@ -20,7 +20,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy, TimeoutPolicy
 
 from pytest_graphflow import DEFAULT_START, VirtualClock
-from pytest_graphflow.langgraph import LangGraphHarness
+from pytest_graphflow.langgraph import LangGraphHarness, check_invariants
 
 TWO_HOURS = 7200.0
 
@@ -144,7 +144,7 @@ _SCRIPT = """
 import sys
 sys.path[:0] = [{examples!r}]
 from langgraph_agent.agent import build_agent, question
-from pytest_graphflow.langgraph import LangGraphHarness
+from pytest_graphflow.langgraph import LangGraphHarness, check_invariants
 h = LangGraphHarness(build_agent(), seed={seed})
 h.trace(question())
 h.resume("add a hotel")
@@ -223,3 +223,60 @@ def test_heartbeats_keep_an_idle_timeout_from_firing() -> None:
 
     assert trace.result.status == "completed"
     assert clock.elapsed == 160.0  # four gaps of 40 s, each under the 60 s idle timeout
+
+
+def _flaky_graph(failures: int, attempts: int = 3) -> StateGraph:
+    calls: list[str] = []
+
+    def flaky(state: FanState) -> dict[str, Any]:
+        calls.append(datetime.now(UTC).isoformat())
+        if len(calls) <= failures:
+            raise ConnectionError(f"down {len(calls)}")
+        return {"log": ["up"]}
+
+    policy = RetryPolicy(initial_interval=10.0, backoff_factor=2.0, max_attempts=attempts,
+                         jitter=False)
+    return _one_node(flaky, retry_policy=policy)
+
+
+def _attempts(events: Any) -> list[tuple[str, int, bool | None, str]]:
+    return [(e.type, e.attempt, getattr(e, "will_retry", None), e.time.strftime("%M:%S"))
+            for e in events if e.type in ("node_start", "node_end", "error")]
+
+
+def test_each_retried_attempt_is_an_event() -> None:
+    h = LangGraphHarness(_flaky_graph(failures=2))
+    trace = h.trace({"log": []})
+
+    assert trace.result.data == {"log": ["up"]}
+    # LangGraph retries inside one task; the harness reports every attempt
+    assert _attempts(trace.events) == [
+        ("node_start", 1, None, "00:00"), ("error", 1, True, "00:00"),
+        ("node_start", 2, None, "00:10"), ("error", 2, True, "00:10"),
+        ("node_start", 3, None, "00:30"), ("node_end", 3, None, "00:30")]
+    assert check_invariants(h.events) == []
+
+
+def test_the_last_attempt_of_an_exhausted_retry_policy_fails_the_task() -> None:
+    h = LangGraphHarness(_flaky_graph(failures=5, attempts=2))
+    trace = h.trace({"log": []})
+
+    assert trace.result.status == "failed"
+    assert _attempts(trace.events) == [
+        ("node_start", 1, None, "00:00"), ("error", 1, True, "00:00"),
+        ("node_start", 2, None, "00:10"), ("error", 2, False, "00:10")]
+    assert check_invariants(h.events) == []
+
+
+def test_a_retried_node_of_a_subgraph_reports_its_attempts_in_the_subgraph() -> None:
+    outer = StateGraph(FanState)
+    outer.add_node("child", _flaky_graph(failures=1).compile())
+    outer.add_edge(START, "child")
+    outer.add_edge("child", END)
+    h = LangGraphHarness(outer)
+    trace = h.trace({"log": []})
+
+    child = [e.value["event"] for e in trace.events if e.type == "custom"]
+    assert [(c["type"], c["attempt"]) for c in child if c["node"] == "work"] == [
+        ("node_start", 1), ("error", 1), ("node_start", 2), ("node_end", 2)]
+    assert check_invariants(h.events) == []

@@ -445,7 +445,7 @@ class LangGraphHarness:
         assert isinstance(loop, SeededLoop)
         ID_SOURCE.set(ids)
         LEG.set(LegContext(loop, self.clock, started, writes, self.saver.task_nodes,
-                           self.thread_id, recorder.began))
+                           self.thread_id, recorder.began, recorder))
         _wallclock.NODE_CLOCK.set(self.clock)
         configurable = {**dict(self.config.get("configurable") or {}),
                         "thread_id": self.thread_id}

@@ -85,6 +85,7 @@ class LegRecorder:
         self._forwarded: dict[str, int] = {}  # how many of a child's events are logged
         self.began = {} if began is None else began
         self._reported: set[str] = set()  # tasks with a result (end, interrupt or error)
+        self._attempt: dict[str, int] = {}  # a retried task's attempt, by task id
 
     def _base(self, node: str | None = None, task_id: str | None = None,
               step: int | None = None) -> dict[str, Any]:
@@ -174,13 +175,14 @@ class LegRecorder:
             self.node_errors += 1
             error_type, message = _error_parts(error)
             self.add(ErrorEvent(**self._base(node, tid), error_type=error_type,
-                                message=message))
+                                message=message, attempt=self._attempt.get(tid, 1)))
         else:
             now = self.clock.now()
             result = payload.get("result")
             patch = jsonable(result) if isinstance(result, dict) else (
                 None if result is None else {"value": jsonable(result)})
             self.add(NodeEnd(**self._base(node, tid), patch=patch,
+                             attempt=self._attempt.get(tid, 1),
                              started_at=self._started_at.get(tid, now), finished_at=now))
             self._ended.append((self.step, tid))
 
@@ -214,6 +216,34 @@ class LegRecorder:
             step = info.step if isinstance(info.step, int) else self.step
             self.add(CheckpointSaved(**self._base(step=step),
                                      checkpoint_id=str(info.checkpoint_id)))
+
+    # ---------------------------------------------------------------- retries
+
+    def retry_error(self, namespace: tuple[str, ...], task_id: str, node: str, attempt: int,
+                    error: BaseException | None) -> None:
+        """Attempt ``attempt`` of a task failed and LangGraph retries it: an ``error`` with
+        ``will_retry``."""
+        self.flush()  # the step's starts come first
+        if namespace:
+            self._child(namespace).retry_error((), task_id, node, attempt, error)
+            self._forward()
+            return
+        error_type, message = ("Exception", "the attempt failed") if error is None else (
+            type(error).__name__, str(error))
+        self.add(ErrorEvent(**self._base(node, task_id), error_type=error_type,
+                            message=message, attempt=attempt, will_retry=True))
+
+    def retry_start(self, namespace: tuple[str, ...], task_id: str, node: str,
+                    attempt: int) -> None:
+        """Attempt ``attempt`` (2 or more) of a task began: its ``node_start``."""
+        self.flush()
+        if namespace:
+            self._child(namespace).retry_start((), task_id, node, attempt)
+            self._forward()
+            return
+        self._attempt[task_id] = attempt
+        self._started_at[task_id] = self.clock.now()
+        self.add(NodeStart(**self._base(node, task_id), attempt=attempt))
 
     # ---------------------------------------------------------------- subgraphs
 
