@@ -110,6 +110,15 @@ class LangGraphHarness:
         install_id_hooks()
         install_loop_hooks()
         install_order_hooks()
+        self.source = graph
+        """The graph as passed (what ``--graphflow-processes`` imports again)."""
+        self.own_saver = saver is None
+        """Whether the harness made its saver (a fresh interpreter can make it again)."""
+        self.replay_calls: list[tuple[str, Any, int]] = []
+        """Each leg's input and ``update_state`` call, with the virtual instant (ns since
+        the clock's start) it began at."""
+        self.interrupt_before_arg = interrupt_before
+        self.interrupt_after_arg = interrupt_after
         if isinstance(graph, StateGraph):
             inner = saver if saver is not None else InMemorySaver()
             self.saver = inner if isinstance(inner, FaultySaver) else FaultySaver(inner)
@@ -292,6 +301,8 @@ class LangGraphHarness:
                       task_id: str | None = None) -> Any:
         """``update_state`` of the harness's graph (also what ``h.graph.update_state`` is):
         ids salted by the thread and the checkpoint it extends, times from the clock."""
+        self.replay_calls.append(("update", (config, values, as_node, task_id),
+                                  self.clock.elapsed_ns))
         conf = dict((config or {}).get("configurable") or {})
         thread = str(conf.get("thread_id", self.thread_id))
         latest = self.saver.inner.get_tuple({"configurable": {"thread_id": thread}})
@@ -369,6 +380,7 @@ class LangGraphHarness:
 
     def _leg(self, input: Any) -> Trace:
         self._check_saver_loop()
+        self.replay_calls.append(("leg", input, self.clock.elapsed_ns))
         self._legs += 1
         leg_no = self._legs
         resumed_from = self._latest_checkpoint()
@@ -391,7 +403,7 @@ class LangGraphHarness:
             recorder.on_saver(info, payload)
 
         self.saver.listeners.append(listen)
-        record = RunLeg(cast("Any", _GraphView(self.graph, self.graph_id)), self.run_id,
+        record = RunLeg(cast("Any", _GraphView(self.graph, self.graph_id, self)), self.run_id,
                         resumed=leg_no > 1, seed=self.seed)
         if self.on_leg is not None:
             self.on_leg(record)
@@ -529,9 +541,10 @@ class LangGraphHarness:
 class _GraphView:
     """What a :class:`RunLeg` needs of a graph (id, Mermaid), for a LangGraph graph."""
 
-    def __init__(self, graph: Any, graph_id: str) -> None:
+    def __init__(self, graph: Any, graph_id: str, harness: LangGraphHarness) -> None:
         self.graph_id = graph_id
         self._graph = graph
+        self.harness = harness
 
     def mermaid(self, path: Any = None) -> str:
         """LangGraph's own Mermaid drawing of the graph (the path is not drawn)."""
