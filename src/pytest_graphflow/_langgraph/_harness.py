@@ -134,8 +134,9 @@ class LangGraphHarness:
             raise InvalidArgument(
                 f"LangGraphHarness(graph={graph!r}): pass a compiled LangGraph graph "
                 "(builder.compile()) or a StateGraph builder")
-        # Edges in a stable order, not the interpreter's string hashes (PYTHONHASHSEED).
-        stable_order(self.graph)
+        # Edges in a stable order, not the interpreter's string hashes (PYTHONHASHSEED);
+        # a compiled graph is ordered once (its copies share its node table).
+        stable_order(self.graph if isinstance(graph, StateGraph) else graph)
         # The harness's graph updates state with owned ids too (h.graph.update_state(...)).
         self._update_state = self.graph.update_state
         self.graph.update_state = self._owned_update
@@ -163,6 +164,7 @@ class LangGraphHarness:
         self._child_seq: dict[str, int] = {}
         self.last: GraphResult[Any] | None = None
         self._reader_graph: Any = None
+        self._plain: bool | None = None
 
     # ------------------------------------------------------------------ running
 
@@ -502,19 +504,39 @@ class LangGraphHarness:
         LangGraph saving it), restricted to the graph's output schema (its output
         channels). ``streamed`` when the thread has no saved checkpoint, or a failed step
         left writes LangGraph refuses to read back (the error the leg failed with)."""
+        out = getattr(self.graph, "output_channels", None)
         token = ID_SOURCE.set(None)  # a read: draws no owned ids
         try:
-            snapshot = self._reader().get_state(config)
+            if isinstance(out, (list, tuple)) and self._plain_channels(out):
+                # the saved checkpoint's values are the channels' (cheaper than get_state)
+                saved = self.saver.inner.get_tuple(config)
+                if saved is None:
+                    values = streamed
+                else:
+                    stored = saved.checkpoint.get("channel_values") or {}
+                    values = {k: stored[k] for k in out if k in stored}
+            else:
+                snapshot = self._reader().get_state(config)
+                values = streamed if snapshot.created_at is None else snapshot.values
         except Exception:  # a failed step whose saved writes LangGraph cannot apply
-            snapshot = None
+            values = streamed
         finally:
             ID_SOURCE.reset(token)
-        values = streamed if snapshot is None or snapshot.created_at is None else (
-            snapshot.values)
-        out = getattr(self.graph, "output_channels", None)
         if isinstance(values, Mapping) and isinstance(out, (list, tuple)):
             return {k: values[k] for k in out if k in values}
         return values
+
+    def _plain_channels(self, names: Sequence[str]) -> bool:
+        """Whether every channel of ``names`` saves its value as is (``LastValue``, a
+        reducer's ``BinaryOperatorAggregate``), so a saved checkpoint's values are the
+        state."""
+        if self._plain is None:
+            from langgraph.channels import BinaryOperatorAggregate, LastValue
+
+            channels = getattr(self.graph, "channels", {})
+            self._plain = all(type(channels.get(n)) in (LastValue, BinaryOperatorAggregate)
+                              for n in names)
+        return self._plain
 
     def _breakpoint(self, config: Any, recorder: LegRecorder) -> Breakpoint | None:
         """Where a leg that ended with no interrupt pending stopped at a static breakpoint
