@@ -127,6 +127,9 @@ def _check_harness(item: pytest.Item, harness: Any, workers: Any,
     request = {"op": "fresh_call", "fn": "pytest_graphflow._langgraph._replay:replay_recipe",
                "kwargs": {"recipe": packed, "expected": expected}}
     answers = request_all(workers, [request] * len(workers))
+    if any(isinstance(answer["value"], dict) for answer in answers):
+        counts["skipped"] += 1  # the fresh interpreter could not make the harness
+        return
     counts["checked"] += 1
     for hashseed, answer in enumerate(answers, start=1):
         if answer["value"] is not None:
