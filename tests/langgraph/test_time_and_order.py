@@ -280,3 +280,29 @@ def test_a_retried_node_of_a_subgraph_reports_its_attempts_in_the_subgraph() -> 
     assert [(c["type"], c["attempt"]) for c in child if c["node"] == "work"] == [
         ("node_start", 1), ("error", 1), ("node_start", 2), ("node_end", 2)]
     assert check_invariants(h.events) == []
+
+
+_FROZEN = """
+import freezegun  # first: it keeps the time functions it finds as the real ones
+import sys, time
+sys.path.insert(0, {here!r})
+from test_time_and_order import _heartbeats, _one_node
+from pytest_graphflow.langgraph import LangGraphHarness
+
+def timed(state):
+    began = time.monotonic()
+    time.sleep(30)
+    return {{"log": [f"{{time.monotonic() - began:.6f}}"]}}
+
+with freezegun.freeze_time("2024-06-01 09:00:00"):  # fakes time.monotonic meanwhile
+    print(LangGraphHarness(_one_node(timed)).trace({{"log": []}}).result.data["log"][0])
+    # the idle timeout's loop reads time.monotonic too: it fires, nothing hangs
+    print(type(LangGraphHarness(_heartbeats(gap=70.0)).trace({{"log": []}}).result.error).__name__)
+"""
+
+
+def test_elapsed_time_is_virtual_under_the_users_freeze_time() -> None:
+    script = _FROZEN.format(here=str(Path(__file__).resolve().parent))
+    done = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                          timeout=120, text=True)
+    assert done.stdout.split() == ["30.000000", "NodeTimeoutError"]
