@@ -199,7 +199,7 @@ def test_a_fresh_harness_answers_a_subgraph_interrupt_from_the_saver() -> None:
 _SCRIPT = """
 import sys
 sys.path.insert(0, {here!r})
-from graphs import refund_desk
+from graphs import map_into_a_subgraph, refund_desk
 from pytest_graphflow.langgraph import LangGraphHarness
 from langgraph.checkpoint.memory import InMemorySaver
 saver = InMemorySaver()
@@ -211,6 +211,9 @@ sys.stdout.write("\\n--- rows\\n")
 for table in (saver.storage, saver.writes, saver.blobs):
     sys.stdout.write(repr(sorted((k, sorted(v.items()) if isinstance(v, dict) else v)
                                  for k, v in table.items())) + "\\n")
+sends = LangGraphHarness(map_into_a_subgraph(), seed=5)  # Send into a subgraph, uuid4 ids
+sends.trace({{"n": 0}})
+sys.stdout.write("--- sends\\n" + "\\n".join(e.model_dump_json() for e in sends.events))
 """
 
 
@@ -235,8 +238,10 @@ def test_same_seed_same_bytes_with_a_subgraph_also_in_fresh_processes() -> None:
 
     outputs = {seed: fresh(seed) for seed in ("0", "1", "2", "3")}
     assert len(set(outputs.values())) == 1, "the bytes follow PYTHONHASHSEED"
-    events, rows = outputs["0"].split("\n--- rows\n")
+    events, rest = outputs["0"].split("\n--- rows\n")
+    rows, sends = rest.split("--- sends\n")
     assert events == here
+    assert '"channel":"subgraph"' in sends
     # classify's two edges in the order of their targets' names (24.15), and the join's
     # set of seen nodes is among the rows that agree
     assert [json.loads(line)["target"] for line in events.splitlines()
