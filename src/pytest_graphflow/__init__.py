@@ -24,8 +24,10 @@ if TYPE_CHECKING:
     from ._graph._middleware import Allow, Block, Guardrail, Middleware, Rewrite
     from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
     from ._graph._subgraph import Subgraph
+    from ._graph._tools import Fatal, Tool, ToolCall, ToolResult, tool
     from ._html._page import render_run_html
     from ._properties._explore import ExploreReport, explore
+    from ._properties._progress import Progress
     from ._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
     from ._records._events import (
         Breakpoint,
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
         RunEnd,
         RunStart,
         StreamEvent,
+        ToolCallEvent,
         parse_event,
     )
     from ._replay._export import export_history
@@ -104,6 +107,7 @@ if TYPE_CHECKING:
         TenantMismatch,
         ThreadBusy,
         ThreadSuspended,
+        ToolFailed,
         UndeclaredWrite,
         UnexpectedError,
         UnknownKey,
@@ -143,6 +147,11 @@ _LAZY = {
     "NodeContext": "._graph._node",
     "Resume": "._graph._node",
     "emit": "._graph._node",
+    "Fatal": "._graph._tools",
+    "Tool": "._graph._tools",
+    "ToolCall": "._graph._tools",
+    "ToolResult": "._graph._tools",
+    "tool": "._graph._tools",
     "interrupt": "._graph._node",
     "record_effect": "._graph._effects",
     "Allow": "._graph._middleware",
@@ -154,6 +163,7 @@ _LAZY = {
     "Breakpoint": "._records._events",
     "ExploreReport": "._properties._explore",
     "explore": "._properties._explore",
+    "Progress": "._properties._progress",
     "FORMAT_VERSION": "._records._checkpoint",
     "Checkpoint": "._records._checkpoint",
     "TaskOutput": "._records._checkpoint",
@@ -173,6 +183,7 @@ _LAZY = {
     "RunEnd": "._records._events",
     "RunStart": "._records._events",
     "StreamEvent": "._records._events",
+    "ToolCallEvent": "._records._events",
     "parse_event": "._records._events",
     "export_history": "._replay._export",
     "render_run_html": "._html._page",
@@ -233,6 +244,7 @@ _LAZY = {
     "TenantMismatch": ".errors",
     "ThreadBusy": ".errors",
     "ThreadSuspended": ".errors",
+    "ToolFailed": ".errors",
     "UndeclaredWrite": ".errors",
     "UnexpectedError": ".errors",
     "UnknownKey": ".errors",
@@ -302,6 +314,7 @@ __all__ = [
     "ExecutionMismatch",
     "Expand",
     "ExploreReport",
+    "Fatal",
     "FaultPlan",
     "FaultyStore",
     "FinalEventData",
@@ -338,6 +351,7 @@ __all__ = [
     "NothingToRecover",
     "ParentNotLatest",
     "PostgresCheckpointStore",
+    "Progress",
     "RealClock",
     "Reducer",
     "ReplayDiverged",
@@ -368,6 +382,11 @@ __all__ = [
     "TenantMismatch",
     "ThreadBusy",
     "ThreadSuspended",
+    "Tool",
+    "ToolCall",
+    "ToolCallEvent",
+    "ToolFailed",
+    "ToolResult",
     "Trace",
     "UndeclaredWrite",
     "UnexpectedError",
@@ -397,5 +416,6 @@ __all__ = [
     "parse_event",
     "record_effect",
     "render_run_html",
+    "tool",
     "virtual_anyio_backend",
 ]

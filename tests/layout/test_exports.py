@@ -13,6 +13,13 @@ import pytest
 
 PUBLIC: dict[str, list[str]] = {
     'pytest_graphflow': [
+        'Fatal',
+        'Tool',
+        'ToolCall',
+        'ToolCallEvent',
+        'ToolFailed',
+        'ToolResult',
+        'tool',
         'BlockingSleepWarning',
         'Breakpoint',
         'HISTORY_FORMAT_VERSION',
@@ -51,6 +58,7 @@ PUBLIC: dict[str, list[str]] = {
         'ExecutionMismatch',
         'Expand',
         'ExploreReport',
+        'Progress',
         'FORMAT_VERSION',
         'FaultPlan',
         'FaultyStore',
@@ -160,6 +168,7 @@ PUBLIC: dict[str, list[str]] = {
         'MalformedCommit',
         'MiddlewareFailed',
         'GuardrailBlocked',
+        'ToolFailed',
         'MidExecution',
         'MissingExtra',
         'NodeFailed',
@@ -233,6 +242,7 @@ PUBLIC: dict[str, list[str]] = {
         'check_node_code',
         'check_recording',
         'check_reducer_laws',
+        'check_tool_replays',
         'format_violations',
         'record_resume',
         'record_run',

@@ -128,6 +128,9 @@ class RunState:
         self.tasks: list[TaskRecord] | None = None
         self.completed: dict[str, TaskOutput] = {}
         self.answers: dict[str, Any] = {}
+        self.tool_calls: dict[str, dict[str, Any]] = {}
+        """Recorded results of ``write``/``external``/``human`` tool calls by call key
+        (``<task_id>:tool-<n>``): a task that runs again replays them (see ``_tools``)."""
         self.visited = Visited([])
         self.arrivals: dict[str, list[str]] = {}
         self.seq = 0
@@ -186,6 +189,7 @@ class RunState:
         self.tasks = list(cp.tasks)
         self.completed = dict(cp.completed)
         self.answers = answers
+        self.tool_calls = dict(cp.metadata.get("tool_calls", {}))
         self.visited = Visited(list(cp.visited))
         self.arrivals = {k: list(v) for k, v in cp.arrivals.items()}
         self.seq = seq

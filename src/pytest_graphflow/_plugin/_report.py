@@ -122,7 +122,8 @@ def _leg_summary(run: RunRecording, test_seed: int, name: str) -> list[str]:
     return out
 
 
-HOOK_ERRORS: Final = {"MiddlewareFailed": "middleware", "GuardrailBlocked": "guardrail"}
+HOOK_ERRORS: Final = {"MiddlewareFailed": "middleware", "GuardrailBlocked": "guardrail",
+                      "ToolFailed": "tool"}
 """Run failures that a hook around a node caused, and the label of their report line."""
 
 
