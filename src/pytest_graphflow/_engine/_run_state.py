@@ -128,6 +128,10 @@ class RunState:
         self.tasks: list[TaskRecord] | None = None
         self.completed: dict[str, TaskOutput] = {}
         self.answers: dict[str, Any] = {}
+        self.deadlines: dict[str, datetime] = {}
+        """The deadlines of the questions the leg resumed with: asked again, they keep them."""
+        self.expired: list[tuple[Interrupt, str | None, Any]] = []
+        """The questions this leg resumed to expire: (question, route node, answer)."""
         self.visited = Visited([])
         self.arrivals: dict[str, list[str]] = {}
         self.seq = 0
@@ -186,6 +190,7 @@ class RunState:
         self.tasks = list(cp.tasks)
         self.completed = dict(cp.completed)
         self.answers = answers
+        self.deadlines = {i.key: i.deadline for i in cp.interrupts if i.deadline is not None}
         self.visited = Visited(list(cp.visited))
         self.arrivals = {k: list(v) for k, v in cp.arrivals.items()}
         self.seq = seq

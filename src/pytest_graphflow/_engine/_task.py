@@ -12,12 +12,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._graph._builder import END, Command, CompiledGraph, Expand, NodeSpec
+from .._graph._deadlines import TimeoutSignal
 from .._graph._node import CURRENT_TASK, EdgeContext, NodeContext, Visited, _InterruptSignal
 from .._records._checkpoint import TaskRecord
 from .._records._events import Breakpoint, Interrupt
 from .._records._json import NotJSONError, to_json_value
 from .._time._clock import Clock
 from ..errors import (
+    DeadlineExpired,
     GraphExecutionError,
     GraphflowError,
     MiddlewareFailed,
@@ -131,6 +133,9 @@ async def execute(
             out.attempt = attempt
             out.finished_at = clock.now()
             return out
+        except TimeoutSignal as expired:
+            expire(graph, out, expired.key, ctx.run_id, attempt, clock.now())
+            return out
         except _InterruptSignal as signal:
             out.kind = "interrupt"
             out.interrupt = signal.interrupt
@@ -201,6 +206,25 @@ async def execute(
         else:  # static edges only: what decide_edges does, without a coroutine
             out.targets = list(dict.fromkeys(graph.edges.get(spec.name, ())))
     return out
+
+
+def expire(graph: CompiledGraph, out: Outcome, key: str, run_id: str, attempt: int,
+           now: datetime) -> None:
+    """The task asked a question whose deadline passed (``interrupt_expired``): it goes to
+    the graph's ``on_timeout`` node (done, no patch, as a ``Command(goto=...)``), or, with no
+    route, fails the run with ``DeadlineExpired`` (a failure no ``on_error`` takes)."""
+    out.attempt = attempt
+    out.finished_at = now
+    route = graph.on_timeout
+    if isinstance(route, str):
+        out.kind = "done"
+        out.patch = None
+        out.goto = [route]
+        out.targets = [route]
+        return
+    out.kind = "error"
+    out.error = DeadlineExpired(run_id, key, unrouted=True)
+    out.fatal = True
 
 
 def _unknown_read(
