@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ._engine._stream import RunHandle, RunStream
     from ._engine._upgrade import Incompatibility
     from ._graph._builder import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
+    from ._graph._deadlines import TimeoutAnswer
     from ._graph._effects import record_effect
     from ._graph._middleware import Allow, Block, Guardrail, Middleware, Rewrite
     from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
         Interrupt,
         InterruptEvent,
         InterruptEventData,
+        InterruptExpired,
         NodeEnd,
         NodeStart,
         RunEnd,
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
     from ._stores._postgres import PostgresCheckpointStore
     from ._stores._protocol import CheckpointStore
     from ._stores._sqlite import SQLiteCheckpointStore
+    from ._stores._waiting import Waiting
     from ._time._clock import DEFAULT_START, Clock, RealClock, VirtualClock
     from ._time._vloop import virtual_anyio_backend
     from ._workers._worker import Worker, WorkerStats
@@ -73,6 +76,7 @@ if TYPE_CHECKING:
         Cancelled,
         CheckpointNotFound,
         ConflictingWrites,
+        DeadlineExpired,
         EventsCompacted,
         ExecutionMismatch,
         ForkTargetExists,
@@ -142,6 +146,7 @@ _LAZY = {
     "EdgeContext": "._graph._node",
     "NodeContext": "._graph._node",
     "Resume": "._graph._node",
+    "TimeoutAnswer": "._graph._deadlines",
     "emit": "._graph._node",
     "interrupt": "._graph._node",
     "record_effect": "._graph._effects",
@@ -168,6 +173,7 @@ _LAZY = {
     "Interrupt": "._records._events",
     "InterruptEvent": "._records._events",
     "InterruptEventData": "._records._events",
+    "InterruptExpired": "._records._events",
     "NodeEnd": "._records._events",
     "NodeStart": "._records._events",
     "RunEnd": "._records._events",
@@ -184,6 +190,7 @@ _LAZY = {
     "UpgradeReport": "._replay._upgrade",
     "check_upgrade": "._replay._upgrade",
     "DeletedThread": "._stores._deletion",
+    "Waiting": "._stores._waiting",
     "FaultyStore": "._stores._faulty",
     "StoreCall": "._stores._faulty",
     "InMemoryCheckpointStore": "._stores._memory",
@@ -214,6 +221,7 @@ _LAZY = {
     "JoinStarved": ".errors",
     "MalformedCommit": ".errors",
     "MiddlewareFailed": ".errors",
+    "DeadlineExpired": ".errors",
     "MidExecution": ".errors",
     "MissingExtra": ".errors",
     "NodeFailed": ".errors",
@@ -290,6 +298,7 @@ __all__ = [
     "CompiledGraph",
     "ConflictingWrites",
     "CustomEvent",
+    "DeadlineExpired",
     "DeletedThread",
     "EdgeContext",
     "EdgeTransition",
@@ -322,6 +331,7 @@ __all__ = [
     "Interrupt",
     "InterruptEvent",
     "InterruptEventData",
+    "InterruptExpired",
     "InvalidArgument",
     "InvalidHistory",
     "JoinStarved",
@@ -368,6 +378,7 @@ __all__ = [
     "TenantMismatch",
     "ThreadBusy",
     "ThreadSuspended",
+    "TimeoutAnswer",
     "Trace",
     "UndeclaredWrite",
     "UnexpectedError",
@@ -378,6 +389,7 @@ __all__ = [
     "UpgradeReport",
     "VirtualClock",
     "VirtualDeadlock",
+    "Waiting",
     "Worker",
     "WorkerStats",
     "__version__",

@@ -13,6 +13,10 @@ import pytest
 
 PUBLIC: dict[str, list[str]] = {
     'pytest_graphflow': [
+        'DeadlineExpired',
+        'InterruptExpired',
+        'TimeoutAnswer',
+        'Waiting',
         'BlockingSleepWarning',
         'Breakpoint',
         'HISTORY_FORMAT_VERSION',
@@ -143,6 +147,7 @@ PUBLIC: dict[str, list[str]] = {
         'virtual_anyio_backend',
     ],
     'pytest_graphflow.errors': [
+        'DeadlineExpired',
         'BlockingSleepWarning',
         'InvalidHistory',
         'ReplayDiverged',

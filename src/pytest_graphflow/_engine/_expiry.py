@@ -52,9 +52,10 @@ def check_deadlines(cp: Checkpoint, resume: Resume | None, now: datetime) -> Non
 
 def expiry_answers(
     cp: Checkpoint, resume: ExpiryResume, graph: CompiledGraph, now: datetime
-) -> tuple[dict[str, Any], list[tuple[Interrupt, str | None, Any]]]:
+) -> tuple[dict[str, Any], list[tuple[Interrupt, str, str | None, Any]]]:
     """The answers an expiry resume records for its due questions, and for each what the
-    ``interrupt_expired`` event says (the question, the node it is routed to, the answer).
+    ``interrupt_expired`` event says (the question, the action, the node it is routed to,
+    the answer).
 
     Raises:
         NotSuspended: none of ``resume.keys`` is pending and due any more (answered, or
@@ -66,12 +67,12 @@ def expiry_answers(
                            "more: it was answered or expired meanwhile")
     route = graph.on_timeout
     answers: dict[str, Any] = {}
-    fired: list[tuple[Interrupt, str | None, Any]] = []
+    fired: list[tuple[Interrupt, str, str | None, Any]] = []
     for i in due:
         if isinstance(route, TimeoutAnswer):
             answers[i.key] = route.value
-            fired.append((i, None, route.value))
+            fired.append((i, "answered", None, route.value))
         else:
             answers[i.key] = dict(EXPIRED)
-            fired.append((i, route, None))
+            fired.append((i, "failed" if route is None else "routed", route, None))
     return answers, fired

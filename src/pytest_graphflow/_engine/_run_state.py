@@ -130,8 +130,8 @@ class RunState:
         self.answers: dict[str, Any] = {}
         self.deadlines: dict[str, datetime] = {}
         """The deadlines of the questions the leg resumed with: asked again, they keep them."""
-        self.expired: list[tuple[Interrupt, str | None, Any]] = []
-        """The questions this leg resumed to expire: (question, route node, answer)."""
+        self.expired: list[tuple[Interrupt, str, str | None, Any]] = []
+        """The questions this leg resumed to expire: (question, action, route node, answer)."""
         self.visited = Visited([])
         self.arrivals: dict[str, list[str]] = {}
         self.seq = 0

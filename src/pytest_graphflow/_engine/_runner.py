@@ -242,11 +242,11 @@ class Runner:
             RunStart, run.step, graph_id=run.graph.graph_id, revision=run.graph.revision,
             thread_id=run.thread_id, resumed_from=run.resumed_from,
         )]
-        for question, routed_to, answer in run.expired:
+        for question, action, routed_to, answer in run.expired:
             events.append(run.event(
                 InterruptExpired, run.step, node=question.node, task_id=question.task_id,
-                key=question.key, deadline=question.deadline, routed_to=routed_to,
-                answer=answer))
+                key=question.key, deadline=question.deadline, action=action,
+                routed_to=routed_to, answer=answer))
         if run.tasks is None:  # a fresh run: schedule the entry
             run.tasks = []
             await self._schedule_entry()

@@ -168,15 +168,17 @@ class InterruptExpired(EventBase):
     """A question's deadline passed before it was answered (``interrupt(..., deadline=)``).
 
     ``key`` and ``deadline`` name the question and when it expired. What the run does
-    instead is the graph's ``compile(on_timeout=...)``: ``routed_to`` names the node the
-    asking task goes to, or ``answer`` is the ``TimeoutAnswer`` its ``interrupt()`` returns;
-    with neither (no route), the task fails with ``DeadlineExpired``. The event comes right
-    after the resumed leg's ``run_start``; ``node`` and ``task_id`` are the asking task's.
+    instead is the graph's ``compile(on_timeout=...)``, and ``action`` says which:
+    ``"routed"`` (``routed_to`` names the node the asking task goes to), ``"answered"``
+    (``answer`` is the ``TimeoutAnswer`` its ``interrupt()`` returns) or ``"failed"`` (no
+    route: the task fails with ``DeadlineExpired``). The event comes right after the resumed
+    leg's ``run_start``; ``node`` and ``task_id`` are the asking task's.
     """
 
     type: Literal["interrupt_expired"] = "interrupt_expired"
     key: str
     deadline: datetime
+    action: Literal["routed", "answered", "failed"]
     routed_to: str | None = None
     answer: Any = None
 
