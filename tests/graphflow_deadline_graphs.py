@@ -42,3 +42,34 @@ def build(on_timeout: str | TimeoutAnswer | None = "escalate", *,
     if on_timeout == "escalate":
         g.node("escalate", escalate).edge("escalate", END)
     return g.compile(on_timeout=on_timeout)
+
+
+def serve(argv: list[str]) -> None:
+    """A worker process: ``python graphflow_deadline_graphs.py sqlite PATH AT`` or
+    ``... postgres DSN SCHEMA AT`` (``AT``: its virtual clock's start, ISO 8601). It fires
+    the due deadlines of the approval graph, then prints its stats as JSON and exits."""
+    import json
+    import sys
+
+    from pytest_graphflow import (
+        PostgresCheckpointStore,
+        SQLiteCheckpointStore,
+        VirtualClock,
+        Worker,
+    )
+
+    kind, *where, at = argv
+    store: Any = (SQLiteCheckpointStore(where[0]) if kind == "sqlite"
+                  else PostgresCheckpointStore(where[0], schema=where[1]))
+    clock = VirtualClock(start=datetime.fromisoformat(at))
+    stats = Worker(store, [build()], clock=clock, poll_interval=0.01).serve(until_idle=True)
+    if kind == "sqlite":
+        store.close()
+    json.dump({"expired": stats.expired, "errors": stats.errors,
+               "statuses": stats.statuses}, sys.stdout)
+
+
+if __name__ == "__main__":
+    import sys
+
+    serve(sys.argv[1:])

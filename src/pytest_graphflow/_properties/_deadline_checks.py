@@ -27,17 +27,17 @@ def check_deadlines(events: Sequence[EventBase]) -> list[Violation]:
     """Rule ``"deadline"``: each ``interrupt_expired`` event is where, when and what it
     should be (see the module's docstring)."""
     out: list[Violation] = []
-    pending: dict[str, InterruptEvent] | None = None  # unknown until an interrupt is seen
+    pending: set[str] | None = None  # the questions of the last pause; unknown until one
     for leg in split_legs(events):
         opening = True
+        asked: set[str] = set()
         for i, e in leg.indexed():
             if isinstance(e, RunStart):
                 continue
             if not isinstance(e, InterruptExpired):
                 opening = False
                 if isinstance(e, InterruptEvent):
-                    pending = {} if pending is None else pending
-                    pending.update({q.key: e for q in e.interrupts})
+                    asked.update(q.key for q in e.interrupts)
                 continue
             if not opening:
                 out.append(Violation("deadline", i, f"interrupt_expired of {e.key} comes after "
@@ -55,6 +55,6 @@ def check_deadlines(events: Sequence[EventBase]) -> list[Violation]:
                 out.append(Violation("deadline", i, f"question {e.key} was routed to "
                                      f"{e.routed_to!r}, but no edge_transition of task "
                                      f"{e.task_id} goes there"))
-        if pending is not None:
-            pending = {}  # a later leg's questions are asked again by its interrupt events
+        if asked:
+            pending = asked  # the questions this leg paused at
     return out
