@@ -50,7 +50,7 @@ async def expired_run(seed: int = 5) -> tuple[GraphRuntime, str, list[Any]]:
 
 
 async def test_the_expiry_is_an_event_opening_the_resumed_leg() -> None:
-    _, run_id, events = await expired_run()
+    _, _, events = await expired_run()
     assert_events(events, """
         run_start
         ...
@@ -151,7 +151,7 @@ def test_expire_due_is_also_synchronous() -> None:
 def test_a_route_to_an_unknown_node_is_a_validation_problem() -> None:
     g = Graph("approval", Approval)
     g.node("approve", lambda s: None).edge(START, "approve").edge("approve", END)
-    with pytest.raises(GraphValidationError, match="on_timeout='escalte'.*unknown node"):
+    with pytest.raises(GraphValidationError, match=r"on_timeout='escalte'.*unknown node"):
         g.compile(on_timeout="escalte")
     with pytest.raises(InvalidArgument, match="TimeoutAnswer"):
         g.compile(on_timeout=42)  # type: ignore[arg-type]
