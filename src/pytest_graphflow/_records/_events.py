@@ -66,6 +66,11 @@ class Interrupt(BaseModel):
     payload: Any = None
     deadline: datetime | None = None
 
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            if name != "deadline" or value is not None:
+                yield name, value
+
     @model_serializer(mode="wrap")
     def _without_no_deadline(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
