@@ -45,8 +45,8 @@ TESTS = dedent("""
 @pytest.mark.parametrize("mode", ["short", "full"])
 def test_the_report_names_the_expired_question(graph_project: pytest.Pytester, run: Run,
                                                mode: str) -> None:
-    graph_project.makepyfile(test_deadlines=TESTS)
-    result = run(f"--graphflow-report={mode}", "test_deadlines.py")
+    graph_project.makepyfile(test_expiring_approvals=TESTS)
+    result = run(f"--graphflow-report={mode}", "test_expiring_approvals.py")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
         "*deadline: question task-*:ok of node 'approve' expired at 2025-01-04T00:00:00+00:00 "

@@ -1,7 +1,7 @@
 """``interrupt(payload, id=..., deadline=...)`` and ``compile(on_timeout=...)`` (issue 26,
 "Deadlines on human input": "the deadline is durable (it survives a restart and fires in a
 worker), virtual under a ``VirtualClock``, and visible in events"). The stores and worker
-processes are in ``tests/stores/test_deadlines.py`` and ``tests/workers``; here: the events
+processes are in ``tests/stores/test_deadline_stores.py`` and ``tests/workers``; here: the events
 of an expiry, what the testing tools make of them, determinism, partial expiry and bad
 arguments."""
 
@@ -23,6 +23,7 @@ from pytest_graphflow import (
     GraphValidationError,
     InvalidArgument,
     SQLiteCheckpointStore,
+    Subgraph,
     TimeoutAnswer,
     VirtualClock,
     assert_events,
@@ -172,3 +173,14 @@ def test_a_bad_deadline_fails_the_node_naming_it(deadline: Any) -> None:
     assert isinstance(cause, ValueError)
     assert "interrupt(id='q') in node 'approve'" in str(cause)
     assert "deadline=" in str(cause)
+
+
+def test_a_deadline_inside_a_subgraph_is_refused_naming_the_fix() -> None:
+    child = Graph("child", Approval)
+    child.node("ask", lambda s: {"decision": interrupt("ok?", id="ok", deadline=60)})
+    child.edge(START, "ask").edge("ask", END)
+    parent = Graph("parent", Approval)
+    parent.node("review", Subgraph(child.compile())).edge(START, "review").edge("review", END)
+    result = GraphRuntime(clock=VirtualClock(), seed=0).invoke(parent.compile())
+    assert result.status == "failed"
+    assert "deadlines are kept and fired for a top-level run only" in str(result.error)

@@ -137,6 +137,16 @@ async def execute(
             expire(graph, out, expired.key, ctx.run_id, attempt, clock.now())
             return out
         except _InterruptSignal as signal:
+            if signal.interrupt.deadline is not None \
+                    and CHILD_THREAD.get() == ctx._leg.thread_id:
+                out.kind = "error"  # a child run's question is fired as the parent's
+                out.error = GraphExecutionError(
+                    f"node {spec.name!r} of a subgraph asked {signal.interrupt.id!r} with a "
+                    "deadline: deadlines are kept and fired for a top-level run only; ask "
+                    "with deadline= in a node of the parent graph")
+                out.attempt = attempt
+                out.finished_at = clock.now()
+                return out
             out.kind = "interrupt"
             out.interrupt = signal.interrupt
             out.more = signal.more
