@@ -6,10 +6,13 @@ over the same store, so the deadline is read back from the store, not from memor
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from graphflow_deadline_graphs import T0, THREE_DAYS, build
@@ -19,11 +22,11 @@ from pytest_graphflow import (
     InvalidArgument,
     NotSuspended,
     Resume,
+    SQLiteCheckpointStore,
     TimeoutAnswer,
     VirtualClock,
 )
-
-pytestmark = pytest.mark.anyio
+from pytest_graphflow._stores._sqlite_schema import SCHEMA_VERSION
 
 
 def runtime(store: Any, at: timedelta = timedelta(0), **options: Any) -> GraphRuntime:
@@ -40,6 +43,7 @@ async def paused(store: Any, graph: Any = None, **input: Any) -> str:
     return result.run_id
 
 
+@pytest.mark.anyio
 async def test_answered_on_day_two_it_continues(make_any_store: Callable[..., Any]) -> None:
     store = make_any_store()
     run_id = await paused(store)
@@ -55,6 +59,7 @@ async def test_answered_on_day_two_it_continues(make_any_store: Callable[..., An
     assert await later.aexpire_due(graphs=[build()]) == []  # answered: nothing fires
 
 
+@pytest.mark.anyio
 async def test_unanswered_it_takes_the_timeout_route_at_exactly_three_days(
     make_any_store: Callable[..., Any]
 ) -> None:
@@ -76,6 +81,7 @@ async def test_unanswered_it_takes_the_timeout_route_at_exactly_three_days(
         await at_deadline.aresume(run_id, Resume("approved"), graph=build())
 
 
+@pytest.mark.anyio
 async def test_an_answer_after_the_deadline_is_refused_and_changes_nothing(
     make_any_store: Callable[..., Any]
 ) -> None:
@@ -94,6 +100,7 @@ async def test_an_answer_after_the_deadline_is_refused_and_changes_nothing(
     assert [w.run_id for w in await late.waiting()] == [run_id]
 
 
+@pytest.mark.anyio
 async def test_a_timeout_answer_answers_the_expired_question(
     make_any_store: Callable[..., Any]
 ) -> None:
@@ -106,6 +113,7 @@ async def test_a_timeout_answer_answers_the_expired_question(
     assert fired.data["escalated"] is False
 
 
+@pytest.mark.anyio
 async def test_without_a_route_the_run_fails_and_recovering_asks_again(
     make_any_store: Callable[..., Any]
 ) -> None:
@@ -125,6 +133,7 @@ async def test_without_a_route_the_run_fails_and_recovering_asks_again(
     assert run_id == again.run_id
 
 
+@pytest.mark.anyio
 async def test_waiting_pages_in_thread_order_and_sees_only_its_tenant(
     make_any_store: Callable[..., Any]
 ) -> None:
@@ -164,7 +173,42 @@ async def test_waiting_pages_in_thread_order_and_sees_only_its_tenant(
     ({"any_tenant": "yes"}, "True or False"),
     ({"after": ""}, "after"),
 ], ids=["limit-zero", "limit-bool", "any-tenant-str", "after-empty"])
+@pytest.mark.anyio
 async def test_waiting_refuses_bad_arguments(any_store: Any, kwargs: dict[str, Any],
                                              fix: str) -> None:
     with pytest.raises(InvalidArgument, match=fix):
         await any_store.waiting(**kwargs)
+
+
+def test_a_sqlite_file_from_before_waiting_lists_its_runs_and_gets_the_index(
+    tmp_path: Path
+) -> None:
+    """Deadlines live in the checkpoints; ``waiting()`` reads a partial index, not a new
+    column: a file written before it (schema version 3 without the index) is listed as it is,
+    read-only too, and a writable open adds the index, keeping the schema version."""
+    path = tmp_path / "old.db"
+    with SQLiteCheckpointStore(path) as store:
+        rt = GraphRuntime(store, clock=VirtualClock(start=T0), seed=1)
+        paused = rt.invoke(build(), {"amount": 3})
+        store._conn.execute("DROP INDEX checkpoints_waiting")  # as an older build wrote it
+
+    def indexes() -> list[str]:
+        with sqlite3.connect(path) as db:
+            return [r[0] for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE "
+                "'checkpoints_w%'")]
+
+    assert indexes() == []
+    with SQLiteCheckpointStore(path, readonly=True) as old:
+        assert [w.run_id for w in anyio.run(old.waiting)] == [paused.run_id]
+    assert indexes() == []  # read-only: nothing written
+    with SQLiteCheckpointStore(path) as store:
+        assert [w.run_id for w in anyio.run(store.waiting)] == [paused.run_id]
+        plan = " ".join(str(r) for r in store._conn.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM checkpoints c WHERE c.status = 'interrupted' "
+            "ORDER BY c.thread_id"))
+        assert "checkpoints_waiting" in plan
+    assert indexes() == ["checkpoints_waiting"]
+    with sqlite3.connect(path) as db:
+        (version,) = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert version == str(SCHEMA_VERSION)

@@ -25,6 +25,7 @@ import signal
 import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
@@ -93,6 +94,8 @@ class Worker:
         clock: the clock of the worker's runtime (real time by default).
         max_attempts: how many times a job is taken without its run ending before it
             fails (:data:`DEFAULT_MAX_ATTEMPTS`); a graceful hand-back is not an attempt.
+        deadline_interval: how often, in seconds on the worker's clock, it looks for due
+            deadlines (at once when it starts, then at most this often).
         runtime_options: more keyword arguments for :class:`GraphRuntime` (``timeout``...).
 
     Raises:
@@ -110,6 +113,7 @@ class Worker:
         poll_interval: float = 0.2,
         clock: Clock | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        deadline_interval: float = 1.0,
         **runtime_options: Any,
     ) -> None:
         self.queue = callable(getattr(store, "take_job", None))
@@ -121,6 +125,12 @@ class Worker:
                 or max_attempts < 1:
             raise InvalidArgument(f"Worker(max_attempts={max_attempts!r}): give an int >= 1")
         self.max_attempts = max_attempts
+        if isinstance(deadline_interval, bool) or not isinstance(deadline_interval, (int, float)) \
+                or not deadline_interval >= 0:
+            raise InvalidArgument(f"Worker(deadline_interval={deadline_interval!r}): give the "
+                                  "seconds between looks for due deadlines (a number >= 0)")
+        self.deadline_interval = float(deadline_interval)
+        self._next_look: datetime | None = None
         found = list(graphs.values()) if isinstance(graphs, Mapping) else list(graphs)
         self.graphs: dict[str, CompiledGraph] = {}
         for graph in found:
@@ -189,8 +199,13 @@ class Worker:
         return self.stats
 
     async def _expire_due(self) -> None:
-        """Fire every due deadline of the graphs served (any tenant); a failure to do so is
-        logged, and tried again at the next poll."""
+        """Fire every due deadline of the graphs served (any tenant), at most every
+        ``deadline_interval`` seconds; a failure to do so is logged, and tried again at the
+        next look."""
+        now = self.clock.now()
+        if self._next_look is not None and now < self._next_look:
+            return
+        self._next_look = now + timedelta(seconds=self.deadline_interval)
         try:
             fired = await self.runtime.aexpire_due(graphs=self.graphs, any_tenant=True)
         except Exception as exc:
