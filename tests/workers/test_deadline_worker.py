@@ -22,9 +22,12 @@ import pytest
 from graphflow_deadline_graphs import T0, THREE_DAYS, build
 from pytest_graphflow import (
     GraphRuntime,
+    InMemoryCheckpointStore,
+    InvalidArgument,
     PostgresCheckpointStore,
     SQLiteCheckpointStore,
     VirtualClock,
+    Worker,
 )
 from pytest_graphflow.invariants import check_invariants
 
@@ -100,3 +103,28 @@ async def test_the_deadline_fires_in_a_worker_process_after_a_restart(
         assert check_invariants(events, graph=build()) == []
     finally:
         await close(store)
+
+
+async def test_a_worker_looks_for_due_deadlines_at_most_every_interval() -> None:
+    store = InMemoryCheckpointStore()
+    clock = VirtualClock(start=T0)
+    asking = GraphRuntime(store=store, clock=clock, seed=1)
+    await asking.ainvoke(build(), {"amount": 1}, thread_id="a")  # due at T0 + 3 days
+    clock.advance(30)
+    await asking.ainvoke(build(), {"amount": 2}, thread_id="b")  # due 30 s later
+    clock.advance(THREE_DAYS.total_seconds() - 30)
+    worker = Worker(store, [build()], clock=clock, deadline_interval=60)
+    stats = await worker.run(until_idle=True)
+    assert (stats.expired, stats.statuses) == (1, {"a": "completed"})
+    clock.advance(30)  # b is due now, but the worker looked 30 s ago
+    assert (await worker.run(until_idle=True)).expired == 1
+    clock.advance(30)
+    stats = await worker.run(until_idle=True)
+    assert (stats.expired, stats.statuses["b"]) == (2, "completed")
+
+
+@pytest.mark.parametrize("interval", [-1, float("nan"), "1", True],
+                         ids=["negative", "nan", "str", "bool"])
+def test_a_worker_refuses_a_bad_deadline_interval(interval: Any) -> None:
+    with pytest.raises(InvalidArgument, match="deadline_interval"):
+        Worker(InMemoryCheckpointStore(), [build()], deadline_interval=interval)
