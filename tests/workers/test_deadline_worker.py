@@ -128,3 +128,29 @@ async def test_a_worker_looks_for_due_deadlines_at_most_every_interval() -> None
 def test_a_worker_refuses_a_bad_deadline_interval(interval: Any) -> None:
     with pytest.raises(InvalidArgument, match="deadline_interval"):
         Worker(InMemoryCheckpointStore(), [build()], deadline_interval=interval)
+
+
+async def test_a_queued_run_waits_in_one_worker_and_expires_in_another(
+    postgres_dsn: str, fresh_pg_schema: str
+) -> None:
+    """The production flow: a job queued on PostgreSQL is run by one worker process up to
+    its approval (job ``interrupted``); a worker process started 3 days later (virtual)
+    fires the deadline, and the job takes the run's final status."""
+    store = PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema)
+    try:
+        thread = await store.enqueue("approval", {"amount": 70})
+    finally:
+        await close(store)
+    args = ["postgres", postgres_dsn, fresh_pg_schema]
+    first = worker(*args, at=timedelta(0))
+    assert first == {"expired": 0, "errors": 0, "statuses": {thread: "interrupted"}}
+    second = worker(*args, at=THREE_DAYS)
+    assert second == {"expired": 1, "errors": 0, "statuses": {thread: "completed"}}
+    store = PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema)
+    try:
+        (job,) = await store.jobs()
+        assert (job["thread_id"], job["status"]) == (thread, "completed")
+        (cp,) = (await store.list(thread_id=thread, limit=1))
+        assert cp.state["escalated"] is True
+    finally:
+        await close(store)
