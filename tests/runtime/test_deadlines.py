@@ -21,7 +21,9 @@ from pytest_graphflow import (
     Graph,
     GraphRuntime,
     GraphValidationError,
+    InMemoryCheckpointStore,
     InvalidArgument,
+    Resume,
     SQLiteCheckpointStore,
     Subgraph,
     TimeoutAnswer,
@@ -184,3 +186,26 @@ def test_a_deadline_inside_a_subgraph_is_refused_naming_the_fix() -> None:
     result = GraphRuntime(clock=VirtualClock(), seed=0).invoke(parent.compile())
     assert result.status == "failed"
     assert "deadlines are kept and fired for a top-level run only" in str(result.error)
+
+
+class StaleList(InMemoryCheckpointStore):
+    """A store whose ``waiting()`` answers what it listed before (a race: the run was
+    answered between the list and the firing)."""
+
+    stale: list[Any] | None = None
+
+    async def waiting(self, **kwargs: Any) -> list[Any]:
+        return self.stale if self.stale is not None else await super().waiting(**kwargs)
+
+
+async def test_a_run_answered_after_it_was_listed_is_skipped_not_fired() -> None:
+    store = StaleList()
+    clock = VirtualClock(start=T0)
+    rt = GraphRuntime(store=store, clock=clock, seed=0)
+    paused = await rt.ainvoke(build(), {"amount": 5})
+    store.stale = await store.waiting()
+    clock.advance(THREE_DAYS.total_seconds() - 1)
+    done = await rt.aresume(paused.run_id, Resume("approved"))
+    clock.advance(1)
+    assert await rt.aexpire_due() == []  # listed as due, but answered meanwhile
+    assert (await store.latest(paused.run_id)).id == done.checkpoint_id

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._graph._builder import CompiledGraph
 from .._stores._waiting import Waiting
-from ..errors import GraphExecutionError, InvalidArgument, NotSuspended, ThreadBusy
+from ..errors import GraphExecutionError, InvalidArgument, ResumeError, ThreadBusy
 from ._expiry import ExpiryResume
 from ._results import GraphResult
 
@@ -87,7 +87,7 @@ async def expire_due(
         try:
             result = await rt.aresume(row.run_id, ExpiryResume(keys), graph=graph,
                                       tenant_id=row.tenant_id)
-        except (ThreadBusy, NotSuspended):
+        except (ThreadBusy, ResumeError):
             continue  # another runtime holds it, or it was answered or fired meanwhile
         fired.append(result)
     return fired
