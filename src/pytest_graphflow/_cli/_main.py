@@ -431,7 +431,7 @@ def _event_line(event: dict[str, Any], width: int = 12, own_time: Any = None) ->
     kind = str(event.get("type", "?"))
     head = (f"{event.get('seq', '?'):>5}  {_time(event, own_time)}  "
             f"step {event.get('step', '?')!s:<3} "
-            f"{kind:<17}{_cell(event.get('node')):<{width}}")
+            f"{kind:<18}{_cell(event.get('node')):<{width}}")
     fields: list[str] = []
     if kind == "edge_transition":
         fields.append(f"{event.get('source')} -> {event.get('target')}")
