@@ -25,8 +25,10 @@ if TYPE_CHECKING:
     from ._graph._middleware import Allow, Block, Guardrail, Middleware, Rewrite
     from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
     from ._graph._subgraph import Subgraph
+    from ._graph._tools import Fatal, Tool, ToolCall, ToolResult, tool
     from ._html._page import render_run_html
     from ._properties._explore import ExploreReport, explore
+    from ._properties._progress import Progress
     from ._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
     from ._records._events import (
         Breakpoint,
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
         RunEnd,
         RunStart,
         StreamEvent,
+        ToolCallEvent,
         parse_event,
     )
     from ._replay._export import export_history
@@ -108,6 +111,7 @@ if TYPE_CHECKING:
         TenantMismatch,
         ThreadBusy,
         ThreadSuspended,
+        ToolFailed,
         UndeclaredWrite,
         UnexpectedError,
         UnknownKey,
@@ -148,6 +152,11 @@ _LAZY = {
     "Resume": "._graph._node",
     "TimeoutAnswer": "._graph._deadlines",
     "emit": "._graph._node",
+    "Fatal": "._graph._tools",
+    "Tool": "._graph._tools",
+    "ToolCall": "._graph._tools",
+    "ToolResult": "._graph._tools",
+    "tool": "._graph._tools",
     "interrupt": "._graph._node",
     "record_effect": "._graph._effects",
     "Allow": "._graph._middleware",
@@ -159,6 +168,7 @@ _LAZY = {
     "Breakpoint": "._records._events",
     "ExploreReport": "._properties._explore",
     "explore": "._properties._explore",
+    "Progress": "._properties._progress",
     "FORMAT_VERSION": "._records._checkpoint",
     "Checkpoint": "._records._checkpoint",
     "TaskOutput": "._records._checkpoint",
@@ -179,6 +189,7 @@ _LAZY = {
     "RunEnd": "._records._events",
     "RunStart": "._records._events",
     "StreamEvent": "._records._events",
+    "ToolCallEvent": "._records._events",
     "parse_event": "._records._events",
     "export_history": "._replay._export",
     "render_run_html": "._html._page",
@@ -241,6 +252,7 @@ _LAZY = {
     "TenantMismatch": ".errors",
     "ThreadBusy": ".errors",
     "ThreadSuspended": ".errors",
+    "ToolFailed": ".errors",
     "UndeclaredWrite": ".errors",
     "UnexpectedError": ".errors",
     "UnknownKey": ".errors",
@@ -311,6 +323,7 @@ __all__ = [
     "ExecutionMismatch",
     "Expand",
     "ExploreReport",
+    "Fatal",
     "FaultPlan",
     "FaultyStore",
     "FinalEventData",
@@ -348,6 +361,7 @@ __all__ = [
     "NothingToRecover",
     "ParentNotLatest",
     "PostgresCheckpointStore",
+    "Progress",
     "RealClock",
     "Reducer",
     "ReplayDiverged",
@@ -379,6 +393,11 @@ __all__ = [
     "ThreadBusy",
     "ThreadSuspended",
     "TimeoutAnswer",
+    "Tool",
+    "ToolCall",
+    "ToolCallEvent",
+    "ToolFailed",
+    "ToolResult",
     "Trace",
     "UndeclaredWrite",
     "UnexpectedError",
@@ -409,5 +428,6 @@ __all__ = [
     "parse_event",
     "record_effect",
     "render_run_html",
+    "tool",
     "virtual_anyio_backend",
 ]

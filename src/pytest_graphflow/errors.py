@@ -55,6 +55,7 @@ __all__ = [
     "TenantMismatch",
     "ThreadBusy",
     "ThreadSuspended",
+    "ToolFailed",
     "UndeclaredWrite",
     "UnexpectedError",
     "UnknownKey",
@@ -285,6 +286,49 @@ class GuardrailBlocked(GraphExecutionError):
             f"{reason}. Its patch was not applied and its turn's checkpoint {checkpoint_id} "
             "retracted; resume the run to run the node again from the turn before, or give "
             "the node an on_error route to handle the block")
+
+
+class ToolFailed(GraphExecutionError):
+    """A tool call failed the run: the tool returned Fatal, or broke its contract (an update
+    to a key it does not declare, a question it does not declare). cause says which.
+
+    The task fails with this error whatever the node does with it (a node that catches it
+    still fails): it is not retried (neither by the tool's nor by the node's ``Retry``), and
+    it takes the node's ``on_error`` route if it has one (``ctx.failure["error_type"] ==
+    "ToolFailed"``); otherwise the run ends ``failed``, resumable from the turn before.
+
+    Attributes:
+        cause: ``"fatal"`` (the tool returned ``Fatal(reason)``), ``"undeclared_update"``
+            (its update names a key outside ``updates=``) or ``"undeclared_question"`` (it
+            asked an ``interrupt`` whose id is outside ``asks=``).
+        tool: the tool's name.
+        key: the call's key (``ToolCall.key``).
+        node: the node that called it.
+        task_id: the task.
+        detail: the reason the tool gave, the undeclared keys, or the question's id.
+    """
+
+    CAUSES = ("fatal", "undeclared_update", "undeclared_question")
+
+    def __init__(self, cause: str, tool: str, *, key: str, node: str, task_id: str,
+                 detail: str) -> None:
+        self.cause = cause
+        self.tool = tool
+        self.key = key
+        self.node = node
+        self.task_id = task_id
+        self.detail = detail
+        what = {
+            "fatal": f"returned Fatal: {detail}",
+            "undeclared_update": f"updated {detail}, which it does not declare; add them to "
+                                 "@tool(updates=[...]) or stop writing them",
+            "undeclared_question": f"asked the question {detail}, which it does not declare; "
+                                   "add its id to @tool(asks=[...]) or ask it from the node",
+        }.get(cause, detail)
+        super().__init__(
+            f"tool {tool!r} (call {key}, node {node!r}) {what}. The run failed (cause="
+            f"{cause!r}); give node {node!r} an on_error route to handle it, or fix the tool "
+            "and resume the run")
 
 
 class RunTimedOut(GraphExecutionError):

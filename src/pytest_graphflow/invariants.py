@@ -15,7 +15,8 @@ timeline, and :func:`check_recording` / :func:`assert_invariants` check it::
 
 Whole-run properties, each running the graph several ways on fresh deterministic runtimes:
 :func:`check_interrupt_resume_equivalence`, :func:`check_crash_recovery`,
-:func:`check_determinism`, and :func:`check_reducer_laws` for a :class:`Reducer` on its own;
+:func:`check_determinism`, :func:`check_tool_replays` (tool calls replayed, never called
+twice), and :func:`check_reducer_laws` for a :class:`Reducer` on its own;
 across process boundaries, :func:`check_determinism_across_processes` and
 :func:`check_crash_recovery_across_processes`.
 """
@@ -39,6 +40,7 @@ from ._properties._checks import (
     check_c9,
     check_c10,
     check_invariants,
+    check_tool_replays,
     format_violations,
     normalise_events,
 )
@@ -87,6 +89,7 @@ __all__ = [
     "check_node_code",
     "check_recording",
     "check_reducer_laws",
+    "check_tool_replays",
     "format_violations",
     "record_resume",
     "record_run",

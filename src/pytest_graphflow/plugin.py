@@ -104,6 +104,15 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
              "divergence).",
     )
     group.addoption(
+        "--graphflow-progress", dest="graphflow_progress", default=None,
+        type=_progress_option, metavar="auto|lines|live|none",
+        help="progress of long checks (explore, crash sweeps, store conformance, "
+             "cross-process checks) during a test: 'lines' (a line per finished phase), "
+             "'live' (a counter on the terminal), 'none', or 'auto' (default: lines under "
+             "-v, live on a terminal, none under -q, on a pipe or with CI set). Default: the "
+             "graphflow_progress ini key, else auto.",
+    )
+    group.addoption(
         "--graphflow-record", dest="graphflow_record", default=None, metavar="DIR",
         help="write every run of every test that uses the graphflow fixtures to "
              "DIR/<test>/<run id>.history.json (replay them with --graphflow-replay).",
@@ -120,6 +129,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     )
     parser.addini("graphflow_processes", "graphflow: replay each test's runs in this many "
                   "fresh interpreters (see --graphflow-processes)", default="")
+    parser.addini("graphflow_progress", "graphflow: progress of long checks: auto, lines, "
+                  "live or none (see --graphflow-progress)", default="")
     parser.addini("graphflow_record", "graphflow: folder to record run histories into",
                   default="")
     parser.addini("graphflow_replay_graphs", "graphflow: lines 'graph_id = module:attr' "
@@ -131,6 +142,12 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
                   default="memory")
     parser.addini("graphflow_postgres_dsn",
                   "graphflow: PostgreSQL server (DSN) of the 'postgres' store", default="")
+
+
+def _progress_option(value: str) -> str:
+    from ._plugin._progress import progress_option
+
+    return progress_option(value)
 
 
 def _report_option(value: str) -> str:
@@ -169,6 +186,10 @@ def pytest_configure(config: pytest.Config) -> None:
     from ._plugin._processes import processes_of
 
     processes_of(config)  # a bad value is a usage error before any test runs
+    from ._plugin._progress import ProgressPrinter, progress_mode
+
+    progress_mode(config)  # a bad ini value is a usage error before any test runs
+    config.pluginmanager.register(ProgressPrinter(config), "graphflow-progress")
     if config.getoption("graphflow_replay", None):
         from ._plugin._replay_items import replay_dir
 
@@ -345,10 +366,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         pairs = item.stash.get(PAIRS, [])
         text: list[str] = []
         if state is not None:
+            from ._plugin._colour import colour_section
             from ._plugin._report import failure_section
 
             mode = item.config.getoption("graphflow_report", "short") or "short"
-            text.append(failure_section(item, state, "full" if mode == "full" else "short"))
+            text.append(colour_section(
+                failure_section(item, state, "full" if mode == "full" else "short"),
+                item.config))
         if folder is not None and (pairs or (state is not None and state.runs)):
             from ._plugin._html_report import write_page
 
@@ -376,10 +400,16 @@ def _uses_graphflow(item: pytest.Item) -> bool:
 def pytest_assertrepr_compare(
     config: pytest.Config, op: str, left: object, right: object
 ) -> list[str] | None:
-    """Explain ``==`` between event sequences (first divergent event, in a window)."""
+    """Explain ``==`` between event sequences (first divergent event, in a window), coloured
+    when pytest colours (``--color``, ``NO_COLOR``)."""
     from ._assert._repr import graphflow_assertrepr_compare
 
-    return graphflow_assertrepr_compare(op, left, right)
+    lines = graphflow_assertrepr_compare(op, left, right)
+    if lines is None:
+        return None
+    from ._plugin._colour import colour_diff
+
+    return [lines[0], *colour_diff(lines[1:], config)]
 
 
 # --------------------------------------------------------------------------- fixtures

@@ -126,7 +126,7 @@ async def test_timeout_on_virtual_clock_then_resume_with_new_budget() -> None:
     assert isinstance(result.error, RunTimedOut)
     assert result.error.run_id == result.run_id
     assert rt.clock.elapsed == 10.0  # measured on the virtual clock
-    assert real < 2.0
+    assert real < 5.0  # a generous bound for loaded machines: a real hour cannot pass
     assert sorted(calls) == ["fast", "pre", "slow"]
     assert "RunTimedOut" in [e.error_type for e in trace.events if e.type == "error"]
     # the checkpoint left keeps the finished task's result

@@ -163,7 +163,7 @@ def test_one_hour_of_backoff_takes_well_under_a_second_sync(anyio_backend: str) 
     assert result.status == "completed"
     assert rt.clock.elapsed == 3600.0
     assert [t for _, t in calls] == [0.0, 240.0, 720.0, 1680.0, 3600.0]
-    assert real < 2.0
+    assert real < 5.0  # a generous bound for loaded machines: a real hour cannot pass
 
 
 async def test_one_hour_of_backoff_takes_well_under_a_second_async() -> None:
@@ -175,7 +175,7 @@ async def test_one_hour_of_backoff_takes_well_under_a_second_async() -> None:
 
     assert result.status == "completed"
     assert rt.clock.elapsed == 3600.0
-    assert real < 2.0
+    assert real < 5.0  # a generous bound for loaded machines: a real hour cannot pass
 
 
 @pytest.mark.parametrize("kwargs", [

@@ -196,7 +196,7 @@ async def test_delays_take_no_real_time() -> None:
     store.delay("save", 3600)
     t0 = time.perf_counter()
     result = await rt.ainvoke(chain([]), {})
-    assert time.perf_counter() - t0 < 2.0
+    assert time.perf_counter() - t0 < 5.0  # a generous bound: four real hours cannot pass
     assert result.status == "completed"
     assert rt.clock.elapsed == 4 * 3600
 

@@ -13,7 +13,6 @@ import pytest
 from graphflow_chromium import open_page
 from graphflow_html_graph import record
 
-from pytest_graphflow import render_run_html
 from pytest_graphflow._cli._main import main
 
 PROBE = """(() => {
@@ -39,7 +38,7 @@ PROBE = """(() => {
 })()"""
 
 
-def _from_sqlite(tmp_path: Path) -> Path:
+def _from_sqlite(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
     history, _ = record(answer=None, store_path=tmp_path / "runs.db")
     out = tmp_path / "page.html"
     assert main(["html", str(tmp_path / "runs.db"), history.run_id, "-o", str(out),
@@ -47,7 +46,23 @@ def _from_sqlite(tmp_path: Path) -> Path:
     return out
 
 
-def _from_history_file(tmp_path: Path) -> Path:
+def _from_postgres(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """``graphflow html DSN RUN_ID --schema S``, the DSN with a password (trust auth ignores
+    it): the command reads the run from PostgreSQL and never prints the password."""
+    store = request.getfixturevalue("make_pg_store")()
+    history, _ = record(answer=None, store=store)
+    out = tmp_path / "page.html"
+    dsn = f"{request.getfixturevalue('postgres_dsn')} password=hunter2-secret"
+    capsys = request.getfixturevalue("capsys")
+    assert main(["html", dsn, history.run_id, "-o", str(out), "--schema", store.schema,
+                 "--graph", "graphflow_html_graph:build"]) == 0
+    said = capsys.readouterr()
+    assert "hunter2" not in said.out + said.err
+    assert "password=***" not in said.out  # the page's path is named, not the store
+    return out
+
+
+def _from_history_file(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
     history, _ = record(answer=None)
     source = history.save(tmp_path / "run.history.json")
     out = tmp_path / "page.html"
@@ -56,11 +71,12 @@ def _from_history_file(tmp_path: Path) -> Path:
     return out
 
 
-@pytest.mark.parametrize("make", [_from_sqlite, _from_history_file],
-                         ids=["sqlite-store", "history-file"])
+@pytest.mark.parametrize("make", [_from_sqlite, _from_postgres, _from_history_file],
+                         ids=["sqlite-store", "postgres-store", "history-file"])
 def test_chromium_renders_the_page_with_lanes_the_paused_node_and_diffs_and_no_request(
-        tmp_path: Path, make: Callable[[Path], Path]) -> None:
-    page = make(tmp_path)
+        tmp_path: Path, request: pytest.FixtureRequest,
+        make: Callable[[Path, pytest.FixtureRequest], Path]) -> None:
+    page = make(tmp_path, request)
     shot = tmp_path / "page.png"
     loaded = open_page(page, probe=PROBE, screenshot=shot, profile=tmp_path / "profile")
     assert loaded.requests == [page.resolve().as_uri()]  # the file itself, nothing else
@@ -81,18 +97,3 @@ def test_chromium_renders_the_page_with_lanes_the_paused_node_and_diffs_and_no_r
     assert found["afterNodeClick"] == "1"
     assert shot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert shot.stat().st_size > 10_000
-
-
-def test_chromium_renders_a_run_of_the_postgres_store(tmp_path: Path,
-                                                      make_pg_store: Callable[..., object]
-                                                      ) -> None:
-    history, graph = record(answer=None, store=make_pg_store())
-    page = tmp_path / "pg.html"
-    page.write_text(render_run_html(history.events, graph=graph,
-                                    checkpoints=history.checkpoints), encoding="utf-8")
-    loaded = open_page(page, probe=PROBE, screenshot=tmp_path / "pg.png",
-                       profile=tmp_path / "profile")
-    assert loaded.requests == [page.resolve().as_uri()]
-    assert loaded.messages == []
-    assert loaded.probe["halted"] == ["review"]
-    assert len(loaded.probe["lanes"]) == 4

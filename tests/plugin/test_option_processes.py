@@ -70,6 +70,19 @@ def test_the_fixed_twin_passes(pytester: pytest.Pytester, run: Run) -> None:
                                  "skipped*"])
 
 
+def test_verbose_shows_the_replays_as_a_phase(pytester: pytest.Pytester, run: Run) -> None:
+    """Progress (issue 28): the cross-process replays are long work, a phase line under -v."""
+    _project(pytester, "xp_tags_progress", "sorted")
+    result = run("--graphflow-processes=2", "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*graphflow: --graphflow-processes: runs replayed done (1/1): 1 in 2 fresh "
+        "interpreters, 0 skipped",
+        "*graphflow: --graphflow-processes: runs replayed done (1/1): 0 in 2 fresh "
+        "interpreters, 1 skipped",  # the graph built in the test
+    ])
+
+
 def test_without_the_option_the_order_dependence_passes(pytester: pytest.Pytester,
                                                         run: Run) -> None:
     _project(pytester, "xp_tags_unordered_off", "list")

@@ -110,13 +110,13 @@ EXPLORE_TESTS = dedent("""
 def test_a_failing_explore_under_xdist_gets_one_page_with_both_runs_and_the_first_difference(
         graph_project: pytest.Pytester, run: Run) -> None:
     pytest.importorskip("xdist")
-    graph_project.makepyfile(test_explore=EXPLORE_TESTS)
-    result = run("-n", "2", "--graphflow-report=html:out/pages", "test_explore.py")
+    graph_project.makepyfile(test_html_explore_page=EXPLORE_TESTS)
+    result = run("-n", "2", "--graphflow-report=html:out/pages", "test_html_explore_page.py")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["created: 2/2 workers"])
     written = sorted((graph_project.path / "out" / "pages").iterdir())
     assert [p.name for p in written] == [
-        "test_explore.py_test_leaky_graph_is_schedule_independent.html"]
+        "test_html_explore_page.py_test_leaky_graph_is_schedule_independent.html"]
     assert pages_named(result) == written  # the controller prints the workers' sections
     result.stdout.fnmatch_lines(["graphflow: 1 HTML page(s) of failing tests in */out/pages"])
     page = written[0].read_text(encoding="utf-8")
@@ -216,8 +216,8 @@ CHECKER_TESTS = dedent("""
 def test_every_checker_that_compares_two_runs_puts_them_side_by_side(
         graph_project: pytest.Pytester, run: Run, test: str, tool: str,
         labels: tuple[str, str]) -> None:
-    graph_project.makepyfile(test_checkers=CHECKER_TESTS)
-    result = run("--graphflow-report=html:pages", f"test_checkers.py::{test}")
+    graph_project.makepyfile(test_html_checker_pages=CHECKER_TESTS)
+    result = run("--graphflow-report=html:pages", f"test_html_checker_pages.py::{test}")
     result.assert_outcomes(failed=1)
     [page_path] = pages_named(result)
     page = page_path.read_text(encoding="utf-8")

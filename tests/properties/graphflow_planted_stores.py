@@ -288,7 +288,7 @@ PLANTED = {
     "overwrite-keeps-first-save-order": Planted(
         OverwriteKeepsSaveOrder, OverwriteSavesLast, "", "saved last", 16),
     "load-by-node-ignores-node-ids": Planted(
-        LoadIgnoresNodeIds, LoadMatchesEither, "load", "whose node_id or node_ids name", 8),
+        LoadIgnoresNodeIds, LoadMatchesEither, "load", "whose node_id or node_ids name", 9),
     "delete-missing-returns-true": Planted(
         DeleteAlwaysTrue, DeleteSaysWhether, "delete",
         "delete returns True if the id existed, else False", 8),

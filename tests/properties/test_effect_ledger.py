@@ -39,7 +39,8 @@ def test_a_pure_node_repeating_its_effect_after_a_crash_is_reported() -> None:
     assert [v.message for v in found] == [
         "in the fault-free run: pure node 'send' recorded effect 'email' (key welcome); a pure "
         "node is re-run freely (on resume, on recovery), so its effect is unprotected: declare "
-        "it effect='external' (or 'write')"]
+        "it effect='external' (or 'write'), or make it in a call of an external tool "
+        "(ctx.call_tool)"]
     assert {v.rule for v in found} == {"effects"}
 
 

@@ -329,6 +329,7 @@ def run_settings(base: settings) -> settings:
 
     defaults = _default_settings()
     return settings(base, stateful_step_count=defaults.stateful_step_count,
+                    report_multiple_bugs=defaults.report_multiple_bugs,
                     phases=[p for p in base.phases if p is not Phase.explain])
 
 

@@ -27,6 +27,7 @@ from .._records._events import (
     NodeStart,
     RunEnd,
     RunStart,
+    ToolCallEvent,
     parse_event,
 )
 from .._records._json import NotJSONError, to_json_value
@@ -58,6 +59,7 @@ EVENT_TYPES: Final[dict[str, type[EventBase]]] = {
     "interrupt_expired": InterruptExpired,
     "error": ErrorEvent,
     "custom": CustomEvent,
+    "tool_call": ToolCallEvent,
     "run_end": RunEnd,
 }
 """Every event type by its ``type`` name."""
@@ -66,6 +68,7 @@ HEAD_FIELD: Final[dict[str, str]] = {
     "run_start": "graph_id",
     "run_end": "status",
     "custom": "channel",
+    "tool_call": "tool",
 }
 """The field ``TYPE:ARG`` names, where it is not ``node`` (``edge_transition`` is apart)."""
 

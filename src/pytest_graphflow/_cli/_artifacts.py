@@ -1,4 +1,4 @@
-"""``graphflow artifacts FILE RUN_ID``: the artifacts a run (or its nodes) attached (seed 002).
+"""``graphflow artifacts STORE RUN_ID``: the artifacts a run (or its nodes) attached (seed 002).
 
 Kept apart from :mod:`._main` so that other commands can be added there without touching it.
 """
@@ -18,7 +18,9 @@ def add_parser(sub: Any, tools: Any) -> None:
     ``_table``), passed in so that this module does not import it back.
     """
     cmd = sub.add_parser("artifacts", help="list the artifacts a run attached")
-    cmd.add_argument("file", metavar="FILE", help="a SQLite store file")
+    from ._source import add_store_argument
+
+    add_store_argument(cmd)
     cmd.add_argument("run_id", metavar="RUN_ID")
     cmd.set_defaults(command=lambda args: _artifacts(args, tools))
 
@@ -36,7 +38,7 @@ def _artifacts(args: argparse.Namespace, tools: Any) -> str:
     found = _with_store(args.file, read)
     if found is None:
         raise _Fail(f"no run {args.run_id!r} in {args.file}; list the runs with "
-                    f"`graphflow runs {args.file}`")
+                    f"`graphflow runs {args.file.as_argument}`")
     if not found:
         return f"no artifacts attached to run {args.run_id}"
     rows = [(str(a["name"]), str(a["media_type"]), str(a["size"])) for a in found]

@@ -1,10 +1,10 @@
-"""``graphflow delete-thread FILE THREAD_ID``: delete a thread from a SQLite store (seed 004).
+"""``graphflow delete-thread STORE THREAD_ID``: delete a thread from a store (seed 004).
 
-The one ``graphflow`` command that changes a store file. It reads the file read-only first
-(the file must be a store, and hold the thread), then asks for confirmation on a terminal:
-a ``y`` (or ``yes``) read from stdin deletes; anything else, or a stdin that is not a
-terminal (a pipe, a closed stdin, a CI job), refuses unless ``--yes`` was given. A refusal
-deletes nothing and exits with status 2 and one line saying why and how to go on.
+The one ``graphflow`` command that changes a store (a SQLite file or a PostgreSQL schema).
+It reads the store first (it must be a store, and hold the thread), then asks for
+confirmation on a terminal: a ``y`` (or ``yes``) read from stdin deletes; anything else, or a
+stdin that is not a terminal (a pipe, a closed stdin, a CI job), refuses unless ``--yes`` was
+given. A refusal deletes nothing and exits with status 2 and one line saying why and how to go on.
 
 A claim is live or not by the real clock (the production runtime's): a thread a run holds
 right now is refused (``ThreadBusy``), one whose holder died is deleted once its claim
@@ -14,12 +14,9 @@ expired.
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-
-import anyio
 
 from .._records._checks import check_id
 from ..errors import InvalidArgument
@@ -39,7 +36,9 @@ def add_parser(sub: Any, tools: Any) -> None:
     cmd = sub.add_parser(
         "delete-thread", help="delete a thread: its checkpoints, events, run records and "
                               "artifacts (asks first)")
-    cmd.add_argument("file", metavar="FILE", help="a SQLite store file")
+    from ._source import add_store_argument
+
+    add_store_argument(cmd)
     cmd.add_argument("thread_id", metavar="THREAD_ID")
     cmd.add_argument("--yes", action="store_true",
                      help="delete without asking (needed when stdin is not a terminal)")
@@ -59,7 +58,8 @@ def _delete_thread(args: argparse.Namespace, tools: Any) -> str:
     try:
         check_id(thread, "THREAD_ID", "graphflow delete-thread")
     except InvalidArgument as exc:
-        raise _Fail(f"{exc}; pass a thread id as `graphflow runs {file}` lists them") from None
+        raise _Fail(f"{exc}; pass a thread id as `graphflow runs {file.as_argument}` lists "
+                    "them") from None
 
     async def read(store: Any) -> tuple[int, int]:
         found = await store.list(thread_id=thread)
@@ -68,24 +68,20 @@ def _delete_thread(args: argparse.Namespace, tools: Any) -> str:
     runs, checkpoints = _with_store(file, read)  # a store that holds the thread, or a _Fail
     if not checkpoints:
         raise _Fail(f"no thread {thread!r} in {file}; list the runs and their threads with "
-                    f"`graphflow runs {file}`. Nothing was deleted")
+                    f"`graphflow runs {file.as_argument}`. Nothing was deleted")
     if not args.yes:
         _confirm(f"delete thread {thread!r} ({_describe(runs, checkpoints)}) from {file}? "
                  "This cannot be undone. [y/N] ", thread, file, _Fail)
-    from .._stores._sqlite import SQLiteCheckpointStore
-    from ..errors import GraphflowError
 
-    async def delete() -> DeletedThread:
-        with SQLiteCheckpointStore(file) as store:
-            return await store.delete_thread(thread, tenant_id=args.tenant,
-                                             now=datetime.now(UTC))
+    async def delete(store: Any) -> DeletedThread:
+        deleted: DeletedThread = await store.delete_thread(thread, tenant_id=args.tenant,
+                                                           now=datetime.now(UTC))
+        return deleted
 
     try:
-        deleted = anyio.run(delete)
-    except (GraphflowError, sqlite3.Error) as exc:  # busy, another tenant, a locked file
-        text = str(exc)
-        where = "" if file in text else f"{file!r}: "
-        raise _Fail(f"{where}{text} Nothing was deleted") from None
+        deleted = _with_store(file, delete, write=True)
+    except _Fail as exc:  # busy, another tenant, a locked file
+        raise _Fail(f"{exc} Nothing was deleted") from None
     return (f"deleted thread {thread!r}: {_describe(len(deleted.run_ids), deleted.checkpoints)}"
             f", {deleted.events} events, {deleted.runs} run records, {deleted.artifacts} "
             "artifacts")

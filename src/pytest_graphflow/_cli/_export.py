@@ -1,4 +1,4 @@
-"""``graphflow export FILE RUN_ID OUT``: a run of a store file written as a history file.
+"""``graphflow export STORE RUN_ID OUT``: a run of a store written as a history file.
 
 ``OUT`` must be a new file in an existing folder: the command never writes onto the store
 (or its journal), even with ``--force``, replaces an existing file only with ``--force``,
@@ -29,7 +29,9 @@ def add_export(sub: Any, helpers: dict[str, Callable[..., Any]]) -> None:
     export = sub.add_parser(
         "export", help="write a run as a history file (replay it with assert_replays or "
         "--graphflow-replay; check it with check_upgrade)")
-    export.add_argument("file", metavar="FILE", help="a SQLite store file")
+    from ._source import add_store_argument
+
+    add_store_argument(export)
     export.add_argument("run_id", metavar="RUN_ID")
     export.add_argument("out", metavar="OUT", help="the history file to write, a new file in "
                         "an existing folder (name it *.history.json for --graphflow-replay)")
@@ -61,7 +63,7 @@ def export_command(args: argparse.Namespace, helpers: dict[str, Callable[..., An
                         "such as 2025-01-01T00:00:00+00:00") from None
         if start.tzinfo is None:
             start = start.replace(tzinfo=UTC)
-    problem = _out_problem(args.file, args.out, force=args.force)
+    problem = _out_problem(getattr(args.file, "raw", args.file), args.out, force=args.force)
     if problem is not None:
         raise fail(problem)
     graph = load_graph(args.graph) if args.graph is not None else None

@@ -1,6 +1,7 @@
 """``graphflow html SOURCE [RUN_ID] -o OUT``: a run as one self-contained HTML page.
 
-``SOURCE`` is a store file with the run's ``RUN_ID``, or a history file (``graphflow
+``SOURCE`` is a store (a SQLite file or a PostgreSQL DSN, with ``--schema``) with the run's
+``RUN_ID``, or a history file (``graphflow
 export``, ``--graphflow-record``) without one. The page draws the graph when it is known:
 ``--graph MODULE:GRAPH``, else a history file's recorded ``graph_ref`` if it imports; without
 it, the drawing is the path the run took. ``OUT`` is written as ``graphflow export`` writes
@@ -24,7 +25,8 @@ def add_html(sub: Any, helpers: dict[str, Callable[..., Any]]) -> None:
         "html", help="write a run as one self-contained HTML page (graph, timeline, state "
         "diffs, events); no network needed to view it")
     cmd.add_argument("source", metavar="SOURCE",
-                     help="a SQLite store file (then give RUN_ID), or a history file")
+                     help="a store, a SQLite file or a PostgreSQL DSN (then give RUN_ID), or "
+                     "a history file")
     cmd.add_argument("run_id", metavar="RUN_ID", nargs="?", default=None,
                      help="the run, for a store file")
     cmd.add_argument("-o", "--output", required=True, metavar="OUT",
@@ -33,6 +35,9 @@ def add_html(sub: Any, helpers: dict[str, Callable[..., Any]]) -> None:
                      help="the graph, to draw every node and edge (default: a history "
                      "file's recorded graph, if it imports)")
     cmd.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    from ._source import add_schema_option
+
+    add_schema_option(cmd)
     cmd.set_defaults(command=lambda args: html_command(args, helpers))
 
 
@@ -43,12 +48,17 @@ def html_command(args: argparse.Namespace, helpers: dict[str, Callable[..., Any]
 
     fail: type[Exception] = helpers["fail"]  # type: ignore[assignment]
     load_graph = helpers["load_graph"]
-    problem = _out_problem(args.source, args.output, force=args.force)
+    problem = _out_problem(getattr(args.source, "raw", args.source), args.output,
+                           force=args.force)
     if problem is not None:
         raise fail(problem)
     graph = load_graph(args.graph) if args.graph is not None else None
     note = ""
     if args.run_id is None:
+        if getattr(args.source, "postgres", False):
+            raise fail(f"{args.source!r} is a PostgreSQL store; pass the RUN_ID of the run "
+                       "to draw (list them with `graphflow runs "
+                       f"{args.source.as_argument}`)")
         run = _from_history(args.source, fail)
         if graph is None and run["graph_ref"]:
             try:
@@ -105,5 +115,5 @@ def _from_store(source: str, run_id: str, helpers: dict[str, Callable[..., Any]]
     found = with_store(source, read)
     if found is None:
         raise fail(f"no run {run_id!r} in {source}; list the runs with `graphflow runs "
-                   f"{source}`")
+                   f"{getattr(source, 'as_argument', source)}`")
     return dict(found)

@@ -1,27 +1,33 @@
-"""The ``graphflow`` command: inspect a SQLite store file and draw graphs (SPEC §5).
+"""The ``graphflow`` command: inspect a store and draw graphs (SPEC §5).
 
 ::
 
-    graphflow runs FILE [--json]                 # the runs a store recorded
-    graphflow events FILE RUN_ID [--json]        # a run's event log, one event a line
-    graphflow checkpoints FILE RUN_ID [--json]   # a run's checkpoints, oldest first
-    graphflow waiting FILE [--json]              # runs paused at an interrupt (for a human)
-    graphflow show FILE CHECKPOINT_ID            # one checkpoint as JSON
-    graphflow mermaid MODULE:GRAPH [--run FILE RUN_ID]   # a Mermaid diagram of a graph
-    graphflow artifacts FILE RUN_ID              # the artifacts a run attached
-    graphflow delete-thread FILE THREAD_ID [--yes] [--tenant T]
+    graphflow runs STORE [--json]                # the runs a store recorded
+    graphflow events STORE RUN_ID [--json]       # a run's event log, one event a line
+    graphflow checkpoints STORE RUN_ID [--json]  # a run's checkpoints, oldest first
+    graphflow waiting STORE [--json]             # runs paused at an interrupt (for a human)
+    graphflow show STORE CHECKPOINT_ID           # one checkpoint as JSON
+    graphflow mermaid MODULE:GRAPH [--run STORE RUN_ID]  # a Mermaid diagram of a graph
+    graphflow artifacts STORE RUN_ID             # the artifacts a run attached
+    graphflow delete-thread STORE THREAD_ID [--yes] [--tenant T]
                                                  # delete a thread (asks first; _delete)
-    graphflow export FILE RUN_ID OUT [--force] [--seed N] [--clock-start ISO] [--graph M:G]
+    graphflow export STORE RUN_ID OUT [--force] [--seed N] [--clock-start ISO] [--graph M:G]
                                                  # a run as a history file
-    graphflow html FILE RUN_ID -o OUT [--graph M:G] [--force]
+    graphflow html STORE RUN_ID -o OUT [--graph M:G] [--force]
     graphflow html HISTORY_FILE -o OUT [--graph M:G] [--force]
                                                  # a run as one HTML page (_html)
     graphflow worker DSN MODULE:GRAPH ...        # take queued runs from PostgreSQL (_worker)
+    graphflow --version
 
+``STORE`` is a SQLite store file or a PostgreSQL DSN (``postgresql://USER@HOST/DB`` or
+``host=HOST dbname=DB``) with ``--schema SCHEMA`` (default ``graphflow``); a DSN's password is
+never printed (:mod:`._source`). ``python -m pytest_graphflow`` runs the same command.
 ``MODULE:GRAPH`` names a ``Graph``, a ``CompiledGraph``, or a function of no arguments that
-returns one (a factory such as ``myapp:build``).
+returns one (a factory such as ``myapp:build``). ``--color=yes|no|auto`` (anywhere on the
+line) colours errors, event lines and run statuses (:mod:`._colour`).
 
-Store files are opened read-only: no command but ``delete-thread`` changes a file.
+Stores are opened read-only: no command but ``delete-thread`` changes one (a PostgreSQL schema
+that holds no store is refused, never created).
 Everything printed is escaped (:mod:`._output`): control characters in ids or messages never
 reach the terminal. A problem (missing file, a file that is not a store, unknown run or
 checkpoint, bad ``MODULE:GRAPH``) prints one line to stderr naming the object and the fix,
@@ -34,19 +40,18 @@ import argparse
 import importlib
 import json
 import os
-import sqlite3
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, TypeVar
-
-import anyio
 
 from .._records._json import to_json_value
 from ..errors import EventsCompacted, GraphflowError
 from ._artifacts import add_parser as add_artifacts
+from ._colour import Colour, add_colour_option
 from ._delete import add_parser as add_delete_thread
+from ._dsn import scrub
 from ._output import clean, table, to_json
+from ._source import Source, add_schema_option, add_store_argument, open_source
 
 __all__ = ["main"]
 
@@ -71,12 +76,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse exits on --help and on usage errors
+    except SystemExit as exc:  # argparse exits on --help, --version and on usage errors
         return exc.code if isinstance(exc.code, int) else 2
+    dsns = _sources(args)
+    args.colour = Colour(args.color, sys.stdout)
     try:
         text: str = args.command(args)
     except _Fail as exc:
-        print(f"graphflow: error: {clean(str(exc))}", file=sys.stderr)
+        message = clean(str(exc))
+        for dsn in dsns:  # a driver's message may quote the DSN: never print its password
+            message = scrub(message, dsn)
+        err = Colour(args.color, sys.stderr)
+        print(f"{err('graphflow: error:', red=True, bold=True)} {message}", file=sys.stderr)
         return 2
     if text:
         try:
@@ -88,26 +99,51 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _sources(args: argparse.Namespace) -> list[str]:
+    """Turn the stores ``args`` names into :class:`Source` values (their text hides a DSN's
+    password); return the DSNs given, to hide from every error."""
+    schema = getattr(args, "schema", None)
+    dsns: list[str] = []
+    for name in ("file", "source"):
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            source = Source(value, schema)
+            setattr(args, name, source)
+            dsns += [source.raw] if source.postgres else []
+    run = getattr(args, "run", None)
+    if isinstance(run, list) and run:
+        run[0] = Source(run[0], schema)
+        dsns += [run[0].raw] if run[0].postgres else []
+    if isinstance(getattr(args, "dsn", None), str):
+        dsns.append(args.dsn)
+    return dsns
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="graphflow",
-        description="Inspect pytest-graphflow store files and draw graphs.",
+        description="Inspect pytest-graphflow stores (SQLite files or PostgreSQL databases), "
+                    "draw graphs, write a run as a history file or an HTML page, run workers.",
     )
+    parser.add_argument("--version", action="version",
+                        version=f"graphflow (pytest-graphflow) {_version()}")
+    add_colour_option(parser, argparse.SUPPRESS)
+    parser.set_defaults(color="auto")
     sub = parser.add_subparsers(dest="name", metavar="COMMAND", required=True)
 
     runs = sub.add_parser("runs", help="list the runs a store file recorded")
-    runs.add_argument("file", metavar="FILE", help="a SQLite store file")
+    add_store_argument(runs)
     runs.add_argument("--json", action="store_true", help="print JSON for scripts")
     runs.set_defaults(command=_runs)
 
     events = sub.add_parser("events", help="print a run's events, one a line")
-    events.add_argument("file", metavar="FILE", help="a SQLite store file")
+    add_store_argument(events)
     events.add_argument("run_id", metavar="RUN_ID")
     events.add_argument("--json", action="store_true", help="print JSON for scripts")
     events.set_defaults(command=_events)
 
     checkpoints = sub.add_parser("checkpoints", help="list a run's checkpoints, oldest first")
-    checkpoints.add_argument("file", metavar="FILE", help="a SQLite store file")
+    add_store_argument(checkpoints)
     checkpoints.add_argument("run_id", metavar="RUN_ID")
     checkpoints.add_argument("--json", action="store_true",
                              help="one JSON object a line (id, step, status, node, time, "
@@ -116,13 +152,13 @@ def _parser() -> argparse.ArgumentParser:
 
     waiting = sub.add_parser("waiting", help="list the runs paused at an interrupt, waiting "
                                              "for an answer")
-    waiting.add_argument("file", metavar="FILE", help="a SQLite store file")
+    add_store_argument(waiting)
     waiting.add_argument("--json", action="store_true",
                          help="one JSON object a line, with each interrupt's payload")
     waiting.set_defaults(command=_waiting)
 
     show = sub.add_parser("show", help="print a checkpoint as JSON")
-    show.add_argument("file", metavar="FILE", help="a SQLite store file")
+    add_store_argument(show)
     show.add_argument("checkpoint_id", metavar="CHECKPOINT_ID")
     show.set_defaults(command=_show)
 
@@ -130,8 +166,10 @@ def _parser() -> argparse.ArgumentParser:
     mermaid.add_argument("target", metavar="MODULE:GRAPH",
                          help="an importable module and the Graph or CompiledGraph in it, "
                               "or a function of no arguments returning one")
-    mermaid.add_argument("--run", nargs=2, metavar=("FILE", "RUN_ID"),
-                         help="draw the edges this run took in bold")
+    mermaid.add_argument("--run", nargs=2, metavar=("STORE", "RUN_ID"),
+                         help="draw the edges this run took in bold (STORE: a SQLite file or "
+                              "a PostgreSQL DSN)")
+    add_schema_option(mermaid)
     mermaid.set_defaults(command=_mermaid)
     add_artifacts(sub, sys.modules[__name__])
     add_delete_thread(sub, sys.modules[__name__])
@@ -148,34 +186,29 @@ def _parser() -> argparse.ArgumentParser:
     from ._worker import add_worker_parser
 
     add_worker_parser(sub, _load_graph, _Fail)
+    for command in sub.choices.values():  # `graphflow events ... --color=no` works too
+        add_colour_option(command, argparse.SUPPRESS)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pytest-graphflow")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree, not installed
+        return "unknown"
 
 
 # -- the store --------------------------------------------------------------------------------
 
 
-def _with_store(file: str, action: Callable[[Any], Awaitable[T]]) -> T:
-    """Open the store ``file`` read-only (it must exist and be a graphflow store), run
-    ``action``. The file is never changed."""
-    from .._stores._sqlite import SQLiteCheckpointStore
-
-    path = Path(file)
-    if path.is_dir():
-        raise _Fail(f"{file!r} is a directory, not a store file; pass the path of a SQLite "
-                    "file written by SQLiteCheckpointStore")
-    if not path.is_file():
-        raise _Fail(f"no store file {file!r}; pass the path of a SQLite file written by "
-                    "SQLiteCheckpointStore")
-
-    async def run() -> T:
-        with SQLiteCheckpointStore(path, readonly=True) as store:
-            return await action(store)
-
-    try:
-        return anyio.run(run)
-    except (GraphflowError, sqlite3.Error) as exc:
-        text = str(exc)
-        raise _Fail(text if file in text else f"{file!r}: {text}") from None
+def _with_store(source: str, action: Callable[[Any], Awaitable[T]], *,
+                write: bool = False) -> T:
+    """Open the store ``source`` (a :class:`Source`: a SQLite file or a PostgreSQL DSN)
+    read-only unless ``write``, run ``action``; the store is never changed otherwise."""
+    found = source if isinstance(source, Source) else Source(source)
+    return open_source(found, action, _Fail, write=write)
 
 
 async def _run_exists(store: Any, run_id: str) -> bool:
@@ -217,8 +250,12 @@ def _runs(args: argparse.Namespace) -> str:
     if not records:
         return f"no runs recorded in {clean(args.file)}"
     header = ("RUN ID", "THREAD", "GRAPH", "STATUS", "UPDATED")
-    return table(header, [[r.get(k) for k in ("run_id", "thread_id", "graph_id", "status",
+    text = table(header, [[r.get(k) for k in ("run_id", "thread_id", "graph_id", "status",
                                               "updated_at")] for r in records])
+    head, *rows = text.splitlines()
+    return "\n".join([args.colour(head, bold=True), *(
+        args.colour(row, **_STATUS_MARKUP.get(str(r.get("status")), {}))
+        for row, r in zip(rows, records, strict=True))])
 
 
 def _events(args: argparse.Namespace) -> str:
@@ -231,14 +268,15 @@ def _events(args: argparse.Namespace) -> str:
     found = _with_store(args.file, read)
     if found is None:
         raise _Fail(f"no run {args.run_id!r} in {args.file}; list the runs with "
-                    f"`graphflow runs {args.file}`")
+                    f"`graphflow runs {args.file.as_argument}`")
     events, compacted = found
     if args.json:
         return to_json({"run_id": args.run_id, "earliest_seq": compacted, "events": events})
     lines = [f"(events before seq {compacted} were compacted away)"] if compacted else []
     width = max([12, *(len(_cell(e.get("node"))) + 1 for e in events)])
     own = _own_times(events)
-    lines.extend(clean(_event_line(e, width, own.get(i))) for i, e in enumerate(events))
+    lines.extend(args.colour(clean(_event_line(e, width, own.get(i))), **_markup(e))
+                 for i, e in enumerate(events))
     if not events:
         lines.append(f"no events recorded for run {clean(args.run_id)}")
     return "\n".join(lines)
@@ -260,7 +298,7 @@ def _checkpoints(args: argparse.Namespace) -> str:
     rows = _with_store(args.file, read)
     if rows is None:
         raise _Fail(f"no run {args.run_id!r} in {args.file}; list the runs with "
-                    f"`graphflow runs {args.file}`")
+                    f"`graphflow runs {args.file.as_argument}`")
     if args.json:
         return to_json(rows)
     if not rows:
@@ -301,8 +339,8 @@ def _show(args: argparse.Namespace) -> str:
 
     found = _with_store(args.file, read)
     if found is None:
-        raise _Fail(f"no checkpoint {args.checkpoint_id!r} in {args.file}; find checkpoint "
-                    f"ids with `graphflow events {args.file} RUN_ID` (checkpoint_saved)")
+        raise _Fail(f"no checkpoint {args.checkpoint_id!r} in {args.file}; find checkpoint ids "
+                    f"with `graphflow events {args.file.as_argument} RUN_ID` (checkpoint_saved)")
     return to_json(found)
 
 
@@ -322,7 +360,7 @@ def _mermaid(args: argparse.Namespace) -> str:
         path = _with_store(file, read)
         if path is None:
             raise _Fail(f"no run {run_id!r} in {file}; list the runs with "
-                        f"`graphflow runs {file}`")
+                        f"`graphflow runs {file.as_argument}`")
     return "\n".join(clean(line) for line in str(graph.mermaid(path=path)).splitlines())
 
 
@@ -377,6 +415,25 @@ def _load_graph(target: str) -> Any:
 
 _table = table
 """The escaped table of :mod:`._output` (the artifacts command prints through it)."""
+
+
+_STATUS_MARKUP: dict[str, dict[str, bool]] = {
+    "completed": {"green": True}, "failed": {"red": True}, "cancelled": {"red": True},
+    "interrupted": {"yellow": True}, "timed_out": {"red": True}}
+"""A run's status as ``graphflow`` colours it."""
+
+
+def _markup(event: dict[str, Any]) -> dict[str, bool]:
+    """How an event's line is coloured: errors red, interrupts yellow, a run's end by its
+    status, the rest plain."""
+    kind = event.get("type")
+    if kind == "error":
+        return {"red": True}
+    if kind == "interrupt":
+        return {"yellow": True}
+    if kind == "run_end":
+        return {**_STATUS_MARKUP.get(str(event.get("status")), {}), "bold": True}
+    return {}
 
 
 def _cell(value: Any) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._graph._tools import ToolCallRecord
 from .._records._checkpoint import TaskOutput
 from .._records._events import (
     CustomEvent,
@@ -12,6 +13,7 @@ from .._records._events import (
     InterruptEvent,
     NodeEnd,
     NodeStart,
+    ToolCallEvent,
     error_message,
 )
 from .._records._fast import make
@@ -33,6 +35,14 @@ def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
                         message=error_message(exc), attempt=n, will_retry=True))
         events.append(e(NodeStart, step, node=node, task_id=tid, attempt=n + 1))
     for channel, value in out.custom:
+        if type(value) is ToolCallRecord:
+            events.append(e(ToolCallEvent, step, node=node, task_id=tid, tool=value.tool,
+                            key=value.key, effect=value.effect, args=value.args,
+                            value=value.value, update=value.update, attempts=value.attempts,
+                            replayed=value.replayed, outcome=value.outcome,
+                            error=value.error, started_at=value.started_at,
+                            finished_at=value.finished_at))
+            continue
         events.append(e(CustomEvent, step, node=node, task_id=tid, channel=channel,
                         value=value))
     kind = out.kind

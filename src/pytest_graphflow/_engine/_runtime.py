@@ -214,8 +214,9 @@ class GraphRuntime:
         """Run ``graph`` to its end (or halt) and return the result.
 
         Raises:
-            the store's own exception for a rejected save (C6), an edge function's own
-            exception (C7), and caller errors; failures *in* the run are in the result.
+            Exception: the store's own exception for a rejected save (C6), an edge
+                function's own exception (C7), and caller errors; failures *in* the run are
+                in the result.
         """
         check_graph(graph)
         check_optional_id(thread_id, "thread_id", "invoke")

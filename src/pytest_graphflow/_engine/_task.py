@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from dataclasses import replace as dataclass_replace
 from datetime import datetime
 from typing import Any
 
@@ -137,6 +138,8 @@ async def execute(
             expire(graph, out, expired.key, ctx.run_id, attempt, clock.now())
             return out
         except _InterruptSignal as signal:
+            if ctx._tool is not None and ctx._tool.failure is not None:
+                return _tool_failed(out, ctx, attempt, clock)
             if signal.interrupt.deadline is not None \
                     and CHILD_THREAD.get() == ctx._leg.thread_id:
                 out.kind = "error"  # a child run's question is fired as the parent's
@@ -154,6 +157,8 @@ async def execute(
             out.finished_at = clock.now()
             return out
         except MiddlewareFailed as exc:  # the hook's failure, not the node's: no retry
+            if ctx._tool is not None and ctx._tool.failure is not None:
+                return _tool_failed(out, ctx, attempt, clock)
             out.kind = "error"
             out.error = exc
             out.fatal = True
@@ -161,6 +166,8 @@ async def execute(
             out.finished_at = clock.now()
             return out
         except Exception as exc:
+            if ctx._tool is not None and ctx._tool.failure is not None:
+                return _tool_failed(out, ctx, attempt, clock)
             unknown = _unknown_read(graph, spec, model, exc)
             if unknown is not None:
                 out.kind = "error"
@@ -174,6 +181,7 @@ async def execute(
                 await sleep(retry.delay(attempt))
                 attempt += 1
                 ctx._used = None  # a new attempt runs the node from the top
+                ctx._tool = None  # its tool calls count from 0 again (recorded ones replay)
                 model = make_input()
                 continue
             out.kind = "error"
@@ -182,6 +190,12 @@ async def execute(
             out.attempt = attempt
             out.finished_at = clock.now()
             return out
+    tools = ctx._tool
+    if tools is not None:
+        if tools.failure is not None:  # the node caught the ToolFailed: the task fails
+            return _tool_failed(out, ctx, attempt, clock)
+        if tools.updates:
+            result = with_tool_updates(graph, spec.name, tools.updates, result)
     out.attempt = attempt
     out.finished_at = clock.now()
     try:
@@ -235,6 +249,47 @@ def expire(graph: CompiledGraph, out: Outcome, key: str, run_id: str, attempt: i
     out.kind = "error"
     out.error = DeadlineExpired(run_id, key, unrouted=True)
     out.fatal = True
+def _tool_failed(out: Outcome, ctx: NodeContext, attempt: int, clock: Clock) -> Outcome:
+    """The task failed with its ``ToolFailed`` (not retried; its ``on_error`` route takes
+    it), whatever the node made of it."""
+    out.kind = "error"
+    out.error = ctx._tool.failure
+    out.attempt = attempt
+    out.finished_at = clock.now()
+    return out
+
+
+def with_tool_updates(graph: CompiledGraph, node: str, updates: list[dict[str, Any]],
+                      result: Any) -> Any:
+    """The node's result with its tools' updates merged in before its own update: a key
+    with a reducer folds them in order, any other key takes the last write."""
+    merged: dict[str, Any] = {}
+    for update in updates:
+        _fold(graph, node, merged, update)
+    if result is None or type(result) is dict:
+        _fold(graph, node, merged, result or {})
+        return merged
+    if isinstance(result, (Command, Expand)):
+        own = dict(result.update) if result.update else {}
+        _fold(graph, node, merged, own)
+        return dataclass_replace(result, update=merged)
+    if isinstance(result, (list, tuple)) and result \
+            and all(isinstance(r, Command) for r in result):
+        return [Command(update=merged), *result]
+    return result  # not a result a node may give: refused as it is
+
+
+def _fold(graph: CompiledGraph, node: str, into: dict[str, Any], update: dict[str, Any]) -> None:
+    for key, value in update.items():
+        reducer = graph.reducers.get(key)
+        if key in into and reducer is not None:
+            try:
+                into[key] = to_json_value(reducer.fn(into[key], value))
+            except Exception as exc:
+                raise UpdateRejected(node, key, f"its reducer raised {type(exc).__name__} "
+                                                f"folding a tool's update: {exc}") from exc
+        else:
+            into[key] = value
 
 
 def _unknown_read(

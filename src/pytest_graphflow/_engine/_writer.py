@@ -95,6 +95,13 @@ class CheckpointWriter:
             "next_seq": run.seq, "error": error, "tenant_id": run.tenant_id,
             "metadata": {"cp_counter": run.cp_counter, "task_counter": run.task_counter},
         }
+        if run.tool_calls:
+            # The recorded tool calls of the tasks a resume from here may run again.
+            pending = {t.task_id for t in tasks}
+            calls = {k: v for k, v in run.tool_calls.items()
+                     if k.rpartition(":")[0] in pending}
+            if calls:
+                fields["metadata"]["tool_calls"] = jcopy(calls)
         if run.passed:
             # Tasks that passed their before-breakpoint do not pause again on a resume.
             passed = sorted(t.task_id for t in tasks if t.task_id in run.passed)

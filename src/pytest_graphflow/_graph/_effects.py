@@ -27,6 +27,10 @@ class Effect:
     node: str | None
     task_id: str | None
     attempt: int | None
+    tool: str | None = None
+    """The recorded (``write``/``external``/``human``) tool it happened in, if any: such a
+    call is replayed, not repeated, when its task runs again, so a ``pure`` node may make
+    it."""
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -62,4 +66,6 @@ def record_effect(name: str, key: Any = None) -> None:
     task = ctx.task_id if ctx is not None else None
     attempt = ctx.attempt if ctx is not None else None
     ident = str(key) if key is not None else (task or "<outside a node>")
-    ledger.append(Effect(str(name), ident, node, task, attempt))
+    running = None if ctx is None or ctx._tool is None else ctx._tool.running
+    tool = running[0].name if running is not None and running[0].recorded else None
+    ledger.append(Effect(str(name), ident, node, task, attempt, tool))

@@ -248,7 +248,7 @@ class NodeContext:
 
     # Built for every task on the hot path: only what varies is stored; the rest is read
     # from the task's record and the run when asked.
-    __slots__ = ("_artifacts", "_custom", "_erng", "_leg", "_record", "_rng", "_used",
+    __slots__ = ("_artifacts", "_custom", "_erng", "_leg", "_record", "_rng", "_tool", "_used",
                  "_visited", "attempt", "step")
 
     def __init__(self, leg: Any, record: Any, step: int, visited: Visited) -> None:
@@ -262,6 +262,7 @@ class NodeContext:
         self._rng: _random.Random | None = None
         self._erng: EntropyStream | None = None
         self._artifacts: list[tuple[str, bytes, str]] = []
+        self._tool: Any = None  # the task's tool calls (``_tools.ToolState``), on first use
 
     @property
     def node(self) -> str:
@@ -386,11 +387,43 @@ class NodeContext:
         self._custom.append(("artifact", {"name": name, "media_type": media_type,
                                           "size": len(content)}))
 
+    def call_tool(self, tool: Any, args: Any = None) -> Any:
+        """Call a sync ``tool`` (declared with ``@tool``) through the runtime; its value.
+
+        The call is a ``tool_call`` event of this task, gets the key ``call.key`` (the same
+        when the task runs again), and the result of a ``write``/``external``/``human`` tool
+        is recorded: when the task runs again (after an interrupt, a failure or a crash),
+        the recorded value is returned and the tool is not called. The tool's update is
+        merged into this task's patch (before the node's own result).
+
+        Raises:
+            ToolFailed: the tool returned ``Fatal``, or broke its contract; the task fails
+                with it even if the node catches it.
+            InvalidArgument: ``tool`` is not a ``Tool``, is async, or has a ``Retry`` that
+                waits (call those with :meth:`acall_tool`).
+            Exception: the tool's own exception, once its ``Retry`` (if any) gave up.
+        """
+        from ._tools import call_tool
+
+        return call_tool(self, tool, args)
+
+    async def acall_tool(self, tool: Any, args: Any = None) -> Any:
+        """Call a ``tool``, sync or async, from an async node; see :meth:`call_tool`.
+        A ``Retry`` of the tool waits on the runtime's clock (virtual under a
+        ``VirtualClock``)."""
+        from ._tools import acall_tool
+
+        return await acall_tool(self, tool, args)
+
     def interrupt(self, payload: Any = None, *, id: str, deadline: Any = None) -> Any:
         """Pause this node until answered; see :func:`interrupt`."""
         if not isinstance(id, str) or not _ID_RE.match(id):
             raise ValueError(f"interrupt id {id!r} is invalid: use a non-empty id of letters, "
                              "digits, '_', '.' and '-'")
+        if self._tool is not None:
+            from ._tools import asked
+
+            asked(self, id)  # inside a tool call: a question it does not declare fails it
         if self._used is None:
             self._used = set()
         if id in self._used:

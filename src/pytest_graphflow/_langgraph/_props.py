@@ -31,6 +31,7 @@ from .._properties._explore import (
     _compare,
     _seed_stream,
 )
+from .._properties._progress import Progress, ProgressCallback, check_progress, report_progress
 from .._records._events import EventBase, Interrupt
 from .._stores._faults import CrashPhase
 from .._time import _wallclock
@@ -201,14 +202,20 @@ def _outcome(seed: int, harness: LangGraphHarness, error: str | None) -> Schedul
               if len(b) > 1 and any(t.contested for t in b)]
     start_orders = tuple((step, tuple(_qualified(t) for t in b))
                          for (_, _, step), b in chosen)
+    # A batch is named by its nodes, and an order by each task's place among them, as the
+    # start gates sort them (node, then task id): the names do not follow the task ids.
     positions = tuple(
         (f"leg {leg}{' ' + graph if graph else ''} step {step}: "
-         f"{', '.join(t.node for t in sorted(b, key=lambda t: t.task_id))}",
-         tuple(sorted(t.task_id for t in b).index(t.task_id) for t in b))
+         f"{', '.join(t.node for t in sorted(b, key=_gate_key))}",
+         tuple(sorted(b, key=_gate_key).index(t) for t in b))
         for (leg, graph, step), b in chosen)
     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
     return ScheduleOutcome(seed, status, _state_key(harness), start_orders, digest, lines,
                            error, positions)
+
+
+def _gate_key(start: TaskStart) -> tuple[str, str]:
+    return start.node, start.task_id
 
 
 def _qualified(start: TaskStart) -> str:
@@ -233,6 +240,7 @@ def explore(graph: Any, input: Any = None, *, seeds: Iterable[int] = range(20),
             schedules: Literal["exhaustive"] | int = "exhaustive", answers: Answers = None,
             max_runs: int = 500,
             saver_factory: Callable[[], BaseCheckpointSaver[Any]] = InMemorySaver,
+            progress: ProgressCallback | None = None,
             **harness_kwargs: Any) -> ExploreReport:
     """Run a LangGraph graph under many seeds and report those whose outcome differs.
 
@@ -241,16 +249,20 @@ def explore(graph: Any, input: Any = None, *, seeds: Iterable[int] = range(20),
     divergence means the result hangs on timing (shared mutable state, a side channel).
     ``schedules="exhaustive"`` runs ``seeds`` and more until every parallel step of up to 5
     tasks has started in all ``k!`` orders (or ``max_runs``); an int runs that many seeds.
+    ``progress(p: Progress)`` is called after every run and at the end of each phase, as by
+    :func:`pytest_graphflow.explore`.
 
     Returns:
         an :class:`~pytest_graphflow.ExploreReport` (``report.assert_ok()`` raises).
     """
+    progress = check_progress(progress, "explore")
     if schedules != "exhaustive" and (not isinstance(schedules, int)
                                       or isinstance(schedules, bool) or schedules < 1):
         raise InvalidArgument(f"explore(schedules={schedules!r}): use 'exhaustive' or an int >= 1")
     seed_list = list(seeds)
     budget = schedules if isinstance(schedules, int) else max(max_runs, 1)
     minimum = schedules if isinstance(schedules, int) else len(seed_list)
+    total = schedules if isinstance(schedules, int) else None
     outcomes: list[ScheduleOutcome] = []
     coverage: dict[str, set[tuple[int, ...]]] = {}
     sizes: dict[str, int] = {}
@@ -279,13 +291,22 @@ def explore(graph: Any, input: Any = None, *, seeds: Iterable[int] = range(20),
             break
         outcome = run(seed)
         outcomes.append(outcome)
+        report_progress(progress, Progress("explore", "schedules", n + 1, total,
+                                           detail=f"seed {seed}"))
         for name, order in outcome.positions:
             coverage.setdefault(name, set()).add(order)
             sizes[name] = len(order)
     base = outcomes[0]
     divergences = [d for o in outcomes[1:] if (d := _compare(base, o)) is not None]
+    report_progress(progress, Progress(
+        "explore", "schedules", len(outcomes), len(outcomes), finished=True,
+        detail=f"{len(divergences)} seed(s) ended otherwise" if divergences
+        else "every seed ended alike"))
     again = run(base.seed)
     unstable = [] if _compare(base, again) is None else [base.seed]
+    report_progress(progress, Progress(
+        "explore", "rerun", 1, 1, finished=True,
+        detail=f"seed {base.seed} {'unstable' if unstable else 'repeats'}"))
     cov = {name: (len(seen), math.factorial(sizes[name])) for name, seen in coverage.items()}
     return ExploreReport(base, outcomes, divergences, [], cov, unstable,
                          reproduce=_reproduction(answers, options, start))
@@ -301,6 +322,7 @@ def check_crash_recovery(graph: Any, input: Any = None, *, answers: Answers = No
                          seed: int = 0, phases: Iterable[CrashPhase] = ("before", "after"),
                          ignore: Iterable[str] = (),
                          saver_factory: Callable[[], BaseCheckpointSaver[Any]] = InMemorySaver,
+                         progress: ProgressCallback | None = None,
                          **harness_kwargs: Any) -> list[Violation]:
     """Crash at every checkpointer operation of a clean run, recover, compare.
 
@@ -313,7 +335,8 @@ def check_crash_recovery(graph: Any, input: Any = None, *, answers: Answers = No
     state must equal the clean run's (except the ``ignore`` keys: a value that records when
     something happened is later after a crash, as in production). A node with a side effect
     outside the state that feeds back into it (a counter, a payment ledger) shows up here when
-    it re-runs.
+    it re-runs. ``progress(p: Progress)`` is called after each crash point and when they are
+    done, as by :func:`pytest_graphflow.invariants.check_crash_recovery`.
 
     Returns:
         one ``"crash-recovery"`` violation per crash point whose recovered state differs (or
@@ -333,9 +356,11 @@ def check_crash_recovery(graph: Any, input: Any = None, *, answers: Answers = No
     for call in clean.saver.calls:
         counts[call.op] = counts.get(call.op, 0) + 1
         points.append((call.op, counts[call.op]))
+    progress = check_progress(progress, "check_crash_recovery")
     out: list[Violation] = []
-    for op, nth in points:
-        for phase in phases:
+    todo = [(op, nth, phase) for op, nth in points for phase in phases]
+    for n, (op, nth, phase) in enumerate(todo, start=1):
+        try:
             saver = FaultySaver(saver_factory())
             saver.crash_at(op, nth, phase=phase)
             crashed = LangGraphHarness(graph, seed=seed, saver=saver, **harness_kwargs)
@@ -362,6 +387,12 @@ def check_crash_recovery(graph: Any, input: Any = None, *, answers: Answers = No
                     "crash-recovery", None, f"{where}: the recovered run ends in {got}, the "
                     f"clean run in {expected} (a node re-ran with a different result: is it "
                     "idempotent?)", example=(op, nth, phase)))
+        finally:
+            report_progress(progress, Progress("check_crash_recovery", "crash points", n,
+                                               len(todo), detail=f"{phase} {op} #{nth}"))
+    report_progress(progress, Progress("check_crash_recovery", "crash points", len(todo),
+                                       len(todo), finished=True,
+                                       detail=f"{len(out)} violation(s)"))
     return out
 
 

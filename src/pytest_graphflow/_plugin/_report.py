@@ -123,9 +123,9 @@ def _leg_summary(run: RunRecording, test_seed: int, name: str) -> list[str]:
 
 
 HOOK_ERRORS: Final = {"MiddlewareFailed": "middleware", "GuardrailBlocked": "guardrail",
-                      "DeadlineExpired": "deadline"}
-"""Run failures that a hook around a node (or an expired question) caused, and the label of
-their report line."""
+                      "ToolFailed": "tool", "DeadlineExpired": "deadline"}
+"""Run failures that a hook around a node (a tool, or an expired question) caused, and the
+label of their report line."""
 
 
 def _hook_failures(run: RunRecording) -> list[str]:

@@ -18,6 +18,7 @@ from ._durable_checks import check_c5, check_c6, check_c7, check_c8, check_c9, c
 from ._join_checks import check_join_arrivals
 from ._legs import Leg, Violation, normalise_events, short, split_legs
 from ._order_checks import check_c1, check_c2, check_c3, check_c4
+from ._tool_checks import check_tool_replays
 
 __all__ = [
     "Leg",
@@ -33,6 +34,7 @@ __all__ = [
     "check_c9",
     "check_c10",
     "check_invariants",
+    "check_tool_replays",
     "format_violations",
     "normalise_events",
     "split_legs",
@@ -52,7 +54,8 @@ def check_invariants(
 ) -> list[Violation]:
     """Every event invariant that can be checked from what is given, sorted by event index.
 
-    Besides ``check_c1`` … ``check_c10``: a run failing with ``JoinStarved`` must not name as
+    Besides ``check_c1`` … ``check_c10``: tool calls keep their records
+    (:func:`check_tool_replays`); a run failing with ``JoinStarved`` must not name as
     missing a source whose arrival at the join its log shows, and (with ``graph``) a completed
     run must have run every join whose sources arrived (C8 when a resume lost the arrivals,
     C3 within one leg); and each ``interrupt_expired`` event opens its leg, fires no earlier
@@ -82,6 +85,7 @@ def check_invariants(
     out += check_c9(evs, graph=graph)
     out += check_c10(evs)
     out += check_deadlines(evs)
+    out += check_tool_replays(evs)
     return sorted(out, key=lambda v: (v.index is None, v.index or 0, v.rule))
 
 

@@ -57,6 +57,7 @@ from ._compare import Compare, Normalize, diff_paths
 from ._deadlock import deadlock_violation
 from ._instrument import CallLog, record_calls, task_number
 from ._pairs import report_pair
+from ._progress import Progress, ProgressCallback, check_progress, report_progress
 
 __all__ = ["Divergence", "ExploreReport", "MergeOrderDependence", "ScheduleOutcome", "explore"]
 
@@ -437,6 +438,7 @@ def explore(
     ignore: Iterable[str] | str | None = None,
     normalize: Normalize | None = None,
     node_seed: int | None = None,
+    progress: ProgressCallback | None = None,
 ) -> ExploreReport:
     """Run ``graph`` under many schedules and report those whose outcome differs.
 
@@ -481,6 +483,10 @@ def explore(
             ``ctx.uuid()`` draw from ``node_seed`` and the task's place in its run, not from
             the run's id, so only the schedule differs between seeds (by default each seed's
             runs draw their own values, which ``ignore=`` must then leave out).
+        progress: ``progress(p: Progress)``, called after every run (phase ``"schedules"``,
+            ``p.detail`` the seed), when the schedules are done, and after the baseline's
+            second run (``"rerun"``) and the merge orders (``"merge orders"``). The pytest
+            plugin prints the same (``--graphflow-progress``).
 
     Returns:
         an :class:`ExploreReport`; ``report.assert_ok()`` raises with a readable summary.
@@ -498,11 +504,13 @@ def explore(
                               f"() -> CompiledGraph{hint}")
     from ._drive import graph_maker
 
+    progress = check_progress(progress, "explore")
     make = graph_maker(graph, "explore")
     cmp = Compare.of(ignore, normalize)
     factory = runtime_factory or _default_runtime
     seed_list = list(seeds)
     budget = schedules if isinstance(schedules, int) else max(max_runs, 1)
+    total = schedules if isinstance(schedules, int) else None
     minimum = schedules if isinstance(schedules, int) else len(seed_list)
 
     def run(seed: int) -> tuple[ScheduleOutcome, list[EventBase], Violation | None,
@@ -531,6 +539,8 @@ def explore(
         if n == 0:
             base_events, base_graph = events, g
         outcomes.append(outcome)
+        report_progress(progress, Progress("explore", "schedules", n + 1, total,
+                                           detail=f"seed {seed}"))
         if stuck is not None:
             break  # a run that can never end: the finding; more seeds would wait too
         for name, order in outcome.positions:
@@ -538,6 +548,10 @@ def explore(
             sizes[name] = len(order)
     base = outcomes[0]
     divergences = [d for o in outcomes[1:] if (d := _compare(base, o)) is not None]
+    verdict = (f"{len(divergences)} seed(s) ended otherwise" if divergences
+               else "a deadlock" if stuck is not None else "every seed ended alike")
+    report_progress(progress, Progress("explore", "schedules", len(outcomes), len(outcomes),
+                                       finished=True, detail=verdict))
     if divergences:
         first = divergences[0]
         report_pair("explore", str(first), (f"seed {base.seed} (baseline)", f"seed {first.seed}"),
@@ -547,8 +561,14 @@ def explore(
     if stuck is None:
         again = run(base.seed)[0]
         unstable = [] if _compare(base, again) is None else [base.seed]
+        report_progress(progress, Progress(
+            "explore", "rerun", 1, 1, finished=True,
+            detail=f"seed {base.seed} {'unstable' if unstable else 'repeats'}"))
     assert base_graph is not None
     merges = _merge_orders(base_graph, input, base_events) if merge_orders else []
+    if merge_orders:
+        report_progress(progress, Progress("explore", "merge orders", 1, 1, finished=True,
+                                           detail=f"{len(merges)} order-dependent key(s)"))
     cov = {name: (len(seen), math.factorial(sizes[name])) for name, seen in coverage.items()}
     return ExploreReport(base, outcomes, divergences, merges, cov, unstable, stuck)
 

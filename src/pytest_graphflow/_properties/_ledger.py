@@ -31,18 +31,21 @@ UNPROTECTED = ("pure", "read")
 
 def undeclared_effects(got: list[Effect], declared: Mapping[str, str], where: str,
                        example: Any = None) -> list[Violation]:
-    """An effect recorded in a node declared ``pure``/``read`` (once per node and effect)."""
+    """An effect recorded in a node declared ``pure``/``read`` (once per node and effect),
+    unless it happened inside a recorded tool call (replayed, not repeated, on a re-run)."""
     out: list[Violation] = []
     seen: set[tuple[str, str]] = set()
     for e in got:
         effect = declared.get(e.node or "")
-        if e.node is None or effect not in UNPROTECTED or (e.node, e.name) in seen:
+        if e.node is None or effect not in UNPROTECTED or (e.node, e.name) in seen \
+                or e.tool is not None:
             continue
         seen.add((e.node, e.name))
         out.append(Violation(
             "effects", None, f"{where}: {effect} node {e.node!r} recorded effect {e.name!r} "
             f"(key {e.key}); a {effect} node is re-run freely (on resume, on recovery), so its "
-            "effect is unprotected: declare it effect='external' (or 'write')",
+            "effect is unprotected: declare it effect='external' (or 'write'), or make it in a "
+            "call of an external tool (ctx.call_tool)",
             example=example))
     return out
 

@@ -39,6 +39,7 @@ from ._drive import (
 from ._instrument import CallLog, NodeCall, record_calls
 from ._ledger import recovered_effects, repeated_effects, undeclared_effects
 from ._pairs import report_pair
+from ._progress import Progress, ProgressCallback, check_progress, report_progress
 
 __all__ = ["CrashPoint", "check_crash_recovery"]
 
@@ -114,6 +115,7 @@ def check_crash_recovery(
     ignore: Iterable[str] | str | None = None,
     normalize: Normalize | None = None,
     store_factory: Any = None,
+    progress: ProgressCallback | None = None,
 ) -> list[Violation]:
     """Crash at every store operation in turn, recover, and end where the fault-free run ends.
 
@@ -164,13 +166,16 @@ def check_crash_recovery(
             the dead process's claim, ``claim_ttl + 1`` virtual seconds, so a timestamp taken
             from ``ctx.now()`` after the crash differs: ``ignore=["audit.*.at"]``).
         normalize: a function ``state -> state`` applied before comparing.
+        progress: ``progress(p: Progress)``, called after each crash point (phase ``"crash
+            points"``, ``p.detail`` the point) and when they are done.
     """
+    progress = check_progress(progress, "check_crash_recovery")
     if store_factory is not None:
         from ._xprocess import check_crash_recovery_across_processes
 
         return check_crash_recovery_across_processes(
             graph, input, answers, store_factory=store_factory, seed=seed, phases=phases,
-            points=points)
+            points=points, progress=progress)
     make = graph_maker(graph, "check_crash_recovery")
     cmp = Compare.of(ignore, normalize)
     g0 = make()
@@ -268,9 +273,14 @@ def check_crash_recovery(
             for phase in phases:
                 crash_points.append(CrashPoint(call.index, call.op, nth[call.op], phase))
     violations: list[Violation] = []
-    for point in crash_points:
+    for n, point in enumerate(crash_points, start=1):
         violations += _on_owned_loop(fresh_runtime(),
                                      lambda rt, p=point: crash_once(p, rt))  # type: ignore[misc]
+        report_progress(progress, Progress("check_crash_recovery", "crash points", n,
+                                           len(crash_points), detail=str(point)))
+    report_progress(progress, Progress("check_crash_recovery", "crash points",
+                                       len(crash_points), len(crash_points), finished=True,
+                                       detail=f"{len(violations)} violation(s)"))
     return violations
 
 

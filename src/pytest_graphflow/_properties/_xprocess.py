@@ -34,6 +34,7 @@ from ..errors import InvalidArgument, SimulatedCrash
 from ._checks import Violation
 from ._deadlock import deadlock_in_lines
 from ._pool import DEFAULT_TIMEOUT, pool, request_all
+from ._progress import Progress, ProgressCallback, check_progress, report_progress
 
 __all__ = [
     "check_crash_recovery_across_processes",
@@ -78,6 +79,7 @@ def check_determinism_across_processes(
     processes: int = 2,
     hashseeds: Sequence[int] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    progress: ProgressCallback | None = None,
 ) -> list[Violation]:
     """Run one seed in ``processes`` fresh interpreters, each with its own ``PYTHONHASHSEED``,
     and compare the event streams byte for byte.
@@ -97,6 +99,8 @@ def check_determinism_across_processes(
         hashseeds: their ``PYTHONHASHSEED`` values (default ``1..processes``); workers are
             reused across calls.
         timeout: seconds one run may take in a worker.
+        progress: ``progress(p: Progress)``, called once the interpreters have run (phase
+            ``"interpreters"``).
 
     Returns:
         One ``"determinism-processes"`` violation naming the first event that differs (with
@@ -109,8 +113,12 @@ def check_determinism_across_processes(
         raise InvalidArgument(f"hashseeds={hashseeds!r}: give {processes} distinct seeds")
     request = {"op": "run", "graph": graph_ref(graph), "input": _json(input, "input"),
                "seed": seed, "answers": _json(answers, "answers")}
+    progress = check_progress(progress, "check_determinism_across_processes")
     workers = pool(seeds)
     answers_ = request_all(workers, [request] * len(workers), timeout)
+    report_progress(progress, Progress("check_determinism_across_processes", "interpreters",
+                                       len(workers), len(workers), finished=True,
+                                       detail=f"PYTHONHASHSEED {', '.join(map(str, seeds))}"))
     base = answers_[0]["events"]
     stuck = deadlock_in_lines(base, f"seed {seed} in a fresh interpreter")
     if stuck is not None:
@@ -195,6 +203,7 @@ def check_crash_recovery_across_processes(
     in_process: bool = False,
     directory: str | Path | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    progress: ProgressCallback | None = None,
 ) -> list[Violation]:
     """Kill a real process at each chosen store operation, reopen the store from its medium in
     a fresh process, recover, and end where the crash-free run ends.
@@ -230,7 +239,10 @@ def check_crash_recovery_across_processes(
             store object reused — the in-process check's view, for comparison.
         directory: where the stores' folders go (default: a temporary folder).
         timeout: seconds one run may take in a worker.
+        progress: ``progress(p: Progress)``, called after each crash point (phase ``"killed
+            processes"``) and when they are done.
     """
+    progress = check_progress(progress, "check_crash_recovery_across_processes")
     if not in_process and not hasattr(os, "fork"):
         raise InvalidArgument("check_crash_recovery(store_factory=...) kills forked processes, "
                               "which this platform does not have (POSIX only); pass "
@@ -264,14 +276,20 @@ def check_crash_recovery_across_processes(
         chosen = [(line["op"], line["nth"]) for line in oracle["lines"]
                   if line["kind"] == "op" and (wanted_ops is None or line["op"] in wanted_ops)]
         keep = None if points is None else set(points)
+        phases = list(phases)
+        todo = [(op, nth, phase) for index, (op, nth) in enumerate(chosen)
+                if keep is None or index in keep for phase in phases]
+        tool = "check_crash_recovery_across_processes"
         violations: list[Violation] = []
-        for index, (op, nth) in enumerate(chosen):
-            if keep is not None and index not in keep:
-                continue
-            for phase in phases:
-                where = f"a process killed at {op}() #{nth} ({phase})"
-                violations += _one_point(worker, base, fresh_dir(), op, nth, phase, where,
-                                         result, want_calls, claim_ttl, timeout)
+        for n, (op, nth, phase) in enumerate(todo, start=1):
+            where = f"a process killed at {op}() #{nth} ({phase})"
+            violations += _one_point(worker, base, fresh_dir(), op, nth, phase, where,
+                                     result, want_calls, claim_ttl, timeout)
+            report_progress(progress, Progress(tool, "killed processes", n, len(todo),
+                                               detail=f"{op}() #{nth} ({phase})"))
+        report_progress(progress, Progress(tool, "killed processes", len(todo), len(todo),
+                                           finished=True,
+                                           detail=f"{len(violations)} violation(s)"))
     return violations
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "RunEnd",
     "RunStart",
     "StreamEvent",
+    "ToolCallEvent",
     "error_message",
     "parse_event",
 ]
@@ -215,6 +216,44 @@ class CustomEvent(EventBase):
     value: Any = None
 
 
+class ToolCallEvent(EventBase):
+    """A node called a tool (``ctx.call_tool``), between its task's ``node_start`` and its
+    result.
+
+    Attributes:
+        tool: the tool's name.
+        key: the call's key (``ToolCall.key``, ``"<task_id>:tool-<n>"``).
+        effect: the tool's effect class.
+        args: the arguments (JSON form).
+        value: what the call returned (``None`` unless ``outcome`` is ``"ok"``).
+        update: the tool's state update, if any.
+        attempts: how many times the tool was called for it (its ``Retry``).
+        replayed: the result was recorded by an earlier run of the task and the tool was
+            not called.
+        outcome: ``"ok"``; ``"error"`` (the tool raised, its retries gave up); or the
+            ``ToolFailed`` cause: ``"fatal"``, ``"undeclared_update"``,
+            ``"undeclared_question"``.
+        error: the error's message, when the call failed.
+        started_at, finished_at: the call's own timing on the runtime's clock (its retries'
+            waits included; a replayed call takes no time).
+    """
+
+    type: Literal["tool_call"] = "tool_call"
+    tool: str
+    key: str
+    effect: str = "external"
+    args: Any = None
+    value: Any = None
+    update: dict[str, Any] | None = None
+    attempts: int = 1
+    replayed: bool = False
+    outcome: Literal["ok", "error", "fatal", "undeclared_update",
+                     "undeclared_question"] = "ok"
+    error: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
 class RunEnd(EventBase):
     """The last event of a run (leg): its status and state."""
 
@@ -228,7 +267,7 @@ class RunEnd(EventBase):
 
 GraphEvent = Annotated[
     RunStart | NodeStart | NodeEnd | EdgeTransition | CheckpointSaved | InterruptEvent
-    | InterruptExpired | ErrorEvent | CustomEvent | RunEnd,
+    | InterruptExpired | ErrorEvent | CustomEvent | ToolCallEvent | RunEnd,
     Field(discriminator="type"),
 ]
 """Any event of a run; discriminated by ``type``."""

@@ -4,7 +4,8 @@ The replay runs on a fresh in-memory store, under the recorded seed, run id and 
 clock, with the recorded state as input. Each later leg resumes from the checkpoint the
 recorded leg resumed from, with the answers given then; interrupts an ``on_interrupt`` hook
 answered in the recording are answered the same way. ``external`` nodes are played back
-from the recording (:mod:`._stubs`): their code is never called. The first event that differs
+from the recording (:mod:`._stubs`): their code is never called; nor is a recorded
+(``write``/``external``/``human``) tool's, whatever node calls it. The first event that differs
 from the recording stops the replay with :class:`ReplayDiverged`, which says which node and
 which event, recorded against now.
 """
@@ -18,13 +19,14 @@ from .._assert._repr import field_diff, format_event
 from .._engine._runtime import GraphRuntime
 from .._graph._builder import CompiledGraph
 from .._graph._node import PAUSE, Resume
+from .._graph._tools import TOOL_PLAYBACK
 from .._properties._pairs import report_pair
 from .._records._events import EventBase, Interrupt
 from .._stores._memory import InMemoryCheckpointStore
 from .._time._clock import DEFAULT_START, VirtualClock
 from ..errors import InvalidArgument, InvalidHistory, ReplayDiverged
 from ._history import History, load_history
-from ._stubs import ExternalScripts, stubbed
+from ._stubs import ExternalScripts, stubbed, tool_playback
 
 __all__ = ["aassert_replays", "assert_replays"]
 
@@ -146,6 +148,15 @@ class _Replay:
         return ReplayDiverged(message, self.position, rec, cur)
 
     async def run(self) -> None:
+        # Recorded tool calls are played back, never made: node code that calls an external
+        # tool gets what the recording got (the tasks inherit this context).
+        token = TOOL_PLAYBACK.set(tool_playback(self.events))
+        try:
+            await self._run()
+        finally:
+            TOOL_PLAYBACK.reset(token)
+
+    async def _run(self) -> None:
         legs = _legs(self.events)
         resumes = list(self.history.resumes)
         for n, leg in enumerate(legs):

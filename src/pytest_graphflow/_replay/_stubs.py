@@ -13,16 +13,18 @@ from __future__ import annotations
 import builtins
 import copy
 import dataclasses
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 import anyio
 
-from .._graph._builder import Command, CompiledGraph, Expand
+from .._graph._builder import REPLAYED_EFFECTS, Command, CompiledGraph, Expand
+from .._graph._tools import play_back
 from .._records._checkpoint import Checkpoint
-from .._records._events import EventBase
+from .._records._events import EventBase, ToolCallEvent
 
-__all__ = ["Call", "ExternalScripts", "stubbed"]
+__all__ = ["Call", "ExternalScripts", "stubbed", "tool_playback"]
 
 
 @dataclasses.dataclass
@@ -69,6 +71,8 @@ class ExternalScripts:
                 continue
             if kind == "custom":
                 call.custom.append((ev.channel, ev.value))  # type: ignore[attr-defined]
+            elif kind == "tool_call":
+                call.custom.append((TOOL_CALL, ev.model_dump(mode="json")))
             elif kind == "node_end":
                 if ev.replayed:  # type: ignore[attr-defined]
                     self.calls[tid].remove(call)  # played back by the runtime, not a call
@@ -107,6 +111,21 @@ class ExternalScripts:
         return calls[n]
 
 
+TOOL_CALL: Any = object()
+"""Marks a recorded ``tool_call`` among a call's custom events (internal)."""
+
+
+def tool_playback(events: list[EventBase]) -> dict[str, list[Mapping[str, Any]]]:
+    """The executed (not replayed) calls of recorded tools, by call key, in order: what a
+    replay plays back instead of calling a tool."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for ev in events:
+        if isinstance(ev, ToolCallEvent) and not ev.replayed \
+                and ev.effect in REPLAYED_EFFECTS:
+            out.setdefault(ev.key, []).append(ev.model_dump(mode="json"))
+    return out
+
+
 class MissingRecording(Exception):
     """An external node was called where the recording has no call of it (internal)."""
 
@@ -125,13 +144,16 @@ def _stub(scripts: ExternalScripts, name: str) -> Any:
         if call is None:
             raise MissingRecording(scripts.misses[-1])
         for channel, value in call.custom:
-            ctx.emit(value, channel=channel)
-        for iid, payload in scripts.asked.get(ctx.task_id, []):
-            ctx.interrupt(payload, id=iid)  # answered ones return; the pending one pauses
-        if scripts.timed and call.until is not None:
+            if channel is TOOL_CALL:
+                play_back(ctx, value)  # the tool calls it made, as they were
+            else:
+                ctx.emit(value, channel=channel)
+        if scripts.timed and call.until is not None:  # before a pending interrupt pauses
             wait = (call.until - ctx.now()).total_seconds()
             if wait > 0:
                 await anyio.sleep(wait)
+        for iid, payload in scripts.asked.get(ctx.task_id, []):
+            ctx.interrupt(payload, id=iid)  # answered ones return; the pending one pauses
         if call.kind == "error":
             raise _exception(call.error_type, call.message)
         expand = scripts.expand.get(ctx.task_id)
