@@ -13,6 +13,10 @@ import pytest
 
 PUBLIC: dict[str, list[str]] = {
     'pytest_graphflow': [
+        'DeadlineExpired',
+        'InterruptExpired',
+        'TimeoutAnswer',
+        'Waiting',
         'Fatal',
         'Tool',
         'ToolCall',
@@ -151,6 +155,7 @@ PUBLIC: dict[str, list[str]] = {
         'virtual_anyio_backend',
     ],
     'pytest_graphflow.errors': [
+        'DeadlineExpired',
         'BlockingSleepWarning',
         'InvalidHistory',
         'ReplayDiverged',

@@ -13,12 +13,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._graph._builder import END, Command, CompiledGraph, Expand, NodeSpec
+from .._graph._deadlines import TimeoutSignal
 from .._graph._node import CURRENT_TASK, EdgeContext, NodeContext, Visited, _InterruptSignal
 from .._records._checkpoint import TaskRecord
 from .._records._events import Breakpoint, Interrupt
 from .._records._json import NotJSONError, to_json_value
 from .._time._clock import Clock
 from ..errors import (
+    DeadlineExpired,
     GraphExecutionError,
     GraphflowError,
     MiddlewareFailed,
@@ -135,9 +137,22 @@ async def execute(
             out.attempt = attempt
             out.finished_at = clock.now()
             return out
+        except TimeoutSignal as expired:
+            expire(graph, out, expired.key, ctx.run_id, attempt, clock.now())
+            return out
         except _InterruptSignal as signal:
             if ctx._tool is not None and ctx._tool.failure is not None:
                 return _tool_failed(out, ctx, attempt, clock)
+            if signal.interrupt.deadline is not None \
+                    and CHILD_THREAD.get() == ctx._leg.thread_id:
+                out.kind = "error"  # a child run's question is fired as the parent's
+                out.error = GraphExecutionError(
+                    f"node {spec.name!r} of a subgraph asked {signal.interrupt.id!r} with a "
+                    "deadline: deadlines are kept and fired for a top-level run only; ask "
+                    "with deadline= in a node of the parent graph")
+                out.attempt = attempt
+                out.finished_at = clock.now()
+                return out
             out.kind = "interrupt"
             out.interrupt = signal.interrupt
             out.more = signal.more
@@ -220,6 +235,23 @@ async def execute(
     return out
 
 
+def expire(graph: CompiledGraph, out: Outcome, key: str, run_id: str, attempt: int,
+           now: datetime) -> None:
+    """The task asked a question whose deadline passed (``interrupt_expired``): it goes to
+    the graph's ``on_timeout`` node (done, no patch, as a ``Command(goto=...)``), or, with no
+    route, fails the run with ``DeadlineExpired`` (a failure no ``on_error`` takes)."""
+    out.attempt = attempt
+    out.finished_at = now
+    route = graph.on_timeout
+    if isinstance(route, str):
+        out.kind = "done"
+        out.patch = None
+        out.goto = [route]
+        out.targets = [route]
+        return
+    out.kind = "error"
+    out.error = DeadlineExpired(run_id, key, unrouted=True)
+    out.fatal = True
 def _tool_failed(out: Outcome, ctx: NodeContext, attempt: int, clock: Clock) -> Outcome:
     """The task failed with its ``ToolFailed`` (not retried; its ``on_error`` route takes
     it), whatever the node made of it."""

@@ -34,6 +34,7 @@ from ._sqlite_file import SYNCHRONOUS, open_store
 from ._sqlite_log import SQLiteLog
 from ._sqlite_rows import SELECT, PathWriter, decode, encode, with_tail
 from ._sqlite_schema import SCHEMA_VERSION
+from ._waiting import WaitingPage, check_waiting, waiting_row
 from ._wire import dumped_row, event_row, plain_run_record
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
@@ -45,6 +46,10 @@ _INSERT = (
     "ts_us, status, tenant_id, format_version, path_id, path_len, data) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_THREAD_LATEST = (
+    "NOT EXISTS (SELECT 1 FROM checkpoints d WHERE d.thread_id = c.thread_id AND "
+    "(d.ts_us > c.ts_us OR (d.ts_us = c.ts_us AND d.seq > c.seq)))")
+"""``c`` is its thread's latest checkpoint (latest timestamp, then saved last)."""
 _GC_PATHS = """
 WITH RECURSIVE
     dead(id) AS (
@@ -420,6 +425,37 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
             )
             self._write(db, forked, encode(self.path, forked))
         return run_id
+
+    async def waiting(
+        self, *, tenant_id: str | None = None, limit: int | None = None,
+        after: str | None = None, any_tenant: bool = False,
+    ) -> WaitingPage:
+        """The runs waiting for answers (a thread's latest checkpoint is ``interrupted``),
+        with their questions and deadlines, in thread-id order (see :class:`Waiting`).
+
+        Args:
+            tenant_id: only threads of this tenant (``None``: threads without one).
+            limit: at most this many (a page); ``None``: all.
+            after: only threads whose id sorts after this one (the next page:
+                ``after=page[-1].thread_id``).
+            any_tenant: every tenant's threads (for a worker firing deadlines).
+
+        Raises:
+            InvalidArgument: a bad ``limit``, ``tenant_id`` or ``after``.
+        """
+        tenant, limit, after, anyone = check_waiting("SQLiteCheckpointStore", tenant_id,
+                                                     limit, after, any_tenant)
+        where = ["c.status = 'interrupted'", _THREAD_LATEST]
+        params: list[Any] = []
+        if not anyone:
+            where.append("c.tenant_id IS ?")
+            params.append(tenant)
+        if after is not None:
+            where.append("c.thread_id > ?")
+            params.append(after)
+        params.append(-1 if limit is None else limit)
+        sql = (f"{SELECT} c WHERE {' AND '.join(where)} ORDER BY c.thread_id LIMIT ?")
+        return [waiting_row(cp) for cp in self._checkpoints(self._conn, sql, tuple(params))]
 
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the newest ``keep_last`` checkpoints of the run; return how many.
