@@ -34,9 +34,10 @@ def check_clock_start(graph: Any, input: Any = None, *,
     ``clock=VirtualClock(start=...)``; ``datetime.now()`` in node code reads it) run on a
     fresh copy of ``input``, interrupts answered from ``answers``. Compared with the first
     start's run, as :func:`pytest_graphflow.invariants.check_clock_start` compares: the
-    parent graph's nodes completed, in order; the status; the final state on its top-level
-    keys whose values hold no time (``datetime``/``date``/``time`` or an ISO-8601 string),
-    with ids the harness generated (message ids, ``lc_run--…``) replaced by a placeholder.
+    parent graph's nodes completed, in order; the status; the final state with every time in
+    it (``datetime``/``date``/``time``, or a string that is wholly an ISO-8601 date or time)
+    replaced by ``"<time>"`` and ids the harness generated (message ids, ``lc_run--…``) by
+    ``"<generated-id>"``.
 
     Args:
         starts: two or more instants (naive ones are UTC); by default a Monday 10:00 and

@@ -10,13 +10,13 @@ What is compared, exactly:
   (interrupted runs are resumed with ``answers``). The same seed must give the same schedule
   whatever the clock's start, so parallel tasks complete in the same order too;
 * the **status** (``completed``, ``interrupted``, ``failed``…);
-* the **final state**, on its top-level keys whose value holds no time in any of the runs: a
-  key is left out when its value (searched through lists and dicts) holds a
-  ``datetime``/``date``/``time`` or an ISO-8601 string (``2025-01-06``,
-  ``2025-01-06T10:00:00+00:00``, ``10:00:00``). A stamp from ``datetime.now()`` differs
-  between the starts by nature; a decision taken from it does not. Keys named in ``ignore``
-  (dotted paths, ``*`` for any key or index) are left out too — times kept another way
-  (epoch seconds, ``"T-20250106-…"``) need it.
+* the **final state**, every value in it except times: each value (at any depth, in dicts
+  and lists) that is a ``datetime``/``date``/``time`` or a string that is wholly an ISO-8601
+  date, date-time or time (``2025-01-06``, ``2025-01-06T10:00:00+00:00``, ``10:00:00``) is
+  replaced by ``"<time>"`` before comparing. A stamp from ``datetime.now()`` differs between
+  the starts by nature; a decision taken from it must not. Paths named in ``ignore`` (dotted,
+  ``*`` for any key or index) are left out too — times kept another way (epoch seconds, a
+  time inside a longer string such as ``"T-20250106-…"``) need it.
 """
 
 from __future__ import annotations
@@ -34,11 +34,20 @@ from ..errors import InvalidArgument
 from ._checks import Violation
 from ._compare import Compare, diff_paths
 from ._deadlock import deadlock_violation
-from ._drive import Answers, Drive, GraphLike, Input, _on_owned_loop, _runtime, _wall, drive, \
-    graph_maker
+from ._drive import (
+    Answers,
+    Drive,
+    GraphLike,
+    Input,
+    _on_owned_loop,
+    _runtime,
+    _wall,
+    drive,
+    graph_maker,
+)
 
 __all__ = ["DEFAULT_STARTS", "StartRun", "check_clock_start", "compare_starts", "starts_of",
-           "time_keys"]
+           "untimed"]
 
 DEFAULT_STARTS: tuple[datetime, ...] = (
     datetime(2025, 1, 6, 10, 0, tzinfo=UTC),   # a Monday, in business hours
@@ -47,8 +56,8 @@ DEFAULT_STARTS: tuple[datetime, ...] = (
 )
 """Where the clock starts by default: a weekday 10:00 and 22:00 UTC, and a Saturday 10:00."""
 
-_ISO = re.compile(r"^(\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?|\d{2}:\d{2}:\d{2}(\.\d+)?)"
-                  r"(Z|[+-]\d{2}:?\d{2})?$")
+_ISO = re.compile(r"^(\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?"
+                  r"|\d{2}:\d{2}:\d{2}(\.\d+)?)(Z|[+-]\d{2}:?\d{2})?$")
 
 
 @dataclass(frozen=True)
@@ -79,25 +88,17 @@ def starts_of(starts: Iterable[datetime], where: str) -> tuple[datetime, ...]:
     return out
 
 
-def _holds_time(value: Any) -> bool:
-    if isinstance(value, datetime | date | time):
-        return True
-    if isinstance(value, str):
-        return bool(_ISO.match(value))
+def untimed(value: Any) -> Any:
+    """``value`` with every time in it (a ``datetime``/``date``/``time``, or a string that is
+    wholly an ISO-8601 date, date-time or time) replaced by ``"<time>"``, at any depth."""
+    if isinstance(value, datetime | date | time) or (isinstance(value, str)
+                                                     and _ISO.match(value)):
+        return "<time>"
     if isinstance(value, dict):
-        return any(_holds_time(v) for v in value.values())
+        return {k: untimed(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return any(_holds_time(v) for v in value)
-    return False
-
-
-def time_keys(states: Iterable[Any]) -> set[str]:
-    """The top-level keys whose value holds a time in any of ``states``."""
-    out: set[str] = set()
-    for state in states:
-        if isinstance(state, dict):
-            out |= {str(k) for k, v in state.items() if _holds_time(v)}
-    return out
+        return [untimed(v) for v in value]
+    return value
 
 
 def _when(start: datetime) -> str:
@@ -112,15 +113,12 @@ def _arrow(path: Sequence[str]) -> str:
 def compare_starts(runs: Sequence[StartRun], ignore: Iterable[str] | str | None = None
                    ) -> list[Violation]:
     """Every run against the first: a ``"clock_start"`` violation for each whose path, status
-    or state (without time-holding keys and ``ignore``) differs, naming both starts, both node
-    sequences and the first node where they diverge."""
+    or state (times replaced by ``"<time>"``, ``ignore`` paths left out) differs, naming both
+    starts, both node sequences and the first node where they diverge."""
     cmp = Compare.of(ignore, None)
-    skip = time_keys(r.state for r in runs)
 
     def state(run: StartRun) -> Any:
-        data = cmp.state(run.state)
-        return {k: v for k, v in data.items() if k not in skip} if isinstance(data, dict) \
-            else data
+        return untimed(cmp.state(run.state))
 
     base = runs[0]
     want = state(base)
@@ -153,8 +151,7 @@ def compare_starts(runs: Sequence[StartRun], ignore: Iterable[str] | str | None 
                 "clock_start", None,
                 f"the outcome depends on the wall clock: started at {a} and at {b} the run "
                 f"took the same path {_arrow(run.path)} but ended otherwise: "
-                + "; ".join(parts) + (f" (keys holding times left out: {sorted(skip)})"
-                                      if skip else ""),
+                + "; ".join(parts) + " (times in the state compared as '<time>')",
                 example=(base.path, run.path)))
     return out
 
@@ -176,8 +173,9 @@ def check_clock_start(
     in-memory store; ``datetime.now()`` in node code reads the virtual clock), interrupts
     answered from ``answers``. Compared with the first start's run: the nodes completed, in
     order (the same seed gives the same schedule whatever the start); the status; the final
-    state on its top-level keys whose values hold no time (a ``datetime``/``date``/``time`` or
-    an ISO-8601 string, in any run: a stamp differs by nature, a decision must not). A
+    state with every time in it (a ``datetime``/``date``/``time``, or a string that is wholly
+    an ISO-8601 date or time) replaced by ``"<time>"``: a stamp differs by nature, a decision
+    taken from it must not. A
     difference is a ``"clock_start"`` violation naming both starts, both node sequences and
     the first node where they diverge. A run that can never end (``VirtualDeadlock``) is a
     ``"deadlock"`` violation.
