@@ -173,3 +173,16 @@ def test_times_deep_in_the_state_are_compared_as_times_and_the_rest_as_values() 
     assert "log.0.desk" in found[0].message  # the stamps ("at", "day") are not reported
     assert ".at" not in found[0].message
     assert check_clock_start(g.compile(), {}, starts=(NINE, NINE.replace(hour=11))) == []
+
+
+def test_the_two_runs_go_side_by_side_to_the_html_report() -> None:
+    from pytest_graphflow._properties._pairs import RunPair, watching
+
+    seen: list[RunPair] = []
+    with watching(seen.append):
+        check_clock_start(claims(planted=True).compile(), {}, starts=(NINE, NINETEEN))
+    (pair,) = seen
+    assert pair.tool == "check_clock_start"
+    assert pair.labels == ("clock starting Tue 2025-03-04 09:00 UTC",
+                           "clock starting Tue 2025-03-04 19:00 UTC")
+    assert [e["node"] for e in pair.right if e["type"] == "node_end"] == ["receive", "queue"]

@@ -22,7 +22,7 @@ What is compared, exactly:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from typing import Any
@@ -45,6 +45,7 @@ from ._drive import (
     drive,
     graph_maker,
 )
+from ._pairs import report_pair
 
 __all__ = ["DEFAULT_STARTS", "StartRun", "check_clock_start", "compare_starts", "starts_of",
            "untimed"]
@@ -110,11 +111,12 @@ def _arrow(path: Sequence[str]) -> str:
     return " → ".join(path) or "(no node)"
 
 
-def compare_starts(runs: Sequence[StartRun], ignore: Iterable[str] | str | None = None
-                   ) -> list[Violation]:
+def compare_starts(runs: Sequence[StartRun], ignore: Iterable[str] | str | None = None,
+                   found: Callable[[int, Violation], None] | None = None) -> list[Violation]:
     """Every run against the first: a ``"clock_start"`` violation for each whose path, status
     or state (times replaced by ``"<time>"``, ``ignore`` paths left out) differs, naming both
-    starts, both node sequences and the first node where they diverge."""
+    starts, both node sequences and the first node where they diverge. ``found(i, v)`` is
+    called for each, ``i`` the index of the run that differs from ``runs[0]``."""
     cmp = Compare.of(ignore, None)
 
     def state(run: StartRun) -> Any:
@@ -123,38 +125,44 @@ def compare_starts(runs: Sequence[StartRun], ignore: Iterable[str] | str | None 
     base = runs[0]
     want = state(base)
     out: list[Violation] = []
-    for run in runs[1:]:
-        a, b = _when(base.start), _when(run.start)
-        if run.path != base.path:
-            i = next((i for i, (x, y) in enumerate(zip(base.path, run.path, strict=False))
-                      if x != y), min(len(base.path), len(run.path)))
-            at = (f"{base.path[i] if i < len(base.path) else '(end)'} vs "
-                  f"{run.path[i] if i < len(run.path) else '(end)'}")
-            out.append(Violation(
-                "clock_start", i,
-                f"control flow depends on the wall clock: started at {a} the run took "
-                f"{_arrow(base.path)} ({base.status}); started at {b} it took "
-                f"{_arrow(run.path)} ({run.status}); they diverge at node #{i + 1}: {at}. "
-                "A route or node decides from datetime.now()/ctx.now(): decide from the state "
-                "(an input field, or a time the run stored once)",
-                example=(base.path, run.path)))
-            continue
-        got = state(run)
-        parts = []
-        if run.status != base.status:
-            parts.append(f"status {base.status} → {run.status}")
-        if got != want:
-            paths = diff_paths(want, got)
-            parts.append("state differs at:\n    " + "\n    ".join(paths))
-        if parts:
-            out.append(Violation(
-                "clock_start", None,
-                f"the outcome depends on the wall clock: started at {a} and at {b} the run "
-                f"took the same path {_arrow(run.path)} but ended otherwise: "
-                + "; ".join(parts) + " (times in the state compared as '<time>')",
-                example=(base.path, run.path)))
+    for n, run in enumerate(runs[1:], 1):
+        v = _differs(base, run, want, state(run))
+        if v is not None:
+            out.append(v)
+            if found is not None:
+                found(n, v)
     return out
 
+
+def _differs(base: StartRun, run: StartRun, want: Any, got: Any) -> Violation | None:
+    """How ``run`` differs from ``base`` (states already compared forms), or ``None``."""
+    a, b = _when(base.start), _when(run.start)
+    if run.path != base.path:
+        i = next((i for i, (x, y) in enumerate(zip(base.path, run.path, strict=False))
+                  if x != y), min(len(base.path), len(run.path)))
+        at = (f"{base.path[i] if i < len(base.path) else '(end)'} vs "
+              f"{run.path[i] if i < len(run.path) else '(end)'}")
+        return Violation(
+            "clock_start", None,
+            f"control flow depends on the wall clock: started at {a} the run took "
+            f"{_arrow(base.path)} ({base.status}); started at {b} it took "
+            f"{_arrow(run.path)} ({run.status}); they diverge at node #{i + 1}: {at}. "
+            "A route or node decides from datetime.now()/ctx.now(): decide from the state "
+            "(an input field, or a time the run stored once)",
+            example=(base.path, run.path))
+    parts = []
+    if run.status != base.status:
+        parts.append(f"status {base.status} → {run.status}")
+    if got != want:
+        parts.append("state differs at:\n    " + "\n    ".join(diff_paths(want, got)))
+    if not parts:
+        return None
+    return Violation(
+        "clock_start", None,
+        f"the outcome depends on the wall clock: started at {a} and at {b} the run took the "
+        f"same path {_arrow(run.path)} but ended otherwise: " + "; ".join(parts)
+        + " (times in the state compared as '<time>')",
+        example=(base.path, run.path))
 
 def check_clock_start(
     graph: GraphLike,
@@ -190,6 +198,7 @@ def check_clock_start(
     at = starts_of(starts, where)
     make = graph_maker(graph, where)
     runs: list[StartRun] = []
+    logs: list[list[Any]] = []
     for start in at:
         g = make()
         rt = _runtime(InMemoryCheckpointStore(), seed,
@@ -199,7 +208,14 @@ def check_clock_start(
         if stuck is not None:
             return [stuck]
         assert d.result is not None
+        logs.append(d.events)
         runs.append(StartRun(start, tuple(e.node or "?" for e in d.events
                                           if isinstance(e, NodeEnd)),
                              d.result.status, d.result.data))
-    return compare_starts(runs, ignore)
+
+    def pair(n: int, v: Violation) -> None:
+        report_pair(where, str(v), (f"clock starting {_when(at[0])}",
+                                    f"clock starting {_when(at[n])}"), logs[0], logs[n],
+                    make_graph=make)
+
+    return compare_starts(runs, ignore, pair)
