@@ -92,9 +92,12 @@ class Tally(BaseModel):
     mood: str = ""
 
 
-def test_an_outcome_that_depends_on_the_clock_is_reported_with_the_state_paths() -> None:
-    def note(state: Tally) -> dict[str, Any]:
-        return {"mood": "weekend" if datetime.now(UTC).weekday() >= 5 else "weekday"}
+@pytest.mark.parametrize("read", [lambda ctx: datetime.now(UTC), lambda ctx: ctx.now()],
+                         ids=["datetime.now", "ctx.now"])
+def test_an_outcome_that_depends_on_the_clock_is_reported_with_the_state_paths(
+        read: Any) -> None:
+    def note(state: Tally, ctx: Any) -> dict[str, Any]:
+        return {"mood": "weekend" if read(ctx).weekday() >= 5 else "weekday"}
 
     g = Graph("tally", Tally)
     g.node("note", note)
