@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from ._replay._upgrade import UpgradeReport, check_upgrade
     from ._stores._deletion import DeletedThread
     from ._stores._faulty import FaultyStore, StoreCall
+    from ._stores._features import StoreFeatures, features_of
     from ._stores._memory import InMemoryCheckpointStore
     from ._stores._plan import FaultPlan
     from ._stores._postgres import PostgresCheckpointStore
@@ -195,6 +196,8 @@ _LAZY = {
     "UpgradeReport": "._replay._upgrade",
     "check_upgrade": "._replay._upgrade",
     "DeletedThread": "._stores._deletion",
+    "StoreFeatures": "._stores._features",
+    "features_of": "._stores._features",
     "FaultyStore": "._stores._faulty",
     "StoreCall": "._stores._faulty",
     "InMemoryCheckpointStore": "._stores._memory",
@@ -372,6 +375,7 @@ __all__ = [
     "StaleClaim",
     "StoreCall",
     "StoreFault",
+    "StoreFeatures",
     "StoreFileError",
     "StreamEvent",
     "Subgraph",
@@ -409,6 +413,7 @@ __all__ = [
     "events_diff",
     "explore",
     "export_history",
+    "features_of",
     "format_event",
     "format_events",
     "interrupt",

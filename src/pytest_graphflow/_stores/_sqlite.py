@@ -28,6 +28,7 @@ from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, Thre
 from . import _claims as rules
 from ._args import CheckedCheckpoints, check_commit, check_fork, check_list, check_nesting
 from ._deletion import DeletedThread, check_deletable, check_delete_args
+from ._features import StoreFeatures
 from ._protocol import Fence
 from ._sqlite_claims import SQLiteClaims, raise_token_floor
 from ._sqlite_file import SYNCHRONOUS, open_store
@@ -103,6 +104,12 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
 
     pages_history = True
     """:meth:`list` takes ``limit`` and ``before`` (``GraphRuntime.history`` pages with them)."""
+
+    features = StoreFeatures(claims=True, fencing=True, commit=True, events=True,
+                             run_records=True, history_pages=True, artifacts=True, prune=True,
+                             delete_thread=True)
+    """Durable: claims with fencing, atomic commits of events and run records, paged history,
+    artifacts, prune and thread deletion."""
 
     supports_fencing = True
     """``save`` takes ``fence=(thread_id, token)`` and the store has ``commit``."""
