@@ -19,6 +19,7 @@ from pytest_graphflow import (
     GraphExecutionError,
     GraphRuntime,
     InMemoryCheckpointStore,
+    InvalidArgument,
     SQLiteCheckpointStore,
     VirtualClock,
 )
@@ -118,3 +119,13 @@ async def test_the_runtime_pages_history_only_on_a_store_that_declares_it() -> N
     page = await rt.history(result.run_id, limit=1)
     assert len(page) == 1
     assert all("limit" not in call for call in store.list_calls), store.list_calls
+
+
+def test_a_store_declaring_a_feature_it_lacks_is_refused_with_the_fix() -> None:
+    class Boasts(InMemoryCheckpointStore):
+        features = dataclasses.replace(InMemoryCheckpointStore.features, queue=True)
+
+    with pytest.raises(InvalidArgument, match=r"declares StoreFeatures\(queue=True\) but has "
+                                              r"no enqueue\(\); implement it or declare "
+                                              r"queue=False"):
+        GraphRuntime(store=Boasts())

@@ -62,6 +62,23 @@ class StoreFeatures:
     fields_save: bool = False
 
 
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "claims": ("claim", "renew", "release"),
+    "commit": ("commit",),
+    "events": ("record_events", "record_run"),
+    "run_records": ("run",),
+    "artifacts": ("put_artifact", "artifacts"),
+    "prune": ("prune",),
+    "delete_thread": ("delete_thread",),
+    "queue": ("enqueue", "take_job", "finish_job"),
+    "clock_binding": ("bind_clock",),
+    "call_log": ("calls_since",),
+    "fields_save": ("adopt_fields",),
+}
+"""The methods each declared feature needs (``fencing`` and ``history_pages`` are arguments of
+``save`` and ``list``)."""
+
+
 def _has(store: Any, *names: str) -> bool:
     return all(callable(getattr(store, name, None)) for name in names)
 
@@ -112,9 +129,19 @@ def check_store(store: Any, where: str) -> None:
     """Refuse what is not a checkpoint store (the methods every run reads and writes).
 
     Raises:
-        InvalidArgument: ``store`` lacks one of ``save``/``get``/``latest``/``list``.
+        InvalidArgument: ``store`` lacks one of ``save``/``get``/``latest``/``list``, or a
+            method a feature it declares needs.
     """
     for name in ("save", "get", "latest", "list"):
         if not callable(getattr(store, name, None)):
             raise InvalidArgument(f"{where}(store={store!r}): the store has no "
                                   f"{name}(); pass a CheckpointStore")
+    features = features_of(store)
+    for field, names in _NEEDS.items():
+        if getattr(features, field):
+            for name in names:
+                if not callable(getattr(store, name, None)):
+                    raise InvalidArgument(
+                        f"{where}(store={store!r}): the store declares "
+                        f"StoreFeatures({field}=True) but has no {name}(); implement it or "
+                        f"declare {field}=False")
