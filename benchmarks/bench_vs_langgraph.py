@@ -17,6 +17,7 @@ LangGraph / pytest-graphflow. Nothing here is asserted: it is to be run and read
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import operator
 import os
@@ -36,6 +37,7 @@ from typing_extensions import TypedDict
 from pytest_graphflow import (
     END,
     START,
+    Expand,
     Graph,
     GraphRuntime,
     Reducer,
@@ -48,7 +50,7 @@ from pytest_graphflow import (
 try:
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.graph import StateGraph
-    from langgraph.types import Command
+    from langgraph.types import Command, Send
     from langgraph.types import interrupt as lg_interrupt
 except ImportError:  # pragma: no cover - the bench extra installs it
     sys.exit("LangGraph is not installed: pip install -e '.[bench]'")
@@ -56,6 +58,8 @@ except ImportError:  # pragma: no cover - the bench extra installs it
 CHAIN = 100  # nodes of the chain rows
 CLOCK = time.process_time  # CPU seconds: steadier than wall time on a shared machine
 FAN = 100  # parallel workers of the fan-out row
+WIDE = (1_000, 10_000)  # tasks of the wide fan-out rows (Expand / LangGraph's Send)
+LONG = 100_000  # steps of the long chain row (and of the memory line, with a tenth of it)
 
 
 # --------------------------------------------------------------------------- graphs
@@ -156,27 +160,77 @@ def lg_chain(saver: Any) -> Any:
     return g.compile(checkpointer=saver)
 
 
+def gf_wide(width: int) -> Any:
+    """plan → ``width`` tasks of one node (``Expand``), each appending to a list → join."""
+    g = Graph("wide", GFState)
+    g.node("plan", lambda s: Expand("work", list(range(width))), destinations=["work"])
+    g.node("work", lambda s, ctx: {"log": [ctx.item]})
+    g.node("join", lambda s: {"n": len(s.log)})
+    g.edge(START, "plan").edge("work", "join").edge("join", END)
+    return g.compile()
+
+
+class LGWideState(LGState, total=False):
+    i: int
+
+
+def lg_wide(width: int, saver: Any) -> Any:
+    """The same with LangGraph's ``Send`` (one ``work`` task per item, then the join)."""
+    g = StateGraph(LGWideState)
+    g.add_node("plan", lambda s: {"n": 1})
+    g.add_node("work", lambda s: {"log": [s["i"]]})
+    g.add_node("join", lambda s: {"n": len(s["log"])})
+    g.add_edge("__start__", "plan")
+    g.add_conditional_edges("plan", lambda s: [Send("work", {"i": i}) for i in range(width)],
+                            ["work"])
+    g.add_edge("work", "join")
+    g.add_edge("join", "__end__")
+    return g.compile(checkpointer=saver)
+
+
+def gf_loop(steps: int) -> Any:
+    """One node run ``steps`` times in a row (a branch back to itself), a checkpoint a step:
+    a chain of ``steps`` steps without a graph of ``steps`` nodes to build."""
+    g = Graph("loop", GFState)
+    g.node("step", lambda s: {"n": s.n + 1})
+    g.edge(START, "step")
+    g.branch("step", lambda s: "step" if s.n < steps else END, ["step", END])
+    return g.compile(checkpoint_policy="every_step")
+
+
+def lg_loop(steps: int, saver: Any) -> Any:
+    """The same loop in LangGraph (which saves every step)."""
+    g = StateGraph(LGState)
+    g.add_node("step", lambda s: {"n": s.get("n", 0) + 1})
+    g.add_edge("__start__", "step")
+    g.add_conditional_edges("step", lambda s: "step" if s["n"] < steps else "__end__",
+                            ["step", "__end__"])
+    return g.compile(checkpointer=saver)
+
+
 # --------------------------------------------------------------------------- timing
 
 
 def runtime(store: Any = None) -> GraphRuntime:
-    return GraphRuntime(store, clock=VirtualClock(), seed=0, max_supersteps=10_000)
+    return GraphRuntime(store, clock=VirtualClock(), seed=0, max_supersteps=LONG + 10)
 
 
 _threads = itertools.count()
 
 
 def lg_config() -> dict[str, Any]:
-    return {"configurable": {"thread_id": f"t{next(_threads)}"}, "recursion_limit": 10_000}
+    return {"configurable": {"thread_id": f"t{next(_threads)}"}, "recursion_limit": LONG + 10}
 
 
 def best_pair(repeat: int, inner: int, ours: Callable[[], Any],
-              theirs: Callable[[], Any]) -> tuple[float, float]:
+              theirs: Callable[[], Any], warm: bool = True) -> tuple[float, float]:
     """Best per-call seconds of each side, in alternating rounds of ``inner`` calls."""
-    ours(), theirs()  # warm up both
+    if warm:
+        ours(), theirs()  # warm up both
     best = [float("inf"), float("inf")]
     for _ in range(repeat):
         for i, fn in enumerate((ours, theirs)):
+            gc.collect()  # neither side pays for collecting the other's garbage
             t0 = CLOCK()
             for _ in range(inner):
                 fn()
@@ -257,6 +311,50 @@ def micro_rows(repeat: int) -> list[Row]:
                     o / counts[0] * 1e6, t / counts[1] * 1e6, "µs/event"))
     rows.append(row("stream a chain, per step", o / CHAIN * 1e6, t / CHAIN * 1e6, "µs/step"))
     return rows
+
+
+def scale_rows(repeat: int, wide: tuple[int, ...], long: int) -> list[Row]:
+    """Per task of a wide fan-out (plan → N tasks → join), and per step of a ``long`` chain,
+    each against LangGraph (``Send`` of the same width; the same loop). Each LangGraph run
+    compiles its graph (three nodes, or one: about a millisecond) with a fresh
+    ``InMemorySaver``, as each graphflow run has a fresh in-memory store: neither side's
+    heap grows with the other's past runs, which every garbage collection would walk. The
+    widest and the longest take seconds a run on LangGraph's side: fewer rounds there, and
+    the long chain one round of each, not warmed up (its steps are)."""
+    rows: list[Row] = []
+    for width in wide:
+        ours = gf_wide(width)
+        rounds = repeat if width <= 1_000 else max(2, repeat // 3)
+        o, t = best_pair(rounds, 1, lambda g=ours: runtime().invoke(g, {}),
+                         lambda w=width: lg_wide(w, InMemorySaver()).invoke(
+                             {"n": 0, "log": []}, lg_config()))
+        rows.append(row(f"fan-out 1→{width:,}→1 (Expand / Send), per task", o / width * 1e6,
+                        t / width * 1e6, "µs/task"))
+    loop = gf_loop(long)
+    o, t = best_pair(1, 1, lambda: runtime().invoke(loop, {}),
+                     lambda: lg_loop(long, InMemorySaver()).invoke({"n": 0}, lg_config()),
+                     warm=False)
+    rows.append(row(f"chain of {long:,} steps, in-memory checkpoint per step", o / long * 1e6,
+                    t / long * 1e6, "µs/step"))
+    return rows
+
+
+def chain_memory(steps: tuple[int, ...]) -> list[tuple[int, float]]:
+    """The memory a chain of each length takes, per step: tracemalloc's peak over the run
+    (the in-memory store keeps every checkpoint), in bytes per step (pytest-graphflow only:
+    LangGraph under tracemalloc would take minutes)."""
+    import tracemalloc
+
+    out = []
+    for n in steps:
+        loop = gf_loop(n)
+        gc.collect()
+        tracemalloc.start()
+        runtime().invoke(loop, {})
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        out.append((n, peak / n))
+    return out
 
 
 # --------------------------------------------------------------------------- pytest suites
@@ -434,18 +532,38 @@ def main() -> None:
     parser.add_argument("--tests", type=int, default=200, help="tests per pytest suite")
     parser.add_argument("--suite-repeat", type=int, default=3, help="sessions per suite")
     parser.add_argument("--graphs", type=int, default=100, help="generated graphs to check")
+    parser.add_argument("--long", type=int, default=LONG,
+                        help="steps of the long chain row (LangGraph: about a minute at 100,000)")
+    parser.add_argument("--scale-only", action="store_true",
+                        help="only the wide fan-out and long chain rows, and the memory line")
     args = parser.parse_args()
 
+    if args.scale_only:
+        print_rows(scale_rows(args.repeat, WIDE, args.long))
+        print_memory(args.long)
+        return
     rows = micro_rows(args.repeat)
+    rows += scale_rows(args.repeat, WIDE, args.long)
     rows += suite_rows(args.tests, args.suite_repeat)
-    print(f"{'workload':58s} {'graphflow':>10s} {'LangGraph':>10s} {'unit':>14s} {'ratio':>7s}")
-    for name, ours, theirs, unit in rows:
-        print(f"{name:58s} {ours:10.3f} {theirs:10.3f} {unit:>14s} {theirs / ours:6.1f}×")
+    print_rows(rows)
     rate = generated_rate(args.graphs)
     print(f"{'generated graphs checked (equivalence, ≤6 nodes, 3 runs each)':58s} "
           f"{rate:10.0f} {'—':>10s} {'graphs/s':>14s}")
     (name, with_, without, unit), = startup_rows(3 * args.suite_repeat + 3)
     print(f"{name:58s} {with_:10.0f} {without:10.0f} {unit:>14s}  +{with_ - without:.0f} ms")
+    print_memory(args.long)
+
+
+def print_rows(rows: list[Row]) -> None:
+    print(f"{'workload':58s} {'graphflow':>10s} {'LangGraph':>10s} {'unit':>14s} {'ratio':>7s}")
+    for name, ours, theirs, unit in rows:
+        print(f"{name:58s} {ours:10.3f} {theirs:10.3f} {unit:>14s} {theirs / ours:6.1f}×")
+
+
+def print_memory(long: int) -> None:
+    memory = chain_memory((long // 10, long))
+    print("chain memory, tracemalloc peak per step: " + ", ".join(
+        f"{n:,} steps {per / 1024:.2f} KiB" for n, per in memory))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ._engine._stream import RunHandle, RunStream
     from ._engine._upgrade import Incompatibility
     from ._graph._builder import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
+    from ._graph._deadlines import TimeoutAnswer
     from ._graph._effects import record_effect
     from ._graph._middleware import Allow, Block, Guardrail, Middleware, Rewrite
     from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
         Interrupt,
         InterruptEvent,
         InterruptEventData,
+        InterruptExpired,
         NodeEnd,
         NodeStart,
         RunEnd,
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     from ._stores._postgres import PostgresCheckpointStore
     from ._stores._protocol import CheckpointStore
     from ._stores._sqlite import SQLiteCheckpointStore
+    from ._stores._waiting import Waiting
     from ._time._clock import DEFAULT_START, Clock, RealClock, VirtualClock
     from ._time._vloop import virtual_anyio_backend
     from ._workers._worker import Worker, WorkerStats
@@ -77,6 +80,7 @@ if TYPE_CHECKING:
         Cancelled,
         CheckpointNotFound,
         ConflictingWrites,
+        DeadlineExpired,
         EventsCompacted,
         ExecutionMismatch,
         ForkTargetExists,
@@ -147,6 +151,7 @@ _LAZY = {
     "EdgeContext": "._graph._node",
     "NodeContext": "._graph._node",
     "Resume": "._graph._node",
+    "TimeoutAnswer": "._graph._deadlines",
     "emit": "._graph._node",
     "Fatal": "._graph._tools",
     "Tool": "._graph._tools",
@@ -179,6 +184,7 @@ _LAZY = {
     "Interrupt": "._records._events",
     "InterruptEvent": "._records._events",
     "InterruptEventData": "._records._events",
+    "InterruptExpired": "._records._events",
     "NodeEnd": "._records._events",
     "NodeStart": "._records._events",
     "RunEnd": "._records._events",
@@ -198,6 +204,7 @@ _LAZY = {
     "DeletedThread": "._stores._deletion",
     "StoreFeatures": "._stores._features",
     "features_of": "._stores._features",
+    "Waiting": "._stores._waiting",
     "FaultyStore": "._stores._faulty",
     "StoreCall": "._stores._faulty",
     "InMemoryCheckpointStore": "._stores._memory",
@@ -228,6 +235,7 @@ _LAZY = {
     "JoinStarved": ".errors",
     "MalformedCommit": ".errors",
     "MiddlewareFailed": ".errors",
+    "DeadlineExpired": ".errors",
     "MidExecution": ".errors",
     "MissingExtra": ".errors",
     "NodeFailed": ".errors",
@@ -305,6 +313,7 @@ __all__ = [
     "CompiledGraph",
     "ConflictingWrites",
     "CustomEvent",
+    "DeadlineExpired",
     "DeletedThread",
     "EdgeContext",
     "EdgeTransition",
@@ -338,6 +347,7 @@ __all__ = [
     "Interrupt",
     "InterruptEvent",
     "InterruptEventData",
+    "InterruptExpired",
     "InvalidArgument",
     "InvalidHistory",
     "JoinStarved",
@@ -386,6 +396,7 @@ __all__ = [
     "TenantMismatch",
     "ThreadBusy",
     "ThreadSuspended",
+    "TimeoutAnswer",
     "Tool",
     "ToolCall",
     "ToolCallEvent",
@@ -401,6 +412,7 @@ __all__ = [
     "UpgradeReport",
     "VirtualClock",
     "VirtualDeadlock",
+    "Waiting",
     "Worker",
     "WorkerStats",
     "__version__",

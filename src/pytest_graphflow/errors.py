@@ -23,6 +23,7 @@ __all__ = [
     "Cancelled",
     "CheckpointNotFound",
     "ConflictingWrites",
+    "DeadlineExpired",
     "EventsCompacted",
     "ExecutionMismatch",
     "ForkTargetExists",
@@ -401,6 +402,52 @@ class ResumeError(GraphflowError, ValueError):
     Nothing was changed.
     """
 
+
+
+class DeadlineExpired(ResumeError):
+    """A question's deadline passed before it was answered: its answer is refused, and the
+    graph's timeout route answers it instead.
+
+    ``interrupt(payload, id=..., deadline=...)`` gave the question a deadline on the
+    runtime's clock. Raised by a resume (``aresume``, ``resume_stream``) whose answers
+    include an expired question, changing nothing: the run stays paused until
+    ``GraphRuntime.expire_due()`` (or a ``Worker``) takes the graph's
+    ``compile(on_timeout=...)`` route. Also the error of a run whose expired question the
+    graph has no route for (``unrouted``): that run failed, and recovering it asks again.
+
+    Attributes:
+        run_id: the paused run.
+        key: the expired question's ``Interrupt.key``.
+        deadline: when it expired (``None`` when not known).
+        now: the runtime clock's time of the refused resume (``None`` for ``unrouted``).
+        unrouted: the run failed because the graph has no ``on_timeout`` route.
+    """
+
+    def __init__(self, run_id: str, key: str, deadline: Any = None, now: Any = None, *,
+                 unrouted: bool = False) -> None:
+        self.run_id = run_id
+        self.key = key
+        self.deadline = deadline
+        self.now = now
+        self.unrouted = unrouted
+        if unrouted:
+            text = (f"run {run_id}: question {key!r} expired before it was answered, and "
+                    "the graph has no timeout route, so the run failed. Give the graph one "
+                    "with compile(on_timeout=<node> or TimeoutAnswer(value)), or recover the "
+                    "run to ask again")
+        else:
+            at = "" if deadline is None else f" at {_instant(deadline)}"
+            seen = "" if now is None else f" (the runtime's clock reads {_instant(now)})"
+            text = (f"run {run_id}: question {key!r} expired{at}{seen}, so its answer is "
+                    "refused and nothing changed. Call runtime.expire_due() (a Worker does "
+                    "it) to take the graph's on_timeout route, or give the question more time "
+                    "with interrupt(..., deadline=...)")
+        super().__init__(text)
+
+
+def _instant(moment: Any) -> str:
+    iso = getattr(moment, "isoformat", None)
+    return str(iso()) if callable(iso) else str(moment)
 
 class NotSuspended(ResumeError):
     """``resume`` was called on a run that is not suspended (e.g. it completed)."""

@@ -52,6 +52,7 @@ from ._stores._protocol import (
     Fence,
     checks_fencing,
 )
+from ._stores._waiting import Waiting, check_waiting, waiting_row
 
 __all__ = [
     "DEFAULT_CLAIM_TTL",
@@ -62,6 +63,7 @@ __all__ = [
     "DeletingStore",
     "Fence",
     "StoreFeatures",
+    "Waiting",
     "artifact_bytes",
     "check_after_seq",
     "check_before_seq",
@@ -72,6 +74,7 @@ __all__ = [
     "check_lineage",
     "check_token",
     "check_ttl",
+    "check_waiting",
     "checks_fencing",
     "current_or_stale",
     "event_seq",
@@ -84,4 +87,5 @@ __all__ = [
     "renewed",
     "take_claim",
     "utc_now",
+    "waiting_row",
 ]

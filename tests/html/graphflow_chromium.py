@@ -124,9 +124,10 @@ class _Pipe:
                 self.process.wait()
 
 
-def open_page(path: Path, *, probe: str, screenshot: Path, profile: Path) -> Loaded:
+def open_page(path: Path, *, probe: str, screenshot: Path | None, profile: Path) -> Loaded:
     """Load ``path`` in headless Chromium, evaluate ``probe`` (a JS expression giving a
-    JSON-able value) after the load event, and write a PNG of the whole page."""
+    JSON-able value) after the load event, and write a PNG of the whole page (unless
+    ``screenshot`` is ``None``: Chromium refuses one of a very long page)."""
     pipe = _Pipe(chromium(), profile)
     try:
         target = pipe.send("Target.createTarget", {"url": "about:blank"})["targetId"]
@@ -141,10 +142,11 @@ def open_page(path: Path, *, probe: str, screenshot: Path, profile: Path) -> Loa
         pipe.wait_for("Page.loadEventFired")
         value = pipe.send("Runtime.evaluate", {"expression": probe, "returnByValue": True},
                           session=session)
-        shot = pipe.send("Page.captureScreenshot", {"format": "png",
-                                                    "captureBeyondViewport": True},
-                         session=session)
-        screenshot.write_bytes(base64.b64decode(shot["data"]))
+        if screenshot is not None:
+            shot = pipe.send("Page.captureScreenshot", {"format": "png",
+                                                        "captureBeyondViewport": True},
+                             session=session)
+            screenshot.write_bytes(base64.b64decode(shot["data"]))
         loaded = Loaded(probe=value.get("result", {}).get("value"))
         for event in pipe.events:
             params = event.get("params", {})

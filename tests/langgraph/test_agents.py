@@ -7,12 +7,14 @@ twice (and in a fresh process) and asks for the same bytes.
 from __future__ import annotations
 
 import copy
+import operator
 import os
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from graphs import FanState
@@ -115,6 +117,58 @@ def test_a_fresh_harness_resuming_a_thread_draws_the_ids_the_original_would_have
         (m.content, m.id) for m in original.state()["messages"]]
     assert [s.config for s in fresh.state_history()] == [
         s.config for s in original.state_history()]
+
+
+class Ticketed(MessagesState):
+    """Messages, and ticket ids the nodes make with ``uuid4``."""
+
+    tickets: Annotated[list[str], operator.add]
+
+
+def ticketed() -> StateGraph:
+    """START -> a -> b -> END: id-less messages and a ``uuid4`` ticket id in each node."""
+
+    def a(state: Ticketed) -> dict[str, Any]:
+        return {"messages": [AIMessage("a")], "tickets": [f"T-{uuid.uuid4().hex[:12]}"]}
+
+    def b(state: Ticketed) -> dict[str, Any]:
+        return {"messages": [AIMessage("b1"), AIMessage("b2")],
+                "tickets": [f"T-{uuid.uuid4().hex[:12]}"]}
+
+    g = StateGraph(Ticketed)
+    g.add_node("a", a)
+    g.add_node("b", b)
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    return g
+
+
+@pytest.mark.parametrize(("op", "nth", "phase"), CRASHES,
+                         ids=[f"{op}-{nth}-{phase}" for op, nth, phase in CRASHES])
+def test_a_run_recovered_after_a_crash_has_the_ids_of_the_run_that_never_crashed(
+        op: str, nth: int, phase: Any) -> None:
+    # Ids are drawn at their place (the checkpoint being extended, the task), not in the
+    # order a leg draws them: the recovered leg starts from another checkpoint, yet every
+    # message id, ticket id and checkpoint id is the uncrashed run's.
+    clean = LangGraphHarness(ticketed(), seed=2)
+    clean.trace({"messages": [("user", "hi")]})
+    saver = FaultySaver(InMemorySaver()).crash_at(op, nth, phase=phase)
+    crashed = LangGraphHarness(ticketed(), seed=2, saver=saver)
+    with pytest.raises(SimulatedCrash):
+        crashed.trace({"messages": [("user", "hi")]})
+    fresh = LangGraphHarness(ticketed(), seed=2, saver=saver.inner, thread_id=crashed.thread_id)
+    if list(saver.inner.list(None)):
+        fresh.resume()
+    else:
+        fresh.trace({"messages": [("user", "hi")]})  # nothing saved: start again
+
+    def ids(h: LangGraphHarness) -> tuple[Any, ...]:
+        state = h.state()
+        return ([(m.content, m.id) for m in state["messages"]], state["tickets"],
+                h.state_history(limit=1)[0].config["configurable"]["checkpoint_id"])
+
+    assert ids(fresh) == ids(clean)
 
 
 # ------------------------------------------------------------------ static breakpoints

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import operator
+from datetime import timedelta
 from typing import Annotated, Any, TypedDict
 
 import pytest
 from graphs import approval, fan_out, two_reviews
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
 
 from pytest_graphflow import RealClock, VirtualClock, assert_events
 from pytest_graphflow.errors import InvalidArgument, NotSuspended, ResumeError
@@ -207,3 +210,161 @@ async def test_atrace_and_aresume_from_async_code() -> None:
     assert paused.result.status == "interrupted"
     done = await h.aresume("ok")
     assert done.result.data == {"log": ["draft"], "answer": "ok"}
+
+
+class _Log(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+def _fast_and_asking() -> StateGraph:
+    """START -> fast and ask in one step; ask interrupts, fast finishes (its writes saved)."""
+    g = StateGraph(_Log)
+    g.add_node("fast", lambda s: {"log": ["fast"]})
+    g.add_node("ask", lambda s: {"log": [f"ask:{interrupt('go?')}"]})
+    g.add_edge(START, "fast")
+    g.add_edge(START, "ask")
+    g.add_edge("fast", END)
+    g.add_edge("ask", END)
+    return g
+
+
+def _fast_and_failing_once(fast_s: float = 0.0, flaky_s: float = 1.0) -> StateGraph:
+    """START -> fast (async, ``fast_s`` s) and flaky (async, fails once after ``flaky_s`` s)."""
+    calls: list[int] = []
+
+    async def fast(state: _Log) -> dict[str, Any]:
+        await asyncio.sleep(fast_s)
+        return {"log": ["fast"]}
+
+    async def flaky(state: _Log) -> dict[str, Any]:
+        await asyncio.sleep(flaky_s)
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionError("down")
+        return {"log": ["flaky"]}
+
+    g = StateGraph(_Log)
+    g.add_node("fast", fast)
+    g.add_node("flaky", flaky)
+    g.add_edge(START, "fast")
+    g.add_edge(START, "flaky")
+    g.add_edge("fast", END)
+    g.add_edge("flaky", END)
+    return g
+
+
+@pytest.mark.parametrize(("make", "answer", "log"), [
+    (_fast_and_asking, "yes", ["ask:yes", "fast"]),
+    (_fast_and_failing_once, None, ["fast", "flaky"]),
+], ids=["after-an-interrupt", "after-a-failure"])
+def test_a_resumed_step_starts_only_the_tasks_that_run_again(make: Any, answer: Any,
+                                                             log: list[str]) -> None:
+    # LangGraph restores the finished task's writes from the saved pending writes and runs
+    # only the other one; it still reports a `task` for both (issue 24.6).
+    h = LangGraphHarness(make(), seed=1)
+    h.trace({"log": []})
+    resumed = h.resume(answer) if answer is not None else h.resume()
+
+    assert resumed.result.status == "completed"
+    assert resumed.result.data == {"log": log}  # fast's writes restored, not run again
+    assert [e.node for e in resumed.events if e.type == "node_start"] == [
+        "ask" if answer else "flaky"]
+    assert check_invariants(h.events) == []
+
+
+def test_a_task_cancelled_by_a_failing_sibling_reports_its_cancellation() -> None:
+    # flaky fails at once, while fast sleeps: LangGraph cancels fast, saves a
+    # CancelledError as its write and runs it again on resume
+    h = LangGraphHarness(_fast_and_failing_once(fast_s=5.0, flaky_s=0.0), seed=1)
+    failed = h.trace({"log": []})
+
+    assert failed.result.status == "failed"
+    assert_events(failed.events, ["...", {"node_start:fast", "node_start:flaky"}, "...",
+                                  "error:flaky", "...",
+                                  {"type": "error", "node": "fast",
+                                   "error_type": "CancelledError"},
+                                  {"type": "run_end", "status": "failed"}])
+    resumed = h.resume()
+    assert resumed.result.data == {"log": ["fast", "flaky"]}
+    assert sorted(e.node for e in resumed.events if e.type == "node_start") == [
+        "fast", "flaky"]
+    assert check_invariants(h.events) == []
+
+
+def test_an_error_handler_task_starts_before_it_ends() -> None:
+    async def handler(state: _Log) -> dict[str, Any]:
+        await asyncio.sleep(3)  # virtual
+        return {"log": ["refunded"]}
+
+    def charge(state: _Log) -> dict[str, Any]:
+        raise ValueError("card declined")
+
+    g = StateGraph(_Log)
+    g.add_node("charge", charge, error_handler=handler)
+    g.add_edge(START, "charge")
+    g.add_edge("charge", END)
+    h = LangGraphHarness(g, seed=1)
+    trace = h.trace({"log": []})
+
+    assert trace.result.status == "completed"
+    assert trace.result.data == {"log": ["refunded"]}
+    assert_events(trace.events, ["...", "node_start:charge", "...", "error:charge",
+                                 "node_start:__error_handler__charge",
+                                 "node_end:__error_handler__charge", "...",
+                                 "run_end:completed"])
+    # LangGraph reports no `task` for the handler; its start is when it began to run
+    end = next(e for e in trace.events if e.type == "node_end")
+    start = next(e for e in trace.events if e.type == "node_start" and e.node == end.node)
+    assert start.time == end.started_at == end.finished_at - timedelta(seconds=3)
+    assert check_invariants(h.events) == []
+
+
+class _Ask(TypedDict, total=False):
+    question: str
+    notes: list[str]
+    sources: Annotated[list[str], operator.add]
+    answer: str
+
+
+class _Answer(TypedDict):
+    answer: str
+    sources: list[str]
+
+
+def _researcher(mutate: bool = False) -> StateGraph:
+    """START -> search -> write -> END, returning only ``answer`` and ``sources``."""
+
+    def search(state: _Ask) -> dict[str, Any]:
+        return {"notes": [f"about {state['question']}"], "sources": ["s1", "s2"]}
+
+    def write(state: _Ask) -> dict[str, Any]:
+        if mutate:
+            state["sources"].append("scribbled")  # in place: LangGraph never saves it
+        return {"answer": f"{state['question']}: {len(state['notes'])} note(s)"}
+
+    g = StateGraph(_Ask, output_schema=_Answer)
+    g.add_node("search", search)
+    g.add_node("write", write)
+    g.add_edge(START, "search")
+    g.add_edge("search", "write")
+    g.add_edge("write", END)
+    return g
+
+
+def test_the_result_is_what_langgraph_returns_through_the_output_schema() -> None:
+    trace = LangGraphHarness(_researcher(), seed=1).trace({"question": "tides"})
+    plain = _researcher().compile().invoke({"question": "tides"})
+
+    assert plain == {"answer": "tides: 1 note(s)", "sources": ["s1", "s2"]}
+    assert trace.result.state == trace.result.data == plain
+    assert trace.events[-1].state == plain  # run_end says the same
+
+
+def test_the_result_shows_what_langgraph_saved_not_an_in_place_mutation() -> None:
+    h = LangGraphHarness(_researcher(mutate=True), seed=1)
+    trace = h.trace({"question": "tides"})
+    # the thread, as a resume or a fresh process reads it, never had the scribble (plain
+    # LangGraph's invoke would return the live list, scribble included)
+    assert h.state()["sources"] == ["s1", "s2"]
+    assert trace.result.state == {"answer": "tides: 1 note(s)", "sources": ["s1", "s2"]}
+    assert "scribbled" not in trace.to_json()

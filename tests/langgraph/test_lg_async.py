@@ -159,15 +159,14 @@ AIO_SAVER = '''
     async def test_same_seed_same_bytes(tmp_path):
         events, rows = await run(tmp_path / "first.db", seed=5)
         assert (events, rows) == await run(tmp_path / "again.db", seed=5)
-        print("DIGEST", hashlib.sha256(events).hexdigest())
+        print("DIGEST", hashlib.sha256(events + repr(rows).encode()).hexdigest())
 '''
 
 
 def test_an_async_sqlite_saver_gives_the_same_bytes_in_two_processes(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Within a process: events and stored rows. Across processes: the events (LangGraph
-    # serialises a join's set of seen nodes in hash order, so its rows follow PYTHONHASHSEED
-    # under any saver).
+    # Events and stored rows, within a process and across two with other hash seeds
+    # (LangGraph keeps edges and a join's seen nodes in sets; the harness orders them).
     digests = []
     for hash_seed in ("1", "2"):
         monkeypatch.setenv("PYTHONHASHSEED", hash_seed)

@@ -14,11 +14,13 @@ from typing import Any
 
 import anyio
 from graphs import FanState, fan_out
+from langgraph.errors import NodeTimeoutError
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import RetryPolicy
+from langgraph.runtime import Runtime
+from langgraph.types import RetryPolicy, TimeoutPolicy
 
 from pytest_graphflow import DEFAULT_START, VirtualClock
-from pytest_graphflow.langgraph import LangGraphHarness
+from pytest_graphflow.langgraph import LangGraphHarness, check_invariants
 
 TWO_HOURS = 7200.0
 
@@ -142,7 +144,7 @@ _SCRIPT = """
 import sys
 sys.path[:0] = [{examples!r}]
 from langgraph_agent.agent import build_agent, question
-from pytest_graphflow.langgraph import LangGraphHarness
+from pytest_graphflow.langgraph import LangGraphHarness, check_invariants
 h = LangGraphHarness(build_agent(), seed={seed})
 h.trace(question())
 h.resume("add a hotel")
@@ -174,3 +176,133 @@ def test_same_seed_gives_byte_identical_trace_json_in_two_processes() -> None:
 
     assert here(5) == first  # this process agrees, byte for byte
     assert here(6) != first  # another seed: another run id and schedule
+
+
+def test_elapsed_time_in_a_node_is_virtual() -> None:
+    # A node that times its own call reads time.monotonic/perf_counter (issue 24.13)
+    async def timed(state: FanState) -> dict[str, Any]:
+        began = (time.monotonic(), time.perf_counter(), time.monotonic_ns(),
+                 time.perf_counter_ns())
+        await asyncio.sleep(90)
+        time.sleep(30)  # blocking, in the same task: virtual too
+        took = (time.monotonic() - began[0], time.perf_counter() - began[1],
+                (time.monotonic_ns() - began[2]) / 1e9,
+                (time.perf_counter_ns() - began[3]) / 1e9)
+        return {"log": [f"{t:.6f}" for t in took]}
+
+    trace = LangGraphHarness(_one_node(timed)).trace({"log": []})
+    assert trace.result.data == {"log": ["120.000000"] * 4}
+
+
+def _heartbeats(gap: float) -> StateGraph:
+    async def worker(state: FanState, runtime: Runtime) -> dict[str, Any]:
+        for _ in range(4):
+            await asyncio.sleep(gap)
+            runtime.heartbeat()
+        return {"log": ["done"]}
+
+    policy = TimeoutPolicy(idle_timeout=60.0, refresh_on="heartbeat")
+    return _one_node(worker, timeout=policy)
+
+
+def test_an_idle_timeout_fires_at_its_virtual_instant() -> None:
+    clock = VirtualClock()
+    trace = LangGraphHarness(_heartbeats(gap=70.0), clock=clock).trace({"log": []})
+
+    assert trace.result.status == "failed"
+    error = trace.result.error
+    assert isinstance(error, NodeTimeoutError)
+    assert (error.kind, error.timeout, error.elapsed) == ("idle", 60.0, 60.0)
+    failed = next(e for e in trace.events if e.type == "error")
+    assert failed.time == DEFAULT_START + timedelta(seconds=60)
+
+
+def test_heartbeats_keep_an_idle_timeout_from_firing() -> None:
+    clock = VirtualClock()
+    trace = LangGraphHarness(_heartbeats(gap=40.0), clock=clock).trace({"log": []})
+
+    assert trace.result.status == "completed"
+    assert clock.elapsed == 160.0  # four gaps of 40 s, each under the 60 s idle timeout
+
+
+def _flaky_graph(failures: int, attempts: int = 3) -> StateGraph:
+    calls: list[str] = []
+
+    def flaky(state: FanState) -> dict[str, Any]:
+        calls.append(datetime.now(UTC).isoformat())
+        if len(calls) <= failures:
+            raise ConnectionError(f"down {len(calls)}")
+        return {"log": ["up"]}
+
+    policy = RetryPolicy(initial_interval=10.0, backoff_factor=2.0, max_attempts=attempts,
+                         jitter=False)
+    return _one_node(flaky, retry_policy=policy)
+
+
+def _attempts(events: Any) -> list[tuple[str, int, bool | None, str]]:
+    return [(e.type, e.attempt, getattr(e, "will_retry", None), e.time.strftime("%M:%S"))
+            for e in events if e.type in ("node_start", "node_end", "error")]
+
+
+def test_each_retried_attempt_is_an_event() -> None:
+    h = LangGraphHarness(_flaky_graph(failures=2))
+    trace = h.trace({"log": []})
+
+    assert trace.result.data == {"log": ["up"]}
+    # LangGraph retries inside one task; the harness reports every attempt
+    assert _attempts(trace.events) == [
+        ("node_start", 1, None, "00:00"), ("error", 1, True, "00:00"),
+        ("node_start", 2, None, "00:10"), ("error", 2, True, "00:10"),
+        ("node_start", 3, None, "00:30"), ("node_end", 3, None, "00:30")]
+    assert check_invariants(h.events) == []
+
+
+def test_the_last_attempt_of_an_exhausted_retry_policy_fails_the_task() -> None:
+    h = LangGraphHarness(_flaky_graph(failures=5, attempts=2))
+    trace = h.trace({"log": []})
+
+    assert trace.result.status == "failed"
+    assert _attempts(trace.events) == [
+        ("node_start", 1, None, "00:00"), ("error", 1, True, "00:00"),
+        ("node_start", 2, None, "00:10"), ("error", 2, False, "00:10")]
+    assert check_invariants(h.events) == []
+
+
+def test_a_retried_node_of_a_subgraph_reports_its_attempts_in_the_subgraph() -> None:
+    outer = StateGraph(FanState)
+    outer.add_node("child", _flaky_graph(failures=1).compile())
+    outer.add_edge(START, "child")
+    outer.add_edge("child", END)
+    h = LangGraphHarness(outer)
+    trace = h.trace({"log": []})
+
+    child = [e.value["event"] for e in trace.events if e.type == "custom"]
+    assert [(c["type"], c["attempt"]) for c in child if c["node"] == "work"] == [
+        ("node_start", 1), ("error", 1), ("node_start", 2), ("node_end", 2)]
+    assert check_invariants(h.events) == []
+
+
+_FROZEN = """
+import freezegun  # first: it keeps the time functions it finds as the real ones
+import sys, time
+sys.path.insert(0, {here!r})
+from test_time_and_order import _heartbeats, _one_node
+from pytest_graphflow.langgraph import LangGraphHarness
+
+def timed(state):
+    began = time.monotonic()
+    time.sleep(30)
+    return {{"log": [f"{{time.monotonic() - began:.6f}}"]}}
+
+with freezegun.freeze_time("2024-06-01 09:00:00"):  # fakes time.monotonic meanwhile
+    print(LangGraphHarness(_one_node(timed)).trace({{"log": []}}).result.data["log"][0])
+    # the idle timeout's loop reads time.monotonic too: it fires, nothing hangs
+    print(type(LangGraphHarness(_heartbeats(gap=70.0)).trace({{"log": []}}).result.error).__name__)
+"""
+
+
+def test_elapsed_time_is_virtual_under_the_users_freeze_time() -> None:
+    script = _FROZEN.format(here=str(Path(__file__).resolve().parent))
+    done = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                          timeout=120, text=True)
+    assert done.stdout.split() == ["30.000000", "NodeTimeoutError"]

@@ -13,6 +13,10 @@ import pytest
 
 PUBLIC: dict[str, list[str]] = {
     'pytest_graphflow': [
+        'DeadlineExpired',
+        'InterruptExpired',
+        'TimeoutAnswer',
+        'Waiting',
         'Fatal',
         'Tool',
         'ToolCall',
@@ -153,6 +157,7 @@ PUBLIC: dict[str, list[str]] = {
         'virtual_anyio_backend',
     ],
     'pytest_graphflow.errors': [
+        'DeadlineExpired',
         'BlockingSleepWarning',
         'InvalidHistory',
         'ReplayDiverged',
@@ -272,6 +277,9 @@ PUBLIC: dict[str, list[str]] = {
         'store_conformance_test',
     ],
     'pytest_graphflow.stores': [
+        'Waiting',
+        'check_waiting',
+        'waiting_row',
         'DEFAULT_CLAIM_TTL',
         'CheckpointStore',
         'Claim',

@@ -47,7 +47,8 @@ ALLOWED: dict[str, set[str]] = {
 }
 # The engine knows stores only through the store seam (issue 25): the protocol, the features
 # a store declares, the default-store factory and the shared rules; never a concrete store.
-ENGINE_STORE_MODULES = {"_protocol", "_features", "_default", "_claims", "_deletion", "_args"}
+ENGINE_STORE_MODULES = {
+    "_protocol", "_features", "_default", "_claims", "_deletion", "_args", "_waiting"}
 # The public fronts (``__init__``, ``plugin``, ``strategies``, ...) may import any layer.
 FRONTS = {p.stem for p in PACKAGE.glob("*.py")} - {"errors"}
 

@@ -115,3 +115,73 @@ def test_graphflow_processes_skips_a_langgraph_run_and_replays_the_rest(
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["graphflow: 1 run(s) replayed in fresh interpreters, 1 "
                                  "skipped*"])
+
+
+LG_TAGS = '''
+import asyncio
+import operator
+import uuid
+from typing import Annotated, TypedDict
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+TAGS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+
+class S(TypedDict, total=False):
+    tags: list[str]
+    log: Annotated[list[str], operator.add]
+
+def build(order):
+    g = StateGraph(S)
+
+    async def search(state):
+        await asyncio.sleep(2)
+        return {{"log": [f"search:{{uuid.uuid4().hex[:8]}}"]}}
+
+    g.add_node("collect", lambda s: {{"tags": order(set(TAGS))}})
+    g.add_node("search", search)
+    g.add_node("review", lambda s: {{"log": [f"review:{{interrupt(s['tags'][:2])}}"]}})
+    g.add_edge(START, "collect")
+    g.add_edge(START, "search")
+    g.add_edge(["collect", "search"], "review")
+    g.add_edge("review", END)
+    return g.compile()
+
+APP = build({order})
+'''
+
+LG_TAGS_TEST = '''
+from {module} import APP, build
+
+def test_module_level_app(graph_runtime):
+    h = graph_runtime.langgraph(APP)
+    assert h.trace({{"log": []}}).result.status == "interrupted"
+    graph_runtime.clock.advance(60)  # the test's own time between the legs is replayed too
+    assert h.resume("ok").result.status == "completed"
+
+def test_app_built_in_the_test_is_skipped(graph_runtime):
+    assert graph_runtime.langgraph(build(sorted)).trace({{"log": []}}).result.status == (
+        "interrupted")
+'''
+
+
+@pytest.mark.parametrize(("order", "outcome"), [("sorted", {"passed": 2}),
+                                                ("list", {"passed": 1, "failed": 1})],
+                         ids=["stable-order", "hash-order"])
+def test_graphflow_processes_replays_a_langgraph_harness_of_a_module_level_app(
+        pytester: pytest.Pytester, run: Run, order: str, outcome: dict[str, int]) -> None:
+    # Workers live for the whole session: each case gets its own module name.
+    module = f"lg_tags_{order}"
+    pytester.makepyfile(**{module: LG_TAGS.format(order=order),
+                           "test_lg_tags": LG_TAGS_TEST.format(module=module)})
+    pytester.syspathinsert()
+    result = run("-q", "--graphflow-processes=2")
+    result.assert_outcomes(**outcome)
+    if order == "list":  # a node's set of strings in hash order: another path elsewhere
+        result.stdout.fnmatch_lines([
+            "*--graphflow-processes: the LangGraph harness on thread 'thread-*' of this test "
+            "took another path in a fresh interpreter with PYTHONHASHSEED=*",
+            "*diverged at event *"])
+    else:  # the fan-out's edges and the join's saved set are in a stable order (24.15)
+        result.stdout.fnmatch_lines(["graphflow: 1 run(s) replayed in fresh interpreters, 1 "
+                                     "skipped*"])

@@ -18,7 +18,6 @@ import pytest
 from pytest_graphflow import Worker
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores import _pgschema
-from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._postgres import PostgresCheckpointStore
 from pytest_graphflow.errors import InvalidArgument, StaleClaim, UnsupportedFormat
 
@@ -362,10 +361,17 @@ async def test_take_job_skips_held_jobs_and_live_claims(make_pg_store: MakeStore
     assert last["thread_id"] == second  # the claim on it expired at 10 s
 
 
+class _NoQueue:
+    """A store with neither a run queue nor ``waiting()``."""
+
+
 @pytest.mark.parametrize(
     ("make_args", "message"),
     [
-        pytest.param(lambda s: (InMemoryCheckpointStore(), []), "has no run queue", id="store"),
+        # A store without a queue but with waiting() (InMemoryCheckpointStore, SQLite) makes
+        # a worker that only fires deadlines (tests/workers/test_deadline_worker.py).
+        pytest.param(lambda s: (_NoQueue(), []),
+                     "has no run queue and cannot list waiting runs", id="store"),
         pytest.param(lambda s: (s, ["not a graph"]), "is not a CompiledGraph", id="graph"),
     ],
 )

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from pytest_graphflow import END, START, Graph, GraphRuntime, VirtualClock
+from pytest_graphflow import END, START, Graph, GraphRuntime, Resume, VirtualClock, interrupt
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores import _sqlite_rows
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
@@ -126,3 +126,85 @@ async def test_prune_gives_the_space_back(tmp_path: Path) -> None:
         await store.delete(kept.id)  # type: ignore[union-attr]
         (segments,) = store._conn.execute("SELECT COUNT(*) FROM paths").fetchone()
         assert segments == 0  # no path segment outlives every checkpoint that used it
+
+
+def test_a_run_resumed_through_another_store_object_reads_the_same_as_in_memory(
+        tmp_path: Path) -> None:
+    # Issue 29: the runtime hands the store its run's log, not a tuple of every node so far;
+    # a resume in another process starts from the checkpoint's path, in a log of its own.
+    g = Graph("paused", S)
+    g.node("a", lambda s: {"n": s.n + 1}).node("b", lambda s: {"pad": "y"})
+    g.node("ask", lambda s: {"pad": interrupt("go on?", id="ask")})
+    g.edge(START, "a").edge("a", "b")
+    g.branch("b", lambda s: "ask" if s.n == s.limit else "again" if s.n < 2 * s.limit
+             else "done", {"ask": "ask", "again": "a", "done": END})
+    g.edge("ask", "a")
+    graph = g.compile()
+    steps = SPAN + 7
+    memory = GraphRuntime(InMemoryCheckpointStore(), clock=VirtualClock(), seed=2,
+                          max_supersteps=10_000)
+    paused = memory.invoke(graph, {"limit": steps})
+    memory.resume(paused.run_id, Resume("yes"))
+    with SQLiteCheckpointStore(tmp_path / "s.db") as first:
+        rt = GraphRuntime(first, clock=VirtualClock(), seed=2, max_supersteps=10_000)
+        assert rt.invoke(graph, {"limit": steps}).status == "interrupted"
+    with SQLiteCheckpointStore(tmp_path / "s.db") as second:
+        rt = GraphRuntime(second, clock=VirtualClock(), seed=2, max_supersteps=10_000)
+        assert rt.resume(paused.run_id, Resume("yes"), graph=graph).status == "completed"
+        got = _views(anyio.run(rt.history, paused.run_id))
+    expected = _views(anyio.run(memory.history, paused.run_id))
+    assert got == expected
+    assert len(got[-1][1]) == 2 * (2 * steps) + 1
+
+
+def test_a_subclass_of_the_store_gets_every_path_as_a_tuple(tmp_path: Path) -> None:
+    seen: list[type] = []
+
+    class Watching(SQLiteCheckpointStore):
+        async def commit(self, thread_id: str, token: int, **parts: Any) -> None:
+            seen.extend(type(cp.visited) for cp in parts.get("checkpoints", ()))
+            await super().commit(thread_id, token, **parts)
+
+    with Watching(tmp_path / "s.db") as store:
+        rt = GraphRuntime(store, clock=VirtualClock(), seed=1, max_supersteps=10_000)
+        result = rt.invoke(_loop(), {"limit": 20})
+        assert result.status == "completed"
+        latest = anyio.run(store.latest, result.run_id)
+    assert len(seen) > 20
+    assert set(seen) == {tuple}
+    assert latest is not None
+    assert len(latest.visited) == 40
+
+
+class M(BaseModel):
+    n: int = 0
+    limit: int = 0
+    mode: str = "x"
+
+
+def test_a_later_leg_on_another_path_than_the_last_one_written_keeps_its_own(
+        tmp_path: Path) -> None:
+    # The store remembers the last path it wrote per run and extends it. A leg resumed
+    # from a checkpoint further along than that path, on another branch, is no extension.
+    g = Graph("modes", M)
+    g.node("a", lambda s: {"n": s.n + 1}).node("x", lambda s: None).node("y", lambda s: None)
+    g.edge(START, "a").edge("x", "a").edge("y", "a")
+    g.branch("a", lambda s: "done" if s.n >= s.limit else s.mode,
+             {"x": "x", "y": "y", "done": END})
+    graph = g.compile()
+    runtimes = [GraphRuntime(store, clock=VirtualClock(), seed=4, max_supersteps=10_000)
+                for store in (InMemoryCheckpointStore(), SQLiteCheckpointStore(tmp_path / "m.db"))]
+    views = []
+    for rt in runtimes:
+        run_id = rt.invoke(graph, {"limit": SPAN}).run_id
+        history = anyio.run(rt.history, run_id)
+        early, late = history[4], history[SPAN]
+        # a short leg on the y branch: the last path written is now a short one with a "y"
+        assert rt.resume(early.id, Resume(update={"mode": "y", "limit": 4}),
+                         graph=graph).status == "completed"
+        # then a leg from far along the x path
+        assert rt.resume(late.id, graph=graph).status == "completed"
+        views.append(_views(anyio.run(rt.history, run_id)))
+    runtimes[1].store.close()  # type: ignore[attr-defined]
+    assert views[1] == views[0]
+    assert any("y" in path for _, path, _ in views[0])

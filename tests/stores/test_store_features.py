@@ -63,17 +63,20 @@ class SaysNoPages(InMemoryCheckpointStore):
 
 def test_the_built_in_stores_declare_their_features(tmp_path: Any) -> None:
     both = {"claims": True, "fencing": True, "commit": True, "history_pages": True,
-            "artifacts": True, "prune": True, "delete_thread": True}
+            "artifacts": True, "prune": True, "delete_thread": True, "waiting": True}
     assert features_of(InMemoryCheckpointStore()) == StoreFeatures(**both, fields_save=True)
     sqlite = SQLiteCheckpointStore(str(tmp_path / "s.db"))
-    assert features_of(sqlite) == StoreFeatures(**both, events=True, run_records=True)
+    assert features_of(sqlite) == StoreFeatures(**both, events=True, run_records=True,
+                                                visited_snapshots=True)
 
 
 def test_a_faulty_store_has_the_features_of_the_store_it_wraps(tmp_path: Any) -> None:
     inner = SQLiteCheckpointStore(str(tmp_path / "s.db"))
-    # Its list takes no page arguments; it binds the runtime's clock and logs its calls.
+    # Its list takes no page arguments; it binds the runtime's clock and logs its calls; its
+    # rules may read a checkpoint's visited nodes.
     assert features_of(FaultyStore(inner)) == dataclasses.replace(
-        features_of(inner), history_pages=False, clock_binding=True, call_log=True)
+        features_of(inner), history_pages=False, clock_binding=True, call_log=True,
+        visited_snapshots=False)
     assert features_of(FaultyStore(InMemoryCheckpointStore())).fields_save
 
 

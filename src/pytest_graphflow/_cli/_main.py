@@ -311,27 +311,22 @@ def _checkpoints(args: argparse.Namespace) -> str:
 
 def _waiting(args: argparse.Namespace) -> str:
     async def read(store: Any) -> list[dict[str, Any]]:
-        ids = [r["run_id"] for r in await store.runs()]
-        ids += [r for r in store.checkpointed_runs() if r not in ids]
-        out = []
-        for run_id in ids:
-            cp = await store.latest(run_id)
-            if cp is None or cp.status != "interrupted":
-                continue
-            out.append({"run_id": run_id, "thread_id": cp.thread_id, "graph_id": cp.graph_id,
-                        "since": to_json_value(cp.timestamp), "checkpoint_id": cp.id,
-                        "interrupts": [{"key": i.key, "node": i.node, "id": i.id,
-                                        "payload": i.payload} for i in cp.interrupts]})
-        return out
+        return [{"run_id": w.run_id, "thread_id": w.thread_id, "graph_id": w.graph_id,
+                 "since": to_json_value(w.since), "checkpoint_id": w.checkpoint_id,
+                 "deadline": to_json_value(w.deadline),
+                 "interrupts": [{"key": i.key, "node": i.node, "id": i.id,
+                                 "payload": i.payload, "deadline": to_json_value(i.deadline)}
+                                for i in w.interrupts]}
+                for w in await store.waiting(any_tenant=True)]
 
     rows = _with_store(args.file, read)
     if args.json:
         return to_json(rows)
     if not rows:
         return f"no run in {clean(args.file)} is waiting at an interrupt"
-    header = ("RUN ID", "THREAD", "GRAPH", "SINCE", "WAITING AT", "PAYLOAD")
+    header = ("RUN ID", "THREAD", "GRAPH", "SINCE", "DEADLINE", "WAITING AT", "PAYLOAD")
     return table(header, [
-        (r["run_id"], r["thread_id"], r["graph_id"], r["since"],
+        (r["run_id"], r["thread_id"], r["graph_id"], r["since"], _cell(r["deadline"]),
          ", ".join(f"{i['node']}:{i['id']}" for i in r["interrupts"]),
          "; ".join(_short(i["payload"], 40) for i in r["interrupts"]))
         for r in rows])
@@ -493,7 +488,7 @@ def _event_line(event: dict[str, Any], width: int = 12, own_time: Any = None) ->
     kind = str(event.get("type", "?"))
     head = (f"{event.get('seq', '?'):>5}  {_time(event, own_time)}  "
             f"step {event.get('step', '?')!s:<3} "
-            f"{kind:<17}{_cell(event.get('node')):<{width}}")
+            f"{kind:<18}{_cell(event.get('node')):<{width}}")
     fields: list[str] = []
     if kind == "edge_transition":
         fields.append(f"{event.get('source')} -> {event.get('target')}")

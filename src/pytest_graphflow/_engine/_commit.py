@@ -78,7 +78,7 @@ class Committer:
             # Only a join that got an arrival now can have become complete.
             for join in touched:
                 arrived = arrivals.get(join.key)
-                if arrived is not None and all(s in arrived for s in join.sources):
+                if arrived is not None and join.source_set.issubset(arrived):
                     del arrivals[join.key]
                     if join.target != END:
                         scheduled.append(join.target)
@@ -138,7 +138,18 @@ class Committer:
         joins = graph.joins
         arrivals = {k: list(v) for k, v in run.arrivals.items()} if run.arrivals else {}
         scheduled: dict[str, dict[str, Any] | None] = {}
-        touched: dict[Join, None] = {}
+        # The joins that got an arrival in this batch, each with the set of its arrivals
+        # (the list in ``arrivals`` keeps their order for the checkpoint; the set answers
+        # "arrived already?" in O(1), so a batch of N sources costs O(N), not O(N²)).
+        touched: dict[Join, set[str]] = {}
+
+        def arrive(join: Join, node: str) -> None:
+            got = touched.get(join)
+            if got is None:
+                got = touched[join] = set(arrivals.get(join.key, ()))
+            if node not in got:
+                got.add(node)
+                arrivals.setdefault(join.key, []).append(node)
         expansions: list[Outcome] = []
         # invoke() wants no events: a task's own are only numbered (seq), the same way.
         recording = run.record_events
@@ -171,16 +182,12 @@ class Committer:
                                 source=node, target=out.expand["node"]))
             if joins and out.goto is None and (out.expand is None or out.route_expand):
                 for join in graph.joins_from.get(node, ()):
-                    got = arrivals.setdefault(join.key, [])
-                    if node not in got:
-                        got.append(node)
-                    touched[join] = None
+                    arrive(join, node)
                     events.append(e(EdgeTransition, step, node=node, task_id=record.task_id,
                                     source=node, target=join.target))
         # Only a join that got an arrival in this batch can have become complete.
-        for join in touched:
-            arrived = arrivals.get(join.key)
-            if arrived is not None and all(s in arrived for s in join.sources):
+        for join, got in touched.items():
+            if got >= join.source_set:
                 del arrivals[join.key]
                 if join.target != END:
                     scheduled.setdefault(join.target, None)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from .._graph._builder import CompiledGraph
+from .._graph._deadlines import is_expired_marker
 from .._graph._node import Resume
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
 from .._records._json import jcopy
@@ -38,6 +39,7 @@ from ..errors import (
     UnsupportedFormat,
 )
 from ._claim import ThreadClaim, released_on_error, take
+from ._expiry import ExpiryResume, check_deadlines, expiry_answers
 from ._fault import unexpected
 from ._hooks import hook_table
 from ._merge import merge_patches, validate_state
@@ -295,12 +297,14 @@ class Legs:
         install_hooks()
         tenant = opts["tenant_id"]
         recover: str | None = opts.get("recover")
+        expired: tuple[dict[str, Any], list[Any]] | None = None
         cp = await self.resolve(ref, tenant)
         graph = self.policy(self.graph_for(cp, graph))
         if recover is not None:
             check_recoverable(recover, cp)  # the run may have ended since it was read
         else:
             check_resumable(cp, resume, claimed=False)
+            check_deadlines(cp, resume, self.now(cp))
         seen = cp.id if recover is None and ref == cp.run_id else await self.view(cp, recover)
         clock = self.rt.clock
         # A fresh virtual clock continues from the checkpoint, so time never goes back within
@@ -323,6 +327,9 @@ class Legs:
                 if latest is not None and latest.id != seen:
                     raise ThreadBusy(cp.thread_id, latest.run_id)
                 check_resumable(cp, resume)
+                check_deadlines(cp, resume, self.now(cp))
+                if isinstance(resume, ExpiryResume):
+                    expired = expiry_answers(cp, resume, graph, self.now(cp))
             # Resumed from a checkpoint that is not the thread's latest (time travel): the
             # leg's first checkpoint branches on purpose (seed 004's ParentNotLatest).
             branch, since = False, cp.timestamp
@@ -336,9 +343,13 @@ class Legs:
             await released_on_error(claim)
             raise
         answers = dict(cp.answers)
-        if cp.status == "interrupted" and cp.interrupts:
+        if expired is not None:
+            answers.update(expired[0])
+        elif cp.status == "interrupted" and cp.interrupts:
             assert resume is not None
             answers.update(resume.resolve(cp.interrupts))
+        elif cp.status == "failed":  # an unrouted expiry failed it: recovering asks again
+            answers = {k: v for k, v in answers.items() if not is_expired_marker(v)}
         cp_counter = int(cp.metadata.get("cp_counter", 0))
         task_counter = int(cp.metadata.get("task_counter", 0))
         seq = cp.next_seq
@@ -378,6 +389,7 @@ class Legs:
             run.hooks = hook_table(graph, self.rt.middleware, self.rt.guardrails)
             run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
                               task_counter=task_counter)
+            run.expired = [] if expired is None else expired[1]
             run.time_travel = run.time_travel or (latest is not None and latest.id != cp.id)
             run.branch = branch
             run.claim = claim
@@ -389,6 +401,12 @@ class Legs:
             await released_on_error(claim)
             raise
         return runner
+
+    def now(self, cp: Checkpoint) -> datetime:
+        """The runtime clock's time for deadlines of ``cp``: a fresh virtual clock behind the
+        checkpoint counts from it (as the leg would, see :func:`catch_up`)."""
+        now = self.rt.clock.now()
+        return max(now, cp.timestamp) if isinstance(self.rt.clock, VirtualClock) else now
 
     async def view(self, cp: Checkpoint, recover: str | None) -> str | None:
         """What this call saw before claiming: the id of the thread's latest checkpoint (a

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -50,6 +51,13 @@ def normalize_patch(graph: CompiledGraph, node: str, patch: Any) -> dict[str, An
     return out
 
 
+# (reducer, type of its result) whose next fold may extend the result in place: ``a + b`` of
+# two lists and ``a | b`` of two dicts build a new value, equal to extending or updating it.
+_FOLDS_IN_PLACE: dict[tuple[Any, type], type] = {
+    (operator.add, list): list, (operator.concat, list): list, (operator.or_, dict): dict,
+}
+
+
 def merge_patches(
     graph: CompiledGraph,
     state: dict[str, Any],
@@ -74,6 +82,11 @@ def merge_patches(
             if len(nodes) > 1:
                 raise ConflictingWrites(key, nodes)
     new = dict(state)
+    # Keys whose value in ``new`` is a list or dict this call built (the result of a pure
+    # ``add``/``concat``/``or_``): the next write to the key extends it in place, which gives
+    # the same value as the reducer without copying what came before (a batch of N writes to
+    # one list costs O(N), not O(N²)).
+    owned: dict[str, type] = {}
     for node, patch in patches:
         if not patch:
             continue
@@ -81,8 +94,16 @@ def merge_patches(
             reducer = reducers.get(key)
             if reducer is None:
                 new[key] = value
+                owned.pop(key, None)
                 continue
             pure = reducer.pure
+            kind = owned.get(key)
+            if kind is not None and type(value) is kind:
+                if kind is list:
+                    new[key].extend(value)
+                else:
+                    new[key].update(value)
+                continue
             try:
                 if pure:  # cannot mutate its arguments: no defensive copies
                     result = reducer.fn(new.get(key), value)
@@ -96,6 +117,9 @@ def merge_patches(
                 raise UpdateRejected(node, key, f"its reducer returned {lossy(result)}")
             if pure:
                 new[key] = result
+                kind = _FOLDS_IN_PLACE.get((reducer.fn, type(result)))
+                if kind is not None:
+                    owned[key] = kind
                 continue
             try:
                 new[key] = graph.codec.canonical(

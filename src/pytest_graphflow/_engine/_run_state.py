@@ -132,6 +132,10 @@ class RunState:
         self.tasks: list[TaskRecord] | None = None
         self.completed: dict[str, TaskOutput] = {}
         self.answers: dict[str, Any] = {}
+        self.deadlines: dict[str, datetime] = {}
+        """The deadlines of the questions the leg resumed with: asked again, they keep them."""
+        self.expired: list[tuple[Interrupt, str, str | None, Any]] = []
+        """The questions this leg resumed to expire: (question, action, route node, answer)."""
         self.tool_calls: dict[str, dict[str, Any]] = {}
         """Recorded results of ``write``/``external``/``human`` tool calls by call key
         (``<task_id>:tool-<n>``): a task that runs again replays them (see ``_tools``)."""
@@ -193,6 +197,7 @@ class RunState:
         self.tasks = list(cp.tasks)
         self.completed = dict(cp.completed)
         self.answers = answers
+        self.deadlines = {i.key: i.deadline for i in cp.interrupts if i.deadline is not None}
         self.tool_calls = dict(cp.metadata.get("tool_calls", {}))
         self.visited = Visited(list(cp.visited))
         self.arrivals = {k: list(v) for k, v in cp.arrivals.items()}

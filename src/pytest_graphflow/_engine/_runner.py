@@ -22,7 +22,13 @@ import anyio
 
 from .._graph._builder import END, START, Expand
 from .._graph._node import EdgeContext
-from .._records._events import CheckpointSaved, Interrupt, NodeStart, RunStart
+from .._records._events import (
+    CheckpointSaved,
+    Interrupt,
+    InterruptExpired,
+    NodeStart,
+    RunStart,
+)
 from .._records._json import DumpedEvents
 from .._time._clock import VirtualClock
 from ..errors import (
@@ -236,6 +242,11 @@ class Runner:
             RunStart, run.step, graph_id=run.graph.graph_id, revision=run.graph.revision,
             thread_id=run.thread_id, resumed_from=run.resumed_from,
         )]
+        for question, action, routed_to, answer in run.expired:
+            events.append(run.event(
+                InterruptExpired, run.step, node=question.node, task_id=question.task_id,
+                key=question.key, deadline=question.deadline, action=action,
+                routed_to=routed_to, answer=answer))
         if run.tasks is None:  # a fresh run: schedule the entry
             run.tasks = []
             await self._schedule_entry()

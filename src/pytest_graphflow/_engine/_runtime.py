@@ -27,6 +27,7 @@ from .._stores._default import default_store
 from .._stores._deletion import DeletedThread
 from .._stores._features import StoreFeatures, check_store, features_of
 from .._stores._protocol import CheckpointStore
+from .._stores._waiting import Waiting
 from .._time._clock import Clock, RealClock
 from .._time._hooks import install_hooks
 from .._time._loops import in_running_loop, run_sync_owned
@@ -36,6 +37,7 @@ from ..errors import (
     InvalidArgument,
     TenantMismatch,
 )
+from ._deadline_ops import expire_due, list_waiting
 from ._delete import delete_thread
 from ._known import KnownGraphs
 from ._legs import Legs, check_recoverable
@@ -576,6 +578,60 @@ class GraphRuntime:
         runs and of its last ``KEPT_RECORDS`` (256) ended ones (the store has the rest:
         :meth:`arun_record`, ``await store.runs()``)."""
         return list(self._runs.values())
+
+    async def waiting(
+        self, *, tenant_id: str | None = _DEFAULT, limit: int | None = None,
+        after: str | None = None,
+    ) -> list[Waiting]:
+        """The runs of the caller's tenant waiting for answers, with their questions and
+        deadlines, in thread-id order (the store's ``waiting``; see :class:`Waiting`).
+
+        Args:
+            tenant_id: the caller's tenant (default: the runtime's ``tenant_id``); only its
+                threads are listed.
+            limit: at most this many (a page); ``None``: all.
+            after: the next page: ``after=page[-1].thread_id``.
+
+        Raises:
+            GraphExecutionError: the store cannot list waiting runs.
+            InvalidArgument: a bad ``limit``, ``tenant_id`` or ``after``.
+        """
+        tenant = self.tenant_id if tenant_id is _DEFAULT else tenant_id
+        return await list_waiting(self, tenant_id=tenant, limit=limit, after=after)
+
+    async def aexpire_due(
+        self, *, graphs: Iterable[CompiledGraph] | Mapping[str, CompiledGraph] | None = None,
+        tenant_id: str | None = _DEFAULT, any_tenant: bool = False,
+    ) -> list[GraphResult[Any]]:
+        """Fire every question whose deadline (``interrupt(..., deadline=)``) passed by this
+        runtime's clock, earliest first: each such run resumes, an ``interrupt_expired``
+        event names the question, and the asking task takes its graph's
+        ``compile(on_timeout=...)`` route. A ``Worker`` calls this as it polls.
+
+        Args:
+            graphs: the graphs to resume runs under (default: those this runtime knows); with
+                them, only runs of these graphs are fired.
+            tenant_id: fire the runs of this tenant (default: the runtime's ``tenant_id``).
+            any_tenant: fire every tenant's runs (a worker serving them all).
+
+        Returns:
+            The fired runs' results, in the order they were fired. A run held by another
+            runtime, or answered meanwhile, is skipped.
+
+        Raises:
+            GraphExecutionError: the store cannot list waiting runs, or a due run's graph is
+                not known (pass ``graphs=``).
+        """
+        tenant = self.tenant_id if tenant_id is _DEFAULT else tenant_id
+        return await expire_due(self, tenant_id=tenant, any_tenant=any_tenant, graphs=graphs)
+
+    def expire_due(
+        self, *, graphs: Iterable[CompiledGraph] | Mapping[str, CompiledGraph] | None = None,
+        tenant_id: str | None = _DEFAULT, any_tenant: bool = False,
+    ) -> list[GraphResult[Any]]:
+        """Synchronous :meth:`aexpire_due`."""
+        return self._run_sync(self.aexpire_due, graphs=graphs, tenant_id=tenant_id,
+                              any_tenant=any_tenant)
 
     def register(self, graph: CompiledGraph) -> None:
         """Remember ``graph`` so runs of it can be resumed by id alone."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from dataclasses import replace as dataclass_replace
 from datetime import datetime
 from typing import Any
@@ -13,12 +13,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._graph._builder import END, Command, CompiledGraph, Expand, NodeSpec
+from .._graph._deadlines import TimeoutSignal
 from .._graph._node import CURRENT_TASK, EdgeContext, NodeContext, Visited, _InterruptSignal
 from .._records._checkpoint import TaskRecord
 from .._records._events import Breakpoint, Interrupt
 from .._records._json import NotJSONError, to_json_value
 from .._time._clock import Clock
 from ..errors import (
+    DeadlineExpired,
     GraphExecutionError,
     GraphflowError,
     MiddlewareFailed,
@@ -55,18 +57,21 @@ class Outcome:
     patch: dict[str, Any] | None = None
     goto: list[str] | None = None
     expand: dict[str, Any] | None = None
-    targets: list[str] = field(default_factory=list)
+    # The sequences default to one shared empty tuple and are replaced, never changed in
+    # place: a wide batch keeps an outcome per task alive until it commits, and each list
+    # was one more object for every garbage collection of the batch to walk.
+    targets: Sequence[str] = ()
     interrupt: Interrupt | None = None
-    more: list[Interrupt] = field(default_factory=list)
+    more: Sequence[Interrupt] = ()
     """Further interrupts of the task (a subgraph node surfaces all its child's at once)."""
     breakpoint: Breakpoint | None = None
     """Where a subgraph node's child paused for a breakpoint (``kind`` is ``interrupt``)."""
     error: BaseException | None = None
-    failed_attempts: list[tuple[datetime, datetime, BaseException]] = field(default_factory=list)
+    failed_attempts: Sequence[tuple[datetime, datetime, BaseException]] = ()
     started_at: datetime | None = None
     finished_at: datetime | None = None
-    custom: list[tuple[str, Any]] = field(default_factory=list)
-    artifacts: list[tuple[str, bytes, str]] = field(default_factory=list)
+    custom: Sequence[tuple[str, Any]] = ()
+    artifacts: Sequence[tuple[str, bytes, str]] = ()
     replayed: bool = False
     routed_to: str | None = None
     attempt: int = 1
@@ -132,9 +137,22 @@ async def execute(
             out.attempt = attempt
             out.finished_at = clock.now()
             return out
+        except TimeoutSignal as expired:
+            expire(graph, out, expired.key, ctx.run_id, attempt, clock.now())
+            return out
         except _InterruptSignal as signal:
             if ctx._tool is not None and ctx._tool.failure is not None:
                 return _tool_failed(out, ctx, attempt, clock)
+            if signal.interrupt.deadline is not None \
+                    and CHILD_THREAD.get() == ctx._leg.thread_id:
+                out.kind = "error"  # a child run's question is fired as the parent's
+                out.error = GraphExecutionError(
+                    f"node {spec.name!r} of a subgraph asked {signal.interrupt.id!r} with a "
+                    "deadline: deadlines are kept and fired for a top-level run only; ask "
+                    "with deadline= in a node of the parent graph")
+                out.attempt = attempt
+                out.finished_at = clock.now()
+                return out
             out.kind = "interrupt"
             out.interrupt = signal.interrupt
             out.more = signal.more
@@ -162,7 +180,7 @@ async def execute(
                 return out
             retry = spec.retry
             if retry is not None and attempt < retry.attempts and isinstance(exc, retry.retry_on):
-                out.failed_attempts.append((attempt_start, clock.now(), exc))
+                out.failed_attempts = [*out.failed_attempts, (attempt_start, clock.now(), exc)]
                 await sleep(retry.delay(attempt))
                 attempt += 1
                 ctx._used = None  # a new attempt runs the node from the top
@@ -217,6 +235,23 @@ async def execute(
     return out
 
 
+def expire(graph: CompiledGraph, out: Outcome, key: str, run_id: str, attempt: int,
+           now: datetime) -> None:
+    """The task asked a question whose deadline passed (``interrupt_expired``): it goes to
+    the graph's ``on_timeout`` node (done, no patch, as a ``Command(goto=...)``), or, with no
+    route, fails the run with ``DeadlineExpired`` (a failure no ``on_error`` takes)."""
+    out.attempt = attempt
+    out.finished_at = now
+    route = graph.on_timeout
+    if isinstance(route, str):
+        out.kind = "done"
+        out.patch = None
+        out.goto = [route]
+        out.targets = [route]
+        return
+    out.kind = "error"
+    out.error = DeadlineExpired(run_id, key, unrouted=True)
+    out.fatal = True
 def _tool_failed(out: Outcome, ctx: NodeContext, attempt: int, clock: Clock) -> Outcome:
     """The task failed with its ``ToolFailed`` (not retried; its ``on_error`` route takes
     it), whatever the node made of it."""

@@ -48,6 +48,9 @@ class CheckpointWriter:
         # ``adopt_fields`` says if it took them.
         self._adopt: Callable[..., bool] | None = (
             store.adopt_fields if features.fields_save else None)
+        # SQLite writes a path from the run's log itself (``StoreFeatures.visited_snapshots``,
+        # declared by that class alone: a subclass may read ``visited``).
+        self._snapshots = features.visited_snapshots
         run.deferred = run.durable and self._fence is not None and features.commit
 
     async def save(
@@ -122,7 +125,7 @@ class CheckpointWriter:
         # The visited nodes stay a lazy snapshot until the checkpoint is read.
         if self._adopt is None or not self._adopt(fields, fence):
             vis = fields["visited"]
-            if not isinstance(vis, tuple):
+            if not isinstance(vis, tuple) and not self._snapshots:
                 fields["visited"] = vis.as_tuple()
             cp = make(Checkpoint, **fields)
             if run.deferred:

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from .._records._checks import check_id
 from ..errors import GraphValidationError, InvalidArgument
 from ._compiled import CompiledGraph
+from ._deadlines import TimeoutAnswer, check_on_timeout
 from ._middleware import Guardrail, Middleware, checked_hooks, is_async_hook, sync_wrap_problems
 from ._names import END, START
 from ._primitives import (
@@ -127,9 +128,18 @@ class Join:
             object.__setattr__(self, "_hash", found)
         return found
 
+    @property
+    def source_set(self) -> frozenset[str]:
+        """``sources`` as a set, built once: a batch checks its arrivals against it."""
+        found: frozenset[str] | None = self.__dict__.get("_source_set")
+        if found is None:
+            found = frozenset(self.sources)
+            object.__setattr__(self, "_source_set", found)
+        return found
+
     def __getstate__(self) -> dict[str, Any]:
         # A string's hash differs between processes: a copy hashes itself again.
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_source_set")}
 
 
 def node_names(value: str | Iterable[str], what: str) -> list[str]:
@@ -310,6 +320,7 @@ class Graph:
         checkpoint_policy: CheckpointPolicy = "every_step",
         interrupt_before: str | Iterable[str] = (),
         interrupt_after: str | Iterable[str] = (),
+        on_timeout: str | TimeoutAnswer | None = None,
     ) -> CompiledGraph:
         """Check the structure and return the runnable graph.
 
@@ -319,19 +330,27 @@ class Graph:
                 these nodes runs (resume it without a ``Resume``). A node name or a list.
             interrupt_after: breakpoints: every run pauses after a batch holding one of these
                 nodes committed. A node name or a list.
+            on_timeout: what an expired question (``interrupt(..., deadline=...)``) does:
+                the name of a node the asking task goes to (as if it returned
+                ``Command(goto=node)``, with no patch), or ``TimeoutAnswer(value)``, the
+                answer its ``interrupt()`` returns. ``None``: the run fails with
+                ``DeadlineExpired``. Not part of ``revision``.
 
         Raises:
             GraphValidationError: listing every structural problem at once.
+            InvalidArgument: ``on_timeout`` is neither a node name nor a ``TimeoutAnswer``.
         """
         if checkpoint_policy not in POLICIES:
             raise InvalidArgument(f"compile(checkpoint_policy={checkpoint_policy!r}): use one of "
                                   f"{sorted(POLICIES)}")
         before = node_names(interrupt_before, "interrupt_before")
         after = node_names(interrupt_after, "interrupt_after")
-        problems = structure_problems(self, before, after) + self._hook_problems()
+        route = check_on_timeout(on_timeout)
+        problems = structure_problems(self, before, after, route) + self._hook_problems()
         if problems:
             raise GraphValidationError(self.graph_id, problems)
         compiled = CompiledGraph(self, checkpoint_policy)
+        compiled.on_timeout = route
         compiled.interrupt_before = frozenset(before)
         compiled.interrupt_after = frozenset(after)
         return compiled

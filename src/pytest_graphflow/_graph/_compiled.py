@@ -13,6 +13,7 @@ from ._primitives import POLICIES, CheckpointPolicy, Reducer
 
 if TYPE_CHECKING:
     from ._builder import Branch, Graph, Join, NodeSpec
+    from ._deadlines import TimeoutAnswer
     from ._middleware import Guardrail, Middleware
 
 __all__ = ["CompiledGraph"]
@@ -30,9 +31,13 @@ class CompiledGraph:
         interrupt_after: nodes every run pauses after (breakpoints).
         middleware: the graph's ``Middleware``, outermost first (not part of ``revision``).
         guardrails: the graph's ``Guardrail`` checks, in order (not part of ``revision``).
+        on_timeout: what an expired question does (``compile(on_timeout=...)``): a node
+            name, a ``TimeoutAnswer``, or ``None`` (the run fails with ``DeadlineExpired``);
+            not part of ``revision``.
     """
 
     def __init__(self, graph: Graph, checkpoint_policy: str) -> None:
+        self.on_timeout: str | TimeoutAnswer | None = None
         self.interrupt_before: frozenset[str] = frozenset()
         self.interrupt_after: frozenset[str] = frozenset()
         self.graph_id = graph.graph_id

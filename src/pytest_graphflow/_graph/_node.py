@@ -16,6 +16,7 @@ from .._records._json import NotJSONError, jcopy, to_json_value
 from .._time._clock import Clock
 from .._time._rng import EntropyStream
 from ..errors import GraphExecutionError, ResumeError
+from ._deadlines import TimeoutSignal, deadline_at, is_expired_marker
 
 __all__ = ["PAUSE", "EdgeContext", "NodeContext", "Resume", "answer_keys", "emit", "interrupt",
            "match_answers"]
@@ -197,6 +198,12 @@ class Visited:
             self._log.extend(nodes)
             return Visited(self._log)
         return Visited([*self._log[:self._n], *nodes])
+
+    def snapshot(self) -> tuple[list[str], int]:
+        """The log and this snapshot's length: the nodes are ``log[:n]``, and ``log`` is only
+        ever appended to, so two snapshots of one log are a path and a prefix of it (a store
+        writing paths step by step compares them in O(1), not O(steps))."""
+        return self._log, self._n
 
     def as_tuple(self) -> tuple[str, ...]:
         """The nodes as a tuple."""
@@ -414,7 +421,7 @@ class NodeContext:
 
         return await acall_tool(self, tool, args)
 
-    def interrupt(self, payload: Any = None, *, id: str) -> Any:
+    def interrupt(self, payload: Any = None, *, id: str, deadline: Any = None) -> Any:
         """Pause this node until answered; see :func:`interrupt`."""
         if not isinstance(id, str) or not _ID_RE.match(id):
             raise ValueError(f"interrupt id {id!r} is invalid: use a non-empty id of letters, "
@@ -432,16 +439,24 @@ class NodeContext:
             )
         self._used.add(id)
         key = f"{self.task_id}:{id}"
+        due = None
+        if deadline is not None:  # checked before an answer is returned: a bad one always fails
+            due = deadline_at(self.clock.now(), deadline, self.node, id)
         answers: dict[str, Any] = self._leg.answers
         if key in answers:
-            return jcopy(answers[key])
+            answer = answers[key]
+            if is_expired_marker(answer):
+                raise TimeoutSignal(key)
+            return jcopy(answer)
         try:
             payload = to_json_value(payload)
         except NotJSONError as exc:
             raise TypeError(f"interrupt payload of node {self.node!r} has no JSON form: "
                             f"{exc}") from None
+        if due is not None:  # asked again (a partial resume): the first deadline stands
+            due = getattr(self._leg, "deadlines", {}).get(key, due)
         pending = Interrupt(key=key, id=id, node=self.node, task_id=self.task_id,
-                            payload=payload)
+                            payload=payload, deadline=due)
         hook = self._leg.on_interrupt
         if hook is not None:
             answer = hook(pending)
@@ -504,7 +519,7 @@ def _current(what: str) -> NodeContext:
     return ctx
 
 
-def interrupt(payload: Any = None, *, id: str) -> Any:
+def interrupt(payload: Any = None, *, id: str, deadline: Any = None) -> Any:
     """Pause the current node until the interrupt is answered (seed 001).
 
     An ``on_interrupt`` hook may answer at once; otherwise the run pauses. On resume the node
@@ -513,14 +528,20 @@ def interrupt(payload: Any = None, *, id: str) -> Any:
     Args:
         payload: the question or data for whoever answers (JSON values).
         id: unique within one run of the node; letters, digits, ``_``, ``.`` and ``-``.
+        deadline: how long the question may wait (seconds or a ``timedelta``), on the
+            runtime's clock (virtual under a ``VirtualClock``). Once it passed,
+            ``GraphRuntime.expire_due`` (or a ``Worker``) takes the graph's
+            ``compile(on_timeout=...)`` route, and a late answer is refused with
+            ``DeadlineExpired``. ``None``: the question waits for ever.
 
     Raises:
-        ValueError: if ``id`` is empty or has other characters.
+        ValueError: if ``id`` is empty or has other characters, or ``deadline`` is not a
+            positive duration.
         GraphExecutionError: if the node already used ``id`` in this run.
         RuntimeError: if called outside a running node.
         TypeError: if an ``on_interrupt`` hook returns an awaitable.
     """
-    return _current("interrupt()").interrupt(payload, id=id)
+    return _current("interrupt()").interrupt(payload, id=id, deadline=deadline)
 
 
 def emit(value: Any, *, channel: str = "custom") -> None:

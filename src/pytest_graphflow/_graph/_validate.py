@@ -17,10 +17,18 @@ if TYPE_CHECKING:
 __all__ = ["reachable", "structure_problems"]
 
 
-def structure_problems(graph: Graph, before: list[str], after: list[str]) -> list[str]:
-    """Every structural problem of ``graph`` compiled with breakpoints ``before``/``after``."""
+def structure_problems(graph: Graph, before: list[str], after: list[str],
+                       on_timeout: object = None) -> list[str]:
+    """Every structural problem of ``graph`` compiled with breakpoints ``before``/``after``
+    and the timeout route ``on_timeout`` (a node name counts as reachable: any task asking
+    a question with a deadline may go there)."""
     problems = list(graph._problems)
     nodes = graph._nodes
+    timeout_node = on_timeout if isinstance(on_timeout, str) else None
+    if timeout_node is not None and timeout_node not in nodes:
+        problems.append(f"compile(on_timeout={timeout_node!r}): unknown node "
+                        f"{timeout_node!r}; name the node an expired question goes to")
+        timeout_node = None
     for what, names in (("interrupt_before", before), ("interrupt_after", after)):
         for name in names:
             if name not in nodes:
@@ -97,6 +105,8 @@ def structure_problems(graph: Graph, before: list[str], after: list[str]) -> lis
                 )
     if not succ.get(START):
         problems.append("START: the graph has no entry; add g.edge(START, <first node>)")
+    if timeout_node is not None:
+        succ[START] = [*succ[START], timeout_node]  # for reachability only
     reach = reachable(START, succ)
     for name in nodes:
         if name not in reach:

@@ -27,7 +27,7 @@ header .meta{color:#c9d1dc;font-size:13px}
 .status.interrupted{background:var(--warn)}.status.running,.status.cancelled{background:#6b7380}
 main{padding:10px 22px 40px}
 section{background:#fff;border:1px solid var(--line);border-radius:8px;margin:14px 0;
-padding:10px 16px;overflow-x:auto}
+padding:10px 16px;overflow-x:auto;content-visibility:auto;contain-intrinsic-size:auto 600px}
 h2{font-size:16px;margin:4px 0 10px}h3{font-size:14px;margin:12px 0 6px}
 .note{color:var(--mute);font-size:12.5px}
 table{border-collapse:collapse;font-size:12.5px;width:100%}

@@ -29,6 +29,7 @@ from ..errors import InvalidArgument, NotSuspended, ResumeError
 from ._convert import jsonable
 from ._ids import ID_SOURCE, IdSource, install_id_hooks
 from ._loop import LEG, LegContext, SeededLoop, TaskStart, install_loop_hooks
+from ._order import install_order_hooks, stable_order
 from ._record import LegRecorder
 from ._saver import FaultySaver, SaverOp
 
@@ -108,6 +109,16 @@ class LangGraphHarness:
                                   "'sync', 'async' or 'exit'")
         install_id_hooks()
         install_loop_hooks()
+        install_order_hooks()
+        self.source = graph
+        """The graph as passed (what ``--graphflow-processes`` imports again)."""
+        self.own_saver = saver is None
+        """Whether the harness made its saver (a fresh interpreter can make it again)."""
+        self.replay_calls: list[tuple[str, Any, int]] = []
+        """Each leg's input and ``update_state`` call, with the virtual instant (ns since
+        the clock's start) it began at."""
+        self.interrupt_before_arg = interrupt_before
+        self.interrupt_after_arg = interrupt_after
         if isinstance(graph, StateGraph):
             inner = saver if saver is not None else InMemorySaver()
             self.saver = inner if isinstance(inner, FaultySaver) else FaultySaver(inner)
@@ -123,6 +134,9 @@ class LangGraphHarness:
             raise InvalidArgument(
                 f"LangGraphHarness(graph={graph!r}): pass a compiled LangGraph graph "
                 "(builder.compile()) or a StateGraph builder")
+        # Edges in a stable order, not the interpreter's string hashes (PYTHONHASHSEED);
+        # a compiled graph is ordered once (its copies share its node table).
+        stable_order(self.graph if isinstance(graph, StateGraph) else graph)
         # The harness's graph updates state with owned ids too (h.graph.update_state(...)).
         self._update_state = self.graph.update_state
         self.graph.update_state = self._owned_update
@@ -149,6 +163,8 @@ class LangGraphHarness:
         self._known: dict[str, Interrupt] = {}
         self._child_seq: dict[str, int] = {}
         self.last: GraphResult[Any] | None = None
+        self._reader_graph: Any = None
+        self._plain: bool | None = None
 
     # ------------------------------------------------------------------ running
 
@@ -232,7 +248,7 @@ class LangGraphHarness:
         harness over a saved thread) as the saver has them."""
         if self.last is not None:
             return list(self.last.interrupts.values())
-        reader = self.graph.copy(update={"checkpointer": self.saver.inner})
+        reader = self._reader()
         found = []
         for task in reader.get_state(self._thread_config(None)).tasks:
             for item in task.interrupts:
@@ -258,7 +274,7 @@ class LangGraphHarness:
         interrupts, and with ``True`` the nested snapshot of each subgraph task paused
         inside its subgraph (``task.state``).
         """
-        reader = self.graph.copy(update={"checkpointer": self.saver.inner})
+        reader = self._reader()
         snapshot = reader.get_state(self._thread_config(None), subgraphs=bool(subgraphs))
         return dict(snapshot.values) if subgraphs is None else snapshot
 
@@ -287,11 +303,14 @@ class LangGraphHarness:
                       task_id: str | None = None) -> Any:
         """``update_state`` of the harness's graph (also what ``h.graph.update_state`` is):
         ids salted by the thread and the checkpoint it extends, times from the clock."""
+        self.replay_calls.append(("update", (config, values, as_node, task_id),
+                                  self.clock.elapsed_ns))
         conf = dict((config or {}).get("configurable") or {})
         thread = str(conf.get("thread_id", self.thread_id))
         latest = self.saver.inner.get_tuple({"configurable": {"thread_id": thread}})
         newest = None if latest is None else latest.config["configurable"]["checkpoint_id"]
-        ids = IdSource(self.clock, f"{thread}:{conf.get('checkpoint_id') or newest}:update")
+        ids = IdSource(self.clock, f"{thread}:{conf.get('checkpoint_id') or newest}:update",
+                       place_salt=f"{thread}:update")
         ids.observe(newest)
         driver = _wallclock.activate()
         id_token = ID_SOURCE.set(ids)
@@ -314,7 +333,7 @@ class LangGraphHarness:
         """LangGraph's ``get_state_history`` for the harness's thread, newest first, read
         from the inner saver (not logged): ``StateSnapshot`` values whose checkpoint ids
         are the seeded ones the legs saved."""
-        reader = self.graph.copy(update={"checkpointer": self.saver.inner})
+        reader = self._reader()
         return list(reader.get_state_history(self._thread_config(None), limit=limit))
 
     def _thread_config(self, checkpoint_id: str | None) -> dict[str, Any]:
@@ -363,6 +382,7 @@ class LangGraphHarness:
 
     def _leg(self, input: Any) -> Trace:
         self._check_saver_loop()
+        self.replay_calls.append(("leg", input, self.clock.elapsed_ns))
         self._legs += 1
         leg_no = self._legs
         resumed_from = self._latest_checkpoint()
@@ -372,7 +392,7 @@ class LangGraphHarness:
         extends = str((self.config.get("configurable") or {}).get("checkpoint_id")
                       or resumed_from or "new")
         rng = ScheduleRng(self.seed, f"{self.run_id}:{extends}", 0)
-        ids = IdSource(self.clock, f"{self.thread_id}:{extends}")
+        ids = IdSource(self.clock, f"{self.thread_id}:{extends}", place_salt=self.thread_id)
         writes: dict[str, list[tuple[str, Any]]] = {}
         recorder = LegRecorder(self.clock, self.run_id, len(self.events), self._known,
                                self.saver.task_nodes, writes, self._child_seq)
@@ -385,7 +405,7 @@ class LangGraphHarness:
             recorder.on_saver(info, payload)
 
         self.saver.listeners.append(listen)
-        record = RunLeg(cast("Any", _GraphView(self.graph, self.graph_id)), self.run_id,
+        record = RunLeg(cast("Any", _GraphView(self.graph, self.graph_id, self)), self.run_id,
                         resumed=leg_no > 1, seed=self.seed)
         if self.on_leg is not None:
             self.on_leg(record)
@@ -414,9 +434,11 @@ class LangGraphHarness:
         for iid in recorder.pending:
             if iid in self._known:
                 interrupts[self._known[iid].key] = self._known[iid]
-        data = jsonable(recorder.values or {})
+        final = recorder.values if recorder.values is not None else {}
+        data = jsonable(final) if isinstance(final, Mapping) else {"value": jsonable(final)}
         result: GraphResult[Any] = GraphResult(
-            state=dict(recorder.values or {}), data=data, status=status, run_id=self.run_id,
+            state=dict(final) if isinstance(final, Mapping) else final, data=data,
+            status=status, run_id=self.run_id,
             thread_id=self.thread_id, step=recorder.step, checkpoint_id=recorder.checkpoint_id,
             interrupts=interrupts, error=error, breakpoint=outcome.get("breakpoint"))
         self.last = result
@@ -437,7 +459,7 @@ class LangGraphHarness:
         assert isinstance(loop, SeededLoop)
         ID_SOURCE.set(ids)
         LEG.set(LegContext(loop, self.clock, started, writes, self.saver.task_nodes,
-                           self.thread_id))
+                           self.thread_id, recorder.began, recorder))
         _wallclock.NODE_CLOCK.set(self.clock)
         configurable = {**dict(self.config.get("configurable") or {}),
                         "thread_id": self.thread_id}
@@ -460,13 +482,61 @@ class LangGraphHarness:
             recorder.flush()
             if self.saver.raised(exc):
                 raise
+            recorder.values = self._returned(config, recorder.values)
             recorder.run_end("failed", exc)
             outcome.update(status="failed", error=exc)
             return
+        recorder.values = self._returned(config, recorder.values)
         paused = None if recorder.pending else self._breakpoint(config, recorder)
         status = "interrupted" if recorder.pending or paused else "completed"
         recorder.run_end(status, breakpoint=paused)
         outcome.update(status=status, breakpoint=paused)
+
+    def _reader(self) -> Any:
+        """The graph over the inner saver (reads are not logged), made once."""
+        if self._reader_graph is None:
+            self._reader_graph = self.graph.copy(update={"checkpointer": self.saver.inner})
+        return self._reader_graph
+
+    def _returned(self, config: Any, streamed: Any) -> Any:
+        """What LangGraph returns for the leg: the saved values (not the live channel objects
+        the ``values`` stream hands out, which a node may have mutated in place without
+        LangGraph saving it), restricted to the graph's output schema (its output
+        channels). ``streamed`` when the thread has no saved checkpoint, or a failed step
+        left writes LangGraph refuses to read back (the error the leg failed with)."""
+        out = getattr(self.graph, "output_channels", None)
+        token = ID_SOURCE.set(None)  # a read: draws no owned ids
+        try:
+            if isinstance(out, (list, tuple)) and self._plain_channels(out):
+                # the saved checkpoint's values are the channels' (cheaper than get_state)
+                saved = self.saver.inner.get_tuple(config)
+                if saved is None:
+                    values = streamed
+                else:
+                    stored = saved.checkpoint.get("channel_values") or {}
+                    values = {k: stored[k] for k in out if k in stored}
+            else:
+                snapshot = self._reader().get_state(config)
+                values = streamed if snapshot.created_at is None else snapshot.values
+        except Exception:  # a failed step whose saved writes LangGraph cannot apply
+            values = streamed
+        finally:
+            ID_SOURCE.reset(token)
+        if isinstance(values, Mapping) and isinstance(out, (list, tuple)):
+            return {k: values[k] for k in out if k in values}
+        return values
+
+    def _plain_channels(self, names: Sequence[str]) -> bool:
+        """Whether every channel of ``names`` saves its value as is (``LastValue``, a
+        reducer's ``BinaryOperatorAggregate``), so a saved checkpoint's values are the
+        state."""
+        if self._plain is None:
+            from langgraph.channels import BinaryOperatorAggregate, LastValue
+
+            channels = getattr(self.graph, "channels", {})
+            self._plain = all(type(channels.get(n)) in (LastValue, BinaryOperatorAggregate)
+                              for n in names)
+        return self._plain
 
     def _breakpoint(self, config: Any, recorder: LegRecorder) -> Breakpoint | None:
         """Where a leg that ended with no interrupt pending stopped at a static breakpoint
@@ -477,7 +547,7 @@ class LangGraphHarness:
                                                       None))
         if not before and not after:
             return None
-        reader = self.graph.copy(update={"checkpointer": self.saver.inner})
+        reader = self._reader()
         waiting = list(reader.get_state(config).next)
         if not waiting:
             return None
@@ -493,9 +563,10 @@ class LangGraphHarness:
 class _GraphView:
     """What a :class:`RunLeg` needs of a graph (id, Mermaid), for a LangGraph graph."""
 
-    def __init__(self, graph: Any, graph_id: str) -> None:
+    def __init__(self, graph: Any, graph_id: str, harness: LangGraphHarness) -> None:
         self.graph_id = graph_id
         self._graph = graph
+        self.harness = harness
 
     def mermaid(self, path: Any = None) -> str:
         """LangGraph's own Mermaid drawing of the graph (the path is not drawn)."""

@@ -17,6 +17,13 @@ A subgraph runs its own loop inside its parent's task, concurrently with its sib
 each checkpoint namespace draws from streams of its own (:data:`ID_NAMESPACE`, set per node
 task): the ids of parallel subgraphs (``Send`` into a subgraph) never depend on the order the
 seed ran them in.
+
+Within a namespace every draw is keyed by its *place*: the checkpoint being extended
+(:data:`PLACE`, set while LangGraph's ``apply_writes``/``create_checkpoint`` run, which is
+where new checkpoint ids, ``add_messages`` ids and channel versions are drawn), or for retry
+jitter the task's own namespace. So a run recovered after a crash, which extends the same
+checkpoints, draws the same ids at each of them as the run that never crashed, whichever
+checkpoint its leg started from.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from typing import Any
 
 from .._time._clock import VirtualClock
 
-__all__ = ["ID_NAMESPACE", "ID_SOURCE", "IdSource", "install_id_hooks"]
+__all__ = ["ID_NAMESPACE", "ID_SOURCE", "PLACE", "IdSource", "install_id_hooks"]
 
 ID_SOURCE: ContextVar[IdSource | None] = ContextVar("graphflow_langgraph_ids", default=None)
 """Set for the duration of a harness run: where LangGraph's ids and random numbers come from."""
@@ -41,6 +48,10 @@ ID_NAMESPACE: ContextVar[str] = ContextVar("graphflow_langgraph_id_namespace", d
 """The checkpoint namespace of the node task running (``""`` outside node tasks): a
 subgraph's loop runs inside its parent's task, so its ids are drawn under that task's
 namespace, which is the subgraph's own."""
+
+PLACE: ContextVar[str | None] = ContextVar("graphflow_langgraph_place", default=None)
+"""The id of the checkpoint LangGraph is extending (``""``: a new, empty one), while it
+applies a step's writes or creates the next checkpoint; ``None`` elsewhere."""
 
 _UUID_EPOCH = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
 _installed = False
@@ -56,32 +67,45 @@ class IdSource:
     written earlier never creates an id below the thread's newest.
 
     Ids and random numbers come from four independent streams (checkpoint ids; message ids;
-    retry jitter; channel versions), each seeded from ``salt`` — the thread and the checkpoint
-    the leg extends, not the schedule seed nor the harness object — so two schedules of one
-    thread draw the same ids whatever order their tasks ran in, one more message never shifts
-    a checkpoint id, and a fresh harness over a saved thread never reuses an id it holds.
+    retry jitter; channel versions), each seeded from the thread and the *place* of the draw
+    (:data:`PLACE`: the checkpoint being extended; a retried task's namespace for jitter),
+    not the schedule seed nor the harness object — so two schedules of one thread draw the
+    same ids whatever order their tasks ran in, one more message never shifts a checkpoint
+    id, a run recovered after a crash draws at each checkpoint what the uncrashed run drew
+    there, and a fresh harness over a saved thread never reuses an id it holds (it extends
+    a checkpoint nothing extended yet; a checkpoint id's time is above every id it saw).
+    A draw whose place is unknown comes from a stream of ``salt``.
 
     Args:
         clock: the virtual clock timestamps come from.
         salt: the thread id and the id of the checkpoint the leg extends.
+        place_salt: what place-keyed streams are seeded from with the place (default: none;
+            every stream is ``salt``'s): the thread for a leg.
     """
 
-    def __init__(self, clock: VirtualClock, salt: str) -> None:
+    def __init__(self, clock: VirtualClock, salt: str, place_salt: str | None = None) -> None:
         self.clock = clock
         self._salt = salt
-        self._streams: dict[tuple[str, str], Random] = {}
+        self._place_salt = place_salt
+        self._streams: dict[tuple[str, str, str | None], Random] = {}
         self.generated: list[str] = []
         self._last: dict[str, int] = {}
 
-    def stream(self, name: str, namespace: str | None = None) -> Random:
+    def stream(self, name: str, namespace: str | None = None,
+               place: str | None = None) -> Random:
         """The stream ``name`` (``"ids"``, ``"messages"``, ``"jitter"``, ``"versions"``) of
-        a checkpoint namespace (default: the one running, :data:`ID_NAMESPACE`)."""
+        a checkpoint namespace (default: the one running, :data:`ID_NAMESPACE`) at a place
+        (default: :data:`PLACE`)."""
         ns = ID_NAMESPACE.get() if namespace is None else namespace
-        found = self._streams.get((name, ns))
+        at = PLACE.get() if place is None else place
+        if self._place_salt is None:
+            at = None
+        found = self._streams.get((name, ns, at))
         if found is None:
-            key = f"{self._salt}:{name}" + (f":{ns}" if ns else "")
+            key = (f"{self._salt}:{name}" if at is None
+                   else f"{self._place_salt}:{name}@{at}") + (f":{ns}" if ns else "")
             digest = hashlib.sha256(f"graphflow-langgraph:{key}".encode()).digest()
-            found = self._streams[name, ns] = Random(int.from_bytes(digest[:8], "big"))
+            found = self._streams[name, ns, at] = Random(int.from_bytes(digest[:8], "big"))
         return found
 
     @property
@@ -101,8 +125,10 @@ class IdSource:
 
     @property
     def jitter(self) -> Random:
-        """Retry jitter, drawn in a node task: the stream of the graph the task is in."""
-        return self.stream("jitter", ID_NAMESPACE.get().rpartition("|")[0])
+        """Retry jitter, drawn in a node task: the stream of the graph the task is in, at
+        the task (its namespace names it)."""
+        ns = ID_NAMESPACE.get()
+        return self.stream("jitter", ns.rpartition("|")[0], ns)
 
     def observe(self, checkpoint_id: str | None, namespace: str = "") -> None:
         """Note a checkpoint id that exists already in ``namespace``; new ids there are made
@@ -126,7 +152,7 @@ class IdSource:
         ns = ID_NAMESPACE.get()
         ts = max(ts, self._last.get(ns, 0) + 1)
         self._last[ns] = ts
-        bits = self.stream("ids", ns)
+        bits = self.stream("ids", ns)  # at PLACE: the checkpoint the new one extends
         if clock_seq is None:
             clock_seq = bits.getrandbits(14)
         node = bits.getrandbits(48)
@@ -200,4 +226,47 @@ def install_id_hooks() -> None:
         setattr(module, _UUID6, seeded_uuid6)
     message.uuid = _UuidProxy()  # type: ignore[attr-defined]
     retry.random = _RandomProxy()  # type: ignore[attr-defined]
+    _mark_places()
     _installed = True
+
+
+_PLACED = ("apply_writes", "create_checkpoint")  # (checkpoint, ...): where draws happen
+
+
+def _mark_places() -> None:
+    """Set :data:`PLACE` while LangGraph's loop (and ``update_state``) applies writes to a
+    checkpoint or creates the next one, and to ``""`` while it makes an empty one."""
+    import langgraph.pregel._loop as pregel_loop
+    import langgraph.pregel.main as pregel_main
+
+    for module in (pregel_loop, pregel_main):
+        for name in _PLACED:
+            original = getattr(module, name)
+            if getattr(original, "__wrapped__", None) is not None:
+                continue
+
+            def placed(checkpoint: Any, *args: Any, _original: Any = original,
+                       **kwargs: Any) -> Any:
+                if ID_SOURCE.get() is None:
+                    return _original(checkpoint, *args, **kwargs)
+                token = PLACE.set(str(checkpoint["id"]))
+                try:
+                    return _original(checkpoint, *args, **kwargs)
+                finally:
+                    PLACE.reset(token)
+
+            placed.__wrapped__ = original  # type: ignore[attr-defined]
+            setattr(module, name, placed)
+        original_empty = getattr(module, "empty_checkpoint")  # noqa: B009 - not exported
+
+        def empty(*args: Any, _original: Any = original_empty, **kwargs: Any) -> Any:
+            if ID_SOURCE.get() is None:
+                return _original(*args, **kwargs)
+            token = PLACE.set("")
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                PLACE.reset(token)
+
+        empty.__wrapped__ = original_empty  # type: ignore[attr-defined]
+        setattr(module, "empty_checkpoint", empty)  # noqa: B010

@@ -17,6 +17,9 @@ changes:
   therefore advances virtual time by ``d`` at once: the node holds the (only) thread for ``d``,
   as it would hold its worker thread in production.
 
+``time.monotonic``/``perf_counter`` (and ``_ns``) read the virtual clock in the leg's context
+(node code, LangGraph's retry and timeout code), so ``TimeoutPolicy`` fires in virtual time.
+
 The node tasks are recognised by rebinding the name ``arun_with_retry`` in
 ``langgraph.pregel._runner`` (the coroutine LangGraph starts for every node task) to a wrapper
 that passes the gate first; outside a harness run the wrapper calls the original directly.
@@ -36,7 +39,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._time._clock import VirtualClock
@@ -44,6 +47,7 @@ from .._time._entropy import ENTROPY, TaskEntropy, install_entropy_hooks
 from .._time._rng import ScheduleRng
 from .._time._sched import NODE_SLEEPER, install_sleep_hooks
 from .._time._vloop import VirtualEventLoop
+from ._attempts import AttemptLog, Attempts
 from ._ids import ID_NAMESPACE
 
 __all__ = ["LEG", "LegContext", "SeededLoop", "TaskStart", "install_loop_hooks"]
@@ -80,6 +84,10 @@ class LegContext:
     writes: dict[str, list[tuple[str, Any]]]
     task_nodes: dict[str, str]
     thread_id: str = ""
+    began: dict[str, Any] = field(default_factory=dict)
+    """When each node task passed its start gate (virtual time), by task id."""
+    attempts: AttemptLog | None = None
+    """Where retried attempts are reported."""
 
 
 LEG: ContextVar[LegContext | None] = ContextVar("graphflow_langgraph_leg", default=None)
@@ -176,6 +184,7 @@ def install_loop_hooks() -> None:
         graph = _graph_path(task_ns)
         contested = await leg.loop.gate(key, f"{graph}|{step}")
         leg.started.append(TaskStart(step, str(task.name), str(task.id), graph, contested))
+        leg.began.setdefault(str(task.id), leg.clock.now())
         leg.task_nodes[str(task.id)] = str(task.name)
         sleeper_token = NODE_SLEEPER.set(_sleeper(leg, key))
         node_token = _IN_NODE.set(True)
@@ -185,6 +194,12 @@ def install_loop_hooks() -> None:
         # the checkpoint it extends and its path), so a re-run task draws the same values.
         entropy_token = ENTROPY.set(TaskEntropy(
             f"graphflow-langgraph-entropy:{leg.thread_id}:{task.id}", leg.clock))
+        policies = getattr(task, "retry_policy", None) or (
+            args[0] if args else kwargs.get("retry_policy"))
+        if policies and leg.attempts is not None:
+            # each attempt reported: a retry is an error(will_retry) and a new node_start
+            graph_ns = tuple(task_ns.split("|")[:-1]) if task_ns else ()
+            task = replace(task, proc=Attempts(task, policies, leg.attempts, graph_ns))
         try:
             result = await original(task, *args, **kwargs)
             # Every write of the task, edges included (the channels LangGraph's own
@@ -199,8 +214,10 @@ def install_loop_hooks() -> None:
 
     arun_with_retry.__wrapped__ = original  # type: ignore[attr-defined]
     setattr(runner, _NODE_TASK, arun_with_retry)
+    _skip_restored_tasks()
     _own_chat_run_ids()
     time.sleep = _blocking_sleep  # type: ignore[assignment]
+    _virtual_elapsed_time()
     _installed = True
 
 
@@ -208,6 +225,34 @@ def _graph_path(task_ns: str) -> str:
     """The subgraph nodes a task runs under, from its checkpoint namespace
     (``"refund:<task id>|lookup:<task id>"`` -> ``"refund"``)."""
     return "/".join(part.split(":", 1)[0] for part in task_ns.split("|")[:-1])
+
+
+_DEBUG_TASKS = "map_debug_tasks"  # what LangGraph's loop maps a step's tasks to debug with
+
+
+def _skip_restored_tasks() -> None:
+    """Leave out of a harness leg's debug stream the tasks that will not run.
+
+    On resume LangGraph restores the writes of a step's finished tasks from the saved pending
+    writes (and marks a task that failed into an ``error_handler`` as failed) before it
+    reports the step's tasks; its runner then runs only the tasks with no writes. The
+    restored ones got a ``task`` debug event with no ``task_result``: a ``node_start`` for a
+    task that never ran, which broke C2 (issue 24.6). Outside a harness leg the name calls
+    LangGraph's own function unchanged.
+    """
+    import langgraph.pregel._loop as pregel_loop
+
+    original = getattr(pregel_loop, _DEBUG_TASKS)
+    if getattr(original, "__wrapped__", None) is not None:
+        return
+
+    def map_debug_tasks(tasks: Any) -> Any:
+        if LEG.get() is None:
+            return original(tasks)
+        return original([t for t in tasks if not getattr(t, "writes", None)])
+
+    map_debug_tasks.__wrapped__ = original  # type: ignore[attr-defined]
+    setattr(pregel_loop, _DEBUG_TASKS, map_debug_tasks)
 
 
 _UUID7 = "_uuid_utils_uuid7"  # the function langchain_core.utils.uuid.uuid7 calls
@@ -255,6 +300,39 @@ def _sleeper(leg: LegContext, key: str) -> Callable[[float], Awaitable[None]]:
             NODE_SLEEPER.reset(token)
 
     return sleep
+
+
+_ELAPSED = ("monotonic", "perf_counter")  # the time module's elapsed-time clocks
+
+
+def _virtual_elapsed_time() -> None:
+    """Make ``time.monotonic``/``perf_counter`` (and their ``_ns`` forms) read the virtual
+    clock within a harness leg (its node tasks, LangGraph's retry, timeout and heartbeat
+    code, which all run in the leg's context); anywhere else they are the real ones.
+
+    Rebinding the names in :mod:`time` reaches every caller that looks them up there
+    (``time.monotonic()``, as LangGraph does); a ``from time import monotonic`` made before
+    keeps the real clock. Event loops read their own ``loop.time()`` (the harness's is
+    virtual), so asyncio is unaffected.
+    """
+    for name in _ELAPSED:
+        real = getattr(time, name)
+        real_ns = getattr(time, f"{name}_ns")
+        if getattr(real, "__wrapped__", None) is not None:
+            continue
+
+        def seconds(_real: Callable[[], float] = real) -> float:
+            leg = LEG.get()
+            return _real() if leg is None else leg.clock.monotonic()
+
+        def nanoseconds(_real: Callable[[], int] = real_ns) -> int:
+            leg = LEG.get()
+            return _real() if leg is None else leg.clock.elapsed_ns
+
+        seconds.__wrapped__ = real  # type: ignore[attr-defined]
+        nanoseconds.__wrapped__ = real_ns  # type: ignore[attr-defined]
+        setattr(time, name, seconds)
+        setattr(time, f"{name}_ns", nanoseconds)
 
 
 def _blocking_sleep(seconds: float) -> None:

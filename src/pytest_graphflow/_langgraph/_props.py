@@ -202,14 +202,20 @@ def _outcome(seed: int, harness: LangGraphHarness, error: str | None) -> Schedul
               if len(b) > 1 and any(t.contested for t in b)]
     start_orders = tuple((step, tuple(_qualified(t) for t in b))
                          for (_, _, step), b in chosen)
+    # A batch is named by its nodes, and an order by each task's place among them, as the
+    # start gates sort them (node, then task id): the names do not follow the task ids.
     positions = tuple(
         (f"leg {leg}{' ' + graph if graph else ''} step {step}: "
-         f"{', '.join(t.node for t in sorted(b, key=lambda t: t.task_id))}",
-         tuple(sorted(t.task_id for t in b).index(t.task_id) for t in b))
+         f"{', '.join(t.node for t in sorted(b, key=_gate_key))}",
+         tuple(sorted(b, key=_gate_key).index(t) for t in b))
         for (leg, graph, step), b in chosen)
     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
     return ScheduleOutcome(seed, status, _state_key(harness), start_orders, digest, lines,
                            error, positions)
+
+
+def _gate_key(start: TaskStart) -> tuple[str, str]:
+    return start.node, start.task_id
 
 
 def _qualified(start: TaskStart) -> str:

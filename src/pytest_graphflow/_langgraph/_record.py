@@ -55,12 +55,15 @@ class LegRecorder:
         task_nodes: node names by task id (updated).
         writes: each task's writes, by task id (the edges it took).
         child_seq: where each subgraph namespace's own ``seq`` goes on (updated).
+        began: when each node task passed its start gate, by task id (filled by the
+            harness's node-task wrapper; read for a task LangGraph reports no start of).
     """
 
     def __init__(self, clock: VirtualClock, run_id: str, first_seq: int,
                  known: dict[str, Interrupt], task_nodes: dict[str, str],
                  writes: dict[str, list[tuple[str, Any]]],
-                 child_seq: dict[str, int] | None = None) -> None:
+                 child_seq: dict[str, int] | None = None,
+                 began: dict[str, Any] | None = None) -> None:
         self.clock = clock
         self.run_id = run_id
         self.events: list[EventBase] = []
@@ -80,6 +83,9 @@ class LegRecorder:
         self._child_seq = {} if child_seq is None else child_seq
         self._children: dict[str, LegRecorder] = {}  # by checkpoint namespace
         self._forwarded: dict[str, int] = {}  # how many of a child's events are logged
+        self.began = {} if began is None else began
+        self._reported: set[str] = set()  # tasks with a result (end, interrupt or error)
+        self._attempt: dict[str, int] = {}  # a retried task's attempt, by task id
 
     def _base(self, node: str | None = None, task_id: str | None = None,
               step: int | None = None) -> dict[str, Any]:
@@ -142,6 +148,15 @@ class LegRecorder:
 
     def _result(self, payload: dict[str, Any]) -> None:
         tid, node = str(payload.get("id")), str(payload.get("name"))
+        if tid not in self._started_at:
+            # LangGraph reports no ``task`` for a task it schedules within the step, as an
+            # ``error_handler`` node's after the node failed: its start is when it passed
+            # its gate (C2: every result has its start).
+            at = self.began.get(tid, self.clock.now())
+            self._started_at[tid] = at
+            self.task_nodes[tid] = node
+            self.add(NodeStart(**{**self._base(node, tid), "time": at}))
+        self._reported.add(tid)
         interrupts = payload.get("interrupts") or []
         error = payload.get("error")
         if interrupts:
@@ -160,13 +175,14 @@ class LegRecorder:
             self.node_errors += 1
             error_type, message = _error_parts(error)
             self.add(ErrorEvent(**self._base(node, tid), error_type=error_type,
-                                message=message))
+                                message=message, attempt=self._attempt.get(tid, 1)))
         else:
             now = self.clock.now()
             result = payload.get("result")
             patch = jsonable(result) if isinstance(result, dict) else (
                 None if result is None else {"value": jsonable(result)})
             self.add(NodeEnd(**self._base(node, tid), patch=patch,
+                             attempt=self._attempt.get(tid, 1),
                              started_at=self._started_at.get(tid, now), finished_at=now))
             self._ended.append((self.step, tid))
 
@@ -201,6 +217,34 @@ class LegRecorder:
             self.add(CheckpointSaved(**self._base(step=step),
                                      checkpoint_id=str(info.checkpoint_id)))
 
+    # ---------------------------------------------------------------- retries
+
+    def retry_error(self, namespace: tuple[str, ...], task_id: str, node: str, attempt: int,
+                    error: BaseException | None) -> None:
+        """Attempt ``attempt`` of a task failed and LangGraph retries it: an ``error`` with
+        ``will_retry``."""
+        self.flush()  # the step's starts come first
+        if namespace:
+            self._child(namespace).retry_error((), task_id, node, attempt, error)
+            self._forward()
+            return
+        error_type, message = ("Exception", "the attempt failed") if error is None else (
+            type(error).__name__, str(error))
+        self.add(ErrorEvent(**self._base(node, task_id), error_type=error_type,
+                            message=message, attempt=attempt, will_retry=True))
+
+    def retry_start(self, namespace: tuple[str, ...], task_id: str, node: str,
+                    attempt: int) -> None:
+        """Attempt ``attempt`` (2 or more) of a task began: its ``node_start``."""
+        self.flush()
+        if namespace:
+            self._child(namespace).retry_start((), task_id, node, attempt)
+            self._forward()
+            return
+        self._attempt[task_id] = attempt
+        self._started_at[task_id] = self.clock.now()
+        self.add(NodeStart(**self._base(node, task_id), attempt=attempt))
+
     # ---------------------------------------------------------------- subgraphs
 
     def _child(self, namespace: tuple[str, ...]) -> LegRecorder:
@@ -208,7 +252,7 @@ class LegRecorder:
         child = self._children.get(key)
         if child is None:
             child = LegRecorder(self.clock, self.run_id, self._child_seq.get(key, 0), {},
-                                self.task_nodes, self._writes)
+                                self.task_nodes, self._writes, began=self.began)
             self._children[key] = child
         return child
 
@@ -233,6 +277,23 @@ class LegRecorder:
 
     # ---------------------------------------------------------------- the end
 
+    def _cancelled(self) -> None:
+        """An ``error`` for each task this leg started that reported no result: LangGraph
+        cancelled it when a task of its step failed, saved a ``CancelledError`` as its
+        write, and runs it again on resume; it reports nothing of it (C2)."""
+        for child in self._children.values():
+            child._cancelled()
+        for tid in self._started_at:
+            if tid in self._reported:
+                continue
+            self._reported.add(tid)
+            self.node_errors += 1
+            self.add(ErrorEvent(**self._base(self.task_nodes.get(tid), tid),
+                                error_type="CancelledError",
+                                message="cancelled: another task of its step failed"))
+        if self._children:
+            self._forward()
+
     def ended_last_step(self) -> list[str]:
         """The nodes whose tasks completed in this leg's last step."""
         return [e.node for e in self.events
@@ -243,6 +304,8 @@ class LegRecorder:
         """The leg's last events: a run-level ``error`` (when no node reported it) and
         ``run_end`` (with where the leg paused, for a static breakpoint)."""
         self.flush()
+        if status == "failed":
+            self._cancelled()
         if error is not None and self.node_errors == 0:
             self.add(ErrorEvent(**self._base(), error_type=type(error).__name__,
                                 message=str(error)))

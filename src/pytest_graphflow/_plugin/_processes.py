@@ -81,6 +81,15 @@ def check_runs(item: pytest.Item, legs: list[RunLeg], n: int) -> None:
     for leg in legs:
         runs.setdefault(leg.run_id, []).append(leg)
     workers = pool(range(1, n + 1), tag="fresh")
+    harnesses: dict[int, Any] = {}
+    for leg in legs:
+        harness = getattr(leg.graph, "harness", None)
+        if harness is not None:
+            harnesses.setdefault(id(harness), harness)
+    runs = {run_id: run_legs for run_id, run_legs in runs.items()
+            if getattr(run_legs[0].graph, "harness", None) is None}
+    for harness in harnesses.values():
+        _check_harness(item, harness, workers, counts)
     tool, skipped = "--graphflow-processes", 0
     for done, (run_id, run_legs) in enumerate(runs.items(), start=1):
         report_progress(None, Progress(tool, "runs replayed", done - 1, len(runs),
@@ -110,3 +119,31 @@ def check_runs(item: pytest.Item, legs: list[RunLeg], n: int) -> None:
     report_progress(None, Progress(
         tool, "runs replayed", len(runs), len(runs), finished=True,
         detail=f"{len(runs) - skipped} in {n} fresh interpreters, {skipped} skipped"))
+
+
+def _check_harness(item: pytest.Item, harness: Any, workers: Any,
+                   counts: dict[str, int]) -> None:
+    """Replay a LangGraph harness's calls in the workers; fail the test where they differ."""
+    from .._langgraph._replay import recipe
+    from .._properties._pool import request_all
+
+    packed, _why = recipe(harness)
+    if packed is None:
+        counts["skipped"] += 1
+        return
+    expected = [e.model_dump_json() for e in harness.events]
+    request = {"op": "fresh_call", "fn": "pytest_graphflow._langgraph._replay:replay_recipe",
+               "kwargs": {"recipe": packed, "expected": expected}}
+    answers = request_all(workers, [request] * len(workers))
+    if any(isinstance(answer["value"], dict) for answer in answers):
+        counts["skipped"] += 1  # the fresh interpreter could not make the harness
+        return
+    counts["checked"] += 1
+    for hashseed, answer in enumerate(answers, start=1):
+        if answer["value"] is not None:
+            raise AssertionError(
+                f"--graphflow-processes: the LangGraph harness on thread {harness.thread_id!r} "
+                f"of this test took another path in a fresh interpreter with "
+                f"PYTHONHASHSEED={hashseed} (look for the order of a set or dict of strings, "
+                "hash() or id() in node code; or for state outside the graph that its nodes "
+                "read: the replay imports the graph's module afresh):\n" + answer["value"])

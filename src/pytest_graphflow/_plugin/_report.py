@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     import pytest
@@ -123,20 +123,37 @@ def _leg_summary(run: RunRecording, test_seed: int, name: str) -> list[str]:
 
 
 HOOK_ERRORS: Final = {"MiddlewareFailed": "middleware", "GuardrailBlocked": "guardrail",
-                      "ToolFailed": "tool"}
-"""Run failures that a hook around a node caused, and the label of their report line."""
+                      "ToolFailed": "tool", "DeadlineExpired": "deadline"}
+"""Run failures that a hook around a node (a tool, or an expired question) caused, and the
+label of their report line."""
 
 
 def _hook_failures(run: RunRecording) -> list[str]:
     """A line per failure of a middleware hook or a guardrail block in the leg: whose hook,
-    around which node, and what to do (the error's own message says it)."""
+    around which node, and what to do (the error's own message says it); and a line per
+    question whose deadline expired (``interrupt_expired``): what the run did instead."""
     lines = []
     for event in run.events:
-        label = HOOK_ERRORS.get(getattr(event, "error_type", "")) \
-            if getattr(event, "type", None) == "error" else None
+        kind = getattr(event, "type", None)
+        if kind == "interrupt_expired":
+            lines.append(_expired_line(event))
+            continue
+        label = HOOK_ERRORS.get(getattr(event, "error_type", "")) if kind == "error" else None
         if label is not None:
             lines.append(f"{label}: {event.message}")  # type: ignore[attr-defined]
     return lines
+
+
+def _expired_line(event: Any) -> str:
+    """The report line of an ``interrupt_expired`` event."""
+    if event.action == "routed":
+        then = f"the task went to its on_timeout node {event.routed_to!r}"
+    elif event.action == "answered":
+        then = f"it was answered with the graph's TimeoutAnswer({event.answer!r})"
+    else:
+        then = "the graph has no on_timeout route, so the task failed with DeadlineExpired"
+    return (f"deadline: question {event.key} of node {event.node!r} expired at "
+            f"{event.deadline.isoformat()} (fired at {event.time.isoformat()}); {then}")
 
 
 def _events(run: RunRecording, limit: int, name: str) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from .._graph._builder import CompiledGraph
 from .._records._events import EventBase
+from ._deadline_checks import check_deadlines
 from ._durable_checks import check_c5, check_c6, check_c7, check_c8, check_c9, check_c10
 from ._join_checks import check_join_arrivals
 from ._legs import Leg, Violation, normalise_events, short, split_legs
@@ -57,7 +58,8 @@ def check_invariants(
     (:func:`check_tool_replays`); a run failing with ``JoinStarved`` must not name as
     missing a source whose arrival at the join its log shows, and (with ``graph``) a completed
     run must have run every join whose sources arrived (C8 when a resume lost the arrivals,
-    C3 within one leg).
+    C3 within one leg); and each ``interrupt_expired`` event opens its leg, fires no earlier
+    than its deadline and names a question the run asked (rule ``"deadline"``).
 
     Args:
         events: one run's events (its legs in order), as models, wire-form dicts or JSON.
@@ -82,6 +84,7 @@ def check_invariants(
     out += check_join_arrivals(evs, graph=graph)
     out += check_c9(evs, graph=graph)
     out += check_c10(evs)
+    out += check_deadlines(evs)
     out += check_tool_replays(evs)
     return sorted(out, key=lambda v: (v.index is None, v.index or 0, v.rule))
 

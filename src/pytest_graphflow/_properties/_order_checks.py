@@ -15,6 +15,7 @@ from .._records._events import (
     ErrorEvent,
     EventBase,
     InterruptEvent,
+    InterruptExpired,
     NodeEnd,
     NodeStart,
     RunEnd,
@@ -70,7 +71,8 @@ def check_c2(events: Sequence[EventBase]) -> list[Violation]:
         where: dict[str, int] = {}
         for i, e in leg.indexed():
             tid = e.task_id
-            if tid is None or isinstance(e, (CheckpointSaved, RunEnd, RunStart)):
+            if tid is None or isinstance(e, (CheckpointSaved, RunEnd, RunStart,
+                                             InterruptExpired)):
                 continue
             s = state.get(tid, "idle")
             if isinstance(e, NodeStart):
@@ -166,7 +168,7 @@ def _blocks(leg: Leg) -> list[tuple[int, int, str, list[tuple[int, EventBase]]]]
     """Contiguous runs of one task's events: ``(first index, step, task_id, events)``."""
     blocks: list[tuple[int, int, str, list[tuple[int, EventBase]]]] = []
     for i, e in leg.indexed():
-        if e.task_id is None or isinstance(e, (CheckpointSaved, RunEnd)):
+        if e.task_id is None or isinstance(e, (CheckpointSaved, RunEnd, InterruptExpired)):
             blocks.append((i, e.step, "", [(i, e)]))
             continue
         if blocks and blocks[-1][2] == e.task_id:

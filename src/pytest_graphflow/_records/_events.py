@@ -9,7 +9,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
 
 from ._json import utf8_text
 
@@ -25,6 +32,7 @@ __all__ = [
     "Interrupt",
     "InterruptEvent",
     "InterruptEventData",
+    "InterruptExpired",
     "NodeEnd",
     "NodeStart",
     "RunEnd",
@@ -45,6 +53,9 @@ class Interrupt(BaseModel):
         node: the node that paused.
         task_id: the task of that node.
         payload: the payload passed to ``interrupt``.
+        deadline: when the question expires (``interrupt(..., deadline=...)``), on the
+            runtime's clock; ``None``: it waits for ever. Left out of the wire form when
+            ``None``, so an interrupt without one is the same bytes as before deadlines.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -54,6 +65,19 @@ class Interrupt(BaseModel):
     node: str
     task_id: str
     payload: Any = None
+    deadline: datetime | None = None
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            if name != "deadline" or value is not None:
+                yield name, value
+
+    @model_serializer(mode="wrap")
+    def _without_no_deadline(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if self.deadline is None and isinstance(data, dict):
+            data.pop("deadline", None)
+        return data
 
 
 class Breakpoint(BaseModel):
@@ -146,6 +170,25 @@ class InterruptEvent(EventBase):
     interrupts: list[Interrupt]
 
 
+class InterruptExpired(EventBase):
+    """A question's deadline passed before it was answered (``interrupt(..., deadline=)``).
+
+    ``key`` and ``deadline`` name the question and when it expired. What the run does
+    instead is the graph's ``compile(on_timeout=...)``, and ``action`` says which:
+    ``"routed"`` (``routed_to`` names the node the asking task goes to), ``"answered"``
+    (``answer`` is the ``TimeoutAnswer`` its ``interrupt()`` returns) or ``"failed"`` (no
+    route: the task fails with ``DeadlineExpired``). The event comes right after the resumed
+    leg's ``run_start``; ``node`` and ``task_id`` are the asking task's.
+    """
+
+    type: Literal["interrupt_expired"] = "interrupt_expired"
+    key: str
+    deadline: datetime
+    action: Literal["routed", "answered", "failed"]
+    routed_to: str | None = None
+    answer: Any = None
+
+
 class ErrorEvent(EventBase):
     """A task, a budget or the run failed. ``will_retry`` marks a failed attempt that retries;
     ``routed_to`` names the failure route taken, if any."""
@@ -224,7 +267,7 @@ class RunEnd(EventBase):
 
 GraphEvent = Annotated[
     RunStart | NodeStart | NodeEnd | EdgeTransition | CheckpointSaved | InterruptEvent
-    | ErrorEvent | CustomEvent | ToolCallEvent | RunEnd,
+    | InterruptExpired | ErrorEvent | CustomEvent | ToolCallEvent | RunEnd,
     Field(discriminator="type"),
 ]
 """Any event of a run; discriminated by ``type``."""

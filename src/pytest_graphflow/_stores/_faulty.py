@@ -81,10 +81,10 @@ class FaultyStore(FaultyRules):
 
     @property
     def features(self) -> StoreFeatures:
-        """The wrapped store's features, except that :meth:`list` takes no page arguments
-        and the wrapper binds a clock and logs its calls."""
+        """The wrapped store's features, except that :meth:`list` takes no page arguments,
+        the wrapper binds a clock and logs its calls, and its rules may read ``visited``."""
         return replace(features_of(self._inner), history_pages=False, clock_binding=True,
-                       call_log=True)
+                       call_log=True, visited_snapshots=False)
 
     @property
     def inner(self) -> CheckpointStore:

@@ -39,12 +39,17 @@ class StoreFeatures:
         prune: ``prune(run_id, keep_last)`` drops a run's oldest checkpoints.
         delete_thread: ``delete_thread`` removes a whole thread (:class:`DeletingStore`).
         queue: ``enqueue``/``take_job``/``finish_job`` keep a queue of runs for workers.
+        waiting: ``waiting(*, tenant_id=, limit=, after=, any_tenant=)`` lists the runs
+            waiting for answers (``GraphRuntime.waiting``, ``expire_due``).
         clock_binding: ``bind_clock(clock)`` takes the runtime's clock.
         call_log: ``call_count`` and ``calls_since(start)`` log the calls made to the store
             (traces show them).
         fields_save: ``adopt_fields(fields, fence)`` stores a checkpoint given as its fields
             without building it (the in-memory store's fast save); it returns ``False`` when
             the checkpoint must go through ``save`` instead.
+        visited_snapshots: ``save``/``commit`` take a checkpoint whose ``visited`` is still
+            the run's lazy snapshot (SQLite writes the path from it); only a store that
+            never reads ``visited`` as a tuple may declare it.
     """
 
     claims: bool = False
@@ -57,9 +62,11 @@ class StoreFeatures:
     prune: bool = False
     delete_thread: bool = False
     queue: bool = False
+    waiting: bool = False
     clock_binding: bool = False
     call_log: bool = False
     fields_save: bool = False
+    visited_snapshots: bool = False
 
 
 _NEEDS: dict[str, tuple[str, ...]] = {
@@ -71,6 +78,7 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "prune": ("prune",),
     "delete_thread": ("delete_thread",),
     "queue": ("enqueue", "take_job", "finish_job"),
+    "waiting": ("waiting",),
     "clock_binding": ("bind_clock",),
     "call_log": ("calls_since",),
     "fields_save": ("adopt_fields",),
@@ -85,8 +93,8 @@ def _has(store: Any, *names: str) -> bool:
 
 def derived_features(store: Any) -> StoreFeatures:
     """The features of a store that declares none, from the methods it has (a store written
-    before :class:`StoreFeatures` keeps working). The fast ``fields_save`` is never derived:
-    a store must declare it."""
+    before :class:`StoreFeatures` keeps working). ``fields_save`` and ``visited_snapshots``
+    are never derived: a store must declare them."""
     claims = _has(store, "claim", "release")
     inner = getattr(store, "inner", store)  # a wrapper commits through the store it wraps
     events = bool(getattr(store, "records_events", False))
@@ -101,6 +109,7 @@ def derived_features(store: Any) -> StoreFeatures:
         prune=_has(store, "prune"),
         delete_thread=_has(store, "delete_thread"),
         queue=_has(store, "enqueue", "take_job", "finish_job"),
+        waiting=_has(store, "waiting"),
         clock_binding=_has(store, "bind_clock"),
         call_log=_has(store, "calls_since"),
     )

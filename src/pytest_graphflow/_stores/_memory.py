@@ -26,6 +26,7 @@ from ._closing import ClosingStore
 from ._deletion import DeletedThread, check_deletable, check_delete_args
 from ._features import StoreFeatures
 from ._protocol import Fence
+from ._waiting import WaitingPage, check_waiting, waiting_row
 from ._wire import checkpoint_json, parsed_event
 
 __all__ = ["InMemoryCheckpointStore"]
@@ -97,9 +98,10 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
     """:meth:`list` takes ``limit`` and ``before`` (``GraphRuntime.history`` pages with them)."""
 
     features = StoreFeatures(claims=True, fencing=True, commit=True, history_pages=True,
-                             artifacts=True, prune=True, delete_thread=True, fields_save=True)
-    """Claims with fencing, commits, paged history, artifacts, prune, thread deletion and the
-    runtime's fast save (:meth:`adopt_fields`); no durable events."""
+                             artifacts=True, prune=True, delete_thread=True, waiting=True,
+                             fields_save=True)
+    """Claims with fencing, commits, paged history, artifacts, prune, thread deletion, waiting
+    runs and the runtime's fast save (:meth:`adopt_fields`); no durable events."""
 
     def __init__(self, *, claim_ttl: float = rules.DEFAULT_CLAIM_TTL) -> None:
         self._by_id: dict[str, tuple[Checkpoint, int]] = {}
@@ -559,6 +561,35 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         for run in runs:
             self._earliest_seq.pop(run, None)
         return DeletedThread(thread_id, tuple(runs), len(ids), events, records, artifacts)
+
+    async def waiting(
+        self, *, tenant_id: str | None = None, limit: int | None = None,
+        after: str | None = None, any_tenant: bool = False,
+    ) -> WaitingPage:
+        """The runs waiting for answers (a thread's latest checkpoint is ``interrupted``),
+        with their questions and deadlines, in thread-id order (see :class:`Waiting`).
+
+        Args:
+            tenant_id: only threads of this tenant (``None``: threads without one).
+            limit: at most this many (a page); ``None``: all.
+            after: only threads whose id sorts after this one (the next page:
+                ``after=page[-1].thread_id``).
+            any_tenant: every tenant's threads (for a worker firing deadlines).
+
+        Raises:
+            InvalidArgument: a bad ``limit``, ``tenant_id`` or ``after``.
+        """
+        tenant, limit, after, anyone = check_waiting("InMemoryCheckpointStore", tenant_id,
+                                                     limit, after, any_tenant)
+        out: WaitingPage = []
+        for thread in sorted(t for t in self._thread_latest if after is None or t > after):
+            if limit is not None and len(out) >= limit:
+                break
+            found = self._by_id[self._thread_latest[thread]][0]
+            cp = found.checkpoint() if isinstance(found, _Draft) else found
+            if cp.status == "interrupted" and (anyone or cp.tenant_id == tenant):
+                out.append(waiting_row(cp.clone()))
+        return out
 
     def close(self) -> None:
         """Nothing to release; present so that code can close any store."""

@@ -216,22 +216,28 @@ class PgQueue:
                 "resume_base": resume_base, "attempts": attempts + 1, "error": error}
 
     async def finish_job(
-        self, thread_id: str, status: str, *, run_id: str | None = None, error: str | None = None
+        self, thread_id: str, status: str, *, run_id: str | None = None, error: str | None = None,
+        if_status: str | None = None,
     ) -> None:
         """Record how the thread's job ended (``status`` one of :data:`JOB_STATUSES`), or
         hand it back with ``"queued"`` for any worker to take at once (a hand-back does not
-        count as an attempt). ``error`` is kept as readable text (see :func:`_readable`)."""
+        count as an attempt). ``error`` is kept as readable text (see :func:`_readable`).
+        ``if_status``: change the job only if its status is that one (a fired deadline
+        updates a job that waits for answers, never one queued meanwhile)."""
         check_id(thread_id, "thread_id", "finish_job")
         check_optional_id(run_id, "run_id", "finish_job")
         error = None if error is None else _readable(error, "finish_job")
         if not isinstance(status, str) or status not in JOB_STATUSES:
             raise InvalidArgument(f"finish_job(status={status!r}): use one of {JOB_STATUSES}")
+        guard = "" if if_status is None else " AND status = %s"
+        params: tuple[Any, ...] = (status, run_id, error, 1 if status == "queued" else 0,
+                                   thread_id)
         async with self._tx() as cur:
             await cur.execute(
                 "UPDATE jobs SET status = %s, run_id = COALESCE(%s, run_id), error = %s, "
                 "held_until_us = NULL, held_by = NULL, attempts = GREATEST(attempts - %s, 0) "
-                "WHERE thread_id = %s",
-                (status, run_id, error, 1 if status == "queued" else 0, thread_id))
+                "WHERE thread_id = %s" + guard,
+                params if if_status is None else (*params, if_status))
 
     async def note_error(self, thread_id: str, error: str) -> None:
         """Record why the attempt at the thread's job failed; the job stays queued, held

@@ -20,6 +20,12 @@ __all__ = ["MIGRATIONS", "OWN_TABLES", "SCHEMA_VERSION", "drop_tables", "ensure_
 SCHEMA_VERSION = 1
 """The layout of the tables this build writes and reads."""
 
+WAITING_INDEX = ('CREATE INDEX IF NOT EXISTS checkpoints_waiting ON checkpoints '
+                 '(thread_id COLLATE "C") WHERE status = \'interrupted\'')
+"""The partial index ``waiting()`` reads (the interrupted checkpoints, by thread id in
+``"C"`` order). An index, not a table: the schema version stays; :func:`ensure_schema` adds
+it to a schema written before it, and a build without it does not see it."""
+
 _CREATE = [
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE SEQUENCE IF NOT EXISTS save_order",
@@ -41,6 +47,7 @@ _CREATE = [
     "CREATE INDEX IF NOT EXISTS checkpoints_run ON checkpoints (run_id, ts_us, save_order)",
     "CREATE INDEX IF NOT EXISTS checkpoints_thread ON checkpoints (thread_id, ts_us, save_order)",
     "CREATE INDEX IF NOT EXISTS checkpoints_order ON checkpoints (ts_us, save_order)",
+    WAITING_INDEX,
     """CREATE TABLE IF NOT EXISTS events (
         run_id TEXT NOT NULL,
         seq BIGINT NOT NULL,
@@ -142,6 +149,12 @@ async def ensure_schema(cur: Cursor, schema: str, where: str) -> int:
     if found != SCHEMA_VERSION:
         await cur.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'",
                           (str(SCHEMA_VERSION),))
+    # A schema written before waiting() gets its index (looked up first: creating takes a
+    # lock that would wait for the writers of a busy store).
+    await cur.execute("SELECT to_regclass(%s)", (f"{schema}.checkpoints_waiting",))
+    row = await cur.fetchone()
+    if row is None or row[0] is None:
+        await cur.execute(WAITING_INDEX)
     return found
 
 

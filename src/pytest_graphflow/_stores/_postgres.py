@@ -43,9 +43,15 @@ from ._pgdelete import delete_thread
 from ._pgqueue import PgQueue
 from ._pgschema import SCHEMA_VERSION, drop_tables, ensure_schema
 from ._protocol import Fence
+from ._waiting import WaitingPage, check_waiting, waiting_row
 from ._wire import checkpoint_json, event_row
 
 __all__ = ["SCHEMA_VERSION", "PostgresCheckpointStore"]
+
+_THREAD_LATEST = (
+    "NOT EXISTS (SELECT 1 FROM checkpoints d WHERE d.thread_id = c.thread_id AND "
+    "(d.ts_us > c.ts_us OR (d.ts_us = c.ts_us AND d.save_order > c.save_order)))")
+"""``c`` is its thread's latest checkpoint (latest timestamp, then saved last)."""
 
 _Records = list[dict[str, Any]]
 _Rows = list[tuple[str, int, Any, str]]
@@ -122,9 +128,9 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
 
     features = StoreFeatures(claims=True, fencing=True, commit=True, events=True,
                              run_records=True, history_pages=True, artifacts=True, prune=True,
-                             delete_thread=True, queue=True)
+                             delete_thread=True, queue=True, waiting=True)
     """Durable: claims with fencing, atomic commits of events and run records, paged history,
-    artifacts, prune, thread deletion and the workers' queue."""
+    artifacts, prune, thread deletion, waiting runs and the workers' queue."""
 
     _UPSERT = _UPSERT
 
@@ -306,6 +312,41 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
         if limit is not None:
             rows.reverse()
         return [_parse(r) for r in rows]
+
+    async def waiting(
+        self, *, tenant_id: str | None = None, limit: int | None = None,
+        after: str | None = None, any_tenant: bool = False,
+    ) -> WaitingPage:
+        """The runs waiting for answers (a thread's latest checkpoint is ``interrupted``),
+        with their questions and deadlines, in thread-id order (see :class:`Waiting`).
+
+        Args:
+            tenant_id: only threads of this tenant (``None``: threads without one).
+            limit: at most this many (a page); ``None``: all.
+            after: only threads whose id sorts after this one (the next page:
+                ``after=page[-1].thread_id``).
+            any_tenant: every tenant's threads (for a worker firing deadlines).
+
+        Raises:
+            InvalidArgument: a bad ``limit``, ``tenant_id`` or ``after``.
+        """
+        tenant, limit, after, anyone = check_waiting("PostgresCheckpointStore", tenant_id,
+                                                     limit, after, any_tenant)
+        where = ["c.status = 'interrupted'", _THREAD_LATEST]
+        params: list[Any] = []
+        if not anyone:
+            where.append("c.tenant_id IS NOT DISTINCT FROM %s")
+            params.append(tenant)
+        if after is not None:
+            where.append('c.thread_id COLLATE "C" > %s')
+            params.append(after)
+        page = "" if limit is None else f" LIMIT {int(limit)}"
+        async with self._one() as cur:
+            await cur.execute(
+                f"SELECT {_COLUMNS} FROM checkpoints c WHERE {' AND '.join(where)} "
+                f'ORDER BY c.thread_id COLLATE "C"{page}', tuple(params))
+            rows = await cur.fetchall()
+        return [waiting_row(_parse(r)) for r in rows]
 
     async def delete(self, checkpoint_id: str) -> bool:
         """Delete one checkpoint; ``True`` if it existed."""

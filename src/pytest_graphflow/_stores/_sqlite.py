@@ -35,6 +35,7 @@ from ._sqlite_file import SYNCHRONOUS, open_store
 from ._sqlite_log import SQLiteLog
 from ._sqlite_rows import SELECT, PathWriter, decode, encode, with_tail
 from ._sqlite_schema import SCHEMA_VERSION
+from ._waiting import WaitingPage, check_waiting, waiting_row
 from ._wire import dumped_row, event_row, plain_run_record
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
@@ -46,6 +47,10 @@ _INSERT = (
     "ts_us, status, tenant_id, format_version, path_id, path_len, data) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_THREAD_LATEST = (
+    "NOT EXISTS (SELECT 1 FROM checkpoints d WHERE d.thread_id = c.thread_id AND "
+    "(d.ts_us > c.ts_us OR (d.ts_us = c.ts_us AND d.seq > c.seq)))")
+"""``c`` is its thread's latest checkpoint (latest timestamp, then saved last)."""
 _GC_PATHS = """
 WITH RECURSIVE
     dead(id) AS (
@@ -107,12 +112,17 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
 
     features = StoreFeatures(claims=True, fencing=True, commit=True, events=True,
                              run_records=True, history_pages=True, artifacts=True, prune=True,
-                             delete_thread=True)
+                             delete_thread=True, waiting=True, visited_snapshots=True)
     """Durable: claims with fencing, atomic commits of events and run records, paged history,
-    artifacts, prune and thread deletion."""
+    artifacts, prune, thread deletion and waiting runs. The runtime may hand this class (not
+    a subclass, which may read ``visited``: only the class itself declares features) its
+    checkpoints with ``visited`` left as its snapshot of the run's log: the rows keep a path
+    as segments, and building a tuple of every node so far at each step made a step's cost
+    grow with the run."""
 
     supports_fencing = True
     """``save`` takes ``fence=(thread_id, token)`` and the store has ``commit``."""
+
 
     def __init__(
         self,
@@ -169,7 +179,9 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         return found[0] if found else None
 
     def _write(self, db: sqlite3.Connection, cp: Checkpoint, data: str) -> None:
-        visited = cp.visited if type(cp.visited) is tuple else tuple(cp.visited)
+        # The runtime's own checkpoints carry their path as a snapshot of the run's log
+        # (``StoreFeatures.visited_snapshots``): written without a tuple of every node so far.
+        visited = cp.visited
         path_id, tail = self._paths.place(db, cp.run_id, visited)
         values = (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, cp.step,
                   cp.timestamp.isoformat(), rules.to_micros(cp.timestamp), cp.status,
@@ -419,6 +431,37 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
             )
             self._write(db, forked, encode(self.path, forked))
         return run_id
+
+    async def waiting(
+        self, *, tenant_id: str | None = None, limit: int | None = None,
+        after: str | None = None, any_tenant: bool = False,
+    ) -> WaitingPage:
+        """The runs waiting for answers (a thread's latest checkpoint is ``interrupted``),
+        with their questions and deadlines, in thread-id order (see :class:`Waiting`).
+
+        Args:
+            tenant_id: only threads of this tenant (``None``: threads without one).
+            limit: at most this many (a page); ``None``: all.
+            after: only threads whose id sorts after this one (the next page:
+                ``after=page[-1].thread_id``).
+            any_tenant: every tenant's threads (for a worker firing deadlines).
+
+        Raises:
+            InvalidArgument: a bad ``limit``, ``tenant_id`` or ``after``.
+        """
+        tenant, limit, after, anyone = check_waiting("SQLiteCheckpointStore", tenant_id,
+                                                     limit, after, any_tenant)
+        where = ["c.status = 'interrupted'", _THREAD_LATEST]
+        params: list[Any] = []
+        if not anyone:
+            where.append("c.tenant_id IS ?")
+            params.append(tenant)
+        if after is not None:
+            where.append("c.thread_id > ?")
+            params.append(after)
+        params.append(-1 if limit is None else limit)
+        sql = (f"{SELECT} c WHERE {' AND '.join(where)} ORDER BY c.thread_id LIMIT ?")
+        return [waiting_row(cp) for cp in self._checkpoints(self._conn, sql, tuple(params))]
 
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the newest ``keep_last`` checkpoints of the run; return how many.

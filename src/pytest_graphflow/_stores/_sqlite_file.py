@@ -26,6 +26,7 @@ from ._sqlite_schema import (
     PASS_STORE,
     SCHEMA_VERSION,
     V1_CHECKPOINTS,
+    WAITING_INDEX,
     create_statements,
     file_error,
     layout,
@@ -182,6 +183,7 @@ def open_store(path: str, *, readonly: bool, synchronous: str = "normal"
             migrate_v1(db, path)
         elif version == 2:
             migrate_v2(db)
+        db.execute(WAITING_INDEX)  # a file written before waiting() gets it (no-op after)
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")
         db.execute(f"PRAGMA synchronous = {synchronous.upper()}")  # one of SYNCHRONOUS

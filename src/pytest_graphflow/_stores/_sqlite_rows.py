@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json
@@ -67,13 +67,18 @@ class PathWriter:
     segments (the file keeps each node about twice). It remembers the last path it wrote
     per run (a bounded number of runs); a checkpoint whose path does not extend it (a resume
     in another process, time travel) starts a new chain.
+
+    A path is a tuple, or the runtime's snapshot of its run's append-only log (an object
+    with ``snapshot() -> (log, n)``, the path being ``log[:n]``): a path of the same log as
+    the last one extends it, known in O(1), so a step costs the same at step 100,000 as at
+    step 10 (a tuple is compared node by node).
     """
 
     def __init__(self) -> None:
-        # run -> (visited, its segment id, anchor segment id, anchor length, steps since)
-        self._last: dict[str, tuple[tuple[str, ...], int, int, int, int]] = {}
+        # run -> (nodes, length, its segment id, anchor segment id, anchor length, steps since)
+        self._last: dict[str, tuple[Sequence[str], int, int, int, int, int]] = {}
 
-    def place(self, db: sqlite3.Connection, run_id: str, visited: tuple[str, ...]
+    def place(self, db: sqlite3.Connection, run_id: str, visited: Sequence[str] | Snapshot
               ) -> tuple[int | None, tuple[str, ...]]:
         """Where the row of a checkpoint with path ``visited`` keeps it: the id of the segment
         ending in its prefix (written if needed; ``None`` for an empty prefix) and its tail.
@@ -81,11 +86,9 @@ class PathWriter:
         The prefix is cut at a multiple of :data:`TAIL`, so consecutive checkpoints of a run
         share one segment and only every ``TAIL``-th step writes one.
         """
-        n = len(visited)
+        nodes, n = _nodes(visited)
         cut = n - n % TAIL
-        if cut == n:
-            return self.write(db, run_id, visited), ()
-        return self.write(db, run_id, visited[:cut]), visited[cut:]
+        return self._write(db, run_id, nodes, cut), tuple(nodes[cut:n])
 
     def forget(self) -> None:
         """Drop what it remembers (after a rolled-back transaction or a deletion)."""
@@ -94,24 +97,27 @@ class PathWriter:
     def write(self, db: sqlite3.Connection, run_id: str, visited: tuple[str, ...]) -> int | None:
         """The id of the path segment ending in ``visited`` (written if needed); ``None``
         for an empty path."""
-        n = len(visited)
+        return self._write(db, run_id, visited, len(visited))
+
+    def _write(self, db: sqlite3.Connection, run_id: str, nodes: Sequence[str], n: int
+               ) -> int | None:
+        """:meth:`write` for the path ``nodes[:n]``."""
         if n == 0:
             return None
         cur: sqlite3.Cursor | None = None
         anchor: tuple[int, int, int] | None = None
         cached = self._last.get(run_id)
         if cached is not None:
-            prev, pid, anchor_id, anchor_len, since = cached
-            m = len(prev)
+            prev, m, pid, anchor_id, anchor_len, since = cached
             # The segment it hangs from must still be there and be this run's path of that
             # length (another process may have pruned it, and SQLite reuses a deleted row's
             # id): the insert checks it in the same statement.
-            if m == n and visited == prev:
+            if m == n and _starts_with(nodes, prev, m):
                 if db.execute(_SAME, (pid, run_id, m)).fetchone() is not None:
                     return pid
-            elif m < n and visited[:m] == prev:
+            elif m < n and _starts_with(nodes, prev, m):
                 parent, start = (anchor_id, anchor_len) if since + 1 >= SPAN else (pid, m)
-                cur = db.execute(_EXTEND, (run_id, parent, n, json.dumps(visited[start:]),
+                cur = db.execute(_EXTEND, (run_id, parent, n, json.dumps(nodes[start:n]),
                                            parent, run_id, start))
                 if cur.rowcount != 1:
                     cur = None
@@ -119,16 +125,45 @@ class PathWriter:
                     anchor = (anchor_id, anchor_len, since + 1)
         if cur is None:
             cur = db.execute("INSERT INTO paths (run_id, parent, length, nodes) "
-                             "VALUES (?, NULL, ?, ?)", (run_id, n, json.dumps(visited)))
+                             "VALUES (?, NULL, ?, ?)", (run_id, n, json.dumps(nodes[:n])))
         new_id = cur.lastrowid
         assert new_id is not None
         if anchor is None:  # this segment is the new anchor
             anchor = (new_id, n, 0)
         self._last.pop(run_id, None)
-        self._last[run_id] = (visited, new_id, *anchor)
+        self._last[run_id] = (nodes, n, new_id, *anchor)
         if len(self._last) > _CACHED_RUNS:
             del self._last[next(iter(self._last))]
         return new_id
+
+
+class Snapshot(Protocol):
+    """The runtime's visited path: ``log[:n]`` of a log that is only appended to."""
+
+    def snapshot(self) -> tuple[list[str], int]:
+        """``(log, n)``."""
+        ...
+
+    def __len__(self) -> int: ...
+
+
+def _nodes(visited: Sequence[str] | Snapshot) -> tuple[Sequence[str], int]:
+    """``(nodes, n)``: the path is ``nodes[:n]``."""
+    if type(visited) is tuple:
+        return visited, len(visited)
+    snapshot = getattr(visited, "snapshot", None)
+    if snapshot is not None:
+        log: list[str]
+        log, n = snapshot()
+        return log, n
+    nodes = tuple(visited)  # type: ignore[arg-type]
+    return nodes, len(nodes)
+
+
+def _starts_with(nodes: Sequence[str], prev: Sequence[str], m: int) -> bool:
+    """Whether ``nodes`` starts with ``prev[:m]``: at once for one append-only log (or one
+    tuple), else node by node."""
+    return nodes is prev or tuple(nodes[:m]) == tuple(prev[:m])
 
 
 def encode(path: str, cp: Checkpoint) -> str:

@@ -12,6 +12,7 @@ __all__ = [
     "LAYOUT",
     "SCHEMA_VERSION",
     "V1_CHECKPOINTS",
+    "WAITING_INDEX",
     "create_statements",
     "file_error",
     "layout",
@@ -52,6 +53,8 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 );
 CREATE INDEX IF NOT EXISTS checkpoints_run ON checkpoints (run_id, ts_us, seq);
 CREATE INDEX IF NOT EXISTS checkpoints_thread ON checkpoints (thread_id, ts_us, seq);
+CREATE INDEX IF NOT EXISTS checkpoints_waiting ON checkpoints (thread_id)
+    WHERE status = 'interrupted';
 CREATE TABLE IF NOT EXISTS checkpoint_nodes (
     checkpoint_id TEXT NOT NULL,
     run_id TEXT NOT NULL,
@@ -102,6 +105,12 @@ CREATE TABLE IF NOT EXISTS claims (
     ttl REAL
 );
 """
+
+WAITING_INDEX = next(s for s in _SCHEMA.split(";") if "checkpoints_waiting" in s).strip()
+"""The partial index ``waiting()`` reads (the interrupted checkpoints, by thread). An index,
+not a column: it changes no table's layout, so the schema version stays 3, a writable open of
+an older file adds it (:func:`~._sqlite_file.open_store`), and a build without it reads such
+a file as before."""
 
 EVENTS_V3 = next(s for s in _SCHEMA.split(";") if "TABLE IF NOT EXISTS events " in s).strip()
 """The statement that creates the events table of schema version 3."""

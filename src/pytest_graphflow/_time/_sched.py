@@ -176,6 +176,10 @@ class BatchScheduler:
         self._forever: list[int] = []
         self.order: list[int] = []
         self._ready: list[tuple[int, anyio.Event | None]] = []
+        """The tasks ready to run, in the order they became ready (the seeded pick's list)."""
+        self._ready_daemons: list[tuple[int, anyio.Event | None]] = []
+        """The daemons ready to run, in that order: each goes before any task, without a draw.
+        Kept apart so that a pick does not scan the batch's ready tasks for a daemon."""
         self._timers: list[tuple[int, int, int, anyio.Event | None]] = []
         self._counter = 0
         self._running: int | None = None
@@ -228,7 +232,7 @@ class BatchScheduler:
     def drop_daemon(self, key: int) -> None:
         """A cancelled daemon leaves without dispatching: the batch is being cancelled, and
         no task may be woken (nor time moved) on its way out."""
-        self._ready = [r for r in self._ready if r[0] != key]
+        self._ready_daemons = [r for r in self._ready_daemons if r[0] != key]
         self._timers = [t for t in self._timers if t[2] != key]
         heapq.heapify(self._timers)
         if self._running == key:
@@ -237,7 +241,7 @@ class BatchScheduler:
     def _stop_daemons(self) -> None:
         if not self._daemons:
             return
-        self._ready = [r for r in self._ready if r[0] not in self._daemons]
+        self._ready_daemons = []
         self._timers = [t for t in self._timers if t[2] not in self._daemons]
         heapq.heapify(self._timers)
         self._spawn.clear()
@@ -297,7 +301,10 @@ class BatchScheduler:
             self._running = None
             self._dispatch()
         else:  # a task cancelled while waiting: forget it
-            self._ready = [r for r in self._ready if r[0] != key]
+            if key in self._daemons:
+                self._ready_daemons = [r for r in self._ready_daemons if r[0] != key]
+            else:
+                self._ready = [r for r in self._ready if r[0] != key]
             self._timers = [t for t in self._timers if t[2] != key]
             heapq.heapify(self._timers)
             if key in self._forever:
@@ -358,6 +365,9 @@ class BatchScheduler:
     def _dispatch(self) -> None:
         if self._closed or self._running is not None:
             return
+        if self._ready_daemons:  # a ready daemon goes first, without a draw
+            self._run(*self._ready_daemons.pop(0))
+            return
         if not self._ready and self.loop_deadline is not None:
             deadline = self.loop_deadline()
             if (deadline is not None and deadline != self._kicked_for
@@ -385,27 +395,28 @@ class BatchScheduler:
                     self.on_deadline()
                 return
             self.clock.advance_to_ns(wake)
+            daemons = self._daemons
             while self._timers and self._timers[0][0] == wake:
                 _, _, key, ev = heapq.heappop(self._timers)
-                self._ready.append((key, ev))
-        if not self._ready:
+                (self._ready_daemons if key in daemons else self._ready).append((key, ev))
+            if self._ready_daemons:
+                self._run(*self._ready_daemons.pop(0))
+                return
+        ready = self._ready
+        if not ready:
             if not self._timers and self._forever:
                 self._closed = True
                 if self.on_stall is not None:
                     self.on_stall(list(self._forever))
             return
-        ready, daemons = self._ready, self._daemons
-        i = -1
-        for n, r in enumerate(ready):
-            if r[0] in daemons:
-                i = n  # a ready daemon goes first
-                break
-        if i < 0:
-            i = 0 if self.rng is None or len(ready) == 1 else self.rng.randrange(len(ready))
-        key, ev = self._ready.pop(i)
+        i = 0 if self.rng is None or len(ready) == 1 else self.rng.randrange(len(ready))
+        key, ev = ready.pop(i)
+        self.order.append(key)
+        self._run(key, ev)
+
+    def _run(self, key: int, ev: anyio.Event | None) -> None:
+        """Hand the baton to ``key`` (a task, or a daemon)."""
         self._running = key
-        if key not in self._daemons:
-            self.order.append(key)
         if ev is None:  # a daemon's first turn: start its task, which holds the baton
             self.spawned.add(key)
             self._spawn.pop(key)()

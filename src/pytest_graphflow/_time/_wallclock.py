@@ -9,9 +9,10 @@ time; anywhere else real time, or the instant of the user's own ``time_machine.t
   ``localtime``/``strftime`` and ``datetime.now``/``utcnow``/``date.today``. Starting and
   stopping it swaps a few function pointers (under a microsecond) and reaches every
   reference, whatever the number of loaded modules; ``time.monotonic`` and
-  ``time.perf_counter`` are never touched (event loops read them). We push one traveller of
-  our own on time-machine's stack; it asks :data:`NODE_CLOCK` and otherwise defers to the
-  traveller below it (the user's ``travel``) or to the real clock.
+  ``time.perf_counter`` are never touched here (event loops read them; the LangGraph
+  harness makes them virtual within its legs only, ``_langgraph/_loop.py``). We push one
+  traveller of our own on time-machine's stack; it asks :data:`NODE_CLOCK` and otherwise
+  defers to the traveller below it (the user's ``travel``) or to the real clock.
 * **freezegun**, only while the user's own ``freeze_time`` is active (freezegun has replaced
   ``datetime.datetime`` then, and time-machine refuses to start): a nested ``freeze_time``
   (cheap: freezegun walks the modules only for the outermost one) whose time factory is ours.

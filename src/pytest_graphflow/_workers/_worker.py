@@ -9,6 +9,12 @@ Shutdown is graceful: after :meth:`Worker.stop` (SIGTERM or SIGINT under :meth:`
 worker takes no new job; the run it is executing finishes its current step, its checkpoint
 is saved, the stream is left (which releases the thread's claim) and the job is handed back,
 so another worker continues it at once from that checkpoint.
+
+Deadlines: before each job (and while the queue is empty) a worker fires every question
+whose ``interrupt(..., deadline=)`` passed by its clock (``GraphRuntime.aexpire_due``), for
+the graphs it serves and every tenant. A deadline is stored with the paused run, so a worker
+started after a restart fires it. Over a store without a queue (``SQLiteCheckpointStore``,
+``InMemoryCheckpointStore``) a worker only fires deadlines.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import signal
 import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
@@ -52,6 +59,8 @@ class WorkerStats:
             do not match, another tenant's thread), logged; the job is tried again after
             its hold, and fails once it used ``max_attempts``.
         gave_up: jobs failed after ``max_attempts`` attempts (their ``error`` says why).
+        expired: runs resumed because a question's deadline passed (each took its graph's
+            timeout route).
         statuses: final status per thread.
     """
 
@@ -62,6 +71,7 @@ class WorkerStats:
     busy: int = 0
     errors: int = 0
     gave_up: int = 0
+    expired: int = 0
     statuses: dict[str, str] = field(default_factory=dict)
 
 
@@ -76,17 +86,21 @@ class Worker:
     ``error``, and the workers move on.
 
     Args:
-        store: a store with a run queue (:class:`PostgresCheckpointStore`).
+        store: a store with a run queue (:class:`PostgresCheckpointStore`), or a store that
+            lists waiting runs (``waiting()``): then the worker only fires deadlines.
         graphs: the graphs this worker serves (a job names its graph by ``graph_id``).
         name: how the worker shows up in the queue (``host:pid`` by default).
         poll_interval: seconds to wait when the queue is empty.
         clock: the clock of the worker's runtime (real time by default).
         max_attempts: how many times a job is taken without its run ending before it
             fails (:data:`DEFAULT_MAX_ATTEMPTS`); a graceful hand-back is not an attempt.
+        deadline_interval: how often, in seconds on the worker's clock, it looks for due
+            deadlines (at once when it starts, then at most this often).
         runtime_options: more keyword arguments for :class:`GraphRuntime` (``timeout``...).
 
     Raises:
-        InvalidArgument: the store has no queue, two graphs share a ``graph_id``, or
+        InvalidArgument: the store has neither a queue nor ``waiting()``, two graphs share
+            a ``graph_id``, or
             ``max_attempts`` is not an int >= 1.
     """
 
@@ -99,15 +113,24 @@ class Worker:
         poll_interval: float = 0.2,
         clock: Clock | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        deadline_interval: float = 1.0,
         **runtime_options: Any,
     ) -> None:
-        if not callable(getattr(store, "take_job", None)):
-            raise InvalidArgument(f"Worker(store={store!r}): the store has no run queue; use "
-                                  "a PostgresCheckpointStore")
+        self.queue = callable(getattr(store, "take_job", None))
+        if not self.queue and not callable(getattr(store, "waiting", None)):
+            raise InvalidArgument(f"Worker(store={store!r}): the store has no run queue and "
+                                  "cannot list waiting runs; use a PostgresCheckpointStore "
+                                  "(or a SQLiteCheckpointStore, to fire deadlines)")
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) \
                 or max_attempts < 1:
             raise InvalidArgument(f"Worker(max_attempts={max_attempts!r}): give an int >= 1")
         self.max_attempts = max_attempts
+        if isinstance(deadline_interval, bool) or not isinstance(deadline_interval, (int, float)) \
+                or not deadline_interval >= 0:
+            raise InvalidArgument(f"Worker(deadline_interval={deadline_interval!r}): give the "
+                                  "seconds between looks for due deadlines (a number >= 0)")
+        self.deadline_interval = float(deadline_interval)
+        self._next_look: datetime | None = None
         found = list(graphs.values()) if isinstance(graphs, Mapping) else list(graphs)
         self.graphs: dict[str, CompiledGraph] = {}
         for graph in found:
@@ -154,8 +177,9 @@ class Worker:
         while not self._stopping:
             if max_jobs is not None and self.stats.runs >= max_jobs:
                 break
+            await self._expire_due()
             job = await self.store.take_job(self.name, now=self.clock.now(), hold=hold,
-                                            graph_ids=served)
+                                            graph_ids=served) if self.queue else None
             if job is None:
                 if until_idle or (until_done and not await self._queued()):
                     break
@@ -174,8 +198,32 @@ class Worker:
                 await self._failed(job, exc)
         return self.stats
 
+    async def _expire_due(self) -> None:
+        """Fire every due deadline of the graphs served (any tenant), at most every
+        ``deadline_interval`` seconds; a failure to do so is logged, and tried again at the
+        next look."""
+        now = self.clock.now()
+        if self._next_look is not None and now < self._next_look:
+            return
+        self._next_look = now + timedelta(seconds=self.deadline_interval)
+        try:
+            fired = await self.runtime.aexpire_due(graphs=self.graphs, any_tenant=True)
+        except Exception as exc:
+            self.stats.errors += 1
+            log.warning("worker %s: firing deadlines raised %s: %s", self.name,
+                        type(exc).__name__, exc)
+            return
+        for result in fired:
+            self.stats.expired += 1
+            self.stats.statuses[result.thread_id] = result.status
+            if self.queue:  # its job waited for answers: it ended (or waits) now
+                await self.store.finish_job(result.thread_id, result.status,
+                                            run_id=result.run_id, if_status="interrupted")
+
     async def _queued(self) -> bool:
         """Whether a job of a graph this worker serves is queued."""
+        if not self.queue:
+            return False
         return any(j["graph_id"] in self.graphs for j in await self.store.jobs("queued"))
 
     def serve(self, **kwargs: Any) -> WorkerStats:

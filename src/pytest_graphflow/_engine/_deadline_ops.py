@@ -1,0 +1,93 @@
+"""``GraphRuntime.waiting`` and ``GraphRuntime.aexpire_due``: the runs waiting for answers,
+and firing every question whose deadline passed (see :mod:`.._graph._deadlines`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .._graph._builder import CompiledGraph
+from .._stores._waiting import Waiting
+from ..errors import GraphExecutionError, InvalidArgument, ResumeError, ThreadBusy
+from ._expiry import ExpiryResume
+from ._results import GraphResult
+
+if TYPE_CHECKING:
+    from ._runtime import GraphRuntime
+
+__all__ = ["expire_due", "list_waiting"]
+
+_PAGE = 200
+
+
+async def list_waiting(rt: GraphRuntime, **kwargs: Any) -> list[Waiting]:
+    """``rt.store.waiting(**kwargs)``, or an error naming the fix for a store without it.
+
+    Raises:
+        GraphExecutionError: the store cannot list waiting runs.
+    """
+    if not rt.store_features.waiting:
+        raise GraphExecutionError(
+            f"the store {type(rt.store).__name__} cannot list the runs waiting for answers "
+            "(its features say waiting=False: it has no waiting()); use "
+            "InMemoryCheckpointStore, SQLiteCheckpointStore or PostgresCheckpointStore")
+    store: Any = rt.store
+    found: list[Waiting] = await store.waiting(**kwargs)
+    return found
+
+
+def _graph_table(graphs: Iterable[CompiledGraph] | Mapping[str, CompiledGraph] | None
+                 ) -> dict[str, CompiledGraph] | None:
+    if graphs is None:
+        return None
+    found = list(graphs.values()) if isinstance(graphs, Mapping) else list(graphs)
+    table: dict[str, CompiledGraph] = {}
+    for graph in found:
+        if not isinstance(graph, CompiledGraph):
+            raise InvalidArgument(f"expire_due(graphs=...): {graph!r} is not a CompiledGraph "
+                                  "(call .compile())")
+        table[graph.graph_id] = graph
+    return table
+
+
+async def expire_due(
+    rt: GraphRuntime,
+    *,
+    tenant_id: str | None,
+    any_tenant: bool,
+    graphs: Iterable[CompiledGraph] | Mapping[str, CompiledGraph] | None,
+) -> list[GraphResult[Any]]:
+    """Fire every question whose deadline passed by ``rt``'s clock, earliest deadline first
+    (ties in thread-id order); each run resumes and takes its graph's timeout route.
+
+    A run that another runtime holds, or that was answered or fired meanwhile, is skipped.
+    With ``graphs``, only runs of those graphs are fired (a worker serving them).
+    """
+    table = _graph_table(graphs)
+    now = rt.clock.now()
+    due: list[tuple[Any, str, Waiting, list[str]]] = []
+    after: str | None = None
+    while True:
+        page = await list_waiting(rt, tenant_id=tenant_id, any_tenant=any_tenant,
+                                  limit=_PAGE, after=after)
+        for row in page:
+            keys = [i.key for i in row.interrupts
+                    if i.deadline is not None and i.deadline <= now]
+            if keys and (table is None or row.graph_id in table):
+                first = min(i.deadline for i in row.interrupts if i.key in keys
+                            and i.deadline is not None)
+                due.append((first, row.thread_id, row, keys))
+        if len(page) < _PAGE:
+            break
+        after = page[-1].thread_id
+    due.sort(key=lambda d: (d[0], d[1]))
+    fired: list[GraphResult[Any]] = []
+    for _, _, row, keys in due:
+        graph = None if table is None else table[row.graph_id]
+        try:
+            result = await rt.aresume(row.run_id, ExpiryResume(keys), graph=graph,
+                                      tenant_id=row.tenant_id)
+        except (ThreadBusy, ResumeError):
+            continue  # another runtime holds it, or it was answered or fired meanwhile
+        fired.append(result)
+    return fired
