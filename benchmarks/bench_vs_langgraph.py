@@ -2,6 +2,7 @@
 
     .venv/bin/pip install -e ".[test,bench]"
     .venv/bin/python benchmarks/bench_vs_langgraph.py [--repeat 7] [--tests 200] [--graphs 60]
+    .venv/bin/python benchmarks/bench_vs_langgraph.py --bridge-only   # the LangGraph bridge
 
 Every pytest-graphflow row uses the default path a user takes:
 ``GraphRuntime(clock=VirtualClock(), seed=0)`` (wall clock patched in node code, sync API),
@@ -10,13 +11,15 @@ imported in this same process (its modules loaded count against both), compiled 
 graph with ``InMemorySaver`` (or ``SqliteSaver``), a new ``thread_id`` per run. Each row runs
 both sides in alternating rounds and keeps the best round of each, in CPU time of the process
 (steadier than wall time on a shared machine; the code is CPU-bound); the last column is
-LangGraph / pytest-graphflow. Nothing here is asserted: it is to be run and read
-(docs/performance.md explains every row).
+LangGraph / pytest-graphflow, except in the bridge's rows (a LangGraph app under
+``LangGraphHarness``), which print harness / plain LangGraph. Nothing here is asserted: it
+is to be run and read (docs/performance.md explains every row).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import itertools
 import operator
@@ -27,7 +30,9 @@ import sys
 import tempfile
 import textwrap
 import time
+import uuid
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -59,6 +64,7 @@ CHAIN = 100  # nodes of the chain rows
 CLOCK = time.process_time  # CPU seconds: steadier than wall time on a shared machine
 FAN = 100  # parallel workers of the fan-out row
 WIDE = (1_000, 10_000)  # tasks of the wide fan-out rows (Expand / LangGraph's Send)
+AGENT_FAN = 4  # parallel searches (Send) of the bridge's agent row
 LONG = 100_000  # steps of the long chain row (and of the memory line, with a tenth of it)
 
 
@@ -208,6 +214,66 @@ def lg_loop(steps: int, saver: Any) -> Any:
     return g.compile(checkpointer=saver)
 
 
+class AgentState(TypedDict, total=False):
+    question: str
+    ticket: str
+    opened: str
+    queries: list[str]
+    query: str
+    hits: Annotated[list[dict[str, str]], operator.add]
+    answer: str
+    route: str
+
+
+def agent_intake(state: AgentState) -> dict[str, Any]:
+    return {"ticket": f"T-{uuid.uuid4().hex[:12]}", "opened": datetime.now().isoformat()}
+
+
+def agent_plan(state: AgentState) -> dict[str, Any]:
+    return {"queries": [f"{state['question']} #{i}" for i in range(AGENT_FAN)]}
+
+
+def agent_search(state: AgentState) -> dict[str, Any]:
+    hit = {"id": str(uuid.uuid4()), "query": state["query"], "at": datetime.now().isoformat()}
+    return {"hits": [hit]}
+
+
+def agent_rank(state: AgentState) -> dict[str, Any]:
+    best = sorted(state["hits"], key=lambda h: h["query"])
+    return {"route": "escalate" if len(best) < AGENT_FAN else "respond"}
+
+
+def agent_respond(state: AgentState) -> dict[str, Any]:
+    return {"answer": f"{state['ticket']}: {len(state['hits'])} hits"}
+
+
+def agent_escalate(state: AgentState) -> dict[str, Any]:
+    return {"answer": f"{state['ticket']}: escalated"}
+
+
+def lg_agent_builder() -> Any:
+    """A small support agent as LangGraph users write one: an intake stamping a ticket id
+    (``uuid.uuid4()``) and a time (``datetime.now()``), a planner, a ``Send`` fan-out of
+    ``AGENT_FAN`` searches appending to ``Annotated[list, operator.add]`` (each with its own
+    ``uuid4`` and ``now()``), a ranker, and a conditional edge to one of two answers."""
+    g = StateGraph(AgentState)
+    g.add_node("intake", agent_intake)
+    g.add_node("plan", agent_plan)
+    g.add_node("search", agent_search)
+    g.add_node("rank", agent_rank)
+    g.add_node("respond", agent_respond)
+    g.add_node("escalate", agent_escalate)
+    g.add_edge("__start__", "intake")
+    g.add_edge("intake", "plan")
+    g.add_conditional_edges("plan", lambda s: [Send("search", {"query": q})
+                                               for q in s["queries"]], ["search"])
+    g.add_edge("search", "rank")
+    g.add_conditional_edges("rank", lambda s: s["route"], ["respond", "escalate"])
+    g.add_edge("respond", "__end__")
+    g.add_edge("escalate", "__end__")
+    return g
+
+
 # --------------------------------------------------------------------------- timing
 
 
@@ -337,6 +403,56 @@ def scale_rows(repeat: int, wide: tuple[int, ...], long: int) -> list[Row]:
     rows.append(row(f"chain of {long:,} steps, in-memory checkpoint per step", o / long * 1e6,
                     t / long * 1e6, "µs/step"))
     return rows
+
+
+def bridge_rows(repeat: int) -> list[Row]:
+    """The LangGraph bridge: the same LangGraph agent (``lg_agent_builder``, compiled once
+    with an ``InMemorySaver``) run plainly, ``app.invoke`` on a new thread per run, and under
+    pytest-graphflow's harness the way a test runs it: a fresh ``LangGraphHarness(app,
+    seed=0)`` per run (its own fresh saver) and ``trace(input)``; and through the
+    ``graph_runtime`` fixture's runtime (``make_graph_runtime(seed=0).langgraph(app)``, a new
+    runtime per run, as a test gets one). Here "ours" is the harness and "theirs" plain
+    LangGraph: the ratio to read is harness / plain (the bridge's overhead). The last row is
+    plain LangGraph on its own async runner (``asyncio.run(app.ainvoke(...))``), which the
+    harness drives (virtual time and the seeded order live on an event loop): the floor under
+    the bridge's ratio."""
+    from pytest_graphflow.langgraph import LangGraphHarness
+    from pytest_graphflow.testing import make_graph_runtime
+
+    app = lg_agent_builder().compile(checkpointer=InMemorySaver())
+    question = {"question": "where is my parcel", "hits": []}
+    done = {"harness": "", "plain": ""}
+
+    def plain() -> None:
+        done["plain"] = app.invoke(question, lg_config())["answer"]
+
+    def harness() -> None:
+        done["harness"] = LangGraphHarness(app, seed=0).trace(question).result.state["answer"]
+
+    def fixture() -> None:
+        done["harness"] = make_graph_runtime(seed=0).langgraph(app).trace(
+            question).result.state["answer"]
+
+    def plain_async() -> None:
+        done["harness"] = asyncio.run(app.ainvoke(question, lg_config()))["answer"]
+
+    rows: list[Row] = []
+    for name, ours in ((f"agent, Send fan-out of {AGENT_FAN}: fresh LangGraphHarness", harness),
+                       ("  the same through graph_runtime.langgraph(app)", fixture),
+                       ("  plain LangGraph async, asyncio.run(app.ainvoke) (floor)",
+                        plain_async)):
+        o, t = best_pair(repeat, 20, ours, plain)
+        assert done["harness"].endswith(f"{AGENT_FAN} hits"), done
+        assert done["plain"].endswith(f"{AGENT_FAN} hits"), done
+        rows.append(row(name, o * 1e3, t * 1e3, "ms/run"))
+    return rows
+
+
+def print_bridge(rows: list[Row]) -> None:
+    print(f"{'the bridge (LangGraph app)':58s} {'harness':>10s} {'plain':>10s} {'unit':>14s} "
+          f"{'harness/plain':>14s}")
+    for name, ours, theirs, unit in rows:
+        print(f"{name:58s} {ours:10.3f} {theirs:10.3f} {unit:>14s} {ours / theirs:13.2f}×")
 
 
 def chain_memory(steps: tuple[int, ...]) -> list[tuple[int, float]]:
@@ -536,7 +652,13 @@ def main() -> None:
                         help="steps of the long chain row (LangGraph: about a minute at 100,000)")
     parser.add_argument("--scale-only", action="store_true",
                         help="only the wide fan-out and long chain rows, and the memory line")
+    parser.add_argument("--bridge-only", action="store_true",
+                        help="only the LangGraph bridge's rows (harness / plain LangGraph)")
     args = parser.parse_args()
+
+    if args.bridge_only:
+        print_bridge(bridge_rows(args.repeat))
+        return
 
     if args.scale_only:
         print_rows(scale_rows(args.repeat, WIDE, args.long))
@@ -546,6 +668,7 @@ def main() -> None:
     rows += scale_rows(args.repeat, WIDE, args.long)
     rows += suite_rows(args.tests, args.suite_repeat)
     print_rows(rows)
+    print_bridge(bridge_rows(args.repeat))
     rate = generated_rate(args.graphs)
     print(f"{'generated graphs checked (equivalence, ≤6 nodes, 3 runs each)':58s} "
           f"{rate:10.0f} {'—':>10s} {'graphs/s':>14s}")

@@ -15,7 +15,8 @@ timeline, and :func:`check_recording` / :func:`assert_invariants` check it::
 
 Whole-run properties, each running the graph several ways on fresh deterministic runtimes:
 :func:`check_interrupt_resume_equivalence`, :func:`check_crash_recovery`,
-:func:`check_determinism`, :func:`check_tool_replays` (tool calls replayed, never called
+:func:`check_determinism`, :func:`check_clock_start` (the same run with the clock starting
+at other hours takes the same path), :func:`check_tool_replays` (tool calls replayed, never called
 twice), and :func:`check_reducer_laws` for a :class:`Reducer` on its own;
 across process boundaries, :func:`check_determinism_across_processes` and
 :func:`check_crash_recovery_across_processes`.
@@ -44,6 +45,7 @@ from ._properties._checks import (
     format_violations,
     normalise_events,
 )
+from ._properties._clockstart import check_clock_start
 from ._properties._determinism import check_determinism
 from ._properties._equivalence import check_interrupt_resume_equivalence
 from ._properties._lint import check_node_code
@@ -80,6 +82,7 @@ __all__ = [
     "check_c8",
     "check_c9",
     "check_c10",
+    "check_clock_start",
     "check_crash_recovery",
     "check_crash_recovery_across_processes",
     "check_determinism",

@@ -9,7 +9,8 @@ own LangGraph graph with LangGraph itself; see docs/langgraph.md.
 - :class:`FaultySaver`: ``FaultyStore``'s fault rules over any LangGraph checkpoint saver.
 - :func:`check_invariants`: the event invariants a LangGraph trace keeps (:data:`HOLDING`).
 - Properties: :func:`check_determinism`, :func:`explore`, :func:`check_crash_recovery`,
-  :func:`check_interrupt_resume_equivalence`, :func:`check_reducer_laws` /
+  :func:`check_interrupt_resume_equivalence`, :func:`check_clock_start` (the same run
+  with the clock starting at other hours takes the same path), :func:`check_reducer_laws` /
   :func:`assert_reducer_laws` (``Annotated`` reducers, ``add_messages`` included).
 """
 
@@ -25,6 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         f" ({exc})"
     ) from exc
 
+from ._langgraph._clockstart import check_clock_start
 from ._langgraph._harness import LangGraphHarness
 from ._langgraph._invariants import HOLDING, check_invariants
 from ._langgraph._laws import assert_reducer_laws, check_reducer_laws, messages
@@ -43,6 +45,7 @@ __all__ = [
     "LangGraphHarness",
     "SaverOp",
     "assert_reducer_laws",
+    "check_clock_start",
     "check_crash_recovery",
     "check_determinism",
     "check_interrupt_resume_equivalence",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from graphs import FanState, fan_out
 from langgraph.errors import NodeTimeoutError
 from langgraph.graph import END, START, StateGraph
@@ -192,6 +193,24 @@ def test_elapsed_time_in_a_node_is_virtual() -> None:
 
     trace = LangGraphHarness(_one_node(timed)).trace({"log": []})
     assert trace.result.data == {"log": ["120.000000"] * 4}
+
+
+def test_elapsed_time_stays_virtual_after_something_rebinds_the_time_module(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """freezegun's ``stop()`` puts back the ``time`` functions it found when it started: a
+    ``freeze_time`` that began before the first harness of the session undid the virtual
+    ``monotonic``/``perf_counter`` for every later harness (CI failed on this test's neighbour
+    above when such a test ran first on the same worker)."""
+    LangGraphHarness(_one_node(_noop)).trace({"log": []})  # the hooks are in place
+    for name in ("monotonic", "perf_counter", "monotonic_ns", "perf_counter_ns"):
+        current = getattr(time, name)
+        monkeypatch.setattr(time, name, getattr(current, "__wrapped__", current))
+
+    test_elapsed_time_in_a_node_is_virtual()
+
+
+async def _noop(state: FanState) -> dict[str, Any]:
+    return {"log": ["ok"]}
 
 
 def _heartbeats(gap: float) -> StateGraph:

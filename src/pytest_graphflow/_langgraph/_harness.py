@@ -28,7 +28,7 @@ from .._time._rng import ScheduleRng
 from ..errors import InvalidArgument, NotSuspended, ResumeError
 from ._convert import jsonable
 from ._ids import ID_SOURCE, IdSource, install_id_hooks
-from ._loop import LEG, LegContext, SeededLoop, TaskStart, install_loop_hooks
+from ._loop import LEG, LegContext, SeededLoop, TaskStart, ensure_time_hooks, install_loop_hooks
 from ._order import install_order_hooks, stable_order
 from ._record import LegRecorder
 from ._saver import FaultySaver, SaverOp
@@ -458,6 +458,7 @@ class LangGraphHarness:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, SeededLoop)
         ID_SOURCE.set(ids)
+        ensure_time_hooks()
         LEG.set(LegContext(loop, self.clock, started, writes, self.saver.task_nodes,
                            self.thread_id, recorder.began, recorder))
         _wallclock.NODE_CLOCK.set(self.clock)

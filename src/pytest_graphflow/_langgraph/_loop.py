@@ -166,6 +166,7 @@ def install_loop_hooks() -> None:
     (idempotent)."""
     global _installed
     if _installed:
+        ensure_time_hooks()
         return
     install_sleep_hooks()
     install_entropy_hooks()
@@ -216,9 +217,18 @@ def install_loop_hooks() -> None:
     setattr(runner, _NODE_TASK, arun_with_retry)
     _skip_restored_tasks()
     _own_chat_run_ids()
-    time.sleep = _blocking_sleep  # type: ignore[assignment]
-    _virtual_elapsed_time()
+    ensure_time_hooks()
     _installed = True
+
+
+def ensure_time_hooks() -> None:
+    """Put ``time.sleep`` and the virtual ``monotonic``/``perf_counter`` back if something
+    rebound them since (freezegun's ``stop()`` restores the functions it found when it started,
+    so a test's ``freeze_time`` that began before the first harness undid them, and LangGraph's
+    timeouts then read real time). Cheap and idempotent: called for every harness and leg."""
+    if time.sleep is not _blocking_sleep:
+        time.sleep = _blocking_sleep  # type: ignore[assignment]
+    _virtual_elapsed_time()
 
 
 def _graph_path(task_ns: str) -> str:
