@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ._replay._upgrade import UpgradeReport, check_upgrade
     from ._stores._deletion import DeletedThread
     from ._stores._faulty import FaultyStore, StoreCall
+    from ._stores._features import StoreFeatures, features_of
     from ._stores._memory import InMemoryCheckpointStore
     from ._stores._plan import FaultPlan
     from ._stores._postgres import PostgresCheckpointStore
@@ -201,6 +202,8 @@ _LAZY = {
     "UpgradeReport": "._replay._upgrade",
     "check_upgrade": "._replay._upgrade",
     "DeletedThread": "._stores._deletion",
+    "StoreFeatures": "._stores._features",
+    "features_of": "._stores._features",
     "Waiting": "._stores._waiting",
     "FaultyStore": "._stores._faulty",
     "StoreCall": "._stores._faulty",
@@ -382,6 +385,7 @@ __all__ = [
     "StaleClaim",
     "StoreCall",
     "StoreFault",
+    "StoreFeatures",
     "StoreFileError",
     "StreamEvent",
     "Subgraph",
@@ -421,6 +425,7 @@ __all__ = [
     "events_diff",
     "explore",
     "export_history",
+    "features_of",
     "format_event",
     "format_events",
     "interrupt",

@@ -45,6 +45,10 @@ ALLOWED: dict[str, set[str]] = {
         "_records", "errors",
     },
 }
+# The engine knows stores only through the store seam (issue 25): the protocol, the features
+# a store declares, the default-store factory and the shared rules; never a concrete store.
+ENGINE_STORE_MODULES = {
+    "_protocol", "_features", "_default", "_claims", "_deletion", "_args", "_waiting"}
 # The public fronts (``__init__``, ``plugin``, ``strategies``, ...) may import any layer.
 FRONTS = {p.stem for p in PACKAGE.glob("*.py")} - {"errors"}
 
@@ -117,11 +121,47 @@ def violations(package: Path = PACKAGE) -> list[str]:
                 bad.append(f"{rel}:{line}: {own} imports the public front {imported}")
             elif target is not None and target != own and target not in ALLOWED[own]:
                 bad.append(f"{rel}:{line}: {own} imports {imported} ({target} is above it)")
+            elif own == "_engine" and target == "_stores" and (
+                    imported.split(".")[2:3] == [] or imported.split(".")[2]
+                    not in ENGINE_STORE_MODULES):
+                bad.append(f"{rel}:{line}: _engine imports the concrete store module {imported}"
+                           f" (only {sorted(ENGINE_STORE_MODULES)} of _stores)")
     return bad
+
+
+def store_probes(package: Path = PACKAGE) -> list[str]:
+    """Every place in ``_engine`` that looks at a store's attributes itself (``getattr``,
+    ``hasattr``, or ``inspect`` on a store) instead of reading its ``StoreFeatures``."""
+    found: list[str] = []
+    for path in sorted((package / "_engine").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            name = ast.unparse(node.func)
+            if name in {"getattr", "hasattr", "inspect.getattr_static", "inspect.signature"} \
+                    and "store" in ast.unparse(node.args[0]).lower():
+                found.append(f"{path.relative_to(package)}:{node.lineno}: {ast.unparse(node)}")
+    return found
 
 
 def test_every_import_runs_down_the_layers() -> None:
     assert violations() == []
+
+
+def test_the_engine_never_probes_a_store() -> None:
+    assert store_probes() == []
+
+
+def test_a_store_probe_in_the_engine_is_reported(tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / NAME
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "_engine" / "_bad.py").write_text(
+        "def f(run):\n    return getattr(run.store, 'put_artifact', None)\n", encoding="utf-8")
+    assert store_probes(copy) == [
+        "_engine/_bad.py:2: getattr(run.store, 'put_artifact', None)"]
 
 
 def test_every_subpackage_is_listed() -> None:
@@ -143,8 +183,12 @@ def test_every_subpackage_says_what_it_owns_and_may_import() -> None:
         ("_engine/_bad.py", "from .._plugin._seed import SEED_LIMIT", "_engine imports"),
         ("_time/_bad.py", "def f():\n    from pytest_graphflow._engine import _runner", "_time"),
         ("_graph/_bad.py", "from .. import strategies", "imports the public front"),
+        ("_engine/_bad.py", "from .._stores._memory import InMemoryCheckpointStore",
+         "concrete store module"),
+        ("_engine/_bad.py", "from .._stores import _faulty", "concrete store module"),
     ],
-    ids=["records->engine", "stores->graph", "engine->plugin", "lazy-absolute", "front"],
+    ids=["records->engine", "stores->graph", "engine->plugin", "lazy-absolute", "front",
+         "engine->memory-store", "engine->faulty-store"],
 )
 def test_a_forbidden_import_is_reported(
     tmp_path: Path, where: str, line: str, expected: str

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import anyio
 
-from .._stores._protocol import checks_fencing
+from .._stores._features import StoreFeatures
 from .._time._clock import Clock
 from ..errors import SimulatedCrash, StaleClaim, ThreadBusy
 
@@ -54,7 +54,7 @@ class ThreadClaim:
 
     def __init__(self, store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float,
                  token: int | None, local: dict[str, ThreadClaim] | None,
-                 taken_at: float | None = None) -> None:
+                 taken_at: float | None = None, *, fencing: bool = False) -> None:
         self._store = store
         self.clock = clock
         self.thread_id = thread_id
@@ -62,7 +62,7 @@ class ThreadClaim:
         self.ttl = ttl
         self.token = token
         self._local = local
-        self.fenced = token is not None and checks_fencing(store)
+        self.fenced = token is not None and fencing
         self.lost: StaleClaim | None = None
         self.released = False
         self._renewed_at = clock.monotonic() if taken_at is None else taken_at
@@ -154,8 +154,8 @@ class ThreadClaim:
             await sleep(period if delay is None else delay(period))
 
 
-async def take(store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float,
-               at: datetime | None = None) -> ThreadClaim:
+async def take(store: Any, features: StoreFeatures, clock: Clock, thread_id: str,
+               run_id: str, ttl: float, at: datetime | None = None) -> ThreadClaim:
     """Claim ``thread_id`` for one leg of ``run_id`` (in the store when it has claims).
 
     ``at``: the instant the claim is taken, when it is not the clock's now (a resume on a
@@ -166,13 +166,13 @@ async def take(store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float
         ThreadBusy: a claim on the thread is live (``holder`` is the store's answer; the
             runtime decides what the caller may see).
     """
-    claim = getattr(store, "claim", None)
-    if callable(claim) and callable(getattr(store, "release", None)):
+    if features.claims:
         now = clock.now()
-        token = await claim(thread_id, run_id, now=now if at is None else at, ttl=ttl)
+        token = await store.claim(thread_id, run_id, now=now if at is None else at, ttl=ttl)
         try:
             since = None if at is None else clock.monotonic() + (at - now).total_seconds()
-            return ThreadClaim(store, clock, thread_id, run_id, ttl, token, None, since)
+            return ThreadClaim(store, clock, thread_id, run_id, ttl, token, None, since,
+                               fencing=features.fencing)
         except BaseException:  # the clock threw (seed 004): the claim is not kept
             with anyio.CancelScope(shield=True):
                 await store.release(thread_id, token)

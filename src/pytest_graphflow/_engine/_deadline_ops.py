@@ -26,13 +26,13 @@ async def list_waiting(rt: GraphRuntime, **kwargs: Any) -> list[Waiting]:
     Raises:
         GraphExecutionError: the store cannot list waiting runs.
     """
-    finder = getattr(rt.store, "waiting", None)
-    if finder is None:
+    if not rt.store_features.waiting:
         raise GraphExecutionError(
             f"the store {type(rt.store).__name__} cannot list the runs waiting for answers "
-            "(it has no waiting()); use InMemoryCheckpointStore, SQLiteCheckpointStore or "
-            "PostgresCheckpointStore")
-    found: list[Waiting] = await finder(**kwargs)
+            "(its features say waiting=False: it has no waiting()); use "
+            "InMemoryCheckpointStore, SQLiteCheckpointStore or PostgresCheckpointStore")
+    store: Any = rt.store
+    found: list[Waiting] = await store.waiting(**kwargs)
     return found
 
 

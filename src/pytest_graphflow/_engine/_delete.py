@@ -32,11 +32,10 @@ async def delete_thread(rt: GraphRuntime, thread_id: str, tenant: str | None
     check_id(thread_id, "thread_id", "delete_thread")
     check_optional_id(tenant, "tenant_id", "delete_thread")
     store: Any = rt.store
-    remove = getattr(store, "delete_thread", None)
-    if not callable(remove):
+    if not rt.store_features.delete_thread:
         raise GraphExecutionError(
-            f"the store {type(store).__name__} cannot delete threads (it has no "
-            "delete_thread); use InMemoryCheckpointStore, SQLiteCheckpointStore or "
+            f"the store {type(store).__name__} cannot delete threads (its features say "
+            "delete_thread=False); use InMemoryCheckpointStore, SQLiteCheckpointStore or "
             "PostgresCheckpointStore, or implement the DeletingStore protocol")
     last = await rt._legs.thread_latest(thread_id)
     if last is not None and last.tenant_id != tenant:
@@ -47,7 +46,8 @@ async def delete_thread(rt: GraphRuntime, thread_id: str, tenant: str | None
     holder = local_holder(store, thread_id)
     if holder is not None:
         raise ThreadBusy(thread_id, holder if last is not None else None)
-    deleted: DeletedThread = await remove(thread_id, tenant_id=tenant, now=rt.clock.now())
+    deleted: DeletedThread = await store.delete_thread(
+        thread_id, tenant_id=tenant, now=rt.clock.now())
     for run_id in [r for r, rec in rt._runs.items()
                    if rec.thread_id == thread_id or r in deleted.run_ids]:
         del rt._runs[run_id]

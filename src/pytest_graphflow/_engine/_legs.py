@@ -81,8 +81,8 @@ class Legs:
             if not live.done and (live.run.thread_id == thread_id or live.run_id == run_id):
                 raise await self.busy(thread_id, live.run_id, tenant)
         try:
-            return await take(self.rt.store, self.rt.clock, thread_id, run_id,
-                              self.rt.claim_ttl, at)
+            return await take(self.rt.store, self.rt.store_features, self.rt.clock,
+                              thread_id, run_id, self.rt.claim_ttl, at)
         except ThreadBusy as exc:
             raise await self.busy(thread_id, exc.holder, tenant, exc) from None
 
@@ -106,7 +106,7 @@ class Legs:
     async def thread_latest(self, thread_id: str) -> Checkpoint | None:
         """The thread's latest checkpoint, or ``None``; a one-row read on stores that page."""
         store: Any = self.rt.store
-        if getattr(store, "pages_history", False):
+        if self.rt.store_features.history_pages:
             found: list[Checkpoint] = list(await store.list(thread_id=thread_id, limit=1))
         else:
             found = await store.list(thread_id=thread_id)
@@ -177,6 +177,7 @@ class Legs:
         try:
             run = RunState(
                 graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed,
+                features=self.rt.store_features,
                 run_id=run_id, thread_id=thread_id, tenant_id=tenant, state=base,
                 max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
                 on_interrupt=opts["on_interrupt"], wall_clock=wall,
@@ -377,6 +378,7 @@ class Legs:
             wall, on_done = self.wall()
             run = RunState(
                 graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed,
+                features=self.rt.store_features,
                 run_id=cp.run_id, thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=state,
                 max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
                 on_interrupt=opts["on_interrupt"], wall_clock=wall,

@@ -23,6 +23,7 @@ from .._records._checkpoint import TaskOutput, TaskRecord
 from .._records._events import Breakpoint, EventBase, Interrupt
 from .._records._fast import adopt, make, template
 from .._records._json import jcopy
+from .._stores._features import StoreFeatures, features_of
 from .._stores._protocol import CheckpointStore
 from .._time._clock import Clock
 from ._hooks import HookTable, NodeHooks
@@ -96,6 +97,7 @@ class RunState:
         wall_clock: bool,
         record_events: bool = True,
         thread_explicit: bool = False,
+        features: StoreFeatures | None = None,
     ) -> None:
         # What runs, where, on which clock.
         self.graph = graph
@@ -109,7 +111,9 @@ class RunState:
         self.timeout = timeout
         self.on_interrupt = on_interrupt
         self.wall_clock = wall_clock
-        self.durable = bool(getattr(store, "records_events", False))
+        self.features: StoreFeatures = features_of(store) if features is None else features
+        """What the store supports, read once for the leg."""
+        self.durable = self.features.events
         self.deferred = False  # set by the CheckpointWriter: commits go with the events
         self.record_events = record_events or self.durable
         self.thread_explicit = thread_explicit

@@ -364,16 +364,16 @@ class Runner:
     async def _store_artifacts(self, outcomes: list[Outcome]) -> None:
         """Store what the batch's nodes attached (in declared order), whatever their outcome."""
         run = self.run
-        put = getattr(run.store, "put_artifact", None)
+        store: Any = run.store
         for out in outcomes:
             for name, data, media_type in out.artifacts:
-                if put is None:
+                if not run.features.artifacts:
                     raise GraphExecutionError(
                         f"node {out.record.node!r} attached artifact {name!r}, but the store "
-                        f"{type(run.store).__name__} keeps no artifacts (it has no "
-                        "put_artifact); use a store that does, such as InMemoryCheckpointStore "
-                        "or SQLiteCheckpointStore")
-                await put(run.run_id, name, data, media_type)
+                        f"{type(run.store).__name__} keeps no artifacts (its features say "
+                        "artifacts=False); use a store that does, such as "
+                        "InMemoryCheckpointStore or SQLiteCheckpointStore")
+                await store.put_artifact(run.run_id, name, data, media_type)
             out.artifacts = []
 
     async def _after_batch(self, outcomes: list[Outcome], timed_out: bool) -> list[Any]:

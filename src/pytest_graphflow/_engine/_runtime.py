@@ -23,8 +23,9 @@ from .._records._checks import check_id, check_optional_id
 from .._records._events import EventBase, Interrupt
 from .._records._ids import IdSource
 from .._stores._claims import store_claim_ttl
+from .._stores._default import default_store
 from .._stores._deletion import DeletedThread
-from .._stores._memory import InMemoryCheckpointStore
+from .._stores._features import StoreFeatures, check_store, features_of
 from .._stores._protocol import CheckpointStore
 from .._stores._waiting import Waiting
 from .._time._clock import Clock, RealClock
@@ -108,16 +109,13 @@ class GraphRuntime:
         guardrails: Iterable[Guardrail] | None = None,
     ) -> None:
         if store is _DEFAULT or store is None:
-            store = InMemoryCheckpointStore()
-        for name in ("save", "get", "latest", "list"):
-            if not callable(getattr(store, name, None)):
-                raise InvalidArgument(f"GraphRuntime(store={store!r}): the store has no "
-                                      f"{name}(); pass a CheckpointStore")
+            store = default_store()
+        check_store(store, "GraphRuntime")
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
             raise InvalidArgument(f"GraphRuntime(seed={seed!r}): seed must be an int or None")
         check_budget(max_supersteps, timeout)
         check_constructor(clock, on_interrupt, tenant_id, claim_ttl, backend, on_leg)
-        self.store: CheckpointStore = store
+        self.store = store
         self.clock: Clock = clock if clock is not None else RealClock()
         self.seed = seed
         self.max_supersteps = max_supersteps
@@ -137,9 +135,8 @@ class GraphRuntime:
         self._graphs = KnownGraphs()
         self._runs: dict[str, RunRecord] = {}
         self._live: dict[str, Runner] = {}
-        bind = getattr(store, "bind_clock", None)
-        if callable(bind):
-            bind(self.clock)
+        if self._features.clock_binding:
+            store.bind_clock(self.clock)  # type: ignore[attr-defined]
         self._legs = Legs(self, _SUBGRAPHS)
         install_hooks()  # the first runtime patches the sleeps (importing patches nothing)
         install_blocking_sleep_warning()
@@ -148,6 +145,22 @@ class GraphRuntime:
         tenant = "" if self.tenant_id is None else f", tenant_id={self.tenant_id!r}"
         return (f"{type(self).__name__}(seed={self.seed!r}, clock={self.clock!r}, "
                 f"store={self.store!r}{tenant})")
+
+    @property
+    def store(self) -> CheckpointStore:
+        """The runtime's checkpoint store."""
+        return self._store
+
+    @store.setter
+    def store(self, store: CheckpointStore) -> None:
+        self._store = store
+        self._features = features_of(store)
+
+    @property
+    def store_features(self) -> StoreFeatures:
+        """What the runtime's store supports (:class:`StoreFeatures`), read once when the
+        store is set."""
+        return self._features
 
     @property
     def claim_ttl(self) -> float:
@@ -431,11 +444,11 @@ class GraphRuntime:
             GraphExecutionError: the store keeps no artifacts.
         """
         await self._check_tenant(run_id, tenant_id, "attach")
-        put = getattr(self.store, "put_artifact", None)
-        if put is None:
+        if not self._features.artifacts:
             raise GraphExecutionError(f"the store {type(self.store).__name__} keeps no "
-                                      "artifacts (it has no put_artifact)")
-        await put(run_id, name, data, media_type)
+                                      "artifacts (its features say artifacts=False)")
+        await self.store.put_artifact(  # type: ignore[attr-defined]
+            run_id, name, data, media_type)
 
     async def artifacts(self, run_id: str, *, tenant_id: str | None = _DEFAULT
                         ) -> list[dict[str, Any]]:
@@ -449,8 +462,9 @@ class GraphRuntime:
             TenantMismatch: the run belongs to another tenant (nothing of it is returned).
         """
         await self._check_tenant(run_id, tenant_id, "artifacts")
-        found = getattr(self.store, "artifacts", None)
-        return [] if found is None else list(await found(run_id))
+        if not self._features.artifacts:
+            return []
+        return list(await self.store.artifacts(run_id))  # type: ignore[attr-defined]
 
     async def adelete_thread(
         self, thread_id: str, *, tenant_id: str | None = _DEFAULT
@@ -512,7 +526,7 @@ class GraphRuntime:
         store: Any = self.store
         if limit is None and before is None:
             return list(await store.list(run_id))
-        if getattr(store, "pages_history", False):
+        if self._features.history_pages:
             return list(await store.list(run_id, limit=limit, before=before))
         found: list[Checkpoint] = list(await store.list(run_id))
         if before is not None:
@@ -661,8 +675,7 @@ class GraphRuntime:
 
     def _records_in_store(self) -> bool:
         """Whether the store keeps the run records (then the runtime holds only a few)."""
-        return bool(getattr(self.store, "records_events", False)) and callable(
-            getattr(self.store, "run", None))
+        return self._features.run_records
 
     def _forget_ended(self) -> None:
         """Over a store that keeps run records, let go of the records of the oldest ended
@@ -683,13 +696,13 @@ class GraphRuntime:
 
     async def _trace(self, stream: RunStream) -> Trace:
         store: Any = self.store
-        since = getattr(store, "calls_since", None)
-        start = store.call_count if callable(since) else 0
+        logged = self._features.call_log
+        start = store.call_count if logged else 0
         events: list[EventBase] = []
         async for event in stream:
             events.append(event)
         result = stream.result()
-        store_log = since(start) if callable(since) else []
+        store_log = store.calls_since(start) if logged else []
         return Trace(result=result, events=EventLog(events, stream.states), store_log=store_log)
 
     def _run_sync(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:

@@ -12,8 +12,6 @@ from .._records._checkpoint import Checkpoint, TaskOutput, TaskRecord
 from .._records._events import Interrupt, error_message
 from .._records._fast import make
 from .._records._json import jcopy, to_json_value
-from .._stores._faulty import FaultyStore
-from .._stores._memory import InMemoryCheckpointStore
 from .._time._shield import shielded
 from ..errors import SimulatedCrash
 from ._run_state import RunState
@@ -30,10 +28,6 @@ def attach_run_error(store_error: BaseException, run_error: BaseException | None
         store_error.run_error = run_error  # type: ignore[attr-defined]
 
 
-_FIELD_STORES = (InMemoryCheckpointStore, FaultyStore)
-"""Stores whose ``_adopt_fields`` takes a checkpoint as its fields (the runtime's fast save)."""
-
-
 class CheckpointWriter:
     """Saves a leg's checkpoints to its store; the run's position comes from its state.
 
@@ -48,19 +42,16 @@ class CheckpointWriter:
         store: Any = run.store
         claim = run.claim
         self._fence = None if claim is None else claim.fence
-        # The in-memory store (and a FaultyStore over one while no rule is set) keeps the
-        # fields and builds the model when it is read; ``_adopt_fields`` says if it took them.
+        features = run.features
+        # A store with the fast save (the in-memory store, and a FaultyStore over one while
+        # no rule is set) keeps the fields and builds the model when it is read;
+        # ``adopt_fields`` says if it took them.
         self._adopt: Callable[..., bool] | None = (
-            store._adopt_fields if type(store) in _FIELD_STORES else None)
-        # SQLite writes a path from the run's log itself (see ``takes_visited_snapshots``;
-        # looked up on the class itself: a subclass may read ``visited``).
-        self._snapshots = bool(type(store).__dict__.get("takes_visited_snapshots"))
-        if run.durable and self._fence is not None:
-            inner = getattr(store, "inner", store)  # a FaultyStore commits through its inner
-            run.deferred = bool(callable(getattr(store, "commit", None))
-                                and callable(getattr(inner, "commit", None)))
-        else:
-            run.deferred = False
+            store.adopt_fields if features.fields_save else None)
+        # SQLite writes a path from the run's log itself (``StoreFeatures.visited_snapshots``,
+        # declared by that class alone: a subclass may read ``visited``).
+        self._snapshots = features.visited_snapshots
+        run.deferred = run.durable and self._fence is not None and features.commit
 
     async def save(
         self,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 from .._records._checkpoint import Checkpoint
@@ -21,6 +22,7 @@ from ..errors import InvalidArgument
 from ._faults import PROTOCOL_OPS, Fault, FaultRule, StoreCall
 from ._faulty_calls import LoggedCall, as_record
 from ._faulty_rules import FaultyRules
+from ._features import StoreFeatures, features_of
 from ._memory import InMemoryCheckpointStore
 from ._protocol import CheckpointStore, checks_fencing
 
@@ -76,6 +78,13 @@ class FaultyStore(FaultyRules):
         """Whether the wrapped store checks fencing tokens (its class says so and its
         ``save`` takes ``fence=``); fenced saves and commits are then passed on."""
         return checks_fencing(self._inner)
+
+    @property
+    def features(self) -> StoreFeatures:
+        """The wrapped store's features, except that :meth:`list` takes no page arguments,
+        the wrapper binds a clock and logs its calls, and its rules may read ``visited``."""
+        return replace(features_of(self._inner), history_pages=False, clock_binding=True,
+                       call_log=True, visited_snapshots=False)
 
     @property
     def inner(self) -> CheckpointStore:
@@ -171,7 +180,7 @@ class FaultyStore(FaultyRules):
 
         await self._call("save", fenced, (checkpoint,), {})
 
-    def _adopt_fields(self, fields: dict[str, Any], fence: Any = None) -> bool:
+    def adopt_fields(self, fields: dict[str, Any], fence: Any = None) -> bool:
         """The runtime's fast save (internal): over an in-memory store with no rule set and
         no crash, store a checkpoint given as its fields, logged as a ``save`` call like any
         other. Returns ``False`` (nothing done) when the save must go through :meth:`save`.
@@ -183,7 +192,7 @@ class FaultyStore(FaultyRules):
                           lambda: f"{fields['id']} of run {fields['run_id']}", self._now())
         self._calls.append(call)
         try:
-            inner._adopt_fields(fields, fence)
+            inner.adopt_fields(fields, fence)
         except Exception as exc:
             call.outcome, call.error = "failed", exc
             raise

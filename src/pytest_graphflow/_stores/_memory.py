@@ -24,6 +24,7 @@ from ._args import (
 )
 from ._closing import ClosingStore
 from ._deletion import DeletedThread, check_deletable, check_delete_args
+from ._features import StoreFeatures
 from ._protocol import Fence
 from ._waiting import WaitingPage, check_waiting, waiting_row
 from ._wire import checkpoint_json, parsed_event
@@ -96,6 +97,12 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
     pages_history = True
     """:meth:`list` takes ``limit`` and ``before`` (``GraphRuntime.history`` pages with them)."""
 
+    features = StoreFeatures(claims=True, fencing=True, commit=True, history_pages=True,
+                             artifacts=True, prune=True, delete_thread=True, waiting=True,
+                             fields_save=True)
+    """Claims with fencing, commits, paged history, artifacts, prune, thread deletion, waiting
+    runs and the runtime's fast save (:meth:`adopt_fields`); no durable events."""
+
     def __init__(self, *, claim_ttl: float = rules.DEFAULT_CLAIM_TTL) -> None:
         self._by_id: dict[str, tuple[Checkpoint, int]] = {}
         self._by_run: dict[str, dict[str, None]] = {}
@@ -148,8 +155,9 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         token = rules.fence_token(fence, thread_id, what)
         rules.current_or_stale(thread_id, token, claim)
 
-    def _adopt_fields(self, fields: dict[str, Any], fence: Fence | None = None) -> bool:
-        """Store a checkpoint given as its fields (internal; see :meth:`_adopt`). Returns
+    def adopt_fields(self, fields: dict[str, Any], fence: Fence | None = None) -> bool:
+        """Store a checkpoint given as its fields (the runtime's fast save, declared by
+        ``StoreFeatures.fields_save``; see :meth:`_adopt`). Returns
         ``True``: it always takes them (a ``FaultyStore``'s may not)."""
         draft = _Draft(fields)
         if fence is not None:

@@ -35,6 +35,7 @@ from ._args import (
 )
 from ._closing import ClosingStore
 from ._deletion import DeletedThread, check_delete_args
+from ._features import StoreFeatures
 from ._pgclaims import PgClaims
 from ._pgcommit import PgCommits
 from ._pgconn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
@@ -124,6 +125,12 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
 
     pages_history = True
     """:meth:`list` takes ``limit`` and ``before`` (``GraphRuntime.history`` pages with them)."""
+
+    features = StoreFeatures(claims=True, fencing=True, commit=True, events=True,
+                             run_records=True, history_pages=True, artifacts=True, prune=True,
+                             delete_thread=True, queue=True, waiting=True)
+    """Durable: claims with fencing, atomic commits of events and run records, paged history,
+    artifacts, prune, thread deletion, waiting runs and the workers' queue."""
 
     _UPSERT = _UPSERT
 

@@ -28,6 +28,7 @@ from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, Thre
 from . import _claims as rules
 from ._args import CheckedCheckpoints, check_commit, check_fork, check_list, check_nesting
 from ._deletion import DeletedThread, check_deletable, check_delete_args
+from ._features import StoreFeatures
 from ._protocol import Fence
 from ._sqlite_claims import SQLiteClaims, raise_token_floor
 from ._sqlite_file import SYNCHRONOUS, open_store
@@ -109,14 +110,19 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
     pages_history = True
     """:meth:`list` takes ``limit`` and ``before`` (``GraphRuntime.history`` pages with them)."""
 
+    features = StoreFeatures(claims=True, fencing=True, commit=True, events=True,
+                             run_records=True, history_pages=True, artifacts=True, prune=True,
+                             delete_thread=True, waiting=True, visited_snapshots=True)
+    """Durable: claims with fencing, atomic commits of events and run records, paged history,
+    artifacts, prune, thread deletion and waiting runs. The runtime may hand this class (not
+    a subclass, which may read ``visited``: only the class itself declares features) its
+    checkpoints with ``visited`` left as its snapshot of the run's log: the rows keep a path
+    as segments, and building a tuple of every node so far at each step made a step's cost
+    grow with the run."""
+
     supports_fencing = True
     """``save`` takes ``fence=(thread_id, token)`` and the store has ``commit``."""
 
-    takes_visited_snapshots = True
-    """The runtime may hand this class (not a subclass, which may read ``visited``) its
-    checkpoints with ``visited`` left as its snapshot of the run's log (internal): the rows
-    keep a path as segments, and building a tuple of every node so far at each step made a
-    step's cost grow with the run."""
 
     def __init__(
         self,
@@ -174,7 +180,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
 
     def _write(self, db: sqlite3.Connection, cp: Checkpoint, data: str) -> None:
         # The runtime's own checkpoints carry their path as a snapshot of the run's log
-        # (``takes_visited_snapshots``): written without a tuple of every node so far.
+        # (``StoreFeatures.visited_snapshots``): written without a tuple of every node so far.
         visited = cp.visited
         path_id, tail = self._paths.place(db, cp.run_id, visited)
         values = (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, cp.step,

@@ -1,0 +1,156 @@
+"""What a store supports beyond the ``CheckpointStore`` protocol: one frozen value.
+
+``features_of`` is the only place that looks at a store to find out; the engine reads the
+:class:`StoreFeatures` it returns and never the store's attributes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..errors import InvalidArgument
+from ._protocol import checks_fencing
+
+__all__ = ["StoreFeatures", "check_store", "features_of"]
+
+
+@dataclass(frozen=True)
+class StoreFeatures:
+    """The optional capabilities of a checkpoint store, each ``False`` by default.
+
+    A store declares them as ``features: StoreFeatures = StoreFeatures(...)`` (a class
+    attribute, or a property when they depend on the instance); the runtime reads them once
+    per leg and uses a capability only when it is declared.
+
+    Attributes:
+        claims: ``claim``/``renew``/``release``/``current_claim`` keep thread claims with
+            fencing tokens (:class:`ClaimingStore`); without it the runtime keeps the claims
+            of its own store in memory.
+        fencing: ``save(checkpoint, fence=(thread_id, token))`` refuses a stale token.
+        commit: ``commit(thread_id, token, run_id=, checkpoints=, events=, run=)`` writes a
+            piece of a run atomically (used with ``events``).
+        events: the store is durable: it records a run's events (``record_events``,
+            ``events``) and run records (``record_run``), written with each piece.
+        run_records: ``run(run_id)`` reads a run record back (the runtime then holds only a
+            few records itself).
+        history_pages: ``list(..., limit=, before=)`` returns one page of history.
+        artifacts: ``put_artifact``/``artifacts`` keep a run's artifacts.
+        prune: ``prune(run_id, keep_last)`` drops a run's oldest checkpoints.
+        delete_thread: ``delete_thread`` removes a whole thread (:class:`DeletingStore`).
+        queue: ``enqueue``/``take_job``/``finish_job`` keep a queue of runs for workers.
+        waiting: ``waiting(*, tenant_id=, limit=, after=, any_tenant=)`` lists the runs
+            waiting for answers (``GraphRuntime.waiting``, ``expire_due``).
+        clock_binding: ``bind_clock(clock)`` takes the runtime's clock.
+        call_log: ``call_count`` and ``calls_since(start)`` log the calls made to the store
+            (traces show them).
+        fields_save: ``adopt_fields(fields, fence)`` stores a checkpoint given as its fields
+            without building it (the in-memory store's fast save); it returns ``False`` when
+            the checkpoint must go through ``save`` instead.
+        visited_snapshots: ``save``/``commit`` take a checkpoint whose ``visited`` is still
+            the run's lazy snapshot (SQLite writes the path from it); only a store that
+            never reads ``visited`` as a tuple may declare it.
+    """
+
+    claims: bool = False
+    fencing: bool = False
+    commit: bool = False
+    events: bool = False
+    run_records: bool = False
+    history_pages: bool = False
+    artifacts: bool = False
+    prune: bool = False
+    delete_thread: bool = False
+    queue: bool = False
+    waiting: bool = False
+    clock_binding: bool = False
+    call_log: bool = False
+    fields_save: bool = False
+    visited_snapshots: bool = False
+
+
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "claims": ("claim", "renew", "release"),
+    "commit": ("commit",),
+    "events": ("record_events", "record_run"),
+    "run_records": ("run",),
+    "artifacts": ("put_artifact", "artifacts"),
+    "prune": ("prune",),
+    "delete_thread": ("delete_thread",),
+    "queue": ("enqueue", "take_job", "finish_job"),
+    "waiting": ("waiting",),
+    "clock_binding": ("bind_clock",),
+    "call_log": ("calls_since",),
+    "fields_save": ("adopt_fields",),
+}
+"""The methods each declared feature needs (``fencing`` and ``history_pages`` are arguments of
+``save`` and ``list``)."""
+
+
+def _has(store: Any, *names: str) -> bool:
+    return all(callable(getattr(store, name, None)) for name in names)
+
+
+def derived_features(store: Any) -> StoreFeatures:
+    """The features of a store that declares none, from the methods it has (a store written
+    before :class:`StoreFeatures` keeps working). ``fields_save`` and ``visited_snapshots``
+    are never derived: a store must declare them."""
+    claims = _has(store, "claim", "release")
+    inner = getattr(store, "inner", store)  # a wrapper commits through the store it wraps
+    events = bool(getattr(store, "records_events", False))
+    return StoreFeatures(
+        claims=claims,
+        fencing=claims and checks_fencing(store),
+        commit=_has(store, "commit") and _has(inner, "commit"),
+        events=events,
+        run_records=events and _has(store, "run"),
+        history_pages=bool(getattr(store, "pages_history", False)),
+        artifacts=_has(store, "put_artifact", "artifacts"),
+        prune=_has(store, "prune"),
+        delete_thread=_has(store, "delete_thread"),
+        queue=_has(store, "enqueue", "take_job", "finish_job"),
+        waiting=_has(store, "waiting"),
+        clock_binding=_has(store, "bind_clock"),
+        call_log=_has(store, "calls_since"),
+    )
+
+
+def features_of(store: Any) -> StoreFeatures:
+    """What ``store`` supports: the :class:`StoreFeatures` its own class declares
+    (``features``), else what its methods show.
+
+    Only the store's own class counts: a subclass of a built-in store that does not declare
+    ``features`` again may have removed or changed a method, so its features are derived.
+    """
+    cls = type(store)
+    declared = cls.__dict__.get("features")
+    if isinstance(declared, property):
+        declared = store.features
+    if not isinstance(declared, StoreFeatures):
+        return derived_features(store)
+    if declared.fencing and not checks_fencing(store):
+        # an instance that says it does not fence, or carries a save without ``fence=``
+        return replace(declared, fencing=False)
+    return declared
+
+
+def check_store(store: Any, where: str) -> None:
+    """Refuse what is not a checkpoint store (the methods every run reads and writes).
+
+    Raises:
+        InvalidArgument: ``store`` lacks one of ``save``/``get``/``latest``/``list``, or a
+            method a feature it declares needs.
+    """
+    for name in ("save", "get", "latest", "list"):
+        if not callable(getattr(store, name, None)):
+            raise InvalidArgument(f"{where}(store={store!r}): the store has no "
+                                  f"{name}(); pass a CheckpointStore")
+    features = features_of(store)
+    for field, names in _NEEDS.items():
+        if getattr(features, field):
+            for name in names:
+                if not callable(getattr(store, name, None)):
+                    raise InvalidArgument(
+                        f"{where}(store={store!r}): the store declares "
+                        f"StoreFeatures({field}=True) but has no {name}(); implement it or "
+                        f"declare {field}=False")
