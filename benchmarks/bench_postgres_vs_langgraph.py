@@ -24,10 +24,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 from chains import gf_chain, lg_chain
@@ -112,7 +114,8 @@ def main() -> None:
     cluster = None
     dsn = args.dsn
     if not dsn:
-        from pytest_graphflow._stores._pgcluster import ThrowawayCluster
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+        from graphflow_pgcluster import ThrowawayCluster
 
         cluster = ThrowawayCluster().start()
         dsn = cluster.dsn

@@ -46,7 +46,7 @@ def postgres_dsn() -> Iterator[str]:
             _missing(f"{DSN_ENV}={dsn!r} does not connect: {exc}")
         yield dsn
         return
-    from pytest_graphflow._stores._pgcluster import ThrowawayCluster, find_pg_bin
+    from graphflow_pgcluster import ThrowawayCluster, find_pg_bin
 
     if find_pg_bin() is None:
         _missing(f"{DSN_ENV} is not set and no initdb was found")

@@ -1,4 +1,5 @@
-"""A throwaway PostgreSQL cluster for tests and benchmarks (the distribution's own server).
+"""A throwaway PostgreSQL cluster for the tests and benchmarks (the distribution's own server;
+not shipped: only the test suite and benchmarks/ start servers).
 
 ``initdb`` into a temporary directory, ``pg_ctl start`` listening only on a unix socket in
 that directory (no TCP port, so parallel sessions never collide), trust authentication, and
