@@ -13,40 +13,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pydantic import BaseModel
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "html"))
 
 from graphflow_chromium import open_page
+from graphflow_html_graph import ticker_events
 
-from pytest_graphflow import (
-    END,
-    Graph,
-    GraphRuntime,
-    InMemoryCheckpointStore,
-    VirtualClock,
-    render_run_html,
-)
+from pytest_graphflow import render_run_html
 
 PROBE = ("JSON.stringify({load: performance.timing.loadEventEnd"
          " - performance.timing.navigationStart, rows: document.querySelectorAll('tr').length})")
 
 
-class Counter(BaseModel):
-    """The ticker's state."""
-
-    n: int = 0
-
-
 def main(rounds: int) -> None:
-    g = Graph("ticker", Counter)
-    g.node("tick", lambda s: {"n": s.n + 1})
-    g.edge("__start__", "tick")
-    g.branch("tick", lambda s: "tick" if s.n < 2500 else "done", {"tick": "tick", "done": END})
-    graph = g.compile()
-    runtime = GraphRuntime(InMemoryCheckpointStore(), clock=VirtualClock(), seed=1,
-                           max_supersteps=3000)
-    events = [e.model_dump(mode="json") for e in runtime.trace(graph, {}).events]
+    events, graph = ticker_events()
     page_text = render_run_html(events, graph=graph)
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "run.html"

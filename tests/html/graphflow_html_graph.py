@@ -94,3 +94,24 @@ def record(*, item: str = "lamp", answer: str | None = "yes", broken: bool = Fal
         if opened is not None:
             opened.close()
     return History.from_legs(runtime.recordings, checkpoints, source="tests/html"), graph
+
+
+class Counter(BaseModel):
+    """The ticker's state."""
+
+    n: int = 0
+
+
+def ticker_events(ticks: int = 2500) -> tuple[list[dict[str, Any]], CompiledGraph]:
+    """A one-node loop run ``ticks`` times (four events a tick: 10,003 for 2,500), as JSON
+    events, with its graph: the long run the page's size test and its load benchmark draw."""
+    from pytest_graphflow import GraphRuntime, InMemoryCheckpointStore
+
+    g = Graph("ticker", Counter)
+    g.node("tick", lambda s: {"n": s.n + 1})
+    g.edge(START, "tick")
+    g.branch("tick", lambda s: "tick" if s.n < ticks else "done", {"tick": "tick", "done": END})
+    graph = g.compile()
+    runtime = GraphRuntime(InMemoryCheckpointStore(), clock=VirtualClock(), seed=1,
+                           max_supersteps=ticks + 500)
+    return [e.model_dump(mode="json") for e in runtime.trace(graph, {}).events], graph

@@ -14,14 +14,11 @@ from dataclasses import asdict
 from typing import Any
 
 import pytest
-from graphflow_html_graph import build, record
+from graphflow_html_graph import build, record, ticker_events
 from pydantic import BaseModel
 
 from pytest_graphflow import (
-    END,
     FaultyStore,
-    Graph,
-    GraphRuntime,
     InMemoryCheckpointStore,
     StoreFault,
     VirtualClock,
@@ -188,19 +185,8 @@ def test_the_page_can_load_nothing() -> None:
     assert "url(" not in page.replace("url(#run-arrow)", "")
 
 
-class Counter(BaseModel):
-    n: int = 0
-
-
 def test_a_ten_thousand_event_run_s_page_stays_under_5_mb() -> None:
-    g = Graph("ticker", Counter)
-    g.node("tick", lambda s: {"n": s.n + 1})
-    g.edge("__start__", "tick")
-    g.branch("tick", lambda s: "tick" if s.n < 2500 else "done", {"tick": "tick", "done": END})
-    graph = g.compile()
-    runtime = GraphRuntime(InMemoryCheckpointStore(), clock=VirtualClock(), seed=1,
-                           max_supersteps=3000)
-    events = [e.model_dump(mode="json") for e in runtime.trace(graph, {}).events]
+    events, graph = ticker_events()
     assert len(events) >= 10_000
     page = render_run_html(events, graph=graph)
     assert len(page.encode("utf-8")) < 5 * 1024 * 1024

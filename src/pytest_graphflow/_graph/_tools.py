@@ -463,7 +463,7 @@ def _failed_attempt(ctx: NodeContext, st: ToolState, t: Tool, call: ToolCall,
 
 def call_tool(ctx: NodeContext, t: Tool, args: Any = None) -> Any:
     """``ctx.call_tool``: call a sync tool from node code (see :meth:`NodeContext.call_tool`)."""
-    if t.is_async if isinstance(t, Tool) else False:
+    if isinstance(t, Tool) and t.is_async:
         raise InvalidArgument(f"tool {t.name!r} is async: call it with "
                               f"await ctx.acall_tool({t.name}, args) from an async node")
     if isinstance(t, Tool) and t.retry is not None and t.retry.attempts > 1 \
