@@ -18,7 +18,7 @@ from .._time._clock import RealClock, VirtualClock
 from ..errors import InvalidArgument, UnknownKey, UpdateRejected
 
 if TYPE_CHECKING:
-    from ._runtime import GraphRuntime
+    from ._host import RunDefaults
 
 __all__ = [
     "breakpoints",
@@ -36,7 +36,7 @@ def check_graph(graph: Any) -> None:
         raise InvalidArgument(f"expected a CompiledGraph, got {graph!r}{hint}")
 
 
-def run_options(runtime: GraphRuntime, options: dict[str, Any]) -> dict[str, Any]:
+def run_options(runtime: RunDefaults, options: dict[str, Any]) -> dict[str, Any]:
     allowed = {"max_supersteps", "timeout", "on_interrupt", "tenant_id",
                "interrupt_before", "interrupt_after"}
     unknown = sorted(set(options) - allowed)
