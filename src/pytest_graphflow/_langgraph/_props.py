@@ -33,7 +33,7 @@ from .._properties._explore import (
 )
 from .._properties._progress import Progress, ProgressCallback, check_progress, report_progress
 from .._records._events import EventBase, Interrupt
-from .._stores._faults import CrashPhase
+from .._stores.faults._faults import CrashPhase
 from .._time import _wallclock
 from .._time._clock import DEFAULT_START, VirtualClock
 from ..errors import InvalidArgument, SimulatedCrash
