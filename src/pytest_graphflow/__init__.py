@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from ._graph._subgraph import Subgraph
     from ._graph._tools import Fatal, Tool, ToolCall, ToolResult, tool
     from ._html._page import render_run_html
-    from ._properties._explore import ExploreReport, explore
     from ._properties._progress import Progress
+    from ._properties.runs._explore import ExploreReport, explore
     from ._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
     from ._records._events import (
         Breakpoint,
@@ -167,8 +167,8 @@ _LAZY = {
     "Rewrite": "._graph._middleware",
     "Subgraph": "._graph._subgraph",
     "Breakpoint": "._records._events",
-    "ExploreReport": "._properties._explore",
-    "explore": "._properties._explore",
+    "ExploreReport": "._properties.runs._explore",
+    "explore": "._properties.runs._explore",
     "Progress": "._properties._progress",
     "FORMAT_VERSION": "._records._checkpoint",
     "Checkpoint": "._records._checkpoint",
