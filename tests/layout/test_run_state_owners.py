@@ -208,6 +208,31 @@ def test_every_part_is_slotted_and_the_frozen_ones_refuse_assignment() -> None:
         outcome.status = "failed"  # type: ignore[misc]
 
 
+def field_annotations(path: Path = PACKAGE / DEFINED_IN) -> dict[str, str]:
+    """``Class.field`` -> its annotation, for the run state's classes: class-level fields, the
+    ``self.x: T`` of their methods, and the ``__init__`` parameters fields are made from."""
+    own = {cls.__name__ for cls, _ in PARTS.values()} | {"RunState"}
+    found: dict[str, str] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if not isinstance(node, ast.ClassDef) or node.name not in own:
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.AnnAssign):
+                found[f"{node.name}.{ast.unparse(sub.target)}"] = ast.unparse(sub.annotation)
+            elif isinstance(sub, ast.FunctionDef) and sub.name == "__init__":
+                for arg in [*sub.args.args, *sub.args.kwonlyargs]:
+                    if arg.annotation is not None:
+                        found[f"{node.name}.__init__({arg.arg})"] = ast.unparse(arg.annotation)
+    return found
+
+
+def test_no_run_state_field_is_typed_any() -> None:
+    found = field_annotations()
+    assert "Position.__init__(state)" in found
+    assert "LegSpec.graph" in found
+    assert {name: hint for name, hint in found.items() if "Any" in hint} == {}
+
+
 def test_the_runtime_collaborators_use_no_runtime_private() -> None:
     assert {"_book", "_legs", "_run_sync", "_features"} <= runtime_privates()
     assert runtime_private_uses() == []

@@ -181,7 +181,7 @@ class Position:
     __slots__ = ("arrivals", "completed", "model", "passed", "state", "step", "tasks",
                  "visited")
 
-    def __init__(self, state: dict[str, Any], checkpoint: Checkpoint | None = None) -> None:
+    def __init__(self, state: dict[str, object], checkpoint: Checkpoint | None = None) -> None:
         self.state = state
         self.model: BaseModel | None = None
         if checkpoint is None:
@@ -336,10 +336,10 @@ class RunState:
     def __init__(
         self,
         spec: LegSpec,
-        state: dict[str, Any],
+        state: dict[str, object],
         *,
         checkpoint: Checkpoint | None = None,
-        answers: dict[str, Any] | None = None,
+        answers: dict[str, object] | None = None,
         seq: int = 0,
         cp_counter: int = 0,
         task_counter: int = 0,
@@ -359,9 +359,9 @@ class RunState:
         self.on_interrupt = spec.on_interrupt
         self.deadlines = spec.deadlines
         # The leg's ledgers: made here, then changed in place only.
-        self.answers: dict[str, Any] = {} if answers is None else answers
+        self.answers: dict[str, object] = {} if answers is None else answers
         meta = {} if checkpoint is None else checkpoint.metadata
-        self.tool_calls: dict[str, dict[str, Any]] = dict(meta.get("tool_calls", {}))
+        self.tool_calls: dict[str, dict[str, object]] = dict(meta.get("tool_calls", {}))
         """Recorded results of ``write``/``external``/``human`` tool calls by call key
         (``<task_id>:tool-<n>``): a task that runs again replays them (see ``_tools``)."""
         self.child_threads: dict[str, str] = dict(meta.get("subgraph_threads", {}))

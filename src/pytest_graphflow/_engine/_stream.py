@@ -151,7 +151,7 @@ def _result(runner: Runner) -> GraphResult[Any]:
         # Built without re-running validators: they ran when each key was written.
         model = graph.codec.model_of(data)
     except (GraphflowError, ValueError, TypeError):  # pragma: no cover - a valid state builds
-        model = graph.state_model.model_construct(**data)
+        model = graph.state_model.model_construct(None, **data)
     status = outcome.status
     bp = outcome.breakpoint
     return GraphResult(
