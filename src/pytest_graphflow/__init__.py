@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     # re-export under mypy --strict); tests/layout/test_exports.py checks they agree.
     # isort: off
     from ._assert._snapshot import GraphEventsExtension as GraphEventsExtension
+    from ._engine._options import RunOptions as RunOptions
     from ._engine._results import (
         EventLog as EventLog, GraphResult as GraphResult, RunLeg as RunLeg, RunRecord as RunRecord,
         Trace as Trace,
@@ -119,6 +120,7 @@ if TYPE_CHECKING:
 # editors; the exports test fails while the two disagree), with a docstring.
 _PUBLIC: dict[str, tuple[str, ...]] = {
     "._assert._snapshot": ("GraphEventsExtension",),
+    "._engine._options": ("RunOptions",),
     "._engine._results": ("EventLog", "GraphResult", "RunLeg", "RunRecord", "Trace"),
     "._engine._runtime": ("GraphRuntime",),
     "._engine._stream": ("RunHandle", "RunStream"),
