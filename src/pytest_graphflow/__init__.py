@@ -70,13 +70,13 @@ if TYPE_CHECKING:
     )
     from ._replay._upgrade import UpgradeReport as UpgradeReport, check_upgrade as check_upgrade
     from ._stores._deletion import DeletedThread as DeletedThread
-    from ._stores._faulty import FaultyStore as FaultyStore, StoreCall as StoreCall
+    from ._stores.faults._store import FaultyStore as FaultyStore, StoreCall as StoreCall
     from ._stores._features import StoreFeatures as StoreFeatures, features_of as features_of
     from ._stores._memory import InMemoryCheckpointStore as InMemoryCheckpointStore
     from ._stores._plan import FaultPlan as FaultPlan
-    from ._stores._postgres import PostgresCheckpointStore as PostgresCheckpointStore
+    from ._stores.postgres._store import PostgresCheckpointStore as PostgresCheckpointStore
     from ._stores._protocol import CheckpointStore as CheckpointStore
-    from ._stores._sqlite import SQLiteCheckpointStore as SQLiteCheckpointStore
+    from ._stores.sqlite._store import SQLiteCheckpointStore as SQLiteCheckpointStore
     from ._stores._waiting import Waiting as Waiting
     from ._time._clock import (
         DEFAULT_START as DEFAULT_START, Clock as Clock, RealClock as RealClock,
@@ -149,13 +149,13 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "._replay._replayer": ("aassert_replays", "assert_replays"),
     "._replay._upgrade": ("UpgradeReport", "check_upgrade"),
     "._stores._deletion": ("DeletedThread",),
-    "._stores._faulty": ("FaultyStore", "StoreCall"),
+    "._stores.faults._store": ("FaultyStore", "StoreCall"),
     "._stores._features": ("StoreFeatures", "features_of"),
     "._stores._memory": ("InMemoryCheckpointStore",),
     "._stores._plan": ("FaultPlan",),
-    "._stores._postgres": ("PostgresCheckpointStore",),
+    "._stores.postgres._store": ("PostgresCheckpointStore",),  # needs the `postgres` extra
     "._stores._protocol": ("CheckpointStore",),
-    "._stores._sqlite": ("SQLiteCheckpointStore",),
+    "._stores.sqlite._store": ("SQLiteCheckpointStore",),
     "._stores._waiting": ("Waiting",),
     "._time._clock": ("DEFAULT_START", "Clock", "RealClock", "VirtualClock"),
     "._time._vloop": ("virtual_anyio_backend",),

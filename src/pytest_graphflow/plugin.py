@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from syrupy.assertion import SnapshotAssertion
 
     from ._plugin._runtime import GraphRuntimeFactory, RecordingRuntime
-    from ._stores._faulty import FaultyStore
     from ._stores._protocol import CheckpointStore
+    from ._stores.faults._store import FaultyStore
     from ._time._clock import VirtualClock
 
 __all__ = [

@@ -226,7 +226,11 @@ def test_every_subpackage_says_what_it_owns_and_may_import() -> None:
         ("_graph/_bad.py", "from .. import strategies", "imports the public front"),
         ("_engine/_bad.py", "from .._stores._memory import InMemoryCheckpointStore",
          "concrete store module"),
-        ("_engine/_bad.py", "from .._stores import _faulty", "concrete store module"),
+        ("_engine/_bad.py", "from .._stores.faults._store import FaultyStore",
+         "concrete store module"),
+        ("_engine/_bad.py", "from .._stores import sqlite", "concrete store module"),
+        ("_engine/_bad.py", "from .._stores.postgres import _conn", "concrete store module"),
+        ("_stores/sqlite/_bad.py", "from ..._graph._builder import Graph", "_stores imports"),
         ("_properties/checks/_bad.py", "from ..runs._drive import drive", "checks imports"),
         ("_properties/strategies/_bad.py", "def f():\n    from ..checks import _legs",
          "strategies imports"),
@@ -238,7 +242,8 @@ def test_every_subpackage_says_what_it_owns_and_may_import() -> None:
         ("_properties/_bad.py", "", "room '_bad' of _properties has no entry"),
     ],
     ids=["records->engine", "stores->graph", "engine->plugin", "lazy-absolute", "front",
-         "engine->memory-store", "engine->faulty-store", "checks->runs", "strategies->checks",
+         "engine->memory-store", "engine->faulty-store", "engine->sqlite-package",
+         "engine->postgres-module", "sqlite->graph", "checks->runs", "strategies->checks",
          "conformance->strategies", "runs->conformance", "progress->runs", "unknown-room"],
 )
 def test_a_forbidden_import_is_reported(

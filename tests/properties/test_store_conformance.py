@@ -20,10 +20,10 @@ from hypothesis import Phase, settings
 from graphflow_postgres import empty_schema
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores._claims import checked_patch
-from pytest_graphflow._stores._faulty import FaultyStore
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores._postgres import PostgresCheckpointStore
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow._stores.faults._store import FaultyStore
+from pytest_graphflow._stores.postgres._store import PostgresCheckpointStore
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 from pytest_graphflow._time._clock import VirtualClock
 from pytest_graphflow.conformance import (
     StoreConformance,

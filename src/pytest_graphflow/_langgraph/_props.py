@@ -33,7 +33,7 @@ from .._properties.runs._explore import (
     _seed_stream,
 )
 from .._records._events import EventBase, Interrupt
-from .._stores._faults import CrashPhase
+from .._stores.faults._faults import CrashPhase
 from .._time import _wallclock
 from .._time._clock import DEFAULT_START, VirtualClock
 from ..errors import InvalidArgument, SimulatedCrash

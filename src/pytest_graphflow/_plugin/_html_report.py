@@ -127,7 +127,7 @@ def _checkpoints(store: Any, run_id: str) -> list[dict[str, Any]]:
         return []
     import anyio
 
-    from .._stores._faulty import FaultyStore
+    from .._stores.faults._store import FaultyStore
 
     while isinstance(store, FaultyStore):  # read past the fault rules (and their call log)
         store = store.inner
@@ -140,7 +140,7 @@ def _checkpoints(store: Any, run_id: str) -> list[dict[str, Any]]:
 
 def _faults(store: Any) -> list[dict[str, Any]]:
     """The failed calls a FaultyStore logged."""
-    from .._stores._faulty import FaultyStore
+    from .._stores.faults._store import FaultyStore
 
     if not isinstance(store, FaultyStore):
         return []

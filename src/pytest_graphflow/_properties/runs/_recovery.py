@@ -15,8 +15,8 @@ from ..._engine._runtime import GraphRuntime
 from ..._graph._builder import CompiledGraph
 from ..._graph._effects import EFFECT_LEDGER, Effect
 from ..._graph._node import Resume
-from ..._stores._faulty import FaultyStore
 from ..._stores._memory import InMemoryCheckpointStore
+from ..._stores.faults._store import FaultyStore
 from ..._time._clock import VirtualClock
 from ...errors import SimulatedCrash
 from .._progress import Progress, ProgressCallback, check_progress, report_progress

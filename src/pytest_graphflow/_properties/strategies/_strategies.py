@@ -9,8 +9,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from ..._stores._faults import Fault
 from ..._stores._plan import FaultPlan
+from ..._stores.faults._faults import Fault
 from ...errors import InvalidArgument
 from ._genspec import (
     Failure,

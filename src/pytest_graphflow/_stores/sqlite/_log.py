@@ -1,4 +1,4 @@
-"""The run log of :class:`~._sqlite.SQLiteCheckpointStore` (seed 002; compaction: seed
+"""The run log of :class:`~._store.SQLiteCheckpointStore` (seed 002; compaction: seed
 004): ordered event logs, run records and artifacts, each operation one transaction.
 """
 
@@ -8,11 +8,11 @@ import json
 import sqlite3
 from typing import Any
 
-from .._records._checks import check_id
-from . import _claims as rules
-from ._args import check_events, check_run_record
-from ._sqlite_tx import SQLiteTransactions
-from ._wire import event_row
+from ..._records._checks import check_id
+from .. import _claims as rules
+from .._args import check_events, check_run_record
+from .._wire import event_row
+from ._tx import SQLiteTransactions
 
 __all__ = ["SQLiteLog"]
 

@@ -17,9 +17,9 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from ..errors import UnsupportedFormat
-from ._sqlite_migrate import migrate_v1, migrate_v2
-from ._sqlite_schema import (
+from ...errors import UnsupportedFormat
+from ._migrate import migrate_v1, migrate_v2
+from ._schema import (
     APPLICATION_ID,
     LAYOUT,
     PASS_EXISTING,

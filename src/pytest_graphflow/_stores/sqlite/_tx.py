@@ -1,4 +1,4 @@
-"""Connection and transactions of :class:`~._sqlite.SQLiteCheckpointStore`: one write
+"""Connection and transactions of :class:`~._store.SQLiteCheckpointStore`: one write
 transaction per operation (``BEGIN IMMEDIATE`` ... ``COMMIT``), reads that turn a SQLite
 failure into a ``StoreFileError`` naming the file, closing and giving space back.
 """
@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from ..errors import StoreFileError
-from ._closing import ClosingStore
-from ._sqlite_rows import PathWriter
-from ._sqlite_schema import file_error
+from ...errors import StoreFileError
+from .._closing import ClosingStore
+from ._rows import PathWriter
+from ._schema import file_error
 
 __all__ = ["SQLiteTransactions"]
 

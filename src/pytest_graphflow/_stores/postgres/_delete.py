@@ -1,4 +1,4 @@
-"""Deleting a thread from the PostgreSQL store, inside one transaction (see :mod:`._deletion`).
+"""Deleting a thread from the PostgreSQL store, inside one transaction (see :mod:`.._deletion`).
 
 The thread's claim row is locked first (made to exist, as ``claim`` does), so no claim,
 renewal or fenced commit of the thread interleaves; its queue job row is locked too, so no
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from . import _claims as rules
-from ._deletion import TOKEN_FLOOR, DeletedThread, check_deletable
-from ._pgclaims import PgClaims
-from ._pgconn import Cursor
+from .. import _claims as rules
+from .._deletion import TOKEN_FLOOR, DeletedThread, check_deletable
+from ._claims import PgClaims
+from ._conn import Cursor
 
 __all__ = ["delete_thread"]
 

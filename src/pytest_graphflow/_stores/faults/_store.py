@@ -5,8 +5,8 @@ behaviour of the store it wraps, it only decides, call by call, whether the call
 inner store at all. Every decision is a pure function of the rules and the calls seen so far,
 so a run over a ``FaultyStore`` is as deterministic as the runtime driving it.
 
-The rules API lives in :mod:`._faulty_rules`, how one call goes through the rules in
-:mod:`._faulty_calls`; this module holds the wrapper, its introspection and the protocol.
+The rules API lives in :mod:`._rules`, how one call goes through the rules in
+:mod:`._calls`; this module holds the wrapper, its introspection and the protocol.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
-from .._records._checkpoint import Checkpoint
-from .._time._clock import Clock
-from ..errors import InvalidArgument
+from ..._records._checkpoint import Checkpoint
+from ..._time._clock import Clock
+from ...errors import InvalidArgument
+from .._features import StoreFeatures, features_of
+from .._memory import InMemoryCheckpointStore
+from .._protocol import CheckpointStore, checks_fencing
+from ._calls import LoggedCall, as_record
 from ._faults import PROTOCOL_OPS, Fault, FaultRule, StoreCall
-from ._faulty_calls import LoggedCall, as_record
-from ._faulty_rules import FaultyRules
-from ._features import StoreFeatures, features_of
-from ._memory import InMemoryCheckpointStore
-from ._protocol import CheckpointStore, checks_fencing
+from ._rules import FaultyRules
 
 __all__ = ["Fault", "FaultRule", "FaultyStore", "StoreCall"]
 

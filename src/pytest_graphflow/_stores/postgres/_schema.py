@@ -11,9 +11,9 @@ import re
 
 import psycopg
 
-from ..errors import InvalidArgument, UnsupportedFormat
-from ._pgconn import Cursor
-from ._pgqueue import QUEUE_SCHEMA
+from ...errors import InvalidArgument, UnsupportedFormat
+from ._conn import Cursor
+from ._queue import QUEUE_SCHEMA
 
 __all__ = ["MIGRATIONS", "OWN_TABLES", "SCHEMA_VERSION", "drop_tables", "ensure_schema"]
 

@@ -1,4 +1,4 @@
-"""The rules API of :class:`~._faulty.FaultyStore`: ``add_fault`` and its shorthands
+"""The rules API of :class:`~._store.FaultyStore`: ``add_fault`` and its shorthands
 (``reject_save``, ``fail``, ``delay``, ``crash_at``), ``clear_rules``, ``revive`` and
 ``bind_clock``. Each returns the store, for chaining.
 """
@@ -9,17 +9,17 @@ import inspect
 from collections.abc import Callable
 from typing import Self
 
-from .._records._checkpoint import Checkpoint
-from .._time._clock import Clock
-from ..errors import InvalidArgument
+from ..._records._checkpoint import Checkpoint
+from ..._time._clock import Clock
+from ...errors import InvalidArgument
+from ._calls import FaultyCalls
 from ._faults import PROTOCOL_OPS, CrashPhase, ErrorSpec, Fault, FaultRule
-from ._faulty_calls import FaultyCalls
 
 __all__ = ["FaultyRules"]
 
 
 class FaultyRules(FaultyCalls):
-    """The methods that add and clear the fault rules of a :class:`~._faulty.FaultyStore`."""
+    """The methods that add and clear the fault rules of a :class:`~._store.FaultyStore`."""
 
     # ------------------------------------------------------------------------ rules
 

@@ -17,8 +17,8 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ._sqlite_rows import PathWriter
-from ._sqlite_schema import APPLICATION_ID, EVENTS_V3, SCHEMA_VERSION, create_statements
+from ._rows import PathWriter
+from ._schema import APPLICATION_ID, EVENTS_V3, SCHEMA_VERSION, create_statements
 
 __all__ = ["migrate_v1", "migrate_v2"]
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from .._records._checkpoint import Checkpoint
-from ..errors import InvalidArgument, SimulatedCrash, StoreFault
+from ..._records._checkpoint import Checkpoint
+from ...errors import InvalidArgument, SimulatedCrash, StoreFault
 
 if TYPE_CHECKING:
     pass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..errors import StoreFileError
+from ...errors import StoreFileError
 
 __all__ = [
     "APPLICATION_ID",
@@ -21,7 +21,7 @@ __all__ = [
 SCHEMA_VERSION = 3
 """The layout of the tables this build writes and reads (1: before incremental paths; 2: a
 path segment per checkpoint, no tail in the row, events in a ``WITHOUT ROWID`` table; 3:
-rows keep their path's tail, see :mod:`._sqlite_rows`, and events are a rowid table with a
+rows keep their path's tail, see :mod:`._rows`, and events are a rowid table with a
 ``(run_id, seq)`` index). Versions 2 and 3 have the same columns.
 
 Why events have a row id: an event's JSON (a few hundred bytes) is too big for a ``WITHOUT
@@ -109,7 +109,7 @@ CREATE TABLE IF NOT EXISTS claims (
 WAITING_INDEX = next(s for s in _SCHEMA.split(";") if "checkpoints_waiting" in s).strip()
 """The partial index ``waiting()`` reads (the interrupted checkpoints, by thread). An index,
 not a column: it changes no table's layout, so the schema version stays 3, a writable open of
-an older file adds it (:func:`~._sqlite_file.open_store`), and a build without it reads such
+an older file adds it (:func:`~._file.open_store`), and a build without it reads such
 a file as before."""
 
 EVENTS_V3 = next(s for s in _SCHEMA.split(";") if "TABLE IF NOT EXISTS events " in s).strip()

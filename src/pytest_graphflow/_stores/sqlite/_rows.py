@@ -21,10 +21,10 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
-from .._records._checkpoint import FORMAT_VERSION, Checkpoint
-from . import _claims as rules
-from ._sqlite_schema import file_error
-from ._wire import checkpoint_json
+from ..._records._checkpoint import FORMAT_VERSION, Checkpoint
+from .. import _claims as rules
+from .._wire import checkpoint_json
+from ._schema import file_error
 
 __all__ = ["SELECT", "TAIL", "PathWriter", "decode", "encode", "with_tail"]
 

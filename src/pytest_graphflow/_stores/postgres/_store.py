@@ -20,12 +20,12 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-from .._records._checkpoint import FORMAT_VERSION, Checkpoint
-from .._records._checks import check_id
-from .._records._ids import derived_hex
-from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument
-from . import _claims as rules
-from ._args import (
+from ..._records._checkpoint import FORMAT_VERSION, Checkpoint
+from ..._records._checks import check_id
+from ..._records._ids import derived_hex
+from ...errors import CheckpointNotFound, ForkTargetExists, InvalidArgument
+from .. import _claims as rules
+from .._args import (
     CheckedCheckpoints,
     check_events,
     check_fork,
@@ -33,18 +33,18 @@ from ._args import (
     check_nesting,
     check_run_record,
 )
-from ._closing import ClosingStore
-from ._deletion import DeletedThread, check_delete_args
-from ._features import StoreFeatures
-from ._pgclaims import PgClaims
-from ._pgcommit import PgCommits
-from ._pgconn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
-from ._pgdelete import delete_thread
-from ._pgqueue import PgQueue
-from ._pgschema import SCHEMA_VERSION, drop_tables, ensure_schema
-from ._protocol import Fence
-from ._waiting import WaitingPage, check_waiting, waiting_row
-from ._wire import checkpoint_json, event_row
+from .._closing import ClosingStore
+from .._deletion import DeletedThread, check_delete_args
+from .._features import StoreFeatures
+from .._protocol import Fence
+from .._waiting import WaitingPage, check_waiting, waiting_row
+from .._wire import checkpoint_json, event_row
+from ._claims import PgClaims
+from ._commit import PgCommits
+from ._conn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
+from ._delete import delete_thread
+from ._queue import PgQueue
+from ._schema import SCHEMA_VERSION, drop_tables, ensure_schema
 
 __all__ = ["SCHEMA_VERSION", "PostgresCheckpointStore"]
 

@@ -48,7 +48,7 @@ def run_now(coro: Coroutine[Any, Any, T]) -> T:
 def on_plain_asyncio() -> bool:
     """Whether the caller runs on an asyncio loop with the real clock (not trio, not the
     testing runtime's virtual-time loop): where the async pool may be used."""
-    from .._time._vloop import LOOP_OWNED
+    from ..._time._vloop import LOOP_OWNED
 
     try:
         asyncio.get_running_loop()

@@ -1,5 +1,5 @@
 """Thread claims with fencing tokens in PostgreSQL (seed 004), decided by the shared rules of
-:mod:`._claims` under a row lock on the thread's claim row.
+:mod:`.._claims` under a row lock on the thread's claim row.
 
 ``claim``, ``renew`` and ``release`` each lock the row (``SELECT ... FOR UPDATE``, after making
 sure it exists), decide with the rules, write and commit: two processes claiming one thread at
@@ -13,10 +13,10 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 
-from .._records._checks import check_id
-from . import _claims as rules
-from ._deletion import TOKEN_FLOOR
-from ._pgconn import Cursor
+from ..._records._checks import check_id
+from .. import _claims as rules
+from .._deletion import TOKEN_FLOOR
+from ._conn import Cursor
 
 __all__ = ["PgClaims"]
 

@@ -3,10 +3,10 @@
 The store calls :mod:`sqlite3` synchronously inside its async methods: the deterministic
 runtime must not see worker threads, and every operation is one short transaction. The
 file is in WAL mode, so another process (or ``graphflow``) can read it while a run writes.
-Opening, identifying and migrating the file live in :mod:`._sqlite_file`; how a checkpoint
-becomes a row (its visited path kept incrementally) in :mod:`._sqlite_rows`; the connection
-and its transactions in :mod:`._sqlite_tx`; events, run records and artifacts in
-:mod:`._sqlite_log`; thread claims in :mod:`._sqlite_claims`.
+Opening, identifying and migrating the file live in :mod:`._file`; how a checkpoint
+becomes a row (its visited path kept incrementally) in :mod:`._rows`; the connection
+and its transactions in :mod:`._tx`; events, run records and artifacts in
+:mod:`._log`; thread claims in :mod:`._claims`.
 """
 
 from __future__ import annotations
@@ -20,23 +20,23 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from .._records._checkpoint import Checkpoint
-from .._records._checks import check_id
-from .._records._ids import derived_hex
-from .._records._json import DumpedEvents
-from ..errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, ThreadBusy
-from . import _claims as rules
-from ._args import CheckedCheckpoints, check_commit, check_fork, check_list, check_nesting
-from ._deletion import DeletedThread, check_deletable, check_delete_args
-from ._features import StoreFeatures
-from ._protocol import Fence
-from ._sqlite_claims import SQLiteClaims, raise_token_floor
-from ._sqlite_file import SYNCHRONOUS, open_store
-from ._sqlite_log import SQLiteLog
-from ._sqlite_rows import SELECT, PathWriter, decode, encode, with_tail
-from ._sqlite_schema import SCHEMA_VERSION
-from ._waiting import WaitingPage, check_waiting, waiting_row
-from ._wire import dumped_row, event_row, plain_run_record
+from ..._records._checkpoint import Checkpoint
+from ..._records._checks import check_id
+from ..._records._ids import derived_hex
+from ..._records._json import DumpedEvents
+from ...errors import CheckpointNotFound, ForkTargetExists, InvalidArgument, ThreadBusy
+from .. import _claims as rules
+from .._args import CheckedCheckpoints, check_commit, check_fork, check_list, check_nesting
+from .._deletion import DeletedThread, check_deletable, check_delete_args
+from .._features import StoreFeatures
+from .._protocol import Fence
+from .._waiting import WaitingPage, check_waiting, waiting_row
+from .._wire import dumped_row, event_row, plain_run_record
+from ._claims import SQLiteClaims, raise_token_floor
+from ._file import SYNCHRONOUS, open_store
+from ._log import SQLiteLog
+from ._rows import SELECT, PathWriter, decode, encode, with_tail
+from ._schema import SCHEMA_VERSION
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
 
@@ -239,7 +239,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
             StaleClaim: ``token`` is not the thread's current claim; nothing is written.
             InvalidArgument: a part is not of ``run_id`` on ``thread_id``.
             ParentNotLatest, MalformedCommit: seed 004's commit checks
-                (:func:`~._claims.check_lineage`); nothing is written.
+                (:func:`~.._claims.check_lineage`); nothing is written.
         """
         # The events are serialised once, by event_row (which refuses what is not JSON); a
         # plain run record (the runtime's, while a run goes on) once, by plain_run_record.
@@ -489,7 +489,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         """Delete the thread in one transaction: its checkpoints, the events, run records
         and artifacts of its runs, and its claim row; a thread the store does not know is a
         no-op (all zeros). Its fencing tokens are never issued again (see
-        :mod:`._deletion`), and the freed space goes back to the file system.
+        :mod:`.._deletion`), and the freed space goes back to the file system.
 
         Args:
             tenant_id: the caller's tenant; the thread's is the one on its latest checkpoint.

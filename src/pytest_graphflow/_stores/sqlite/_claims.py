@@ -1,5 +1,5 @@
 """Thread claims with fencing tokens in a SQLite store (seed 004), decided by the shared
-rules of :mod:`._claims` inside one ``BEGIN IMMEDIATE`` transaction (the file's write lock),
+rules of :mod:`.._claims` inside one ``BEGIN IMMEDIATE`` transaction (the file's write lock),
 so two processes claiming one thread at once are serialised and exactly one gets it.
 """
 
@@ -8,11 +8,11 @@ from __future__ import annotations
 import sqlite3
 from datetime import datetime
 
-from .._records._checks import check_id
-from ..errors import StaleClaim
-from . import _claims as rules
-from ._deletion import TOKEN_FLOOR
-from ._sqlite_tx import SQLiteTransactions
+from ..._records._checks import check_id
+from ...errors import StaleClaim
+from .. import _claims as rules
+from .._deletion import TOKEN_FLOOR
+from ._tx import SQLiteTransactions
 
 __all__ = ["SQLiteClaims", "raise_token_floor", "token_floor"]
 

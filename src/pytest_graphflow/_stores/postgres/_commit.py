@@ -17,14 +17,14 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from .._records._checkpoint import Checkpoint
-from .._records._json import DumpedEvents
-from ..errors import GraphflowError, StaleClaim
-from . import _claims as rules
-from ._args import check_commit, check_nesting
-from ._pgconn import Cursor
-from ._protocol import Fence
-from ._wire import dumped_row, event_row
+from ..._records._checkpoint import Checkpoint
+from ..._records._json import DumpedEvents
+from ...errors import GraphflowError, StaleClaim
+from .. import _claims as rules
+from .._args import check_commit, check_nesting
+from .._protocol import Fence
+from .._wire import dumped_row, event_row
+from ._conn import Cursor
 
 __all__ = ["PgCommits"]
 
@@ -143,7 +143,7 @@ class PgCommits:
             StaleClaim: ``token`` is not the thread's current claim; nothing is written.
             InvalidArgument: a part is not of ``run_id`` on ``thread_id``; nothing is written.
             ParentNotLatest, MalformedCommit: seed 004's commit checks
-                (:func:`~._claims.check_lineage`); nothing is written.
+                (:func:`~.._claims.check_lineage`); nothing is written.
         """
         cps, pairs, record = check_commit(thread_id, run_id, checkpoints, events, run,
                                           normalise=False)

@@ -1,4 +1,4 @@
-"""The call machinery of :class:`~._faulty.FaultyStore`: every call is logged, counted by the
+"""The call machinery of :class:`~._store.FaultyStore`: every call is logged, counted by the
 rules of its operation, delayed, rejected, failed or crashed as the first rule that fires
 decides, and otherwise passed on to the inner store.
 """
@@ -13,8 +13,9 @@ from typing import Any
 
 import anyio
 
-from .._time._clock import Clock
-from ..errors import SimulatedCrash
+from ..._time._clock import Clock
+from ...errors import SimulatedCrash
+from .._protocol import CheckpointStore
 from ._faults import (
     PROTOCOL_OPS,
     FaultRule,
@@ -27,7 +28,6 @@ from ._faults import (
     dead_error,
     tally,
 )
-from ._protocol import CheckpointStore
 
 __all__ = ["FaultyCalls", "LoggedCall"]
 
@@ -74,7 +74,7 @@ def as_record(call: StoreCall | LoggedCall) -> StoreCall:
 
 
 class FaultyCalls:
-    """The state of a :class:`~._faulty.FaultyStore` (rules, call log, saves, crash) and how
+    """The state of a :class:`~._store.FaultyStore` (rules, call log, saves, crash) and how
     one call goes through the rules (the base of the wrapper)."""
 
     _inner: CheckpointStore

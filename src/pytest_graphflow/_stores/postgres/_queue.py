@@ -22,11 +22,11 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
-from .._records._checks import check_id, check_optional_id
-from .._records._json import NotJSONError, to_json_value
-from ..errors import InvalidArgument
-from . import _claims as rules
-from ._pgconn import Cursor
+from ..._records._checks import check_id, check_optional_id
+from ..._records._json import NotJSONError, to_json_value
+from ...errors import InvalidArgument
+from .. import _claims as rules
+from ._conn import Cursor
 
 __all__ = ["JOB_STATUSES", "QUEUE_SCHEMA", "PgQueue"]
 
