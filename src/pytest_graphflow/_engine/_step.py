@@ -34,7 +34,7 @@ from .._graph._node import Resume
 from ..errors import InvalidArgument
 from ._host import LegHost
 from ._legs import Legs
-from ._options import check_graph, run_options
+from ._options import RunOptions, check_graph, run_options
 from ._results import GraphResult
 from ._run_state import STEPPING
 from ._stream import RunStream, drain
@@ -50,7 +50,7 @@ async def run_step(
     input: Mapping[str, Any] | BaseModel | None,
     run_id: str | None,
     resume: Resume | None,
-    options: dict[str, Any],
+    options: RunOptions,
 ) -> GraphResult[Any]:
     """Run one superstep of ``graph`` on ``rt`` (see ``GraphRuntime.astep``): a new leg from
     ``legs``, or the next of ``run_id`` through ``resume_stream``."""
