@@ -184,6 +184,7 @@ class Legs:
                 record_events=opts.get("record_events", True), thread_explicit=explicit,
             )
             run.set_breakpoints(*stops)
+            run.cancel_after = opts.get("cancel_after")
             run.subgraph_runner = self.subgraphs
             run.hooks = hook_table(graph, self.rt.middleware, self.rt.guardrails)
             run.claim = claim
@@ -385,6 +386,7 @@ class Legs:
                 record_events=opts.get("record_events", True),
             )
             run.set_breakpoints(*stops)
+            run.cancel_after = opts.get("cancel_after")
             run.subgraph_runner = self.subgraphs
             run.hooks = hook_table(graph, self.rt.middleware, self.rt.guardrails)
             run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,

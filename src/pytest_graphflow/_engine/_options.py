@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "breakpoints",
     "check_budget",
+    "check_cancel_after",
     "check_constructor",
     "check_graph",
     "run_options",
@@ -38,7 +39,7 @@ def check_graph(graph: Any) -> None:
 
 def run_options(runtime: GraphRuntime, options: dict[str, Any]) -> dict[str, Any]:
     allowed = {"max_supersteps", "timeout", "on_interrupt", "tenant_id",
-               "interrupt_before", "interrupt_after"}
+               "interrupt_before", "interrupt_after", "cancel_after"}
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise InvalidArgument(f"unknown run option(s) {unknown}; run options are "
@@ -50,6 +51,7 @@ def run_options(runtime: GraphRuntime, options: dict[str, Any]) -> dict[str, Any
         "timeout": options.get("timeout", runtime.timeout),
         "on_interrupt": options.get("on_interrupt", runtime.on_interrupt),
         "tenant_id": options.get("tenant_id", runtime.tenant_id),
+        "cancel_after": check_cancel_after(options.get("cancel_after")),
     }
     for name in ("interrupt_before", "interrupt_after"):
         opts[name] = frozenset(node_names(options.get(name, ()), name))
@@ -123,6 +125,18 @@ def check_constructor(
     if backend not in ("asyncio", "trio"):
         raise InvalidArgument(f"{where}(backend={backend!r:.80}): backend is 'asyncio' or "
                               "'trio'")
+
+
+def check_cancel_after(seconds: Any) -> float | None:
+    """``cancel_after=``: seconds (of the runtime's clock) after the leg starts at which the
+    leg is cancelled, as ``RunHandle.cancel()`` would (status ``cancelled``, resumable)."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+            or not 0 <= seconds < float("inf"):
+        raise InvalidArgument(f"cancel_after={seconds!r} must be a number of seconds >= 0 "
+                              "or None")
+    return float(seconds)
 
 
 def check_budget(max_supersteps: Any, timeout: Any) -> None:

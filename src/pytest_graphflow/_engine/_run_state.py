@@ -155,6 +155,8 @@ class RunState:
         self.checkpoint_id: str | None = None
         self.supersteps = 0
         self.cancel_requested = False
+        self.cancel_after: float | None = None
+        """``cancel_after=``: reaching this many seconds into the leg cancels it."""
         self.scope: anyio.CancelScope | None = None
         self.deadline: float | None = None
         self.deadline_ns: int | None = None

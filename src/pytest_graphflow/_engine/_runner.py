@@ -233,11 +233,12 @@ class Runner:
         run = self.run
         run.started = True
         run.started_at = run.clock.now()
-        if run.timeout is not None and run.timeout != float("inf"):
+        limit = _deadline(run)
+        if limit is not None:
             if isinstance(run.clock, VirtualClock):
-                run.deadline_ns = run.clock.elapsed_ns + round(run.timeout * 1e9)
+                run.deadline_ns = run.clock.elapsed_ns + round(limit * 1e9)
             else:
-                run.deadline = run.clock.monotonic() + run.timeout
+                run.deadline = run.clock.monotonic() + limit
         events: list[Any] = [run.event(
             RunStart, run.step, graph_id=run.graph.graph_id, revision=run.graph.revision,
             thread_id=run.thread_id, resumed_from=run.resumed_from,
@@ -311,7 +312,7 @@ class Runner:
             )
         if (run.deadline_ns is not None or run.deadline is not None) \
                 and self._timed_out_now():
-            return await self.halts.stop([], timed_out=True)
+            return await self._after_batch([], True)
         if run.cancel_requested:
             return await self.halts.stop([], timed_out=False)
         tasks = run.tasks
@@ -377,6 +378,9 @@ class Runner:
             out.artifacts = []
 
     async def _after_batch(self, outcomes: list[Outcome], timed_out: bool) -> list[Any]:
+        if timed_out and _cancels(self.run):  # the deadline was cancel_after's
+            self.run.cancel_requested = True
+            timed_out = False
         if timed_out or self.run.cancel_requested:
             return await self.halts.stop(outcomes, timed_out=timed_out)
         halting = [o for o in outcomes if o.kind == "interrupt"
@@ -422,3 +426,18 @@ class Runner:
         if run.deadline is not None:
             return run.clock.monotonic() >= run.deadline
         return False
+
+
+def _deadline(run: RunState) -> float | None:
+    """Seconds into the leg at which it stops: its ``timeout`` or its ``cancel_after``,
+    whichever comes first."""
+    timeout = run.timeout if run.timeout != float("inf") else None
+    if _cancels(run):
+        return run.cancel_after
+    return timeout
+
+
+def _cancels(run: RunState) -> bool:
+    """Whether the leg's deadline is its ``cancel_after`` (a cancel), not its timeout."""
+    return run.cancel_after is not None and (
+        run.timeout is None or run.cancel_after < run.timeout)
