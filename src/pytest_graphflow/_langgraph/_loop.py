@@ -117,17 +117,32 @@ class SeededLoop(VirtualEventLoop):
         self._rng = rng
         self._gates: list[tuple[str, int, asyncio.Future[bool], str]] = []
         self._gate_count = 0
+        self._cut: tuple[int, Callable[[], object]] | None = None
         idle_select = self._selector.select  # type: ignore[attr-defined]
 
         def select(timeout: float | None = None) -> Any:
             if self._gates and not self._ready and timeout != 0:  # type: ignore[attr-defined]
                 self._open_one()
                 return []
+            if self._cut is not None and timeout != 0 and (
+                    timeout is None or clock.elapsed_ns + round(timeout * 1e9) > self._cut[0]):
+                # idle, and the next wake-up (if any) is past the cut: time stops there
+                at, action = self._cut
+                self._cut = None
+                clock.advance_to_ns(max(at, clock.elapsed_ns))
+                action()
+                return []
             return idle_select(timeout)
 
         self._selector.select = select  # type: ignore[attr-defined]
         self._workers = SyncWorkers(self, self.gate,
                                     getattr(asyncio.sleep, "__wrapped__", asyncio.sleep))
+
+    def cut_at(self, elapsed_ns: int, action: Callable[[], object]) -> None:
+        """Call ``action`` once virtual time would move past ``elapsed_ns`` (every task
+        waiting, the next wake-up later, or none): the clock stops at that instant. Tasks
+        whose wake-up is exactly then run first, as our runtime's deadlines let them."""
+        self._cut = (elapsed_ns, action)
 
     def _open_one(self) -> None:
         self._gates.sort(key=lambda g: (g[0], g[1]))

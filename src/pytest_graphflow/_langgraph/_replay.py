@@ -82,6 +82,8 @@ def replay_recipe(recipe: str, expected: list[str]) -> str | dict[str, str] | No
         try:
             if op == "leg":
                 harness._leg(args)
+            elif op == "cancel_leg":
+                harness._leg(*args)
             else:
                 harness._owned_update(*args)
         except Exception:  # it raised in the test too; the events tell
