@@ -113,8 +113,14 @@ class LangGraphHarness:
         install_order_hooks()
         self.source = graph
         """The graph as passed (what ``--graphflow-processes`` imports again)."""
-        self.own_saver = saver is None
-        """Whether the harness made its saver (a fresh interpreter can make it again)."""
+        self.own_saver = saver is None or _fresh_memory(saver)
+        """Whether a fresh interpreter can make the saver again: the harness made it, or the
+        test passed an empty ``InMemorySaver`` (bare or in a ``FaultySaver``)."""
+        self.shared_saver = saver is not None
+        """Whether the test passed the saver (another harness or call may write to it)."""
+        self.replay_broken = ""
+        """Why the legs cannot be replayed alone: something else wrote to the thread."""
+        self._saved_last: str | None = None
         self.replay_calls: list[tuple[str, Any, int]] = []
         """Each leg's input and ``update_state`` call, with the virtual instant (ns since
         the clock's start) it began at."""
@@ -327,7 +333,10 @@ class LangGraphHarness:
         id_token = ID_SOURCE.set(ids)
         clock_token = _wallclock.NODE_CLOCK.set(self.clock)
         try:
-            return self._update_state(config, values, as_node=as_node, task_id=task_id)
+            saved = self._update_state(config, values, as_node=as_node, task_id=task_id)
+            if self.shared_saver and thread == self.thread_id and newest == self._saved_last:
+                self._saved_last = str(saved["configurable"]["checkpoint_id"])
+            return saved
         finally:
             _wallclock.NODE_CLOCK.reset(clock_token)
             ID_SOURCE.reset(id_token)
@@ -402,6 +411,8 @@ class LangGraphHarness:
         self._legs += 1
         leg_no = self._legs
         resumed_from = self._latest_checkpoint()
+        if self.shared_saver and resumed_from != self._saved_last and not self.replay_broken:
+            self.replay_broken = "something else wrote to its thread between its legs"
         # Salted by the checkpoint the leg extends (the thread's saved history), never by
         # this object's leg count: a fresh harness over an existing thread draws what the
         # original would have drawn there, and never an id the thread already holds.
@@ -444,6 +455,11 @@ class LangGraphHarness:
             self.events.extend(recorder.events)
             self.start_steps.extend((leg_no, s) for s in started)
             self.generated_ids.extend(ids.generated)
+            if self.shared_saver:
+                try:
+                    self._saved_last = self._latest_checkpoint()
+                except Exception:  # the leg's own error (if any) is what the caller sees
+                    self.replay_broken = "its saver could not be read after a leg"
         error = outcome.get("error")
         status = outcome["status"]
         interrupts = {}
@@ -651,3 +667,12 @@ def _revision(graph: Any) -> str:
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
 
+
+def _fresh_memory(saver: Any) -> bool:
+    """Whether ``saver`` is an empty ``InMemorySaver`` (in a rule-less ``FaultySaver`` or
+    bare), which a fresh interpreter makes again as ``InMemorySaver()``."""
+    if isinstance(saver, FaultySaver):
+        if saver.rules or saver.calls:
+            return False
+        saver = saver.inner
+    return type(saver) is InMemorySaver and not saver.storage and not saver.writes

@@ -8,8 +8,10 @@ that imports the graph's module afresh, makes the same harness, makes the same c
 compares the event log with the test's, byte for byte.
 
 A harness cannot be replayed, and :func:`recipe` says why, when no imported module holds its
-graph (built inside the test), when it wraps a saver of the test's own or applies fault rules
-that acted (the fresh interpreter has neither), or when a call's arguments do not pickle.
+graph (built inside the test), when it wraps a saver of the test's own that held data (an
+empty ``InMemorySaver`` is made again there) or applies fault rules that acted (the fresh
+interpreter has neither), when something else wrote to its thread between its legs (another
+harness over the same saver), or when a call's arguments do not pickle.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ def recipe(harness: LangGraphHarness) -> tuple[str | None, str]:
         return None, "it ran no leg"
     if not harness.own_saver:
         return None, "it uses a saver of the test's own"
+    if harness.replay_broken:
+        return None, harness.replay_broken
     if any(c.injected or c.delay for c in harness.saver.calls):
         return None, "a fault rule of the test's acted on its saver"
     ref = _ref(harness.source)
