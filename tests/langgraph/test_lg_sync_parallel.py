@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import operator
+import os
 import threading
 import time
 from datetime import timedelta
@@ -139,3 +140,18 @@ def test_a_sibling_failing_stops_a_sleeping_sync_node_at_its_sleep() -> None:
         threads.append(threading.active_count())
     # no worker is left behind parked: the next leg reuses the same threads
     assert threads[1] == threads[2]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # fork of a threaded process
+def test_a_forked_child_runs_parallel_sync_nodes_on_threads_of_its_own() -> None:
+    LangGraphHarness(_static(), seed=0).trace({"query": "refund"})  # the pool has threads
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's pooled threads do not exist here
+        try:
+            data = LangGraphHarness(_static(), seed=0).trace({"query": "refund"}).result.data
+            os._exit(0 if data["answered_after"] == 3.0 else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -19,6 +19,7 @@ node, whose result nobody reads. (A pool thread in production would run on.)
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import threading
 from collections.abc import Awaitable, Callable
@@ -148,6 +149,14 @@ _POOL: list[queue.SimpleQueue[_Job | None]] = []
 thread once the pool has enough, and a finished job's thread waits here for the next."""
 _POOL_LOCK = threading.Lock()
 _POOL_MAX = 16  # idle threads kept; more are ended
+
+
+def _forget_pool() -> None:
+    """In a forked child the pool's threads do not exist: start afresh."""
+    _POOL.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _take() -> queue.SimpleQueue[_Job | None]:
