@@ -351,8 +351,6 @@ def _package_imports(type_checking: bool = False) -> dict[str, set[str]]:
 # graphs they read, ``_tools`` of ``NodeContext`` (a protocol per reader would end them, as
 # ``_time/_wallclock.NodeClock`` ended ``_time``'s).
 KNOWN_TYPE_CYCLES: set[str] = {
-    "_engine: _hooks -> _task -> _hooks",
-    "_engine: _deadline_ops -> _runtime -> _deadline_ops",
     "_graph: _builder -> _compiled -> _builder",
     "_graph: _node -> _tools -> _node",
 }
