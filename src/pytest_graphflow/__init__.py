@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from ._graph._subgraph import Subgraph
     from ._graph._tools import Fatal, Tool, ToolCall, ToolResult, tool
     from ._html._page import render_run_html
-    from ._properties._explore import ExploreReport, explore
     from ._properties._progress import Progress
+    from ._properties.runs._explore import ExploreReport, explore
     from ._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
     from ._records._events import (
         Breakpoint,
@@ -56,14 +56,14 @@ if TYPE_CHECKING:
     from ._replay._replayer import aassert_replays, assert_replays
     from ._replay._upgrade import UpgradeReport, check_upgrade
     from ._stores._deletion import DeletedThread
-    from ._stores._faulty import FaultyStore, StoreCall
     from ._stores._features import StoreFeatures, features_of
     from ._stores._memory import InMemoryCheckpointStore
     from ._stores._plan import FaultPlan
-    from ._stores._postgres import PostgresCheckpointStore
     from ._stores._protocol import CheckpointStore
-    from ._stores._sqlite import SQLiteCheckpointStore
     from ._stores._waiting import Waiting
+    from ._stores.faults._store import FaultyStore, StoreCall
+    from ._stores.postgres._store import PostgresCheckpointStore
+    from ._stores.sqlite._store import SQLiteCheckpointStore
     from ._time._clock import DEFAULT_START, Clock, RealClock, VirtualClock
     from ._time._vloop import virtual_anyio_backend
     from ._workers._worker import Worker, WorkerStats
@@ -167,8 +167,8 @@ _LAZY = {
     "Rewrite": "._graph._middleware",
     "Subgraph": "._graph._subgraph",
     "Breakpoint": "._records._events",
-    "ExploreReport": "._properties._explore",
-    "explore": "._properties._explore",
+    "ExploreReport": "._properties.runs._explore",
+    "explore": "._properties.runs._explore",
     "Progress": "._properties._progress",
     "FORMAT_VERSION": "._records._checkpoint",
     "Checkpoint": "._records._checkpoint",
@@ -205,13 +205,13 @@ _LAZY = {
     "StoreFeatures": "._stores._features",
     "features_of": "._stores._features",
     "Waiting": "._stores._waiting",
-    "FaultyStore": "._stores._faulty",
-    "StoreCall": "._stores._faulty",
+    "FaultyStore": "._stores.faults._store",
+    "StoreCall": "._stores.faults._store",
     "InMemoryCheckpointStore": "._stores._memory",
     "FaultPlan": "._stores._plan",
     "CheckpointStore": "._stores._protocol",
-    "SQLiteCheckpointStore": "._stores._sqlite",
-    "PostgresCheckpointStore": "._stores._postgres",  # needs the `postgres` extra (psycopg)
+    "SQLiteCheckpointStore": "._stores.sqlite._store",
+    "PostgresCheckpointStore": "._stores.postgres._store",  # needs the `postgres` extra (psycopg)
     "Worker": "._workers._worker",
     "WorkerStats": "._workers._worker",
     "DEFAULT_START": "._time._clock",

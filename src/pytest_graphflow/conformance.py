@@ -33,8 +33,8 @@ Three ways to use it::
 
 from __future__ import annotations
 
-from ._properties._conformance import StoreConformance
-from ._properties._conformance_run import (
+from ._properties.conformance._machine import StoreConformance
+from ._properties.conformance._run import (
     run_store_conformance,
     store_conformance_machine,
     store_conformance_test,

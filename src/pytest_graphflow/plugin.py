@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from syrupy.assertion import SnapshotAssertion
 
     from ._plugin._runtime import GraphRuntimeFactory, RecordingRuntime
-    from ._stores._faulty import FaultyStore
     from ._stores._protocol import CheckpointStore
+    from ._stores.faults._store import FaultyStore
     from ._time._clock import VirtualClock
 
 __all__ = [
@@ -166,7 +166,7 @@ class _HypothesisProfiles:
     def pytest_configure(self, config: pytest.Config) -> None:
         profile = config.getoption("hypothesis_profile", None)
         if isinstance(profile, str) and profile.startswith("graphflow-"):
-            from ._properties._profiles import register_profiles
+            from ._properties.strategies._profiles import register_profiles
 
             register_profiles()
 
@@ -311,7 +311,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
     if html_dir(item.config) is not None:
         from ._plugin._html_report import PAIRS
-        from ._properties._pairs import watching
+        from ._properties.runs._pairs import watching
 
         pairs = item.stash.setdefault(PAIRS, [])
         with watching(pairs.append):

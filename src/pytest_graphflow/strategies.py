@@ -21,7 +21,7 @@ arguments, and examples that shrink toward the simplest case::
 
 from __future__ import annotations
 
-from ._properties._strategies import (
+from ._properties.strategies._strategies import (
     Failure,
     GraphSpec,
     JoinSpec,

@@ -38,7 +38,7 @@ from ._plugin._runtime import (
     RunRecording,
     make_graph_runtime,
 )
-from ._properties._profiles import register_profiles
+from ._properties.strategies._profiles import register_profiles
 
 __all__ = [
     "GraphRuntimeFactory",

@@ -45,6 +45,25 @@ ALLOWED: dict[str, set[str]] = {
         "_records", "errors",
     },
 }
+# Rooms inside a layer (issue 27): room -> the rooms of the same layer it may import (besides
+# itself); the layers it may import are its layer's. A module directly in the layer's folder is
+# a room of its own, named by its module name.
+ROOMS: dict[str, dict[str, set[str]]] = {
+    "_properties": {
+        "__init__": set(),
+        # progress reports, sent by both the conformance machine and the whole-run tools
+        "_progress": set(),
+        "conformance": {"_progress"},
+        # checkers judge what they are given (events, a reducer, node code); they run nothing
+        "checks": set(),
+        "strategies": set(),
+        # whole-run tools: the one room that imports checks and strategies
+        "runs": {"checks", "strategies", "_progress"},
+        # the installed ``hypothesis`` entry point: its path is in every installed copy's
+        # metadata, so it stays where it is; it registers the strategies
+        "_hypothesis_entry": {"strategies"},
+    },
+}
 # The engine knows stores only through the store seam (issue 25): the protocol, the features
 # a store declares, the default-store factory and the shared rules; never a concrete store.
 ENGINE_STORE_MODULES = {
@@ -60,6 +79,14 @@ def layer_of(module: str) -> str | None:
         return None
     top = parts[1]
     return None if top in FRONTS and top not in ALLOWED else top
+
+
+def room_of(module: str) -> str | None:
+    """The room of a module inside a layer listed in ``ROOMS``, or None outside one."""
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] not in ROOMS:
+        return None
+    return parts[2] if len(parts) > 2 else "__init__"
 
 
 def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
@@ -115,8 +142,19 @@ def violations(package: Path = PACKAGE) -> list[str]:
         if own not in ALLOWED:
             bad.append(f"{rel}: subpackage {own!r} has no entry in ALLOWED (add its layers)")
             continue
+        module = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        room = room_of(module)
+        if room is not None and room not in ROOMS[own]:
+            bad.append(f"{rel}: room {room!r} of {own} has no entry in ROOMS (add its rooms)")
+            continue
         for line, imported in imports_of(path, package):
             target = layer_of(imported)
+            if room is not None and target == own:
+                other = room_of(imported)
+                if other is not None and other != room and other not in ROOMS[own][room]:
+                    bad.append(f"{rel}:{line}: {own}.{room} imports {imported}"
+                               f" (room {other!r} is not below {room!r})")
+                continue
             if imported.startswith(NAME) and target is None and imported != NAME + ".errors":
                 bad.append(f"{rel}:{line}: {own} imports the public front {imported}")
             elif target is not None and target != own and target not in ALLOWED[own]:
@@ -185,10 +223,25 @@ def test_every_subpackage_says_what_it_owns_and_may_import() -> None:
         ("_graph/_bad.py", "from .. import strategies", "imports the public front"),
         ("_engine/_bad.py", "from .._stores._memory import InMemoryCheckpointStore",
          "concrete store module"),
-        ("_engine/_bad.py", "from .._stores import _faulty", "concrete store module"),
+        ("_engine/_bad.py", "from .._stores.faults._store import FaultyStore",
+         "concrete store module"),
+        ("_engine/_bad.py", "from .._stores import sqlite", "concrete store module"),
+        ("_engine/_bad.py", "from .._stores.postgres import _conn", "concrete store module"),
+        ("_stores/sqlite/_bad.py", "from ..._graph._builder import Graph", "_stores imports"),
+        ("_properties/checks/_bad.py", "from ..runs._drive import drive", "checks imports"),
+        ("_properties/strategies/_bad.py", "def f():\n    from ..checks import _legs",
+         "strategies imports"),
+        ("_properties/conformance/_bad.py", "from ..strategies._genspec import GraphSpec",
+         "conformance imports"),
+        ("_properties/runs/_bad.py", "from ..conformance._machine import StoreConformance",
+         "runs imports"),
+        ("_properties/_progress.py", "from .runs import _explore", "_progress imports"),
+        ("_properties/_bad.py", "", "room '_bad' of _properties has no entry"),
     ],
     ids=["records->engine", "stores->graph", "engine->plugin", "lazy-absolute", "front",
-         "engine->memory-store", "engine->faulty-store"],
+         "engine->memory-store", "engine->faulty-store", "engine->sqlite-package",
+         "engine->postgres-module", "sqlite->graph", "checks->runs", "strategies->checks",
+         "conformance->strategies", "runs->conformance", "progress->runs", "unknown-room"],
 )
 def test_a_forbidden_import_is_reported(
     tmp_path: Path, where: str, line: str, expected: str
@@ -199,7 +252,7 @@ def test_a_forbidden_import_is_reported(
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / where).write_text(line + "\n", encoding="utf-8")
     found = violations(copy)
-    assert any(expected in v and where.split("/")[1][:-3] in v for v in found), found
+    assert any(expected in v and Path(where).stem in v for v in found), found
 
 
 def test_no_import_cycles_between_modules() -> None:

@@ -27,8 +27,8 @@ from pytest_graphflow import (
     VirtualClock,
     interrupt,
 )
-from pytest_graphflow._stores._sqlite_schema import SCHEMA_VERSION
-from pytest_graphflow._stores._sqlite_tail import FOLD_AT
+from pytest_graphflow._stores.sqlite._schema import SCHEMA_VERSION
+from pytest_graphflow._stores.sqlite._tail import FOLD_AT
 
 _WAL_FRAME = 24  # bytes of a WAL frame's header, before its page
 

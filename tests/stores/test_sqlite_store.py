@@ -19,7 +19,7 @@ from pytest_graphflow._records._events import Interrupt
 from pytest_graphflow._records._ids import derived_hex
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._protocol import CheckpointStore
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 from pytest_graphflow.errors import (
     CheckpointNotFound,
     EventsCompacted,
@@ -410,7 +410,7 @@ async def test_unsupported_format_of_a_row_an_older_build_wrote(
         await store.save(make_cp("cp-old"))
     db = sqlite3.connect(store_path)
     with db:
-        for table in ("checkpoints", "log"):  # wherever the row is (see _sqlite_tail)
+        for table in ("checkpoints", "log"):  # wherever the row is (see sqlite/_tail.py)
             db.execute(f"UPDATE {table} SET format_version = 0, data = '{{\"legacy\": true}}' "
                        "WHERE id IS NOT NULL")
     db.close()

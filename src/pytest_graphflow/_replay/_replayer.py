@@ -20,7 +20,7 @@ from .._engine._runtime import GraphRuntime
 from .._graph._builder import CompiledGraph
 from .._graph._node import PAUSE, Resume
 from .._graph._tools import TOOL_PLAYBACK
-from .._properties._pairs import report_pair
+from .._properties.runs._pairs import report_pair
 from .._records._events import EventBase, Interrupt
 from .._stores._memory import InMemoryCheckpointStore
 from .._time._clock import DEFAULT_START, VirtualClock
