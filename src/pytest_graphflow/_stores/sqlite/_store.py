@@ -37,12 +37,25 @@ from ._file import SYNCHRONOUS, open_store
 from ._log import SQLiteLog
 from ._rows import SELECT, PathWriter, decode, encode, with_tail
 from ._schema import SCHEMA_VERSION
-from ._tail import LIVE, put_piece
+from ._tail import LIVE, PLACE, put_piece
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
 
 _ORDER = "ORDER BY ts_us, seq"
 _NEWEST = "ORDER BY ts_us DESC, seq DESC LIMIT 1"
+_PRELUDE = (
+    "SELECT (SELECT token FROM claims WHERE thread_id = ? AND run_id IS NOT NULL), "
+    "(SELECT id FROM (SELECT * FROM (SELECT id, ts_us, seq FROM checkpoints WHERE thread_id = ? "
+    f"{_NEWEST}) UNION ALL SELECT id, ts_us, seq FROM log WHERE id IS NOT NULL AND {LIVE} AND "
+    f"thread_id = ?) {_NEWEST}), "
+    "(SELECT earliest_seq FROM event_compactions WHERE run_id = ?), "
+    f"{PLACE}, "
+    f"EXISTS (SELECT 1 FROM checkpoints WHERE id = ?) OR EXISTS (SELECT 1 FROM log WHERE id = ? "
+    f"AND {LIVE})"
+)
+"""A commit's reads, one statement: the thread's claim token, its latest checkpoint (of
+both tables), the run's compaction point, :data:`~._tail.PLACE`, whether the first
+checkpoint's id is stored."""
 _PICK = "SELECT id, format_version, data, path_id, path_len, ts_us, seq FROM"
 """A checkpoint row (what :func:`decode` reads) and its order, from ``checkpoints`` or
 ``log`` (the pieces not folded yet, see :mod:`._tail`)."""
@@ -216,24 +229,28 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         return max(rows, key=lambda r: (r[1], r[2]))[0] if rows else None
 
     def _write(self, db: sqlite3.Connection, cp: Checkpoint, data: str,
-               events: Sequence[tuple[str, int, Any, str]] = ()) -> None:
+               events: Sequence[tuple[str, int, Any, str]] = (),
+               known: tuple[int, int, bool] | None = None) -> None:
         """Write ``cp`` (and ``events``, the rows of the events that report it) as one piece
-        of the log (see :mod:`._tail`)."""
+        of the log (see :mod:`._tail`). ``known``: :data:`~._tail.PLACE` and whether the id
+        is stored, when the caller read them in this transaction (see :data:`_PRELUDE`)."""
         # The runtime's own checkpoints carry their path as a snapshot of the run's log
         # (``StoreFeatures.visited_snapshots``): written without a tuple of every node so far.
         visited = cp.visited
         path_id, tail = self._paths.place(db, cp.run_id, visited)
         # An id is kept in one place: saving it again removes the older row (the log's row
         # keeps its events), and the new one counts as saved last.
-        older = db.execute(f"UPDATE log SET id = NULL WHERE id = ? AND {LIVE}",
-                           (cp.id,)).rowcount
-        older += db.execute("DELETE FROM checkpoints WHERE id = ?", (cp.id,)).rowcount
-        if older:
-            db.execute("DELETE FROM checkpoint_nodes WHERE checkpoint_id = ?", (cp.id,))
+        if known is None or known[2]:
+            older = db.execute(f"UPDATE log SET id = NULL WHERE id = ? AND {LIVE}",
+                               (cp.id,)).rowcount
+            older += db.execute("DELETE FROM checkpoints WHERE id = ?", (cp.id,)).rowcount
+            if older:
+                db.execute("DELETE FROM checkpoint_nodes WHERE checkpoint_id = ?", (cp.id,))
         put_piece(db, cp.run_id, (
             cp.id, cp.thread_id, rules.to_micros(cp.timestamp), cp.node_id, cp.status,
             cp.tenant_id, cp.graph_id, cp.step, cp.timestamp.isoformat(), cp.format_version,
-            path_id, len(visited), with_tail(data, tail)), events)
+            path_id, len(visited), with_tail(data, tail)), events,
+            None if known is None else known[:2])
         if cp.node_ids and cp.node_ids != [cp.node_id]:  # node_id alone is found by node_id
             db.executemany("INSERT OR IGNORE INTO checkpoint_nodes VALUES (?, ?, ?)",
                            [(cp.id, cp.run_id, node) for node in cp.node_ids])
@@ -296,14 +313,21 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         row = dumped_row if type(events) is DumpedEvents else event_row
         rows = [row(run_id, data, seq) for seq, data in normalised]
         with self._tx() as db:
-            self._hold(db, thread_id, token)
-            rules.check_lineage(thread_id, self._thread_latest(db, thread_id), cps, normalised)
-            if rows:
-                rows = self._live_events(db, run_id, rows)
+            # What the checks and the first piece need, read in one statement.
+            held, latest, earliest, top, done, stored = db.execute(
+                _PRELUDE, (thread_id, thread_id, thread_id, run_id,
+                           cps[0].id if cps else "", cps[0].id if cps else "")).fetchone()
+            if held != token:
+                self._hold(db, thread_id, token)  # raises StaleClaim
+            rules.check_lineage(thread_id, latest, cps, normalised)
+            if rows and earliest:
+                rows = [r for r in rows if r[1] >= earliest]
+            known: tuple[int, int, bool] | None = (top, done, bool(stored))
             for n, (cp, data) in enumerate(encoded, 1):  # the events go with the last one
-                self._write(db, cp, data, rows if n == len(encoded) else ())
+                self._write(db, cp, data, rows if n == len(encoded) else (), known)
+                known = None
             if rows and not encoded:
-                put_piece(db, run_id, None, rows)
+                put_piece(db, run_id, None, rows, (top, done))
             if plain is not None:
                 self._put_run(db, *plain)
             elif record is not None:

@@ -28,7 +28,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["FOLD_AT", "LIVE", "LOG_COLUMNS", "fold", "put_piece", "tail_events"]
+__all__ = ["FOLD_AT", "LIVE", "LOG_COLUMNS", "PLACE", "fold", "put_piece", "tail_events"]
 
 FOLD_AT = 16
 """Slots of the log: pieces it holds before a commit folds them into the indexed tables."""
@@ -50,15 +50,20 @@ _NO_CHECKPOINT = (None,) * 13
 _EventRow = tuple[str, int, Any, str]
 
 
+PLACE = (f"MAX(COALESCE((SELECT MAX(seq) FROM checkpoints), 0), COALESCE((SELECT MAX(seq) "
+         f"FROM log), 0), {_FOLDED}), {_FOLDED}")
+"""Two columns: the last seq used (the folded ones included, whose rows may be gone) and
+the last one folded; what :func:`put_piece` needs to place a piece."""
+
+
 def put_piece(db: sqlite3.Connection, run_id: str, checkpoint: Sequence[Any] | None,
-              events: Sequence[_EventRow]) -> None:
+              events: Sequence[_EventRow], place: tuple[int, int] | None = None) -> None:
     """Write one piece of ``run_id`` to the log: a checkpoint (its :data:`LOG_COLUMNS`
     values) and/or event rows ``(run_id, seq, type, data)``; the log is folded first when
-    the piece's slot holds a live piece. In the caller's transaction."""
-    top, done = db.execute(f"SELECT MAX(COALESCE((SELECT MAX(seq) FROM checkpoints), 0), "
-                           f"COALESCE((SELECT MAX(seq) FROM log), 0), {_FOLDED}), "
-                           f"{_FOLDED}").fetchone()
-    seq = top + 1  # above every seq used, the folded ones included (whose rows may be gone)
+    the piece's slot holds a live piece. ``place``: :data:`PLACE`, when the caller read it
+    in this transaction and wrote no piece since. In the caller's transaction."""
+    top, done = place or db.execute(f"SELECT {PLACE}").fetchone()
+    seq = top + 1
     if seq - FOLD_AT > done:  # the slot holds piece seq - FOLD_AT, not folded yet
         fold(db)
     keys = text = None
