@@ -208,3 +208,25 @@ async def test_a_failed_fold_keeps_every_piece(tmp_path: Path) -> None:
         for run in failed:  # its committed pieces are whole: it goes on from the last one
             done = await runtime.aresume(run, graph=_chain(3 * FOLD_AT))
             assert done.data["n"] == 3 * FOLD_AT
+
+
+def chain_past_a_fold() -> Any:
+    """A chain whose commits go past the first fold (built again in each process)."""
+    return _chain(FOLD_AT + 4)
+
+
+def sqlite_in(directory: str) -> SQLiteCheckpointStore:
+    """The store ``check_crash_recovery`` reopens in each fresh process."""
+    return SQLiteCheckpointStore(Path(directory) / "crash.db")
+
+
+def test_a_process_killed_around_a_fold_loses_no_acknowledged_step() -> None:
+    """A real process is killed before and after the commits next to a fold (the log full,
+    the fold, the first piece after it); a fresh process reopens the file, finds every
+    checkpoint whose commit returned, and ends where the crash-free run ends."""
+    from pytest_graphflow.invariants import check_crash_recovery
+
+    found = check_crash_recovery(chain_past_a_fold, {}, store_factory=sqlite_in,
+                                 points=[FOLD_AT - 1, FOLD_AT, FOLD_AT + 1],
+                                 phases=("before", "after"))
+    assert found == []
