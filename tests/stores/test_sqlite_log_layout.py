@@ -230,3 +230,57 @@ def test_a_process_killed_around_a_fold_loses_no_acknowledged_step() -> None:
                                  points=[FOLD_AT - 1, FOLD_AT, FOLD_AT + 1],
                                  phases=("before", "after"))
     assert found == []
+
+
+class _FoldBetweenReads:
+    """A connection that lets another store fold the log right after its first read of the
+    indexed ``checkpoints`` table (the moment a read of both tables is most exposed)."""
+
+    def __init__(self, db: sqlite3.Connection, fold: Any) -> None:
+        self._db, self._fold = db, fold
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        cursor = self._db.execute(sql, *args)
+        if self._fold is not None and ("FROM checkpoints" in sql or "FROM events" in sql):
+            rows = cursor.fetchall()
+            fold, self._fold = self._fold, None
+            fold()
+            return _Rows(rows)
+        return cursor
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+
+class _Rows:
+    def __init__(self, rows: list[Any]) -> None:
+        self.rows = rows
+
+    def fetchall(self) -> list[Any]:
+        return self.rows
+
+    def fetchone(self) -> Any:
+        return self.rows[0] if self.rows else None
+
+
+@pytest.mark.anyio
+async def test_a_read_sees_one_moment_while_another_store_folds_the_log(tmp_path: Path) -> None:
+    """Another store folds the log between a read's two queries (the indexed table, then the
+    log): the read still sees every checkpoint, once."""
+    path = tmp_path / "race.db"
+    with SQLiteCheckpointStore(path) as writer, SQLiteCheckpointStore(path) as reader:
+
+        def fold() -> None:
+            with writer._folded():
+                pass
+
+        for seed, read in enumerate((reader.list, reader.latest, reader.events)):
+            run = await GraphRuntime(writer, clock=VirtualClock(), seed=seed).ainvoke(_chain(5))
+            expected = await read(run.run_id)  # type: ignore[operator]
+            assert writer._conn.execute("SELECT COUNT(*) FROM log").fetchone()[0] > 0
+            plain = reader._conn
+            reader._db = _FoldBetweenReads(plain, fold)  # type: ignore[assignment]
+            try:
+                assert await read(run.run_id) == expected  # type: ignore[operator]
+            finally:
+                reader._db = plain

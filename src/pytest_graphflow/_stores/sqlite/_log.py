@@ -74,10 +74,11 @@ class SQLiteLog(SQLiteTransactions):
         earliest = self._earliest(self._conn, run_id)
         if first < earliest:
             raise rules.events_compacted(run_id, earliest)
-        rows = self._query("SELECT seq, data FROM events WHERE run_id = ? AND seq >= ? "
-                           "ORDER BY seq", (run_id, first))
         try:
-            tail = tail_events(self._conn, run_id)
+            with self._reading(self._conn):  # both tables as of one moment
+                rows = self._conn.execute("SELECT seq, data FROM events WHERE run_id = ? AND "
+                                          "seq >= ? ORDER BY seq", (run_id, first)).fetchall()
+                tail = tail_events(self._conn, run_id)
         except sqlite3.ProgrammingError:
             raise
         except sqlite3.Error as exc:

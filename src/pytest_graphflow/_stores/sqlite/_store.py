@@ -195,38 +195,36 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         """The checkpoints matching ``where`` (on the columns both tables share), in the
         indexed table and in the log, oldest first; with ``limit``, the newest ``limit``."""
         try:
-            if limit is None:
-                rows = db.execute(f"{_PICK} checkpoints WHERE {where} {_ORDER}",
-                                  params).fetchall()
-            else:
-                rows = db.execute(f"{_PICK} checkpoints WHERE {where} ORDER BY ts_us DESC, "
-                                  "seq DESC LIMIT ?", (*params, limit)).fetchall()
-                rows.reverse()
-            tail = db.execute(f"{_PICK} log WHERE id IS NOT NULL AND {LIVE} AND {where}",
-                              params).fetchall()
-            if tail:
-                rows = sorted(rows + tail, key=lambda r: (r[5], r[6]))
-                if limit is not None:
-                    rows = rows[-limit:] if limit else []
-            return decode(self.path, db, [r[:5] for r in rows])
+            with self._reading(db):  # both tables as of one moment (a fold moves rows)
+                rows, tail = self._rows_of_both(db, where, params, limit)
+                if tail:
+                    rows = sorted(rows + tail, key=lambda r: (r[5], r[6]))
+                    if limit is not None:
+                        rows = rows[-limit:] if limit else []
+                return decode(self.path, db, [r[:5] for r in rows])
         except sqlite3.ProgrammingError:
             raise
         except sqlite3.Error as exc:
             raise self._failure(exc) from None
 
+    @staticmethod
+    def _rows_of_both(db: sqlite3.Connection, where: str, params: tuple[Any, ...],
+                      limit: int | None) -> tuple[list[Any], list[Any]]:
+        """:meth:`_pick`'s rows: the indexed table's (oldest first), the log's live ones."""
+        if limit is None:
+            rows = db.execute(f"{_PICK} checkpoints WHERE {where} {_ORDER}", params).fetchall()
+        else:
+            rows = db.execute(f"{_PICK} checkpoints WHERE {where} ORDER BY ts_us DESC, "
+                              "seq DESC LIMIT ?", (*params, limit)).fetchall()
+            rows.reverse()
+        tail = db.execute(f"{_PICK} log WHERE id IS NOT NULL AND {LIVE} AND {where}",
+                          params).fetchall()
+        return rows, tail
+
     def _newest(self, db: sqlite3.Connection, where: str, params: tuple[Any, ...]
                 ) -> Checkpoint | None:
         found = self._pick(db, where, params, limit=1)
         return found[0] if found else None
-
-    @staticmethod
-    def _thread_latest(db: sqlite3.Connection, thread_id: str, column: str = "id") -> Any:
-        """``column`` of the thread's latest checkpoint (indexed table or log), or ``None``."""
-        rows = db.execute(f"SELECT {column}, ts_us, seq FROM checkpoints WHERE thread_id = ? "
-                          f"{_NEWEST}", (thread_id,)).fetchall()
-        rows += db.execute(f"SELECT {column}, ts_us, seq FROM log WHERE id IS NOT NULL AND "
-                           f"{LIVE} AND thread_id = ?", (thread_id,)).fetchall()
-        return max(rows, key=lambda r: (r[1], r[2]))[0] if rows else None
 
     def _write(self, db: sqlite3.Connection, cp: Checkpoint, data: str,
                events: Sequence[tuple[str, int, Any, str]] = (),
@@ -524,13 +522,18 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         if after is not None:
             where.append("c.thread_id > ?")
             params.append(after)
+        with self._reading(self._conn):  # both tables as of one moment
+            return self._waiting(tenant, limit, after, anyone, where, params)
+
+    def _waiting(self, tenant: str | None, limit: int | None, after: str | None,
+                 anyone: bool, where: Sequence[str], params: Sequence[Any]) -> WaitingPage:
         # Threads with a checkpoint in the log are judged by their latest of both tables;
         # the others by the indexed table's partial index, as before.
         fresh = {t for (t,) in self._query("SELECT DISTINCT thread_id FROM log WHERE id IS "
                                            f"NOT NULL AND {LIVE}")}
-        params.append(-1 if limit is None else limit + len(fresh))
         sql = (f"{SELECT} c WHERE {' AND '.join(where)} ORDER BY c.thread_id LIMIT ?")
-        found = [cp for cp in self._checkpoints(self._conn, sql, tuple(params))
+        found = [cp for cp in self._checkpoints(
+                     self._conn, sql, (*params, -1 if limit is None else limit + len(fresh)))
                  if cp.thread_id not in fresh]
         for thread in fresh:
             if after is not None and thread <= after:

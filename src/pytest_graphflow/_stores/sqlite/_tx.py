@@ -96,6 +96,21 @@ class SQLiteTransactions(ClosingStore):
             fold(db, erase=True)
             yield db
 
+    @contextmanager
+    def _reading(self, db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """Several reads as of one moment: a read transaction (in WAL mode, a snapshot), so a
+        fold by another connection between them cannot move a row out of their sight; inside
+        a transaction already, just that one."""
+        if db.in_transaction:
+            yield db
+            return
+        db.execute("BEGIN")
+        try:
+            yield db
+        finally:
+            if db.in_transaction:
+                db.execute("COMMIT")
+
     def _rollback(self, db: sqlite3.Connection) -> None:
         self._paths.forget()
         if db.in_transaction:
