@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ._exports import show_public as _show_public
 from ._graph._builder import CompiledGraph
 from ._properties.checks._checks import (
     Violation,
@@ -126,3 +127,6 @@ def assert_invariants(
                                  stream_raised=stream_raised)
     if found:
         raise AssertionError(format_violations(found, evs))
+
+# reprs and pickles name this module, not the private one that defines each name
+_show_public(__name__, globals(), __all__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, Unpack
 
 from pydantic import BaseModel
 
@@ -41,7 +41,7 @@ from ._deadline_ops import expire_due, list_waiting
 from ._delete import delete_thread
 from ._known import KnownGraphs
 from ._legs import Legs, check_recoverable
-from ._options import check_budget, check_constructor, check_graph, run_options
+from ._options import RunOptions, check_budget, check_constructor, check_graph, run_options
 from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
 from ._runner import Runner
 from ._step import run_step
@@ -179,7 +179,7 @@ class GraphRuntime:
         *,
         thread_id: str | None = None,
         mode: StreamMode = "events",
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> RunStream:
         """Start a run and stream its events (or a view of them, see ``mode``)."""
         check_graph(graph)
@@ -194,7 +194,7 @@ class GraphRuntime:
         *,
         graph: CompiledGraph | None = None,
         mode: StreamMode = "events",
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> RunStream:
         """Resume a paused, failed or cancelled run and stream its events from there.
 
@@ -222,7 +222,7 @@ class GraphRuntime:
         input: Mapping[str, Any] | BaseModel | None = None,
         *,
         thread_id: str | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Run ``graph`` to its end (or halt) and return the result.
 
@@ -244,7 +244,7 @@ class GraphRuntime:
         resume: Resume | None = None,
         *,
         graph: CompiledGraph | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Resume a run and return its result (see :meth:`resume_stream`)."""
         stream = self.resume_stream(run_or_checkpoint_id, resume, graph=graph, **options)
@@ -256,7 +256,7 @@ class GraphRuntime:
         thread_id: str,
         *,
         graph: CompiledGraph | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Continue the incomplete run of ``thread_id`` (after a crash, a failure, a
         cancellation or a timeout) from its last checkpoint — what a fresh process calls
@@ -283,7 +283,7 @@ class GraphRuntime:
             lambda: self._legs.prepare_resume(run_id, None, graph, opts), "events"))
 
     def recover(
-        self, thread_id: str, *, graph: CompiledGraph | None = None, **options: Any
+        self, thread_id: str, *, graph: CompiledGraph | None = None, **options: Unpack[RunOptions]
     ) -> GraphResult[Any]:
         """Synchronous :meth:`arecover`."""
         return self._run_sync(self.arecover, thread_id, graph=graph, **options)
@@ -294,7 +294,7 @@ class GraphRuntime:
         input: Mapping[str, Any] | BaseModel | None = None,
         *,
         thread_id: str | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Synchronous :meth:`ainvoke` (runs an event loop of ``backend``)."""
         return self._run_sync(self.ainvoke, graph, input, thread_id=thread_id, **options)
@@ -305,7 +305,7 @@ class GraphRuntime:
         resume: Resume | None = None,
         *,
         graph: CompiledGraph | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Synchronous :meth:`aresume`."""
         return self._run_sync(self.aresume, run_or_checkpoint_id, resume, graph=graph,
@@ -317,7 +317,7 @@ class GraphRuntime:
         input: Mapping[str, Any] | BaseModel | None = None,
         *,
         thread_id: str | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> RunHandle:
         """Admit a run and return its :class:`RunHandle` (claims and ids are taken now)."""
         stream = self.stream(graph, input, thread_id=thread_id, **options)
@@ -328,7 +328,7 @@ class GraphRuntime:
         self,
         graph: CompiledGraph,
         input: Mapping[str, Any] | BaseModel | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> Trace:
         """Run to the end and return a :class:`Trace` (result, events, store log)."""
         return await self._trace(self.stream(graph, input, **options))
@@ -337,19 +337,19 @@ class GraphRuntime:
         self,
         graph: CompiledGraph,
         input: Mapping[str, Any] | BaseModel | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> Trace:
         """Synchronous :meth:`atrace`."""
         return self._run_sync(self.atrace, graph, input, **options)
 
     async def aresume_trace(
-        self, run_or_checkpoint_id: str, resume: Resume | None = None, **options: Any
+        self, run_or_checkpoint_id: str, resume: Resume | None = None, **options: Unpack[RunOptions]
     ) -> Trace:
         """Resume and return a :class:`Trace` of the resumed leg."""
         return await self._trace(self.resume_stream(run_or_checkpoint_id, resume, **options))
 
     def resume_trace(
-        self, run_or_checkpoint_id: str, resume: Resume | None = None, **options: Any
+        self, run_or_checkpoint_id: str, resume: Resume | None = None, **options: Unpack[RunOptions]
     ) -> Trace:
         """Synchronous :meth:`aresume_trace`."""
         return self._run_sync(self.aresume_trace, run_or_checkpoint_id, resume, **options)
@@ -361,7 +361,7 @@ class GraphRuntime:
         *,
         run_id: str | None = None,
         resume: Resume | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Run one superstep: start a run (``run_id=None``) or continue ``run_id`` by one.
 
@@ -384,7 +384,7 @@ class GraphRuntime:
         *,
         run_id: str | None = None,
         resume: Resume | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Synchronous :meth:`astep`."""
         return self._run_sync(self.astep, graph, input, run_id=run_id, resume=resume,

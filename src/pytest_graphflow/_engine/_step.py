@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from .._graph._builder import CompiledGraph
 from .._graph._node import Resume
 from ..errors import InvalidArgument
-from ._options import check_graph, run_options
+from ._options import RunOptions, check_graph, run_options
 from ._results import GraphResult
 from ._run_state import STEPPING
 from ._stream import RunStream, drain
@@ -49,7 +49,7 @@ async def run_step(
     input: Mapping[str, Any] | BaseModel | None,
     run_id: str | None,
     resume: Resume | None,
-    options: dict[str, Any],
+    options: RunOptions,
 ) -> GraphResult[Any]:
     """Run one superstep of ``graph`` on ``rt`` (see ``GraphRuntime.astep``)."""
     check_graph(graph)
