@@ -37,7 +37,7 @@ from ._file import SYNCHRONOUS, open_store
 from ._log import SQLiteLog
 from ._rows import SELECT, PathWriter, decode, encode, with_tail
 from ._schema import SCHEMA_VERSION
-from ._tail import LIVE, PLACE, put_piece
+from ._tail import FOLDED, LIVE, put_piece
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
 
@@ -45,17 +45,16 @@ _ORDER = "ORDER BY ts_us, seq"
 _NEWEST = "ORDER BY ts_us DESC, seq DESC LIMIT 1"
 _PRELUDE = (
     "SELECT (SELECT token FROM claims WHERE thread_id = ? AND run_id IS NOT NULL), "
-    "(SELECT id FROM (SELECT * FROM (SELECT id, ts_us, seq FROM checkpoints WHERE thread_id = ? "
-    f"{_NEWEST}) UNION ALL SELECT id, ts_us, seq FROM log WHERE id IS NOT NULL AND {LIVE} AND "
-    f"thread_id = ?) {_NEWEST}), "
     "(SELECT earliest_seq FROM event_compactions WHERE run_id = ?), "
-    f"{PLACE}, "
-    f"EXISTS (SELECT 1 FROM checkpoints WHERE id = ?) OR EXISTS (SELECT 1 FROM log WHERE id = ? "
-    f"AND {LIVE})"
+    f"COALESCE((SELECT MAX(seq) FROM checkpoints), 0), {FOLDED}, "
+    "EXISTS (SELECT 1 FROM checkpoints WHERE id = ?)"
 )
-"""A commit's reads, one statement: the thread's claim token, its latest checkpoint (of
-both tables), the run's compaction point, :data:`~._tail.PLACE`, whether the first
-checkpoint's id is stored."""
+"""A commit's reads of the indexed tables, one statement of index lookups: the thread's claim
+token, the run's compaction point, the last seq of ``checkpoints``, the last folded one,
+whether the first checkpoint's id is there. The thread's latest checkpoint there is one
+more lookup (:data:`_THREAD_TOP`), the log's live rows one scan (:data:`_LIVE_ROWS`)."""
+_THREAD_TOP = f"SELECT id, ts_us, seq FROM checkpoints WHERE thread_id = ? {_NEWEST}"
+_LIVE_ROWS = "SELECT seq, id, thread_id, ts_us FROM log WHERE seq > ?"
 _PICK = "SELECT id, format_version, data, path_id, path_len, ts_us, seq FROM"
 """A checkpoint row (what :func:`decode` reads) and its order, from ``checkpoints`` or
 ``log`` (the pieces not folded yet, see :mod:`._tail`)."""
@@ -311,10 +310,20 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         row = dumped_row if type(events) is DumpedEvents else event_row
         rows = [row(run_id, data, seq) for seq, data in normalised]
         with self._tx() as db:
-            # What the checks and the first piece need, read in one statement.
-            held, latest, earliest, top, done, stored = db.execute(
-                _PRELUDE, (thread_id, thread_id, thread_id, run_id,
-                           cps[0].id if cps else "", cps[0].id if cps else "")).fetchone()
+            # What the checks and the first piece need: index lookups, then one scan of the
+            # log's live rows (at most FOLD_AT).
+            first = cps[0].id if cps else ""
+            held, earliest, top, done, stored = db.execute(
+                _PRELUDE, (thread_id, run_id, first)).fetchone()
+            latest, at, order = db.execute(_THREAD_TOP, (thread_id,)).fetchone() or (
+                None, 0, 0)
+            for seq, cid, thread, ts_us in db.execute(_LIVE_ROWS, (done,)):
+                top = max(top, seq)
+                if cid is not None:
+                    stored = stored or cid == first
+                    if thread == thread_id and (latest is None or (ts_us, seq) > (at, order)):
+                        latest, at, order = cid, ts_us, seq
+            top = max(top, done)
             if held != token:
                 self._hold(db, thread_id, token)  # raises StaleClaim
             rules.check_lineage(thread_id, latest, cps, normalised)

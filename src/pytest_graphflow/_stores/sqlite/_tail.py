@@ -28,14 +28,16 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["FOLD_AT", "LIVE", "LOG_COLUMNS", "PLACE", "fold", "put_piece", "tail_events"]
+__all__ = ["FOLDED", "FOLD_AT", "LIVE", "LOG_COLUMNS", "PLACE", "fold", "put_piece",
+           "tail_events"]
 
 FOLD_AT = 16
 """Slots of the log: pieces it holds before a commit folds them into the indexed tables."""
 
-_FOLDED = "(SELECT COALESCE(MAX(CAST(value AS INTEGER)), 0) FROM meta WHERE key = 'log_folded')"
+FOLDED = "(SELECT COALESCE(MAX(CAST(value AS INTEGER)), 0) FROM meta WHERE key = 'log_folded')"
+"""The seq of the last piece folded (0 before the first fold), as an SQL expression."""
 
-LIVE = f"seq > {_FOLDED}"
+LIVE = f"seq > {FOLDED}"
 """The log's rows not folded yet (a condition on ``log``)."""
 
 LOG_COLUMNS = ("id, thread_id, ts_us, node_id, status, tenant_id, graph_id, step, timestamp, "
@@ -51,7 +53,7 @@ _EventRow = tuple[str, int, Any, str]
 
 
 PLACE = (f"MAX(COALESCE((SELECT MAX(seq) FROM checkpoints), 0), COALESCE((SELECT MAX(seq) "
-         f"FROM log), 0), {_FOLDED}), {_FOLDED}")
+         f"FROM log), 0), {FOLDED}), {FOLDED}")
 """Two columns: the last seq used (the folded ones included, whose rows may be gone) and
 the last one folded; what :func:`put_piece` needs to place a piece."""
 
