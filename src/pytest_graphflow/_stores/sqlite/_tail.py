@@ -87,25 +87,28 @@ def fold(db: sqlite3.Connection, *, erase: bool = False) -> None:
     them folded; ``erase``: then delete the log's rows (the folded pieces stay in the slots
     until overwritten, so an operation that deletes data erases them). In the caller's
     transaction."""
-    rows = db.execute(f"SELECT seq, run_id, {LOG_COLUMNS}, ev_keys, events FROM log "
-                      f"WHERE {LIVE} ORDER BY seq").fetchall()
-    if erase:
-        db.execute("DELETE FROM log")
-    if not rows:
+    pieces = db.execute(f"SELECT seq, run_id, ev_keys, events FROM log WHERE {LIVE} "
+                        "ORDER BY seq").fetchall()
+    if not pieces:
+        if erase:
+            db.execute("DELETE FROM log")
         return
-    db.executemany(
+    # The checkpoints are copied by SQLite itself; the events are split here.
+    db.execute(
         "INSERT INTO checkpoints (seq, run_id, id, thread_id, ts_us, node_id, status, "
         "tenant_id, graph_id, step, timestamp, format_version, path_id, path_len, data) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [r[:15] for r in rows if r[2] is not None])
+        f"SELECT seq, run_id, {LOG_COLUMNS} FROM log WHERE id IS NOT NULL AND seq > ? "
+        "ORDER BY seq", (pieces[0][0] - 1,))
     events: list[_EventRow] = []
-    for r in rows:
-        if r[16] is not None:
-            events.extend(_events_of(r[1], r[15], r[16]))
+    for _, run_id, keys, text in pieces:
+        if text is not None:
+            events.extend(_events_of(run_id, keys, text))
     if events:
         db.executemany("INSERT OR REPLACE INTO events (run_id, seq, type, data) "
                        "VALUES (?, ?, ?, ?)", events)
-    db.execute("INSERT OR REPLACE INTO meta VALUES ('log_folded', ?)", (str(rows[-1][0]),))
+    if erase:
+        db.execute("DELETE FROM log")
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('log_folded', ?)", (str(pieces[-1][0]),))
 
 
 def tail_events(db: sqlite3.Connection, run_id: str) -> list[_EventRow]:
