@@ -349,8 +349,6 @@ def _package_imports(type_checking: bool = False) -> dict[str, set[str]]:
 # small internal interface); ``_graph``'s and ``_time``'s are annotations of the builder's
 # specs, the node context and the virtual clock.
 KNOWN_TYPE_CYCLES: set[str] = {
-    "_engine: _hooks -> _task -> _hooks",
-    "_engine: _deadline_ops -> _runtime -> _deadline_ops",
     "_graph: _builder -> _compiled -> _builder",
     "_graph: _node -> _tools -> _node",
     "_time: _clock -> _wallclock -> _clock",

@@ -19,7 +19,7 @@ from ..errors import InvalidArgument, UnknownKey, UpdateRejected
 
 if TYPE_CHECKING:
     from .._records._events import Interrupt
-    from ._runtime import GraphRuntime
+    from ._host import RunDefaults
 
 __all__ = [
     "RunOptions",
@@ -61,7 +61,7 @@ def check_graph(graph: Any) -> None:
         raise InvalidArgument(f"expected a CompiledGraph, got {graph!r}{hint}")
 
 
-def run_options(runtime: GraphRuntime, options: Mapping[str, Any]) -> dict[str, Any]:
+def run_options(runtime: RunDefaults, options: Mapping[str, Any]) -> dict[str, Any]:
     allowed = RunOptions.__optional_keys__
     unknown = sorted(set(options) - allowed)
     if unknown:

@@ -21,7 +21,6 @@ from .._graph._node import Resume
 from .._records._checkpoint import Checkpoint
 from .._records._checks import check_id, check_optional_id
 from .._records._events import EventBase, Interrupt
-from .._records._ids import IdSource
 from .._stores._claims import store_claim_ttl
 from .._stores._default import default_store
 from .._stores._deletion import DeletedThread
@@ -39,22 +38,20 @@ from ..errors import (
 )
 from ._deadline_ops import expire_due, list_waiting
 from ._delete import delete_thread
-from ._known import KnownGraphs
+from ._host import KEPT_RECORDS, RunBook, RunIds
 from ._legs import Legs, check_recoverable
 from ._options import RunOptions, check_budget, check_constructor, check_graph, run_options
 from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
+from ._run_state import RunState
 from ._runner import Runner
 from ._step import run_step
 from ._stream import RunHandle, RunStream, drain
 from ._subgraph import run_subgraph
-from ._update import write_update
+from ._write_update import write_update
 
-__all__ = ["GraphRuntime"]
+__all__ = ["GraphRuntime", "child_runtime", "run_sync", "use_run_ids"]
 
 T = TypeVar("T")
-KEPT_RECORDS = 256
-"""Over a store that keeps run records, the ended runs whose records a runtime holds (the
-newest); older ones are read back from the store."""
 StreamMode = Literal["events", "updates", "values", "custom", "debug"]
 _DEFAULT: Any = object()
 
@@ -130,14 +127,10 @@ class GraphRuntime:
         self.checkpoint_policy = checkpoint_policy
         self.on_leg = on_leg
         self.middleware, self.guardrails = checked_hooks(middleware, guardrails, "GraphRuntime")
-        self._policy_graphs: dict[int, tuple[CompiledGraph, CompiledGraph]] = {}
-        self._ids = IdSource(seed)
-        self._graphs = KnownGraphs()
-        self._runs: dict[str, RunRecord] = {}
-        self._live: dict[str, Runner] = {}
+        self._book = RunBook.seeded(seed)
         if self._features.clock_binding:
             store.bind_clock(self.clock)  # type: ignore[attr-defined]
-        self._legs = Legs(self, _SUBGRAPHS)
+        self._legs = Legs(self, self._book, _SUBGRAPHS)
         install_hooks()  # the first runtime patches the sleeps (importing patches nothing)
         install_blocking_sleep_warning()
 
@@ -375,7 +368,8 @@ class GraphRuntime:
         requested (seed 004's "interrupt flag"; see :mod:`._step`); the sync ``step`` lets a
         ``KeyboardInterrupt`` go on after cancelling the superstep the same way.
         """
-        return await run_step(self, graph, input, run_id, resume, options)
+        return await run_step(self, self._legs, self.resume_stream, graph, input, run_id,
+                              resume, options)
 
     def step(
         self,
@@ -488,7 +482,7 @@ class GraphRuntime:
             GraphExecutionError: the store cannot delete threads (no ``delete_thread``).
         """
         tenant = self.tenant_id if tenant_id is _DEFAULT else tenant_id
-        return await delete_thread(self, thread_id, tenant)
+        return await delete_thread(self._legs, thread_id, tenant)
 
     def delete_thread(
         self, thread_id: str, *, tenant_id: str | None = _DEFAULT
@@ -546,7 +540,7 @@ class GraphRuntime:
                 ``run_id`` (inside an event loop: when this runtime holds none; a record it
                 no longer holds is read with ``await runtime.arun_record(run_id)``).
         """
-        held = self._runs.get(run_id)
+        held = self._book.records.get(run_id)
         if held is not None:
             return held
         if self._records_in_store() and not in_running_loop():
@@ -564,7 +558,7 @@ class GraphRuntime:
             CheckpointNotFound: when neither has a record of ``run_id``.
         """
         check_id(run_id, "run_id", "arun_record")
-        found = await self._find_record(run_id)
+        found = await self._legs.find_record(run_id)
         if found is None:
             where = " or in its store" if self._records_in_store() else ""
             raise CheckpointNotFound(f"there is no record of run {run_id!r} in this "
@@ -577,7 +571,7 @@ class GraphRuntime:
         ran, except over a store that keeps run records, where it holds those of its live
         runs and of its last ``KEPT_RECORDS`` (256) ended ones (the store has the rest:
         :meth:`arun_record`, ``await store.runs()``)."""
-        return list(self._runs.values())
+        return list(self._book.records.values())
 
     async def waiting(
         self, *, tenant_id: str | None = _DEFAULT, limit: int | None = None,
@@ -636,7 +630,7 @@ class GraphRuntime:
     def register(self, graph: CompiledGraph) -> None:
         """Remember ``graph`` so runs of it can be resumed by id alone."""
         check_graph(graph)
-        self._graphs.register(graph)
+        self._book.graphs.register(graph)
 
     # ------------------------------------------------------------------ internals
 
@@ -655,44 +649,16 @@ class GraphRuntime:
         if latest is not None:
             owner = latest.tenant_id
         else:
-            record = await self._find_record(run_id)
+            record = await self._legs.find_record(run_id)
             if record is None:
                 return
             owner = record.tenant_id
         if owner != tenant:
             raise TenantMismatch(run_id, tenant, what="run")
 
-    async def _find_record(self, run_id: str) -> RunRecord | None:
-        """The record of ``run_id``: the one this runtime holds, else the store's, or
-        ``None``."""
-        held = self._runs.get(run_id)
-        if held is not None:
-            return held
-        if not self._records_in_store():
-            return None
-        found = await self.store.run(run_id)  # type: ignore[attr-defined]
-        return None if found is None else RunRecord.from_dict(found)
-
     def _records_in_store(self) -> bool:
         """Whether the store keeps the run records (then the runtime holds only a few)."""
         return self._features.run_records
-
-    def _forget_ended(self) -> None:
-        """Over a store that keeps run records, let go of the records of the oldest ended
-        runs beyond :data:`KEPT_RECORDS` (a long-lived runtime, a ``Worker``, would otherwise
-        hold one per run it ever ran)."""
-        excess = len(self._runs) - KEPT_RECORDS
-        if excess <= 0 or not self._records_in_store():
-            return
-        doomed: list[str] = []
-        for run_id in self._runs:
-            live = self._live.get(run_id)
-            if live is None or live.done:
-                doomed.append(run_id)
-                if len(doomed) == excess:
-                    break
-        for run_id in doomed:
-            del self._runs[run_id]
 
     async def _trace(self, stream: RunStream) -> Trace:
         store: Any = self.store
@@ -718,4 +684,27 @@ class GraphRuntime:
                               "graph_runtime.atrace(...)` / `ainvoke(...)`) in async code")
 
 
-_SUBGRAPHS = functools.partial(run_subgraph, runtime=GraphRuntime)
+def use_run_ids(runtime: GraphRuntime, ids: RunIds) -> None:
+    """Make ``runtime`` take its new run ids from ``ids`` (a replay's recorded token)."""
+    runtime._book.ids = ids
+
+
+def run_sync(runtime: GraphRuntime, fn: Callable[[], Awaitable[T]]) -> T:
+    """Run ``fn`` to its end from sync code, on ``runtime``'s clock and backend, as its
+    sync methods do (``assert_replays``)."""
+    return runtime._run_sync(fn)
+
+
+def child_runtime(run: RunState, on_interrupt: Callable[[Interrupt], object] | None,
+                  ids: RunIds) -> GraphRuntime:
+    """The runtime a subgraph node runs its child on: the parent leg's store, clock, seed,
+    tenant and budget, with run ids derived from the parent task (``ids``)."""
+    spec = run.spec
+    rt = GraphRuntime(store=spec.store, clock=spec.clock, seed=spec.seed,
+                      tenant_id=spec.tenant_id, max_supersteps=spec.max_supersteps,
+                      on_interrupt=on_interrupt)
+    rt._book.ids = ids
+    return rt
+
+
+_SUBGRAPHS = functools.partial(run_subgraph, runtime=child_runtime)
