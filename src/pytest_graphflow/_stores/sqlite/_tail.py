@@ -8,7 +8,7 @@ commit writes one page of it, plus the run record when that changes. When a piec
 overwrite a slot that holds a piece not folded yet, the commit first folds the log: it moves
 the pieces into the indexed tables (``checkpoints``, ``events``) in bulk, where a few pages
 per index take many rows at once, and marks them folded (``meta.log_folded``, the last folded
-seq). A step then writes about 2 pages on average. Slots are reused, never deleted, so the
+seq). A plain chain then writes 2.7-2.8 pages a step. Slots are reused, never deleted, so the
 log's pages are not freed and allocated again (which writes the free list and the file's
 header at each turn).
 
