@@ -9,7 +9,6 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -32,6 +31,7 @@ from ._primitives import (
     Retry,
 )
 from ._reducers import reducers_of
+from ._specs import Branch, Join, NodeSpec
 from ._validate import reachable, structure_problems
 
 __all__ = [
@@ -77,69 +77,6 @@ def _arity(fn: Callable[..., Any], what: str) -> int:
 
 
 _is_async = is_async_hook
-
-
-@dataclass(frozen=True)
-class NodeSpec:
-    """A node as declared: its function and its contract (internal)."""
-
-    name: str
-    fn: Callable[..., Any]
-    index: int
-    arity: int
-    is_async: bool
-    effect: str
-    retry: Retry | None
-    on_error: str | None
-    writes: frozenset[str] | None
-    checkpoint: bool
-    destinations: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Branch:
-    """A conditional edge (internal)."""
-
-    source: str
-    route: Callable[..., Any]
-    arity: int
-    mapping: Mapping[Hashable, str] | None
-    targets: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Join:
-    """A join: ``target`` runs once every source has arrived (internal)."""
-
-    target: str
-    sources: tuple[str, ...]
-    key: str = field(default="", compare=False)
-    """The join's key in a checkpoint's arrivals table."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "key", f"{'+'.join(self.sources)}->{self.target}")
-
-    def __hash__(self) -> int:
-        # Hashed once per process: a batch of N sources looks its join up N times, and
-        # hashing the sources each time cost O(N) a lookup.
-        found: int | None = self.__dict__.get("_hash")
-        if found is None:
-            found = hash((self.target, self.sources))
-            object.__setattr__(self, "_hash", found)
-        return found
-
-    @property
-    def source_set(self) -> frozenset[str]:
-        """``sources`` as a set, built once: a batch checks its arrivals against it."""
-        found: frozenset[str] | None = self.__dict__.get("_source_set")
-        if found is None:
-            found = frozenset(self.sources)
-            object.__setattr__(self, "_source_set", found)
-        return found
-
-    def __getstate__(self) -> dict[str, Any]:
-        # A string's hash differs between processes: a copy hashes itself again.
-        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_source_set")}
 
 
 def node_names(value: str | Iterable[str], what: str) -> list[str]:

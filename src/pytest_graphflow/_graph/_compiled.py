@@ -12,9 +12,9 @@ from ..errors import InvalidArgument
 from ._primitives import POLICIES, CheckpointPolicy, Reducer
 
 if TYPE_CHECKING:
-    from ._builder import Branch, Graph, Join, NodeSpec
     from ._deadlines import TimeoutAnswer
     from ._middleware import Guardrail, Middleware
+    from ._specs import Branch, DeclaredGraph, Join, NodeSpec
 
 __all__ = ["CompiledGraph"]
 
@@ -36,7 +36,7 @@ class CompiledGraph:
             not part of ``revision``.
     """
 
-    def __init__(self, graph: Graph, checkpoint_policy: str) -> None:
+    def __init__(self, graph: DeclaredGraph, checkpoint_policy: str) -> None:
         self.on_timeout: str | TimeoutAnswer | None = None
         self.interrupt_before: frozenset[str] = frozenset()
         self.interrupt_after: frozenset[str] = frozenset()

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from ._names import END, START
 
 if TYPE_CHECKING:
-    from ._builder import CompiledGraph
+    from ._specs import DrawnGraph
 
 __all__ = ["Edge", "edges", "render"]
 
@@ -55,12 +55,12 @@ class Edge:
         return {"on_error": "error", "join": "join"}.get(self.label or "", "static")
 
 
-def edges(graph: CompiledGraph) -> list[Edge]:
+def edges(graph: DrawnGraph) -> list[Edge]:
     """Every edge of ``graph`` as the Mermaid diagram draws it, in the diagram's order."""
     return _edges(graph)
 
 
-def render(graph: CompiledGraph, *, path: Sequence[tuple[str, str]] | None = None) -> str:
+def render(graph: DrawnGraph, *, path: Sequence[tuple[str, str]] | None = None) -> str:
     """The graph as a Mermaid ``flowchart TD``.
 
     Args:
@@ -95,7 +95,7 @@ def render(graph: CompiledGraph, *, path: Sequence[tuple[str, str]] | None = Non
     return "\n".join(lines)
 
 
-def _node_ids(graph: CompiledGraph) -> dict[str, str]:
+def _node_ids(graph: DrawnGraph) -> dict[str, str]:
     """Mermaid-safe ids: ``START``, ``END`` and ``n_<name>`` (deduplicated after escaping)."""
     ids = {START: "START", END: "END"}
     used = set(ids.values())
@@ -110,7 +110,7 @@ def _node_ids(graph: CompiledGraph) -> dict[str, str]:
     return ids
 
 
-def _edges(graph: CompiledGraph) -> list[Edge]:
+def _edges(graph: DrawnGraph) -> list[Edge]:
     """Every edge to draw, in declared order: per source (START first, then nodes) its static
     edges, branches, failure route and destinations; then the joins."""
     out: list[Edge] = []

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from ..errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from ._builder import CompiledGraph
+    from ._compiled import CompiledGraph
 
 __all__ = ["Subgraph"]
 

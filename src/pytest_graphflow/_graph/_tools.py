@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, Protocol, overload
 
 import anyio
 
@@ -28,8 +28,30 @@ from ..errors import GraphExecutionError, InvalidArgument, ToolFailed
 from ._middleware import is_async_hook
 from ._primitives import EFFECTS, REPLAYED_EFFECTS, Retry
 
-if TYPE_CHECKING:
-    from ._node import NodeContext
+
+class _ToolLeg(Protocol):
+    @property
+    def tool_calls(self) -> dict[str, dict[str, Any]]: ...
+
+
+class ToolContext(Protocol):
+    """What a tool call reads of a task's ``_node.NodeContext`` (the one implementation):
+    named here so that this module does not import the node module that imports it."""
+
+    _custom: list[tuple[str, Any]]
+    _erng: EntropyStream | None
+    _tool: Any
+
+    @property
+    def _leg(self) -> _ToolLeg: ...
+    @property
+    def node(self) -> str: ...
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    def now(self) -> datetime: ...
+    def _stream_key(self, kind: str) -> str: ...
 
 __all__ = ["TOOL_PLAYBACK", "Fatal", "Tool", "ToolCall", "ToolCallRecord", "ToolResult",
            "acall_tool", "call_tool", "play_back", "tool"]
@@ -250,7 +272,7 @@ class ToolState:
         self.updates: list[dict[str, Any]] = []
 
 
-def _emit(ctx: NodeContext, record: ToolCallRecord) -> None:
+def _emit(ctx: ToolContext, record: ToolCallRecord) -> None:
     """Add a call's event to its task, timed from the call's start to now (unless the record
     carries its times: a played-back call)."""
     if record.finished_at is None:
@@ -261,7 +283,7 @@ def _emit(ctx: NodeContext, record: ToolCallRecord) -> None:
     ctx._custom.append(("tool_call", record))
 
 
-def state_of(ctx: NodeContext) -> ToolState:
+def state_of(ctx: ToolContext) -> ToolState:
     """The task's tool state, made on first use."""
     st: ToolState | None = ctx._tool
     if st is None:
@@ -269,7 +291,7 @@ def state_of(ctx: NodeContext) -> ToolState:
     return st
 
 
-def asked(ctx: NodeContext, question: str) -> None:
+def asked(ctx: ToolContext, question: str) -> None:
     """``interrupt(id=question)`` is asked in ``ctx``'s task: inside a tool call, a question
     the tool does not declare fails the call (and the task) with ``ToolFailed``."""
     st: ToolState | None = ctx._tool
@@ -280,7 +302,7 @@ def asked(ctx: NodeContext, question: str) -> None:
     raise _fail(ctx, st, t, call.key, "undeclared_question", repr(question), call.args)
 
 
-def _fail(ctx: NodeContext, st: ToolState, t: Tool, key: str, cause: str, detail: str,
+def _fail(ctx: ToolContext, st: ToolState, t: Tool, key: str, cause: str, detail: str,
           args: Any) -> ToolFailed:
     err = ToolFailed(cause, t.name, key=key, node=ctx.node, task_id=ctx.task_id, detail=detail)
     if st.failure is None:
@@ -290,7 +312,7 @@ def _fail(ctx: NodeContext, st: ToolState, t: Tool, key: str, cause: str, detail
     return err
 
 
-def _begin(ctx: NodeContext, t: Tool, args: Any) -> tuple[ToolState, ToolCall, Any]:
+def _begin(ctx: ToolContext, t: Tool, args: Any) -> tuple[ToolState, ToolCall, Any]:
     """Check the call, give it its key; the recorded result when it is a replay."""
     if not isinstance(t, Tool):
         raise InvalidArgument(f"call_tool({t!r}): pass a Tool (declare it with @tool(...))")
@@ -347,7 +369,7 @@ def _times(event: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
     return read("started_at"), read("finished_at")
 
 
-def _play(ctx: NodeContext, st: ToolState, t: Tool, call: ToolCall,
+def _play(ctx: ToolContext, st: ToolState, t: Tool, call: ToolCall,
           event: Mapping[str, Any] | None) -> None:
     """Play back the recording of ``call`` (during a replay): the event as recorded, its
     update, its record; its value, failure or exception (raised as ``_Played``)."""
@@ -390,7 +412,7 @@ def _exception(name: str, message: str) -> Exception:
     return cls(message)
 
 
-def play_back(ctx: NodeContext, event: Mapping[str, Any]) -> None:
+def play_back(ctx: ToolContext, event: Mapping[str, Any]) -> None:
     """Append a recorded ``tool_call`` event (wire form) to ``ctx``'s task as it was (a
     replay's stub of an ``external`` node plays back the tool calls it made)."""
     started, finished = _times(event)
@@ -402,7 +424,7 @@ def play_back(ctx: NodeContext, event: Mapping[str, Any]) -> None:
         started_at=started, finished_at=finished))
 
 
-def _replay(ctx: NodeContext, st: ToolState, t: Tool, call: ToolCall,
+def _replay(ctx: ToolContext, st: ToolState, t: Tool, call: ToolCall,
             recorded: dict[str, Any]) -> Any:
     update = recorded.get("update")
     if update:
@@ -413,7 +435,7 @@ def _replay(ctx: NodeContext, st: ToolState, t: Tool, call: ToolCall,
     return jcopy(recorded.get("value"))
 
 
-def _finish(ctx: NodeContext, st: ToolState, t: Tool, call: ToolCall, result: Any,
+def _finish(ctx: ToolContext, st: ToolState, t: Tool, call: ToolCall, result: Any,
             attempts: int) -> Any:
     if st.failure is not None:
         raise st.failure  # it asked an undeclared question and swallowed the error
@@ -446,7 +468,7 @@ def _finish(ctx: NodeContext, st: ToolState, t: Tool, call: ToolCall, result: An
     return jcopy(value) if t.recorded else value
 
 
-def _failed_attempt(ctx: NodeContext, st: ToolState, t: Tool, call: ToolCall,
+def _failed_attempt(ctx: ToolContext, st: ToolState, t: Tool, call: ToolCall,
                     exc: Exception) -> float | None:
     """The wait before the next attempt, or ``None`` when the exception is final."""
     if st.failure is not None:
@@ -461,7 +483,7 @@ def _failed_attempt(ctx: NodeContext, st: ToolState, t: Tool, call: ToolCall,
     return None
 
 
-def call_tool(ctx: NodeContext, t: Tool, args: Any = None) -> Any:
+def call_tool(ctx: ToolContext, t: Tool, args: Any = None) -> Any:
     """``ctx.call_tool``: call a sync tool from node code (see :meth:`NodeContext.call_tool`)."""
     if isinstance(t, Tool) and t.is_async:
         raise InvalidArgument(f"tool {t.name!r} is async: call it with "
@@ -494,7 +516,7 @@ def call_tool(ctx: NodeContext, t: Tool, args: Any = None) -> Any:
         return _finish(ctx, st, t, call, result, call.attempt)
 
 
-async def acall_tool(ctx: NodeContext, t: Tool, args: Any = None) -> Any:
+async def acall_tool(ctx: ToolContext, t: Tool, args: Any = None) -> Any:
     """``ctx.acall_tool``: call a tool, sync or async, from an async node (see
     :meth:`NodeContext.acall_tool`)."""
     try:
@@ -536,7 +558,7 @@ class _OwnEntropy:
 
     __slots__ = ("ctx", "saved", "stream")
 
-    def __init__(self, ctx: NodeContext, key: str) -> None:
+    def __init__(self, ctx: ToolContext, key: str) -> None:
         self.ctx = ctx
         self.saved: Any = None
         self.stream = EntropyStream(ctx._stream_key(f"graphflow-tool-{key.rpartition(':')[2]}"))

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 from ._names import END, START
 
 if TYPE_CHECKING:
-    from ._builder import Graph
+    from ._specs import DeclaredGraph
 
 __all__ = ["reachable", "structure_problems"]
 
 
-def structure_problems(graph: Graph, before: list[str], after: list[str],
+def structure_problems(graph: DeclaredGraph, before: list[str], after: list[str],
                        on_timeout: object = None) -> list[str]:
     """Every structural problem of ``graph`` compiled with breakpoints ``before``/``after``
     and the timeout route ``on_timeout`` (a node name counts as reachable: any task asking
