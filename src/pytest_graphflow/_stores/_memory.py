@@ -40,27 +40,58 @@ _Normalised = list[tuple[int, dict[str, Any]]]
 _WHERE = "the in-memory store"
 
 
+_FIELDS = ("id", "run_id", "thread_id", "graph_id", "revision", "node_id", "node_ids", "step",
+           "parent_id", "timestamp", "state", "format_version", "status", "next_step", "tasks",
+           "completed", "interrupts", "answers", "visited", "arrivals", "next_seq", "error",
+           "tenant_id", "metadata")
+"""A checkpoint's fields, in the order the runtime hands them over (each a slot of
+:class:`_Draft`; a field set of another shape is kept as its dict)."""
+
+_LISTS = ("node_ids", "interrupts")
+"""List fields kept as tuples until the checkpoint is built (see :class:`_Draft`)."""
+
+
 class _Draft:
     """A checkpoint the runtime handed over, kept as its fields until someone reads it.
 
     Building the pydantic model (and the tuple of visited nodes) for every superstep costs
     more than the rest of a step; most checkpoints are never read back.
+
+    The store keeps every checkpoint of a run, so what each one holds is what the garbage
+    collector walks at every full collection of a long run: the fields are slots of the
+    draft (no dict of their own), and the lists of strings (``node_ids``, ``interrupts``,
+    most often empty) are kept as tuples, which the collector stops tracking. Three objects
+    fewer a step; :meth:`checkpoint` gives the lists back.
     """
 
-    __slots__ = ("_cp", "fields", "id", "metadata", "node_id", "node_ids", "parent_id",
-                 "run_id", "thread_id", "timestamp")
+    __slots__ = ("_cp", "_extra", *_FIELDS)
 
     def __init__(self, fields: dict[str, Any]) -> None:
-        self.fields = fields
-        self.id = fields["id"]
-        self.run_id = fields["run_id"]
-        self.thread_id = fields["thread_id"]
-        self.node_id = fields["node_id"]
-        self.node_ids = fields["node_ids"]
-        self.timestamp = fields["timestamp"]
-        self.parent_id = fields["parent_id"]
-        self.metadata = fields["metadata"]
         self._cp: Checkpoint | None = None
+        if len(fields) == len(_FIELDS) and tuple(fields) == _FIELDS:
+            self._extra: dict[str, Any] | None = None
+            for name, value in fields.items():
+                object.__setattr__(self, name, value)
+            for name in _LISTS:
+                value = fields[name]
+                if type(value) is list:
+                    object.__setattr__(self, name, tuple(value))
+        else:  # another shape (a newer writer): kept as given
+            self._extra = fields
+            for name in ("id", "run_id", "thread_id", "node_id", "node_ids", "timestamp",
+                         "parent_id", "metadata"):
+                object.__setattr__(self, name, fields[name])
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The checkpoint's fields, as the runtime handed them over."""
+        if self._extra is not None:
+            return self._extra
+        fields = {name: getattr(self, name) for name in _FIELDS}
+        for name in _LISTS:
+            if type(fields[name]) is tuple:
+                fields[name] = list(fields[name])
+        return fields
 
     def checkpoint(self) -> Checkpoint:
         """The checkpoint itself (built once, never handed out: reads copy it)."""
