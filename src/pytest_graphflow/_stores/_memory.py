@@ -65,6 +65,14 @@ class _Draft:
     """
 
     __slots__ = ("_cp", "_extra", *_FIELDS)
+    id: str
+    run_id: str
+    thread_id: str
+    node_id: str | None
+    node_ids: Sequence[str]
+    timestamp: datetime
+    parent_id: str | None
+    metadata: dict[str, Any]
 
     def __init__(self, fields: dict[str, Any]) -> None:
         self._cp: Checkpoint | None = None
