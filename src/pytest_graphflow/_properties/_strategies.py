@@ -373,12 +373,17 @@ def _nodes(draw: Any) -> None:
 _NODES = _nodes()
 
 
+@functools.lru_cache(maxsize=16)
+def _index(n: int) -> st.SearchStrategy[int]:
+    return st.integers(0, n - 1)  # built once per size, not at every draw
+
+
 @st.composite
 def _graph_specs(
     draw: Any, min_nodes: int, max_nodes: int, flags: dict[str, bool], policies: tuple[str, ...]
 ) -> GraphSpec:
     b = _Builder(flags["reducers"], min_nodes, max_nodes, flags)
-    policy = policies[draw(st.integers(0, len(policies) - 1))]
+    policy = policies[draw(_index(len(policies)))]
     token = _BUILDING.set(b)
     try:
         draw(_NODES)
@@ -482,9 +487,11 @@ def _inputs(keys: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries({"x": _SMALL}, optional=optional)
 
 
-_ANSWERS: st.SearchStrategy[Any] = st.one_of(
-    st.none(), st.booleans(), st.integers(-3, 3), st.text(alphabet="abc", max_size=3)
-)
+_ANSWER_POOL: tuple[Any, ...] = (None, False, True, 0, 1, -1, 2, -2, 3, -3, "", "a", "b", "c",
+                                 "ab", "ba", "ca", "abc", "cab", "bca")
+_ANSWERS: st.SearchStrategy[Any] = st.sampled_from(_ANSWER_POOL)
+"""One draw per answer (a ``one_of`` with a text costs four or five): ``None``, booleans,
+small ints and short strings of ``abc``, simplest first (shrinks toward ``None``)."""
 
 
 def resume_answers(
