@@ -24,7 +24,7 @@ import anyio
 from pydantic import BaseModel
 
 from pytest_graphflow import END, START, Graph, GraphRuntime
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 
 
 class S(BaseModel):

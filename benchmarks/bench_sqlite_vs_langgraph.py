@@ -24,7 +24,7 @@ from typing import Any
 from chains import gf_chain, lg_chain
 
 from pytest_graphflow import GraphRuntime
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 
 
 def timed(fn: Any) -> tuple[float, float]:

@@ -78,7 +78,7 @@ def empty_schema(dsn: str, schema: str) -> None:
     """Delete every row of a store schema (if it exists); its layout and version stay."""
     import psycopg
 
-    from pytest_graphflow._stores._pgschema import SCHEMA_VERSION
+    from pytest_graphflow._stores.postgres._schema import SCHEMA_VERSION
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         exists = conn.execute("SELECT to_regclass(%s)", (f"{schema}.claims",)).fetchone()
@@ -104,7 +104,7 @@ def pg_schema(postgres_dsn: str) -> Iterator[str]:
 def make_pg_store(postgres_dsn: str, pg_schema: str) -> Iterator[Callable[..., object]]:
     """Open PostgreSQL stores on this test's schema: ``make_pg_store(claim_ttl=5)``; every
     store opened is closed when the test ends."""
-    from pytest_graphflow._stores._postgres import PostgresCheckpointStore
+    from pytest_graphflow._stores.postgres._store import PostgresCheckpointStore
 
     opened: list[PostgresCheckpointStore] = []
 

@@ -214,7 +214,7 @@ def test_time_travel_numbers_its_events_after_the_whole_log() -> None:
     from pydantic import BaseModel
 
     from pytest_graphflow import END, START, Graph, GraphRuntime, VirtualClock
-    from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+    from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 
     class N(BaseModel):
         n: int = 0

@@ -19,8 +19,8 @@ from pytest_graphflow import (
     VirtualClock,
     interrupt,
 )
-from pytest_graphflow._stores._faulty import FaultyStore
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
+from pytest_graphflow._stores.faults._store import FaultyStore
 
 
 class S(BaseModel):

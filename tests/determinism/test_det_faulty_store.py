@@ -25,7 +25,7 @@ from pytest_graphflow import (
     ThreadBusy,
     VirtualClock,
 )
-from pytest_graphflow._stores import _faulty
+from pytest_graphflow._stores.faults import _store as _faulty
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,7 @@ def test_sync_fixtures_build_one_deterministic_runtime(graph_project: pytest.Pyt
         from pytest_graphflow import (
             DEFAULT_START, InMemoryCheckpointStore, StoreFault, VirtualClock,
         )
-        from pytest_graphflow._stores._faulty import FaultyStore
+        from pytest_graphflow._stores.faults._store import FaultyStore
         from gf_graphs import fan, sleepy
 
         def test_parts_fit_together(graph_runtime, graph_seed, virtual_clock, checkpoint_store,
@@ -235,3 +235,18 @@ def test_a_sqlite_store_closes_when_the_test_ends(graph_project: pytest.Pytester
     """))
     result = run("-q", "-p", "no:randomly", "test_close.py")
     result.assert_outcomes(passed=2)
+
+
+def test_fixtures_hand_over_objects_whose_classes_show_their_public_module(
+        graph_project: pytest.Pytester, run_subprocess: Run) -> None:
+    # a fresh interpreter: in this one every class was shown publicly long ago
+    graph_project.makepyfile(test_gf_public_reprs=dedent("""
+        def test_reprs(graph_runtime, checkpoint_store, store_faults, virtual_clock):
+            assert repr(type(graph_runtime)) == (
+                "<class 'pytest_graphflow.testing.RecordingRuntime'>")
+            assert type(checkpoint_store).__module__ == "pytest_graphflow"
+            assert type(store_faults).__module__ == "pytest_graphflow"
+            assert type(virtual_clock).__module__ == "pytest_graphflow"
+    """))
+    result = run_subprocess("-q", "test_gf_public_reprs.py")
+    result.assert_outcomes(passed=1)

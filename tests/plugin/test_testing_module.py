@@ -24,8 +24,8 @@ from pytest_graphflow import (
     VirtualClock,
     interrupt,
 )
-from pytest_graphflow._stores._faulty import FaultyStore
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow._stores.faults._store import FaultyStore
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 from pytest_graphflow.testing import (
     GraphRuntimeFactory,
     RecordingRuntime,

@@ -28,7 +28,7 @@ from pytest_graphflow import (
     VirtualClock,
     interrupt,
 )
-from pytest_graphflow._stores._faulty import FaultyStore
+from pytest_graphflow._stores.faults._store import FaultyStore
 from pytest_graphflow.invariants import (
     Mark,
     Violation,

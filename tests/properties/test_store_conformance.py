@@ -20,10 +20,10 @@ from hypothesis import Phase, settings
 from graphflow_postgres import empty_schema
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores._claims import checked_patch
-from pytest_graphflow._stores._faulty import FaultyStore
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores._postgres import PostgresCheckpointStore
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow._stores.faults._store import FaultyStore
+from pytest_graphflow._stores.postgres._store import PostgresCheckpointStore
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 from pytest_graphflow._time._clock import VirtualClock
 from pytest_graphflow.conformance import (
     StoreConformance,
@@ -325,7 +325,7 @@ def test_a_fork_applying_any_patch_conforms_and_the_runtime_refuses_what_does_no
 def run_settings(base: settings) -> settings:
     """``base`` with run_store_conformance's defaults (no deadline, no explain, short
     programs), as a user running under the graphflow-ci profile gets them."""
-    from pytest_graphflow._properties._conformance_run import _default_settings
+    from pytest_graphflow._properties.conformance._run import _default_settings
 
     defaults = _default_settings()
     return settings(base, stateful_step_count=defaults.stateful_step_count,
@@ -343,7 +343,7 @@ PLANTED_RUN = """
 import json, sys
 sys.path[:0] = {paths!r}
 from hypothesis import settings
-from pytest_graphflow._properties._profiles import register_profiles
+from pytest_graphflow._properties.strategies._profiles import register_profiles
 register_profiles()
 settings.load_profile("graphflow-ci")
 from graphflow_planted_stores import PLANTED

@@ -41,7 +41,7 @@ from pytest_graphflow._engine._runtime import CompiledGraph
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._records._json import MAX_DEPTH
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 
 
 class S(BaseModel):

@@ -26,7 +26,7 @@ from pytest_graphflow import (
     TimeoutAnswer,
     VirtualClock,
 )
-from pytest_graphflow._stores._sqlite_schema import SCHEMA_VERSION
+from pytest_graphflow._stores.sqlite._schema import SCHEMA_VERSION
 
 
 def runtime(store: Any, at: timedelta = timedelta(0), **options: Any) -> GraphRuntime:

@@ -15,11 +15,11 @@ import anyio
 import pytest
 
 from pytest_graphflow._records._checkpoint import Checkpoint
-from pytest_graphflow._stores import _faulty_calls
-from pytest_graphflow._stores._faulty import Fault, FaultyStore, StoreCall
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._plan import FaultPlan
 from pytest_graphflow._stores._protocol import CheckpointStore
+from pytest_graphflow._stores.faults import _calls as _faulty_calls
+from pytest_graphflow._stores.faults._store import Fault, FaultyStore, StoreCall
 from pytest_graphflow._time._clock import VirtualClock
 from pytest_graphflow.errors import (
     CheckpointNotFound,

@@ -16,7 +16,7 @@ from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._records._json import DumpedEvents
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._protocol import ClaimingStore
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 from pytest_graphflow.errors import InvalidArgument, StaleClaim
 
 Store = InMemoryCheckpointStore | SQLiteCheckpointStore

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_graphflow import Checkpoint, FaultyStore, ForkTargetExists
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 
 MakeCheckpoint = Callable[..., Checkpoint]
 Store = InMemoryCheckpointStore | SQLiteCheckpointStore

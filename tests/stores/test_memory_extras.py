@@ -12,7 +12,7 @@ import pytest
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._records._events import NodeEnd, NodeStart, parse_event
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 from pytest_graphflow.errors import EventsCompacted, InvalidArgument, StaleClaim, ThreadBusy
 
 Store = InMemoryCheckpointStore | SQLiteCheckpointStore

@@ -23,9 +23,10 @@ import pytest
 from pytest_graphflow import GraphRuntime, StoreFileError, UnsupportedFormat, VirtualClock
 from pytest_graphflow._cli._main import main
 from pytest_graphflow._records._checkpoint import Checkpoint
-from pytest_graphflow._stores import _sqlite_file, _sqlite_rows
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
-from pytest_graphflow._stores._sqlite_schema import APPLICATION_ID, SCHEMA_VERSION
+from pytest_graphflow._stores.sqlite import _file as _sqlite_file
+from pytest_graphflow._stores.sqlite import _rows as _sqlite_rows
+from pytest_graphflow._stores.sqlite._schema import APPLICATION_ID, SCHEMA_VERSION
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -199,8 +200,9 @@ async def test_a_store_opened_read_only_reads_and_refuses_writes(tmp_path: Path)
 
 _READER = """
 import anyio, json, sys
-from pytest_graphflow._stores import _sqlite_file, _sqlite_rows
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow._stores.sqlite import _file as _sqlite_file
+from pytest_graphflow._stores.sqlite import _rows as _sqlite_rows
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow import StoreFileError
 
@@ -280,7 +282,7 @@ _KILLED_WRITER = """
 import anyio, sys
 from datetime import UTC, datetime
 from pytest_graphflow._records._checkpoint import Checkpoint
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 
 async def fill(store):
     for n, visited in ((1, ("a",)), (2, ("a", "b"))):

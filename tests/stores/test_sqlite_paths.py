@@ -16,10 +16,10 @@ from pydantic import BaseModel
 
 from pytest_graphflow import END, START, Graph, GraphRuntime, Resume, VirtualClock, interrupt
 from pytest_graphflow._records._checkpoint import Checkpoint
-from pytest_graphflow._stores import _sqlite_rows
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
-from pytest_graphflow._stores._sqlite_rows import SPAN
+from pytest_graphflow._stores.sqlite import _rows as _sqlite_rows
+from pytest_graphflow._stores.sqlite._rows import SPAN
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 
 
 @pytest.fixture(autouse=True, params=["store sizes", "tiny segments"])

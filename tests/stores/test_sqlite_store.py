@@ -19,7 +19,7 @@ from pytest_graphflow._records._events import Interrupt
 from pytest_graphflow._records._ids import derived_hex
 from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores._protocol import CheckpointStore
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 from pytest_graphflow.errors import (
     CheckpointNotFound,
     EventsCompacted,

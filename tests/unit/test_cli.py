@@ -29,7 +29,7 @@ from pytest_graphflow._records._events import (
     RunEnd,
     RunStart,
 )
-from pytest_graphflow._stores._sqlite import SQLiteCheckpointStore
+from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 
 MODULE = "graphflow_cli_sample_graphs"
 

@@ -104,7 +104,7 @@ def open_source(source: Source, action: Callable[[Any], Awaitable[T]], fail: typ
 
 def _sqlite(source: Source, action: Callable[[Any], Awaitable[T]], fail: type[Exception],
             *, write: bool) -> T:
-    from .._stores._sqlite import SQLiteCheckpointStore
+    from .._stores.sqlite._store import SQLiteCheckpointStore
 
     path = Path(source.raw)
     if path.is_dir():
@@ -131,11 +131,11 @@ def _postgres(source: Source, action: Callable[[Any], Awaitable[T]],
         import psycopg
         from psycopg.conninfo import conninfo_to_dict
 
-        from .._stores._postgres import PostgresCheckpointStore
+        from .._stores.postgres._store import PostgresCheckpointStore
     except ImportError as exc:
         raise fail(f"a PostgreSQL store needs the postgres extra ({exc}); install it with "
                    "pip install 'pytest-graphflow[postgres]'") from None
-    from .._stores._pgconn import check_schema_name
+    from .._stores.postgres._conn import check_schema_name
 
     dsn, schema = source.raw, source.schema or DEFAULT_SCHEMA
     try:

@@ -85,7 +85,7 @@ def _open_store(args: argparse.Namespace, fail: type[Exception]) -> Any:
         import psycopg
         from psycopg.conninfo import conninfo_to_dict
 
-        from .._stores._postgres import PostgresCheckpointStore
+        from .._stores.postgres._store import PostgresCheckpointStore
     except ImportError as exc:
         raise fail(f"graphflow worker needs the postgres extra ({exc}); install it with "
                    "pip install 'pytest-graphflow[postgres]'") from None

@@ -6,8 +6,8 @@ The constructor's arguments, the run options every API takes (``max_supersteps``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pydantic import BaseModel
 
@@ -18,9 +18,11 @@ from .._time._clock import RealClock, VirtualClock
 from ..errors import InvalidArgument, UnknownKey, UpdateRejected
 
 if TYPE_CHECKING:
-    from ._runtime import GraphRuntime
+    from .._records._events import Interrupt
+    from ._host import RunDefaults
 
 __all__ = [
+    "RunOptions",
     "breakpoints",
     "check_budget",
     "check_constructor",
@@ -30,15 +32,37 @@ __all__ = [
 ]
 
 
+class RunOptions(TypedDict, total=False):
+    """The run options every run method of :class:`GraphRuntime` takes as keywords
+    (``runtime.invoke(graph, input, timeout=30)``), typed for mypy and editors:
+    ``**options: Unpack[RunOptions]``. An option left out takes the runtime's value.
+
+    Attributes:
+        max_supersteps: the superstep budget of this run (leg); ``SuperstepLimit`` beyond it;
+            ``None`` for no budget.
+        timeout: seconds, on the runtime's clock, this run (leg) may take; ``RunTimedOut``.
+        on_interrupt: a hook answering interrupts at once (return ``PAUSE`` to pause).
+        tenant_id: the tenant the run belongs to; a thread belongs to one tenant.
+        interrupt_before: node name(s) to pause before, for this run (breakpoints).
+        interrupt_after: node name(s) to pause after, for this run (breakpoints).
+    """
+
+    max_supersteps: int | None
+    timeout: float | None
+    on_interrupt: Callable[[Interrupt], Any] | None
+    tenant_id: str | None
+    interrupt_before: str | Iterable[str]
+    interrupt_after: str | Iterable[str]
+
+
 def check_graph(graph: Any) -> None:
     if not isinstance(graph, CompiledGraph):
         hint = " (call .compile() first)" if hasattr(graph, "compile") else ""
         raise InvalidArgument(f"expected a CompiledGraph, got {graph!r}{hint}")
 
 
-def run_options(runtime: GraphRuntime, options: dict[str, Any]) -> dict[str, Any]:
-    allowed = {"max_supersteps", "timeout", "on_interrupt", "tenant_id",
-               "interrupt_before", "interrupt_after"}
+def run_options(runtime: RunDefaults, options: Mapping[str, Any]) -> dict[str, Any]:
+    allowed = RunOptions.__optional_keys__
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise InvalidArgument(f"unknown run option(s) {unknown}; run options are "

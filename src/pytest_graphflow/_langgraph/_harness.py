@@ -21,7 +21,7 @@ from langgraph.types import Command, StateSnapshot
 
 from .._engine._results import EventLog, GraphResult, RunLeg, Trace
 from .._records._events import Breakpoint, Interrupt
-from .._stores._faulty import FaultyStore
+from .._stores.faults._store import FaultyStore
 from .._time import _wallclock
 from .._time._clock import VirtualClock
 from .._time._rng import ScheduleRng

@@ -26,7 +26,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, CheckpointTuple
 
-from .._stores._faults import (
+from .._stores.faults._faults import (
     CrashPhase,
     ErrorSpec,
     Fault,

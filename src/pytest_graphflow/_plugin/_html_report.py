@@ -21,7 +21,7 @@ import pytest
 
 if TYPE_CHECKING:
     from .._engine._results import RunLeg
-    from .._properties._pairs import RunPair
+    from .._properties.runs._pairs import RunPair
     from ._state import ItemState
 
 __all__ = ["PAGE_LINE", "PAIRS", "html_dir", "pages_of", "report_option", "write_page"]
@@ -127,7 +127,7 @@ def _checkpoints(store: Any, run_id: str) -> list[dict[str, Any]]:
         return []
     import anyio
 
-    from .._stores._faulty import FaultyStore
+    from .._stores.faults._store import FaultyStore
 
     while isinstance(store, FaultyStore):  # read past the fault rules (and their call log)
         store = store.inner
@@ -140,7 +140,7 @@ def _checkpoints(store: Any, run_id: str) -> list[dict[str, Any]]:
 
 def _faults(store: Any) -> list[dict[str, Any]]:
     """The failed calls a FaultyStore logged."""
-    from .._stores._faulty import FaultyStore
+    from .._stores.faults._store import FaultyStore
 
     if not isinstance(store, FaultyStore):
         return []

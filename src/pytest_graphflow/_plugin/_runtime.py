@@ -26,9 +26,9 @@ from .._engine._results import RunLeg
 from .._engine._runtime import GraphRuntime
 
 if TYPE_CHECKING:
-    from .._stores._faulty import FaultyStore
-    from .._stores._postgres import PostgresCheckpointStore
     from .._stores._protocol import CheckpointStore
+    from .._stores.faults._store import FaultyStore
+    from .._stores.postgres._store import PostgresCheckpointStore
     from .._time._clock import VirtualClock
 
 __all__ = [
@@ -109,7 +109,7 @@ class RecordingRuntime(GraphRuntime):
     @property
     def store_faults(self) -> FaultyStore | None:
         """The :class:`FaultyStore` this runtime's store is, or ``None``."""
-        from .._stores._faulty import FaultyStore
+        from .._stores.faults._store import FaultyStore
 
         return self.store if isinstance(self.store, FaultyStore) else None
 
@@ -273,7 +273,7 @@ class GraphRuntimeFactory:
     ) -> RecordingRuntime:
         store: CheckpointStore = inner
         if self.faulty:
-            from .._stores._faulty import FaultyStore
+            from .._stores.faults._store import FaultyStore
 
             store = FaultyStore(inner, clock=clock)
         return RecordingRuntime(
@@ -288,7 +288,7 @@ class GraphRuntimeFactory:
 
             return InMemoryCheckpointStore()
         if spec == "sqlite":
-            from .._stores._sqlite import SQLiteCheckpointStore
+            from .._stores.sqlite._store import SQLiteCheckpointStore
 
             path: Path | str = (":memory:" if self.sqlite_dir is None
                                 else self.sqlite_dir() / "graphflow.db")
@@ -326,7 +326,7 @@ def open_test_postgres_store(dsn: str | None) -> PostgresCheckpointStore:
     Raises:
         InvalidArgument: no DSN was configured.
     """
-    from .._stores._postgres import PostgresCheckpointStore
+    from .._stores.postgres._store import PostgresCheckpointStore
 
     if dsn is None:
         from ..errors import InvalidArgument

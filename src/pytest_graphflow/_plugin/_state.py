@@ -21,8 +21,8 @@ from ._marker import TestSettings, settings_for
 from ._seed import SessionSettings
 
 if TYPE_CHECKING:
-    from .._stores._faulty import FaultyStore
     from .._stores._protocol import CheckpointStore
+    from .._stores.faults._store import FaultyStore
     from .._time._clock import VirtualClock
     from ._runtime import GraphRuntimeFactory, RecordingRuntime, RunRecording
 
@@ -194,7 +194,7 @@ def store_for(request: pytest.FixtureRequest) -> CheckpointStore:
         state.closers.append(drop)
         store = postgres
     elif kind == "sqlite":
-        from .._stores._sqlite import SQLiteCheckpointStore
+        from .._stores.sqlite._store import SQLiteCheckpointStore
 
         tmp_path: Path = request.getfixturevalue("tmp_path")
         # A throwaway file: no fsync (a test never survives a power loss anyway).
@@ -213,7 +213,7 @@ def faults_for(request: pytest.FixtureRequest) -> FaultyStore:
     """The test's :class:`FaultyStore` over its store, on its clock (one per test)."""
     state = item_state(request.node)
     if state.faults is None:
-        from .._stores._faulty import FaultyStore
+        from .._stores.faults._store import FaultyStore
 
         if parts_overridden(request):
             store: CheckpointStore = request.getfixturevalue("checkpoint_store")

@@ -124,7 +124,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
     runtime can change a stored checkpoint by mutating an object.
 
     It also keeps the extras the runtime uses when a store has them, with exactly the
-    semantics of :class:`~pytest_graphflow._stores._sqlite.SQLiteCheckpointStore`: event logs
+    semantics of :class:`~pytest_graphflow._stores.sqlite._store.SQLiteCheckpointStore`: event logs
     (``record_events``/``events``/``compact_events``), run records (``record_run``/``runs``/
     ``run``), artifacts, thread claims with fencing tokens (``claim``/``renew``/``release``/
     ``current_claim``), retention (``prune``) and thread deletion (``delete_thread``).

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ._faults import Fault
-from ._faulty import FaultyStore
 from ._protocol import CheckpointStore
+from .faults._faults import Fault
+from .faults._store import FaultyStore
 
 __all__ = ["FaultPlan"]
 

@@ -2,7 +2,7 @@
 
 Start as many as you like, on as many machines, against one PostgreSQL database
 (``graphflow worker DSN MODULE:GRAPH ...`` or ``Worker(store, graphs).serve()``). Each takes
-one job at a time (see :mod:`pytest_graphflow._stores._pgqueue`): a new run, the continuation
+one job at a time (see :mod:`pytest_graphflow._stores.postgres._queue`): a new run, the continuation
 of a run whose worker died (after its claim expired), or a resume with a human's answer.
 
 Shutdown is graceful: after :meth:`Worker.stop` (SIGTERM or SIGINT under :meth:`serve`) the

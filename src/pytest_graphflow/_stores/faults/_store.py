@@ -1,0 +1,318 @@
+"""``FaultyStore``: a wrapper that injects faults into any checkpoint store (SPEC §7).
+
+The wrapper follows Hypothesis' ``ReadOnlyDatabase`` pattern: it owns no data and changes no
+behaviour of the store it wraps, it only decides, call by call, whether the call reaches the
+inner store at all. Every decision is a pure function of the rules and the calls seen so far,
+so a run over a ``FaultyStore`` is as deterministic as the runtime driving it.
+
+The rules API lives in :mod:`._rules`, how one call goes through the rules in
+:mod:`._calls`; this module holds the wrapper, its introspection and the protocol.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+from types import FunctionType
+from typing import Any, cast
+
+from ..._records._checkpoint import Checkpoint
+from ..._time._clock import Clock
+from ...errors import InvalidArgument
+from .._features import StoreFeatures, features_of
+from .._memory import InMemoryCheckpointStore
+from .._protocol import CheckpointStore, checks_fencing
+from ._calls import LoggedCall, as_record
+from ._faults import PROTOCOL_OPS, Fault, FaultRule, StoreCall
+from ._rules import FaultyRules
+
+__all__ = ["Fault", "FaultRule", "FaultyStore", "StoreCall"]
+
+
+class FaultyStore(FaultyRules):
+    """A :class:`CheckpointStore` wrapper that rejects, fails, delays and crashes on command.
+
+    Every call is logged in :attr:`calls`. Without rules the wrapper is transparent. Every
+    coroutine method of the inner store beyond the protocol (``claim``, ``record_events``,
+    ...) is forwarded through the same machinery, so rules can target it by name; other
+    attributes are forwarded untouched.
+
+    Rules are matched in the order they were added: every rule of the call's operation counts
+    the call, every ``delay`` rule that fires adds its wait, and the first other rule that fires
+    decides the outcome (precedence is by order of addition, not by kind).
+
+    Example:
+        >>> store = FaultyStore(InMemoryCheckpointStore(), clock=VirtualClock())
+        >>> store.reject_save(nth=2).delay("get", 1.5)
+        >>> store.crash_at("save", nth=4, phase="after")
+
+    Args:
+        inner: the store to wrap.
+        clock: the clock ``delay`` waits on and :attr:`StoreCall.time` is read from; when
+            ``None``, the runtime binds its own with :meth:`bind_clock`, and without any clock
+            delays wait in real time (``anyio.sleep``).
+    """
+
+    pages_history = False
+    """Its :meth:`list` takes no page arguments: the runtime reads whole lists through it, so
+    the call log shows the same calls whatever the inner store."""
+
+    def __init__(self, inner: CheckpointStore, *, clock: Clock | None = None) -> None:
+        missing = [op for op in PROTOCOL_OPS if not callable(getattr(inner, op, None))]
+        if missing:
+            raise InvalidArgument(
+                f"FaultyStore(inner={inner!r}): inner is not a CheckpointStore; it lacks "
+                f"{missing}"
+            )
+        self._inner = inner
+        self._clock = clock
+        self._rules: list[FaultRule] = []
+        self._calls: list[StoreCall | LoggedCall] = []
+        self._saves: list[str] = []
+        self._crash: StoreCall | None = None
+
+    # ----------------------------------------------------------------- introspection
+
+    @property
+    def supports_fencing(self) -> bool:
+        """Whether the wrapped store checks fencing tokens (its class says so and its
+        ``save`` takes ``fence=``); fenced saves and commits are then passed on."""
+        return checks_fencing(self._inner)
+
+    @property
+    def features(self) -> StoreFeatures:
+        """The wrapped store's features, except that :meth:`list` takes no page arguments,
+        the wrapper binds a clock and logs its calls, and its rules may read ``visited``
+        (read once: a store's features do not change while it lives)."""
+        found: StoreFeatures | None = self.__dict__.get("_features")
+        if found is None:
+            found = self.__dict__["_features"] = replace(
+                features_of(self._inner), history_pages=False, clock_binding=True,
+                call_log=True, visited_snapshots=False)
+        return found
+
+    @property
+    def inner(self) -> CheckpointStore:
+        """The wrapped store (after a crash, open a fresh runtime over it to recover)."""
+        return self._inner
+
+    @property
+    def clock(self) -> Clock | None:
+        """The clock delays wait on, or ``None``."""
+        return self._clock
+
+    @property
+    def calls(self) -> list[StoreCall]:
+        """Every call made to this store, in the order they were made (a copy)."""
+        return self.calls_since(0)
+
+    @property
+    def call_count(self) -> int:
+        """How many calls were made to this store (``len(calls)``, without copying the log)."""
+        return len(self._calls)
+
+    def calls_since(self, start: int) -> list[StoreCall]:
+        """The calls made from position ``start`` of the log on (``calls[start:]``)."""
+        log = self._calls
+        out: list[StoreCall] = []
+        for i in range(max(start, 0), len(log)):
+            call = log[i]
+            if type(call) is not StoreCall:
+                record = as_record(call)
+                if record.outcome != "pending":  # final: keep the record, not the entry
+                    log[i] = record
+                call = record
+            out.append(call)
+        return out
+
+    @property
+    def saves(self) -> list[str]:
+        """Ids of the checkpoints whose ``save`` reached the inner store and returned."""
+        return list(self._saves)
+
+    @property
+    def rules(self) -> list[FaultRule]:
+        """The active rules, in the order they were added (a copy of the list)."""
+        return list(self._rules)
+
+    @property
+    def last_rule(self) -> FaultRule:
+        """The rule added last; read its ``hits`` after the run.
+
+        Raises:
+            LookupError: when the store has no rules.
+        """
+        if not self._rules:
+            raise LookupError("this FaultyStore has no rules; add one first")
+        return self._rules[-1]
+
+    @property
+    def dead(self) -> bool:
+        """``True`` after a ``crash_at`` rule fired, until :meth:`revive`."""
+        return self._crash is not None
+
+    @property
+    def crash(self) -> StoreCall | None:
+        """The call at which the store crashed, or ``None``."""
+        return self._crash
+
+    def format_calls(self) -> str:
+        """The call log as text, one call per line (for failure reports)."""
+        return "\n".join(str(as_record(call)) for call in self._calls) or "(no store calls)"
+
+    def __repr__(self) -> str:
+        state = " dead" if self._crash is not None else ""
+        return (
+            f"<FaultyStore over {type(self._inner).__name__}{state}: "
+            f"{len(self._rules)} rule(s), {len(self._calls)} call(s)>"
+        )
+
+    # ------------------------------------------------------------- the protocol
+
+    async def save(self, checkpoint: Checkpoint, **fence: Any) -> None:
+        """Save through the fault rules (see :meth:`CheckpointStore.save`).
+
+        A fenced save (``fence=(thread_id, token)``, on a store that supports fencing) is
+        passed on as it is; rules see it as any save (``when(checkpoint)``).
+        """
+        if not fence:
+            await self._call("save", self._inner.save, (checkpoint,), {})
+            return
+        inner_save = self._inner.save
+
+        async def fenced(cp: Checkpoint) -> None:
+            await inner_save(cp, **fence)
+
+        await self._call("save", fenced, (checkpoint,), {})
+
+    def adopt_fields(self, fields: dict[str, Any], fence: Any = None) -> bool:
+        """The runtime's fast save (internal): over an in-memory store with no rule set and
+        no crash, store a checkpoint given as its fields, logged as a ``save`` call like any
+        other. Returns ``False`` (nothing done) when the save must go through :meth:`save`.
+        """
+        inner = self._inner
+        if self._rules or self._crash is not None or type(inner) is not InMemoryCheckpointStore:
+            return False
+        call = LoggedCall(len(self._calls), "save", (), {},
+                          lambda: f"{fields['id']} of run {fields['run_id']}", self._now())
+        self._calls.append(call)
+        try:
+            inner.adopt_fields(fields, fence)
+        except Exception as exc:
+            call.outcome, call.error = "failed", exc
+            raise
+        self._saves.append(fields["id"])
+        call.outcome = "ok"
+        return True
+
+    async def commit(
+        self,
+        thread_id: str,
+        token: int,
+        *,
+        run_id: str,
+        checkpoints: Sequence[Checkpoint] = (),
+        events: Sequence[dict[str, Any]] = (),
+        run: dict[str, Any] | None = None,
+    ) -> None:
+        """Commit through the fault rules (see
+        :meth:`~pytest_graphflow._stores._protocol.ClaimingStore.commit`).
+
+        It is logged as one ``commit`` call. A commit that carries checkpoints also counts as
+        one save for the ``save`` rules (``reject_save``, ``crash_at("save")``, ...): such a
+        rule's ``when(checkpoint)`` holds when it holds for any of them, and a rejected or
+        crashed commit writes none of its parts.
+        """
+        commit = getattr(self._inner, "commit", None)
+        if not callable(commit):
+            raise AttributeError(f"{type(self._inner).__name__} has no commit()")
+        cps = tuple(checkpoints)
+        kwargs: dict[str, Any] = {"run_id": run_id, "checkpoints": list(cps),
+                                  "events": list(events), "run": run}
+        def summary() -> str:
+            ids = ", ".join(cp.id for cp in cps)
+            return (f"{thread_id}, token {token}, run {run_id}: "
+                    f"{ids + '; ' if ids else ''}{len(kwargs['events'])} event(s)"
+                    f"{', run record' if run is not None else ''}")
+
+        watch = {"save": tuple((cp,) for cp in cps)} if cps and self._rules else {}
+        await self._call("commit", commit, (thread_id, token), kwargs, summary=summary,
+                         watch=watch)
+
+    async def get(self, checkpoint_id: str) -> Checkpoint | None:
+        """Get through the fault rules (see :meth:`CheckpointStore.get`)."""
+        result = await self._call("get", self._inner.get, (checkpoint_id,), {})
+        return cast("Checkpoint | None", result)
+
+    async def load(self, run_id: str, node_id: str | None = None) -> Checkpoint | None:
+        """Load through the fault rules (see :meth:`CheckpointStore.load`)."""
+        result = await self._call("load", self._inner.load, (run_id, node_id), {})
+        return cast("Checkpoint | None", result)
+
+    async def latest(self, run_id: str) -> Checkpoint | None:
+        """Latest through the fault rules (see :meth:`CheckpointStore.latest`)."""
+        result = await self._call("latest", self._inner.latest, (run_id,), {})
+        return cast("Checkpoint | None", result)
+
+    async def list(
+        self, run_id: str | None = None, *, thread_id: str | None = None
+    ) -> list[Checkpoint]:
+        """List through the fault rules (see :meth:`CheckpointStore.list`)."""
+        result = await self._call("list", self._inner.list, (run_id,), {"thread_id": thread_id})
+        return cast("list[Checkpoint]", result)
+
+    async def delete(self, checkpoint_id: str) -> bool:
+        """Delete through the fault rules (see :meth:`CheckpointStore.delete`)."""
+        return cast("bool", await self._call("delete", self._inner.delete, (checkpoint_id,), {}))
+
+    async def fork(
+        self,
+        checkpoint_id: str,
+        patch_state: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+    ) -> str:
+        """Fork through the fault rules (see :meth:`CheckpointStore.fork`)."""
+        kwargs = {} if thread_id is None else {"thread_id": thread_id}
+        result = await self._call("fork", self._inner.fork, (checkpoint_id, patch_state),
+                                  kwargs)
+        return cast("str", result)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names the wrapper lacks: forward them to the inner store.
+        inner = self.__dict__.get("_inner")
+        if inner is None or name.startswith("__"):
+            raise AttributeError(name)
+        value = getattr(inner, name)
+        if name.startswith("_") or not _is_async(inner, name, value):
+            return value
+        method = cast("Callable[..., Awaitable[Any]]", value)
+
+        async def forwarded(*args: Any, **kwargs: Any) -> Any:
+            return await self._call(name, method, args, kwargs)
+
+        forwarded.__name__ = name
+        forwarded.__qualname__ = f"FaultyStore.{name}"
+        forwarded.__doc__ = getattr(value, "__doc__", None)
+        self.__dict__[name] = forwarded  # found directly from now on
+        return forwarded
+
+
+_ASYNC: dict[tuple[type, str], bool] = {}
+
+
+def _is_async(inner: Any, name: str, value: Any) -> bool:
+    """Whether ``value``, the attribute ``name`` of the store ``inner``, is a coroutine
+    function: a method of the store's class is looked at once per class (``inspect`` costs
+    more than the rest of forwarding it); anything else (an attribute of the instance, one
+    set on it) every time."""
+    cls = type(inner)
+    if name in getattr(inner, "__dict__", ()) or not isinstance(getattr(cls, name, None),
+                                                                 FunctionType):
+        return inspect.iscoroutinefunction(value)
+    key = (cls, name)
+    found = _ASYNC.get(key)
+    if found is None:
+        found = _ASYNC[key] = inspect.iscoroutinefunction(value)
+    return found

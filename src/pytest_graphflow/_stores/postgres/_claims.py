@@ -1,0 +1,122 @@
+"""Thread claims with fencing tokens in PostgreSQL (seed 004), decided by the shared rules of
+:mod:`.._claims` under a row lock on the thread's claim row.
+
+``claim``, ``renew`` and ``release`` each lock the row (``SELECT ... FOR UPDATE``, after making
+sure it exists), decide with the rules, write and commit: two processes claiming one thread at
+once are serialised by the server, and exactly one of them gets it. A commit fenced by a token
+locks the row in share mode (:meth:`PgClaims._fence`), so no claim can change hands between
+the check and the write of the same transaction.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+
+from ..._records._checks import check_id
+from .. import _claims as rules
+from .._deletion import TOKEN_FLOOR
+from ._conn import Cursor
+
+__all__ = ["PgClaims"]
+
+
+class PgClaims:
+    """The claim operations of :class:`PostgresCheckpointStore` (a mixin)."""
+
+    claim_ttl: float
+
+    def _tx(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    @staticmethod
+    async def _claim_row(
+        cur: Cursor, thread_id: str, *, lock: str = "FOR UPDATE"
+    ) -> tuple[rules.Claim | None, int]:
+        """The thread's claim (``None`` when released or never taken) and its last token."""
+        await cur.execute("SELECT run_id, token, expires_us, ttl FROM claims "
+                          f"WHERE thread_id = %s {lock}", (thread_id,))
+        row = await cur.fetchone()
+        if row is None:
+            return None, 0
+        run_id, token, expires_us, ttl = row
+        if run_id is None:
+            return None, int(token)
+        claim = rules.Claim(run_id, int(token), rules.from_micros(int(expires_us)), float(ttl))
+        return claim, claim.token
+
+    @staticmethod
+    async def _put_claim(cur: Cursor, thread_id: str, claim: rules.Claim) -> None:
+        await cur.execute(
+            "UPDATE claims SET run_id = %s, token = %s, expires_us = %s, ttl = %s "
+            "WHERE thread_id = %s",
+            (claim.run_id, claim.token, rules.to_micros(claim.expires_at), claim.ttl, thread_id))
+
+    @classmethod
+    async def _fence(cls, cur: Cursor, thread_id: str, token: int) -> rules.Claim:
+        """Check, inside a commit's transaction, that ``token`` is the thread's current claim;
+        the row stays share-locked until the commit ends.
+
+        Raises:
+            StaleClaim: it is not (taken over, released, never issued).
+        """
+        current = (await cls._claim_row(cur, thread_id, lock="FOR SHARE"))[0]
+        return rules.current_or_stale(thread_id, token, current)
+
+    async def claim(
+        self, thread_id: str, run_id: str, *, now: datetime, ttl: float | None = None
+    ) -> int:
+        """Claim ``thread_id`` for ``run_id`` and return a new, strictly increasing fencing token.
+
+        ``now`` is the claiming runtime's clock; the claim is live until ``now + ttl``
+        (``claim_ttl`` by default). While a claim is live every other claim is refused, the
+        same run's included: a claim belongs to the holder of its token.
+
+        Raises:
+            ThreadBusy: another run holds a live claim on the thread.
+        """
+        check_id(thread_id, "thread_id", "claim")
+        check_id(run_id, "run_id", "claim")
+        moment = rules.utc_now(now, "claim")
+        seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
+        async with self._tx() as cur:
+            while True:
+                # A new row starts above every deleted thread's tokens (see _deletion).
+                await cur.execute("INSERT INTO claims (thread_id, token) VALUES (%s, COALESCE("
+                                  "(SELECT value::bigint FROM meta WHERE key = %s), 0)) "
+                                  "ON CONFLICT (thread_id) DO NOTHING", (thread_id, TOKEN_FLOOR))
+                current, last = await self._claim_row(cur, thread_id)
+                claim = rules.take_claim(thread_id, run_id, current, last, moment, seconds)
+                await self._put_claim(cur, thread_id, claim)
+                if cur.rowcount == 1:
+                    return claim.token
+                # delete_thread removed the row while this claim waited for its lock: the
+                # token decided from nothing could repeat a deleted thread's; take the thread
+                # afresh, above the floor that deletion raised.
+
+    async def renew(self, thread_id: str, token: int, *, now: datetime) -> None:
+        """Extend the claim ``token`` by its ttl from ``now``.
+
+        Raises:
+            StaleClaim: ``token`` is not the thread's current claim.
+        """
+        check_id(thread_id, "thread_id", "renew")
+        moment = rules.utc_now(now, "renew")
+        token = rules.check_token(token, "renew")
+        async with self._tx() as cur:
+            current = rules.current_or_stale(
+                thread_id, token, (await self._claim_row(cur, thread_id))[0])
+            await self._put_claim(cur, thread_id, rules.renewed(current, moment))
+
+    async def release(self, thread_id: str, token: int) -> None:
+        """Release the claim ``token``; the thread is free at once.
+
+        Raises:
+            StaleClaim: ``token`` is not the thread's current claim.
+        """
+        check_id(thread_id, "thread_id", "release")
+        token = rules.check_token(token, "release")
+        async with self._tx() as cur:
+            rules.current_or_stale(thread_id, token, (await self._claim_row(cur, thread_id))[0])
+            await cur.execute("UPDATE claims SET run_id = NULL, expires_us = NULL, ttl = NULL "
+                              "WHERE thread_id = %s", (thread_id,))

@@ -1,0 +1,213 @@
+"""Fenced commits in PostgreSQL (seed 004, SPEC §5): a run's checkpoints, events and run
+record written together under its claim's token, or nothing at all.
+
+The hot path — a step's checkpoint, its events and the run record — is one statement:
+data-modifying CTEs that read the thread's claim row ``FOR SHARE`` and write only when the
+token is the current claim's (the run record merged into the stored one in SQL, keeping its
+keys' order). One statement is one transaction and one round trip; the share lock holds the
+claim row until it ends, so no claim can change hands between the check and the write. A
+commit of several checkpoints runs as a transaction of several statements, the claim row
+share-locked first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from ..._records._checkpoint import Checkpoint
+from ..._records._json import DumpedEvents
+from ...errors import GraphflowError, StaleClaim
+from .. import _claims as rules
+from .._args import check_commit, check_nesting
+from .._protocol import Fence
+from .._wire import dumped_row, event_row
+from ._conn import Cursor
+
+__all__ = ["PgCommits"]
+
+_Rows = list[tuple[str, int, Any, str]]
+
+
+_RUN_COLUMNS = ("thread_id", "graph_id", "status", "tenant_id", "updated_at")
+
+# ``{**old, **new}`` on JSON text, keeping the keys' order: the old keys in their order
+# (values from ``new`` where it has them), then the keys only ``new`` has.
+_MERGE = (
+    "(SELECT json_object_agg(k, v ORDER BY pos)::text FROM ("
+    "SELECT o.key AS k, COALESCE(n.value, o.value) AS v, o.pos FROM json_each(runs.data::json) "
+    "WITH ORDINALITY AS o(key, value, pos) LEFT JOIN json_each(excluded.data::json) AS n "
+    "ON n.key = o.key UNION ALL SELECT n.key, n.value, 1000000 + n.pos FROM "
+    "json_each(excluded.data::json) WITH ORDINALITY AS n(key, value, pos) WHERE NOT EXISTS "
+    "(SELECT 1 FROM json_each(runs.data::json) AS o WHERE o.key = n.key)) AS merged)"
+)
+
+
+def _run_record_part(record: dict[str, Any]) -> tuple[str, list[Any]]:
+    """The CTE that upserts a run record (merged into the stored one) under the fence."""
+    sets = ", ".join(f"{c} = CASE WHEN %s THEN excluded.{c} ELSE runs.{c} END"
+                     for c in _RUN_COLUMNS)
+    sql = (f"rr AS (INSERT INTO runs (run_id, {', '.join(_RUN_COLUMNS)}, data) SELECT %s, %s, "
+           f"%s, %s, %s, %s, %s FROM ok ON CONFLICT (run_id) DO UPDATE SET {sets}, "
+           f"data = {_MERGE} RETURNING 1)")
+    values = [None if record.get(c) is None else str(record[c]) for c in _RUN_COLUMNS]
+    params = [record["run_id"], *values, json.dumps(record), *(c in record for c in _RUN_COLUMNS)]
+    return sql, params
+
+
+_LATEST = ("SELECT id FROM checkpoints WHERE thread_id = %s ORDER BY ts_us DESC, "
+           "save_order DESC LIMIT 1")
+
+
+def _fenced_statement(
+    thread_id: str, token: int, run_id: str, cp_row: tuple[Any, ...] | None,
+    rows: _Rows, record: dict[str, Any] | None = None, latest: str | None = None,
+    free: bool = True,
+) -> tuple[str, list[Any]]:
+    """The one statement writing a checkpoint (``cp_row``, if any), events and the run record
+    under the fence, when the thread's latest checkpoint is ``latest`` (what seed 004's checks
+    passed against); it returns the claim's token and run id, whether the fence held, and the
+    thread's latest checkpoint id before the write."""
+    parts = ["WITH claim AS (SELECT run_id, token FROM claims WHERE thread_id = %s FOR SHARE), "
+             f"latest AS ({_LATEST}), "
+             "held AS (SELECT 1 FROM claim WHERE run_id IS NOT NULL AND token = %s), "
+             "ok AS (SELECT 1 FROM held WHERE %s OR (SELECT id FROM latest) IS NOT DISTINCT "
+             "FROM %s)"]
+    params: list[Any] = [thread_id, thread_id, token, free, latest]
+    if cp_row is not None:
+        parts.append(
+            "cp AS (INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, "
+            "node_ids, step, ts_us, save_order, status, tenant_id, format_version, data) "
+            "SELECT %s, %s, %s, %s, %s, %s, %s, %s, nextval('save_order'), %s, %s, %s, %s "
+            "FROM ok ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, "
+            "thread_id = excluded.thread_id, graph_id = excluded.graph_id, "
+            "node_id = excluded.node_id, node_ids = excluded.node_ids, step = excluded.step, "
+            "ts_us = excluded.ts_us, save_order = excluded.save_order, status = "
+            "excluded.status, tenant_id = excluded.tenant_id, format_version = "
+            "excluded.format_version, data = excluded.data RETURNING 1)")
+        params.extend(cp_row)
+    if rows:
+        parts.append(
+            "ev AS (INSERT INTO events (run_id, seq, type, data) SELECT %s, s, t, d FROM ok, "
+            "unnest(%s::bigint[], %s::text[], %s::text[]) AS u(s, t, d) WHERE s >= COALESCE("
+            "(SELECT earliest_seq FROM event_compactions WHERE run_id = %s), 0) "
+            "ON CONFLICT (run_id, seq) DO UPDATE SET type = excluded.type, data = excluded.data "
+            "RETURNING 1)")
+        params.extend([run_id, [r[1] for r in rows], [r[2] for r in rows],
+                       [r[3] for r in rows], run_id])
+    if record is not None:
+        part, more = _run_record_part(record)
+        parts.append(part)
+        params.extend(more)
+    # Data-modifying CTEs run whether or not the final SELECT reads them.
+    sql = (", ".join(parts) + " SELECT (SELECT token FROM claim), (SELECT run_id FROM claim), "
+           "EXISTS (SELECT 1 FROM held), (SELECT id FROM latest), EXISTS (SELECT 1 FROM ok)")
+    return sql, params
+
+
+class PgCommits:
+    """``commit`` and fenced ``save`` of :class:`PostgresCheckpointStore` (a mixin)."""
+
+    supports_fencing = True
+    """``save`` takes ``fence=(thread_id, token)`` and the store has ``commit``."""
+
+    def _tx(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    def _one(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    _UPSERT: str = ""
+    """The store's checkpoint upsert statement."""
+
+    @staticmethod
+    def _checkpoint_row(cp: Checkpoint) -> tuple[Any, ...]:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    async def commit(
+        self,
+        thread_id: str,
+        token: int,
+        *,
+        run_id: str,
+        checkpoints: Sequence[Checkpoint] = (),
+        events: Sequence[dict[str, Any]] = (),
+        run: dict[str, Any] | None = None,
+    ) -> None:
+        """Write ``checkpoints`` (in order), ``events`` and the run record ``run`` of
+        ``run_id`` atomically under the claim ``token`` on ``thread_id``.
+
+        Raises:
+            StaleClaim: ``token`` is not the thread's current claim; nothing is written.
+            InvalidArgument: a part is not of ``run_id`` on ``thread_id``; nothing is written.
+            ParentNotLatest, MalformedCommit: seed 004's commit checks
+                (:func:`~.._claims.check_lineage`); nothing is written.
+        """
+        cps, pairs, record = check_commit(thread_id, run_id, checkpoints, events, run,
+                                          normalise=False)
+        token = rules.check_token(token, "commit")
+        # Serialised once, by the rule the SQLite store uses (the runtime's own events only
+        # serialised: their values were checked where they entered the run).
+        row = dumped_row if type(events) is DumpedEvents else event_row
+        rows = [row(run_id, data, seq) for seq, data in pairs]
+        cp_rows = [self._checkpoint_row(self._checked(cp, "commit")) for cp in cps]
+        if type(events) is not DumpedEvents:  # not the runtime's commit: check its nesting
+            for cp, cp_row in zip(cps, cp_rows, strict=True):
+                check_nesting(cp, cp_row[-1], "commit")
+        # A step: one statement, one round trip, written when the thread's latest is the
+        # step's parent; another latest is judged by the shared rule, and once found sound,
+        # written against it.
+        free = rules.lineage_free(cps, pairs)
+        latest = cps[0].parent_id if cps else None
+        try:
+            rules.check_lineage(thread_id, latest, cps, pairs)
+        except GraphflowError:  # judged below, once the claim is known to hold
+            free, latest = False, ""  # no checkpoint has this id: nothing is written
+        for _ in range(3) if len(cps) <= 1 else ():
+            sql, params = _fenced_statement(thread_id, token, run_id,
+                                            cp_rows[0] if cp_rows else None, rows, record,
+                                            latest, free)
+            async with self._one() as cur:
+                await cur.execute(sql, params)
+                current, holder, held, found_latest, written = await cur.fetchone()
+            if not held:
+                raise StaleClaim(thread_id, token, None if holder is None else int(current))
+            if written:
+                return
+            rules.check_lineage(thread_id, found_latest, cps, pairs)
+            latest = found_latest
+        async with self._tx() as cur:
+            await cur.execute("SELECT run_id, token FROM claims WHERE thread_id = %s FOR SHARE",
+                              (thread_id,))
+            found = await cur.fetchone()
+            if found is None or found[0] is None or found[1] != token:
+                raise StaleClaim(thread_id, token,
+                                 None if found is None or found[0] is None else int(found[1]))
+            await cur.execute(_LATEST, (thread_id,))
+            top = await cur.fetchone()
+            rules.check_lineage(thread_id, None if top is None else top[0], cps, pairs)
+            for cp_row in cp_rows:
+                await cur.execute(self._UPSERT, cp_row)
+            if rows:
+                await self._write_events(cur, run_id, rows)
+            if record is not None:
+                await self._write_run(cur, record)
+
+    async def _write_events(self, cur: Cursor, run_id: str,
+                            rows: _Rows) -> None:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    def _checked(self, checkpoint: object, where: str) -> Checkpoint:  # pragma: no cover
+        raise NotImplementedError
+
+    @staticmethod
+    async def _write_run(cur: Cursor, data: dict[str, Any]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    async def _save_fenced(self, checkpoint: Checkpoint, fence: Fence) -> None:
+        token = rules.fence_token(fence, checkpoint.thread_id, checkpoint.id)
+        await self.commit(checkpoint.thread_id, token, run_id=checkpoint.run_id,
+                          checkpoints=[checkpoint])
+

@@ -1,0 +1,246 @@
+"""How the PostgreSQL store reaches its server: psycopg's async pool or a plain connection.
+
+Every store operation is one transaction on a cursor this module hands out:
+
+- on the asyncio loop the store was opened on (``async with store`` / ``await store.aopen()``),
+  a connection of a :class:`psycopg_pool.AsyncConnectionPool`: queries wait without blocking
+  the loop, and concurrent runs in one process use several connections;
+- anywhere else (trio, the sync API's short-lived loops, the testing runtime's virtual-time
+  loop) a synchronous connection per thread, called inside the async methods as the SQLite
+  store does: the query never yields, so virtual time never moves under it and no worker
+  thread is involved.
+
+Connections are in autocommit mode: an operation of one statement runs as it is (``one()``);
+one of several statements runs in an explicit transaction (``tx()``). Both give the same cursor
+interface (``await cur.execute(...)``, ``await cur.fetchone()``),
+so each operation is written once. Concurrency between processes is the server's: row locks
+(``SELECT ... FOR UPDATE``) and transaction-scoped advisory locks, never a lock here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Protocol, TypeVar, cast
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+__all__ = ["Cursor", "PgConnections", "check_schema_name", "on_plain_asyncio", "run_now"]
+
+T = TypeVar("T")
+
+
+def run_now(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (a store operation on the sync connection) to its
+    end, from sync code or from inside any event loop."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    coro.close()
+    raise RuntimeError("a synchronous store operation suspended")  # pragma: no cover
+
+
+def on_plain_asyncio() -> bool:
+    """Whether the caller runs on an asyncio loop with the real clock (not trio, not the
+    testing runtime's virtual-time loop): where the async pool may be used."""
+    from ..._time._vloop import LOOP_OWNED
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return LOOP_OWNED.get() is None
+
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+_RESERVED_WORDS = (
+    "all analyse analyze and any array as asc asymmetric authorization binary both case cast "
+    "check collate collation column concurrently constraint create cross current_catalog "
+    "current_date current_role current_schema current_time current_timestamp current_user "
+    "default deferrable desc distinct do else end except false fetch for foreign freeze from "
+    "full grant group having ilike in initially inner intersect into is isnull join lateral "
+    "leading left like limit localtime localtimestamp natural not notnull null offset on only "
+    "or order outer overlaps placing primary references returning right select session_user "
+    "similar some symmetric table tablesample then to trailing true union unique user using "
+    "variadic verbose when where window with"
+)
+_RESERVED = frozenset(_RESERVED_WORDS.split())
+"""PostgreSQL's reserved key words (and those that may only name a function or type): none
+of them can name a schema without quotes."""
+
+
+def check_schema_name(schema: object) -> str:
+    """A schema name, checked: lower-case letters, digits and ``_`` (it is put into SQL), not a
+    reserved word, not ``pg_...``.
+
+    Raises:
+        ValueError: for anything else (the caller turns it into ``InvalidArgument``).
+    """
+    if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
+        raise ValueError(f"schema={schema!r}: a schema name is lower-case letters, digits and "
+                         "'_', starting with a letter or '_' (at most 63 characters)")
+    if schema in _RESERVED:
+        raise ValueError(f"schema={schema!r}: {schema!r} is a reserved word in PostgreSQL; "
+                         f"pick another name (e.g. 'graphflow_{schema}')")
+    if schema.startswith("pg_"):
+        raise ValueError(f"schema={schema!r}: the prefix 'pg_' is reserved for PostgreSQL's own "
+                         "schemas; pick another name")
+    return schema
+
+
+class Cursor(Protocol):
+    """What a store operation needs from a cursor (psycopg's ``AsyncCursor`` has it)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    async def execute(self, query: Any, params: Sequence[Any] | None = None) -> Any: ...
+
+    async def executemany(self, query: Any, params_seq: Iterable[Sequence[Any]]) -> Any: ...
+
+    async def fetchone(self) -> Any: ...
+
+    async def fetchall(self) -> list[Any]: ...
+
+
+class _SyncCursor:
+    """A synchronous psycopg cursor behind the async :class:`Cursor` interface.
+
+    Its coroutines never suspend, so no other task of the loop runs inside a transaction.
+    """
+
+    __slots__ = ("_cur",)
+
+    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
+        self._cur = cur
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+    async def execute(self, query: Any, params: Sequence[Any] | None = None) -> Any:
+        return self._cur.execute(query, params)
+
+    async def executemany(self, query: Any, params_seq: Iterable[Sequence[Any]]) -> Any:
+        return self._cur.executemany(query, params_seq)
+
+    async def fetchone(self) -> Any:
+        return self._cur.fetchone()
+
+    async def fetchall(self) -> list[Any]:
+        return self._cur.fetchall()
+
+
+class PgConnections:
+    """The store's connections: one async pool (once opened) and a sync connection per thread.
+
+    Args:
+        dsn: a libpq connection string or URI.
+        schema: the schema every connection works in (its ``search_path``).
+        pool_size: the async pool's maximum number of connections.
+    """
+
+    def __init__(self, dsn: str, schema: str, pool_size: int) -> None:
+        self.dsn = dsn
+        self.schema = schema
+        self.pool_size = pool_size
+        self._local = threading.local()
+        self._sync: list[psycopg.Connection[Any]] = []
+        self._pool: AsyncConnectionPool | None = None
+        self._pool_loop: asyncio.AbstractEventLoop | None = None
+        self.closed = False
+
+    @property
+    def _options(self) -> str:
+        return f"-c search_path={self.schema}"
+
+    def sync_connection(self) -> psycopg.Connection[Any]:
+        """This thread's synchronous connection (opened, or reopened when it broke)."""
+        if self.closed:
+            raise psycopg.OperationalError("the PostgreSQL store is closed; open a new one")
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed or conn.broken:
+            conn = psycopg.connect(self.dsn, options=self._options, autocommit=True)
+            self._local.conn = conn
+            self._sync.append(conn)
+        return conn
+
+    async def open_pool(self) -> None:
+        """Open the async pool on the running asyncio loop (idempotent on that loop)."""
+        loop = asyncio.get_running_loop()
+        if self._pool is not None and self._pool_loop is loop:
+            return
+        if self._pool is not None:
+            raise RuntimeError("the store's connection pool is open on another event loop; "
+                               "open one store per event loop")
+        pool = AsyncConnectionPool(
+            self.dsn, min_size=1, max_size=self.pool_size, open=False,
+            kwargs={"options": self._options, "autocommit": True},
+        )
+        await pool.open(wait=True)
+        self._pool, self._pool_loop = pool, loop
+
+    def _on_pool_loop(self) -> bool:
+        if self._pool is None:
+            return False
+        try:
+            return asyncio.get_running_loop() is self._pool_loop
+        except RuntimeError:
+            return False
+
+    @asynccontextmanager
+    async def tx(self) -> AsyncIterator[Cursor]:
+        """One transaction: committed when the block ends, rolled back when it raises."""
+        if self._on_pool_loop():
+            assert self._pool is not None
+            async with self._pool.connection() as aconn, aconn.transaction(), \
+                    aconn.cursor() as acur:
+                yield acur
+            return
+        conn = self.sync_connection()
+        with conn.transaction(), conn.cursor() as cur:
+            yield _SyncCursor(cur)
+
+    @asynccontextmanager
+    async def one(self) -> AsyncIterator[Cursor]:
+        """A cursor for one statement, which is its own transaction (one round trip, where a
+        ``BEGIN``/``COMMIT`` pair would cost two more)."""
+        if self._on_pool_loop():
+            assert self._pool is not None
+            async with self._pool.connection() as aconn, aconn.cursor() as acur:
+                yield acur
+            return
+        with self.sync_connection().cursor() as cur:
+            yield _SyncCursor(cur)
+
+    async def sync_tx(self, op: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``await op(cursor, *args)`` in one transaction on this thread's sync connection."""
+        conn = self.sync_connection()
+        with conn.transaction(), conn.cursor() as cur:
+            return await op(_SyncCursor(cur), *args)
+
+    async def aclose(self) -> None:
+        """Close the pool (on its loop) and every sync connection."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+        self.close()
+
+    def close(self) -> None:
+        """Close the sync connections; a pool still open is closed where possible."""
+        self.closed = True
+        pool, self._pool = self._pool, None
+        loop, self._pool_loop = self._pool_loop, None
+        if pool is not None and loop is not None:
+            if loop.is_running():
+                loop.create_task(pool.close())
+            elif not loop.is_closed():
+                loop.run_until_complete(pool.close())
+        for conn in self._sync:
+            conn.close()
+        self._sync.clear()

@@ -1,0 +1,112 @@
+"""Migrating a store file of schema version 1 or 2 to the current layout, in one transaction.
+
+Version 2 has the columns of version 3; its rows are version-3 rows without a path tail, so
+only its events table is rebuilt with a row id (:func:`migrate_v2`). Once it is 3, a build
+that writes version 2 refuses the file (its rows would look damaged to it).
+
+Version 1 kept every checkpoint's whole ``visited`` list in its row and a ``save_order``
+column. The migration moves each row's path into the ``paths`` chain, keeps the save order,
+then compacts the file (``VACUUM``) with incremental auto-vacuum on. If anything fails, the
+transaction is rolled back and the file is as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ._rows import PathWriter
+from ._schema import APPLICATION_ID, EVENTS_V3, SCHEMA_VERSION, create_statements
+
+__all__ = ["migrate_v1", "migrate_v2"]
+
+_OLD_INDEXES = ("checkpoints_run", "checkpoints_thread", "checkpoints_order",
+                "checkpoint_nodes_run")
+
+
+def migrate_v1(db: sqlite3.Connection, path: str) -> None:
+    """Rewrite the version-1 store open on ``db`` in the current layout."""
+    with _migration(db, "1", unversioned=True) as mine:
+        if not mine:
+            return
+        db.execute("ALTER TABLE checkpoints RENAME TO checkpoints_v1")
+        db.execute("ALTER TABLE checkpoint_nodes RENAME TO checkpoint_nodes_v1")
+        for index in _OLD_INDEXES:
+            db.execute(f"DROP INDEX IF EXISTS {index}")
+        for statement in create_statements():
+            db.execute(statement)
+        paths = PathWriter()
+        rows = db.execute("SELECT id, run_id, thread_id, graph_id, node_id, step, timestamp, "
+                          "ts_us, status, tenant_id, format_version, data "
+                          "FROM checkpoints_v1 ORDER BY save_order").fetchall()
+        for (cid, run_id, thread_id, graph_id, node_id, step, timestamp, ts_us, status,
+             tenant_id, version, data) in rows:
+            visited: tuple[str, ...] = ()
+            try:
+                parsed = json.loads(data)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict) and isinstance(parsed.get("visited"), list):
+                visited = tuple(str(v) for v in parsed.pop("visited"))
+                data = json.dumps(parsed)
+            db.execute(
+                "INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, step, "
+                "timestamp, ts_us, status, tenant_id, format_version, path_id, path_len, data)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (cid, run_id, thread_id, graph_id, node_id, step, timestamp, ts_us, status,
+                 tenant_id, version, paths.write(db, run_id, visited), len(visited), data),
+            )
+        db.execute(
+            "INSERT OR IGNORE INTO checkpoint_nodes SELECT checkpoint_id, run_id, node "
+            "FROM checkpoint_nodes_v1 WHERE checkpoint_id IN (SELECT checkpoint_id FROM "
+            "checkpoint_nodes_v1 GROUP BY checkpoint_id HAVING COUNT(*) > 1)")
+        _rebuild_events(db)
+        db.execute("DROP TABLE checkpoints_v1")
+        db.execute("DROP TABLE checkpoint_nodes_v1")
+    db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    db.execute("VACUUM")  # applies auto-vacuum and gives the old rows' space back
+
+
+def migrate_v2(db: sqlite3.Connection) -> None:
+    """Rewrite the version-2 store open on ``db`` in the current layout (its events table
+    gets a row id; the rest stays)."""
+    with _migration(db, "2") as mine:
+        if mine:
+            _rebuild_events(db)
+
+
+@contextmanager
+def _migration(db: sqlite3.Connection, version: str, *, unversioned: bool = False
+               ) -> Iterator[bool]:
+    """One migration's write transaction: yields whether the file is still at ``version``
+    (a file with no version too, when ``unversioned``); else another process migrated it and
+    there is nothing to do. On success the file is stamped with the current version and
+    committed; on any error rolled back, as it was."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        mine = unversioned if row is None else row[0] == version
+        yield mine
+        if mine:
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                       (str(SCHEMA_VERSION),))
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT" if mine else "ROLLBACK")
+
+
+def _rebuild_events(db: sqlite3.Connection) -> None:
+    """Move the events into the current events table (in the caller's transaction)."""
+    (sql,) = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'"
+                        ).fetchone()
+    if "WITHOUT ROWID" not in sql.upper():
+        return
+    db.execute("ALTER TABLE events RENAME TO events_v2")
+    db.execute(EVENTS_V3)
+    db.execute("INSERT INTO events (run_id, seq, type, data) "
+               "SELECT run_id, seq, type, data FROM events_v2 ORDER BY run_id, seq")
+    db.execute("DROP TABLE events_v2")

@@ -1,0 +1,164 @@
+"""The SQLite store's tables: their layout, its version, and the error for a file problem."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ...errors import StoreFileError
+
+__all__ = [
+    "APPLICATION_ID",
+    "EVENTS_V3",
+    "LAYOUT",
+    "SCHEMA_VERSION",
+    "V1_CHECKPOINTS",
+    "WAITING_INDEX",
+    "create_statements",
+    "file_error",
+    "layout",
+]
+
+SCHEMA_VERSION = 3
+"""The layout of the tables this build writes and reads (1: before incremental paths; 2: a
+path segment per checkpoint, no tail in the row, events in a ``WITHOUT ROWID`` table; 3:
+rows keep their path's tail, see :mod:`._rows`, and events are a rowid table with a
+``(run_id, seq)`` index). Versions 2 and 3 have the same columns.
+
+Why events have a row id: an event's JSON (a few hundred bytes) is too big for a ``WITHOUT
+ROWID`` b-tree, whose interior pages hold whole rows; a step's events then touched four
+pages of the file, now two."""
+
+APPLICATION_ID = 0x4746_6C77
+"""``PRAGMA application_id`` of a store file (``"GFlw"``), so tools can recognise one."""
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    run_id TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    graph_id TEXT NOT NULL,
+    node_id TEXT,
+    step INTEGER NOT NULL,
+    timestamp TEXT NOT NULL,
+    ts_us INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    tenant_id TEXT,
+    format_version INTEGER NOT NULL,
+    path_id INTEGER,
+    path_len INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS checkpoints_run ON checkpoints (run_id, ts_us, seq);
+CREATE INDEX IF NOT EXISTS checkpoints_thread ON checkpoints (thread_id, ts_us, seq);
+CREATE INDEX IF NOT EXISTS checkpoints_waiting ON checkpoints (thread_id)
+    WHERE status = 'interrupted';
+CREATE TABLE IF NOT EXISTS checkpoint_nodes (
+    checkpoint_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    node TEXT NOT NULL,
+    PRIMARY KEY (checkpoint_id, node)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS checkpoint_nodes_run ON checkpoint_nodes (run_id, node);
+CREATE TABLE IF NOT EXISTS paths (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    parent INTEGER,
+    length INTEGER NOT NULL,
+    nodes TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT,
+    data TEXT NOT NULL,
+    UNIQUE (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS event_compactions (
+    run_id TEXT PRIMARY KEY,
+    earliest_seq INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    thread_id TEXT,
+    graph_id TEXT,
+    status TEXT,
+    tenant_id TEXT,
+    updated_at TEXT,
+    data TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS artifacts (
+    run_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    media_type TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    content BLOB NOT NULL,
+    PRIMARY KEY (run_id, name)
+);
+CREATE TABLE IF NOT EXISTS claims (
+    thread_id TEXT PRIMARY KEY,
+    run_id TEXT,
+    token INTEGER NOT NULL,
+    expires_us INTEGER,
+    ttl REAL
+);
+"""
+
+WAITING_INDEX = next(s for s in _SCHEMA.split(";") if "checkpoints_waiting" in s).strip()
+"""The partial index ``waiting()`` reads (the interrupted checkpoints, by thread). An index,
+not a column: it changes no table's layout, so the schema version stays 3, a writable open of
+an older file adds it (:func:`~._file.open_store`), and a build without it reads such
+a file as before."""
+
+EVENTS_V3 = next(s for s in _SCHEMA.split(";") if "TABLE IF NOT EXISTS events " in s).strip()
+"""The statement that creates the events table of schema version 3."""
+
+V1_CHECKPOINTS = ["id", "run_id", "thread_id", "graph_id", "node_id", "node_ids", "step",
+                   "timestamp", "ts_us", "save_order", "status", "tenant_id", "format_version",
+                   "data"]
+"""The columns of the checkpoints table of schema version 1 (migrated on a writable open)."""
+
+
+def create_statements() -> list[str]:
+    """The statements that lay out a new store's tables (idempotent)."""
+    return _statements(_SCHEMA)
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def layout(db: sqlite3.Connection) -> dict[str, list[str]]:
+    """Each table of ``db`` and its column names."""
+    tables = [r[0] for r in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+    return {t: [c[1] for c in db.execute(f"PRAGMA table_info('{t}')")] for t in tables}
+
+
+def _expected_layout() -> dict[str, list[str]]:
+    db = sqlite3.connect(":memory:")
+    try:
+        for statement in _statements(_SCHEMA):
+            db.execute(statement)
+        return layout(db)
+    finally:
+        db.close()
+
+
+LAYOUT = _expected_layout()
+
+
+def file_error(path: str, problem: str, fix: str) -> StoreFileError:
+    """The error for a store file ``path`` with ``problem``; ``fix`` says what to do."""
+    exc = StoreFileError(f"store file {path!r} {problem}; {fix}")
+    exc.path = path  # type: ignore[attr-defined]
+    return exc
+
+
+PASS_EXISTING = "pass the path of a file written by SQLiteCheckpointStore"
+"""The fix for a file that is not a store, when the store is opened read-only (it creates
+nothing, so a new path would not do)."""
+
+PASS_STORE = f"{PASS_EXISTING}, or a new path to create one"

@@ -1,0 +1,131 @@
+"""Connection and transactions of :class:`~._store.SQLiteCheckpointStore`: one write
+transaction per operation (``BEGIN IMMEDIATE`` ... ``COMMIT``), reads that turn a SQLite
+failure into a ``StoreFileError`` naming the file, closing and giving space back.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+from ...errors import StoreFileError
+from .._closing import ClosingStore
+from ._rows import PathWriter
+from ._schema import file_error
+
+__all__ = ["SQLiteTransactions"]
+
+_FAILURES = {
+    "SQLITE_FULL": ("cannot be written: the disk (or the file's size limit) is full",
+                    "free some space and retry; nothing of this operation was written"),
+    "SQLITE_READONLY": ("cannot be written: the file or its directory is read-only",
+                        "fix its permissions, or open it with readonly=True to read it"),
+    "SQLITE_BUSY": ("is locked by another process (waited 5 s)",
+                    "retry once the other writer is done"),
+    "SQLITE_LOCKED": ("is locked by another connection", "retry once the other writer is done"),
+    "SQLITE_CORRUPT": ("is damaged (the database image is malformed)",
+                       "restore it from a backup"),
+    "SQLITE_NOTADB": ("is damaged (not a database any more)", "restore it from a backup"),
+}
+
+
+
+class SQLiteTransactions(ClosingStore):
+    """The connection of a SQLite store and its transactions (the base of its parts)."""
+
+    path: str
+    readonly: bool
+    _db: sqlite3.Connection | None
+    _paths: PathWriter
+    _snapshot: Callable[[], object] = staticmethod(lambda: None)
+    """Removes the private copy of the file the store reads (see ``open_store``), if any."""
+
+    # -- connection and transactions --
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise sqlite3.ProgrammingError(
+                f"{self!r} is closed; open a new SQLiteCheckpointStore on the file"
+            )
+        return self._db
+
+    def _failure(self, exc: sqlite3.Error) -> StoreFileError:
+        name = "_".join(str(getattr(exc, "sqlite_errorname", "")).split("_")[:2])
+        problem, fix = _FAILURES.get(
+            name, (f"failed: {exc}", "check the file, its directory and free disk space"))
+        return file_error(self.path, problem, fix)
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT`` (rolled back on error).
+
+        A SQLite failure (full disk, read-only file, lock timeout, damage) becomes a
+        ``StoreFileError`` naming the file; nothing of the transaction is kept.
+        """
+        db = self._conn
+        if self.readonly:
+            raise file_error(self.path, "is open read-only", "open it without readonly=True "
+                             "(and with write access to the file and its directory) to write")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise self._failure(exc) from None
+        try:
+            yield db
+        except BaseException as exc:
+            self._rollback(db)
+            if isinstance(exc, sqlite3.Error) and not isinstance(exc, sqlite3.ProgrammingError):
+                raise self._failure(exc) from None
+            raise
+        try:
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._rollback(db)
+            raise self._failure(exc) from None
+
+    def _rollback(self, db: sqlite3.Connection) -> None:
+        self._paths.forget()
+        if db.in_transaction:
+            with suppress(sqlite3.Error):  # SQLite may have rolled back already
+                db.execute("ROLLBACK")
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        """The rows of a read; a SQLite failure becomes a ``StoreFileError``."""
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.ProgrammingError:
+            raise
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from None
+
+    def close(self) -> None:
+        """Close the connection; closing twice is harmless."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        self._snapshot()  # remove the copy a read-only store read, if any
+
+    def vacuum(self) -> None:
+        """Rebuild the file so it takes no more space than its data (``VACUUM``).
+
+        ``prune`` and ``compact_events`` already give freed pages back (incremental
+        auto-vacuum); this also defragments, and compacts a file migrated from an old layout.
+        """
+        with self._tx():
+            pass  # refuse on a read-only store, like every write
+        try:
+            self._conn.execute("VACUUM")
+        except sqlite3.ProgrammingError:  # pragma: no cover
+            raise
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from None
+
+    def _give_back(self) -> None:
+        try:
+            # executescript runs the pragma to the end (execute() frees one page only)
+            self._conn.executescript("PRAGMA incremental_vacuum;")
+        except sqlite3.Error as exc:  # pragma: no cover - space is given back next time
+            del exc
