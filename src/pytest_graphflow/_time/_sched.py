@@ -158,8 +158,10 @@ async def _take_turn(ev: anyio.Event) -> None:
     """
     if ev.is_set():
         loop: Any = asyncio.get_running_loop()
-        scheduled = loop._scheduled
-        if not loop._ready and (not scheduled or scheduled[0]._when > loop.time()):
+        ready = getattr(loop, "_ready", None)  # asyncio's own loops (not uvloop's, say)
+        scheduled = getattr(loop, "_scheduled", None)
+        if (ready is not None and scheduled is not None and not ready
+                and (not scheduled or scheduled[0]._when > loop.time())):
             await _checkpoint_if_cancelled()
             return
     await ev.wait()
