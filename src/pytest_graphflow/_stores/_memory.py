@@ -64,7 +64,7 @@ class _Draft:
     fewer a step; :meth:`checkpoint` gives the lists back.
     """
 
-    __slots__ = ("_cp", "_extra", *_FIELDS)
+    __slots__ = ("_cp", "_extra", "_visited_kind", "_visited_n", *_FIELDS)
     id: str
     run_id: str
     thread_id: str
@@ -84,6 +84,17 @@ class _Draft:
                 value = fields[name]
                 if type(value) is list:
                     object.__setattr__(self, name, tuple(value))
+            # The run's visited-nodes snapshot (the runtime's append-only log and a length)
+            # is kept as those two, without the snapshot object.
+            visited = fields["visited"]
+            kind = type(visited)
+            if kind.__name__ == "Visited" and hasattr(kind, "snapshot"):
+                log, n = visited.snapshot()
+                object.__setattr__(self, "visited", log)
+                self._visited_kind: type | None = kind  # (no tuple: it would be tracked)
+                self._visited_n = n
+            else:
+                self._visited_kind = None
         else:  # another shape (a newer writer): kept as given
             self._extra = fields
             for name in ("id", "run_id", "thread_id", "node_id", "node_ids", "timestamp",
@@ -99,6 +110,8 @@ class _Draft:
         for name in _LISTS:
             if type(fields[name]) is tuple:
                 fields[name] = list(fields[name])
+        if self._visited_kind is not None:
+            fields["visited"] = self._visited_kind(fields["visited"], self._visited_n)
         return fields
 
     def checkpoint(self) -> Checkpoint:
