@@ -40,17 +40,6 @@ _Normalised = list[tuple[int, dict[str, Any]]]
 _WHERE = "the in-memory store"
 
 
-_FIELDS = ("id", "run_id", "thread_id", "graph_id", "revision", "node_id", "node_ids", "step",
-           "parent_id", "timestamp", "state", "format_version", "status", "next_step", "tasks",
-           "completed", "interrupts", "answers", "visited", "arrivals", "next_seq", "error",
-           "tenant_id", "metadata")
-"""A checkpoint's fields, in the order the runtime hands them over (each a slot of
-:class:`_Draft`; a field set of another shape is kept as its dict)."""
-
-_LISTS = ("node_ids", "interrupts")
-"""List fields kept as tuples until the checkpoint is built (see :class:`_Draft`)."""
-
-
 class _Draft:
     """A checkpoint the runtime handed over, kept as its fields until someone reads it.
 
@@ -58,68 +47,48 @@ class _Draft:
     more than the rest of a step; most checkpoints are never read back.
 
     The store keeps every checkpoint of a run, so what each one holds is what the garbage
-    collector walks at every full collection of a long run: the fields are slots of the
-    draft (no dict of their own), and the lists of strings (``node_ids``, ``interrupts``,
-    most often empty) are kept as tuples, which the collector stops tracking. Three objects
-    fewer a step; :meth:`checkpoint` gives the lists back.
+    collector walks at every full collection of a long run: the lists of strings
+    (``node_ids``, ``interrupts``, most often empty) are kept as tuples, which the collector
+    stops tracking, and the visited-nodes snapshot as the run's log and a length. Three
+    objects fewer a step; :meth:`checkpoint` gives them back.
     """
 
-    __slots__ = ("_cp", "_extra", "_visited_kind", "_visited_n", *_FIELDS)
-    id: str
-    run_id: str
-    thread_id: str
-    node_id: str | None
-    node_ids: Sequence[str]
-    timestamp: datetime
-    parent_id: str | None
-    metadata: dict[str, Any]
+    __slots__ = ("_cp", "_visited_kind", "_visited_n", "fields", "id", "metadata", "node_id",
+                 "node_ids", "parent_id", "run_id", "thread_id", "timestamp")
 
     def __init__(self, fields: dict[str, Any]) -> None:
+        for name in ("node_ids", "interrupts"):
+            value = fields.get(name)
+            if type(value) is list:
+                fields[name] = tuple(value)
+        visited = fields["visited"]
+        kind = type(visited)
+        self._visited_kind: type | None = None  # (kind and length apart: a tuple is tracked)
+        if kind.__name__ == "Visited" and hasattr(kind, "snapshot"):
+            fields["visited"], self._visited_n = visited.snapshot()
+            self._visited_kind = kind
+        self.fields = fields
+        self.id = fields["id"]
+        self.run_id = fields["run_id"]
+        self.thread_id = fields["thread_id"]
+        self.node_id = fields["node_id"]
+        self.node_ids = fields["node_ids"]
+        self.timestamp = fields["timestamp"]
+        self.parent_id = fields["parent_id"]
+        self.metadata = fields["metadata"]
         self._cp: Checkpoint | None = None
-        if len(fields) == len(_FIELDS) and tuple(fields) == _FIELDS:
-            self._extra: dict[str, Any] | None = None
-            for name, value in fields.items():
-                object.__setattr__(self, name, value)
-            for name in _LISTS:
-                value = fields[name]
-                if type(value) is list:
-                    object.__setattr__(self, name, tuple(value))
-            # The run's visited-nodes snapshot (the runtime's append-only log and a length)
-            # is kept as those two, without the snapshot object.
-            visited = fields["visited"]
-            kind = type(visited)
-            if kind.__name__ == "Visited" and hasattr(kind, "snapshot"):
-                log, n = visited.snapshot()
-                object.__setattr__(self, "visited", log)
-                self._visited_kind: type | None = kind  # (no tuple: it would be tracked)
-                self._visited_n = n
-            else:
-                self._visited_kind = None
-        else:  # another shape (a newer writer): kept as given
-            self._extra = fields
-            for name in ("id", "run_id", "thread_id", "node_id", "node_ids", "timestamp",
-                         "parent_id", "metadata"):
-                object.__setattr__(self, name, fields[name])
-
-    @property
-    def fields(self) -> dict[str, Any]:
-        """The checkpoint's fields, as the runtime handed them over."""
-        if self._extra is not None:
-            return self._extra
-        fields = {name: getattr(self, name) for name in _FIELDS}
-        for name in _LISTS:
-            if type(fields[name]) is tuple:
-                fields[name] = list(fields[name])
-        if self._visited_kind is not None:
-            fields["visited"] = self._visited_kind(fields["visited"], self._visited_n)
-        return fields
 
     def checkpoint(self) -> Checkpoint:
         """The checkpoint itself (built once, never handed out: reads copy it)."""
         if self._cp is None:
-            fields = self.fields
+            fields = dict(self.fields)
+            for name in ("node_ids", "interrupts"):
+                if type(fields.get(name)) is tuple:
+                    fields[name] = list(fields[name])
             visited = fields["visited"]
-            if not isinstance(visited, tuple):
+            if self._visited_kind is not None:
+                fields["visited"] = tuple(visited[:self._visited_n])
+            elif not isinstance(visited, tuple):
                 fields["visited"] = tuple(visited)
             self._cp = make(Checkpoint, **fields)
         return self._cp
