@@ -41,7 +41,7 @@ class _State(BaseModel):
 def test_every_run_option_is_a_key_of_run_options() -> None:
     assert RunOptions.__optional_keys__ == {
         "max_supersteps", "timeout", "on_interrupt", "tenant_id", "interrupt_before",
-        "interrupt_after"}
+        "interrupt_after", "cancel_after"}
     graph = Graph("options", _State)
     graph.node("a", lambda s: None).edge(START, "a").edge("a", END)
     runtime = GraphRuntime(clock=VirtualClock(), seed=1)

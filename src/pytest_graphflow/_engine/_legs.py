@@ -479,7 +479,7 @@ class Legs:
             time_travel=time_travel, branch=branch, expired=expired,
             deadlines={} if resumed is None else {
                 i.key: i.deadline for i in resumed.interrupts if i.deadline is not None},
-            stepping=STEPPING.get(),
+            stepping=STEPPING.get(), cancel_after=opts.get("cancel_after"),
         )
         run = RunState(spec, state, checkpoint=resumed, answers=answers, seq=seq,
                        cp_counter=cp_counter, task_counter=task_counter)

@@ -25,6 +25,7 @@ __all__ = [
     "RunOptions",
     "breakpoints",
     "check_budget",
+    "check_cancel_after",
     "check_constructor",
     "check_graph",
     "run_options",
@@ -45,6 +46,8 @@ class RunOptions(TypedDict, total=False):
         tenant_id: the tenant the run belongs to; a thread belongs to one tenant.
         interrupt_before: node name(s) to pause before, for this run (breakpoints).
         interrupt_after: node name(s) to pause after, for this run (breakpoints).
+        cancel_after: seconds, on the runtime's clock, into this run (leg) at which it is
+            cancelled, as ``RunHandle.cancel()`` would (status ``cancelled``, resumable).
     """
 
     max_supersteps: int | None
@@ -53,6 +56,7 @@ class RunOptions(TypedDict, total=False):
     tenant_id: str | None
     interrupt_before: str | Iterable[str]
     interrupt_after: str | Iterable[str]
+    cancel_after: float | None
 
 
 def check_graph(graph: Any) -> None:
@@ -74,6 +78,7 @@ def run_options(runtime: RunDefaults, options: Mapping[str, Any]) -> dict[str, A
         "timeout": options.get("timeout", runtime.timeout),
         "on_interrupt": options.get("on_interrupt", runtime.on_interrupt),
         "tenant_id": options.get("tenant_id", runtime.tenant_id),
+        "cancel_after": check_cancel_after(options.get("cancel_after")),
     }
     for name in ("interrupt_before", "interrupt_after"):
         opts[name] = frozenset(node_names(options.get(name, ()), name))
@@ -147,6 +152,18 @@ def check_constructor(
     if backend not in ("asyncio", "trio"):
         raise InvalidArgument(f"{where}(backend={backend!r:.80}): backend is 'asyncio' or "
                               "'trio'")
+
+
+def check_cancel_after(seconds: Any) -> float | None:
+    """``cancel_after=``: seconds (of the runtime's clock) after the leg starts at which the
+    leg is cancelled, as ``RunHandle.cancel()`` would (status ``cancelled``, resumable)."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+            or not 0 <= seconds < float("inf"):
+        raise InvalidArgument(f"cancel_after={seconds!r} must be a number of seconds >= 0 "
+                              "or None")
+    return float(seconds)
 
 
 def check_budget(max_supersteps: Any, timeout: Any) -> None:

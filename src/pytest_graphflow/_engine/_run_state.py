@@ -122,12 +122,14 @@ class LegSpec:
         expired: the questions the leg resumed to expire.
         deadlines: the deadlines of the questions the leg resumed with (asked again, they
             keep them).
+        cancel_after: seconds into the leg at which it is cancelled (``cancel_after=``).
         stepping: a leg driven by ``astep`` (a cancelled superstep keeps nothing, seed 004).
         durable: the store keeps the leg's events; ``deferred``: its checkpoints go with them
             in one commit under the claim's token.
     """
 
-    __slots__ = ("branch", "break_after", "break_before", "claim", "clock", "deadlines", "deferred",
+    __slots__ = ("branch", "break_after", "break_before", "cancel_after", "claim", "clock",
+                 "deadlines", "deferred",
                  "durable", "expired", "features", "graph", "hex", "hooks", "leg", "max_supersteps",
                  "on_interrupt", "record", "record_events", "resumed_from", "run_id", "seed",
                  "stepping", "store", "subgraph_runner", "tenant_id", "thread_explicit",
@@ -163,6 +165,7 @@ class LegSpec:
         expired: tuple[Expired, ...] = (),
         deadlines: Mapping[str, datetime] = _NO_DEADLINES,
         stepping: bool = False,
+        cancel_after: float | None = None,
     ) -> None:
         self.graph: Final = graph
         self.store: Final = store
@@ -190,6 +193,7 @@ class LegSpec:
         self.expired: Final = expired
         self.deadlines: Final = deadlines
         self.stepping: Final = stepping
+        self.cancel_after: Final = cancel_after
         durable = features.events
         self.durable: Final = durable
         self.record_events: Final = record_events or durable

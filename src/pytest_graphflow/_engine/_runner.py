@@ -48,7 +48,7 @@ from ._halts import HaltHandler
 from ._merge import merge_patches
 from ._outcome import Outcome
 from ._results import StepState
-from ._run_state import RunState
+from ._run_state import LegSpec, RunState
 from ._task import route_expand
 from ._writer import CheckpointWriter, LegEnd
 
@@ -245,10 +245,10 @@ class Runner:
     async def _begin(self) -> list[Any]:
         run = self.run
         spec, progress, pos, numbers = run.spec, run.progress, run.pos, run.numbers
-        clock, timeout, graph = spec.clock, spec.timeout, spec.graph
+        clock, timeout, graph = spec.clock, _deadline(spec), spec.graph
         progress.started = True
         progress.started_at = clock.now()
-        if timeout is not None and timeout != float("inf"):
+        if timeout is not None:
             if isinstance(clock, VirtualClock):
                 progress.deadline_ns = clock.elapsed_ns + round(timeout * 1e9)
             else:
@@ -329,7 +329,7 @@ class Runner:
             )
         if (progress.deadline_ns is not None or progress.deadline is not None) \
                 and self._timed_out_now():
-            return await self.halts.stop([], timed_out=True)
+            return await self._after_batch([], True)
         if run.flight.cancel_requested:
             return await self.halts.stop([], timed_out=False)
         before = spec.break_before
@@ -397,6 +397,8 @@ class Runner:
             out.artifacts = []
 
     async def _after_batch(self, outcomes: list[Outcome], timed_out: bool) -> list[Any]:
+        if timed_out and _cancels(self.run.spec):  # the deadline was cancel_after's
+            return await self.halts.stop(outcomes, timed_out=False)
         if timed_out or self.run.flight.cancel_requested:
             return await self.halts.stop(outcomes, timed_out=timed_out)
         halting = [o for o in outcomes if o.kind == "interrupt"
@@ -442,3 +444,17 @@ class Runner:
         if progress.deadline is not None:
             return clock.monotonic() >= progress.deadline
         return False
+
+
+def _deadline(spec: LegSpec) -> float | None:
+    """Seconds into the leg at which it stops: its ``timeout`` or its ``cancel_after``,
+    whichever comes first (``None``: neither)."""
+    if _cancels(spec):
+        return spec.cancel_after
+    return spec.timeout if spec.timeout != float("inf") else None
+
+
+def _cancels(spec: LegSpec) -> bool:
+    """Whether the leg's deadline is its ``cancel_after`` (a cancel), not its timeout."""
+    return spec.cancel_after is not None and (
+        spec.timeout is None or spec.cancel_after < spec.timeout)
