@@ -201,7 +201,7 @@ def late_halt_save(monkeypatch: pytest.MonkeyPatch) -> None:
         if fields.get("status") not in ("interrupted", "failed"):
             return await original_save(self, cid, **fields)
         run = self.run
-        spec = run.spec  # the leg's store lives in its LegSpec (the run state's parts)
+        spec = run.spec  # frozen for the engine (Final); the planted bug swaps its store
         real = spec.store
         adopt, self._adopt = self._adopt, None
 
