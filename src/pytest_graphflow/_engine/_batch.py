@@ -209,6 +209,7 @@ class BatchRunner:
         renew_scope = kinds.cancel_scope()
         running = [len(to_run)]
         owns_entropy = self.owns_entropy
+        take_turn = kinds.take_turn
 
         async def renew() -> None:
             # SPEC §5: the claim is renewed while the run is live, on the runtime's clock.
@@ -234,7 +235,7 @@ class BatchRunner:
                 ENTROPY.set(ctx)
             try:
                 if sched is not None:
-                    await events[i].wait()
+                    await take_turn(events[i])
                     start_order.append(record.node)
                     sleep = sched.sleeper(i)
                     NODE_SLEEPER.set(sleep)

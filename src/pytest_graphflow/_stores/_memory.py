@@ -45,12 +45,28 @@ class _Draft:
 
     Building the pydantic model (and the tuple of visited nodes) for every superstep costs
     more than the rest of a step; most checkpoints are never read back.
+
+    The store keeps every checkpoint of a run, so what each one holds is what the garbage
+    collector walks at every full collection of a long run: the lists of strings
+    (``node_ids``, ``interrupts``, most often empty) are kept as tuples, which the collector
+    stops tracking, and the visited-nodes snapshot as the run's log and a length. Three
+    objects fewer a step; :meth:`checkpoint` gives them back.
     """
 
-    __slots__ = ("_cp", "fields", "id", "metadata", "node_id", "node_ids", "parent_id",
-                 "run_id", "thread_id", "timestamp")
+    __slots__ = ("_cp", "_visited_kind", "_visited_n", "fields", "id", "metadata", "node_id",
+                 "node_ids", "parent_id", "run_id", "thread_id", "timestamp")
 
     def __init__(self, fields: dict[str, Any]) -> None:
+        for name in ("node_ids", "interrupts"):
+            value = fields.get(name)
+            if type(value) is list:
+                fields[name] = tuple(value)
+        visited = fields["visited"]
+        kind = type(visited)
+        self._visited_kind: type | None = None  # (kind and length apart: a tuple is tracked)
+        if kind.__name__ == "Visited" and hasattr(kind, "snapshot"):
+            fields["visited"], self._visited_n = visited.snapshot()
+            self._visited_kind = kind
         self.fields = fields
         self.id = fields["id"]
         self.run_id = fields["run_id"]
@@ -65,9 +81,14 @@ class _Draft:
     def checkpoint(self) -> Checkpoint:
         """The checkpoint itself (built once, never handed out: reads copy it)."""
         if self._cp is None:
-            fields = self.fields
+            fields = dict(self.fields)
+            for name in ("node_ids", "interrupts"):
+                if type(fields.get(name)) is tuple:
+                    fields[name] = list(fields[name])
             visited = fields["visited"]
-            if not isinstance(visited, tuple):
+            if self._visited_kind is not None:
+                fields["visited"] = tuple(visited[:self._visited_n])
+            elif not isinstance(visited, tuple):
                 fields["visited"] = tuple(visited)
             self._cp = make(Checkpoint, **fields)
         return self._cp

@@ -113,6 +113,8 @@ class Backend(NamedTuple):
     task_group: Callable[[], anyio.abc.TaskGroup]
     current_task: Callable[[], object]
     """The running task itself (what ``anyio.get_current_task().id`` identifies)."""
+    take_turn: Callable[[anyio.Event], Awaitable[None]]
+    """``await take_turn(event)``: wait for the baton's event (:func:`_take_turn`)."""
 
 
 _BACKENDS: dict[str, Backend] = {}
@@ -129,13 +131,49 @@ def backend() -> Backend:
     found = _BACKENDS.get(name)
     if found is None:
         current: Callable[[], object]
+        take: Callable[[anyio.Event], Awaitable[None]]
         if name == "trio":
             current = sys.modules["trio"].lowlevel.current_task
+            take = _wait
         else:
             current = asyncio.current_task
+            take = _take_turn
         found = _BACKENDS[name] = Backend(type(anyio.Event()), type(anyio.CancelScope()),
-                                          type(anyio.create_task_group()), current)
+                                          type(anyio.create_task_group()), current, take)
     return found
+
+
+async def _wait(ev: anyio.Event) -> None:
+    await ev.wait()
+
+
+async def _take_turn(ev: anyio.Event) -> None:
+    """Wait for ``ev``, the baton handed to this task (asyncio).
+
+    When the scheduler set it already (a lone task's start, its wake-up after a sleep),
+    ``Event.wait`` would still give the loop one turn. When the loop has nothing else ready
+    and no timer due, that turn would only come straight back here: skip it, and only check
+    for a cancellation (what the turn would have delivered). A turn that could run anything
+    else (a task the node started, a callback, a due timer) is taken as before.
+    """
+    if ev.is_set():
+        loop: Any = asyncio.get_running_loop()
+        ready = getattr(loop, "_ready", None)  # asyncio's own loops (not uvloop's, say)
+        scheduled = getattr(loop, "_scheduled", None)
+        if (ready is not None and scheduled is not None and not ready
+                and (not scheduled or scheduled[0]._when > loop.time())):
+            await _checkpoint_if_cancelled()
+            return
+    await ev.wait()
+
+
+def _asyncio_checkpoint_if_cancelled() -> Callable[[], Awaitable[None]]:
+    from anyio._backends._asyncio import AsyncIOBackend
+
+    return AsyncIOBackend.checkpoint_if_cancelled
+
+
+_checkpoint_if_cancelled = _asyncio_checkpoint_if_cancelled()
 
 
 class BatchScheduler:
@@ -321,6 +359,7 @@ class BatchScheduler:
         started itself sleeps on the loop (virtual on a loop the runtime owns).
         """
         current_task = self.kinds.current_task
+        take_turn = self.kinds.take_turn
         owner = current_task()  # called from the node's own task
 
         async def sleep(delay: float) -> None:
@@ -346,7 +385,7 @@ class BatchScheduler:
             # anyio's Event.wait may itself sleep(0): let that reach the real sleep.
             token = NODE_SLEEPER.set(None)
             try:
-                await ev.wait()
+                await take_turn(ev)
             except anyio.get_cancelled_exc_class():
                 # Woken by a loop deadline (e.g. move_on_after in the node), not by the
                 # scheduler: forget the timer and take the baton while the node unwinds.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from types import FunctionType
 from typing import Any, cast
 
 from ..._records._checkpoint import Checkpoint
@@ -82,9 +83,14 @@ class FaultyStore(FaultyRules):
     @property
     def features(self) -> StoreFeatures:
         """The wrapped store's features, except that :meth:`list` takes no page arguments,
-        the wrapper binds a clock and logs its calls, and its rules may read ``visited``."""
-        return replace(features_of(self._inner), history_pages=False, clock_binding=True,
-                       call_log=True, visited_snapshots=False)
+        the wrapper binds a clock and logs its calls, and its rules may read ``visited``
+        (read once: a store's features do not change while it lives)."""
+        found: StoreFeatures | None = self.__dict__.get("_features")
+        if found is None:
+            found = self.__dict__["_features"] = replace(
+                features_of(self._inner), history_pages=False, clock_binding=True,
+                call_log=True, visited_snapshots=False)
+        return found
 
     @property
     def inner(self) -> CheckpointStore:
@@ -279,7 +285,7 @@ class FaultyStore(FaultyRules):
         if inner is None or name.startswith("__"):
             raise AttributeError(name)
         value = getattr(inner, name)
-        if name.startswith("_") or not inspect.iscoroutinefunction(value):
+        if name.startswith("_") or not _is_async(inner, name, value):
             return value
         method = cast("Callable[..., Awaitable[Any]]", value)
 
@@ -291,3 +297,22 @@ class FaultyStore(FaultyRules):
         forwarded.__doc__ = getattr(value, "__doc__", None)
         self.__dict__[name] = forwarded  # found directly from now on
         return forwarded
+
+
+_ASYNC: dict[tuple[type, str], bool] = {}
+
+
+def _is_async(inner: Any, name: str, value: Any) -> bool:
+    """Whether ``value``, the attribute ``name`` of the store ``inner``, is a coroutine
+    function: a method of the store's class is looked at once per class (``inspect`` costs
+    more than the rest of forwarding it); anything else (an attribute of the instance, one
+    set on it) every time."""
+    cls = type(inner)
+    if name in getattr(inner, "__dict__", ()) or not isinstance(getattr(cls, name, None),
+                                                                 FunctionType):
+        return inspect.iscoroutinefunction(value)
+    key = (cls, name)
+    found = _ASYNC.get(key)
+    if found is None:
+        found = _ASYNC[key] = inspect.iscoroutinefunction(value)
+    return found
