@@ -336,7 +336,9 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
             CheckpointNotFound: when ``checkpoint_id`` does not exist.
             ForkTargetExists: when ``thread_id`` is given and the store holds a checkpoint of
                 it (a fork only ever creates a new thread); nothing was changed.
-            InvalidArgument: a bad id or ``patch_state``; nothing was changed.
+            InvalidArgument: a bad id, or a ``patch_state`` with no JSON form (it is applied
+                as given: ``GraphRuntime.afork`` checks it against the graph's state schema);
+                nothing was changed.
         """
         check_fork(checkpoint_id, patch_state, thread_id)
         found = self._by_id.get(checkpoint_id)
@@ -365,7 +367,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
                 raise ForkTargetExists(f"no free run id for a fork of {checkpoint_id!r}")
         state = dict(source.state)
         if patch_state:
-            state.update(rules.checked_patch(checkpoint_id, source.state, patch_state))
+            state.update(rules.fork_patch(checkpoint_id, patch_state))
         forked = source.clone(
             id=cid, run_id=run_id, thread_id=thread_id or f"thread-{token}",
             parent_id=source.id, state=state,
