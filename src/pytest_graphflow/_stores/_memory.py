@@ -99,7 +99,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
 
     features = StoreFeatures(claims=True, fencing=True, commit=True, history_pages=True,
                              artifacts=True, prune=True, delete_thread=True, waiting=True,
-                             fields_save=True)
+                             tenants=True, fields_save=True)
     """Claims with fencing, commits, paged history, artifacts, prune, thread deletion, waiting
     runs and the runtime's fast save (:meth:`adopt_fields`); no durable events."""
 

@@ -128,7 +128,7 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
 
     features = StoreFeatures(claims=True, fencing=True, commit=True, events=True,
                              run_records=True, history_pages=True, artifacts=True, prune=True,
-                             delete_thread=True, queue=True, waiting=True)
+                             delete_thread=True, queue=True, waiting=True, tenants=True)
     """Durable: claims with fencing, atomic commits of events and run records, paged history,
     artifacts, prune, thread deletion, waiting runs and the workers' queue."""
 

@@ -112,7 +112,8 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
 
     features = StoreFeatures(claims=True, fencing=True, commit=True, events=True,
                              run_records=True, history_pages=True, artifacts=True, prune=True,
-                             delete_thread=True, waiting=True, visited_snapshots=True)
+                             delete_thread=True, waiting=True, tenants=True,
+                             visited_snapshots=True)
     """Durable: claims with fencing, atomic commits of events and run records, paged history,
     artifacts, prune, thread deletion and waiting runs. The runtime may hand this class (not
     a subclass, which may read ``visited``: only the class itself declares features) its
