@@ -28,10 +28,12 @@ from pytest_graphflow import (
     Graph,
     GraphflowError,
     GraphRuntime,
+    InMemoryCheckpointStore,
     InvalidArgument,
     NothingToRecover,
     NotSuspended,
     Resume,
+    SQLiteCheckpointStore,
     UnknownKey,
     UpdateRejected,
     VirtualClock,
@@ -40,8 +42,6 @@ from pytest_graphflow._cli._main import main
 from pytest_graphflow._engine._runtime import CompiledGraph
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._records._json import MAX_DEPTH
-from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 
 
 class S(BaseModel):
