@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "prope
 from graphflow_planted_rare import OverwriteKeepsItsPlace, answers_indexed_by_id
 
 from pytest_graphflow import InMemoryCheckpointStore
-from pytest_graphflow._properties._profiles import register_profiles
+from pytest_graphflow._properties.strategies._profiles import register_profiles
 from pytest_graphflow.conformance import store_conformance_machine
 from pytest_graphflow.invariants import check_interrupt_resume_equivalence
 from pytest_graphflow.strategies import graph_inputs, graphs, resume_answers

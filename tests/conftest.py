@@ -11,7 +11,7 @@ import os
 
 from hypothesis import settings
 
-from pytest_graphflow._properties._profiles import register_profiles
+from pytest_graphflow._properties.strategies._profiles import register_profiles
 
 pytest_plugins = ["graphflow_postgres"]  # postgres_dsn, pg_schema, make_pg_store
 

@@ -11,116 +11,173 @@ from __future__ import annotations
 import sys as _sys
 from typing import TYPE_CHECKING, Any
 
-from . import errors
+from . import errors as errors
 
 if TYPE_CHECKING:
-    from ._assert._snapshot import GraphEventsExtension
-    from ._engine._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
-    from ._engine._runtime import GraphRuntime
-    from ._engine._stream import RunHandle, RunStream
-    from ._engine._upgrade import Incompatibility
-    from ._graph._builder import END, START, Command, CompiledGraph, Expand, Graph, Reducer, Retry
-    from ._graph._deadlines import TimeoutAnswer
-    from ._graph._effects import record_effect
-    from ._graph._middleware import Allow, Block, Guardrail, Middleware, Rewrite
-    from ._graph._node import PAUSE, EdgeContext, NodeContext, Resume, emit, interrupt
-    from ._graph._subgraph import Subgraph
-    from ._graph._tools import Fatal, Tool, ToolCall, ToolResult, tool
-    from ._html._page import render_run_html
-    from ._properties._explore import ExploreReport, explore
-    from ._properties._progress import Progress
-    from ._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
-    from ._records._events import (
-        Breakpoint,
-        CheckpointSaved,
-        CustomEvent,
-        EdgeTransition,
-        ErrorEvent,
-        EventBase,
-        FinalEventData,
-        GraphEvent,
-        Interrupt,
-        InterruptEvent,
-        InterruptEventData,
-        InterruptExpired,
-        NodeEnd,
-        NodeStart,
-        RunEnd,
-        RunStart,
-        StreamEvent,
-        ToolCallEvent,
-        parse_event,
+    # The names of _PUBLIC below, for type checkers and editors (``X as X`` marks a
+    # re-export under mypy --strict); tests/layout/test_exports.py checks they agree.
+    # isort: off
+    from ._assert._snapshot import GraphEventsExtension as GraphEventsExtension
+    from ._engine._options import RunOptions as RunOptions
+    from ._engine._results import (
+        EventLog as EventLog, GraphResult as GraphResult, RunLeg as RunLeg, RunRecord as RunRecord,
+        Trace as Trace,
     )
-    from ._replay._export import export_history
-    from ._replay._history import HISTORY_FORMAT_VERSION, History, load_history
-    from ._replay._replayer import aassert_replays, assert_replays
-    from ._replay._upgrade import UpgradeReport, check_upgrade
-    from ._stores._deletion import DeletedThread
-    from ._stores._features import StoreFeatures, features_of
-    from ._stores._memory import InMemoryCheckpointStore
-    from ._stores._plan import FaultPlan
-    from ._stores._protocol import CheckpointStore
-    from ._stores._waiting import Waiting
-    from ._stores.faults._store import FaultyStore, StoreCall
-    from ._stores.postgres._store import PostgresCheckpointStore
-    from ._stores.sqlite._store import SQLiteCheckpointStore
-    from ._time._clock import DEFAULT_START, Clock, RealClock, VirtualClock
-    from ._time._vloop import virtual_anyio_backend
-    from ._workers._worker import Worker, WorkerStats
+    from ._engine._runtime import GraphRuntime as GraphRuntime
+    from ._engine._stream import RunHandle as RunHandle, RunStream as RunStream
+    from ._engine._upgrade import Incompatibility as Incompatibility
+    from ._graph._builder import (
+        END as END, START as START, Command as Command, CompiledGraph as CompiledGraph,
+        Expand as Expand, Graph as Graph, Reducer as Reducer, Retry as Retry,
+    )
+    from ._graph._deadlines import TimeoutAnswer as TimeoutAnswer
+    from ._graph._effects import record_effect as record_effect
+    from ._graph._middleware import (
+        Allow as Allow, Block as Block, Guardrail as Guardrail, Middleware as Middleware,
+        Rewrite as Rewrite,
+    )
+    from ._graph._node import (
+        PAUSE as PAUSE, EdgeContext as EdgeContext, NodeContext as NodeContext, Resume as Resume,
+        emit as emit, interrupt as interrupt,
+    )
+    from ._graph._subgraph import Subgraph as Subgraph
+    from ._graph._tools import (
+        Fatal as Fatal, Tool as Tool, ToolCall as ToolCall, ToolResult as ToolResult, tool as tool,
+    )
+    from ._html._page import render_run_html as render_run_html
+    from ._properties._progress import Progress as Progress
+    from ._properties.runs._explore import ExploreReport as ExploreReport, explore as explore
+    from ._records._checkpoint import (
+        FORMAT_VERSION as FORMAT_VERSION, Checkpoint as Checkpoint, TaskOutput as TaskOutput,
+        TaskRecord as TaskRecord,
+    )
+    from ._records._events import (
+        Breakpoint as Breakpoint, CheckpointSaved as CheckpointSaved, CustomEvent as CustomEvent,
+        EdgeTransition as EdgeTransition, ErrorEvent as ErrorEvent, EventBase as EventBase,
+        FinalEventData as FinalEventData, GraphEvent as GraphEvent, Interrupt as Interrupt,
+        InterruptEvent as InterruptEvent, InterruptEventData as InterruptEventData,
+        InterruptExpired as InterruptExpired, NodeEnd as NodeEnd, NodeStart as NodeStart,
+        RunEnd as RunEnd, RunStart as RunStart, StreamEvent as StreamEvent,
+        ToolCallEvent as ToolCallEvent, parse_event as parse_event,
+    )
+    from ._replay._export import export_history as export_history
+    from ._replay._history import (
+        HISTORY_FORMAT_VERSION as HISTORY_FORMAT_VERSION, History as History,
+        load_history as load_history,
+    )
+    from ._replay._replayer import (
+        aassert_replays as aassert_replays, assert_replays as assert_replays,
+    )
+    from ._replay._upgrade import UpgradeReport as UpgradeReport, check_upgrade as check_upgrade
+    from ._stores._deletion import DeletedThread as DeletedThread
+    from ._stores.faults._store import FaultyStore as FaultyStore, StoreCall as StoreCall
+    from ._stores._features import StoreFeatures as StoreFeatures, features_of as features_of
+    from ._stores._memory import InMemoryCheckpointStore as InMemoryCheckpointStore
+    from ._stores._plan import FaultPlan as FaultPlan
+    from ._stores.postgres._store import PostgresCheckpointStore as PostgresCheckpointStore
+    from ._stores._protocol import CheckpointStore as CheckpointStore
+    from ._stores.sqlite._store import SQLiteCheckpointStore as SQLiteCheckpointStore
+    from ._stores._waiting import Waiting as Waiting
+    from ._time._clock import (
+        DEFAULT_START as DEFAULT_START, Clock as Clock, RealClock as RealClock,
+        VirtualClock as VirtualClock,
+    )
+    from ._time._vloop import virtual_anyio_backend as virtual_anyio_backend
+    from ._workers._worker import Worker as Worker, WorkerStats as WorkerStats
     from .assertions import (
-        EventPatternError,
-        EventPatternMismatch,
-        assert_events,
-        events_diff,
-        format_event,
-        format_events,
+        EventPatternError as EventPatternError, EventPatternMismatch as EventPatternMismatch,
+        assert_events as assert_events, events_diff as events_diff, format_event as format_event,
+        format_events as format_events,
     )
     from .errors import (
-        BlockingSleepWarning,
-        Cancelled,
-        CheckpointNotFound,
-        ConflictingWrites,
-        DeadlineExpired,
-        EventsCompacted,
-        ExecutionMismatch,
-        ForkTargetExists,
-        GraphExecutionError,
-        GraphflowError,
-        GraphValidationError,
-        GuardrailBlocked,
-        InvalidArgument,
-        InvalidHistory,
-        JoinStarved,
-        MalformedCommit,
-        MiddlewareFailed,
-        MidExecution,
-        MissingExtra,
-        NodeFailed,
-        NothingToRecover,
-        NotSuspended,
-        ParentNotLatest,
-        ReplayDiverged,
-        ResumeError,
-        RunTimedOut,
-        SimulatedCrash,
-        SnapshotMismatch,
-        StaleClaim,
-        StoreFault,
-        StoreFileError,
-        SuperstepLimit,
-        SyncCallInEventLoop,
-        TenantMismatch,
-        ThreadBusy,
-        ThreadSuspended,
-        ToolFailed,
-        UndeclaredWrite,
-        UnexpectedError,
-        UnknownKey,
-        UnknownRoute,
-        UnsupportedFormat,
-        UpdateRejected,
-        VirtualDeadlock,
+        BlockingSleepWarning as BlockingSleepWarning, Cancelled as Cancelled,
+        CheckpointNotFound as CheckpointNotFound, ConflictingWrites as ConflictingWrites,
+        EventsCompacted as EventsCompacted, ExecutionMismatch as ExecutionMismatch,
+        ForkTargetExists as ForkTargetExists, GraphExecutionError as GraphExecutionError,
+        GraphflowError as GraphflowError, GraphValidationError as GraphValidationError,
+        GuardrailBlocked as GuardrailBlocked, InvalidArgument as InvalidArgument,
+        InvalidHistory as InvalidHistory, JoinStarved as JoinStarved,
+        MalformedCommit as MalformedCommit, MiddlewareFailed as MiddlewareFailed,
+        DeadlineExpired as DeadlineExpired, MidExecution as MidExecution,
+        MissingExtra as MissingExtra, NodeFailed as NodeFailed,
+        NothingToRecover as NothingToRecover, ParentNotLatest as ParentNotLatest,
+        NotSuspended as NotSuspended, ReplayDiverged as ReplayDiverged, ResumeError as ResumeError,
+        RunTimedOut as RunTimedOut, SimulatedCrash as SimulatedCrash,
+        SnapshotMismatch as SnapshotMismatch, StaleClaim as StaleClaim, StoreFault as StoreFault,
+        StoreFileError as StoreFileError, SuperstepLimit as SuperstepLimit,
+        SyncCallInEventLoop as SyncCallInEventLoop, TenantMismatch as TenantMismatch,
+        ThreadBusy as ThreadBusy, ThreadSuspended as ThreadSuspended, ToolFailed as ToolFailed,
+        UndeclaredWrite as UndeclaredWrite, UnexpectedError as UnexpectedError,
+        UnknownKey as UnknownKey, UnknownRoute as UnknownRoute,
+        UnsupportedFormat as UnsupportedFormat, UpdateRejected as UpdateRejected,
+        VirtualDeadlock as VirtualDeadlock,
     )
+    # isort: on
+
+# The public names, each listed once, by the module that defines (or re-exports) it: the one
+# table ``__getattr__``, ``__all__``, ``__dir__`` and tests/layout/test_exports.py derive from.
+# A new public name goes here and into the TYPE_CHECKING imports above (for type checkers and
+# editors; the exports test fails while the two disagree), with a docstring.
+_PUBLIC: dict[str, tuple[str, ...]] = {
+    "._assert._snapshot": ("GraphEventsExtension",),
+    "._engine._options": ("RunOptions",),
+    "._engine._results": ("EventLog", "GraphResult", "RunLeg", "RunRecord", "Trace"),
+    "._engine._runtime": ("GraphRuntime",),
+    "._engine._stream": ("RunHandle", "RunStream"),
+    "._engine._upgrade": ("Incompatibility",),
+    "._graph._builder": (
+        "END", "START", "Command", "CompiledGraph", "Expand", "Graph", "Reducer", "Retry",
+    ),
+    "._graph._deadlines": ("TimeoutAnswer",),
+    "._graph._effects": ("record_effect",),
+    "._graph._middleware": ("Allow", "Block", "Guardrail", "Middleware", "Rewrite"),
+    "._graph._node": ("PAUSE", "EdgeContext", "NodeContext", "Resume", "emit", "interrupt"),
+    "._graph._subgraph": ("Subgraph",),
+    "._graph._tools": ("Fatal", "Tool", "ToolCall", "ToolResult", "tool"),
+    "._html._page": ("render_run_html",),
+    "._properties._progress": ("Progress",),
+    "._properties.runs._explore": ("ExploreReport", "explore"),
+    "._records._checkpoint": ("FORMAT_VERSION", "Checkpoint", "TaskOutput", "TaskRecord"),
+    "._records._events": (
+        "Breakpoint", "CheckpointSaved", "CustomEvent", "EdgeTransition", "ErrorEvent",
+        "EventBase", "FinalEventData", "GraphEvent", "Interrupt", "InterruptEvent",
+        "InterruptEventData", "InterruptExpired", "NodeEnd", "NodeStart", "RunEnd", "RunStart",
+        "StreamEvent", "ToolCallEvent", "parse_event",
+    ),
+    "._replay._export": ("export_history",),
+    "._replay._history": ("HISTORY_FORMAT_VERSION", "History", "load_history"),
+    "._replay._replayer": ("aassert_replays", "assert_replays"),
+    "._replay._upgrade": ("UpgradeReport", "check_upgrade"),
+    "._stores._deletion": ("DeletedThread",),
+    "._stores.faults._store": ("FaultyStore", "StoreCall"),
+    "._stores._features": ("StoreFeatures", "features_of"),
+    "._stores._memory": ("InMemoryCheckpointStore",),
+    "._stores._plan": ("FaultPlan",),
+    "._stores.postgres._store": ("PostgresCheckpointStore",),  # needs the `postgres` extra
+    "._stores._protocol": ("CheckpointStore",),
+    "._stores.sqlite._store": ("SQLiteCheckpointStore",),
+    "._stores._waiting": ("Waiting",),
+    "._time._clock": ("DEFAULT_START", "Clock", "RealClock", "VirtualClock"),
+    "._time._vloop": ("virtual_anyio_backend",),
+    "._workers._worker": ("Worker", "WorkerStats"),
+    ".assertions": (
+        "EventPatternError", "EventPatternMismatch", "assert_events", "events_diff",
+        "format_event", "format_events",
+    ),
+    ".errors": (
+        "BlockingSleepWarning", "Cancelled", "CheckpointNotFound", "ConflictingWrites",
+        "EventsCompacted", "ExecutionMismatch", "ForkTargetExists", "GraphExecutionError",
+        "GraphflowError", "GraphValidationError", "GuardrailBlocked", "InvalidArgument",
+        "InvalidHistory", "JoinStarved", "MalformedCommit", "MiddlewareFailed", "DeadlineExpired",
+        "MidExecution", "MissingExtra", "NodeFailed", "NothingToRecover", "ParentNotLatest",
+        "NotSuspended", "ReplayDiverged", "ResumeError", "RunTimedOut", "SimulatedCrash",
+        "SnapshotMismatch", "StaleClaim", "StoreFault", "StoreFileError", "SuperstepLimit",
+        "SyncCallInEventLoop", "TenantMismatch", "ThreadBusy", "ThreadSuspended", "ToolFailed",
+        "UndeclaredWrite", "UnexpectedError", "UnknownKey", "UnknownRoute", "UnsupportedFormat",
+        "UpdateRejected", "VirtualDeadlock",
+    ),
+}
+_LAZY = {name: module for module, names in _PUBLIC.items() for name in names}
 
 # Every public name is imported on first use (PEP 562): importing the package, which pytest's
 # entry point and Hypothesis's entry point do in every session of a process where it is merely
@@ -129,148 +186,9 @@ if TYPE_CHECKING:
 # importing them. A tool that walks every module's ``dir()`` and reads each attribute
 # (freezegun's start does) would import the whole package halfway through its own patching, so
 # a read from freezegun's module walk is refused (an ``AttributeError``, which it skips).
-_LAZY = {
-    "EventLog": "._engine._results",
-    "GraphResult": "._engine._results",
-    "RunLeg": "._engine._results",
-    "RunRecord": "._engine._results",
-    "Trace": "._engine._results",
-    "GraphRuntime": "._engine._runtime",
-    "RunHandle": "._engine._stream",
-    "RunStream": "._engine._stream",
-    "Incompatibility": "._engine._upgrade",
-    "END": "._graph._builder",
-    "START": "._graph._builder",
-    "Command": "._graph._builder",
-    "CompiledGraph": "._graph._builder",
-    "Expand": "._graph._builder",
-    "Graph": "._graph._builder",
-    "Reducer": "._graph._builder",
-    "Retry": "._graph._builder",
-    "PAUSE": "._graph._node",
-    "EdgeContext": "._graph._node",
-    "NodeContext": "._graph._node",
-    "Resume": "._graph._node",
-    "TimeoutAnswer": "._graph._deadlines",
-    "emit": "._graph._node",
-    "Fatal": "._graph._tools",
-    "Tool": "._graph._tools",
-    "ToolCall": "._graph._tools",
-    "ToolResult": "._graph._tools",
-    "tool": "._graph._tools",
-    "interrupt": "._graph._node",
-    "record_effect": "._graph._effects",
-    "Allow": "._graph._middleware",
-    "Block": "._graph._middleware",
-    "Guardrail": "._graph._middleware",
-    "Middleware": "._graph._middleware",
-    "Rewrite": "._graph._middleware",
-    "Subgraph": "._graph._subgraph",
-    "Breakpoint": "._records._events",
-    "ExploreReport": "._properties._explore",
-    "explore": "._properties._explore",
-    "Progress": "._properties._progress",
-    "FORMAT_VERSION": "._records._checkpoint",
-    "Checkpoint": "._records._checkpoint",
-    "TaskOutput": "._records._checkpoint",
-    "TaskRecord": "._records._checkpoint",
-    "CheckpointSaved": "._records._events",
-    "CustomEvent": "._records._events",
-    "EdgeTransition": "._records._events",
-    "ErrorEvent": "._records._events",
-    "EventBase": "._records._events",
-    "FinalEventData": "._records._events",
-    "GraphEvent": "._records._events",
-    "Interrupt": "._records._events",
-    "InterruptEvent": "._records._events",
-    "InterruptEventData": "._records._events",
-    "InterruptExpired": "._records._events",
-    "NodeEnd": "._records._events",
-    "NodeStart": "._records._events",
-    "RunEnd": "._records._events",
-    "RunStart": "._records._events",
-    "StreamEvent": "._records._events",
-    "ToolCallEvent": "._records._events",
-    "parse_event": "._records._events",
-    "export_history": "._replay._export",
-    "render_run_html": "._html._page",
-    "HISTORY_FORMAT_VERSION": "._replay._history",
-    "History": "._replay._history",
-    "load_history": "._replay._history",
-    "aassert_replays": "._replay._replayer",
-    "assert_replays": "._replay._replayer",
-    "UpgradeReport": "._replay._upgrade",
-    "check_upgrade": "._replay._upgrade",
-    "DeletedThread": "._stores._deletion",
-    "StoreFeatures": "._stores._features",
-    "features_of": "._stores._features",
-    "Waiting": "._stores._waiting",
-    "FaultyStore": "._stores.faults._store",
-    "StoreCall": "._stores.faults._store",
-    "InMemoryCheckpointStore": "._stores._memory",
-    "FaultPlan": "._stores._plan",
-    "CheckpointStore": "._stores._protocol",
-    "SQLiteCheckpointStore": "._stores.sqlite._store",
-    "PostgresCheckpointStore": "._stores.postgres._store",  # needs the `postgres` extra (psycopg)
-    "Worker": "._workers._worker",
-    "WorkerStats": "._workers._worker",
-    "DEFAULT_START": "._time._clock",
-    "Clock": "._time._clock",
-    "RealClock": "._time._clock",
-    "VirtualClock": "._time._clock",
-    "virtual_anyio_backend": "._time._vloop",
-    "BlockingSleepWarning": ".errors",
-    "Cancelled": ".errors",
-    "CheckpointNotFound": ".errors",
-    "ConflictingWrites": ".errors",
-    "EventsCompacted": ".errors",
-    "ExecutionMismatch": ".errors",
-    "ForkTargetExists": ".errors",
-    "GraphExecutionError": ".errors",
-    "GraphflowError": ".errors",
-    "GraphValidationError": ".errors",
-    "GuardrailBlocked": ".errors",
-    "InvalidArgument": ".errors",
-    "InvalidHistory": ".errors",
-    "JoinStarved": ".errors",
-    "MalformedCommit": ".errors",
-    "MiddlewareFailed": ".errors",
-    "DeadlineExpired": ".errors",
-    "MidExecution": ".errors",
-    "MissingExtra": ".errors",
-    "NodeFailed": ".errors",
-    "NothingToRecover": ".errors",
-    "ParentNotLatest": ".errors",
-    "NotSuspended": ".errors",
-    "ReplayDiverged": ".errors",
-    "ResumeError": ".errors",
-    "RunTimedOut": ".errors",
-    "SimulatedCrash": ".errors",
-    "SnapshotMismatch": ".errors",
-    "StaleClaim": ".errors",
-    "StoreFault": ".errors",
-    "StoreFileError": ".errors",
-    "SuperstepLimit": ".errors",
-    "SyncCallInEventLoop": ".errors",
-    "TenantMismatch": ".errors",
-    "ThreadBusy": ".errors",
-    "ThreadSuspended": ".errors",
-    "ToolFailed": ".errors",
-    "UndeclaredWrite": ".errors",
-    "UnexpectedError": ".errors",
-    "UnknownKey": ".errors",
-    "UnknownRoute": ".errors",
-    "UnsupportedFormat": ".errors",
-    "UpdateRejected": ".errors",
-    "VirtualDeadlock": ".errors",
-    "GraphEventsExtension": "._assert._snapshot",
-    "EventPatternError": ".assertions",
-    "EventPatternMismatch": ".assertions",
-    "assert_events": ".assertions",
-    "events_diff": ".assertions",
-    "format_event": ".assertions",
-    "format_events": ".assertions",
-}
+# Each read also shows the public classes and functions of every module imported so far under
+# ``pytest_graphflow`` (``_exports.show_public``: reprs, tracebacks and pickles name
+# ``pytest_graphflow.GraphRuntime``, not the private module that defines it).
 
 
 def __getattr__(name: str) -> Any:
@@ -279,10 +197,12 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'pytest_graphflow' has no attribute {name!r}")
     from importlib import import_module
 
+    from ._exports import show_loaded
+
     value = getattr(import_module(module, __name__), name)
+    show_loaded()
     globals()[name] = value
     return value
-
 
 
 def __dir__() -> list[str]:
@@ -292,147 +212,4 @@ def __dir__() -> list[str]:
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "DEFAULT_START",
-    "END",
-    "FORMAT_VERSION",
-    "HISTORY_FORMAT_VERSION",
-    "PAUSE",
-    "START",
-    "Allow",
-    "Block",
-    "BlockingSleepWarning",
-    "Breakpoint",
-    "Cancelled",
-    "Checkpoint",
-    "CheckpointNotFound",
-    "CheckpointSaved",
-    "CheckpointStore",
-    "Clock",
-    "Command",
-    "CompiledGraph",
-    "ConflictingWrites",
-    "CustomEvent",
-    "DeadlineExpired",
-    "DeletedThread",
-    "EdgeContext",
-    "EdgeTransition",
-    "ErrorEvent",
-    "EventBase",
-    "EventLog",
-    "EventPatternError",
-    "EventPatternMismatch",
-    "EventsCompacted",
-    "ExecutionMismatch",
-    "Expand",
-    "ExploreReport",
-    "Fatal",
-    "FaultPlan",
-    "FaultyStore",
-    "FinalEventData",
-    "ForkTargetExists",
-    "Graph",
-    "GraphEvent",
-    "GraphEventsExtension",
-    "GraphExecutionError",
-    "GraphResult",
-    "GraphRuntime",
-    "GraphValidationError",
-    "GraphflowError",
-    "Guardrail",
-    "GuardrailBlocked",
-    "History",
-    "InMemoryCheckpointStore",
-    "Incompatibility",
-    "Interrupt",
-    "InterruptEvent",
-    "InterruptEventData",
-    "InterruptExpired",
-    "InvalidArgument",
-    "InvalidHistory",
-    "JoinStarved",
-    "MalformedCommit",
-    "MidExecution",
-    "Middleware",
-    "MiddlewareFailed",
-    "MissingExtra",
-    "NodeContext",
-    "NodeEnd",
-    "NodeFailed",
-    "NodeStart",
-    "NotSuspended",
-    "NothingToRecover",
-    "ParentNotLatest",
-    "PostgresCheckpointStore",
-    "Progress",
-    "RealClock",
-    "Reducer",
-    "ReplayDiverged",
-    "Resume",
-    "ResumeError",
-    "Retry",
-    "Rewrite",
-    "RunEnd",
-    "RunHandle",
-    "RunLeg",
-    "RunRecord",
-    "RunStart",
-    "RunStream",
-    "RunTimedOut",
-    "SQLiteCheckpointStore",
-    "SimulatedCrash",
-    "SnapshotMismatch",
-    "StaleClaim",
-    "StoreCall",
-    "StoreFault",
-    "StoreFeatures",
-    "StoreFileError",
-    "StreamEvent",
-    "Subgraph",
-    "SuperstepLimit",
-    "SyncCallInEventLoop",
-    "TaskOutput",
-    "TaskRecord",
-    "TenantMismatch",
-    "ThreadBusy",
-    "ThreadSuspended",
-    "TimeoutAnswer",
-    "Tool",
-    "ToolCall",
-    "ToolCallEvent",
-    "ToolFailed",
-    "ToolResult",
-    "Trace",
-    "UndeclaredWrite",
-    "UnexpectedError",
-    "UnknownKey",
-    "UnknownRoute",
-    "UnsupportedFormat",
-    "UpdateRejected",
-    "UpgradeReport",
-    "VirtualClock",
-    "VirtualDeadlock",
-    "Waiting",
-    "Worker",
-    "WorkerStats",
-    "__version__",
-    "aassert_replays",
-    "assert_events",
-    "assert_replays",
-    "check_upgrade",
-    "emit",
-    "errors",
-    "events_diff",
-    "explore",
-    "export_history",
-    "features_of",
-    "format_event",
-    "format_events",
-    "interrupt",
-    "load_history",
-    "parse_event",
-    "record_effect",
-    "render_run_html",
-    "tool",
-    "virtual_anyio_backend",
-]
+__all__ = sorted([*_LAZY, "__version__", "errors"])

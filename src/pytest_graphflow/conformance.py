@@ -33,8 +33,9 @@ Three ways to use it::
 
 from __future__ import annotations
 
-from ._properties._conformance import StoreConformance
-from ._properties._conformance_run import (
+from ._exports import show_public as _show_public
+from ._properties.conformance._machine import StoreConformance
+from ._properties.conformance._run import (
     run_store_conformance,
     store_conformance_machine,
     store_conformance_test,
@@ -46,3 +47,6 @@ __all__ = [
     "store_conformance_machine",
     "store_conformance_test",
 ]
+
+# reprs and pickles name this module, not the private one that defines each name
+_show_public(__name__, globals(), __all__)

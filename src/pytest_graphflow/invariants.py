@@ -27,8 +27,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from ._exports import show_public as _show_public
 from ._graph._builder import CompiledGraph
-from ._properties._checks import (
+from ._properties.checks._checks import (
     Violation,
     check_c1,
     check_c2,
@@ -45,11 +46,12 @@ from ._properties._checks import (
     format_violations,
     normalise_events,
 )
-from ._properties._clockstart import check_clock_start
-from ._properties._determinism import check_determinism
-from ._properties._equivalence import check_interrupt_resume_equivalence
-from ._properties._lint import check_node_code
-from ._properties._recording import (
+from ._properties.checks._lint import check_node_code
+from ._properties.checks._reducer_laws import assert_reducer_laws, check_reducer_laws
+from ._properties.runs._clockstart import check_clock_start
+from ._properties.runs._determinism import check_determinism
+from ._properties.runs._equivalence import check_interrupt_resume_equivalence
+from ._properties.runs._recording import (
     Mark,
     Recording,
     RecordingStore,
@@ -58,9 +60,8 @@ from ._properties._recording import (
     record_run,
     record_run_sync,
 )
-from ._properties._recovery import check_crash_recovery
-from ._properties._reducer_laws import assert_reducer_laws, check_reducer_laws
-from ._properties._xprocess import (
+from ._properties.runs._recovery import check_crash_recovery
+from ._properties.runs._xprocess import (
     check_crash_recovery_across_processes,
     check_determinism_across_processes,
 )
@@ -126,3 +127,6 @@ def assert_invariants(
                                  stream_raised=stream_raised)
     if found:
         raise AssertionError(format_violations(found, evs))
+
+# reprs and pickles name this module, not the private one that defines each name
+_show_public(__name__, globals(), __all__)

@@ -26,6 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         f" ({exc})"
     ) from exc
 
+from ._exports import show_public as _show_public
 from ._langgraph._clockstart import check_clock_start
 from ._langgraph._harness import LangGraphHarness
 from ._langgraph._invariants import HOLDING, check_invariants
@@ -55,3 +56,6 @@ __all__ = [
     "explore",
     "messages",
 ]
+
+# reprs and pickles name this module, not the private one that defines each name
+_show_public(__name__, globals(), __all__)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -166,7 +166,7 @@ class _HypothesisProfiles:
     def pytest_configure(self, config: pytest.Config) -> None:
         profile = config.getoption("hypothesis_profile", None)
         if isinstance(profile, str) and profile.startswith("graphflow-"):
-            from ._properties._profiles import register_profiles
+            from ._properties.strategies._profiles import register_profiles
 
             register_profiles()
 
@@ -311,7 +311,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
     if html_dir(item.config) is not None:
         from ._plugin._html_report import PAIRS
-        from ._properties._pairs import watching
+        from ._properties.runs._pairs import watching
 
         pairs = item.stash.setdefault(PAIRS, [])
         with watching(pairs.append):
@@ -415,6 +415,20 @@ def pytest_assertrepr_compare(
 # --------------------------------------------------------------------------- fixtures
 
 
+_ShownT = TypeVar("_ShownT")
+
+
+def _shown(value: _ShownT) -> _ShownT:
+    """``value``, with the classes of the modules imported so far shown under their public
+    module (``pytest_graphflow.testing.RecordingRuntime`` in a failing test's repr)."""
+    from . import testing
+    from ._exports import show_loaded
+
+    del testing  # importing it shows its names
+    show_loaded()
+    return value
+
+
 @pytest.fixture
 def graph_seed(request: pytest.FixtureRequest) -> int:
     """The test's seed: derived from the session seed and the node id, or the marker's."""
@@ -428,7 +442,7 @@ def virtual_clock(request: pytest.FixtureRequest) -> VirtualClock:
     """A :class:`VirtualClock` at the marker's ``start`` (default: ``DEFAULT_START``)."""
     from ._plugin._state import clock_for
 
-    return clock_for(request)
+    return _shown(clock_for(request))
 
 
 @pytest.fixture
@@ -437,7 +451,7 @@ def checkpoint_store(request: pytest.FixtureRequest) -> CheckpointStore:
     closed when the test ends."""
     from ._plugin._state import store_for
 
-    return store_for(request)
+    return _shown(store_for(request))
 
 
 @pytest.fixture
@@ -446,7 +460,7 @@ def store_faults(request: pytest.FixtureRequest) -> FaultyStore:
     ``crash_at`` and the ``.calls`` log. ``graph_runtime`` runs over this store."""
     from ._plugin._state import faults_for
 
-    return faults_for(request)
+    return _shown(faults_for(request))
 
 
 @pytest.fixture
@@ -461,7 +475,7 @@ def graph_runtime(request: pytest.FixtureRequest) -> RecordingRuntime:
             "examples: they would share its clock, store and runs. Take "
             "graph_runtime_factory instead and call it once per example "
             "(runtime = graph_runtime_factory())", pytrace=False)
-    return runtime_for(request)
+    return _shown(runtime_for(request))
 
 
 @pytest.fixture(scope="session")
@@ -471,7 +485,7 @@ def graph_runtime_factory(pytestconfig: pytest.Config) -> GraphRuntimeFactory:
     test's seed (``graph_seed`` itself is function-scoped, which ``@given`` refuses)."""
     from ._plugin._state import session_factory
 
-    return session_factory(pytestconfig)
+    return _shown(session_factory(pytestconfig))
 
 
 @pytest.fixture

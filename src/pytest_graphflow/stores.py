@@ -21,6 +21,7 @@ transaction, ask the rule, write its answer in the same transaction (see
 
 from __future__ import annotations
 
+from ._exports import show_public as _show_public
 from ._stores._claims import (
     DEFAULT_CLAIM_TTL,
     Claim,
@@ -89,3 +90,6 @@ __all__ = [
     "utc_now",
     "waiting_row",
 ]
+
+# reprs and pickles name this module, not the private one that defines each name
+_show_public(__name__, globals(), __all__)

@@ -21,7 +21,8 @@ arguments, and examples that shrink toward the simplest case::
 
 from __future__ import annotations
 
-from ._properties._strategies import (
+from ._exports import show_public as _show_public
+from ._properties.strategies._strategies import (
     Failure,
     GraphSpec,
     JoinSpec,
@@ -48,3 +49,6 @@ __all__ = [
     "resume_answers",
     "schedules",
 ]
+
+# reprs and pickles name this module, not the private one that defines each name
+_show_public(__name__, globals(), __all__)

@@ -32,13 +32,14 @@ loads none of them; a ``conftest.py`` picks one::
 
 from __future__ import annotations
 
+from ._exports import show_public as _show_public
 from ._plugin._runtime import (
     GraphRuntimeFactory,
     RecordingRuntime,
     RunRecording,
     make_graph_runtime,
 )
-from ._properties._profiles import register_profiles
+from ._properties.strategies._profiles import register_profiles
 
 __all__ = [
     "GraphRuntimeFactory",
@@ -47,3 +48,6 @@ __all__ = [
     "make_graph_runtime",
     "register_profiles",
 ]
+
+# reprs and pickles name this module, not the private one that defines each name
+_show_public(__name__, globals(), __all__)

@@ -16,7 +16,7 @@ import pytest
 from graphflow_xprocess_graphs import TAGS, checkout, declared_set, ordered, unordered
 
 from pytest_graphflow import InvalidArgument
-from pytest_graphflow._properties._pool import pool
+from pytest_graphflow._properties.runs._pool import pool
 from pytest_graphflow.invariants import (
     check_crash_recovery,
     check_crash_recovery_across_processes,

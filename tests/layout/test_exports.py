@@ -1,161 +1,27 @@
 """Every public name stays importable where users import it from (trio's test_exports).
 
-The lists are the public API as of the package-layout change; a name may be added (add it
-here too) but never dropped or moved without a deprecation. Each name also needs a docstring.
+The package's own names are its table (``_PUBLIC`` in ``pytest_graphflow/__init__.py``):
+``__getattr__``, ``__all__``, ``__dir__`` and the list below derive from it, and the tests here
+check that it lists each name once and that the TYPE_CHECKING imports type checkers read say
+the same. The other fronts' lists are the public API as of the package-layout change; a name
+may be added (add it here too) but never dropped or moved without a deprecation. Each name
+also needs a docstring.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
+from pathlib import Path
 
 import pytest
 
+import pytest_graphflow
+
 PUBLIC: dict[str, list[str]] = {
-    'pytest_graphflow': [
-        'DeadlineExpired',
-        'InterruptExpired',
-        'TimeoutAnswer',
-        'Waiting',
-        'Fatal',
-        'Tool',
-        'ToolCall',
-        'ToolCallEvent',
-        'ToolFailed',
-        'ToolResult',
-        'tool',
-        'BlockingSleepWarning',
-        'Breakpoint',
-        'HISTORY_FORMAT_VERSION',
-        'History',
-        'Incompatibility',
-        'InvalidHistory',
-        'ReplayDiverged',
-        'UpgradeReport',
-        'aassert_replays',
-        'assert_replays',
-        'check_upgrade',
-        'export_history',
-        'render_run_html',
-        'load_history',
-        'Cancelled',
-        'Checkpoint',
-        'CheckpointNotFound',
-        'CheckpointSaved',
-        'StoreFeatures',
-        'features_of',
-        'CheckpointStore',
-        'Clock',
-        'Command',
-        'CompiledGraph',
-        'ConflictingWrites',
-        'CustomEvent',
-        'DEFAULT_START',
-        'DeletedThread',
-        'END',
-        'EdgeContext',
-        'EdgeTransition',
-        'ErrorEvent',
-        'EventBase',
-        'EventLog',
-        'EventPatternError',
-        'EventPatternMismatch',
-        'EventsCompacted',
-        'ExecutionMismatch',
-        'Expand',
-        'ExploreReport',
-        'Progress',
-        'FORMAT_VERSION',
-        'FaultPlan',
-        'FaultyStore',
-        'FinalEventData',
-        'ForkTargetExists',
-        'Graph',
-        'GraphEvent',
-        'GraphEventsExtension',
-        'GraphExecutionError',
-        'GraphResult',
-        'GraphRuntime',
-        'GraphValidationError',
-        'GraphflowError',
-        'InMemoryCheckpointStore',
-        'Interrupt',
-        'InterruptEvent',
-        'InterruptEventData',
-        'InvalidArgument',
-        'JoinStarved',
-        'MalformedCommit',
-        'MiddlewareFailed',
-        'GuardrailBlocked',
-        'Rewrite',
-        'Middleware',
-        'Guardrail',
-        'Block',
-        'Allow',
-        'MidExecution',
-        'MissingExtra',
-        'NodeContext',
-        'NodeEnd',
-        'NodeFailed',
-        'NodeStart',
-        'NotSuspended',
-        'NothingToRecover',
-        'ParentNotLatest',
-        'PAUSE',
-        'PostgresCheckpointStore',
-        'RealClock',
-        'Reducer',
-        'Resume',
-        'ResumeError',
-        'Retry',
-        'RunEnd',
-        'RunHandle',
-        'RunLeg',
-        'RunRecord',
-        'RunStart',
-        'RunStream',
-        'RunTimedOut',
-        'SQLiteCheckpointStore',
-        'START',
-        'SimulatedCrash',
-        'SnapshotMismatch',
-        'StaleClaim',
-        'StoreCall',
-        'StoreFault',
-        'StoreFileError',
-        'StreamEvent',
-        'Subgraph',
-        'SuperstepLimit',
-        'SyncCallInEventLoop',
-        'TaskOutput',
-        'TaskRecord',
-        'TenantMismatch',
-        'ThreadBusy',
-        'ThreadSuspended',
-        'Trace',
-        'UndeclaredWrite',
-        'UnexpectedError',
-        'UnknownKey',
-        'UnknownRoute',
-        'UnsupportedFormat',
-        'UpdateRejected',
-        'VirtualClock',
-        'VirtualDeadlock',
-        'Worker',
-        'WorkerStats',
-        '__version__',
-        'assert_events',
-        'emit',
-        'errors',
-        'events_diff',
-        'explore',
-        'format_event',
-        'format_events',
-        'interrupt',
-        'parse_event',
-        'record_effect',
-        'virtual_anyio_backend',
-    ],
+    # the package's own names come from its one table (``_PUBLIC`` in ``__init__.py``)
+    'pytest_graphflow': list(pytest_graphflow.__all__),
     'pytest_graphflow.errors': [
         'DeadlineExpired',
         'BlockingSleepWarning',
@@ -383,3 +249,81 @@ def test_entry_points_resolve() -> None:
     for ep in found.values():
         assert callable(ep.load()) or inspect.ismodule(ep.load())
 
+
+
+INIT = Path(pytest_graphflow.__file__)
+
+
+def _table_source() -> ast.Dict:
+    for node in ast.parse(INIT.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.AnnAssign) and ast.unparse(node.target) == "_PUBLIC":
+            assert isinstance(node.value, ast.Dict)
+            return node.value
+    raise AssertionError(f"{INIT}: no _PUBLIC table")
+
+
+def listed_twice(table: ast.Dict) -> list[str]:
+    """Names (and modules) the table's source lists more than once: a dict literal would
+    silently keep only the last of two equal keys, so this reads the source."""
+    seen: set[str] = set()
+    twice: list[str] = []
+    modules = [ast.literal_eval(k) for k in table.keys if k is not None]
+    names = [n for v in table.values for n in ast.literal_eval(v)]
+    for item in [*(f"module {m}" for m in modules), *names]:
+        if item in seen:
+            twice.append(item)
+        seen.add(item)
+    return twice
+
+
+def type_checking_imports(source: str) -> dict[str, list[str]]:
+    """module -> names, for the ``from m import X as X`` lines under ``if TYPE_CHECKING``."""
+    found: dict[str, list[str]] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom), ast.unparse(imp)
+                module = "." * imp.level + (imp.module or "")
+                for alias in imp.names:
+                    # ``X as X``: mypy --strict treats only that (or __all__) as a re-export
+                    assert alias.asname == alias.name, f"{module}: write {alias.name} as " \
+                        f"{alias.name}, not as {alias.asname}"
+                    found.setdefault(module, []).append(alias.name)
+    return found
+
+
+def test_the_table_lists_every_public_name_once() -> None:
+    assert listed_twice(_table_source()) == []
+
+
+def test_a_name_listed_twice_is_found() -> None:
+    table = ast.parse('{"._a": ("X", "Y"), "._b": ("Y",), "._a": ("Z",)}', mode="eval").body
+    assert isinstance(table, ast.Dict)
+    assert listed_twice(table) == ["module ._a", "Y"]
+
+
+def test_the_type_checking_imports_say_what_the_table_says() -> None:
+    table = {m: sorted(names) for m, names in pytest_graphflow._PUBLIC.items()}
+    imported = {m: sorted(names) for m, names in
+                type_checking_imports(INIT.read_text(encoding="utf-8")).items()}
+    assert imported == table
+
+
+def test_a_type_checking_import_the_table_lacks_is_found() -> None:
+    source = "if TYPE_CHECKING:\n    from ._a import X as X, Y as Y\n"
+    assert type_checking_imports(source) != {"._a": ["X"]}
+    with pytest.raises(AssertionError, match="write Y as Y"):
+        type_checking_imports("if TYPE_CHECKING:\n    from ._a import Y as Z\n")
+
+
+def test_all_and_dir_derive_from_the_table() -> None:
+    names = [n for group in pytest_graphflow._PUBLIC.values() for n in group]
+    assert pytest_graphflow.__all__ == sorted([*names, "__version__", "errors"])
+    assert dir(pytest_graphflow) == sorted(pytest_graphflow.__all__)
+
+
+@pytest.mark.parametrize("front", ["pytest_graphflow.errors", "pytest_graphflow.assertions"])
+def test_the_package_exports_every_name_of_the_errors_and_assertions(front: str) -> None:
+    missing = sorted(set(importlib.import_module(front).__all__)
+                     - set(pytest_graphflow.__all__))
+    assert missing == [], f"{front} names the package does not export: {missing}"

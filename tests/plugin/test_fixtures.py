@@ -235,3 +235,18 @@ def test_a_sqlite_store_closes_when_the_test_ends(graph_project: pytest.Pytester
     """))
     result = run("-q", "-p", "no:randomly", "test_close.py")
     result.assert_outcomes(passed=2)
+
+
+def test_fixtures_hand_over_objects_whose_classes_show_their_public_module(
+        graph_project: pytest.Pytester, run_subprocess: Run) -> None:
+    # a fresh interpreter: in this one every class was shown publicly long ago
+    graph_project.makepyfile(test_gf_public_reprs=dedent("""
+        def test_reprs(graph_runtime, checkpoint_store, store_faults, virtual_clock):
+            assert repr(type(graph_runtime)) == (
+                "<class 'pytest_graphflow.testing.RecordingRuntime'>")
+            assert type(checkpoint_store).__module__ == "pytest_graphflow"
+            assert type(store_faults).__module__ == "pytest_graphflow"
+            assert type(virtual_clock).__module__ == "pytest_graphflow"
+    """))
+    result = run_subprocess("-q", "test_gf_public_reprs.py")
+    result.assert_outcomes(passed=1)

@@ -7,7 +7,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-from pytest_graphflow._properties._profiles import PROFILES, register_profiles
+from pytest_graphflow._properties.strategies._profiles import PROFILES, register_profiles
 
 
 def test_profiles_are_registered_with_their_settings() -> None:

@@ -185,3 +185,89 @@ def test_graphflow_processes_replays_a_langgraph_harness_of_a_module_level_app(
     else:  # the fan-out's edges and the join's saved set are in a stable order (24.15)
         result.stdout.fnmatch_lines(["graphflow: 1 run(s) replayed in fresh interpreters, 1 "
                                      "skipped*"])
+
+
+LG_SAVER_TEST = '''
+from langgraph.checkpoint.memory import InMemorySaver
+from pytest_graphflow.langgraph import FaultySaver
+from {module} import APP
+
+def test_an_empty_saver_of_the_tests_own(graph_runtime):
+    h = graph_runtime.langgraph(APP, saver=FaultySaver(InMemorySaver()))
+    assert h.trace({{"log": []}}).result.status == "interrupted"
+    assert h.resume("ok").result.status == "completed"
+
+def test_a_saver_two_harnesses_share(graph_runtime):
+    saver = InMemorySaver()
+    first = graph_runtime.langgraph(APP, saver=saver)
+    assert first.trace({{"log": []}}).result.status == "interrupted"
+    # a fresh harness over the saved thread (the recovery of a new process): not replayable
+    second = graph_runtime.langgraph(APP, saver=saver, thread_id=first.thread_id)
+    assert second.resume("ok").result.status == "completed"
+    first.resume()  # its thread moved under it: its legs alone do not replay either
+'''
+
+
+@pytest.mark.parametrize(("order", "outcome"), [("sorted", {"passed": 2}),
+                                                ("list", {"passed": 1, "failed": 1})],
+                         ids=["stable-order", "hash-order"])
+def test_graphflow_processes_replays_a_harness_over_an_empty_saver_of_the_tests_own(
+        pytester: pytest.Pytester, run: Run, order: str, outcome: dict[str, int]) -> None:
+    module = f"lg_saver_{order}"
+    pytester.makepyfile(**{module: LG_TAGS.format(order=order),
+                           "test_lg_saver": LG_SAVER_TEST.format(module=module)})
+    pytester.syspathinsert()
+    result = run("-q", "--graphflow-processes=2")
+    result.assert_outcomes(**outcome)
+    if order == "list":  # replayed, so the hash-ordered node shows
+        result.stdout.fnmatch_lines([
+            "*test_an_empty_saver_of_the_tests_own*",
+            "*--graphflow-processes: the LangGraph harness on thread 'thread-*' of this test "
+            "took another path in a fresh interpreter with PYTHONHASHSEED=*"])
+    else:  # both harnesses over the shared saver are skipped (replaying the first one's
+        # legs alone would take another path: its second leg found the thread moved on)
+        result.stdout.fnmatch_lines(["graphflow: 1 run(s) replayed in fresh interpreters, 2 "
+                                     "skipped*"])
+
+
+LG_FAULTS_TEST = '''
+import pytest
+from pytest_graphflow import StoreFault
+from {module} import APP
+
+def test_faults_that_acted(graph_runtime):
+    h = graph_runtime.langgraph(APP, durability="sync")
+    h.saver.delay("get_tuple", 30.0, nth=1)  # a slow first read: 30 virtual seconds
+    h.saver.reject_save(nth=3)
+    with pytest.raises(StoreFault):
+        h.trace({{"log": []}})
+    assert h.resume().result.status == "interrupted"
+    assert h.resume("ok").result.status == "completed"
+
+def test_a_custom_error_is_skipped(graph_runtime):
+    h = graph_runtime.langgraph(APP, durability="sync")
+    h.saver.fail("put", nth=2, error=OSError("disk full"))
+    with pytest.raises(OSError):
+        h.trace({{"log": []}})
+'''
+
+
+@pytest.mark.parametrize(("order", "outcome"), [("sorted", {"passed": 2}),
+                                                ("list", {"passed": 1, "failed": 1})],
+                         ids=["stable-order", "hash-order"])
+def test_graphflow_processes_replays_the_faults_that_acted_on_a_harness_saver(
+        pytester: pytest.Pytester, run: Run, order: str, outcome: dict[str, int]) -> None:
+    module = f"lg_faults_{order}"
+    pytester.makepyfile(**{module: LG_TAGS.format(order=order),
+                           "test_lg_faults": LG_FAULTS_TEST.format(module=module)})
+    pytester.syspathinsert()
+    result = run("-q", "--graphflow-processes=2")
+    result.assert_outcomes(**outcome)
+    if order == "list":  # replayed with its faults, so the hash-ordered node shows
+        result.stdout.fnmatch_lines([
+            "*test_faults_that_acted*",
+            "*--graphflow-processes: the LangGraph harness on thread 'thread-*' of this test "
+            "took another path in a fresh interpreter with PYTHONHASHSEED=*"])
+    else:  # the custom error cannot be made again: skipped
+        result.stdout.fnmatch_lines(["graphflow: 1 run(s) replayed in fresh interpreters, 1 "
+                                     "skipped*"])

@@ -179,7 +179,7 @@ def test_times_deep_in_the_state_are_compared_as_times_and_the_rest_as_values() 
 
 
 def test_the_two_runs_go_side_by_side_to_the_html_report() -> None:
-    from pytest_graphflow._properties._pairs import RunPair, watching
+    from pytest_graphflow._properties.runs._pairs import RunPair, watching
 
     seen: list[RunPair] = []
     with watching(seen.append):

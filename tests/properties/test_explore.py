@@ -21,7 +21,7 @@ from pytest_graphflow import (
     VirtualClock,
     interrupt,
 )
-from pytest_graphflow._properties._explore import ExploreReport, explore
+from pytest_graphflow._properties.runs._explore import ExploreReport, explore
 from pytest_graphflow.errors import InvalidArgument
 from pytest_graphflow.strategies import GraphSpec, graph_inputs, graphs, resume_answers
 

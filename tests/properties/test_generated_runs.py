@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_graphflow import GraphRuntime, InMemoryCheckpointStore, VirtualClock
-from pytest_graphflow._properties._drive import answer_for, drive
+from pytest_graphflow._properties.runs._drive import answer_for, drive
 from pytest_graphflow.invariants import (
     assert_invariants,
     check_crash_recovery,
@@ -159,7 +159,7 @@ def test_resume_from_every_saved_checkpoint_keeps_the_invariants(
             resume = None
             if cp.status == "interrupted":
                 from pytest_graphflow import Resume
-                from pytest_graphflow._properties._drive import answer_for
+                from pytest_graphflow._properties.runs._drive import answer_for
 
                 resume = Resume(answers={i.key: answer_for(answers, i) for i in cp.interrupts})
             stream = rt.resume_stream(cp.id, resume, graph=graph)

@@ -27,7 +27,7 @@ from pytest_graphflow import (
     VirtualClock,
     interrupt,
 )
-from pytest_graphflow._properties._drive import drive
+from pytest_graphflow._properties.runs._drive import drive
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow.invariants import check_invariants
 from pytest_graphflow.strategies import GraphSpec, JoinSpec, SpecNode

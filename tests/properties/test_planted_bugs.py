@@ -33,7 +33,7 @@ from pytest_graphflow import (
     VirtualClock,
     interrupt,
 )
-from pytest_graphflow._properties._explore import explore
+from pytest_graphflow._properties.runs._explore import explore
 from pytest_graphflow.invariants import (
     check_crash_recovery,
     check_determinism,

@@ -327,7 +327,7 @@ def test_a_fork_applying_any_patch_conforms_and_the_runtime_refuses_what_does_no
 def run_settings(base: settings) -> settings:
     """``base`` with run_store_conformance's defaults (no deadline, no explain, short
     programs), as a user running under the graphflow-ci profile gets them."""
-    from pytest_graphflow._properties._conformance_run import _default_settings
+    from pytest_graphflow._properties.conformance._run import _default_settings
 
     defaults = _default_settings()
     return settings(base, stateful_step_count=defaults.stateful_step_count,
@@ -345,7 +345,7 @@ PLANTED_RUN = """
 import json, sys
 sys.path[:0] = {paths!r}
 from hypothesis import settings
-from pytest_graphflow._properties._profiles import register_profiles
+from pytest_graphflow._properties.strategies._profiles import register_profiles
 register_profiles()
 settings.load_profile("graphflow-ci")
 from graphflow_planted_stores import PLANTED

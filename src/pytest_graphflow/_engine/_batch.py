@@ -23,8 +23,9 @@ from .._time._wallclock import NODE_CLOCK
 from ..errors import (
     VirtualDeadlock,
 )
+from ._outcome import Outcome
 from ._run_state import RunState
-from ._task import Outcome, decide_edges, execute
+from ._task import decide_edges, execute
 
 __all__ = ["BatchRunner"]
 
@@ -70,46 +71,50 @@ class _InContext:
 
 class BatchRunner:
     """Runs a superstep's tasks — inline, or concurrently under the seeded scheduler — and
-    collects their outcomes; it decides nothing about what the outcomes mean."""
+    collects their outcomes; it decides nothing about what the outcomes mean. The owner of
+    the leg's :class:`~._run_state.Flight`."""
 
     def __init__(self, run: RunState) -> None:
         self.run = run
+        spec = run.spec
         # A deterministic run owns its nodes' entropy (uuid, random): see _time/_entropy.
-        self.owns_entropy = run.seed is not None and isinstance(run.clock, VirtualClock)
+        self.owns_entropy = spec.seed is not None and isinstance(spec.clock, VirtualClock)
 
     def _context(self, record: TaskRecord) -> NodeContext:
         """What the task of ``record`` sees as ``ctx`` in the current superstep."""
         run = self.run
-        return NodeContext(run, record, run.step, run.visited)
+        pos = run.pos
+        return NodeContext(run, record, pos.step, pos.visited)
 
     async def run_inline(self, record: TaskRecord, spec: NodeSpec) -> Outcome:
         """Run one sync task inline (nothing can interleave with it)."""
         run = self.run
-        clock = run.clock
-        ctx = NodeContext(run, record, run.step, run.visited)
-        model = run.model
-        run.model = None
+        leg, pos = run.spec, run.pos
+        clock = leg.clock
+        ctx = NodeContext(run, record, pos.step, pos.visited)
+        model = pos.take_model()
         if model is None:
-            model = run.graph.codec.model_of(run.state)
+            model = leg.graph.codec.model_of(pos.state)
         t1 = CURRENT_TASK.set(ctx)
-        t2 = NODE_CLOCK.set(clock) if run.wall_clock else None  # type: ignore[arg-type]
+        t2 = NODE_CLOCK.set(clock) if leg.wall_clock else None  # type: ignore[arg-type]
         t3 = ENTROPY.set(ctx) if self.owns_entropy else None
         try:
-            out = await execute(run.graph, spec, record, lambda: model, ctx, clock, clock.sleep,
-                                run.state, run.hooks_of(spec.name))
+            out = await execute(leg.graph, spec, record, lambda: model, ctx, clock, clock.sleep,
+                                pos.state, run.hooks_of(spec.name))
         finally:
             if t3 is not None:
                 ENTROPY.reset(t3)
             if t2 is not None:
                 NODE_CLOCK.reset(t2)
             CURRENT_TASK.reset(t1)
-        run.start_order.append(record.node)
+        run.flight.start_order.append(record.node)
         return out
 
     def _input_factory(self, parallel: bool) -> Callable[[], BaseModel]:
         run = self.run
-        graph, state = run.graph, run.state
-        cached = [None if parallel else run.model]
+        graph, state = run.spec.graph, run.pos.state
+        model = run.pos.take_model()  # taken either way: the batch changes the state
+        cached = [None if parallel else model]
         model_of = graph.codec.model_of
 
         def make_input() -> BaseModel:
@@ -124,15 +129,16 @@ class BatchRunner:
     async def run_batch(self) -> tuple[list[Outcome], bool]:
         """Run the current batch; its outcomes in declared order, and whether it timed out."""
         run = self.run
-        assert run.tasks is not None
-        graph, step = run.graph, run.step
-        tasks = run.tasks
-        visited = run.visited
+        pos, flight = run.pos, run.flight
+        graph, step = run.spec.graph, pos.step
+        seed = run.spec.seed
+        tasks = pos.tasks
+        visited = pos.visited
         outcomes: list[Outcome] = []
         to_run: list[int] = []
         for i, record in enumerate(tasks):
             spec = graph.nodes[record.node]
-            done = run.completed.get(record.task_id)
+            done = pos.completed.get(record.task_id)
             if done is not None and (done.keep or spec.effect in REPLAYED_EFFECTS):
                 out = Outcome(record, spec, kind="done", patch=done.patch, goto=done.goto,
                               expand=done.expand, replayed=True,
@@ -146,21 +152,20 @@ class BatchRunner:
             # Sync tasks cannot interleave: they run inline, one after the other, in the
             # seeded start order.
             order = to_run
-            if len(order) > 1 and run.seed is not None:
+            if len(order) > 1 and seed is not None:
                 order = list(order)
-                ScheduleRng(run.seed, run.run_id, step).shuffle(order)  # type: ignore[arg-type]
+                ScheduleRng(seed, run.run_id, step).shuffle(order)  # type: ignore[arg-type]
             for i in order:
                 outcomes[i] = await self.run_inline(tasks[i], outcomes[i].spec)
         elif to_run:
             make_input = self._input_factory(len(tasks) > 1)
-            run.model = None
-            run.batch = outcomes
+            flight.batch = outcomes
             timed_out = await self._run_concurrently(tasks, outcomes, to_run, make_input,
                                                      self._context)
-            run.batch = None
+            flight.batch = None
         for out in outcomes:
             if out.replayed:
-                await decide_edges(graph, out.spec, out, run.state, visited, step)
+                await decide_edges(graph, out.spec, out, pos.state, visited, step)
         return outcomes, timed_out
 
     async def _run_concurrently(
@@ -172,10 +177,13 @@ class BatchRunner:
         context: Callable[[TaskRecord], NodeContext],
     ) -> bool:
         run = self.run
-        graph, clock = run.graph, run.clock
+        leg, progress, flight = run.spec, run.progress, run.flight
+        graph, clock = leg.graph, leg.clock
+        state = run.pos.state
+        start_order = flight.start_order
         rng: Any
-        if run.seed is not None:
-            rng = ScheduleRng(run.seed, run.run_id, run.step)
+        if leg.seed is not None:
+            rng = ScheduleRng(leg.seed, run.run_id, run.pos.step)
         else:
             rng = None if len(to_run) == 1 else random.Random()
         stalled: list[list[int]] = []
@@ -189,14 +197,14 @@ class BatchRunner:
                 scope.cancel()
 
             sched = BatchScheduler(
-                clock, rng, run.deadline_ns, on_deadline=lambda: scope.cancel(),
+                clock, rng, progress.deadline_ns, on_deadline=lambda: scope.cancel(),
                 on_stall=stall,
                 loop_deadline=(lambda: loop_deadline_ns(clock)) if owned else None,
                 kinds=kinds,
             )
         events = {i: sched.register(i) for i in to_run} if sched is not None else {}
-        wall = run.wall_clock and sched is not None
-        claim = run.claim
+        wall = leg.wall_clock and sched is not None
+        claim = leg.claim
         renewing = claim is not None and claim.renewable
         renew_scope = kinds.cancel_scope()
         running = [len(to_run)]
@@ -206,6 +214,7 @@ class BatchRunner:
             # SPEC §5: the claim is renewed while the run is live, on the runtime's clock.
             # Under the scheduler this task starts at the daemon's first turn, a third of the
             # ttl in, so its first renewal is due at once.
+            assert claim is not None  # only a leg holding a claim renews it
             with renew_scope:
                 if sched is None:
                     await claim.keep_alive(clock.sleep)
@@ -226,17 +235,17 @@ class BatchRunner:
             try:
                 if sched is not None:
                     await events[i].wait()
-                    run.start_order.append(record.node)
+                    start_order.append(record.node)
                     sleep = sched.sleeper(i)
                     NODE_SLEEPER.set(sleep)
                     if wall:
                         NODE_CLOCK.set(clock)  # type: ignore[arg-type]
                 else:
-                    run.start_order.append(record.node)
+                    start_order.append(record.node)
                     sleep = clock.sleep
                 spec = outcomes[i].spec
                 outcomes[i] = await execute(graph, spec, record, make_input, ctx, clock, sleep,
-                                            run.state, run.hooks_of(spec.name))
+                                            state, run.hooks_of(spec.name))
             finally:
                 if sched is not None:
                     sched.finished(i)
@@ -254,7 +263,7 @@ class BatchRunner:
         order = list(to_run)
         if sched is None and rng is not None:
             rng.shuffle(order)
-        deadline = None if run.deadline is None else run.deadline - clock.monotonic()
+        deadline = None if progress.deadline is None else progress.deadline - clock.monotonic()
         # The loop's own list: a stall of another loop (another thread) never fails this batch.
         handlers = stall_handlers() if sched is not None and sched.loop_deadline is not None \
             else None
@@ -264,8 +273,8 @@ class BatchRunner:
         with kinds.cancel_scope() as scope:
             if deadline is not None:
                 scope.deadline = anyio.current_time() + max(0.0, deadline)
-            run.scope = scope
-            if run.cancel_requested:
+            flight.scope = scope
+            if flight.cancel_requested:
                 scope.cancel()
             try:
                 async with _unwrapped(), kinds.task_group() as tg:
@@ -286,7 +295,7 @@ class BatchRunner:
                     if host is not None:
                         await _InContext(run_one(host))
             finally:
-                run.scope = None
+                flight.scope = None
                 if handlers is not None:
                     assert sched is not None
                     handlers.remove(sched.stall)
@@ -301,6 +310,6 @@ class BatchRunner:
                     "tasks of one batch wait for each other; pass data through the state"
                 )
             return False
-        if scope.cancelled_caught and not run.cancel_requested:
+        if scope.cancelled_caught and not flight.cancel_requested:
             return True
         return sched is not None and sched.timed_out

@@ -17,16 +17,18 @@ from .._records._events import (
 from ..errors import GraphflowError
 from ._halts import HaltHandler
 from ._merge import merge_patches
+from ._outcome import Outcome
 from ._report import task_event_count, task_events, task_output
-from ._run_state import RunState, StepState
-from ._task import Outcome
+from ._results import StepState
+from ._run_state import RunState
 from ._writer import CheckpointWriter, LegEnd
 
 __all__ = ["Committer"]
 
 
 class Committer:
-    """Turns a finished batch into the run's next position (SPEC §1's merge rules, C3, C7)."""
+    """Turns a finished batch into the run's next position (SPEC §1's merge rules, C3, C7):
+    the owner of the leg's :class:`~._run_state.Position`."""
 
     def __init__(
         self, run: RunState, writer: CheckpointWriter, end: LegEnd, halts: HaltHandler
@@ -43,28 +45,29 @@ class Committer:
         that path would have built.
         """
         run = self.run
-        graph, step = run.graph, run.step
+        pos, numbers, spec = run.pos, run.numbers, run.spec
+        graph, step = spec.graph, pos.step
         record = out.record
         node = record.node
         patch = out.patch
         codec = graph.codec
         model: BaseModel | None = None
         if not patch:
-            new_state = run.state
+            new_state = pos.state
         elif out.merged is not None:
             new_state = out.merged  # merged and checked already, to decide its branches
         elif codec.plain and not graph.reducers.keys() & patch.keys():
             # Plain writes, each already checked as the node wrote it: nothing left to do.
-            new_state = {**run.state, **patch}
+            new_state = {**pos.state, **patch}
         else:
             patches = [(node, patch)]
             try:
-                new_state = merge_patches(graph, run.state, patches, parallel=False)
+                new_state = merge_patches(graph, pos.state, patches, parallel=False)
                 new_state, model = codec.validate(new_state, patches)
             except GraphflowError as exc:
                 return await self.halts.halt([out], [], batch_error=exc)
         seq = 2 + len(out.custom) + len(out.targets)  # node_start, custom..., node_end, edges
-        arrivals = run.arrivals
+        arrivals = pos.arrivals
         joins = graph.joins
         scheduled: list[str] = []
         if joins:
@@ -88,22 +91,22 @@ class Committer:
         if len(scheduled) > 1:
             order = graph.nodes
             scheduled = sorted(dict.fromkeys(scheduled), key=lambda n: order[n].index)
-        next_tasks = [run.new_task(name) for name in scheduled]
-        run.visited = visited = run.visited.extend((node,))
+        next_tasks = [numbers.new_task(name) for name in scheduled]
+        pos.visited = visited = pos.visited.extend((node,))
         finished = not next_tasks and not arrivals
         cid: str | None = None
         if graph.every_step or out.spec.checkpoint or (
-                finished and (run.parent_id is not None or run.thread_explicit)):
-            cid = run.next_checkpoint_id()
+                finished and (numbers.parent_id is not None or spec.thread_explicit)):
+            cid = numbers.next_checkpoint_id()
             seq += 1
         if finished:
             seq += 1
-        run.seq += seq
-        run.state = new_state
-        run.model = model
-        run.arrivals = arrivals
-        run.tasks = next_tasks
-        run.step = step + 1
+        numbers.skip(seq)
+        pos.state = new_state
+        pos.model = model
+        pos.arrivals = arrivals
+        pos.tasks = next_tasks
+        pos.step = step + 1
         if cid is not None:
             await self.writer.save(cid, step=step, next_step=step + 1, tasks=next_tasks,
                              node_ids=[node], status="completed" if finished else "running",
@@ -115,9 +118,9 @@ class Committer:
     async def commit(self, outcomes: list[Outcome]) -> list[Any]:
         """Merge a batch that ran to the end, schedule the next one, save, report."""
         run = self.run
-        assert run.tasks is not None
-        graph, step = run.graph, run.step
-        tasks = run.tasks
+        pos, numbers, spec = run.pos, run.numbers, run.spec
+        graph, step = spec.graph, pos.step
+        tasks = pos.tasks
         if len(outcomes) == 1:
             done = outcomes if outcomes[0].kind == "done" else []
         else:
@@ -128,15 +131,15 @@ class Committer:
             new_state = done[0].merged  # merged and checked already, to decide its branches
         else:
             try:
-                new_state = merge_patches(graph, run.state, patches, parallel=len(tasks) > 1)
+                new_state = merge_patches(graph, pos.state, patches, parallel=len(tasks) > 1)
                 new_state, model = graph.codec.validate(new_state, patches)
             except GraphflowError as exc:
                 return await self.halts.halt(outcomes, [], batch_error=exc)
 
         events: list[Any] = []
-        e = run.event
+        e = numbers.event
         joins = graph.joins
-        arrivals = {k: list(v) for k, v in run.arrivals.items()} if run.arrivals else {}
+        arrivals = {k: list(v) for k, v in pos.arrivals.items()} if pos.arrivals else {}
         scheduled: dict[str, dict[str, Any] | None] = {}
         # The joins that got an arrival in this batch, each with the set of its arrivals
         # (the list in ``arrivals`` keeps their order for the checkpoint; the set answers
@@ -152,12 +155,12 @@ class Committer:
                 arrivals.setdefault(join.key, []).append(node)
         expansions: list[Outcome] = []
         # invoke() wants no events: a task's own are only numbered (seq), the same way.
-        recording = run.record_events
+        recording = spec.record_events
         for out in outcomes:
             if recording:
                 task_events(run, out, step, events)
             else:
-                run.seq += task_event_count(out)
+                numbers.skip(task_event_count(out))
             record = out.record
             node = record.node
             if out.kind == "error":  # routed failure (C2: error, then the route's edge)
@@ -197,51 +200,52 @@ class Committer:
         before_id: str | None = None
         if expansions:
             # C7: saved before the expansion's tasks run; the expanding node is not completed.
-            before_id = run.next_checkpoint_id()
+            before_id = numbers.next_checkpoint_id()
             expanding = {o.record.task_id for o in expansions}
             kept = {o.record.task_id: task_output(o) for o in done
                     if o.record.task_id not in expanding and o.spec.effect in REPLAYED_EFFECTS}
             saves.append((before_id, {
                 "step": step, "next_step": step, "tasks": list(tasks), "completed": kept,
-                "node_ids": node_ids, "status": "running", "state": run.state,
-                "visited": run.visited, "arrivals": run.arrivals,
+                "node_ids": node_ids, "status": "running", "state": pos.state,
+                "visited": pos.visited, "arrivals": pos.arrivals,
             }))
         order = graph.nodes
         if len(scheduled) > 1:
             names: Any = sorted(scheduled, key=lambda n: order[n].index)
         else:
             names = scheduled
-        next_tasks = [run.new_task(node, scheduled[node]) for node in names]
+        next_tasks = [numbers.new_task(node, scheduled[node]) for node in names]
         if expansions:
             for out in expansions:
                 assert out.expand is not None
                 target = out.expand["node"]
                 for item in out.expand["items"]:
-                    next_tasks.append(run.new_task(target, None, item, True, before_id))
+                    next_tasks.append(numbers.new_task(target, None, item, True, before_id))
             next_tasks.sort(key=lambda t: order[t.node].index)
 
         if done:
-            run.visited = visited = run.visited.extend([o.record.node for o in done])
+            pos.visited = visited = pos.visited.extend([o.record.node for o in done])
         else:
-            visited = run.visited
+            visited = pos.visited
         if run.parent_command is not None:  # a child run ends at Command(graph=PARENT)
             next_tasks, arrivals = [], {}
         finished = not next_tasks and not arrivals
         # A breakpoint after a node of this batch pauses the run once the batch committed.
-        paused = [] if finished or not run.break_after else list(dict.fromkeys(
-            o.record.node for o in done if o.record.node in run.break_after))
+        break_after = spec.break_after
+        paused = [] if finished or not break_after else list(dict.fromkeys(
+            o.record.node for o in done if o.record.node in break_after))
         # Per-node settings: under a policy that does not save every step, each node of the
         # batch with checkpoint=True gets the checkpoint taken after it, labelled by it, in
         # declared order (so the first refused is the first declared: seed 000, C6).
         per_node = [] if graph.every_step else _per_node(done, order)
         want = graph.every_step or bool(paused) or (finished and (
-            run.parent_id is not None or run.thread_explicit)) or bool(per_node)
+            numbers.parent_id is not None or spec.thread_explicit)) or bool(per_node)
         step_cp: str | None = None
         if want:
             status = "completed" if finished else "interrupted" if paused else "running"
             labels: list[str | None] = list(per_node) or [None]
             for label in labels:
-                step_cp = run.next_checkpoint_id()
+                step_cp = numbers.next_checkpoint_id()
                 saves.append((step_cp, {
                     "step": step, "next_step": step + 1, "tasks": next_tasks, "completed": {},
                     "node_ids": node_ids, "node_id": label, "status": status,
@@ -249,25 +253,26 @@ class Committer:
                 }))
         for cid, _ in saves:
             events.append(e(CheckpointSaved, step, checkpoint_id=cid))
-        run.state = new_state
-        run.model = model
-        run.arrivals = arrivals
-        run.tasks = next_tasks
-        run.completed = {}
-        run.step = step + 1
+        pos.state = new_state
+        pos.model = model
+        pos.arrivals = arrivals
+        pos.tasks = next_tasks
+        pos.completed = {}
+        pos.step = step + 1
         events.append(StepState(step, new_state, step_cp))
+        breakpoint: Breakpoint | None = None
         if finished:
             events.append(e(RunEnd, step, status="completed", state=run.copy_state(new_state)))
         elif paused:
-            run.breakpoint = Breakpoint(when="after", nodes=paused)
+            breakpoint = Breakpoint(when="after", nodes=paused)
             events.append(e(RunEnd, step, status="interrupted",
-                            state=run.copy_state(new_state), breakpoint=run.breakpoint))
+                            state=run.copy_state(new_state), breakpoint=breakpoint))
         for cid, fields in saves:
             await self.writer.save(cid, **fields)
         if finished:
             await self.end.finish("completed", None)
-        elif paused:
-            await self.end.finish("interrupted", None)
+        elif breakpoint is not None:
+            await self.end.finish("interrupted", None, breakpoint=breakpoint)
         return run.stamp(events)
 
 

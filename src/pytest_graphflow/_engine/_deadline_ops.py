@@ -4,23 +4,32 @@ and firing every question whose deadline passed (see :mod:`.._graph._deadlines`)
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._graph._builder import CompiledGraph
+from .._graph._node import Resume
 from .._stores._waiting import Waiting
 from ..errors import GraphExecutionError, InvalidArgument, ResumeError, ThreadBusy
 from ._expiry import ExpiryResume
+from ._host import LegHost
 from ._results import GraphResult
 
-if TYPE_CHECKING:
-    from ._runtime import GraphRuntime
+__all__ = ["Expirer", "expire_due", "list_waiting"]
 
-__all__ = ["expire_due", "list_waiting"]
+
+class Expirer(LegHost, Protocol):
+    """A runtime as the deadline operations see it: its settings, and ``aresume``."""
+
+    async def aresume(self, run_or_checkpoint_id: str, resume: Resume | None = ..., *,
+                      graph: CompiledGraph | None = ..., tenant_id: str | None = ...
+                      ) -> GraphResult[Any]:
+        """Resume a run and return its result."""
+        ...
 
 _PAGE = 200
 
 
-async def list_waiting(rt: GraphRuntime, *, tenant_id: str | None, limit: int | None,
+async def list_waiting(rt: LegHost, *, tenant_id: str | None, limit: int | None,
                        after: str | None, any_tenant: bool = False) -> list[Waiting]:
     """One page of the runs waiting for answers (``tenant_id``'s, or ``any_tenant``'s), in
     thread-id order: the store's ``waiting``, or an error naming the fix for a store without
@@ -61,7 +70,7 @@ def _graph_table(graphs: Iterable[CompiledGraph] | Mapping[str, CompiledGraph] |
 
 
 async def expire_due(
-    rt: GraphRuntime,
+    rt: Expirer,
     *,
     tenant_id: str | None,
     any_tenant: bool,

@@ -15,14 +15,15 @@ from ..errors import GraphExecutionError, TenantMismatch, ThreadBusy
 from ._claim import local_holder
 
 if TYPE_CHECKING:
-    from ._runtime import GraphRuntime
+    from ._legs import Legs
 
 __all__ = ["delete_thread"]
 
 
-async def delete_thread(rt: GraphRuntime, thread_id: str, tenant: str | None
+async def delete_thread(legs: Legs, thread_id: str, tenant: str | None
                         ) -> DeletedThread:
-    """Delete ``thread_id`` from ``rt``'s store as ``tenant``; forget its runs' records.
+    """Delete ``thread_id`` from the runtime's store as ``tenant``; forget its runs'
+    records (``legs``: the runtime's, with its settings and books).
 
     Raises:
         GraphExecutionError: the store cannot delete threads.
@@ -31,16 +32,17 @@ async def delete_thread(rt: GraphRuntime, thread_id: str, tenant: str | None
     """
     check_id(thread_id, "thread_id", "delete_thread")
     check_optional_id(tenant, "tenant_id", "delete_thread")
-    store: Any = rt.store
-    if not rt.store_features.delete_thread:
+    host, book = legs.host, legs.book
+    store: Any = host.store
+    if not host.store_features.delete_thread:
         raise GraphExecutionError(
             f"the store {type(store).__name__} cannot delete threads (its features say "
             "delete_thread=False); use InMemoryCheckpointStore, SQLiteCheckpointStore or "
             "PostgresCheckpointStore, or implement the DeletingStore protocol")
-    last = await rt._legs.thread_latest(thread_id)
+    last = await legs.thread_latest(thread_id)
     if last is not None and last.tenant_id != tenant:
         raise TenantMismatch(thread_id, tenant)
-    for live in rt._live.values():
+    for live in book.live.values():
         if not live.done and live.run.thread_id == thread_id:
             raise ThreadBusy(thread_id, live.run_id if last is not None else None)
     holder = local_holder(store, thread_id)
@@ -49,9 +51,10 @@ async def delete_thread(rt: GraphRuntime, thread_id: str, tenant: str | None
     # A store with tenants checks the tenant again in its own transaction; one without
     # deletes what the check above allowed.
     deleted: DeletedThread = await (
-        store.delete_thread(thread_id, tenant_id=tenant, now=rt.clock.now())
-        if rt.store_features.tenants else store.delete_thread(thread_id, now=rt.clock.now()))
-    for run_id in [r for r, rec in rt._runs.items()
+        store.delete_thread(thread_id, tenant_id=tenant, now=host.clock.now())
+        if host.store_features.tenants else store.delete_thread(thread_id, now=host.clock.now()))
+    records = book.records
+    for run_id in [r for r, rec in records.items()
                    if rec.thread_id == thread_id or r in deleted.run_ids]:
-        del rt._runs[run_id]
+        del records[run_id]
     return deleted

@@ -27,16 +27,17 @@ from ._upgrade import state_adapters
 
 if TYPE_CHECKING:
     from .._records._checkpoint import Checkpoint
-    from ._runtime import GraphRuntime
+    from ._legs import Legs
 
 __all__ = ["fork_checkpoint"]
 
 
 async def fork_checkpoint(
-    rt: GraphRuntime, checkpoint_id: str, patch_state: Mapping[str, Any] | None,
+    legs: Legs, checkpoint_id: str, patch_state: Mapping[str, Any] | None,
     thread_id: str | None, graph: CompiledGraph | None, tenant: str | None,
 ) -> str:
-    """Check the arguments of a fork, then ask ``rt``'s store to make it; the new run id.
+    """Check the arguments of a fork, then ask the runtime's store to make it (``legs``: the
+    runtime's, with its store and the graphs it knows); the new run id.
 
     Raises:
         InvalidArgument: a bad id, or a patch that does not fit the state (nothing is
@@ -48,18 +49,19 @@ async def fork_checkpoint(
     check_optional_id(tenant, "tenant_id", "fork")
     if graph is not None:
         check_graph(graph)
-    source = await rt.store.get(checkpoint_id)
+    store = legs.host.store
+    source = await store.get(checkpoint_id)
     if source is None:
         raise CheckpointNotFound(
             f"fork({checkpoint_id!r}): the store has no such checkpoint; pass the id of a "
             "saved checkpoint (see runtime.history(run_id))")
     if source.tenant_id != tenant:
         raise TenantMismatch(source.run_id, tenant, what="run")
-    patch = None if patch_state is None else _checked(rt, source, patch_state, graph)
-    return await rt.store.fork(checkpoint_id, patch, thread_id=thread_id)
+    patch = None if patch_state is None else _checked(legs, source, patch_state, graph)
+    return await store.fork(checkpoint_id, patch, thread_id=thread_id)
 
 
-def _graph_of(rt: GraphRuntime, source: Checkpoint, graph: CompiledGraph | None
+def _graph_of(legs: Legs, source: Checkpoint, graph: CompiledGraph | None
               ) -> CompiledGraph | None:
     if graph is not None:
         if graph.graph_id != source.graph_id:
@@ -68,15 +70,15 @@ def _graph_of(rt: GraphRuntime, source: Checkpoint, graph: CompiledGraph | None
                 f"{source.graph_id!r}, not {graph.graph_id!r}; pass its own graph or none")
         return graph
     try:
-        return rt._graphs.for_checkpoint(source)
+        return legs.book.graphs.for_checkpoint(source)
     except GraphExecutionError:
         return None  # no graph known: the checkpoint's own state is the schema
 
 
-def _checked(rt: GraphRuntime, source: Checkpoint, patch: Mapping[str, Any],
+def _checked(legs: Legs, source: Checkpoint, patch: Mapping[str, Any],
              graph: CompiledGraph | None) -> dict[str, Any]:
     """``patch`` in JSON form, each key a state key and each value of its type."""
-    found = _graph_of(rt, source, graph)
+    found = _graph_of(legs, source, graph)
     if found is None:
         return checked_patch(source.id, source.state, patch)
     fields = found.state_model.model_fields

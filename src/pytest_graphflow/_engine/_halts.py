@@ -21,9 +21,9 @@ from ..errors import (
     NodeFailed,
     RunTimedOut,
 )
+from ._outcome import Outcome
 from ._report import edge_events, task_events, task_output
-from ._run_state import RunState
-from ._task import Outcome
+from ._run_state import LegStatus, RunState
 from ._writer import CheckpointWriter, LegEnd, attach_run_error
 
 __all__ = ["HaltHandler"]
@@ -40,8 +40,9 @@ class HaltHandler:
     async def complete(self) -> list[Any]:
         """End a leg that resumed onto an empty batch (e.g. from a final checkpoint)."""
         run = self.run
-        events = [run.event(RunEnd, max(run.step - 1, 0), status="completed",
-                            state=run.copy_state(run.state))]
+        pos = run.pos
+        events = [run.numbers.event(RunEnd, max(pos.step - 1, 0), status="completed",
+                                    state=run.copy_state(pos.state))]
         await self.end.finish("completed", None)
         return run.stamp(events)
 
@@ -53,8 +54,7 @@ class HaltHandler:
     ) -> list[Any]:
         """Interrupts and failures: save the resumable checkpoint, then the batch's events."""
         run = self.run
-        assert run.tasks is not None
-        step = run.step
+        step = run.pos.step
         events: list[Any] = []
         halting_ids = {id(o) for o in halting}
         completed: dict[str, TaskOutput] = {}
@@ -77,10 +77,12 @@ class HaltHandler:
         interrupts = [i for o in halting if o.kind == "interrupt" and o.interrupt
                       for i in (o.interrupt, *o.more)]
         error: BaseException | None
+        breakpoint: Breakpoint | None = None
+        status: LegStatus
         if batch_error is not None:
             error = batch_error
             node = getattr(batch_error, "node", None)
-            events.append(run.event(ErrorEvent, step, node=node,
+            events.append(run.numbers.event(ErrorEvent, step, node=node,
                                     error_type=type(batch_error).__name__,
                                     message=error_message(batch_error)))
             status = "failed"
@@ -100,21 +102,22 @@ class HaltHandler:
             status = "interrupted"
             paused = [o.breakpoint for o in halting if o.breakpoint is not None]
             if paused and not interrupts:  # only subgraph children paused at breakpoints
-                run.breakpoint = Breakpoint(when=paused[0].when, nodes=[
+                breakpoint = Breakpoint(when=paused[0].when, nodes=[
                     n for bp in paused for n in bp.nodes])
         error_info: dict[str, Any] | None = None
         if error is not None:
             error_info = {"error_type": type(error).__name__, "message": error_message(error),
                           "node": getattr(error, "node", None)}
-        return await self._save_halt(events, status, error, error_info, interrupts, completed)
+        return await self._save_halt(events, status, error, error_info, interrupts, completed,
+                                     breakpoint)
 
     async def stop(self, outcomes: list[Outcome], *, timed_out: bool) -> list[Any]:
         """Timeouts and cancellation: every task that finished keeps its result (C9)."""
         run = self.run
-        step = run.step
+        step = run.pos.step
         events: list[Any] = []
         # What the leg resumed with stays (a cancelled step reports no outcome at all).
-        completed: dict[str, TaskOutput] = dict(run.completed)
+        completed: dict[str, TaskOutput] = dict(run.pos.completed)
         for out in outcomes:  # C4: the completed tasks first ...
             if out.kind == "done":
                 task_events(run, out, step, events)
@@ -124,58 +127,59 @@ class HaltHandler:
             if out.kind != "done" and (out.started_at is not None or out.kind != "cancelled"):
                 task_events(run, out, step, events)
         error: BaseException
+        status: LegStatus
         if timed_out:
-            error = RunTimedOut(run.run_id, run.timeout or 0.0)
+            error = RunTimedOut(run.run_id, run.spec.timeout or 0.0)
             status = "failed"
         else:
             error = Cancelled(run.run_id)
             status = "cancelled"
-        events.append(run.event(ErrorEvent, step, error_type=type(error).__name__,
-                                message=error_message(error)))
+        events.append(run.numbers.event(ErrorEvent, step, error_type=type(error).__name__,
+                                        message=error_message(error)))
         info = {"error_type": type(error).__name__, "message": error_message(error), "node": None}
         return await self._save_halt(events, status, error, info, [], completed)
 
     async def pause_before(self, stopping: list[str]) -> list[Any]:
         """Pause before the current batch runs: a breakpoint before ``stopping`` nodes."""
-        run = self.run
-        assert run.tasks is not None
-        run.passed.update(t.task_id for t in run.tasks if t.node in stopping)
-        run.breakpoint = Breakpoint(when="before", nodes=stopping)
-        return await self._save_halt([], "interrupted", None, None, [], dict(run.completed))
+        pos = self.run.pos
+        pos.passed.update(t.task_id for t in pos.tasks if t.node in stopping)
+        return await self._save_halt([], "interrupted", None, None, [], dict(pos.completed),
+                                     Breakpoint(when="before", nodes=stopping))
 
     async def fail_run(self, error: GraphflowError) -> list[Any]:
         """A run-level failure between supersteps (budgets, starved joins)."""
         run = self.run
-        events = [run.event(ErrorEvent, run.step, error_type=type(error).__name__,
-                            message=error_message(error))]
+        events = [run.numbers.event(ErrorEvent, run.pos.step, error_type=type(error).__name__,
+                                    message=error_message(error))]
         info = {"error_type": type(error).__name__, "message": error_message(error), "node": None}
         return await self._save_halt(events, "failed", error, info, [], {})
 
     async def _save_halt(
         self,
         events: list[Any],
-        status: str,
+        status: LegStatus,
         error: BaseException | None,
         error_info: dict[str, Any] | None,
         interrupts: list[Interrupt],
         completed: dict[str, TaskOutput],
+        breakpoint: Breakpoint | None = None,
     ) -> list[Any]:
         run = self.run
-        assert run.tasks is not None
-        step = run.step
-        cid = run.next_checkpoint_id()
-        events.append(run.event(CheckpointSaved, step, checkpoint_id=cid))
-        events.append(run.event(RunEnd, step, status=status, state=run.copy_state(run.state),
-                                error_type=None if error is None else type(error).__name__,
-                                breakpoint=run.breakpoint))
+        pos, numbers = run.pos, run.numbers
+        step = pos.step
+        tasks = pos.tasks
+        cid = numbers.next_checkpoint_id()
+        events.append(numbers.event(CheckpointSaved, step, checkpoint_id=cid))
+        events.append(numbers.event(
+            RunEnd, step, status=status, state=run.copy_state(pos.state),
+            error_type=None if error is None else type(error).__name__, breakpoint=breakpoint))
         # C5: the checkpoint is saved before any event reporting the halt is yielded.
         try:
-            await self.writer.save(cid, step=step, next_step=step, tasks=list(run.tasks),
-                                   completed=completed, node_ids=[t.node for t in run.tasks],
+            await self.writer.save(cid, step=step, next_step=step, tasks=list(tasks),
+                                   completed=completed, node_ids=[t.node for t in tasks],
                                    status=status, interrupts=interrupts, error=error_info)
         except Exception as exc:
             attach_run_error(exc, error)  # the store's error is raised; the failure is kept
             raise
-        run.interrupts = interrupts
-        await self.end.finish(status, error)
+        await self.end.finish(status, error, interrupts=interrupts, breakpoint=breakpoint)
         return run.stamp(events)

@@ -31,7 +31,7 @@ from ._merge import normalize_patch
 if TYPE_CHECKING:
     from .._graph._builder import CompiledGraph, NodeSpec
     from .._graph._node import NodeContext
-    from ._task import Outcome
+    from ._outcome import Outcome
 
 __all__ = ["HookTable", "NodeHooks", "hook_table"]
 

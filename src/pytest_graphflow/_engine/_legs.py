@@ -3,14 +3,16 @@
 A leg starts by reading the thread or checkpoint it continues, claiming the thread, reading
 again under the claim (a run that advanced the thread meanwhile must not run twice), and
 building the ``RunState`` the ``Runner`` loops over. ``Legs`` is the collaborator a
-``GraphRuntime`` owns for this; it reads the runtime's store, clock, ids and run records.
+``GraphRuntime`` owns for this: it reads the runtime's public settings (a
+:class:`~._host.LegHost`) and keeps the runtime's :class:`~._host.RunBook` (ids, graphs, run
+records, live legs), never the runtime's private attributes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -42,28 +44,28 @@ from ._claim import ThreadClaim, released_on_error, take
 from ._expiry import ExpiryResume, check_deadlines, expiry_answers
 from ._fault import unexpected
 from ._hooks import hook_table
+from ._host import LegHost, RunBook
 from ._merge import merge_patches, validate_state
 from ._options import breakpoints, state_from_input
 from ._results import RunLeg, RunRecord
-from ._run_state import RunState
+from ._run_state import STEPPING, Expired, LegSpec, RunState, SubgraphRunner
 from ._runner import Runner
 from ._update import apply_update
 from ._upgrade import upgrade_problems
-
-if TYPE_CHECKING:
-    from ._runtime import GraphRuntime
 
 __all__ = ["Legs", "check_recoverable", "check_resumable"]
 
 
 class Legs:
-    """Prepares the legs of ``runtime``'s runs (owned by the runtime, one per runtime).
+    """Prepares the legs of a runtime's runs (owned by the runtime, one per runtime).
 
-    ``subgraphs`` runs a subgraph node's child run (``RunState.subgraph_runner``).
+    ``host`` is the runtime's public settings; ``book`` its books on its runs;
+    ``subgraphs`` runs a subgraph node's child run (``LegSpec.subgraph_runner``).
     """
 
-    def __init__(self, runtime: GraphRuntime, subgraphs: Callable[..., Any]) -> None:
-        self.rt = runtime
+    def __init__(self, host: LegHost, book: RunBook, subgraphs: SubgraphRunner) -> None:
+        self.host = host
+        self.book = book
         self.subgraphs = subgraphs
 
     async def claim(self, thread_id: str, run_id: str, tenant: str | None,
@@ -77,12 +79,13 @@ class Legs:
                 claim names when it expires, on this runtime's clock.
             TenantMismatch: the thread is busy and belongs to another tenant.
         """
-        for live in self.rt._live.values():
+        for live in self.book.live.values():
             if not live.done and (live.run.thread_id == thread_id or live.run_id == run_id):
                 raise await self.busy(thread_id, live.run_id, tenant)
+        host = self.host
         try:
-            return await take(self.rt.store, self.rt.store_features, self.rt.clock,
-                              thread_id, run_id, self.rt.claim_ttl, at)
+            return await take(host.store, host.store_features, host.clock,
+                              thread_id, run_id, host.claim_ttl, at)
         except ThreadBusy as exc:
             raise await self.busy(thread_id, exc.holder, tenant, exc) from None
 
@@ -99,21 +102,32 @@ class Legs:
             return TenantMismatch(thread_id, tenant)
         if refused is None or refused.expires_at is None:
             return ThreadBusy(thread_id, holder)
-        clock = self.rt.clock
+        clock = self.host.clock
         return refused.seen_by(clock.now(), virtual=bool(getattr(clock, "virtual", False)),
                                holder=holder)
 
     async def thread_latest(self, thread_id: str) -> Checkpoint | None:
         """The thread's latest checkpoint, or ``None``; a one-row read on stores that page."""
-        store: Any = self.rt.store
-        if self.rt.store_features.history_pages:
+        store: Any = self.host.store
+        if self.host.store_features.history_pages:
             found: list[Checkpoint] = list(await store.list(thread_id=thread_id, limit=1))
         else:
             found = await store.list(thread_id=thread_id)
         return found[-1] if found else None
 
+    async def find_record(self, run_id: str) -> RunRecord | None:
+        """The record of ``run_id``: the one the runtime holds, else the store's (over a
+        store that keeps run records), or ``None``."""
+        held = self.book.records.get(run_id)
+        if held is not None:
+            return held
+        if not self.host.store_features.run_records:
+            return None
+        found = await self.host.store.run(run_id)  # type: ignore[attr-defined]
+        return None if found is None else RunRecord.from_dict(found)
+
     def wall(self) -> tuple[bool, Callable[[], None] | None]:
-        clock = self.rt.clock
+        clock = self.host.clock
         if isinstance(clock, VirtualClock) and clock.patch_wall_clock:
             driver = _wallclock.activate()
             return True, lambda: _wallclock.deactivate(driver)
@@ -121,9 +135,10 @@ class Legs:
 
     async def new_run_id(self) -> tuple[str, str]:
         for _ in range(1000):
-            token = self.rt._ids.run_hex()
+            token = self.book.ids.run_hex()
             run_id = f"run-{token}"
-            if run_id not in self.rt._runs and await self.rt.store.latest(run_id) is None:
+            if run_id not in self.book.records \
+                    and await self.host.store.latest(run_id) is None:
                 return run_id, token
         raise GraphExecutionError("could not find a free run id")  # pragma: no cover
 
@@ -139,7 +154,7 @@ class Legs:
         try:
             return await self._prepare_new(graph, input, thread_id, opts)
         except Exception as exc:
-            fault = unexpected(exc, self.rt.clock, None, thread_id, admitted=False)
+            fault = unexpected(exc, self.host.clock, None, thread_id, admitted=False)
             if fault is None:
                 raise
             raise fault from exc
@@ -157,7 +172,7 @@ class Legs:
         patch = state_from_input(graph, input)
         stops = breakpoints(graph, opts)  # checked before a claim or a patch is taken
         run_id, token = await self.new_run_id()
-        self.rt._graphs.ran(run_id, compiled)  # a resume by id alone uses this very graph
+        self.book.graphs.ran(run_id, compiled)  # a resume by id alone uses this very graph
         tenant = opts["tenant_id"]
         explicit = thread_id is not None
         if thread_id is None:
@@ -175,20 +190,8 @@ class Legs:
                 raise
         wall, on_done = self.wall()
         try:
-            run = RunState(
-                graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed,
-                features=self.rt.store_features,
-                run_id=run_id, thread_id=thread_id, tenant_id=tenant, state=base,
-                max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
-                on_interrupt=opts["on_interrupt"], wall_clock=wall,
-                record_events=opts.get("record_events", True), thread_explicit=explicit,
-            )
-            run.set_breakpoints(*stops)
-            run.subgraph_runner = self.subgraphs
-            run.hooks = hook_table(graph, self.rt.middleware, self.rt.guardrails)
-            run.claim = claim
-            runner = Runner(run, release=claim.release, on_done=on_done)
-            self.track(runner)
+            runner = self.start(graph, run_id, thread_id, tenant, base, opts, stops, wall,
+                                claim, on_done, thread_explicit=explicit)
         except BaseException:  # refused at admission (a clock that threw): nothing kept
             if on_done is not None:
                 on_done()
@@ -234,9 +237,9 @@ class Legs:
     async def resolve(self, ref: str, tenant: str | None) -> Checkpoint:
         if not isinstance(ref, str):
             raise InvalidArgument(f"expected a run id or checkpoint id, got {ref!r}")
-        cp = await self.rt.store.latest(ref)
+        cp = await self.host.store.latest(ref)
         if cp is None:
-            cp = await self.rt.store.get(ref)
+            cp = await self.host.store.get(ref)
         if cp is None:
             raise CheckpointNotFound(
                 f"no checkpoint for run or checkpoint id {ref!r}: the store has none (never "
@@ -256,7 +259,7 @@ class Legs:
 
     def graph_for(self, cp: Checkpoint, graph: CompiledGraph | None) -> CompiledGraph:
         if graph is None:
-            graph = self.rt._graphs.for_checkpoint(cp)  # the run's own compile, or refused
+            graph = self.book.graphs.for_checkpoint(cp)  # the run's own compile, or refused
         problems = upgrade_problems(cp, graph)
         if graph.graph_id != cp.graph_id:  # seed 004: another graph's execution
             raise ExecutionMismatch(cp.run_id, cp.id, cp.graph_id, graph.graph_id, problems)
@@ -267,7 +270,7 @@ class Legs:
             raise SnapshotMismatch(
                 f"checkpoint {cp.id} cannot resume under graph {graph.graph_id!r}{revision}: "
                 + "; ".join(p.message for p in problems), problems)
-        self.rt._graphs.ran(cp.run_id, graph)
+        self.book.graphs.ran(cp.run_id, graph)
         return graph
 
     async def prepare_resume(
@@ -282,7 +285,7 @@ class Legs:
         try:
             return await self._prepare_resume(ref, resume, graph, opts)
         except Exception as exc:
-            fault = unexpected(exc, self.rt.clock, None, opts.get("recover"), admitted=False)
+            fault = unexpected(exc, self.host.clock, None, opts.get("recover"), admitted=False)
             if fault is None:
                 raise
             raise fault from exc
@@ -297,7 +300,7 @@ class Legs:
         install_hooks()
         tenant = opts["tenant_id"]
         recover: str | None = opts.get("recover")
-        expired: tuple[dict[str, Any], list[Any]] | None = None
+        expired: tuple[dict[str, Any], list[Expired]] | None = None
         cp = await self.resolve(ref, tenant)
         graph = self.policy(self.graph_for(cp, graph))
         if recover is not None:
@@ -306,7 +309,7 @@ class Legs:
             check_resumable(cp, resume, claimed=False)
             check_deadlines(cp, resume, self.now(cp))
         seen = cp.id if recover is None and ref == cp.run_id else await self.view(cp, recover)
-        clock = self.rt.clock
+        clock = self.host.clock
         # A fresh virtual clock continues from the checkpoint, so time never goes back within
         # a run's log (C10), and the claim is taken at that time; the clock moves there only
         # once the leg is admitted (a refused call changes nothing, the clock included).
@@ -317,7 +320,7 @@ class Legs:
             # Read again under the claim: a run that advanced the thread between this call
             # reading it and claiming it must not be run a second time (seed 004).
             cp = await self.resolve(ref, tenant)
-            latest = cp if ref == cp.run_id else await self.rt.store.latest(cp.run_id)
+            latest = cp if ref == cp.run_id else await self.host.store.latest(cp.run_id)
             if recover is not None:
                 last = await self.thread_latest(recover)
                 if last is not None and last.id != seen:
@@ -364,10 +367,11 @@ class Legs:
             if resume is not None and resume.update is not None:
                 state = apply_update(graph, state, resume.update)[0]
             stops = breakpoints(graph, opts)  # checked before the wall-clock patch is taken
-            if cp.run_id not in self.rt._runs:  # a run this runtime let go of, or never ran
-                found = await self.rt._find_record(cp.run_id)
+            records = self.book.records
+            if cp.run_id not in records:  # a run this runtime let go of, or never ran
+                found = await self.find_record(cp.run_id)
                 if found is not None:
-                    self.rt._runs[cp.run_id] = found
+                    records[cp.run_id] = found
         except BaseException:
             await released_on_error(claim)
             raise
@@ -376,25 +380,13 @@ class Legs:
             if isinstance(clock, VirtualClock):
                 catch_up(clock, since)
             wall, on_done = self.wall()
-            run = RunState(
-                graph=graph, store=self.rt.store, clock=self.rt.clock, seed=self.rt.seed,
-                features=self.rt.store_features,
-                run_id=cp.run_id, thread_id=cp.thread_id, tenant_id=cp.tenant_id, state=state,
-                max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
-                on_interrupt=opts["on_interrupt"], wall_clock=wall,
-                record_events=opts.get("record_events", True),
-            )
-            run.set_breakpoints(*stops)
-            run.subgraph_runner = self.subgraphs
-            run.hooks = hook_table(graph, self.rt.middleware, self.rt.guardrails)
-            run.continue_from(cp, answers=answers, seq=seq, cp_counter=cp_counter,
-                              task_counter=task_counter)
-            run.expired = [] if expired is None else expired[1]
-            run.time_travel = run.time_travel or (latest is not None and latest.id != cp.id)
-            run.branch = branch
-            run.claim = claim
-            runner = Runner(run, release=claim.release, on_done=on_done)
-            self.track(runner, resumed=True)
+            travelled = bool(cp.metadata.get("time_travel")) or (
+                latest is not None and latest.id != cp.id)
+            runner = self.start(
+                graph, cp.run_id, cp.thread_id, cp.tenant_id, state, opts, stops, wall, claim,
+                on_done, resumed=cp, answers=answers, seq=seq, cp_counter=cp_counter,
+                task_counter=task_counter, expired=() if expired is None else tuple(expired[1]),
+                time_travel=travelled, branch=branch)
         except BaseException:  # refused at admission (a clock that threw): nothing kept
             if on_done is not None:
                 on_done()
@@ -405,8 +397,9 @@ class Legs:
     def now(self, cp: Checkpoint) -> datetime:
         """The runtime clock's time for deadlines of ``cp``: a fresh virtual clock behind the
         checkpoint counts from it (as the leg would, see :func:`catch_up`)."""
-        now = self.rt.clock.now()
-        return max(now, cp.timestamp) if isinstance(self.rt.clock, VirtualClock) else now
+        clock = self.host.clock
+        now = clock.now()
+        return max(now, cp.timestamp) if isinstance(clock, VirtualClock) else now
 
     async def view(self, cp: Checkpoint, recover: str | None) -> str | None:
         """What this call saw before claiming: the id of the thread's latest checkpoint (a
@@ -414,45 +407,93 @@ class Legs:
         if recover is not None:
             last = await self.thread_latest(recover)
         else:
-            last = await self.rt.store.latest(cp.run_id)
+            last = await self.host.store.latest(cp.run_id)
         return None if last is None else last.id
 
     def policy(self, graph: CompiledGraph) -> CompiledGraph:
         """``graph`` under the runtime's checkpoint policy, if it sets one."""
-        policy = self.rt.checkpoint_policy
+        policy = self.host.checkpoint_policy
         if policy is None or graph.checkpoint_policy == policy:
             return graph
-        cached = self.rt._policy_graphs.get(id(graph))
+        cache = self.book.policy_graphs
+        cached = cache.get(id(graph))
         if cached is None or cached[0] is not graph:
-            cached = self.rt._policy_graphs[id(graph)] = (graph, graph.with_policy(policy))
+            cached = cache[id(graph)] = (graph, graph.with_policy(policy))
         return cached[1]
 
-    def track(self, runner: Runner, *, resumed: bool = False) -> None:
-        started_at = None if runner.run_id in self.rt._runs else self.rt.clock.now()
-        live = self.rt._live
-        for run_id in [r for r, other in live.items() if other.done]:
-            del live[run_id]
-        live[runner.run_id] = runner
-        run = runner.run
-        record = self.rt._runs.get(runner.run_id)
+    def start(
+        self,
+        graph: CompiledGraph,
+        run_id: str,
+        thread_id: str,
+        tenant: str | None,
+        state: dict[str, Any],
+        opts: dict[str, Any],
+        stops: tuple[frozenset[str], frozenset[str]],
+        wall: bool,
+        claim: ThreadClaim,
+        on_done: Callable[[], None] | None,
+        *,
+        thread_explicit: bool = False,
+        resumed: Checkpoint | None = None,
+        answers: dict[str, Any] | None = None,
+        seq: int = 0,
+        cp_counter: int = 0,
+        task_counter: int = 0,
+        expired: tuple[Expired, ...] = (),
+        time_travel: bool = False,
+        branch: bool = False,
+    ) -> Runner:
+        """Make the leg (its :class:`LegSpec`, ``RunState`` and ``Runner``), enter it in the
+        runtime's books, and show it to the runtime's ``on_leg`` observer."""
+        host, book = self.host, self.book
+        records = book.records
+        record = records.get(run_id)
         if record is None:
-            self.rt._runs[runner.run_id] = RunRecord(
-                run_id=runner.run_id, thread_id=run.thread_id, graph_id=run.graph.graph_id,
-                revision=run.graph.revision, status="running", started_at=started_at,
-                updated_at=None, tenant_id=run.tenant_id,
+            record = records[run_id] = RunRecord(
+                run_id=run_id, thread_id=thread_id, graph_id=graph.graph_id,
+                revision=graph.revision, status="running", started_at=host.clock.now(),
+                updated_at=None, tenant_id=tenant,
             )
         else:
             record.status = "running"
             record.legs += 1
-        run.record = self.rt._runs[runner.run_id]
-        self.rt._forget_ended()
-        if self.rt.on_leg is not None:
-            run.record_events = True  # an observer sees every leg's events
-            run.leg = RunLeg(
-                graph=run.graph, run_id=runner.run_id, resumed=resumed, seed=self.rt.seed,
-                initial_state=None if resumed else jcopy(run.state),
-                answers=jcopy(run.answers) if resumed else {}, store=self.rt.store)
-            self.rt.on_leg(run.leg)
+        leg: RunLeg | None = None
+        if host.on_leg is not None:  # an observer sees every leg's events
+            leg = RunLeg(
+                graph=graph, run_id=run_id, resumed=resumed is not None, seed=host.seed,
+                initial_state=None if resumed is not None else jcopy(state),
+                answers=jcopy(answers) if resumed is not None and answers else {},
+                store=host.store)
+        spec = LegSpec(
+            graph=graph, store=host.store, features=host.store_features, clock=host.clock,
+            seed=host.seed, run_id=run_id, thread_id=thread_id, tenant_id=tenant,
+            max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
+            on_interrupt=opts["on_interrupt"], wall_clock=wall,
+            record_events=opts.get("record_events", True) or leg is not None,
+            break_before=graph.interrupt_before | stops[0],
+            break_after=graph.interrupt_after | stops[1],
+            hooks=hook_table(graph, host.middleware, host.guardrails), claim=claim,
+            subgraph_runner=self.subgraphs, record=record, leg=leg,
+            thread_explicit=thread_explicit, resumed_from=None if resumed is None else resumed.id,
+            time_travel=time_travel, branch=branch, expired=expired,
+            deadlines={} if resumed is None else {
+                i.key: i.deadline for i in resumed.interrupts if i.deadline is not None},
+            stepping=STEPPING.get(), cancel_after=opts.get("cancel_after"),
+        )
+        run = RunState(spec, state, checkpoint=resumed, answers=answers, seq=seq,
+                       cp_counter=cp_counter, task_counter=task_counter)
+        runner = Runner(run, release=claim.release, on_done=on_done)
+        live = book.live
+        for done in [r for r, other in live.items() if other.done]:
+            del live[done]
+        live[run_id] = runner
+        if host.store_features.run_records:
+            book.forget_ended()
+        if leg is not None:
+            assert host.on_leg is not None
+            host.on_leg(leg)
+        return runner
 
 
 def catch_up(clock: VirtualClock, moment: datetime) -> None:

@@ -6,8 +6,8 @@ The constructor's arguments, the run options every API takes (``max_supersteps``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pydantic import BaseModel
 
@@ -18,16 +18,45 @@ from .._time._clock import RealClock, VirtualClock
 from ..errors import InvalidArgument, UnknownKey, UpdateRejected
 
 if TYPE_CHECKING:
-    from ._runtime import GraphRuntime
+    from .._records._events import Interrupt
+    from ._host import RunDefaults
 
 __all__ = [
+    "RunOptions",
     "breakpoints",
     "check_budget",
+    "check_cancel_after",
     "check_constructor",
     "check_graph",
     "run_options",
     "state_from_input",
 ]
+
+
+class RunOptions(TypedDict, total=False):
+    """The run options every run method of :class:`GraphRuntime` takes as keywords
+    (``runtime.invoke(graph, input, timeout=30)``), typed for mypy and editors:
+    ``**options: Unpack[RunOptions]``. An option left out takes the runtime's value.
+
+    Attributes:
+        max_supersteps: the superstep budget of this run (leg); ``SuperstepLimit`` beyond it;
+            ``None`` for no budget.
+        timeout: seconds, on the runtime's clock, this run (leg) may take; ``RunTimedOut``.
+        on_interrupt: a hook answering interrupts at once (return ``PAUSE`` to pause).
+        tenant_id: the tenant the run belongs to; a thread belongs to one tenant.
+        interrupt_before: node name(s) to pause before, for this run (breakpoints).
+        interrupt_after: node name(s) to pause after, for this run (breakpoints).
+        cancel_after: seconds, on the runtime's clock, into this run (leg) at which it is
+            cancelled, as ``RunHandle.cancel()`` would (status ``cancelled``, resumable).
+    """
+
+    max_supersteps: int | None
+    timeout: float | None
+    on_interrupt: Callable[[Interrupt], Any] | None
+    tenant_id: str | None
+    interrupt_before: str | Iterable[str]
+    interrupt_after: str | Iterable[str]
+    cancel_after: float | None
 
 
 def check_graph(graph: Any) -> None:
@@ -36,9 +65,8 @@ def check_graph(graph: Any) -> None:
         raise InvalidArgument(f"expected a CompiledGraph, got {graph!r}{hint}")
 
 
-def run_options(runtime: GraphRuntime, options: dict[str, Any]) -> dict[str, Any]:
-    allowed = {"max_supersteps", "timeout", "on_interrupt", "tenant_id",
-               "interrupt_before", "interrupt_after"}
+def run_options(runtime: RunDefaults, options: Mapping[str, Any]) -> dict[str, Any]:
+    allowed = RunOptions.__optional_keys__
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise InvalidArgument(f"unknown run option(s) {unknown}; run options are "
@@ -50,6 +78,7 @@ def run_options(runtime: GraphRuntime, options: dict[str, Any]) -> dict[str, Any
         "timeout": options.get("timeout", runtime.timeout),
         "on_interrupt": options.get("on_interrupt", runtime.on_interrupt),
         "tenant_id": options.get("tenant_id", runtime.tenant_id),
+        "cancel_after": check_cancel_after(options.get("cancel_after")),
     }
     for name in ("interrupt_before", "interrupt_after"):
         opts[name] = frozenset(node_names(options.get(name, ()), name))
@@ -123,6 +152,18 @@ def check_constructor(
     if backend not in ("asyncio", "trio"):
         raise InvalidArgument(f"{where}(backend={backend!r:.80}): backend is 'asyncio' or "
                               "'trio'")
+
+
+def check_cancel_after(seconds: Any) -> float | None:
+    """``cancel_after=``: seconds (of the runtime's clock) after the leg starts at which the
+    leg is cancelled, as ``RunHandle.cancel()`` would (status ``cancelled``, resumable)."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+            or not 0 <= seconds < float("inf"):
+        raise InvalidArgument(f"cancel_after={seconds!r} must be a number of seconds >= 0 "
+                              "or None")
+    return float(seconds)
 
 
 def check_budget(max_supersteps: Any, timeout: Any) -> None:

@@ -18,8 +18,8 @@ from .._records._events import (
 )
 from .._records._fast import make
 from .._records._json import jcopy
+from ._outcome import Outcome
 from ._run_state import RunState
-from ._task import Outcome
 
 __all__ = ["edge_events", "task_event_count", "task_events", "task_output"]
 
@@ -28,7 +28,7 @@ def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
     """Append the events of one task (C2: ``node_start``, then its result)."""
     rec = out.record
     node, tid = rec.node, rec.task_id
-    e = run.event
+    e = run.numbers.event
     events.append(e(NodeStart, step, node=node, task_id=tid))
     for n, (_s, _f, exc) in enumerate(out.failed_attempts, start=1):
         events.append(e(ErrorEvent, step, node=node, task_id=tid, error_type=type(exc).__name__,
@@ -49,7 +49,7 @@ def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
     if kind == "done":
         patch = out.patch
         events.append(e(NodeEnd, step, node=node, task_id=tid,
-                        patch=jcopy(patch) if patch and run.record_events else patch,
+                        patch=jcopy(patch) if patch and run.spec.record_events else patch,
                         replayed=out.replayed, attempt=out.attempt,
                         started_at=out.started_at, finished_at=out.finished_at,
                         goto=out.goto))
@@ -79,7 +79,7 @@ def edge_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
     """Edge events of a completed task in a halted batch (its routes, expansion, joins)."""
     node = out.record.node
     tid = out.record.task_id
-    e = run.event
+    e = run.numbers.event
     for target in out.targets:
         events.append(e(EdgeTransition, step, node=node, task_id=tid, source=node,
                         target=target))
@@ -87,7 +87,7 @@ def edge_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
         events.append(e(EdgeTransition, step, node=node, task_id=tid, source=node,
                         target=out.expand["node"]))
     if out.goto is None and (out.expand is None or out.route_expand):
-        for join in run.graph.joins_from.get(node, ()):
+        for join in run.spec.graph.joins_from.get(node, ()):
             events.append(e(EdgeTransition, step, node=node, task_id=tid, source=node,
                             target=join.target))
 

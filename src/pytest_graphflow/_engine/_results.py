@@ -12,11 +12,24 @@ from pydantic import BaseModel
 from .._graph._builder import END, START, CompiledGraph
 from .._records._events import Breakpoint, EventBase, Interrupt, NodeEnd, StreamEvent
 from .._records._json import jcopy
-from ._runner import StepState
 
-__all__ = ["EventLog", "GraphResult", "RunLeg", "RunRecord", "Trace"]
+__all__ = ["EventLog", "GraphResult", "RunLeg", "RunRecord", "StepState", "Trace"]
 
 StateT = TypeVar("StateT", bound=BaseModel)
+
+
+class StepState:
+    """Marker the runner puts after a superstep's events for the ``values`` view (internal).
+
+    It is not an event: the ``events`` view drops it.
+    """
+
+    __slots__ = ("checkpoint_id", "state", "step")
+
+    def __init__(self, step: int, state: dict[str, Any], checkpoint_id: str | None) -> None:
+        self.step = step
+        self.state = state
+        self.checkpoint_id = checkpoint_id
 
 
 @dataclass

@@ -1,39 +1,76 @@
-"""A leg's state: what it runs, where it saves, how far it got, and its counters.
+"""A leg's state, in parts with one owner each (see ``docs/architecture.md``).
 
 :class:`RunState` is the one object the parts of the run loop share, each given it
-explicitly: the batch runner (:mod:`._batch`), the committer (:mod:`._commit`), the halt
-handler (:mod:`._halts`), the checkpoint writer (:mod:`._writer`) and the loop itself
-(:mod:`._runner`). It also numbers what the leg produces — events (``seq``), checkpoint ids
-and task ids — since those counters are part of where the run stands.
+explicitly. Its state is split by who changes it:
+
+========================  ==============================  ==================================
+part                      what it holds                   who assigns its fields
+========================  ==============================  ==================================
+:class:`LegSpec`          graph, store and features,      nobody: frozen, made by ``_legs``
+                          clock, seed, ids, budgets,
+                          breakpoints, hooks, claim
+:class:`Position`         state, step, tasks, completed,  the committer (``_commit``)
+                          visited, arrivals
+:class:`Numbering`        event ``seq``, checkpoint and   its own methods only
+                          task counters, parent chain
+:class:`Progress`         started, supersteps, deadline,  the loop (``_runner``)
+                          checkpoints awaiting commit
+:class:`Flight`           the running batch, its scope,   the batch runner (``_batch``)
+                          start order, cancel request
+:class:`LegOutcome`       status, error, interrupts,      nobody: frozen, made once by
+                          breakpoint, last checkpoint     ``_writer.LegEnd`` as the leg ends
+========================  ==============================  ==================================
+
+``tests/layout/test_run_state_owners.py`` holds the table above to the code. The fields a
+task reads through its ``NodeContext`` (:class:`~.._graph._node.TaskLeg`) are plain
+attributes of :class:`RunState`: copies of the spec's, and the leg's ledgers (answers, tool
+calls, child threads), dicts made once and changed in place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
 from pydantic import BaseModel
 
-from .._graph._builder import CompiledGraph, NodeSpec
-from .._graph._node import Visited
-from .._records._checkpoint import TaskOutput, TaskRecord
+from .._graph._builder import Command, CompiledGraph, NodeSpec
+from .._graph._node import NodeContext, Visited
+from .._records._checkpoint import Checkpoint, TaskOutput, TaskRecord
 from .._records._events import Breakpoint, EventBase, Interrupt
 from .._records._fast import adopt, make, template
 from .._records._json import jcopy
-from .._stores._features import StoreFeatures, features_of
+from .._stores._features import StoreFeatures
 from .._stores._protocol import CheckpointStore
 from .._time._clock import Clock
+from ._claim import ThreadClaim
 from ._hooks import HookTable, NodeHooks
-from ._task import Outcome
+from ._outcome import Outcome
+from ._results import RunLeg, RunRecord, StepState
 
-__all__ = ["STEPPING", "UNRECORDED", "RunState", "StepState"]
+if TYPE_CHECKING:
+    from .._graph._subgraph import Subgraph
+
+__all__ = ["STEPPING", "UNRECORDED", "Expired", "Flight", "LegOutcome", "LegSpec", "LegStatus",
+           "Numbering", "Position", "Progress", "RunState", "SubgraphRunner"]
 
 STEPPING: ContextVar[bool] = ContextVar("graphflow_stepping", default=False)
 """Set while ``GraphRuntime.astep`` drives a run: a leg made then is a step (see ``_step``)."""
 
+LegStatus = Literal["completed", "interrupted", "failed", "cancelled"]
+"""How a leg ended (``run_end``'s status)."""
+
+Expired = tuple[Interrupt, str, str | None, object]
+"""A question a leg resumed to expire: (question, action, route node, answer)."""
+
+SubgraphRunner = Callable[
+    ["RunState", "Subgraph", BaseModel, NodeContext], Awaitable[object]]
+"""How a leg runs a subgraph node's child run (``_subgraph.run_subgraph``)."""
 
 _EVENT_TEMPLATES: dict[type[EventBase], tuple[dict[str, Any], set[str]]] = {}
 
@@ -59,181 +96,175 @@ class _Unrecorded:
 UNRECORDED = _Unrecorded()
 
 
-class StepState:
-    """Marker the runner puts after a superstep's events for the ``values`` view (internal).
+_NO_DEADLINES: Mapping[str, datetime] = MappingProxyType({})
 
-    It is not an event: the ``events`` view drops it.
+
+class LegSpec:
+    """What one leg runs, where it saves and on which clock: fixed when ``Legs`` makes it.
+
+    Frozen for the type checker (every field is ``Final``) and by the layout test; a plain
+    slotted class, not a frozen dataclass, because one is made per leg and a frozen
+    dataclass's ``__init__`` costs a few microseconds more (a one-node run is ~150 µs).
+
+    Attributes:
+        graph: the graph (under the runtime's checkpoint policy).
+        store: the checkpoint store; ``features``: what it supports, read once.
+        record_events: whether the leg builds its events (``invoke`` does not, unless the
+            store keeps them or an ``on_leg`` observer watches).
+        break_before, break_after: the graph's breakpoints and this leg's own.
+        hooks: the leg's middleware and guardrails (``_hooks.hook_table``), if any.
+        claim: the leg's claim on its thread.
+        subgraph_runner: how a ``Subgraph`` node runs its child.
+        record, leg: observers the runtime attaches: its run record, a recording leg.
+        resumed_from: the checkpoint a resumed leg continues (``None`` for a fresh run).
+        time_travel: resumed from a checkpoint other than its run's latest.
+        branch: the leg's first checkpoint goes on from an earlier one (on purpose).
+        expired: the questions the leg resumed to expire.
+        deadlines: the deadlines of the questions the leg resumed with (asked again, they
+            keep them).
+        cancel_after: seconds into the leg at which it is cancelled (``cancel_after=``).
+        stepping: a leg driven by ``astep`` (a cancelled superstep keeps nothing, seed 004).
+        durable: the store keeps the leg's events; ``deferred``: its checkpoints go with them
+            in one commit under the claim's token.
     """
 
-    __slots__ = ("checkpoint_id", "state", "step")
-
-    def __init__(self, step: int, state: dict[str, Any], checkpoint_id: str | None) -> None:
-        self.step = step
-        self.state = state
-        self.checkpoint_id = checkpoint_id
-
-
-class RunState:
-    """One leg of a run: its graph, store and clock, its position, and how it ended.
-
-    A fresh run starts at step 0 with no tasks (the entry is scheduled when it begins);
-    :meth:`continue_from` places a resumed leg where its checkpoint left the run.
-    """
+    __slots__ = ("branch", "break_after", "break_before", "cancel_after", "claim", "clock",
+                 "deadlines", "deferred",
+                 "durable", "expired", "features", "graph", "hex", "hooks", "leg", "max_supersteps",
+                 "on_interrupt", "record", "record_events", "resumed_from", "run_id", "seed",
+                 "stepping", "store", "subgraph_runner", "tenant_id", "thread_explicit",
+                 "thread_id", "time_travel", "timeout", "wall_clock")
 
     def __init__(
         self,
         *,
         graph: CompiledGraph,
         store: CheckpointStore,
+        features: StoreFeatures,
         clock: Clock,
         seed: int | None,
         run_id: str,
         thread_id: str,
         tenant_id: str | None,
-        state: dict[str, Any],
         max_supersteps: int | None,
         timeout: float | None,
-        on_interrupt: Callable[[Interrupt], Any] | None,
+        on_interrupt: Callable[[Interrupt], object] | None,
         wall_clock: bool,
-        record_events: bool = True,
+        record_events: bool,
+        break_before: frozenset[str],
+        break_after: frozenset[str],
+        hooks: HookTable | None,
+        claim: ThreadClaim | None,
+        subgraph_runner: SubgraphRunner | None,
+        record: RunRecord | None = None,
+        leg: RunLeg | None = None,
         thread_explicit: bool = False,
-        features: StoreFeatures | None = None,
+        resumed_from: str | None = None,
+        time_travel: bool = False,
+        branch: bool = False,
+        expired: tuple[Expired, ...] = (),
+        deadlines: Mapping[str, datetime] = _NO_DEADLINES,
+        stepping: bool = False,
+        cancel_after: float | None = None,
     ) -> None:
-        # What runs, where, on which clock.
-        self.graph = graph
-        self.store = store
-        self.clock = clock
-        self.seed = seed
-        self.run_id = run_id
-        self.thread_id = thread_id
-        self.tenant_id = tenant_id
-        self.max_supersteps = max_supersteps
-        self.timeout = timeout
-        self.on_interrupt = on_interrupt
-        self.wall_clock = wall_clock
-        self.features: StoreFeatures = features_of(store) if features is None else features
-        """What the store supports, read once for the leg."""
-        self.durable = self.features.events
-        self.deferred = False  # set by the CheckpointWriter: commits go with the events
-        self.record_events = record_events or self.durable
-        self.thread_explicit = thread_explicit
-        self.hooks: HookTable | None = None
-        """The leg's middleware and guardrails (``_hooks.hook_table``), if any."""
-        # Breakpoints: the graph's and this leg's.
-        self.break_before = graph.interrupt_before
-        self.break_after = graph.interrupt_after
-        self.passed: set[str] = set()  # tasks whose before-breakpoint the run has passed
-        self.breakpoint: Breakpoint | None = None  # where the leg paused for a breakpoint
-        self.hex = run_id[4:] if run_id.startswith("run-") else run_id
-        # Where the run stands (what a checkpoint records).
+        self.graph: Final = graph
+        self.store: Final = store
+        self.features: Final = features
+        self.clock: Final = clock
+        self.seed: Final = seed
+        self.run_id: Final = run_id
+        self.thread_id: Final = thread_id
+        self.tenant_id: Final = tenant_id
+        self.max_supersteps: Final = max_supersteps
+        self.timeout: Final = timeout
+        self.on_interrupt: Final = on_interrupt
+        self.wall_clock: Final = wall_clock
+        self.break_before: Final = break_before
+        self.break_after: Final = break_after
+        self.hooks: Final = hooks
+        self.claim: Final = claim
+        self.subgraph_runner: Final = subgraph_runner
+        self.record: Final = record
+        self.leg: Final = leg
+        self.thread_explicit: Final = thread_explicit
+        self.resumed_from: Final = resumed_from
+        self.time_travel: Final = time_travel
+        self.branch: Final = branch
+        self.expired: Final = expired
+        self.deadlines: Final = deadlines
+        self.stepping: Final = stepping
+        self.cancel_after: Final = cancel_after
+        durable = features.events
+        self.durable: Final = durable
+        self.record_events: Final = record_events or durable
+        self.hex: Final = run_id[4:] if run_id.startswith("run-") else run_id
+        fenced = claim is not None and claim.fence is not None
+        self.deferred: Final = durable and fenced and features.commit
+
+    def __repr__(self) -> str:
+        return f"<LegSpec run={self.run_id} thread={self.thread_id} graph={self.graph.graph_id!r}>"
+
+
+class Position:
+    """Where the run stands: what a checkpoint records (owner: ``_commit``).
+
+    Attributes:
+        state: the run's state (JSON form); ``model``: it as the graph's model, when the
+            last commit built one (the next task's input; the batch runner takes it).
+        step: the next superstep; ``tasks``: its tasks; ``completed``: those of them that
+            finished before the leg resumed (C9).
+        visited: the nodes completed so far, in order; ``arrivals``: each join's sources
+            arrived so far.
+        passed: tasks whose before-breakpoint the run has passed (changed in place by the
+            halt handler).
+    """
+
+    __slots__ = ("arrivals", "completed", "model", "passed", "state", "step", "tasks",
+                 "visited")
+
+    def __init__(self, state: dict[str, object], checkpoint: Checkpoint | None = None) -> None:
         self.state = state
         self.model: BaseModel | None = None
-        self.step = 0
-        self.tasks: list[TaskRecord] | None = None
-        self.completed: dict[str, TaskOutput] = {}
-        self.answers: dict[str, Any] = {}
-        self.deadlines: dict[str, datetime] = {}
-        """The deadlines of the questions the leg resumed with: asked again, they keep them."""
-        self.expired: list[tuple[Interrupt, str, str | None, Any]] = []
-        """The questions this leg resumed to expire: (question, action, route node, answer)."""
-        self.tool_calls: dict[str, dict[str, Any]] = {}
-        """Recorded results of ``write``/``external``/``human`` tool calls by call key
-        (``<task_id>:tool-<n>``): a task that runs again replays them (see ``_tools``)."""
-        self.visited = Visited([])
-        self.arrivals: dict[str, list[str]] = {}
-        self.seq = 0
-        self.parent_id: str | None = None
-        self.resumed_from: str | None = None
-        self.cp_counter = 0
-        self.task_counter = 0
-        # The leg's progress and end.
-        self.started = False
-        self.done = False
-        self.status: str | None = None
-        self.error: BaseException | None = None
-        self.interrupts: list[Interrupt] = []
-        self.checkpoint_id: str | None = None
-        self.supersteps = 0
-        self.cancel_requested = False
-        self.scope: anyio.CancelScope | None = None
-        self.deadline: float | None = None
-        self.deadline_ns: int | None = None
-        self.started_at: datetime | None = None
-        self.ended_at: datetime | None = None
-        self.batch: list[Outcome] | None = None  # the running batch's outcomes, while it runs
-        self.start_order: list[str] = []
-        # Observers the runtime attaches: its run record and a recording leg.
-        self.record: Any = None
-        self.leg: Any = None
-        # The leg's claim on its thread (a ThreadClaim, attached by the runtime), and the
-        # checkpoints of the current piece a durable store commits with its events.
-        self.claim: Any = None
-        self.pending: list[Any] = []
-        # How a Subgraph node runs its child (set by the runtime, see _subgraph); the child
-        # threads of the pending subgraph tasks (task id -> thread) and the checkpoint each
-        # child paused at; whether this leg resumed from a checkpoint other than its run's
-        # latest (time travel); and, in a child run, the Command(graph=PARENT) that ended it.
-        self.subgraph_runner: Any = None
-        self.child_threads: dict[str, str] = {}
-        self.child_checkpoints: dict[str, str] = {}
-        self.time_travel = False
-        self.branch = False  # the leg's first checkpoint goes on from an earlier one
-        self.parent_command: Any = None
-        # A leg driven by astep: a cancelled superstep keeps nothing (seed 004).
-        self.stepping = STEPPING.get()
-
-    def continue_from(
-        self,
-        checkpoint: Any,
-        *,
-        answers: dict[str, Any],
-        seq: int,
-        cp_counter: int,
-        task_counter: int,
-    ) -> None:
-        """Place a resumed leg where ``checkpoint`` left the run."""
+        if checkpoint is None:
+            self.step = 0
+            self.tasks: list[TaskRecord] = []
+            self.completed: dict[str, TaskOutput] = {}
+            self.visited = Visited([])
+            self.arrivals: dict[str, list[str]] = {}
+            self.passed: set[str] = set()
+            return
         cp = checkpoint
         self.step = cp.next_step
         self.tasks = list(cp.tasks)
         self.completed = dict(cp.completed)
-        self.answers = answers
-        self.deadlines = {i.key: i.deadline for i in cp.interrupts if i.deadline is not None}
-        self.tool_calls = dict(cp.metadata.get("tool_calls", {}))
         self.visited = Visited(list(cp.visited))
         self.arrivals = {k: list(v) for k, v in cp.arrivals.items()}
+        self.passed = set(cp.metadata.get("breakpoint_passed", ()))
+
+    def take_model(self) -> BaseModel | None:
+        """The cached model of the state, once (the next task's input)."""
+        model, self.model = self.model, None
+        return model
+
+
+class Numbering:
+    """What the leg numbers: events (``seq``), checkpoint and task ids, and the checkpoint
+    chain (``parent_id``: the next checkpoint's parent; ``checkpoint_id``: the last one this
+    leg saved). Only its own methods change it: ids are never handed out twice."""
+
+    __slots__ = ("checkpoint_id", "cp_counter", "hex", "parent_id", "record_events", "run_id",
+                 "seq", "task_counter")
+
+    def __init__(self, spec: LegSpec, *, seq: int = 0, cp_counter: int = 0,
+                 task_counter: int = 0) -> None:
+        self.run_id = spec.run_id
+        self.hex = spec.hex
+        self.record_events = spec.record_events
         self.seq = seq
-        self.parent_id = cp.id
-        self.resumed_from = cp.id
         self.cp_counter = cp_counter
         self.task_counter = task_counter
-        self.passed = set(cp.metadata.get("breakpoint_passed", ()))
-        self.child_threads = dict(cp.metadata.get("subgraph_threads", {}))
-        self.child_checkpoints = dict(cp.metadata.get("subgraph_checkpoints", {}))
-        self.time_travel = bool(cp.metadata.get("time_travel"))
-
-    async def run_subgraph(self, sub: Any, state: BaseModel, ctx: Any) -> Any:
-        """Run a subgraph node's child run (see :mod:`._subgraph`); the runtime that built
-        this leg provides how (``subgraph_runner``)."""
-        if self.subgraph_runner is None:  # pragma: no cover - the runtime always sets it
-            raise RuntimeError("this leg cannot run subgraphs")
-        return await self.subgraph_runner(self, sub, state, ctx)
-
-    def set_breakpoints(self, before: frozenset[str], after: frozenset[str]) -> None:
-        """Add this leg's own breakpoints to the graph's."""
-        self.break_before = self.graph.interrupt_before | before
-        self.break_after = self.graph.interrupt_after | after
-
-    def hooks_of(self, node: str) -> NodeHooks | None:
-        """The middleware and guardrails around tasks of ``node`` in this leg, if any."""
-        return None if self.hooks is None else self.hooks.get(node)
-
-    def runs_inline(self, spec: NodeSpec) -> bool:
-        """Whether a task of ``spec`` may run inline: a sync node without retries, and no
-        async hook around it."""
-        if spec.is_async or spec.retry is not None:
-            return False
-        hooks = self.hooks_of(spec.name)
-        return hooks is None or not hooks.is_async
+        self.parent_id: str | None = spec.resumed_from
+        self.checkpoint_id: str | None = None
 
     def next_checkpoint_id(self) -> str:
         """A new checkpoint id: the run's and a counter."""
@@ -244,7 +275,7 @@ class RunState:
         self,
         node: str,
         failure: dict[str, Any] | None = None,
-        item: Any = None,
+        item: object = None,
         has_item: bool = False,
         checkpoint_id_before: str | None = None,
     ) -> TaskRecord:
@@ -261,13 +292,167 @@ class RunState:
             return UNRECORDED
         return _ev(cls, seq=self.seq - 1, run_id=self.run_id, step=step, **fields)
 
+    def skip(self, count: int) -> None:
+        """Number ``count`` events that are not built (``invoke`` wants none)."""
+        self.seq += count
+
+    def saved(self, checkpoint_id: str) -> None:
+        """``checkpoint_id`` was saved: the next checkpoint continues from it."""
+        self.parent_id = checkpoint_id
+        self.checkpoint_id = checkpoint_id
+
+
+class Progress:
+    """How far the leg got (owner: ``_runner``): whether it began, the supersteps it ran,
+    its deadline, and the checkpoints a durable store commits with the piece's events
+    (``pending``: the writer appends, the loop takes them)."""
+
+    __slots__ = ("deadline", "deadline_ns", "pending", "started", "started_at", "supersteps")
+
+    def __init__(self) -> None:
+        self.started = False
+        self.started_at: datetime | None = None
+        self.supersteps = 0
+        self.deadline: float | None = None
+        self.deadline_ns: int | None = None
+        self.pending: list[Checkpoint] = []
+
+
+class Flight:
+    """The batch in flight (owner: ``_batch``): its outcomes while it runs, its cancel scope,
+    the order its tasks started in, and whether a cancel was asked for."""
+
+    __slots__ = ("batch", "cancel_requested", "scope", "start_order")
+
+    def __init__(self) -> None:
+        self.batch: list[Outcome] | None = None
+        self.scope: anyio.CancelScope | None = None
+        self.start_order: list[str] = []
+        self.cancel_requested = False
+
+    def cancel(self) -> None:
+        """Ask the run to stop: the running batch (if any) is cancelled and joined."""
+        self.cancel_requested = True
+        if self.scope is not None:
+            self.scope.cancel()
+
+    def take(self) -> list[Outcome] | None:
+        """The running batch's outcomes, once (a cancelled piece stops with them)."""
+        batch, self.batch = self.batch, None
+        return batch
+
+
+@dataclass(frozen=True, slots=True)
+class LegOutcome:
+    """How a leg ended: made once, by ``LegEnd``, when it ends (a value a caller can hold).
+
+    Attributes:
+        status: ``completed``, ``interrupted``, ``failed`` or ``cancelled``.
+        error: why it failed or was cancelled (the first error wins).
+        interrupts: the questions it paused at.
+        breakpoint: the breakpoint it paused for.
+        checkpoint_id: the last checkpoint it saved.
+        ended_at: when it ended, on its clock (``None`` when the clock threw).
+    """
+
+    status: LegStatus
+    error: BaseException | None = None
+    interrupts: tuple[Interrupt, ...] = ()
+    breakpoint: Breakpoint | None = None
+    checkpoint_id: str | None = None
+    ended_at: datetime | None = None
+
+
+class RunState:
+    """One leg of a run: its spec, position, numbering, progress, batch and outcome.
+
+    A fresh run starts at step 0 with no tasks (the entry is scheduled when it begins); a
+    resumed leg (``checkpoint``) starts where its checkpoint left the run.
+    """
+
+    __slots__ = ("answers", "child_checkpoints", "child_threads", "clock", "deadlines",
+                 "flight", "numbers", "on_interrupt", "outcome", "parent_command", "pos",
+                 "progress", "run_id", "spec", "thread_id", "tool_calls")
+
+    def __init__(
+        self,
+        spec: LegSpec,
+        state: dict[str, object],
+        *,
+        checkpoint: Checkpoint | None = None,
+        answers: dict[str, object] | None = None,
+        seq: int = 0,
+        cp_counter: int = 0,
+        task_counter: int = 0,
+    ) -> None:
+        self.spec = spec
+        self.pos = Position(state, checkpoint)
+        self.numbers = Numbering(spec, seq=seq, cp_counter=cp_counter,
+                                 task_counter=task_counter)
+        self.progress = Progress()
+        self.flight = Flight()
+        self.outcome: LegOutcome | None = None
+        """How the leg ended (``LegEnd`` sets it once); ``None`` while it runs."""
+        # What a task's context reads (the spec's, as plain attributes: read per task).
+        self.run_id = spec.run_id
+        self.thread_id = spec.thread_id
+        self.clock = spec.clock
+        self.on_interrupt = spec.on_interrupt
+        self.deadlines = spec.deadlines
+        # The leg's ledgers: made here, then changed in place only.
+        self.answers: dict[str, object] = {} if answers is None else answers
+        self.tool_calls: dict[str, dict[str, object]] = {}
+        """Recorded results of ``write``/``external``/``human`` tool calls by call key
+        (``<task_id>:tool-<n>``): a task that runs again replays them (see ``_tools``)."""
+        self.child_threads: dict[str, str] = {}
+        """The child threads of the pending subgraph tasks (task id -> thread)."""
+        self.child_checkpoints: dict[str, str] = {}
+        """The checkpoint each paused child stood at."""
+        if checkpoint is not None:
+            meta = checkpoint.metadata
+            self.tool_calls.update(meta.get("tool_calls", {}))
+            self.child_threads.update(meta.get("subgraph_threads", {}))
+            self.child_checkpoints.update(meta.get("subgraph_checkpoints", {}))
+        self.parent_command: Command | None = None
+        """In a child run, the ``Command(graph=PARENT)`` that ended it."""
+
+    def hand_to_parent(self, command: Command) -> None:
+        """A node of this child run returned ``command`` (``graph=Command.PARENT``): the
+        run ends, and the parent's subgraph node takes it."""
+        self.parent_command = command
+
+    async def run_subgraph(self, sub: Subgraph, state: BaseModel, ctx: NodeContext) -> object:
+        """Run a subgraph node's child run (see :mod:`._subgraph`); the runtime that built
+        this leg provides how (``spec.subgraph_runner``)."""
+        runner = self.spec.subgraph_runner
+        if runner is None:  # pragma: no cover - the runtime always sets it
+            raise RuntimeError("this leg cannot run subgraphs")
+        return await runner(self, sub, state, ctx)
+
+    def next_checkpoint_id(self) -> str:
+        """A new checkpoint id (see :meth:`Numbering.next_checkpoint_id`)."""
+        return self.numbers.next_checkpoint_id()
+
+    def hooks_of(self, node: str) -> NodeHooks | None:
+        """The middleware and guardrails around tasks of ``node`` in this leg, if any."""
+        hooks = self.spec.hooks
+        return None if hooks is None else hooks.get(node)
+
+    def runs_inline(self, spec: NodeSpec) -> bool:
+        """Whether a task of ``spec`` may run inline: a sync node without retries, and no
+        async hook around it."""
+        if spec.is_async or spec.retry is not None:
+            return False
+        hooks = self.hooks_of(spec.name)
+        return hooks is None or not hooks.is_async
+
     def copy_state(self, state: dict[str, Any]) -> dict[str, Any]:
         """Events carry copies: mutating one changes nothing in the run."""
-        return jcopy(state) if self.record_events else state
+        return jcopy(state) if self.spec.record_events else state
 
     def stamp(self, events: list[Any]) -> list[Any]:
         """Give a piece's events the time they are yielded at."""
-        if not self.record_events:
+        if not self.spec.record_events:
             return [e for e in events if type(e) is StepState]
         now = self.clock.now()
         for ev in events:

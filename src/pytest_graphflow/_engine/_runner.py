@@ -6,10 +6,11 @@ events, already in their final order. Nothing is left suspended between calls, s
 may stop reading at any event without leaving a generator for the garbage collector.
 
 The leg's state is one :class:`~._run_state.RunState`, handed to the parts that act on it:
-a :class:`~._batch.BatchRunner` runs a batch's tasks, a :class:`~._commit.Committer` turns a
-finished batch into the next position, a :class:`~._halts.HaltHandler` ends a leg early, and
-a :class:`~._writer.CheckpointWriter` / :class:`~._writer.LegEnd` save checkpoints and end
-the leg.
+a :class:`~._batch.BatchRunner` runs a batch's tasks (it owns the ``Flight``), a
+:class:`~._commit.Committer` turns a finished batch into the next ``Position``, a
+:class:`~._halts.HaltHandler` ends a leg early, and a :class:`~._writer.CheckpointWriter` /
+:class:`~._writer.LegEnd` save checkpoints and end the leg (``LegEnd`` makes its
+``LegOutcome``). The runner itself owns the leg's ``Progress``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import anyio
 
 from .._graph._builder import END, START, Expand
 from .._graph._node import EdgeContext
+from .._records._checkpoint import TaskRecord
 from .._records._events import (
     CheckpointSaved,
     Interrupt,
@@ -44,11 +46,13 @@ from ._commit import Committer
 from ._fault import unexpected
 from ._halts import HaltHandler
 from ._merge import merge_patches
-from ._run_state import RunState, StepState
-from ._task import Outcome, route_expand
+from ._outcome import Outcome
+from ._results import StepState
+from ._run_state import LegSpec, RunState
+from ._task import route_expand
 from ._writer import CheckpointWriter, LegEnd
 
-__all__ = ["Runner", "StepState"]
+__all__ = ["Runner"]
 
 
 class Runner:
@@ -80,26 +84,30 @@ class Runner:
     @property
     def done(self) -> bool:
         """Whether the leg has ended."""
-        return self.run.done
+        return self.run.outcome is not None
 
     @property
-    def interrupts(self) -> list[Interrupt]:
+    def interrupts(self) -> tuple[Interrupt, ...]:
         """The interrupts the leg paused at."""
-        return self.run.interrupts
+        outcome = self.run.outcome
+        return () if outcome is None else outcome.interrupts
+
+    @property
+    def status(self) -> str | None:
+        """How the leg ended (``None`` while it runs)."""
+        outcome = self.run.outcome
+        return None if outcome is None else outcome.status
 
     def cancel(self) -> None:
         """Ask the run to stop: the current batch is cancelled and joined."""
-        run = self.run
-        run.cancel_requested = True
-        if run.scope is not None:
-            run.scope.cancel()
+        self.run.flight.cancel()
 
     async def advance(self) -> list[Any]:
         """Run the next piece of the run and return its events (and step markers)."""
         run = self.run
-        if run.done:
+        if run.outcome is not None:
             return []
-        leg = run.leg
+        leg = run.spec.leg
         if leg is None:
             return await self._advance()
         try:
@@ -108,47 +116,48 @@ class Runner:
             leg.error = exc
             raise
         finally:
-            leg.visited = list(run.visited)
+            leg.visited = list(run.pos.visited)
         leg.events.extend([i for i in items if type(i) is not StepState])
         return items
 
     async def _advance(self) -> list[Any]:
         run = self.run
+        spec = run.spec
         try:
-            claim = run.claim
+            claim = spec.claim
             if claim is not None and claim.due():  # no coroutine per piece when not due
                 await claim.renew_if_due()
-            if not run.started:
+            if not run.progress.started:
                 items = await self._begin()
             else:
                 items = await self._superstep()
-            if run.durable:
+            if spec.durable:
                 await self._persist(items)
-            if run.done:
+            if run.outcome is not None:
                 await self.end.release()
             return items
         except anyio.get_cancelled_exc_class():
             # The consumer's scope was cancelled: stop the run as RunHandle.cancel() does,
             # keeping every task that finished (C9), then let the cancellation go on.
-            batch, run.batch = run.batch, None
+            batch = run.flight.take()
             with anyio.CancelScope(shield=True):
                 await self._stop_cancelled(batch)
                 await self._after_error(None)
             raise
         except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt) and run.stepping:
-                run.batch = None  # seed 004: interrupting the thread driving a step
+            if isinstance(exc, KeyboardInterrupt) and spec.stepping:
+                run.flight.take()  # seed 004: interrupting the thread driving a step
                 with anyio.CancelScope(shield=True):
                     await self._stop_cancelled(None)
                     await self._after_error(None)
                 raise
             fault = unexpected(exc, run.clock, run.run_id, run.thread_id, admitted=True)
             if fault is not None:  # seed 004: ended where it was, nothing more written
-                run.pending = []
+                run.progress.pending = []
                 self.end.fault(fault)
                 await self.end.release()
                 raise fault from exc
-            if not run.done:
+            if run.outcome is None:
                 await self.end.finish("failed", exc)
             with anyio.CancelScope(shield=True):
                 await self._after_error(exc)
@@ -158,14 +167,14 @@ class Runner:
         """End a cancelled leg: the tasks that finished keep their results (C9); a step keeps
         nothing of its cancelled superstep (seed 004), not even its events."""
         run = self.run
-        if run.done or run.tasks is None:
+        if run.outcome is not None or not run.progress.started:
             return
-        if run.stepping:
+        if run.spec.stepping:
             batch = []
         if batch is not None:
-            run.cancel_requested = True
+            run.flight.cancel()
             items = await self.halts.stop(batch, timed_out=False)
-            if run.durable:
+            if run.spec.durable:
                 await self._persist(items)
 
     async def _after_error(self, exc: BaseException | None) -> None:
@@ -173,10 +182,10 @@ class Runner:
         (the checkpoint a halt saved before an edge function threw, C7) with its run record,
         then release the claim. A commit that fails here changes nothing more."""
         run = self.run
-        if run.deferred and not isinstance(exc, SimulatedCrash):
+        if run.spec.deferred and not isinstance(exc, SimulatedCrash):
             with contextlib.suppress(Exception):
                 await self._persist([])
-        if run.done:
+        if run.outcome is not None:
             try:
                 await self.end.release()
             except SimulatedCrash:
@@ -185,7 +194,7 @@ class Runner:
 
     async def close(self) -> None:
         """Stop a run whose consumer left early; it stays resumable from its last checkpoint."""
-        if not self.run.done:
+        if self.run.outcome is None:
             await self.end.finish("cancelled", None)
             await self.end.release()
 
@@ -201,29 +210,33 @@ class Runner:
         once another process took the thread over (``StaleClaim``).
         """
         run = self.run
-        store: Any = run.store
+        spec, progress = run.spec, run.progress
+        store: Any = spec.store
         events = DumpedEvents(e.model_dump(mode="json") for e in items
                               if type(e) is not StepState)
-        record = run.record is not None and (
-            not run.started or run.done or run.pending
+        run_record = spec.record
+        record = run_record is not None and (
+            not progress.started or run.outcome is not None or progress.pending
             or (events and events[0]["type"] == "run_start"))
-        if not run.deferred:
+        if not spec.deferred:
             if events:
                 await store.record_events(run.run_id, events)
             if record:
-                await store.record_run(run.record.as_dict())
+                assert run_record is not None
+                await store.record_run(run_record.as_dict())
             return
-        data = run.record.as_dict() if record else None
+        data = run_record.as_dict() if record and run_record is not None else None
         if data is not None and data == self._committed_record:
             data = None  # the leg committed this record already
-        if not (run.pending or events or data):
+        if not (progress.pending or events or data):
             return
-        checkpoints, run.pending = run.pending, []
+        checkpoints, progress.pending = progress.pending, []
+        assert spec.claim is not None  # a deferred leg holds a fenced claim
         try:
-            await store.commit(run.thread_id, run.claim.token, run_id=run.run_id,
+            await store.commit(run.thread_id, spec.claim.token, run_id=run.run_id,
                                checkpoints=checkpoints, events=events, run=data)
         except Exception as exc:
-            if run.done:
+            if run.outcome is not None:
                 self.end.refused(exc)
             raise
         if data is not None:
@@ -231,45 +244,48 @@ class Runner:
 
     async def _begin(self) -> list[Any]:
         run = self.run
-        run.started = True
-        run.started_at = run.clock.now()
-        if run.timeout is not None and run.timeout != float("inf"):
-            if isinstance(run.clock, VirtualClock):
-                run.deadline_ns = run.clock.elapsed_ns + round(run.timeout * 1e9)
+        spec, progress, pos, numbers = run.spec, run.progress, run.pos, run.numbers
+        clock, timeout, graph = spec.clock, _deadline(spec), spec.graph
+        progress.started = True
+        progress.started_at = clock.now()
+        if timeout is not None:
+            if isinstance(clock, VirtualClock):
+                progress.deadline_ns = clock.elapsed_ns + round(timeout * 1e9)
             else:
-                run.deadline = run.clock.monotonic() + run.timeout
-        events: list[Any] = [run.event(
-            RunStart, run.step, graph_id=run.graph.graph_id, revision=run.graph.revision,
-            thread_id=run.thread_id, resumed_from=run.resumed_from,
+                progress.deadline = clock.monotonic() + timeout
+        events: list[Any] = [numbers.event(
+            RunStart, pos.step, graph_id=graph.graph_id, revision=graph.revision,
+            thread_id=run.thread_id, resumed_from=spec.resumed_from,
         )]
-        for question, action, routed_to, answer in run.expired:
-            events.append(run.event(
-                InterruptExpired, run.step, node=question.node, task_id=question.task_id,
+        for question, action, routed_to, answer in spec.expired:
+            events.append(numbers.event(
+                InterruptExpired, pos.step, node=question.node, task_id=question.task_id,
                 key=question.key, deadline=question.deadline, action=action,
                 routed_to=routed_to, answer=answer))
-        if run.tasks is None:  # a fresh run: schedule the entry
-            run.tasks = []
+        if spec.resumed_from is None:  # a fresh run: schedule the entry
             await self._schedule_entry()
             # A run whose entry schedules nothing (START routes straight to END) is complete
             # at once: its checkpoint says so, or the thread would look mid-execution.
-            empty = not run.tasks
-            if run.graph.every_step or (empty and run.thread_explicit):
-                cid = run.next_checkpoint_id()
-                events.append(run.event(CheckpointSaved, run.step, checkpoint_id=cid))
-                await self.writer.save(cid, step=-1, next_step=run.step, tasks=run.tasks,
+            empty = not pos.tasks
+            if graph.every_step or (empty and spec.thread_explicit):
+                cid = numbers.next_checkpoint_id()
+                events.append(numbers.event(CheckpointSaved, pos.step, checkpoint_id=cid))
+                await self.writer.save(cid, step=-1, next_step=pos.step, tasks=pos.tasks,
                                        node_ids=[], status="completed" if empty else "running")
         return run.stamp(events)
 
     async def _schedule_entry(self) -> None:
+        """Schedule a fresh run's first tasks (into its empty ``Position.tasks``)."""
         run = self.run
-        assert run.tasks is not None
-        graph = run.graph
+        pos, numbers = run.pos, run.numbers
+        tasks = pos.tasks
+        graph = run.spec.graph
         targets = list(graph.edges.get(START, ()))
         expansions: list[dict[str, Any]] = []
         for branch in graph.branches.get(START, ()):
-            view = run.model or graph.codec.model_of(run.state)
+            view = pos.model or graph.codec.model_of(pos.state)
             picked = branch.route(view) if branch.arity == 1 else branch.route(
-                view, EdgeContext(START, (), run.step))
+                view, EdgeContext(START, (), pos.step))
             if hasattr(picked, "__await__"):
                 picked = await picked
             picks = list(picked) if isinstance(picked, (list, tuple)) else [picked]
@@ -288,50 +304,52 @@ class Runner:
         order = graph.nodes
         for node in sorted(dict.fromkeys(t for t in targets if t != END),
                            key=lambda n: order[n].index):
-            run.tasks.append(run.new_task(node))
+            tasks.append(numbers.new_task(node))
         for expansion in expansions:
             for item in expansion["items"]:
-                run.tasks.append(run.new_task(expansion["node"], None, item, True))
-        run.tasks.sort(key=lambda t: order[t.node].index)
+                tasks.append(numbers.new_task(expansion["node"], None, item, True))
+        tasks.sort(key=lambda t: order[t.node].index)
 
     async def _superstep(self) -> list[Any]:
         run = self.run
-        assert run.tasks is not None
-        graph = run.graph
-        if not run.tasks:
-            if run.arrivals:
-                join, arrived = next(iter(run.arrivals.items()))
+        spec, pos, progress = run.spec, run.pos, run.progress
+        graph = spec.graph
+        tasks = pos.tasks
+        if not tasks:
+            if pos.arrivals:
+                join, arrived = next(iter(pos.arrivals.items()))
                 j = next(j for j in graph.joins if j.key == join)
                 missing = [s for s in j.sources if s not in arrived]
                 return await self.halts.fail_run(JoinStarved(j.target, missing, arrived))
             return await self.halts.complete()
-        if run.max_supersteps is not None and run.supersteps >= run.max_supersteps:
+        budget = spec.max_supersteps
+        if budget is not None and progress.supersteps >= budget:
             return await self.halts.fail_run(
-                SuperstepLimit(run.max_supersteps, [t.node for t in run.tasks])
+                SuperstepLimit(budget, [t.node for t in tasks])
             )
-        if (run.deadline_ns is not None or run.deadline is not None) \
+        if (progress.deadline_ns is not None or progress.deadline is not None) \
                 and self._timed_out_now():
-            return await self.halts.stop([], timed_out=True)
-        if run.cancel_requested:
+            return await self._after_batch([], True)
+        if run.flight.cancel_requested:
             return await self.halts.stop([], timed_out=False)
-        tasks = run.tasks
-        if run.break_before:
+        before = spec.break_before
+        if before:
             stopping = [t.node for t in tasks
-                        if t.node in run.break_before and t.task_id not in run.passed]
+                        if t.node in before and t.task_id not in pos.passed]
             if stopping:
                 return await self.halts.pause_before(list(dict.fromkeys(stopping)))
-        run.supersteps += 1
-        if run.durable:
+        progress.supersteps += 1
+        if spec.durable:
             await self._record_in_flight(tasks)
-        if not run.completed and len(tasks) == 1:
-            spec = graph.nodes[tasks[0].node]
-            if run.runs_inline(spec):
+        if not pos.completed and len(tasks) == 1:
+            node = graph.nodes[tasks[0].node]
+            if run.runs_inline(node):
                 # The common step: one sync node, run inline.
-                out = await self.batches.run_inline(tasks[0], spec)
+                out = await self.batches.run_inline(tasks[0], node)
                 if out.artifacts:
                     await self._store_artifacts([out])
-                if out.kind == "done" and out.expand is None and not run.record_events \
-                        and not run.break_after:
+                if out.kind == "done" and out.expand is None and not spec.record_events \
+                        and not spec.break_after:
                     return await self.committer.commit_one(out)  # invoke(): no events wanted
                 return await self._after_batch([out], False)
         outcomes, timed_out = await self.batches.run_batch()
@@ -339,7 +357,7 @@ class Runner:
             await self._store_artifacts(outcomes)
         return await self._after_batch(outcomes, timed_out)
 
-    async def _record_in_flight(self, tasks: list[Any]) -> None:
+    async def _record_in_flight(self, tasks: list[TaskRecord]) -> None:
         """Seed 002: "When a side-effect outcome is unknown, inspect Events before resuming."
 
         Before a batch runs, a durable store records a ``node_start`` for each of its
@@ -349,35 +367,39 @@ class Runner:
         ended: its outcome is unknown.
         """
         run = self.run
-        graph = run.graph
+        graph = run.spec.graph
+        completed = run.pos.completed
         flying = [t for t in tasks if graph.nodes[t.node].effect == "external"
-                  and t.task_id not in run.completed]
+                  and t.task_id not in completed]
         if not flying:
             return
         now = run.clock.now()
-        events = [NodeStart(seq=run.seq + i, run_id=run.run_id, step=run.step, time=now,
+        seq, step = run.numbers.seq, run.pos.step
+        events = [NodeStart(seq=seq + i, run_id=run.run_id, step=step, time=now,
                             node=t.node, task_id=t.task_id).model_dump(mode="json")
                   for i, t in enumerate(flying)]
-        store: Any = run.store
+        store: Any = run.spec.store
         await store.record_events(run.run_id, events)
 
     async def _store_artifacts(self, outcomes: list[Outcome]) -> None:
         """Store what the batch's nodes attached (in declared order), whatever their outcome."""
         run = self.run
-        store: Any = run.store
+        store: Any = run.spec.store
         for out in outcomes:
             for name, data, media_type in out.artifacts:
-                if not run.features.artifacts:
+                if not run.spec.features.artifacts:
                     raise GraphExecutionError(
                         f"node {out.record.node!r} attached artifact {name!r}, but the store "
-                        f"{type(run.store).__name__} keeps no artifacts (its features say "
+                        f"{type(store).__name__} keeps no artifacts (its features say "
                         "artifacts=False); use a store that does, such as "
                         "InMemoryCheckpointStore or SQLiteCheckpointStore")
                 await store.put_artifact(run.run_id, name, data, media_type)
             out.artifacts = []
 
     async def _after_batch(self, outcomes: list[Outcome], timed_out: bool) -> list[Any]:
-        if timed_out or self.run.cancel_requested:
+        if timed_out and _cancels(self.run.spec):  # the deadline was cancel_after's
+            return await self.halts.stop(outcomes, timed_out=False)
+        if timed_out or self.run.flight.cancel_requested:
             return await self.halts.stop(outcomes, timed_out=timed_out)
         halting = [o for o in outcomes if o.kind == "interrupt"
                    or (o.kind == "error" and (o.spec.on_error is None or o.fatal))]
@@ -403,22 +425,36 @@ class Runner:
 
     def _merge_error(self, outcomes: list[Outcome]) -> GraphflowError | None:
         """The error merging the completed tasks' patches would raise, if any."""
-        run = self.run
+        graph = self.run.spec.graph
         patches = [(o.record.node, o.patch) for o in outcomes if o.kind == "done" and o.patch]
         if len(patches) < 2:
             return None
         try:
-            merged = merge_patches(run.graph, run.state, patches, parallel=True)
-            run.graph.codec.validate(dict(merged), patches)
+            merged = merge_patches(graph, self.run.pos.state, patches, parallel=True)
+            graph.codec.validate(dict(merged), patches)
         except GraphflowError as exc:
             return exc
         return None
 
     def _timed_out_now(self) -> bool:
-        run = self.run
-        if run.deadline_ns is not None:
-            assert isinstance(run.clock, VirtualClock)
-            return run.clock.elapsed_ns >= run.deadline_ns
-        if run.deadline is not None:
-            return run.clock.monotonic() >= run.deadline
+        progress, clock = self.run.progress, self.run.clock
+        if progress.deadline_ns is not None:
+            assert isinstance(clock, VirtualClock)
+            return clock.elapsed_ns >= progress.deadline_ns
+        if progress.deadline is not None:
+            return clock.monotonic() >= progress.deadline
         return False
+
+
+def _deadline(spec: LegSpec) -> float | None:
+    """Seconds into the leg at which it stops: its ``timeout`` or its ``cancel_after``,
+    whichever comes first (``None``: neither)."""
+    if _cancels(spec):
+        return spec.cancel_after
+    return spec.timeout if spec.timeout != float("inf") else None
+
+
+def _cancels(spec: LegSpec) -> bool:
+    """Whether the leg's deadline is its ``cancel_after`` (a cancel), not its timeout."""
+    return spec.cancel_after is not None and (
+        spec.timeout is None or spec.cancel_after < spec.timeout)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, Unpack
 
 from pydantic import BaseModel
 
@@ -21,7 +21,6 @@ from .._graph._node import Resume
 from .._records._checkpoint import Checkpoint
 from .._records._checks import check_id, check_optional_id
 from .._records._events import EventBase, Interrupt
-from .._records._ids import IdSource
 from .._stores._claims import artifact_bytes, store_claim_ttl
 from .._stores._default import default_store
 from .._stores._deletion import DeletedThread
@@ -40,22 +39,20 @@ from ..errors import (
 from ._deadline_ops import expire_due, list_waiting
 from ._delete import delete_thread
 from ._fork import fork_checkpoint
-from ._known import KnownGraphs
+from ._host import KEPT_RECORDS, RunBook, RunIds
 from ._legs import Legs, check_recoverable
-from ._options import check_budget, check_constructor, check_graph, run_options
+from ._options import RunOptions, check_budget, check_constructor, check_graph, run_options
 from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
+from ._run_state import RunState
 from ._runner import Runner
 from ._step import run_step
 from ._stream import RunHandle, RunStream, drain
 from ._subgraph import run_subgraph
-from ._update import write_update
+from ._write_update import write_update
 
-__all__ = ["GraphRuntime"]
+__all__ = ["GraphRuntime", "child_runtime", "run_sync", "use_run_ids"]
 
 T = TypeVar("T")
-KEPT_RECORDS = 256
-"""Over a store that keeps run records, the ended runs whose records a runtime holds (the
-newest); older ones are read back from the store."""
 StreamMode = Literal["events", "updates", "values", "custom", "debug"]
 _DEFAULT: Any = object()
 
@@ -131,14 +128,10 @@ class GraphRuntime:
         self.checkpoint_policy = checkpoint_policy
         self.on_leg = on_leg
         self.middleware, self.guardrails = checked_hooks(middleware, guardrails, "GraphRuntime")
-        self._policy_graphs: dict[int, tuple[CompiledGraph, CompiledGraph]] = {}
-        self._ids = IdSource(seed)
-        self._graphs = KnownGraphs()
-        self._runs: dict[str, RunRecord] = {}
-        self._live: dict[str, Runner] = {}
+        self._book = RunBook.seeded(seed)
         if self._features.clock_binding:
             store.bind_clock(self.clock)  # type: ignore[attr-defined]
-        self._legs = Legs(self, _SUBGRAPHS)
+        self._legs = Legs(self, self._book, _SUBGRAPHS)
         install_hooks()  # the first runtime patches the sleeps (importing patches nothing)
         install_blocking_sleep_warning()
 
@@ -180,7 +173,7 @@ class GraphRuntime:
         *,
         thread_id: str | None = None,
         mode: StreamMode = "events",
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> RunStream:
         """Start a run and stream its events (or a view of them, see ``mode``)."""
         check_graph(graph)
@@ -195,7 +188,7 @@ class GraphRuntime:
         *,
         graph: CompiledGraph | None = None,
         mode: StreamMode = "events",
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> RunStream:
         """Resume a paused, failed or cancelled run and stream its events from there.
 
@@ -223,7 +216,7 @@ class GraphRuntime:
         input: Mapping[str, Any] | BaseModel | None = None,
         *,
         thread_id: str | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Run ``graph`` to its end (or halt) and return the result.
 
@@ -245,7 +238,7 @@ class GraphRuntime:
         resume: Resume | None = None,
         *,
         graph: CompiledGraph | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Resume a run and return its result (see :meth:`resume_stream`)."""
         stream = self.resume_stream(run_or_checkpoint_id, resume, graph=graph, **options)
@@ -257,7 +250,7 @@ class GraphRuntime:
         thread_id: str,
         *,
         graph: CompiledGraph | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Continue the incomplete run of ``thread_id`` (after a crash, a failure, a
         cancellation or a timeout) from its last checkpoint — what a fresh process calls
@@ -284,7 +277,7 @@ class GraphRuntime:
             lambda: self._legs.prepare_resume(run_id, None, graph, opts), "events"))
 
     def recover(
-        self, thread_id: str, *, graph: CompiledGraph | None = None, **options: Any
+        self, thread_id: str, *, graph: CompiledGraph | None = None, **options: Unpack[RunOptions]
     ) -> GraphResult[Any]:
         """Synchronous :meth:`arecover`."""
         return self._run_sync(self.arecover, thread_id, graph=graph, **options)
@@ -295,7 +288,7 @@ class GraphRuntime:
         input: Mapping[str, Any] | BaseModel | None = None,
         *,
         thread_id: str | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Synchronous :meth:`ainvoke` (runs an event loop of ``backend``)."""
         return self._run_sync(self.ainvoke, graph, input, thread_id=thread_id, **options)
@@ -306,7 +299,7 @@ class GraphRuntime:
         resume: Resume | None = None,
         *,
         graph: CompiledGraph | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Synchronous :meth:`aresume`."""
         return self._run_sync(self.aresume, run_or_checkpoint_id, resume, graph=graph,
@@ -318,7 +311,7 @@ class GraphRuntime:
         input: Mapping[str, Any] | BaseModel | None = None,
         *,
         thread_id: str | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> RunHandle:
         """Admit a run and return its :class:`RunHandle` (claims and ids are taken now)."""
         stream = self.stream(graph, input, thread_id=thread_id, **options)
@@ -329,7 +322,7 @@ class GraphRuntime:
         self,
         graph: CompiledGraph,
         input: Mapping[str, Any] | BaseModel | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> Trace:
         """Run to the end and return a :class:`Trace` (result, events, store log)."""
         return await self._trace(self.stream(graph, input, **options))
@@ -338,19 +331,19 @@ class GraphRuntime:
         self,
         graph: CompiledGraph,
         input: Mapping[str, Any] | BaseModel | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> Trace:
         """Synchronous :meth:`atrace`."""
         return self._run_sync(self.atrace, graph, input, **options)
 
     async def aresume_trace(
-        self, run_or_checkpoint_id: str, resume: Resume | None = None, **options: Any
+        self, run_or_checkpoint_id: str, resume: Resume | None = None, **options: Unpack[RunOptions]
     ) -> Trace:
         """Resume and return a :class:`Trace` of the resumed leg."""
         return await self._trace(self.resume_stream(run_or_checkpoint_id, resume, **options))
 
     def resume_trace(
-        self, run_or_checkpoint_id: str, resume: Resume | None = None, **options: Any
+        self, run_or_checkpoint_id: str, resume: Resume | None = None, **options: Unpack[RunOptions]
     ) -> Trace:
         """Synchronous :meth:`aresume_trace`."""
         return self._run_sync(self.aresume_trace, run_or_checkpoint_id, resume, **options)
@@ -362,7 +355,7 @@ class GraphRuntime:
         *,
         run_id: str | None = None,
         resume: Resume | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Run one superstep: start a run (``run_id=None``) or continue ``run_id`` by one.
 
@@ -376,7 +369,8 @@ class GraphRuntime:
         requested (seed 004's "interrupt flag"; see :mod:`._step`); the sync ``step`` lets a
         ``KeyboardInterrupt`` go on after cancelling the superstep the same way.
         """
-        return await run_step(self, graph, input, run_id, resume, options)
+        return await run_step(self, self._legs, self.resume_stream, graph, input, run_id,
+                              resume, options)
 
     def step(
         self,
@@ -385,7 +379,7 @@ class GraphRuntime:
         *,
         run_id: str | None = None,
         resume: Resume | None = None,
-        **options: Any,
+        **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Synchronous :meth:`astep`."""
         return self._run_sync(self.astep, graph, input, run_id=run_id, resume=resume,
@@ -462,7 +456,8 @@ class GraphRuntime:
             ForkTargetExists: ``thread_id`` names a thread the store holds.
         """
         tenant = self.tenant_id if tenant_id is _DEFAULT else tenant_id
-        return await fork_checkpoint(self, checkpoint_id, patch_state, thread_id, graph, tenant)
+        return await fork_checkpoint(self._legs, checkpoint_id, patch_state, thread_id, graph,
+                                     tenant)
 
     def fork(
         self,
@@ -536,7 +531,7 @@ class GraphRuntime:
             GraphExecutionError: the store cannot delete threads (no ``delete_thread``).
         """
         tenant = self.tenant_id if tenant_id is _DEFAULT else tenant_id
-        return await delete_thread(self, thread_id, tenant)
+        return await delete_thread(self._legs, thread_id, tenant)
 
     def delete_thread(
         self, thread_id: str, *, tenant_id: str | None = _DEFAULT
@@ -594,7 +589,7 @@ class GraphRuntime:
                 ``run_id`` (inside an event loop: when this runtime holds none; a record it
                 no longer holds is read with ``await runtime.arun_record(run_id)``).
         """
-        held = self._runs.get(run_id)
+        held = self._book.records.get(run_id)
         if held is not None:
             return held
         if self._records_in_store() and not in_running_loop():
@@ -612,7 +607,7 @@ class GraphRuntime:
             CheckpointNotFound: when neither has a record of ``run_id``.
         """
         check_id(run_id, "run_id", "arun_record")
-        found = await self._find_record(run_id)
+        found = await self._legs.find_record(run_id)
         if found is None:
             where = " or in its store" if self._records_in_store() else ""
             raise CheckpointNotFound(f"there is no record of run {run_id!r} in this "
@@ -625,7 +620,7 @@ class GraphRuntime:
         ran, except over a store that keeps run records, where it holds those of its live
         runs and of its last ``KEPT_RECORDS`` (256) ended ones (the store has the rest:
         :meth:`arun_record`, ``await store.runs()``)."""
-        return list(self._runs.values())
+        return list(self._book.records.values())
 
     async def waiting(
         self, *, tenant_id: str | None = _DEFAULT, limit: int | None = None,
@@ -685,7 +680,7 @@ class GraphRuntime:
     def register(self, graph: CompiledGraph) -> None:
         """Remember ``graph`` so runs of it can be resumed by id alone."""
         check_graph(graph)
-        self._graphs.register(graph)
+        self._book.graphs.register(graph)
 
     # ------------------------------------------------------------------ internals
 
@@ -704,44 +699,16 @@ class GraphRuntime:
         if latest is not None:
             owner = latest.tenant_id
         else:
-            record = await self._find_record(run_id)
+            record = await self._legs.find_record(run_id)
             if record is None:
                 return
             owner = record.tenant_id
         if owner != tenant:
             raise TenantMismatch(run_id, tenant, what="run")
 
-    async def _find_record(self, run_id: str) -> RunRecord | None:
-        """The record of ``run_id``: the one this runtime holds, else the store's, or
-        ``None``."""
-        held = self._runs.get(run_id)
-        if held is not None:
-            return held
-        if not self._records_in_store():
-            return None
-        found = await self.store.run(run_id)  # type: ignore[attr-defined]
-        return None if found is None else RunRecord.from_dict(found)
-
     def _records_in_store(self) -> bool:
         """Whether the store keeps the run records (then the runtime holds only a few)."""
         return self._features.run_records
-
-    def _forget_ended(self) -> None:
-        """Over a store that keeps run records, let go of the records of the oldest ended
-        runs beyond :data:`KEPT_RECORDS` (a long-lived runtime, a ``Worker``, would otherwise
-        hold one per run it ever ran)."""
-        excess = len(self._runs) - KEPT_RECORDS
-        if excess <= 0 or not self._records_in_store():
-            return
-        doomed: list[str] = []
-        for run_id in self._runs:
-            live = self._live.get(run_id)
-            if live is None or live.done:
-                doomed.append(run_id)
-                if len(doomed) == excess:
-                    break
-        for run_id in doomed:
-            del self._runs[run_id]
 
     async def _trace(self, stream: RunStream) -> Trace:
         store: Any = self.store
@@ -767,4 +734,27 @@ class GraphRuntime:
                               "graph_runtime.atrace(...)` / `ainvoke(...)`) in async code")
 
 
-_SUBGRAPHS = functools.partial(run_subgraph, runtime=GraphRuntime)
+def use_run_ids(runtime: GraphRuntime, ids: RunIds) -> None:
+    """Make ``runtime`` take its new run ids from ``ids`` (a replay's recorded token)."""
+    runtime._book.ids = ids
+
+
+def run_sync(runtime: GraphRuntime, fn: Callable[[], Awaitable[T]]) -> T:
+    """Run ``fn`` to its end from sync code, on ``runtime``'s clock and backend, as its
+    sync methods do (``assert_replays``)."""
+    return runtime._run_sync(fn)
+
+
+def child_runtime(run: RunState, on_interrupt: Callable[[Interrupt], object] | None,
+                  ids: RunIds) -> GraphRuntime:
+    """The runtime a subgraph node runs its child on: the parent leg's store, clock, seed,
+    tenant and budget, with run ids derived from the parent task (``ids``)."""
+    spec = run.spec
+    rt = GraphRuntime(store=spec.store, clock=spec.clock, seed=spec.seed,
+                      tenant_id=spec.tenant_id, max_supersteps=spec.max_supersteps,
+                      on_interrupt=on_interrupt)
+    rt._book.ids = ids
+    return rt
+
+
+_SUBGRAPHS = functools.partial(run_subgraph, runtime=child_runtime)

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import anyio
 import sniffio
@@ -32,26 +32,28 @@ from pydantic import BaseModel
 from .._graph._builder import CompiledGraph
 from .._graph._node import Resume
 from ..errors import InvalidArgument
-from ._options import check_graph, run_options
+from ._host import LegHost
+from ._legs import Legs
+from ._options import RunOptions, check_graph, run_options
 from ._results import GraphResult
 from ._run_state import STEPPING
 from ._stream import RunStream, drain
-
-if TYPE_CHECKING:
-    from ._runtime import GraphRuntime
 
 __all__ = ["run_step"]
 
 
 async def run_step(
-    rt: GraphRuntime,
+    rt: LegHost,
+    legs: Legs,
+    resume_stream: Callable[..., RunStream],
     graph: CompiledGraph,
     input: Mapping[str, Any] | BaseModel | None,
     run_id: str | None,
     resume: Resume | None,
-    options: dict[str, Any],
+    options: RunOptions,
 ) -> GraphResult[Any]:
-    """Run one superstep of ``graph`` on ``rt`` (see ``GraphRuntime.astep``)."""
+    """Run one superstep of ``graph`` on ``rt`` (see ``GraphRuntime.astep``): a new leg from
+    ``legs``, or the next of ``run_id`` through ``resume_stream``."""
     check_graph(graph)
     options["interrupt_after"] = list(graph.nodes)
     stream: RunStream
@@ -60,19 +62,19 @@ async def run_step(
             raise InvalidArgument("step(resume=...) needs the run_id of the run to continue")
         opts = run_options(rt, options)
         opts["record_events"] = False
-        stream = RunStream(lambda: rt._legs.prepare_new(graph, input, None, opts), "events")
+        stream = RunStream(lambda: legs.prepare_new(graph, input, None, opts), "events")
     else:
         if input is not None:
             raise InvalidArgument(f"step(run_id={run_id!r}) continues a run: pass no input "
                                   "(change its state with update_state)")
-        stream = rt.resume_stream(run_id, resume, graph=graph, **options)
+        stream = resume_stream(run_id, resume, graph=graph, **options)
         stream._record_events = False
     token = STEPPING.set(True)
     try:
         return await drain(stream)
     except anyio.get_cancelled_exc_class():
         runner = stream.runner
-        if runner is None or not runner.done or runner.run.status != "cancelled":
+        if runner is None or not runner.done or runner.status != "cancelled":
             raise  # cancelled before the run began: nothing to report
         _keep_cancelled()
         return stream.result()

@@ -17,8 +17,8 @@ from .._records._events import (
 )
 from .._records._json import jcopy
 from ..errors import GraphExecutionError, GraphflowError, InvalidArgument
-from ._results import GraphResult
-from ._runner import Runner, StepState
+from ._results import GraphResult, StepState
+from ._runner import Runner
 
 __all__ = ["MODES", "RunHandle", "RunStream", "drain"]
 
@@ -59,11 +59,13 @@ def _to_views(items: list[Any], mode: str, runner: Runner) -> list[Any]:
                     state=jcopy(e.state), thread_id=runner.run.thread_id,
                     interrupts={i.key: i for i in runner.interrupts})
                 out.append(StreamEvent(mode="interrupt", data=data, run_id=e.run_id,
-                                       checkpoint_id=runner.run.checkpoint_id, step=e.step))
+                                       checkpoint_id=runner.run.numbers.checkpoint_id,
+                                       step=e.step))
             else:
                 data = FinalEventData(state=jcopy(e.state), thread_id=runner.run.thread_id)
                 out.append(StreamEvent(mode="final", data=data, run_id=e.run_id,
-                                       checkpoint_id=runner.run.checkpoint_id, step=e.step))
+                                       checkpoint_id=runner.run.numbers.checkpoint_id,
+                                       step=e.step))
     return out
 
 
@@ -141,22 +143,25 @@ class RunStream:
 
 def _result(runner: Runner) -> GraphResult[Any]:
     run = runner.run
-    data = run.state
+    outcome = run.outcome
+    assert outcome is not None  # only an ended leg has a result
+    graph = run.spec.graph
+    data = run.pos.state
     try:
         # Built without re-running validators: they ran when each key was written.
-        model = run.graph.codec.model_of(data)
+        model = graph.codec.model_of(data)
     except (GraphflowError, ValueError, TypeError):  # pragma: no cover - a valid state builds
-        model = run.graph.state_model.model_construct(**data)
-    status = run.status or "failed"
+        model = graph.state_model.model_construct(None, **data)
+    status = outcome.status
+    bp = outcome.breakpoint
     return GraphResult(
         state=model, data=jcopy(data), status=status, run_id=run.run_id,
-        thread_id=run.thread_id, step=max(run.step - (1 if status == "completed" or (
-            status == "interrupted" and run.breakpoint is not None
-            and run.breakpoint.when == "after") else 0), 0),
-        checkpoint_id=run.checkpoint_id,
-        interrupts={i.key: i for i in run.interrupts},
-        error=run.error if status in ("failed", "cancelled") else None,
-        breakpoint=run.breakpoint if status == "interrupted" else None,
+        thread_id=run.thread_id, step=max(run.pos.step - (1 if status == "completed" or (
+            status == "interrupted" and bp is not None and bp.when == "after") else 0), 0),
+        checkpoint_id=outcome.checkpoint_id,
+        interrupts={i.key: i for i in outcome.interrupts},
+        error=outcome.error if status in ("failed", "cancelled") else None,
+        breakpoint=bp if status == "interrupted" else None,
     )
 
 
@@ -182,7 +187,7 @@ class RunHandle:
         runner = self._stream.runner
         if runner is not None and runner.done:
             raise GraphExecutionError(
-                f"run {self.run_id} already ended with status {runner.run.status!r}; there is "
+                f"run {self.run_id} already ended with status {runner.status!r}; there is "
                 "nothing to cancel"
             )
         if runner is not None:
@@ -203,6 +208,6 @@ async def drain(stream: RunStream) -> GraphResult[Any]:
     stream._buf.clear()
     runner = await stream._ensure()
     run = runner.run
-    while not run.done:
+    while run.outcome is None:
         await runner.advance()
     return stream.result()

@@ -10,23 +10,44 @@ exception (:class:`~._task.ChildRaised`, C6/C7).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
-from .._graph._builder import Command
+from .._graph._builder import Command, CompiledGraph
 from .._graph._node import NodeContext, Resume, _InterruptSignal
 from .._records._events import Breakpoint, Interrupt
 from .._records._ids import derived_hex
 from ..errors import GraphExecutionError
-from ._run_state import STEPPING
+from ._host import RunIds
+from ._run_state import STEPPING, RunState
+from ._stream import RunStream
 from ._task import CHILD_THREAD, ChildPaused, ChildRaised, ParentCommand
 
 if TYPE_CHECKING:
     from .._graph._subgraph import Subgraph
-    from ._run_state import RunState
 
-__all__ = ["ParentCommand", "run_subgraph"]
+__all__ = ["ChildRuntime", "ParentCommand", "run_subgraph"]
+
+
+class ChildRuntime(Protocol):
+    """What a subgraph node runs its child on (a ``GraphRuntime``)."""
+
+    def stream(self, graph: CompiledGraph, input: Mapping[str, Any] | BaseModel | None = ...,
+               *, thread_id: str | None = ...) -> RunStream:
+        """Start a child run and stream its events."""
+        ...
+
+    def resume_stream(self, run_or_checkpoint_id: str, resume: Resume | None = ..., *,
+                      graph: CompiledGraph | None = ...) -> RunStream:
+        """Resume a child run and stream its events."""
+        ...
+
+
+ChildRuntimes = Callable[[RunState, Callable[[Interrupt], object] | None, RunIds], ChildRuntime]
+"""Makes the runtime of a child run (``_runtime.child_runtime``): from the parent leg, the
+child's interrupt hook and its run ids."""
 
 
 class _ChildIds:
@@ -46,7 +67,7 @@ def _prefixed(pending: Interrupt, ctx: NodeContext) -> Interrupt:
                      task_id=ctx.task_id, payload=pending.payload)
 
 
-async def _forwarded(stream: Any, ctx: NodeContext) -> Any:
+async def _forwarded(stream: RunStream, ctx: NodeContext) -> Any:
     """Drain a child leg's stream, forwarding each event to the parent as a ``custom`` event
     on channel ``"subgraph"``: ``{"path": [subgraph node, child node...], "event": wire}``
     (a nested subgraph's forwarded events get the outer node prepended to their path)."""
@@ -63,11 +84,12 @@ async def _forwarded(stream: Any, ctx: NodeContext) -> Any:
 
 
 async def run_subgraph(
-    run: RunState, sub: Subgraph, state: BaseModel, ctx: NodeContext, *, runtime: Any
-) -> Any:
+    run: RunState, sub: Subgraph, state: BaseModel, ctx: NodeContext, *,
+    runtime: ChildRuntimes,
+) -> object:
     """Run (or resume) the child of ``sub`` for the task of ``ctx``; return the node's result.
 
-    ``runtime`` is the ``GraphRuntime`` class (passed in: this module cannot import it).
+    ``runtime`` makes the child's runtime (passed in: this module cannot import it).
     The child's run ends one of four ways, and the subgraph node with it: completed (the
     node's patch, or the child's ``Command(graph=PARENT)``); paused at interrupts (every one
     surfaces, prefixed); paused for a breakpoint (the parent pauses, nothing to answer);
@@ -106,7 +128,7 @@ async def run_subgraph(
     if command is not None:  # a child node returned Command(graph=Command.PARENT, ...)
         return Command(update=command["update"], goto=command["goto"])
     final = sub.graph.codec.model_of(data)
-    return sub.patch(final, run.graph.keys)
+    return sub.patch(final, run.spec.graph.keys)
 
 
 async def _child_thread(run: RunState, task_id: str) -> str:
@@ -120,8 +142,9 @@ async def _child_thread(run: RunState, task_id: str) -> str:
     child checkpoint it was paused at then (the parent checkpoint records it)."""
     thread = run.child_threads.get(task_id)
     source: str | None = None
+    spec = run.spec
     if thread and thread.startswith(f"{run.thread_id}/"):
-        if not run.time_travel:
+        if not spec.time_travel:
             return thread
         source = await _paused_at(run, task_id, thread)
         if source is None:  # the child has not moved since (or its checkpoint is gone)
@@ -129,13 +152,14 @@ async def _child_thread(run: RunState, task_id: str) -> str:
     elif thread:
         source = await _paused_at(run, task_id, thread, or_latest=True)
     base = f"{run.thread_id}/{task_id}"
-    fresh = thread is not None or run.time_travel
+    fresh = thread is not None or spec.time_travel
+    store: Any = spec.store
     mine, n = base, 1
-    while fresh and await run.store.list(thread_id=mine):
+    while fresh and await store.list(thread_id=mine):
         n += 1
         mine = f"{base}~{n}"
     if source is not None:  # the child as it stood, copied under this thread
-        await run.store.fork(source, thread_id=mine)
+        await store.fork(source, thread_id=mine)
     run.child_threads[task_id] = mine
     return mine
 
@@ -145,7 +169,7 @@ async def _paused_at(run: RunState, task_id: str, thread: str, *, or_latest: boo
     """The child checkpoint of ``task_id`` the parent's checkpoint recorded, when the child
     on ``thread`` has moved past it (and it is still stored); else, with ``or_latest``, the
     child's latest checkpoint; else ``None``."""
-    found = await run.store.list(thread_id=thread)
+    found = await run.spec.store.list(thread_id=thread)
     latest = found[-1].id if found else None
     at = run.child_checkpoints.get(task_id)
     if at is not None and at != latest and any(cp.id == at for cp in found):
@@ -154,20 +178,19 @@ async def _paused_at(run: RunState, task_id: str, thread: str, *, or_latest: boo
 
 
 async def _drive(run: RunState, sub: Subgraph, state: BaseModel, ctx: NodeContext,
-                 thread: str, runtime: Any, item: dict[str, Any] | None) -> tuple[Any, ...]:
+                 thread: str, runtime: ChildRuntimes, item: dict[str, Any] | None
+                 ) -> tuple[Any, ...]:
     """Start, resume or read back the child run on ``thread``: what it came to. A fresh
     child starts from ``item`` (an expansion task's) or else from the parent's state."""
-    GraphRuntime = runtime
     prefix = f"{ctx.task_id}/"
     hook = run.on_interrupt
     child_hook = None if hook is None else (lambda pending: hook(_prefixed(pending, ctx)))
-    rt = GraphRuntime(store=run.store, clock=run.clock, seed=run.seed, tenant_id=run.tenant_id,
-                      max_supersteps=run.max_supersteps, on_interrupt=child_hook)
-    rt._ids = _ChildIds(run.run_id, ctx.task_id)
-    found = await run.store.list(thread_id=thread)
+    rt = runtime(run, child_hook, _ChildIds(run.run_id, ctx.task_id))
+    store = run.spec.store
+    found = await store.list(thread_id=thread)
     last = found[-1] if found else None
     if last is None:
-        child_input = item if item is not None else sub.child_input(state, run.graph.keys)
+        child_input = item if item is not None else sub.child_input(state, run.spec.graph.keys)
         result = await _forwarded(rt.stream(sub.graph, child_input, thread_id=thread), ctx)
     elif last.status == "completed":  # the task runs again: the child already finished
         return last.state, "completed", None, [], None, last.metadata.get("parent_command")
@@ -184,7 +207,7 @@ async def _drive(run: RunState, sub: Subgraph, state: BaseModel, ctx: NodeContex
         run.child_checkpoints[ctx.task_id] = result.checkpoint_id
     command = None
     if result.status == "completed" and result.checkpoint_id is not None:
-        final = await run.store.get(result.checkpoint_id)
+        final = await store.get(result.checkpoint_id)
         command = None if final is None else final.metadata.get("parent_command")
     return (result.data, result.status, result.error, list(result.interrupts.values()),
             result.breakpoint, command)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
 from dataclasses import replace as dataclass_replace
 from datetime import datetime
 from typing import Any
@@ -16,7 +15,7 @@ from .._graph._builder import END, Command, CompiledGraph, Expand, NodeSpec
 from .._graph._deadlines import TimeoutSignal
 from .._graph._node import CURRENT_TASK, EdgeContext, NodeContext, Visited, _InterruptSignal
 from .._records._checkpoint import TaskRecord
-from .._records._events import Breakpoint, Interrupt
+from .._records._events import Breakpoint
 from .._records._json import NotJSONError, to_json_value
 from .._time._clock import Clock
 from ..errors import (
@@ -30,6 +29,7 @@ from ..errors import (
 )
 from ._hooks import NodeHooks
 from ._merge import merge_patches, normalize_patch
+from ._outcome import Outcome
 
 __all__ = ["CHILD_THREAD", "ChildPaused", "ChildRaised", "Outcome", "ParentCommand",
            "decide_edges", "execute", "route_expand"]
@@ -40,51 +40,6 @@ _PLAIN_RESULTS = (dict, type(None), Command, Expand)
 CHILD_THREAD: ContextVar[str | None] = ContextVar("graphflow_child_thread", default=None)
 """The thread of the child run a subgraph node is running (set around it): a node of that run
 may return ``Command(graph=Command.PARENT, ...)``."""
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What one task came to (internal).
-
-    ``kind`` is ``done``, ``interrupt``, ``error`` (the node or its result failed),
-    ``edge_error`` (an edge function raised: C7; or a subgraph's child run raised its store's
-    or edge function's own exception, C6/C7 one level down) or ``cancelled``.
-    """
-
-    record: TaskRecord
-    spec: NodeSpec
-    kind: str = "cancelled"
-    patch: dict[str, Any] | None = None
-    goto: list[str] | None = None
-    expand: dict[str, Any] | None = None
-    # The sequences default to one shared empty tuple and are replaced, never changed in
-    # place: a wide batch keeps an outcome per task alive until it commits, and each list
-    # was one more object for every garbage collection of the batch to walk.
-    targets: Sequence[str] = ()
-    interrupt: Interrupt | None = None
-    more: Sequence[Interrupt] = ()
-    """Further interrupts of the task (a subgraph node surfaces all its child's at once)."""
-    breakpoint: Breakpoint | None = None
-    """Where a subgraph node's child paused for a breakpoint (``kind`` is ``interrupt``)."""
-    error: BaseException | None = None
-    failed_attempts: Sequence[tuple[datetime, datetime, BaseException]] = ()
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    custom: Sequence[tuple[str, Any]] = ()
-    artifacts: Sequence[tuple[str, bytes, str]] = ()
-    replayed: bool = False
-    routed_to: str | None = None
-    attempt: int = 1
-    user_error: bool = False
-    route_expand: bool = False
-    """``expand`` came from an edge function: the node's static edges and joins still apply,
-    and a replay decides it again (it is not recorded)."""
-    fatal: bool = False
-    """The failure ends the run whatever the node's ``on_error`` route, and the halt keeps
-    every task of the batch that finished (a middleware hook threw: ``MiddlewareFailed``)."""
-    merged: dict[str, Any] | None = None
-    """The state with this task's own patch applied, when its branches needed it (checked
-    against the schema); a one-task batch commits it instead of merging again."""
 
 
 async def execute(
@@ -213,7 +168,7 @@ async def execute(
             out.error = exc
             return out
         # The child run ends here, completed; the parent's subgraph node takes the command.
-        leg.parent_command = exc.command
+        leg.hand_to_parent(exc.command)
         out.patch = None
         out.goto = []
         out.targets = []

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .._graph._node import Visited
 from .._graph._subgraph import Subgraph
 from .._records._checkpoint import Checkpoint, TaskOutput, TaskRecord
-from .._records._events import Interrupt, error_message
+from .._records._events import Breakpoint, Interrupt, error_message
 from .._records._fast import make
 from .._records._json import jcopy, to_json_value
 from .._time._shield import shielded
 from ..errors import SimulatedCrash
-from ._run_state import RunState
+from ._run_state import LegOutcome, LegStatus, RunState
 
 __all__ = ["CheckpointWriter", "LegEnd"]
 
@@ -33,16 +34,17 @@ class CheckpointWriter:
 
     Every save carries the leg's claim (its fencing token) on a store that checks it. On a
     durable store with ``commit`` (SQLite), the piece's checkpoints are held in
-    ``run.pending`` and the runner commits them with the piece's events and run record in
-    one transaction (:meth:`Runner._persist`).
+    ``run.progress.pending`` and the runner commits them with the piece's events and run
+    record in one transaction (:meth:`Runner._persist`).
     """
 
     def __init__(self, run: RunState) -> None:
         self.run = run
-        store: Any = run.store
-        claim = run.claim
+        spec = run.spec
+        store: Any = spec.store
+        claim = spec.claim
         self._fence = None if claim is None else claim.fence
-        features = run.features
+        features = spec.features
         # A store with the fast save (the in-memory store, and a FaultyStore over one while
         # no rule is set) keeps the fields and builds the model when it is read;
         # ``adopt_fields`` says if it took them.
@@ -51,7 +53,6 @@ class CheckpointWriter:
         # SQLite writes a path from the run's log itself (``StoreFeatures.visited_snapshots``,
         # declared by that class alone: a subclass may read ``visited``).
         self._snapshots = features.visited_snapshots
-        run.deferred = run.durable and self._fence is not None and features.commit
 
     async def save(
         self,
@@ -73,21 +74,24 @@ class CheckpointWriter:
         """Save checkpoint ``cid``; the leg's state fills in what is not given. ``node_id``
         labels a per-node checkpoint (by default, the last of ``node_ids``)."""
         run = self.run
+        spec, pos, numbers = run.spec, run.pos, run.numbers
+        graph = spec.graph
         fields = {
-            "id": cid, "run_id": run.run_id, "thread_id": run.thread_id,
-            "graph_id": run.graph.graph_id, "revision": run.graph.revision,
+            "id": cid, "run_id": spec.run_id, "thread_id": spec.thread_id,
+            "graph_id": graph.graph_id, "revision": graph.revision,
             "node_id": node_id if node_id is not None else node_ids[-1] if node_ids else None,
             "node_ids": node_ids, "step": step,
-            "parent_id": run.parent_id, "timestamp": run.clock.now(),
-            "state": run.state if state is None else state, "format_version": 1,
+            "parent_id": numbers.parent_id, "timestamp": spec.clock.now(),
+            "state": pos.state if state is None else state, "format_version": 1,
             "status": status, "next_step": next_step, "tasks": tasks,
             "completed": {} if completed is None else completed,
             "interrupts": [] if interrupts is None else interrupts,
             "answers": jcopy(run.answers) if run.answers else {},
-            "visited": run.visited if visited is None else visited,
-            "arrivals": run.arrivals if arrivals is None else arrivals,
-            "next_seq": run.seq, "error": error, "tenant_id": run.tenant_id,
-            "metadata": {"cp_counter": run.cp_counter, "task_counter": run.task_counter},
+            "visited": pos.visited if visited is None else visited,
+            "arrivals": pos.arrivals if arrivals is None else arrivals,
+            "next_seq": numbers.seq, "error": error, "tenant_id": spec.tenant_id,
+            "metadata": {"cp_counter": numbers.cp_counter,
+                         "task_counter": numbers.task_counter},
         }
         if run.tool_calls:
             # The recorded tool calls of the tasks a resume from here may run again.
@@ -96,17 +100,17 @@ class CheckpointWriter:
                      if k.rpartition(":")[0] in pending}
             if calls:
                 fields["metadata"]["tool_calls"] = jcopy(calls)
-        if run.passed:
+        if pos.passed:
             # Tasks that passed their before-breakpoint do not pause again on a resume.
-            passed = sorted(t.task_id for t in tasks if t.task_id in run.passed)
+            passed = sorted(t.task_id for t in tasks if t.task_id in pos.passed)
             if passed:
                 fields["metadata"]["breakpoint_passed"] = passed
-        if run.child_threads or run.time_travel:
+        if run.child_threads or spec.time_travel:
             # A resume finds the child run of each pending subgraph task (see _subgraph); in
             # a leg that travelled back in time, "" marks a task whose child must be fresh.
             threads = {t.task_id: run.child_threads.get(t.task_id, "") for t in tasks
                        if t.task_id in run.child_threads
-                       or (run.time_travel and isinstance(run.graph.nodes[t.node].fn, Subgraph))}
+                       or (spec.time_travel and isinstance(graph.nodes[t.node].fn, Subgraph))}
             if threads:
                 fields["metadata"]["subgraph_threads"] = threads
                 # Where each paused child stood: going back to this checkpoint continues a
@@ -114,8 +118,9 @@ class CheckpointWriter:
                 at = {t: run.child_checkpoints[t] for t in threads if t in run.child_checkpoints}
                 if at:
                     fields["metadata"]["subgraph_checkpoints"] = at
-        if run.branch:  # time travel: its parent is not the thread's latest, on purpose
-            run.branch = False
+        if spec.branch and numbers.checkpoint_id is None:
+            # Time travel: the leg's first checkpoint's parent is not the thread's latest, on
+            # purpose.
             fields["metadata"]["branch"] = True
         if run.parent_command is not None:
             command = run.parent_command  # a child run ended by Command(graph=PARENT)
@@ -128,18 +133,18 @@ class CheckpointWriter:
             if not isinstance(vis, tuple) and not self._snapshots:
                 fields["visited"] = vis.as_tuple()
             cp = make(Checkpoint, **fields)
-            if run.deferred:
-                run.pending.append(cp)  # committed with the piece's events
+            if spec.deferred:
+                run.progress.pending.append(cp)  # committed with the piece's events
             elif fence is not None:
-                await run.store.save(cp, fence=fence)  # type: ignore[call-arg]
+                await spec.store.save(cp, fence=fence)  # type: ignore[call-arg]
             else:
-                await run.store.save(cp)
-        run.parent_id = cid
-        run.checkpoint_id = cid
+                await spec.store.save(cp)
+        numbers.saved(cid)
 
 
 class LegEnd:
-    """Ends a leg: records its status, undoes its patches and releases the thread's claim."""
+    """Ends a leg: makes its :class:`LegOutcome` (the one owner of ``run.outcome``), undoes
+    its patches and releases the thread's claim."""
 
     def __init__(
         self,
@@ -151,23 +156,27 @@ class LegEnd:
         self._release = release
         self._on_done = on_done
 
-    async def finish(self, status: str, error: BaseException | None) -> None:
-        """The leg ended with ``status`` (and ``error``, the first one wins).
+    async def finish(self, status: LegStatus, error: BaseException | None, *,
+                     interrupts: Sequence[Interrupt] = (),
+                     breakpoint: Breakpoint | None = None) -> None:
+        """The leg ended with ``status`` (and ``error``, the first one wins), paused at
+        ``interrupts`` or a ``breakpoint``.
 
         The claim is released here, unless the leg's last piece is still to be committed
         (a durable store's commit carries the claim's token): then by :meth:`release`.
         """
         run = self.run
-        run.done = True
-        run.status = status
-        if error is not None and run.error is None:
-            run.error = error
-        run.ended_at = run.clock.now()
+        ended_at = run.clock.now()
+        prior = run.outcome
+        if prior is not None and prior.error is not None:
+            error = prior.error
+        run.outcome = LegOutcome(status, error, tuple(interrupts), breakpoint,
+                                 run.numbers.checkpoint_id, ended_at)
         self.update_record()
         on_done, self._on_done = self._on_done, None
         if on_done is not None:
             on_done()
-        if not run.deferred:
+        if not run.spec.deferred:
             await self.release()
 
     def fault(self, error: BaseException) -> None:
@@ -175,25 +184,28 @@ class LegEnd:
         ``error``, its patches are undone, and its clock is not asked again (it threw). The
         caller releases the claim; nothing more is written."""
         run = self.run
-        run.done = True
-        run.status = "failed"
-        run.error = error
+        prior = run.outcome
+        if prior is None:
+            run.outcome = LegOutcome("failed", error, checkpoint_id=run.numbers.checkpoint_id)
+        else:
+            run.outcome = replace(prior, status="failed", error=error)
         self.update_record()
         on_done, self._on_done = self._on_done, None
         if on_done is not None:
             on_done()
 
     def update_record(self) -> None:
-        """Bring the runtime's run record up to the leg's status and error."""
+        """Bring the runtime's run record up to the leg's outcome."""
         run = self.run
-        record = run.record
-        if record is None:
+        record = run.spec.record
+        outcome = run.outcome
+        if record is None or outcome is None:
             return
-        record.status = run.status
-        if run.ended_at is not None:
-            record.updated_at = run.ended_at
-        if run.error is not None:
-            error = run.error
+        record.status = outcome.status
+        if outcome.ended_at is not None:
+            record.updated_at = outcome.ended_at
+        if outcome.error is not None:
+            error = outcome.error
             record.error = {"error_type": type(error).__name__,
                             "message": error_message(error)}
             own = getattr(error, "run_error", None)
@@ -204,12 +216,14 @@ class LegEnd:
 
     def refused(self, store_error: BaseException) -> None:
         """The store refused the ended leg's last commit: the leg failed with the store's
-        error, and the run's own failure (if it had one) is kept on it."""
+        error, and the run's own failure (if it had one) is kept on it. (The piece that
+        ended the leg raises it: no caller has seen the outcome it replaces.)"""
         run = self.run
-        if run.error is not store_error:
-            attach_run_error(store_error, run.error)
-            run.error = store_error
-        run.status = "failed"
+        prior = run.outcome
+        assert prior is not None  # only an ended leg's commit is refused here
+        if prior.error is not store_error:
+            attach_run_error(store_error, prior.error)
+        run.outcome = replace(prior, status="failed", error=store_error)
         self.update_record()
 
     async def release(self) -> None:
@@ -230,11 +244,11 @@ class LegEnd:
         process-wide patches and release the thread's claim where that needs no event loop
         (in-memory and SQLite stores); the run stays resumable from its last checkpoint."""
         run = self.run
-        if not run.done:
-            run.done = True
-            run.status = "cancelled"
-            if run.record is not None:
-                run.record.status = "cancelled"
+        if run.outcome is None:
+            run.outcome = LegOutcome("cancelled", checkpoint_id=run.numbers.checkpoint_id)
+            record = run.spec.record
+            if record is not None:
+                record.status = "cancelled"
         on_done, self._on_done = self._on_done, None
         if on_done is not None:
             on_done()

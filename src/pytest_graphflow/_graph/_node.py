@@ -6,10 +6,10 @@ import inspect
 import random as _random
 import re
 import uuid as _uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._records._events import Interrupt
 from .._records._json import NotJSONError, jcopy, to_json_value
@@ -17,9 +17,16 @@ from .._time._clock import Clock
 from .._time._rng import EntropyStream
 from ..errors import GraphExecutionError, ResumeError
 from ._deadlines import TimeoutSignal, deadline_at, is_expired_marker
+from ._primitives import Command
 
-__all__ = ["PAUSE", "EdgeContext", "NodeContext", "Resume", "answer_keys", "emit", "interrupt",
-           "match_answers"]
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from .._records._checkpoint import TaskRecord
+    from ._subgraph import Subgraph
+
+__all__ = ["PAUSE", "EdgeContext", "NodeContext", "Resume", "TaskLeg", "answer_keys", "emit",
+           "interrupt", "match_answers"]
 
 _ID_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 
@@ -228,6 +235,43 @@ class _InterruptSignal(BaseException):
         self.more = list(more)  # a subgraph node surfaces every pending child interrupt
 
 
+class TaskLeg(Protocol):
+    """What a task's context reads of the leg it runs in (the engine's ``RunState``).
+
+    Plain attributes on the engine's side, read per task: ``run_id``, ``thread_id``,
+    ``clock``, the ``on_interrupt`` hook and the ``deadlines`` of questions asked before;
+    ``answers`` and ``tool_calls`` are the leg's ledgers, which a task adds to in place.
+    """
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def thread_id(self) -> str: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def on_interrupt(self) -> Callable[[Interrupt], object] | None: ...
+    @property
+    def deadlines(self) -> Mapping[str, datetime]: ...
+    @property
+    def answers(self) -> dict[str, Any]: ...
+    @property
+    def tool_calls(self) -> dict[str, dict[str, Any]]: ...
+
+    def run_subgraph(self, sub: Subgraph, state: BaseModel, ctx: NodeContext
+                     ) -> Awaitable[object]:
+        """Run a ``Subgraph`` node's child run for the task of ``ctx``."""
+        ...
+
+    def next_checkpoint_id(self) -> str:
+        """A new checkpoint id of the leg (a guardrail's ``Block`` names one)."""
+        ...
+
+    def hand_to_parent(self, command: Command) -> None:
+        """End this child run: the parent's subgraph node takes ``command``."""
+        ...
+
+
 class NodeContext:
     """The second argument of a node ``fn(state, ctx)``.
 
@@ -257,7 +301,7 @@ class NodeContext:
     __slots__ = ("_artifacts", "_custom", "_erng", "_leg", "_record", "_rng", "_tool", "_used",
                  "_visited", "attempt", "step")
 
-    def __init__(self, leg: Any, record: Any, step: int, visited: Visited) -> None:
+    def __init__(self, leg: TaskLeg, record: TaskRecord, step: int, visited: Visited) -> None:
         self._leg = leg
         self._record = record
         self.step = step
@@ -273,12 +317,12 @@ class NodeContext:
     @property
     def node(self) -> str:
         """The node's name."""
-        return self._record.node  # type: ignore[no-any-return]
+        return self._record.node
 
     @property
     def task_id(self) -> str:
         """The task's id (stable across resumes)."""
-        return self._record.task_id  # type: ignore[no-any-return]
+        return self._record.task_id
 
     @property
     def item(self) -> Any:
@@ -288,27 +332,27 @@ class NodeContext:
     @property
     def checkpoint_id_before(self) -> str | None:
         """For an expansion task, the checkpoint saved before the expansion."""
-        return self._record.checkpoint_id_before  # type: ignore[no-any-return]
+        return self._record.checkpoint_id_before
 
     @property
     def failure(self) -> dict[str, Any] | None:
         """For a failure-route target, the failure it handles."""
-        return self._record.failure  # type: ignore[no-any-return]
+        return self._record.failure
 
     @property
     def run_id(self) -> str:
         """The run."""
-        return self._leg.run_id  # type: ignore[no-any-return]
+        return self._leg.run_id
 
     @property
     def thread_id(self) -> str:
         """The run's thread."""
-        return self._leg.thread_id  # type: ignore[no-any-return]
+        return self._leg.thread_id
 
     @property
     def clock(self) -> Clock:
         """The runtime's clock."""
-        return self._leg.clock  # type: ignore[no-any-return]
+        return self._leg.clock
 
     @property
     def visited(self) -> tuple[str, ...]:
@@ -454,7 +498,7 @@ class NodeContext:
             raise TypeError(f"interrupt payload of node {self.node!r} has no JSON form: "
                             f"{exc}") from None
         if due is not None:  # asked again (a partial resume): the first deadline stands
-            due = getattr(self._leg, "deadlines", {}).get(key, due)
+            due = self._leg.deadlines.get(key, due)
         pending = Interrupt(key=key, id=id, node=self.node, task_id=self.task_id,
                             payload=payload, deadline=due)
         hook = self._leg.on_interrupt

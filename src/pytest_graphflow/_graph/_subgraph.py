@@ -90,10 +90,7 @@ class Subgraph:
         return _map(self.output, child, self.graph.keys, parent_keys)
 
     async def __call__(self, state: BaseModel, ctx: Any) -> Any:
-        runner = getattr(ctx._leg, "run_subgraph", None)
-        if runner is None:  # pragma: no cover - only the engine builds contexts
-            raise RuntimeError("a Subgraph runs only as a node of a running graph")
-        return await runner(self, state, ctx)
+        return await ctx._leg.run_subgraph(self, state, ctx)
 
     def __repr__(self) -> str:
         return f"Subgraph({self.graph.graph_id!r})"

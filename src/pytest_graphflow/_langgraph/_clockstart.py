@@ -1,5 +1,5 @@
 """``check_clock_start`` for LangGraph graphs: the native check's comparison
-(:func:`~pytest_graphflow._properties._clockstart.compare_starts`) over harness runs."""
+(:func:`~pytest_graphflow._properties.runs._clockstart.compare_starts`) over harness runs."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from .._properties._checks import Violation
-from .._properties._clockstart import DEFAULT_STARTS, StartRun, compare_starts, starts_of
+from .._properties.checks._checks import Violation
+from .._properties.runs._clockstart import DEFAULT_STARTS, StartRun, compare_starts, starts_of
 from .._records._events import NodeEnd
 from .._time._clock import VirtualClock
 from ._harness import LangGraphHarness

@@ -19,13 +19,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import StateGraph
 from langgraph.types import Command, StateSnapshot
 
+from .._engine._options import check_cancel_after
 from .._engine._results import EventLog, GraphResult, RunLeg, Trace
 from .._records._events import Breakpoint, Interrupt
 from .._stores.faults._store import FaultyStore
 from .._time import _wallclock
 from .._time._clock import VirtualClock
 from .._time._rng import ScheduleRng
-from ..errors import InvalidArgument, NotSuspended, ResumeError
+from ..errors import Cancelled, InvalidArgument, NotSuspended, ResumeError
 from ._convert import jsonable
 from ._ids import ID_SOURCE, IdSource, install_id_hooks
 from ._loop import LEG, LegContext, SeededLoop, TaskStart, ensure_time_hooks, install_loop_hooks
@@ -112,8 +113,14 @@ class LangGraphHarness:
         install_order_hooks()
         self.source = graph
         """The graph as passed (what ``--graphflow-processes`` imports again)."""
-        self.own_saver = saver is None
-        """Whether the harness made its saver (a fresh interpreter can make it again)."""
+        self.own_saver = saver is None or _fresh_memory(saver)
+        """Whether a fresh interpreter can make the saver again: the harness made it, or the
+        test passed an empty ``InMemorySaver`` (bare or in a ``FaultySaver``)."""
+        self.shared_saver = saver is not None
+        """Whether the test passed the saver (another harness or call may write to it)."""
+        self.replay_broken = ""
+        """Why the legs cannot be replayed alone: something else wrote to the thread."""
+        self._saved_last: str | None = None
         self.replay_calls: list[tuple[str, Any, int]] = []
         """Each leg's input and ``update_state`` call, with the virtual instant (ns since
         the clock's start) it began at."""
@@ -168,7 +175,7 @@ class LangGraphHarness:
 
     # ------------------------------------------------------------------ running
 
-    def trace(self, input: Any = None) -> Trace:
+    def trace(self, input: Any = None, *, cancel_after: float | None = None) -> Trace:
         """Run the graph on ``input`` until it ends or pauses at an interrupt.
 
         ``input`` is what ``graph.invoke`` takes (a state dict, a ``Command``, or ``None`` to
@@ -177,23 +184,31 @@ class LangGraphHarness:
         the saver raised (a rejected save, a simulated crash) propagates unchanged, as plain
         LangGraph would raise it.
 
+        ``cancel_after=`` seconds cancels the leg at that virtual instant, as a cancelled
+        ``ainvoke`` would be in production (a deploy, a stopped worker): status
+        ``cancelled``, ``result.error`` a :class:`~pytest_graphflow.Cancelled`; the tasks
+        that finished keep their saved writes, and :meth:`resume` (no answer), here or in a
+        fresh harness over the same saver, continues the thread.
+
         Returns:
             The leg's :class:`Trace` (``events``, ``result``, ``store_log``: the saver calls).
         """
-        return self._leg(input)
+        return self._leg(input, cancel_after)
 
     def invoke(self, input: Any = None) -> GraphResult[Any]:
         """:meth:`trace`, returning only the result."""
         return self._leg(input).result
 
     def resume(self, answer: Any = _NO_ANSWER, *,
-               answers: Mapping[str, Any] | None = None) -> Trace:
+               answers: Mapping[str, Any] | None = None,
+               cancel_after: float | None = None) -> Trace:
         """Continue the thread: answer its pending interrupt(s), or (no answer) go on from
         the last saved checkpoint after a failure, a rejected save or a crash.
 
         Args:
             answer: the answer to the one pending interrupt (``Command(resume=answer)``).
             answers: answers by :attr:`Interrupt.key`, LangGraph interrupt id, or node name.
+            cancel_after: cancel this leg at that many virtual seconds (see :meth:`trace`).
 
         Raises:
             NotSuspended: an answer was given but no interrupt is pending.
@@ -201,7 +216,7 @@ class LangGraphHarness:
                 ``answers`` names no pending interrupt.
         """
         if answer is _NO_ANSWER and answers is None:
-            return self._leg(None)
+            return self._leg(None, cancel_after)
         pending = self.pending_interrupts()
         paused = None if self.last is None else self.last.breakpoint
         if not pending and paused is not None:
@@ -217,7 +232,7 @@ class LangGraphHarness:
                 raise ResumeError(
                     f"resume({answer!r}): {len(pending)} interrupts are pending "
                     f"({', '.join(i.key for i in pending)}); pass answers={{key: value}}")
-            return self._leg(Command(resume=answer))
+            return self._leg(Command(resume=answer), cancel_after)
         mapped: dict[str, Any] = {}
         for key, value in answers.items():
             match = [i for i in pending if key in (i.key, i.id, i.node)]
@@ -227,21 +242,23 @@ class LangGraphHarness:
                     f"{'no' if not match else 'more than one'} pending interrupt; pending: "
                     f"{', '.join(f'{i.key} (node {i.node})' for i in pending)}")
             mapped[match[0].id] = value
-        return self._leg(Command(resume=mapped))
+        return self._leg(Command(resume=mapped), cancel_after)
 
-    async def atrace(self, input: Any = None) -> Trace:
+    async def atrace(self, input: Any = None, *, cancel_after: float | None = None) -> Trace:
         """:meth:`trace` from async code (the run uses its own loop, on a worker thread).
 
         This is also how to drive a saver whose sync methods hand each call to the event
         loop that opened it (``AsyncSqliteSaver``): open it in the test's loop and await
         ``atrace``/``aresume`` there.
         """
-        return await anyio.to_thread.run_sync(self._leg, input)
+        return await anyio.to_thread.run_sync(self._leg, input, cancel_after)
 
     async def aresume(self, answer: Any = _NO_ANSWER, *,
-                      answers: Mapping[str, Any] | None = None) -> Trace:
+                      answers: Mapping[str, Any] | None = None,
+                      cancel_after: float | None = None) -> Trace:
         """:meth:`resume` from async code."""
-        return await anyio.to_thread.run_sync(lambda: self.resume(answer, answers=answers))
+        return await anyio.to_thread.run_sync(lambda: self.resume(
+            answer, answers=answers, cancel_after=cancel_after))
 
     def pending_interrupts(self) -> list[Interrupt]:
         """The interrupts the thread waits on: after this harness's last leg, or (a fresh
@@ -316,7 +333,10 @@ class LangGraphHarness:
         id_token = ID_SOURCE.set(ids)
         clock_token = _wallclock.NODE_CLOCK.set(self.clock)
         try:
-            return self._update_state(config, values, as_node=as_node, task_id=task_id)
+            saved = self._update_state(config, values, as_node=as_node, task_id=task_id)
+            if self.shared_saver and thread == self.thread_id and newest == self._saved_last:
+                self._saved_last = str(saved["configurable"]["checkpoint_id"])
+            return saved
         finally:
             _wallclock.NODE_CLOCK.reset(clock_token)
             ID_SOURCE.reset(id_token)
@@ -380,12 +400,19 @@ class LangGraphHarness:
                "not running; open the saver in an async test and await h.atrace(...)/"
                "h.aresume(...) from that loop"))
 
-    def _leg(self, input: Any) -> Trace:
+    def _leg(self, input: Any, cancel_after: float | None = None) -> Trace:
+        cancel_after = check_cancel_after(cancel_after)
         self._check_saver_loop()
-        self.replay_calls.append(("leg", input, self.clock.elapsed_ns))
+        if cancel_after is None:
+            self.replay_calls.append(("leg", input, self.clock.elapsed_ns))
+        else:
+            self.replay_calls.append(("cancel_leg", (input, cancel_after),
+                                      self.clock.elapsed_ns))
         self._legs += 1
         leg_no = self._legs
         resumed_from = self._latest_checkpoint()
+        if self.shared_saver and resumed_from != self._saved_last and not self.replay_broken:
+            self.replay_broken = "something else wrote to its thread between its legs"
         # Salted by the checkpoint the leg extends (the thread's saved history), never by
         # this object's leg count: a fresh harness over an existing thread draws what the
         # original would have drawn there, and never an id the thread already holds.
@@ -415,7 +442,7 @@ class LangGraphHarness:
         try:
             with asyncio.Runner(loop_factory=lambda: SeededLoop(self.clock, rng)) as runner:
                 runner.run(self._main(input, recorder, ids, started, writes, resumed_from,
-                                      outcome))
+                                      outcome, cancel_after))
         except BaseException as exc:
             record.error = exc
             raise
@@ -428,6 +455,11 @@ class LangGraphHarness:
             self.events.extend(recorder.events)
             self.start_steps.extend((leg_no, s) for s in started)
             self.generated_ids.extend(ids.generated)
+            if self.shared_saver:
+                try:
+                    self._saved_last = self._latest_checkpoint()
+                except Exception:  # the leg's own error (if any) is what the caller sees
+                    self.replay_broken = "its saver could not be read after a leg"
         error = outcome.get("error")
         status = outcome["status"]
         interrupts = {}
@@ -454,7 +486,7 @@ class LangGraphHarness:
     async def _main(self, input: Any, recorder: LegRecorder, ids: IdSource,
                     started: list[TaskStart],
                     writes: dict[str, list[tuple[str, Any]]], resumed_from: str | None,
-                    outcome: dict[str, Any]) -> None:
+                    outcome: dict[str, Any], cancel_after: float | None = None) -> None:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, SeededLoop)
         ID_SOURCE.set(ids)
@@ -476,9 +508,25 @@ class LangGraphHarness:
             kwargs["interrupt_after"] = self.interrupt_after
         recorder.run_start(self.graph_id, self.revision, self.thread_id, resumed_from,
                            0 if self.last is None else self.last.step)
+        cut = asyncio.timeout(None)
+        if cancel_after is not None:
+            loop.cut_at(self.clock.elapsed_ns + round(cancel_after * 1e9),
+                        lambda: cut.reschedule(loop.time()))
         try:
-            async for namespace, mode, chunk in self.graph.astream(input, config, **kwargs):
-                recorder.chunk(mode, chunk, namespace)
+            async with cut:
+                async for namespace, mode, chunk in self.graph.astream(input, config,
+                                                                       **kwargs):
+                    recorder.chunk(mode, chunk, namespace)
+        except TimeoutError as exc:
+            if not cut.expired():
+                raise
+            # cancelled at the instant asked for, as a cancelled ainvoke: resumable
+            cancelled = Cancelled(self.run_id)
+            cancelled.__cause__ = exc
+            recorder.values = self._returned(config, recorder.values)
+            recorder.run_end("cancelled", cancelled)
+            outcome.update(status="cancelled", error=cancelled)
+            return
         except Exception as exc:
             recorder.flush()
             if self.saver.raised(exc):
@@ -619,3 +667,12 @@ def _revision(graph: Any) -> str:
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
 
+
+def _fresh_memory(saver: Any) -> bool:
+    """Whether ``saver`` is an empty ``InMemorySaver`` (in a rule-less ``FaultySaver`` or
+    bare), which a fresh interpreter makes again as ``InMemorySaver()``."""
+    if isinstance(saver, FaultySaver):
+        if saver.rules or saver.calls:
+            return False
+        saver = saver.inner
+    return type(saver) is InMemorySaver and not saver.storage and not saver.writes

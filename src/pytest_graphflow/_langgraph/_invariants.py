@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .._properties._checks import (
+from .._properties.checks._checks import (
     Violation,
     check_c1,
     check_c2,

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 from langgraph.graph import StateGraph
 
-from .._properties._checks import Violation
+from .._properties.checks._checks import Violation
 from .._time._clock import VirtualClock
 from ..errors import InvalidArgument
 from ._convert import jsonable

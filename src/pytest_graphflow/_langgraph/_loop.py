@@ -11,11 +11,12 @@ changes:
   gate, chosen by the seeded RNG among the waiting tasks sorted by task id. So the tasks of a
   step start, and resume after sleeping, one at a time in an order the seed decides; virtual
   time moves only once every task waits on a timer.
-* **Sync node code runs inline.** ``run_in_executor`` calls the function on the loop thread and
-  returns a finished future, so sync nodes run one at a time in the seeded order, never on a
-  thread pool whose timing would decide the order. A blocking ``time.sleep(d)`` in a sync node
-  therefore advances virtual time by ``d`` at once: the node holds the (only) thread for ``d``,
-  as it would hold its worker thread in production.
+* **Sync node code takes turns on worker threads** (:mod:`._sync`). ``run_in_executor`` runs
+  the function on a worker thread while the loop waits, so only one thread runs at a time and
+  a sync node that does not sleep ends inside the call, in the seeded order. A blocking
+  ``time.sleep(d)`` in it parks the worker on a virtual timer of ``d`` and gives the loop
+  back: parallel sync nodes sleep at the same time, as LangGraph's thread pool runs them, and
+  wake through the seeded gate like async nodes.
 
 ``time.monotonic``/``perf_counter`` (and ``_ns``) read the virtual clock in the leg's context
 (node code, LangGraph's retry and timeout code), so ``TimeoutPolicy`` fires in virtual time.
@@ -49,6 +50,7 @@ from .._time._sched import NODE_SLEEPER, install_sleep_hooks
 from .._time._vloop import VirtualEventLoop
 from ._attempts import AttemptLog, Attempts
 from ._ids import ID_NAMESPACE
+from ._sync import SyncWorkers, park
 
 __all__ = ["LEG", "LegContext", "SeededLoop", "TaskStart", "install_loop_hooks"]
 
@@ -94,6 +96,8 @@ LEG: ContextVar[LegContext | None] = ContextVar("graphflow_langgraph_leg", defau
 """Set for the duration of a harness leg (inherited by every task LangGraph starts)."""
 
 _IN_NODE: ContextVar[bool] = ContextVar("graphflow_langgraph_in_node", default=False)
+_TASK_KEY: ContextVar[str] = ContextVar("graphflow_langgraph_task_key", default="")
+"""The node task's gate key (``name:id``), for a sync function it hands to the executor."""
 
 _installed = False
 _real_sleep = time.sleep
@@ -113,15 +117,32 @@ class SeededLoop(VirtualEventLoop):
         self._rng = rng
         self._gates: list[tuple[str, int, asyncio.Future[bool], str]] = []
         self._gate_count = 0
+        self._cut: tuple[int, Callable[[], object]] | None = None
         idle_select = self._selector.select  # type: ignore[attr-defined]
 
         def select(timeout: float | None = None) -> Any:
             if self._gates and not self._ready and timeout != 0:  # type: ignore[attr-defined]
                 self._open_one()
                 return []
+            if self._cut is not None and timeout != 0 and (
+                    timeout is None or clock.elapsed_ns + round(timeout * 1e9) > self._cut[0]):
+                # idle, and the next wake-up (if any) is past the cut: time stops there
+                at, action = self._cut
+                self._cut = None
+                clock.advance_to_ns(max(at, clock.elapsed_ns))
+                action()
+                return []
             return idle_select(timeout)
 
         self._selector.select = select  # type: ignore[attr-defined]
+        self._workers = SyncWorkers(self, self.gate,
+                                    getattr(asyncio.sleep, "__wrapped__", asyncio.sleep))
+
+    def cut_at(self, elapsed_ns: int, action: Callable[[], object]) -> None:
+        """Call ``action`` once virtual time would move past ``elapsed_ns`` (every task
+        waiting, the next wake-up later, or none): the clock stops at that instant. Tasks
+        whose wake-up is exactly then run first, as our runtime's deadlines let them."""
+        self._cut = (elapsed_ns, action)
 
     def _open_one(self) -> None:
         self._gates.sort(key=lambda g: (g[0], g[1]))
@@ -150,7 +171,12 @@ class SeededLoop(VirtualEventLoop):
     def run_in_executor(  # type: ignore[override]
         self, executor: Any, func: Callable[..., Any], *args: Any
     ) -> asyncio.Future[Any]:
-        """Run ``func`` now, on the loop thread (see the module docstring)."""
+        """Run ``func`` on a worker thread, taking turns with the loop (see the module
+        docstring); or, when nothing else could run while it blocks (no other task ready,
+        at a gate or on a timer), on the loop thread: a blocking sleep then moves virtual
+        time at once, which no one can tell apart, and costs no hand-over."""
+        if self._gates or self._ready or self._scheduled:  # type: ignore[attr-defined]
+            return self._workers.submit(_TASK_KEY.get(), func, *args)
         future: asyncio.Future[Any] = self.create_future()
         try:
             future.set_result(func(*args))
@@ -159,6 +185,11 @@ class SeededLoop(VirtualEventLoop):
         except BaseException as exc:
             future.set_exception(exc)
         return future
+
+    def close(self) -> None:
+        """Stop the sync nodes still sleeping and the worker threads, then close."""
+        self._workers.close()
+        super().close()
 
 
 def install_loop_hooks() -> None:
@@ -189,6 +220,7 @@ def install_loop_hooks() -> None:
         leg.task_nodes[str(task.id)] = str(task.name)
         sleeper_token = NODE_SLEEPER.set(_sleeper(leg, key))
         node_token = _IN_NODE.set(True)
+        key_token = _TASK_KEY.set(key)
         # A subgraph this task runs draws its ids under the task's namespace (its own).
         ns_token = ID_NAMESPACE.set(task_ns)
         # The task's own uuid/random: keyed by the thread and LangGraph's task id (a hash of
@@ -210,6 +242,7 @@ def install_loop_hooks() -> None:
         finally:
             ENTROPY.reset(entropy_token)
             _IN_NODE.reset(node_token)
+            _TASK_KEY.reset(key_token)
             NODE_SLEEPER.reset(sleeper_token)
             ID_NAMESPACE.reset(ns_token)
 
@@ -346,11 +379,15 @@ def _virtual_elapsed_time() -> None:
 
 
 def _blocking_sleep(seconds: float) -> None:
-    """``time.sleep``: in a node under a harness leg, advance virtual time instead."""
+    """``time.sleep``: in a node under a harness leg, virtual: a sync node's worker parks
+    on a virtual timer (other tasks run meanwhile); on the loop thread (an async node that
+    blocks) virtual time advances at once, every other task waiting, as the blocked loop
+    would make them wait."""
     leg = LEG.get()
     if leg is None or not _IN_NODE.get():
         _real_sleep(seconds)
         return
     if seconds < 0:
         raise ValueError("sleep length must be non-negative")
-    leg.clock.advance(seconds)
+    if not park(seconds):
+        leg.clock.advance(seconds)

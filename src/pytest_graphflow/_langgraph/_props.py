@@ -23,15 +23,15 @@ from typing import Any, Literal, ParamSpec, TypeVar
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from .._properties._checks import Violation
-from .._properties._explore import (
+from .._properties._progress import Progress, ProgressCallback, check_progress, report_progress
+from .._properties.checks._checks import Violation
+from .._properties.runs._explore import (
     MAX_EXHAUSTIVE,
     ExploreReport,
     ScheduleOutcome,
     _compare,
     _seed_stream,
 )
-from .._properties._progress import Progress, ProgressCallback, check_progress, report_progress
 from .._records._events import EventBase, Interrupt
 from .._stores.faults._faults import CrashPhase
 from .._time import _wallclock

@@ -277,12 +277,12 @@ class LegRecorder:
 
     # ---------------------------------------------------------------- the end
 
-    def _cancelled(self) -> None:
+    def _cancelled(self, message: str = "cancelled: another task of its step failed") -> None:
         """An ``error`` for each task this leg started that reported no result: LangGraph
         cancelled it when a task of its step failed, saved a ``CancelledError`` as its
         write, and runs it again on resume; it reports nothing of it (C2)."""
         for child in self._children.values():
-            child._cancelled()
+            child._cancelled(message)
         for tid in self._started_at:
             if tid in self._reported:
                 continue
@@ -290,7 +290,7 @@ class LegRecorder:
             self.node_errors += 1
             self.add(ErrorEvent(**self._base(self.task_nodes.get(tid), tid),
                                 error_type="CancelledError",
-                                message="cancelled: another task of its step failed"))
+                                message=message))
         if self._children:
             self._forward()
 
@@ -306,6 +306,8 @@ class LegRecorder:
         self.flush()
         if status == "failed":
             self._cancelled()
+        elif status == "cancelled":
+            self._cancelled(f"cancelled: the leg was cancelled at {self.clock.elapsed:g} s")
         if error is not None and self.node_errors == 0:
             self.add(ErrorEvent(**self._base(), error_type=type(error).__name__,
                                 message=str(error)))

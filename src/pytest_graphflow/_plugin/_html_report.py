@@ -21,7 +21,7 @@ import pytest
 
 if TYPE_CHECKING:
     from .._engine._results import RunLeg
-    from .._properties._pairs import RunPair
+    from .._properties.runs._pairs import RunPair
     from ._state import ItemState
 
 __all__ = ["PAGE_LINE", "PAIRS", "html_dir", "pages_of", "report_option", "write_page"]

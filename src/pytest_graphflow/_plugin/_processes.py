@@ -72,8 +72,8 @@ def check_runs(item: pytest.Item, legs: list[RunLeg], n: int) -> None:
     import anyio
 
     from .._graph._refs import find_graph_ref
-    from .._properties._pool import pool, request_all
     from .._properties._progress import Progress, report_progress
+    from .._properties.runs._pool import pool, request_all
     from .._replay._history import History
 
     counts = item.config.stash.setdefault(COUNTS, {"checked": 0, "skipped": 0})
@@ -125,7 +125,7 @@ def _check_harness(item: pytest.Item, harness: Any, workers: Any,
                    counts: dict[str, int]) -> None:
     """Replay a LangGraph harness's calls in the workers; fail the test where they differ."""
     from .._langgraph._replay import recipe
-    from .._properties._pool import request_all
+    from .._properties.runs._pool import request_all
 
     packed, _why = recipe(harness)
     if packed is None:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import sys
 
-_GENSPEC = "pytest_graphflow._properties._genspec"
+_GENSPEC = "pytest_graphflow._properties.strategies._genspec"
 
 
 def _hypothesis_setup_hook() -> None:
     if _GENSPEC in sys.modules:
-        from . import _strategies  # registers graphs() for GraphSpec
+        from .strategies import _strategies  # registers graphs() for GraphSpec
 
         del _strategies

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from .._assert._repr import field_diff, format_event
-from .._engine._runtime import GraphRuntime
+from .._engine._runtime import GraphRuntime, run_sync, use_run_ids
 from .._graph._builder import CompiledGraph
 from .._graph._node import PAUSE, Resume
 from .._graph._tools import TOOL_PLAYBACK
-from .._properties._pairs import report_pair
+from .._properties.runs._pairs import report_pair
 from .._records._events import EventBase, Interrupt
 from .._stores._memory import InMemoryCheckpointStore
 from .._time._clock import DEFAULT_START, VirtualClock
@@ -107,7 +107,7 @@ class _Replay:
                                checkpoint_policy=history.checkpoint_policy,
                                on_interrupt=self._hook)
         token = history.run_id.removeprefix("run-")
-        runtime._ids = _FixedIds(token)  # type: ignore[assignment]
+        use_run_ids(runtime, _FixedIds(token))
         self.runtime = runtime
         self.thread = None if history.thread_id == f"thread-{token}" else history.thread_id
         self.position = 0
@@ -235,7 +235,7 @@ def assert_replays(history: History | str | Path | dict[str, Any], graph: Compil
         InvalidArgument: ``graph`` is not a compiled graph of the history's ``graph_id``.
     """
     replay = _Replay(_as_history(history), graph)
-    replay.runtime._run_sync(replay.run)
+    run_sync(replay.runtime, replay.run)
 
 
 def replay_report(history: dict[str, Any], graph: str) -> str | None:

@@ -1,0 +1,153 @@
+"""``check_interrupt_resume_equivalence``: pausing at every interrupt and resuming (in the same
+runtime or a fresh one over the same store) ends where answering at once does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from ..._engine._runtime import GraphRuntime
+from ..._graph._effects import EFFECT_LEDGER, Effect
+from ..._records._events import EventBase
+from ..._stores._memory import InMemoryCheckpointStore
+from ...errors import InvalidArgument
+from ..checks._checks import Violation, check_invariants
+from ..checks._ledger import repeated_effects, undeclared_effects
+from ._compare import Compare, Normalize
+from ._deadlock import deadlock_violation
+from ._drive import (
+    Answers,
+    Drive,
+    GraphLike,
+    Input,
+    _first_difference,
+    _fresh_after,
+    _lines,
+    _on_owned_loop,
+    _outcome,
+    _outcome_diff,
+    _path,
+    _pause_seconds,
+    _runtime,
+    _wall,
+    drive,
+    graph_maker,
+)
+from ._pairs import report_pair
+
+__all__ = ["check_interrupt_resume_equivalence"]
+
+
+def check_interrupt_resume_equivalence(
+    graph: GraphLike,
+    input: Input = None,
+    answers: Answers = None,
+    *,
+    seed: int = 0,
+    backend: str = "asyncio",
+    max_legs: int = 50,
+    pause: float | timedelta = 0.0,
+    wait: float | timedelta | None = None,
+    ignore: Iterable[str] | str | None = None,
+    normalize: Normalize | None = None,
+) -> list[Violation]:
+    """Pausing at every interrupt and resuming ends where answering at once does.
+
+    Three runs: (a) an ``on_interrupt`` hook answers each interrupt at once; (b) the run
+    pauses at each interrupt and the same runtime resumes it by run id; (c) like (b), each
+    resume by a fresh :class:`GraphRuntime` over the same store, given ``graph=`` (another
+    process; its virtual clock goes on where the previous one stopped). (b) and (c) must end
+    in the status and state of (a); (c)'s log must equal (b)'s byte for byte; and (b)'s log,
+    all legs together, must keep C1–C10. Effects recorded with
+    :func:`~pytest_graphflow.record_effect` in (b) happen once each (a node runs again from the
+    top on resume, so an effect before its ``interrupt()`` repeats) and never in a node
+    declared ``pure``/``read`` (rule ``"effects"``). A run that can never end
+    (``VirtualDeadlock``) is reported at once as a ``"deadlock"`` violation naming the
+    waiting nodes.
+
+    Args:
+        wait: the virtual time each pause lasts in (b) and (c), as seconds or a
+            ``timedelta`` (a human takes a while to answer: ``timedelta(hours=12)`` crosses
+            noon or midnight): a route or node that decides again on resume from the clock
+            (``ctx.now()``, ``datetime.now()``), and so takes another path after a wait, is
+            then reported with both paths. Default 0.
+        pause: the same as ``wait`` (its earlier name); give one of them.
+        ignore: state paths left out of the comparison (``"audit.*.at"``).
+        normalize: a function ``state -> state`` applied before comparing.
+    """
+    make = graph_maker(graph, "check_interrupt_resume_equivalence")
+    cmp = Compare.of(ignore, normalize)
+    where = "check_interrupt_resume_equivalence"
+    if wait is not None and pause:
+        raise InvalidArgument(f"{where}(pause={pause!r}, wait={wait!r}): give one of them "
+                              "(wait= is pause='s newer name)")
+    wait = (_pause_seconds(wait, where, "wait") if wait is not None
+            else _pause_seconds(pause, where))
+    w = _wall(graph)
+
+    ledgers: list[list[Effect]] = []
+
+    def run(**kw: Any) -> Drive:
+        g = make()
+        rt = _runtime(InMemoryCheckpointStore(), seed, backend=backend, wall=w)
+        ledger: list[Effect] = []
+        ledgers.append(ledger)
+
+        async def counted(r: GraphRuntime) -> Drive:
+            EFFECT_LEDGER.set(ledger)
+            return await drive(r, g, input, answers, **kw)
+
+        return _on_owned_loop(rt, counted)  # type: ignore[no-any-return]
+
+    a = run(hook=True)
+    stuck = deadlock_violation(a.result, "answering at once")
+    if stuck is not None:
+        return [stuck]  # pausing would wait the same way
+    b = run(max_legs=max_legs, pause=wait)
+    stuck = deadlock_violation(b.result, "pausing and resuming (same runtime)")
+    if stuck is not None:
+        return [stuck]
+    c = run(fresh=_fresh_after, max_legs=max_legs, pause=wait)
+    declared = {n: spec.effect for n, spec in make().nodes.items()}
+    out = undeclared_effects(ledgers[1], declared, "pausing and resuming")
+    out += repeated_effects(ledgers[1], "pausing and resuming (same-runtime resumes)")
+    assert a.result is not None
+    want = _outcome(a.result, cmp)
+    for name, d in (("same-runtime resumes", b), ("fresh-runtime resumes", c)):
+        assert d.result is not None
+        if _outcome(d.result, cmp) != want:
+            out.append(Violation(
+                "equivalence", None,
+                f"pausing and resuming ({name}, {d.legs} legs"
+                + (f", {_waited(wait)} each pause" if wait else "") + ") ended unlike "
+                f"answering at once: {_paths(a.events, d.events)}"
+                f"{_outcome_diff(a.result, d.result, cmp)}",
+                example=(d.events, a.events)))
+            report_pair("check_interrupt_resume_equivalence", str(out[-1]),
+                        ("answering at once", f"pausing and resuming ({name})"), a.events,
+                        d.events, make_graph=make)
+    lb, lc = _lines(b.events), _lines(c.events)
+    if lb != lc:
+        i, diff = _first_difference(lb, lc)
+        out.append(Violation("equivalence", i, "resuming in a fresh runtime gave another "
+                             f"log than resuming in the same runtime: {diff}"))
+        report_pair("check_interrupt_resume_equivalence", str(out[-1]),
+                    ("same-runtime resumes", "fresh-runtime resumes"), lb, lc, first=i,
+                    make_graph=make)
+    out += check_invariants(b.events, graph=make())
+    return out
+
+
+def _waited(seconds: float) -> str:
+    """``43200s (12:00:00)``: the seconds, and as hours when there are any."""
+    if seconds < 3600:
+        return f"{seconds:g}s"
+    return f"{seconds:g}s ({timedelta(seconds=seconds)})"
+
+
+def _paths(want: list[EventBase], got: list[EventBase]) -> str:
+    """Both runs' paths when they differ (a route that decided otherwise)."""
+    a, b = _path(want), _path(got)
+    return "" if a == b else f"it took the path {b}, not {a}; "

@@ -1,0 +1,579 @@
+"""The Hypothesis strategies behind :mod:`pytest_graphflow.strategies`."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
+from typing import Any
+
+from hypothesis import strategies as st
+
+from ..._stores._plan import FaultPlan
+from ..._stores.faults._faults import Fault
+from ...errors import InvalidArgument
+from ._genspec import (
+    Failure,
+    GraphSpec,
+    JoinSpec,
+    PlannedFailure,
+    SpecNode,
+    descendants,
+)
+from ._instrument import Schedule
+
+__all__ = [
+    "Failure",
+    "GraphSpec",
+    "JoinSpec",
+    "PlannedFailure",
+    "Schedule",
+    "SpecNode",
+    "fault_plans",
+    "graph_inputs",
+    "graphs",
+    "resume_answers",
+    "schedules",
+]
+
+_EFFECTS = ("pure", "read", "write", "external", "human")
+_POLICIES = ("every_step", "on_halt", "never")
+
+
+def _check_int(name: str, value: object, low: int, high: int | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low or (
+        high is not None and value > high
+    ):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise InvalidArgument(f"{name}={value!r} must be an int {bound}")
+    return value
+
+
+# --------------------------------------------------------------------------- graphs
+
+
+class _Builder:
+    """The graph while it is drawn (mutable); ``freeze()`` gives the :class:`GraphSpec`."""
+
+    def __init__(self, reducers: bool, min_nodes: int = 1, max_nodes: int = 6,
+                 flags: dict[str, bool] | None = None) -> None:
+        self.reducers = reducers
+        self.min_nodes = min_nodes
+        self.max_nodes = max_nodes
+        self.flags = flags or {}
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.entry: list[str] = []
+        self.joins: list[JoinSpec] = []
+        self.incoming: dict[str, str] = {}
+        self.parent: dict[str, str | None] = {}
+        self.loop_body: set[str] = set()
+        self.join_sources: set[str] = set()
+
+    def keys(self) -> list[str]:
+        out = ["x"]
+        out += [f"v_{n}" for n, d in self.nodes.items() if d["writes"]]
+        out += [f"c_{n}" for n, d in self.nodes.items() if d["route"] == "loop"]
+        if self.reducers:
+            out.append("log")
+        return out
+
+    def certain(self, name: str) -> bool:
+        """Whether ``name`` runs exactly once in every run that gets past it (a join source)."""
+        if name in self.loop_body:
+            return False
+        kind = self.incoming[name]
+        if kind in ("entry", "join"):
+            return True
+        if kind != "child":
+            return False
+        p = self.parent[name]
+        assert p is not None
+        d = self.nodes[p]
+        return d["route"] == "static" and d["on_error"] is None and self.certain(p)
+
+    def spec(self) -> GraphSpec:
+        nodes = tuple(SpecNode(**{k: (tuple(v) if isinstance(v, list) else v)  # type: ignore[arg-type]
+                                  for k, v in d.items()}) for d in self.nodes.values())
+        return GraphSpec(nodes=nodes, entry=tuple(self.entry), joins=tuple(self.joins),
+                         reducers=self.reducers)
+
+    def ancestors(self, name: str) -> list[str]:
+        """``name`` and its single-parent ancestors, nearest first."""
+        out = [name]
+        p = self.parent.get(name)
+        while p is not None:
+            out.append(p)
+            p = self.parent.get(p)
+        return out
+
+
+def _new_node(name: str) -> dict[str, Any]:
+    return {
+        "name": name, "effect": "pure", "reads": [], "writes": False, "log": False,
+        "interrupts": [], "fail": None, "retry": 1, "sleep": 0.0, "checkpoint": False,
+        "worker": False, "emits": False, "route": "static", "children": [], "route_key": None,
+        "route_raises": False,
+        "loop_to": None, "loop_bound": 0, "expand_to": None, "items": 0, "on_error": None,
+    }
+
+
+# Every node is drawn with the same *shape* of choices, whatever its position: indexes are
+# drawn from fixed ranges and clamped to what exists. So when the shrinker deletes a node, the
+# nodes after it replay as the same nodes one place earlier instead of as garbage, and each
+# node is one span (a nested ``draw``) the shrinker can delete as a whole.
+_INDEX = st.integers(0, 7)
+_KINDS = ("child", "join", "worker", "handler")
+# The other choices' strategies, built once: a strategy made at each draw costs a cache
+# look-up and a validation per draw, a third of what drawing a graph cost.
+_BOOL = st.booleans()
+_KIND = st.integers(0, len(_KINDS) - 1)
+_JOIN_PICKS = st.lists(_INDEX, min_size=2, max_size=3)
+_READS = st.lists(_INDEX, max_size=2)
+_EFFECT = st.sampled_from(_EFFECTS)
+_INTS = {(low, high): st.integers(low, high)
+         for low, high in ((0, 1), (0, 3), (0, 4), (0, 5), (0, 9), (1, 2), (1, 3))}
+
+
+def _pick(options: Sequence[str], i: int) -> str:
+    return options[min(i, len(options) - 1)]
+
+
+def _attach(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
+    """Draw how node ``name`` is reached; the simplest (a child of the last node) first."""
+    parallel = flags["parallel"]
+    kind = _KINDS[draw(_KIND)]
+    offset = draw(_INDEX)
+    node = _new_node(name)
+    # Parents, most recent first (offset 0: a chain), START last (fan-out from the entry).
+    parents: list[str] = []
+    for p in reversed(b.nodes):
+        d = b.nodes[p]
+        if d["route"] == "expand":
+            continue
+        if not parallel and d["route"] not in ("branch", "goto") and d["children"]:
+            continue
+        parents.append(p)
+    if parallel or not b.nodes:
+        parents.append("START")
+    # A join source must arrive exactly once: it runs once, and it cannot be routed away by
+    # a failure route (a routed failure takes no static edge, so no join edge either).
+    joinable = [n for n in reversed(b.nodes)
+                if b.certain(n) and b.nodes[n]["route"] in ("static", "branch")
+                and b.nodes[n]["on_error"] is None]
+    expanders = [n for n in reversed(b.nodes)
+                 if b.nodes[n]["route"] == "static" and not b.nodes[n]["children"]
+                 and b.nodes[n]["on_error"] is None and n not in b.join_sources
+                 and not b.nodes[n]["worker"]]
+    failing = [n for n in reversed(b.nodes)
+               if b.nodes[n]["fail"] is not None and b.nodes[n]["on_error"] is None
+               and b.nodes[n]["route"] == "static" and not b.nodes[n]["children"]
+               and n not in b.join_sources]
+    if kind == "join" and not (parallel and len(joinable) >= 2):
+        kind = "child"
+    if kind == "worker" and not (flags["expansions"] and expanders):
+        kind = "child"
+    if kind == "handler" and not failing:
+        kind = "child"
+    if not parents:  # defensive: the last node is always a possible parent
+        parents.append("START")
+    b.nodes[name] = node
+    b.incoming[name] = kind
+    b.parent[name] = None
+    if kind == "child":
+        p = _pick(parents, offset)
+        if p == "START":
+            b.entry.append(name)
+            b.incoming[name] = "entry"
+        else:
+            b.nodes[p]["children"].append(name)
+            b.parent[name] = p
+            if p in b.loop_body:
+                b.loop_body.add(name)
+    elif kind == "join":
+        picks = draw(_JOIN_PICKS)
+        sources = list(dict.fromkeys(_pick(joinable, i) for i in picks))
+        for extra in joinable:
+            if len(sources) >= 2:
+                break
+            if extra not in sources:
+                sources.append(extra)
+        order = list(b.nodes)
+        sources.sort(key=order.index)
+        b.joins.append(JoinSpec(tuple(sources), name))
+        b.join_sources.update(sources)
+    elif kind == "worker":
+        p = _pick(expanders, offset)
+        d = b.nodes[p]
+        d["route"], d["expand_to"] = "expand", name
+        d["items"] = draw(_INTS[0, 3 if parallel else 1])
+        node["worker"] = True
+        b.parent[name] = p
+        if p in b.loop_body:
+            b.loop_body.add(name)
+    else:  # handler
+        p = _pick(failing, offset)
+        b.nodes[p]["on_error"] = name
+        b.parent[name] = p
+        if p in b.loop_body:
+            b.loop_body.add(name)
+
+
+def _key(draw: Any, keys: Sequence[str]) -> str:
+    index: int = draw(_INDEX)
+    return keys[index % len(keys)]
+
+
+def _batch_siblings(b: _Builder, name: str) -> list[str]:
+    """Earlier nodes that run in the same batch as ``name``: entry nodes, or the other
+    children of a node with static edges."""
+    if b.incoming[name] == "entry":
+        return [n for n in b.entry if n != name]
+    p = b.parent.get(name)
+    if b.incoming[name] != "child" or p is None or b.nodes[p]["route"] != "static":
+        return []
+    return [c for c in b.nodes[p]["children"] if c != name and not b.nodes[c]["worker"]]
+
+
+def _ask_like_a_sibling(b: _Builder, name: str) -> None:
+    """Make ``name`` ask the interrupt ids of its last batch sibling that asks any, and both
+    write their answers and succeed; with no such sibling, ``name`` asks ``q0``. (An earlier
+    sibling is never made to ask here: a failure needing one interrupting node would then
+    shrink to this pair, since dropping ``name`` would drop the sibling's interrupt too.)"""
+    asking = [s for s in _batch_siblings(b, name) if b.nodes[s]["interrupts"]]
+    d = b.nodes[name]
+    if not asking:  # ask anyway, so a later sibling can ask the same
+        d["interrupts"] = d["interrupts"] or ["q0"]
+        return
+    sib = b.nodes[asking[-1]]
+    d["interrupts"] = list(sib["interrupts"])
+    for node in (sib, d):  # both answers reach the state: written, by nodes that succeed
+        node["writes"], node["fail"], node["retry"] = True, None, 1
+
+
+def _behaviour(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
+    """Draw what node ``name`` does (next to how it is reached, so they shrink together)."""
+    d = b.nodes[name]
+    effect = draw(_EFFECT)
+    if flags["effects"]:
+        d["effect"] = effect
+    keys = b.keys()
+    d["reads"] = list(dict.fromkeys(keys[i % len(keys)]
+                                    for i in draw(_READS)))
+    writes, log = draw(_BOOL), draw(_BOOL)
+    if not d["worker"]:
+        d["writes"] = writes
+        d["log"] = log and b.reducers
+    n = draw(_INTS[0, 5])
+    if flags["interrupts"]:
+        d["interrupts"] = [f"q{i}" for i in range(max(0, n - 3))]
+    f = draw(_INTS[0, 9])
+    if f >= 7:
+        retry = draw(_INTS[1, 3])
+        if flags["failures"]:
+            d["fail"] = Failure(None if f == 9 else f - 6)
+            d["retry"] = retry
+    sleep = (0.0, 0.0, 1.0, 2.5)[draw(_INTS[0, 3])]
+    if flags["sleeps"]:
+        d["sleep"] = sleep
+    emits = draw(_INTS[0, 3]) == 3
+    if flags["emits"]:
+        d["emits"] = emits
+    d["checkpoint"] = draw(_INTS[0, 4]) == 4
+    # A targeted draw for a rare shape (issue 14): two nodes of one batch pausing with the same
+    # interrupt id at once, both answers reaching the state. Drawn independently, it needs two
+    # siblings that both interrupt, both write and neither fails: too rare for 30 examples.
+    twin = draw(_INTS[0, 1]) == 1  # drawn always, so every node's span has one shape
+    if twin and flags["interrupts"] and not d["worker"]:
+        _ask_like_a_sibling(b, name)
+
+
+_ROUTES = ("static", "static", "static", "branch", "goto", "loop")
+_ROUTE = st.integers(0, len(_ROUTES) - 1)
+
+
+def _route(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
+    """Draw how node ``name`` decides where to go: static edges first (weighted: they also
+    make joins possible), then a branch, a ``Command(goto=...)``, a loop."""
+    d = b.nodes[name]
+    route = _ROUTES[draw(_ROUTE)]
+    if route in ("branch", "goto") and not flags["branches"]:
+        route = "static"
+    loop_targets: list[str] = []
+    if route == "loop":
+        if flags["cycles"] and not d["worker"]:
+            spec = b.spec()
+            loop_targets = [j for j in b.ancestors(name)
+                            if not (descendants(spec, j) & b.join_sources)]
+        if not loop_targets:
+            route = "static"
+    if route in ("branch", "goto"):
+        d["route"] = route
+        d["route_key"] = _key(draw, b.keys())
+        raises = draw(_BOOL)
+        if route == "branch" and flags["edge_errors"]:
+            d["route_raises"] = raises
+    elif route == "loop":
+        d["route"] = "loop"
+        d["loop_to"] = _pick(loop_targets, draw(_INDEX))
+        d["loop_bound"] = draw(_INTS[1, 2])
+        b.loop_body |= descendants(b.spec(), d["loop_to"])
+
+
+# The graph being drawn, for the node strategies below. They are built once and read the
+# builder from here instead of taking it as an argument: a strategy made per node cost a
+# validation per draw, a sixth of what drawing a graph cost. (Same choices, same spans: a
+# composite's label comes from its function, not its arguments.)
+_BUILDING: ContextVar[_Builder] = ContextVar("graphflow_building")
+
+
+@st.composite
+def _node(draw: Any) -> bool:
+    b = _BUILDING.get()
+    i = len(b.nodes)
+    name, flags = f"n{i}", b.flags
+    # "One more node?" comes first in the node's own span, drawn even when the node is forced
+    # (min_nodes), so every node's span has the same shape: deleting a span deletes a node.
+    more = draw(_INTS[0, 4]) != 0
+    if not (more or i < b.min_nodes):
+        return False
+    _attach(draw, b, name, flags)
+    _behaviour(draw, b, name, flags)
+    _route(draw, b, name, flags)
+    return True
+
+
+_NODE = _node()
+
+
+@st.composite
+def _nodes(draw: Any) -> None:
+    # Recursive on purpose: the rest of the graph is drawn *inside* this node's span, so the
+    # shrinker's "replace a span with a descendant span" pass can cut out any one node and the
+    # nodes after it replay one place earlier (every node draws the same shape of choices).
+    # Each node drawn adds one to ``b.nodes``, so its length is this node's index.
+    if len(_BUILDING.get().nodes) < _BUILDING.get().max_nodes and draw(_NODE):
+        draw(_NODES)
+
+
+_NODES = _nodes()
+
+
+@st.composite
+def _graph_specs(
+    draw: Any, min_nodes: int, max_nodes: int, flags: dict[str, bool], policies: tuple[str, ...]
+) -> GraphSpec:
+    b = _Builder(flags["reducers"], min_nodes, max_nodes, flags)
+    policy = policies[draw(st.integers(0, len(policies) - 1))]
+    token = _BUILDING.set(b)
+    try:
+        draw(_NODES)
+    finally:
+        _BUILDING.reset(token)
+    spec = b.spec()
+    return GraphSpec(nodes=spec.nodes, entry=spec.entry, joins=spec.joins,
+                     reducers=spec.reducers, checkpoint_policy=policy)
+
+
+def graphs(
+    *,
+    min_nodes: int = 1,
+    max_nodes: int = 6,
+    parallel: bool = True,
+    branches: bool = True,
+    cycles: bool = True,
+    expansions: bool = True,
+    interrupts: bool = True,
+    failures: bool = True,
+    reducers: bool = True,
+    effects: bool = True,
+    sleeps: bool = True,
+    emits: bool = True,
+    edge_errors: bool = False,
+    checkpoint_policies: Sequence[str] = _POLICIES,
+) -> st.SearchStrategy[GraphSpec]:
+    """Valid graphs, as :class:`GraphSpec` values (``.compile()`` gives the real graph).
+
+    Each feature can be turned off. Graphs are built node by node: each new node is reached
+    from an earlier node (or START), by a join of earlier nodes that run exactly once, as an
+    expansion's worker or as a failure route, so every graph compiles, every node is
+    reachable, every join gets all its arrivals and every run ends (cycles are bounded by a
+    counter key). Node behaviour is deterministic: the same states give the same writes.
+
+    Args:
+        min_nodes: at least this many nodes (>= 1).
+        max_nodes: at most this many nodes; keep it small (runs are cheap, shrinking too).
+        parallel: fan-outs, joins and multi-item expansions (parallel batches).
+        branches: conditional edges, and nodes returning ``Command(goto=...)``, picking a
+            target by a pure function of the state.
+        cycles: loops back to an ancestor, bounded by a counter key.
+        expansions: ``Expand(worker, items)``.
+        interrupts: nodes calling ``interrupt()`` (one or two ids, from a pool of two).
+            A targeted draw makes a rare shape common: two nodes of one batch pausing with
+            the same id at once, both writing their answers to the state.
+        failures: nodes raising on their first attempts or always, with retries and routes.
+        reducers: the ``log`` key with ``Reducer(operator.add)``.
+        effects: effect classes other than ``pure``.
+        sleeps: ``async`` nodes sleeping in virtual time (interleavings).
+        emits: nodes emitting custom events.
+        edge_errors: conditional edges that raise for some states (C7: the stream raises);
+            off by default, since such runs end in an exception rather than a status.
+        checkpoint_policies: the ``compile(checkpoint_policy=...)`` values to draw from.
+
+    Shrinking: nodes are drawn one at a time behind a "one more?" draw, a node's reach, its
+    behaviour and its route are drawn together, parents are indexed from the most recent node
+    (a chain is the simplest shape) and every choice puts the simpler alternative first
+    (static edges, pure nodes, no interrupt, no failure, ``every_step``). A failing example
+    therefore shrinks to few nodes with only the features the failure needs.
+    """
+    _check_int("min_nodes", min_nodes, 1)
+    _check_int("max_nodes", max_nodes, 1)
+    if min_nodes > max_nodes:
+        raise InvalidArgument(f"min_nodes={min_nodes!r} must be <= max_nodes={max_nodes!r}")
+    policies = tuple(checkpoint_policies)
+    bad = [p for p in policies if p not in _POLICIES]
+    if not policies or bad:
+        raise InvalidArgument(f"checkpoint_policies={checkpoint_policies!r}: use a non-empty "
+                              f"subset of {list(_POLICIES)}")
+    flags = {"parallel": parallel, "branches": branches, "cycles": cycles,
+             "expansions": expansions, "interrupts": interrupts, "failures": failures,
+             "reducers": reducers, "effects": effects, "sleeps": sleeps, "emits": emits,
+             "edge_errors": edge_errors}
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise InvalidArgument(f"{name}={value!r} must be a bool")
+    return _graph_specs(min_nodes, max_nodes, flags, policies)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def graph_inputs(spec: GraphSpec) -> st.SearchStrategy[dict[str, Any]]:
+    """Inputs for ``spec``'s graph: ``x`` and, optionally, starting values of ``v_*`` keys.
+
+    Shrinks toward ``{"x": 0}``.
+    """
+    if not isinstance(spec, GraphSpec):
+        raise InvalidArgument(f"graph_inputs(spec={spec!r}): pass a GraphSpec from graphs()")
+    return _inputs(spec.keys)
+
+
+_SMALL = st.integers(0, 9)
+
+
+@functools.lru_cache(maxsize=256)
+def _inputs(keys: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:
+    # One strategy per key set, reused: a strategy made per example is validated per example.
+    optional = {k: _SMALL for k in keys if k.startswith("v_")}
+    return st.fixed_dictionaries({"x": _SMALL}, optional=optional)
+
+
+_ANSWERS: st.SearchStrategy[Any] = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 3), st.text(alphabet="abc", max_size=3)
+)
+
+
+def resume_answers(
+    interrupts: GraphSpec | Iterable[Any], *, values: st.SearchStrategy[Any] | None = None
+) -> st.SearchStrategy[dict[str, Any]]:
+    """One answer per interrupt, as a dict.
+
+    Args:
+        interrupts: a :class:`GraphSpec` (answers keyed ``"<node>:<id>"``, for every
+            ``interrupt()`` call of the graph: what the ``answers`` of the whole-run checks in
+            :mod:`pytest_graphflow.invariants` take), or pending
+            :class:`~pytest_graphflow.Interrupt` objects (keyed by ``Interrupt.key``: pass the
+            dict as ``Resume(answers=...)``), or the keys themselves.
+        values: the answers' strategy (JSON values); default: ``None``, booleans, small ints
+            and short strings, shrinking toward ``None``.
+    """
+    if isinstance(interrupts, GraphSpec):
+        keys = list(interrupts.interrupt_points)
+    else:
+        keys = []
+        for item in interrupts:
+            key = getattr(item, "key", item)
+            if not isinstance(key, str):
+                raise InvalidArgument(f"resume_answers: {item!r} is not an Interrupt or a key")
+            keys.append(key)
+    if values is None:
+        return _answers(tuple(dict.fromkeys(keys)))
+    return st.fixed_dictionaries({k: values for k in dict.fromkeys(keys)})
+
+
+@functools.lru_cache(maxsize=256)
+def _answers(keys: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:
+    # One strategy per key set, reused (as for graph_inputs).
+    return st.fixed_dictionaries({k: _ANSWERS for k in keys})
+
+
+# --------------------------------------------------------------------------- store faults
+
+
+def fault_plans(
+    *,
+    ops: Sequence[str] = ("save", "get", "latest", "list"),
+    kinds: Sequence[str] = ("reject", "fail", "delay"),
+    max_faults: int = 2,
+    max_nth: int = 4,
+) -> st.SearchStrategy[FaultPlan]:
+    """:class:`~pytest_graphflow.FaultPlan` values for ``FaultyStore``.
+
+    ``plan.apply(store)`` wraps a store with the plan's rules. Shrinks toward the empty plan,
+    then toward fewer, earlier (``nth=1``) and simpler faults.
+
+    Args:
+        ops: store operations the ``fail``/``delay``/``crash`` rules may target.
+        kinds: ``"reject"`` (``reject_save``), ``"fail"``, ``"delay"``, ``"crash"``
+            (``crash_at``, before or after the call).
+        max_faults: at most this many rules.
+        max_nth: rules fire on a call numbered at most this.
+    """
+    _check_int("max_faults", max_faults, 0)
+    _check_int("max_nth", max_nth, 1)
+    known = ("reject", "fail", "delay", "crash")
+    if not kinds or any(k not in known for k in kinds):
+        raise InvalidArgument(f"kinds={kinds!r}: use a non-empty subset of {list(known)}")
+    if not ops or any(not isinstance(o, str) for o in ops):
+        raise InvalidArgument(f"ops={ops!r}: pass store operation names")
+    nth = st.integers(1, max_nth)
+    op = st.sampled_from(tuple(ops))
+    options: list[st.SearchStrategy[Fault]] = []
+    for kind in kinds:
+        if kind == "reject":
+            options.append(st.builds(Fault.reject_save, nth))
+        elif kind == "fail":
+            options.append(st.builds(Fault.fail, op, nth))
+        elif kind == "delay":
+            options.append(st.builds(lambda o, s, n: Fault.delay(o, s, nth=n), op,
+                                     st.sampled_from((0.5, 5.0, 60.0)), nth))
+        else:
+            options.append(st.builds(lambda o, n, p: Fault.crash_at(o, n, phase=p), op, nth,
+                                     st.sampled_from(("before", "after"))))
+    return st.lists(st.one_of(options), max_size=max_faults).map(lambda f: FaultPlan(tuple(f)))
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+def schedules(batch_size: int = 4, *, batches: int = 1) -> st.SearchStrategy[Schedule]:
+    """Start orders for parallel batches, drawn by Hypothesis.
+
+    ``schedule.apply(graph)`` returns the graph whose parallel batches start their nodes in the
+    drawn order: the n-th parallel batch of a run uses the n-th order (positions in declared
+    order); a batch of another size keeps the positions it has, then the rest in declared
+    order; batches past the last order start in declared order. Later wake-ups (after a
+    ``sleep`` inside a node) still follow the runtime's seed. Needs a
+    :class:`~pytest_graphflow.VirtualClock`.
+
+    Each order is ``st.permutations(range(batch_size))``, so a failing schedule shrinks toward
+    declared order along with the rest of the example.
+    """
+    _check_int("batch_size", batch_size, 1, 8)
+    _check_int("batches", batches, 1)
+    order = st.permutations(range(batch_size)).map(tuple)
+    return st.lists(order, min_size=batches, max_size=batches).map(
+        lambda orders: Schedule(tuple(orders))
+    )
+
+
+st.register_type_strategy(GraphSpec, lambda _: graphs())
