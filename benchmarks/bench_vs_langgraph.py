@@ -311,6 +311,40 @@ def row(name: str, ours: float, theirs: float, unit: str) -> Row:
     return (name, ours, theirs, unit)
 
 
+def sqlite_row(repeat: int) -> Row:
+    """The chain with a checkpoint per step in one SQLite file per side, reused by every run
+    (``SQLiteCheckpointStore`` / ``SqliteSaver``, each as shipped)."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    chain = gf_chain()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteCheckpointStore(Path(tmp) / "gf.db")
+        conn = sqlite3.connect(Path(tmp) / "lg.db", check_same_thread=False)
+        lsql = lg_chain(SqliteSaver(conn))
+        try:
+            o, t = best_pair(max(2, repeat // 2), 1, lambda: runtime(store).invoke(chain, {}),
+                             lambda: lsql.invoke({"n": 0}, lg_config()))
+        finally:
+            store.close()
+            conn.close()
+    return row("chain, SQLite checkpoint per step (one store)", o / CHAIN * 1e6,
+               t / CHAIN * 1e6, "µs/step")
+
+
+def postgres_row(dsn: str, repeat: int) -> Row:
+    """The chain on one PostgreSQL server: ``PostgresCheckpointStore`` against
+    ``AsyncPostgresSaver``, both async on one loop with a connection pool, in WALL time (both
+    wait for the server): ``bench_postgres_vs_langgraph.py``'s measurement, 50 nodes."""
+    from bench_postgres_vs_langgraph import measure
+
+    found = asyncio.run(measure(dsn, 50, max(5, repeat)))
+    return row("chain, PostgreSQL checkpoint per step (same server, wall)",
+               found["graphflow+PostgresCheckpointStore"],
+               found["langgraph+AsyncPostgresSaver"], "µs/step")
+
+
 def micro_rows(repeat: int) -> list[Row]:
     rows: list[Row] = []
     saver = InMemorySaver()
@@ -347,22 +381,7 @@ def micro_rows(repeat: int) -> list[Row]:
     rows.append(row("chain, in-memory checkpoint per step", o / CHAIN * 1e6, t / CHAIN * 1e6,
                     "µs/step"))
 
-    with tempfile.TemporaryDirectory() as tmp:
-        import sqlite3
-
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        store = SQLiteCheckpointStore(Path(tmp) / "gf.db")
-        conn = sqlite3.connect(Path(tmp) / "lg.db", check_same_thread=False)
-        lsql = lg_chain(SqliteSaver(conn))
-        try:
-            o, t = best_pair(max(2, repeat // 2), 1, lambda: runtime(store).invoke(chain, {}),
-                             lambda: lsql.invoke({"n": 0}, lg_config()))
-        finally:
-            store.close()
-            conn.close()
-    rows.append(row("chain, SQLite checkpoint per step (one store)", o / CHAIN * 1e6,
-                    t / CHAIN * 1e6, "µs/step"))
+    rows.append(sqlite_row(repeat))
 
     counts = [0, 0]
 
@@ -654,7 +673,17 @@ def main() -> None:
                         help="only the wide fan-out and long chain rows, and the memory line")
     parser.add_argument("--bridge-only", action="store_true",
                         help="only the LangGraph bridge's rows (harness / plain LangGraph)")
+    parser.add_argument("--stores-only", action="store_true",
+                        help="only the durable stores' rows (SQLite, and PostgreSQL with a DSN)")
+    parser.add_argument("--dsn", default=os.environ.get("GRAPHFLOW_POSTGRES_DSN"),
+                        help="PostgreSQL server of the PostgreSQL row (default: "
+                             "$GRAPHFLOW_POSTGRES_DSN; without one the row is skipped)")
     args = parser.parse_args()
+
+    if args.stores_only:
+        print_rows([sqlite_row(args.repeat)]
+                   + ([postgres_row(args.dsn, args.repeat)] if args.dsn else []))
+        return
 
     if args.bridge_only:
         print_bridge(bridge_rows(args.repeat))
@@ -665,6 +694,10 @@ def main() -> None:
         print_memory(args.long)
         return
     rows = micro_rows(args.repeat)
+    if args.dsn:
+        rows.append(postgres_row(args.dsn, args.repeat))
+    else:
+        print("(no PostgreSQL row: pass --dsn or set GRAPHFLOW_POSTGRES_DSN)")
     rows += scale_rows(args.repeat, WIDE, args.long)
     rows += suite_rows(args.tests, args.suite_repeat)
     print_rows(rows)

@@ -1,5 +1,5 @@
 """The run options of ``GraphRuntime``'s methods are typed (``**options: Unpack[RunOptions]``):
-mypy and editors know the six keys, so a misspelt or mistyped option is a type error before
+mypy and editors know its keys, so a misspelt or mistyped option is a type error before
 the run-time ``InvalidArgument``. Runs mypy (``mypy.api``) on a small user module."""
 
 from __future__ import annotations

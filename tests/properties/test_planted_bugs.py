@@ -201,18 +201,19 @@ def late_halt_save(monkeypatch: pytest.MonkeyPatch) -> None:
         if fields.get("status") not in ("interrupted", "failed"):
             return await original_save(self, cid, **fields)
         run = self.run
-        real = run.store
+        spec = run.spec  # frozen for the engine (Final); the planted bug swaps its store
+        real = spec.store
         adopt, self._adopt = self._adopt, None
 
         class Hold:
             async def save(self_: Any, checkpoint: Any) -> None:
                 runs[run.run_id] = (real, checkpoint)
 
-        run.store = Hold()
+        spec.store = Hold()
         try:
             await original_save(self, cid, **fields)
         finally:
-            run.store = real
+            spec.store = real
             self._adopt = adopt
 
     async def anext(self: Any) -> Any:

@@ -430,8 +430,9 @@ def test_a_damaged_checkpoint_row_is_a_clear_error_everywhere(
 
         latest = anyio.run(store.latest, run_id)
         assert latest is not None
-        store._conn.execute("UPDATE checkpoints SET data = '{\"id\": 5}' WHERE id = ?",
-                            (latest.id,))
+        for table in ("checkpoints", "log"):  # wherever the row is (see sqlite/_tail.py)
+            store._conn.execute(f"UPDATE {table} SET data = '{{\"id\": 5}}' WHERE id = ?",
+                                (latest.id,))
         with pytest.raises(StoreFileError, match=f"damaged checkpoint '{latest.id}'"):
             anyio.run(store.get, latest.id)
         rt = GraphRuntime(store, clock=VirtualClock(), seed=2)
@@ -515,9 +516,13 @@ def _v2_store(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with monkeypatch.context() as patch:
         patch.setattr(_sqlite_rows, "TAIL", 1)
         make_store(path)
+    with SQLiteCheckpointStore(path) as store:
+        store.vacuum()  # the log folded into the tables: version 2 had no log
     db = sqlite3.connect(path)
     db.executescript("""
         BEGIN;
+        DROP TABLE log;
+        DELETE FROM meta WHERE key = 'log_folded';
         ALTER TABLE events RENAME TO events_new;
         CREATE TABLE events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT,
             data TEXT NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID;

@@ -408,7 +408,9 @@ async def test_unsupported_format_of_a_row_an_older_build_wrote(
         await store.save(make_cp("cp-old"))
     db = sqlite3.connect(store_path)
     with db:
-        db.execute("UPDATE checkpoints SET format_version = 0, data = '{\"legacy\": true}'")
+        for table in ("checkpoints", "log"):  # wherever the row is (see sqlite/_tail.py)
+            db.execute(f"UPDATE {table} SET format_version = 0, data = '{{\"legacy\": true}}' "
+                       "WHERE id IS NOT NULL")
     db.close()
     with (
         SQLiteCheckpointStore(store_path) as store,

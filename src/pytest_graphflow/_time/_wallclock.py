@@ -29,14 +29,25 @@ import threading
 import time
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from ._clock import VirtualClock
+__all__ = ["NODE_CLOCK", "NodeClock", "activate", "active", "deactivate"]
 
-__all__ = ["NODE_CLOCK", "activate", "active", "deactivate"]
 
-NODE_CLOCK: ContextVar[VirtualClock | None] = ContextVar("graphflow_node_clock", default=None)
+class NodeClock(Protocol):
+    """What a node's wall-clock reads take from its run's ``VirtualClock`` (a protocol, so
+    this module need not import the clock module, which imports it)."""
+
+    @property
+    def start_epoch_ns(self) -> int: ...
+
+    @property
+    def elapsed_ns(self) -> int: ...
+
+    def now(self) -> datetime: ...
+
+
+NODE_CLOCK: ContextVar[NodeClock | None] = ContextVar("graphflow_node_clock", default=None)
 """Set in node tasks of a virtual run: the clock their wall-clock reads come from."""
 
 _lock = threading.RLock()

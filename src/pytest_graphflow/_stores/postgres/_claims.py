@@ -1,11 +1,12 @@
 """Thread claims with fencing tokens in PostgreSQL (seed 004), decided by the shared rules of
 :mod:`.._claims` under a row lock on the thread's claim row.
 
-``claim``, ``renew`` and ``release`` each lock the row (``SELECT ... FOR UPDATE``, after making
-sure it exists), decide with the rules, write and commit: two processes claiming one thread at
-once are serialised by the server, and exactly one of them gets it. A commit fenced by a token
-locks the row in share mode (:meth:`PgClaims._fence`), so no claim can change hands between
-the check and the write of the same transaction.
+``claim`` and ``renew`` each lock the row (``SELECT ... FOR UPDATE``, after making sure it
+exists), decide with the rules, write and commit: two processes claiming one thread at once
+are serialised by the server, and exactly one of them gets it. ``release`` is one conditional
+``UPDATE`` (one round trip) that frees the row only while the token holds it. A commit fenced
+by a token locks the row in share mode (:meth:`PgClaims._fence`), so no claim can change
+hands between the check and the write of the same transaction.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 
 from ..._records._checks import check_id
+from ...errors import StaleClaim
 from .. import _claims as rules
 from .._deletion import TOKEN_FLOOR
 from ._conn import Cursor
@@ -27,6 +29,9 @@ class PgClaims:
     claim_ttl: float
 
     def _tx(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
+        raise NotImplementedError
+
+    def _one(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
         raise NotImplementedError
 
     @staticmethod
@@ -116,7 +121,13 @@ class PgClaims:
         """
         check_id(thread_id, "thread_id", "release")
         token = rules.check_token(token, "release")
-        async with self._tx() as cur:
-            rules.current_or_stale(thread_id, token, (await self._claim_row(cur, thread_id))[0])
+        # One statement (one round trip): it frees the row only while ``token`` holds it.
+        async with self._one() as cur:
             await cur.execute("UPDATE claims SET run_id = NULL, expires_us = NULL, ttl = NULL "
-                              "WHERE thread_id = %s", (thread_id,))
+                              "WHERE thread_id = %s AND token = %s AND run_id IS NOT NULL",
+                              (thread_id, token))
+            if cur.rowcount == 1:
+                return
+            current = (await self._claim_row(cur, thread_id, lock=""))[0]
+        rules.current_or_stale(thread_id, token, current)
+        raise StaleClaim(thread_id, token, None)  # pragma: no cover - released meanwhile

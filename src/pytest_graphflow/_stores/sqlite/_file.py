@@ -18,10 +18,12 @@ import tempfile
 from pathlib import Path
 
 from ...errors import UnsupportedFormat
-from ._migrate import migrate_v1, migrate_v2
+from ._migrate import migrate_v1, migrate_v2, migrate_v3
 from ._schema import (
     APPLICATION_ID,
     LAYOUT,
+    LAYOUT_V3,
+    LOG,
     PASS_EXISTING,
     PASS_STORE,
     SCHEMA_VERSION,
@@ -98,10 +100,10 @@ def _identify(path: str, *, shown: str | None = None, readonly: bool = False) ->
             f"pytest-graphflow; this build reads schema versions up to {SCHEMA_VERSION}. "
             "Upgrade pytest-graphflow to open it."
         )
-    expected = {1: V1_CHECKPOINTS, 2: LAYOUT["checkpoints"],
+    expected = {1: V1_CHECKPOINTS, 2: LAYOUT["checkpoints"], 3: LAYOUT["checkpoints"],
                 SCHEMA_VERSION: LAYOUT["checkpoints"]}.get(version)
     if expected is None or tables.get("checkpoints") != expected or (
-        version >= 2 and tables != LAYOUT
+        version >= 2 and tables != (LAYOUT if version == SCHEMA_VERSION else LAYOUT_V3)
     ):
         raise file_error(name, f"says schema version {version} but its tables have another "
                          "layout (changed by hand or by another program)",
@@ -129,6 +131,10 @@ def _writable(path: str) -> bool:
     return not os.path.exists(path) or os.access(path, os.W_OK)
 
 
+_READABLE = (2, 3, SCHEMA_VERSION)
+"""Schema versions read as they are (opened read-only: no ``log`` table before version 4,
+so the connection gets an empty one of its own, see :func:`_open_readonly`)."""
+
 SYNCHRONOUS = ("normal", "full", "off")
 """The values of ``SQLiteCheckpointStore(synchronous=...)`` (SQLite's ``PRAGMA synchronous``)."""
 
@@ -155,7 +161,7 @@ def open_store(path: str, *, readonly: bool, synchronous: str = "normal"
         copy = _snapshot(path)
         try:
             version = _identify(copy, shown=path, readonly=readonly)
-            if version != SCHEMA_VERSION and version != 2:
+            if version not in _READABLE:
                 raise _needs_migration(path, version)
             return _open_readonly(copy, shown=path), True, os.path.dirname(copy)
         except BaseException:
@@ -183,6 +189,8 @@ def open_store(path: str, *, readonly: bool, synchronous: str = "normal"
             migrate_v1(db, path)
         elif version == 2:
             migrate_v2(db)
+        elif version == 3:
+            migrate_v3(db)
         db.execute(WAITING_INDEX)  # a file written before waiting() gets it (no-op after)
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")
@@ -190,7 +198,7 @@ def open_store(path: str, *, readonly: bool, synchronous: str = "normal"
     except sqlite3.Error as exc:
         db.close()
         name = getattr(exc, "sqlite_errorname", "")
-        if name.startswith("SQLITE_READONLY") and version in (2, SCHEMA_VERSION):
+        if name.startswith("SQLITE_READONLY") and version in _READABLE:
             return _open_readonly(path), True, None  # read-only after all (a read-only mount)
         raise file_error(path, f"could not be prepared for writing ({exc})",
                          "check free disk space and permissions, or open it read-only "
@@ -278,7 +286,10 @@ def _open_readonly(path: str, *, shown: str | None = None) -> sqlite3.Connection
     db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     try:
         db.execute("PRAGMA busy_timeout = 5000")
-        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        if db.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = 'log'").fetchone()[0] == 0:
+            # a file before schema version 4 has no log: an empty one of the connection's
+            # own (in its temporary database; the file is not touched) reads the same
+            db.execute(LOG.replace("TABLE IF NOT EXISTS", "TEMP TABLE", 1))
     except sqlite3.Error as exc:
         db.close()
         raise file_error(name, f"cannot be read read-only ({exc}): SQLite cannot open it or "

@@ -12,14 +12,13 @@ from ..._records._checks import check_id
 from .. import _claims as rules
 from .._args import check_events, check_run_record
 from .._wire import event_row
+from ._tail import put_piece, tail_events
 from ._tx import SQLiteTransactions
 
 __all__ = ["SQLiteLog"]
 
 _Records = list[dict[str, Any]]
 """A list of JSON records (events, run records, artifact descriptions)."""
-
-_PUT_EVENT = "INSERT OR REPLACE INTO events (run_id, seq, type, data) VALUES (?, ?, ?, ?)"
 
 
 class SQLiteLog(SQLiteTransactions):
@@ -53,16 +52,16 @@ class SQLiteLog(SQLiteTransactions):
         if not rows:
             return
         with self._tx() as db:
-            self._put_events(db, run_id, rows)
+            rows = self._live_events(db, run_id, rows)
+            if rows:
+                put_piece(db, run_id, None, rows)
 
-    def _put_events(self, db: sqlite3.Connection, run_id: str,
-                    rows: list[tuple[str, int, Any, str]]) -> None:
-        """Write event rows of ``run_id`` (one with a recorded seq overwrites it), except
-        those before the run's compaction point: that part of the log is gone."""
+    def _live_events(self, db: sqlite3.Connection, run_id: str,
+                     rows: list[tuple[str, int, Any, str]]) -> list[tuple[str, int, Any, str]]:
+        """The event rows of ``run_id`` to write (one with a recorded seq overwrites it when
+        read): all but those before the run's compaction point, that part of the log is gone."""
         earliest = self._earliest(db, run_id)
-        if earliest:
-            rows = [r for r in rows if r[1] >= earliest]
-        db.executemany(_PUT_EVENT, rows)
+        return [r for r in rows if r[1] >= earliest] if earliest else rows
 
     async def events(self, run_id: str, after_seq: int | None = None) -> _Records:
         """The run's recorded events with ``seq > after_seq`` (all when ``None``), by seq.
@@ -75,9 +74,20 @@ class SQLiteLog(SQLiteTransactions):
         earliest = self._earliest(self._conn, run_id)
         if first < earliest:
             raise rules.events_compacted(run_id, earliest)
-        rows = self._query("SELECT data FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq",
-                           (run_id, first))
-        return [json.loads(r[0]) for r in rows]
+        try:
+            with self._reading(self._conn):  # both tables as of one moment
+                rows = self._conn.execute("SELECT seq, data FROM events WHERE run_id = ? AND "
+                                          "seq >= ? ORDER BY seq", (run_id, first)).fetchall()
+                tail = tail_events(self._conn, run_id)
+        except sqlite3.ProgrammingError:
+            raise
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from None
+        if tail:  # the log's pieces are newer: a seq they hold replaces the indexed one
+            merged = dict(rows)
+            merged.update((seq, data) for _, seq, _, data in tail if seq >= first)
+            rows = sorted(merged.items())
+        return [json.loads(r[1]) for r in rows]
 
     async def compact_events(self, run_id: str, before_seq: int) -> int:
         """Remove the run's events with ``seq < before_seq``; return how many were removed.
@@ -86,7 +96,7 @@ class SQLiteLog(SQLiteTransactions):
         """
         check_id(run_id, "run_id", "compact_events")
         before = rules.check_before_seq(before_seq)
-        with self._tx() as db:
+        with self._folded() as db:
             if before <= self._earliest(db, run_id):
                 return 0
             db.execute("INSERT OR REPLACE INTO event_compactions VALUES (?, ?)", (run_id, before))

@@ -1,4 +1,9 @@
-"""Migrating a store file of schema version 1 or 2 to the current layout, in one transaction.
+"""Migrating a store file of schema version 1, 2 or 3 to the current layout, in one
+transaction.
+
+Version 3 has every table of version 4 but ``log`` (the pieces written since the last fold,
+see :mod:`._tail`): :func:`migrate_v3` adds it, empty, and nothing else moves, so the
+file reads exactly as before.
 
 Version 2 has the columns of version 3; its rows are version-3 rows without a path tail, so
 only its events table is rebuilt with a row id (:func:`migrate_v2`). Once it is 3, a build
@@ -18,9 +23,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ._rows import PathWriter
-from ._schema import APPLICATION_ID, EVENTS_V3, SCHEMA_VERSION, create_statements
+from ._schema import APPLICATION_ID, EVENTS_V3, LOG, SCHEMA_VERSION, create_statements
 
-__all__ = ["migrate_v1", "migrate_v2"]
+__all__ = ["migrate_v1", "migrate_v2", "migrate_v3"]
 
 _OLD_INDEXES = ("checkpoints_run", "checkpoints_thread", "checkpoints_order",
                 "checkpoint_nodes_run")
@@ -76,6 +81,15 @@ def migrate_v2(db: sqlite3.Connection) -> None:
     with _migration(db, "2") as mine:
         if mine:
             _rebuild_events(db)
+            db.execute(LOG)
+
+
+def migrate_v3(db: sqlite3.Connection) -> None:
+    """Rewrite the version-3 store open on ``db`` in the current layout: add the empty
+    ``log`` table."""
+    with _migration(db, "3") as mine:
+        if mine:
+            db.execute(LOG)
 
 
 @contextmanager

@@ -10,6 +10,8 @@ __all__ = [
     "APPLICATION_ID",
     "EVENTS_V3",
     "LAYOUT",
+    "LAYOUT_V3",
+    "LOG",
     "SCHEMA_VERSION",
     "V1_CHECKPOINTS",
     "WAITING_INDEX",
@@ -18,11 +20,12 @@ __all__ = [
     "layout",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The layout of the tables this build writes and reads (1: before incremental paths; 2: a
 path segment per checkpoint, no tail in the row, events in a ``WITHOUT ROWID`` table; 3:
 rows keep their path's tail, see :mod:`._rows`, and events are a rowid table with a
-``(run_id, seq)`` index). Versions 2 and 3 have the same columns.
+``(run_id, seq)`` index; 4: the ``log`` table, see :mod:`._tail`). Versions 2 and 3
+have the same columns; version 4 adds one table.
 
 Why events have a row id: an event's JSON (a few hundred bytes) is too big for a ``WITHOUT
 ROWID`` b-tree, whose interior pages hold whole rows; a step's events then touched four
@@ -97,6 +100,26 @@ CREATE TABLE IF NOT EXISTS artifacts (
     content BLOB NOT NULL,
     PRIMARY KEY (run_id, name)
 );
+CREATE TABLE IF NOT EXISTS log (
+    slot INTEGER PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    id TEXT,
+    thread_id TEXT,
+    ts_us INTEGER,
+    node_id TEXT,
+    status TEXT,
+    tenant_id TEXT,
+    graph_id TEXT,
+    step INTEGER,
+    timestamp TEXT,
+    format_version INTEGER,
+    path_id INTEGER,
+    path_len INTEGER,
+    data TEXT,
+    ev_keys TEXT,
+    events TEXT
+);
 CREATE TABLE IF NOT EXISTS claims (
     thread_id TEXT PRIMARY KEY,
     run_id TEXT,
@@ -114,6 +137,10 @@ a file as before."""
 
 EVENTS_V3 = next(s for s in _SCHEMA.split(";") if "TABLE IF NOT EXISTS events " in s).strip()
 """The statement that creates the events table of schema version 3."""
+
+LOG = next(s for s in _SCHEMA.split(";") if "TABLE IF NOT EXISTS log " in s).strip()
+"""The statement that creates the ``log`` table (schema version 4): the pieces written since
+the last fold, without an index (see :mod:`._tail`)."""
 
 V1_CHECKPOINTS = ["id", "run_id", "thread_id", "graph_id", "node_id", "node_ids", "step",
                    "timestamp", "ts_us", "save_order", "status", "tenant_id", "format_version",
@@ -148,6 +175,10 @@ def _expected_layout() -> dict[str, list[str]]:
 
 
 LAYOUT = _expected_layout()
+"""The tables of a store file of this schema version and their columns."""
+
+LAYOUT_V3 = {table: columns for table, columns in LAYOUT.items() if table != "log"}
+"""The tables of a file of schema version 2 or 3 (no ``log``)."""
 
 
 def file_error(path: str, problem: str, fix: str) -> StoreFileError:

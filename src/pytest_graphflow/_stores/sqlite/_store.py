@@ -37,16 +37,27 @@ from ._file import SYNCHRONOUS, open_store
 from ._log import SQLiteLog
 from ._rows import SELECT, PathWriter, decode, encode, with_tail
 from ._schema import SCHEMA_VERSION
+from ._tail import FOLDED, LIVE, put_piece
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
 
 _ORDER = "ORDER BY ts_us, seq"
 _NEWEST = "ORDER BY ts_us DESC, seq DESC LIMIT 1"
-_INSERT = (
-    "INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, step, timestamp, "
-    "ts_us, status, tenant_id, format_version, path_id, path_len, data) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_PRELUDE = (
+    "SELECT (SELECT token FROM claims WHERE thread_id = ? AND run_id IS NOT NULL), "
+    "(SELECT earliest_seq FROM event_compactions WHERE run_id = ?), "
+    f"COALESCE((SELECT MAX(seq) FROM checkpoints), 0), {FOLDED}, "
+    "EXISTS (SELECT 1 FROM checkpoints WHERE id = ?)"
 )
+"""A commit's reads of the indexed tables, one statement of index lookups: the thread's claim
+token, the run's compaction point, the last seq of ``checkpoints``, the last folded one,
+whether the first checkpoint's id is there. The thread's latest checkpoint there is one
+more lookup (:data:`_THREAD_TOP`), the log's live rows one scan (:data:`_LIVE_ROWS`)."""
+_THREAD_TOP = f"SELECT id, ts_us, seq FROM checkpoints WHERE thread_id = ? {_NEWEST}"
+_LIVE_ROWS = "SELECT seq, id, thread_id, ts_us FROM log WHERE seq > ?"
+_PICK = "SELECT id, format_version, data, path_id, path_len, ts_us, seq FROM"
+"""A checkpoint row (what :func:`decode` reads) and its order, from ``checkpoints`` or
+``log`` (the pieces not folded yet, see :mod:`._tail`)."""
 _THREAD_LATEST = (
     "NOT EXISTS (SELECT 1 FROM checkpoints d WHERE d.thread_id = c.thread_id AND "
     "(d.ts_us > c.ts_us OR (d.ts_us = c.ts_us AND d.seq > c.seq)))")
@@ -179,20 +190,65 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         found = self._checkpoints(db, sql, params)
         return found[0] if found else None
 
-    def _write(self, db: sqlite3.Connection, cp: Checkpoint, data: str) -> None:
+    def _pick(self, db: sqlite3.Connection, where: str, params: tuple[Any, ...], *,
+              limit: int | None = None) -> list[Checkpoint]:
+        """The checkpoints matching ``where`` (on the columns both tables share), in the
+        indexed table and in the log, oldest first; with ``limit``, the newest ``limit``."""
+        try:
+            with self._reading(db):  # both tables as of one moment (a fold moves rows)
+                rows, tail = self._rows_of_both(db, where, params, limit)
+                if tail:
+                    rows = sorted(rows + tail, key=lambda r: (r[5], r[6]))
+                    if limit is not None:
+                        rows = rows[-limit:] if limit else []
+                return decode(self.path, db, [r[:5] for r in rows])
+        except sqlite3.ProgrammingError:
+            raise
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from None
+
+    @staticmethod
+    def _rows_of_both(db: sqlite3.Connection, where: str, params: tuple[Any, ...],
+                      limit: int | None) -> tuple[list[Any], list[Any]]:
+        """:meth:`_pick`'s rows: the indexed table's (oldest first), the log's live ones."""
+        if limit is None:
+            rows = db.execute(f"{_PICK} checkpoints WHERE {where} {_ORDER}", params).fetchall()
+        else:
+            rows = db.execute(f"{_PICK} checkpoints WHERE {where} ORDER BY ts_us DESC, "
+                              "seq DESC LIMIT ?", (*params, limit)).fetchall()
+            rows.reverse()
+        tail = db.execute(f"{_PICK} log WHERE id IS NOT NULL AND {LIVE} AND {where}",
+                          params).fetchall()
+        return rows, tail
+
+    def _newest(self, db: sqlite3.Connection, where: str, params: tuple[Any, ...]
+                ) -> Checkpoint | None:
+        found = self._pick(db, where, params, limit=1)
+        return found[0] if found else None
+
+    def _write(self, db: sqlite3.Connection, cp: Checkpoint, data: str,
+               events: Sequence[tuple[str, int, Any, str]] = (),
+               known: tuple[int, int, bool] | None = None) -> None:
+        """Write ``cp`` (and ``events``, the rows of the events that report it) as one piece
+        of the log (see :mod:`._tail`). ``known``: :data:`~._tail.PLACE` and whether the id
+        is stored, when the caller read them in this transaction (see :data:`_PRELUDE`)."""
         # The runtime's own checkpoints carry their path as a snapshot of the run's log
         # (``StoreFeatures.visited_snapshots``): written without a tuple of every node so far.
         visited = cp.visited
         path_id, tail = self._paths.place(db, cp.run_id, visited)
-        values = (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, cp.step,
-                  cp.timestamp.isoformat(), rules.to_micros(cp.timestamp), cp.status,
-                  cp.tenant_id, cp.format_version, path_id, len(visited), with_tail(data, tail))
-        try:
-            db.execute(_INSERT, values)
-        except sqlite3.IntegrityError:  # the id exists: overwrite it, and it counts as last
-            db.execute("DELETE FROM checkpoint_nodes WHERE checkpoint_id = ?", (cp.id,))
-            db.execute("DELETE FROM checkpoints WHERE id = ?", (cp.id,))
-            db.execute(_INSERT, values)
+        # An id is kept in one place: saving it again removes the older row (the log's row
+        # keeps its events), and the new one counts as saved last.
+        if known is None or known[2]:
+            older = db.execute(f"UPDATE log SET id = NULL WHERE id = ? AND {LIVE}",
+                               (cp.id,)).rowcount
+            older += db.execute("DELETE FROM checkpoints WHERE id = ?", (cp.id,)).rowcount
+            if older:
+                db.execute("DELETE FROM checkpoint_nodes WHERE checkpoint_id = ?", (cp.id,))
+        put_piece(db, cp.run_id, (
+            cp.id, cp.thread_id, rules.to_micros(cp.timestamp), cp.node_id, cp.status,
+            cp.tenant_id, cp.graph_id, cp.step, cp.timestamp.isoformat(), cp.format_version,
+            path_id, len(visited), with_tail(data, tail)), events,
+            None if known is None else known[:2])
         if cp.node_ids and cp.node_ids != [cp.node_id]:  # node_id alone is found by node_id
             db.executemany("INSERT OR IGNORE INTO checkpoint_nodes VALUES (?, ?, ?)",
                            [(cp.id, cp.run_id, node) for node in cp.node_ids])
@@ -255,15 +311,31 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         row = dumped_row if type(events) is DumpedEvents else event_row
         rows = [row(run_id, data, seq) for seq, data in normalised]
         with self._tx() as db:
-            self._hold(db, thread_id, token)
-            latest = db.execute(f"SELECT id FROM checkpoints WHERE thread_id = ? {_NEWEST}",
-                                (thread_id,)).fetchone()
-            rules.check_lineage(thread_id, None if latest is None else latest[0], cps,
-                                normalised)
-            for cp, data in encoded:
-                self._write(db, cp, data)
-            if rows:
-                self._put_events(db, run_id, rows)
+            # What the checks and the first piece need: index lookups, then one scan of the
+            # log's live rows (at most FOLD_AT).
+            first = cps[0].id if cps else ""
+            held, earliest, top, done, stored = db.execute(
+                _PRELUDE, (thread_id, run_id, first)).fetchone()
+            latest, at, order = db.execute(_THREAD_TOP, (thread_id,)).fetchone() or (
+                None, 0, 0)
+            for seq, cid, thread, ts_us in db.execute(_LIVE_ROWS, (done,)):
+                top = max(top, seq)
+                if cid is not None:
+                    stored = stored or cid == first
+                    if thread == thread_id and (latest is None or (ts_us, seq) > (at, order)):
+                        latest, at, order = cid, ts_us, seq
+            top = max(top, done)
+            if held != token:
+                self._hold(db, thread_id, token)  # raises StaleClaim
+            rules.check_lineage(thread_id, latest, cps, normalised)
+            if rows and earliest:
+                rows = [r for r in rows if r[1] >= earliest]
+            known: tuple[int, int, bool] | None = (top, done, bool(stored))
+            for n, (cp, data) in enumerate(encoded, 1):  # the events go with the last one
+                self._write(db, cp, data, rows if n == len(encoded) else (), known)
+                known = None
+            if rows and not encoded:
+                put_piece(db, run_id, None, rows, (top, done))
             if plain is not None:
                 self._put_run(db, *plain)
             elif record is not None:
@@ -277,12 +349,12 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
             StoreFileError: its row is damaged.
         """
         check_id(checkpoint_id, "checkpoint_id", "get")
-        return self._first(self._conn, f"{SELECT} WHERE id = ?", (checkpoint_id,))
+        return self._newest(self._conn, "id = ?", (checkpoint_id,))
 
     async def latest(self, run_id: str) -> Checkpoint | None:
         """The run's most recent checkpoint (latest timestamp, then saved last), or ``None``."""
         check_id(run_id, "run_id", "latest")
-        return self._first(self._conn, f"{SELECT} WHERE run_id = ? {_NEWEST}", (run_id,))
+        return self._newest(self._conn, "run_id = ?", (run_id,))
 
     async def load(self, run_id: str, node_id: str | None = None) -> Checkpoint | None:
         """The run's most recent checkpoint, or the most recent one for ``node_id`` (its
@@ -291,10 +363,10 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         if node_id is None:
             return await self.latest(run_id)
         check_id(node_id, "node_id", "load")
-        return self._first(
+        return self._newest(
             self._conn,
-            f"{SELECT} WHERE run_id = ? AND (node_id = ? OR id IN (SELECT checkpoint_id FROM "
-            f"checkpoint_nodes WHERE run_id = ? AND node = ?)) {_NEWEST}",
+            "run_id = ? AND (node_id = ? OR id IN (SELECT checkpoint_id FROM "
+            "checkpoint_nodes WHERE run_id = ? AND node = ?))",
             (run_id, node_id, run_id, node_id),
         )
 
@@ -303,8 +375,13 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
 
         A cheap index read (no checkpoint is parsed), for tools such as ``graphflow runs``.
         """
-        rows = self._query("SELECT run_id FROM checkpoints GROUP BY run_id ORDER BY MIN(seq)")
-        return [r[0] for r in rows]
+        rows = self._query("SELECT run_id, MIN(seq) FROM checkpoints GROUP BY run_id UNION ALL "
+                           f"SELECT run_id, MIN(seq) FROM log WHERE id IS NOT NULL AND {LIVE} "
+                           "GROUP BY run_id")
+        first: dict[str, int] = {}
+        for run, seq in rows:
+            first[run] = min(seq, first.get(run, seq))
+        return sorted(first, key=first.__getitem__)
 
     async def list(
         self,
@@ -336,25 +413,20 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
             where.append("thread_id = ?")
             params.append(thread_id)
         if before is not None:
-            found = self._query("SELECT ts_us, seq FROM checkpoints WHERE id = ?", (before,))
+            found = self._query("SELECT ts_us, seq FROM checkpoints WHERE id = ? UNION ALL "
+                                f"SELECT ts_us, seq FROM log WHERE id = ? AND {LIVE}",
+                                (before, before))
             if not found:
                 raise CheckpointNotFound(f"list(before={before!r}): the store has no such "
                                          "checkpoint; pass the id of a checkpoint of a page")
             where.append("(ts_us < ? OR (ts_us = ? AND seq < ?))")
             params.extend((found[0][0], found[0][0], found[0][1]))
-        clause = f"WHERE {' AND '.join(where)} " if where else ""
-        if limit is None:
-            return self._checkpoints(self._conn, f"{SELECT} {clause}{_ORDER}", tuple(params))
-        page = self._checkpoints(
-            self._conn, f"{SELECT} {clause}ORDER BY ts_us DESC, seq DESC LIMIT ?",
-            (*params, limit))
-        page.reverse()
-        return page
+        return self._pick(self._conn, " AND ".join(where) or "1", tuple(params), limit=limit)
 
     async def delete(self, checkpoint_id: str) -> bool:
         """Delete one checkpoint; ``True`` if it existed."""
         check_id(checkpoint_id, "checkpoint_id", "delete")
-        with self._tx() as db:
+        with self._folded() as db:
             found = db.execute("SELECT run_id, path_id FROM checkpoints WHERE id = ?",
                                (checkpoint_id,)).fetchone()
             if found is None:
@@ -392,7 +464,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
                 it (a fork only ever creates a new thread); nothing was changed.
         """
         check_fork(checkpoint_id, patch_state, thread_id)
-        with self._tx() as db:
+        with self._folded() as db:
             source = self._first(db, f"{SELECT} WHERE id = ?", (checkpoint_id,))
             if source is None:
                 raise CheckpointNotFound(
@@ -461,9 +533,28 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         if after is not None:
             where.append("c.thread_id > ?")
             params.append(after)
-        params.append(-1 if limit is None else limit)
+        with self._reading(self._conn):  # both tables as of one moment
+            return self._waiting(tenant, limit, after, anyone, where, params)
+
+    def _waiting(self, tenant: str | None, limit: int | None, after: str | None,
+                 anyone: bool, where: Sequence[str], params: Sequence[Any]) -> WaitingPage:
+        # Threads with a checkpoint in the log are judged by their latest of both tables;
+        # the others by the indexed table's partial index, as before.
+        fresh = {t for (t,) in self._query("SELECT DISTINCT thread_id FROM log WHERE id IS "
+                                           f"NOT NULL AND {LIVE}")}
         sql = (f"{SELECT} c WHERE {' AND '.join(where)} ORDER BY c.thread_id LIMIT ?")
-        return [waiting_row(cp) for cp in self._checkpoints(self._conn, sql, tuple(params))]
+        found = [cp for cp in self._checkpoints(
+                     self._conn, sql, (*params, -1 if limit is None else limit + len(fresh)))
+                 if cp.thread_id not in fresh]
+        for thread in fresh:
+            if after is not None and thread <= after:
+                continue
+            cp = self._newest(self._conn, "thread_id = ?", (thread,))
+            if cp is not None and cp.status == "interrupted" and (
+                    anyone or cp.tenant_id == tenant):
+                found.append(cp)
+        found.sort(key=lambda cp: cp.thread_id)
+        return [waiting_row(cp) for cp in (found if limit is None else found[:limit])]
 
     async def prune(self, run_id: str, keep_last: int) -> int:
         """Delete all but the newest ``keep_last`` checkpoints of the run; return how many.
@@ -472,7 +563,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         """
         check_id(run_id, "run_id", "prune")
         keep = rules.check_keep_last(keep_last)
-        with self._tx() as db:
+        with self._folded() as db:
             rows = db.execute(f"SELECT id, path_id FROM checkpoints WHERE run_id = ? {_ORDER}",
                               (run_id,)).fetchall()
             gone = rows[: max(len(rows) - keep, 0)]
@@ -503,7 +594,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
             ThreadBusy: a claim on the thread is live; nothing is deleted.
         """
         thread_id, tenant, moment = check_delete_args(thread_id, tenant_id, now)
-        with self._tx() as db:
+        with self._folded() as db:
             owner = db.execute(f"SELECT tenant_id FROM checkpoints WHERE thread_id = ? {_NEWEST}",
                                (thread_id,)).fetchone()
             claim, last = self._claim_of(db, thread_id)

@@ -14,6 +14,7 @@ from ...errors import StoreFileError
 from .._closing import ClosingStore
 from ._rows import PathWriter
 from ._schema import file_error
+from ._tail import fold
 
 __all__ = ["SQLiteTransactions"]
 
@@ -86,6 +87,30 @@ class SQLiteTransactions(ClosingStore):
             self._rollback(db)
             raise self._failure(exc) from None
 
+    @contextmanager
+    def _folded(self) -> Iterator[sqlite3.Connection]:
+        """:meth:`_tx` that first folds the log into the indexed tables and empties it (see
+        :mod:`._tail`): for operations on many rows, which then see only those, and
+        for deletions, which leave no copy of what they delete in the log's slots."""
+        with self._tx() as db:
+            fold(db, erase=True)
+            yield db
+
+    @contextmanager
+    def _reading(self, db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """Several reads as of one moment: a read transaction (in WAL mode, a snapshot), so a
+        fold by another connection between them cannot move a row out of their sight; inside
+        a transaction already, just that one."""
+        if db.in_transaction:
+            yield db
+            return
+        db.execute("BEGIN")
+        try:
+            yield db
+        finally:
+            if db.in_transaction:
+                db.execute("COMMIT")
+
     def _rollback(self, db: sqlite3.Connection) -> None:
         self._paths.forget()
         if db.in_transaction:
@@ -114,8 +139,8 @@ class SQLiteTransactions(ClosingStore):
         ``prune`` and ``compact_events`` already give freed pages back (incremental
         auto-vacuum); this also defragments, and compacts a file migrated from an old layout.
         """
-        with self._tx():
-            pass  # refuse on a read-only store, like every write
+        with self._folded():
+            pass  # refuse on a read-only store, like every write; the log goes in the tables
         try:
             self._conn.execute("VACUUM")
         except sqlite3.ProgrammingError:  # pragma: no cover

@@ -1,0 +1,120 @@
+"""The SQLite store's log of recent pieces (schema version 4, issue 29).
+
+A step used to write its checkpoint into a table with three indexes (id, run, thread) and
+each of its events into a table with one more: six b-trees, about 9 WAL pages of 4 KiB a
+commit. Now a piece (a step's checkpoint with the events that report it, or events alone) is
+one row of ``log``, a table of :data:`FOLD_AT` slots and no index, rewritten in place: a
+commit writes one page of it, plus the run record when that changes. When a piece would
+overwrite a slot that holds a piece not folded yet, the commit first folds the log: it moves
+the pieces into the indexed tables (``checkpoints``, ``events``) in bulk, where a few pages
+per index take many rows at once, and marks them folded (``meta.log_folded``, the last folded
+seq). A plain chain then writes 2.7-2.8 pages a step. Slots are reused, never deleted, so the
+log's pages are not freed and allocated again (which writes the free list and the file's
+header at each turn).
+
+The log never holds more than :data:`FOLD_AT` live pieces, so reading it whole costs a
+bounded amount: every read looks at the indexed tables (as before) and at the log's live
+rows, which are the newer ones. A checkpoint id is in one place only (saving it again removes
+the older row wherever it is). Operations that change many rows (delete, prune, fork, thread
+deletion, compaction, vacuum) fold the log first, in their own transaction, and then work on
+the indexed tables alone. A reader that cannot write (``readonly=True``, the ``graphflow``
+command) reads the log as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["FOLDED", "FOLD_AT", "LIVE", "LOG_COLUMNS", "PLACE", "fold", "put_piece",
+           "tail_events"]
+
+FOLD_AT = 16
+"""Slots of the log: pieces it holds before a commit folds them into the indexed tables."""
+
+FOLDED = "(SELECT COALESCE(MAX(CAST(value AS INTEGER)), 0) FROM meta WHERE key = 'log_folded')"
+"""The seq of the last piece folded (0 before the first fold), as an SQL expression."""
+
+LIVE = f"seq > {FOLDED}"
+"""The log's rows not folded yet (a condition on ``log``)."""
+
+LOG_COLUMNS = ("id, thread_id, ts_us, node_id, status, tenant_id, graph_id, step, timestamp, "
+               "format_version, path_id, path_len, data")
+"""A checkpoint's columns in ``log`` (those of ``checkpoints`` but ``seq`` and ``run_id``)."""
+
+_PUT = (f"INSERT OR REPLACE INTO log (slot, seq, run_id, {LOG_COLUMNS}, ev_keys, events) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+_NO_CHECKPOINT = (None,) * 13
+
+_EventRow = tuple[str, int, Any, str]
+
+
+PLACE = (f"MAX(COALESCE((SELECT MAX(seq) FROM checkpoints), 0), COALESCE((SELECT MAX(seq) "
+         f"FROM log), 0), {FOLDED}), {FOLDED}")
+"""Two columns: the last seq used (the folded ones included, whose rows may be gone) and
+the last one folded; what :func:`put_piece` needs to place a piece."""
+
+
+def put_piece(db: sqlite3.Connection, run_id: str, checkpoint: Sequence[Any] | None,
+              events: Sequence[_EventRow], place: tuple[int, int] | None = None) -> None:
+    """Write one piece of ``run_id`` to the log: a checkpoint (its :data:`LOG_COLUMNS`
+    values) and/or event rows ``(run_id, seq, type, data)``; the log is folded first when
+    the piece's slot holds a live piece. ``place``: :data:`PLACE`, when the caller read it
+    in this transaction and wrote no piece since. In the caller's transaction."""
+    top, done = place or db.execute(f"SELECT {PLACE}").fetchone()
+    seq = top + 1
+    if seq - FOLD_AT > done:  # the slot holds piece seq - FOLD_AT, not folded yet
+        fold(db)
+    keys = text = None
+    if events:
+        # A serialised event never holds a raw newline (JSON escapes it in strings).
+        keys = json.dumps([[e[1], e[2]] for e in events])
+        text = "\n".join(e[3] for e in events)
+    db.execute(_PUT, (seq % FOLD_AT, seq, run_id, *(checkpoint or _NO_CHECKPOINT), keys, text))
+
+
+def _events_of(run_id: str, keys: str, text: str) -> list[_EventRow]:
+    return [(run_id, seq, kind, data)
+            for (seq, kind), data in zip(json.loads(keys), text.split("\n"), strict=True)]
+
+
+def fold(db: sqlite3.Connection, *, erase: bool = False) -> None:
+    """Move the log's live pieces into the indexed tables, oldest first (a later piece's
+    event of the same seq replaces an earlier one, as the log's readers see it), and mark
+    them folded; ``erase``: then delete the log's rows (the folded pieces stay in the slots
+    until overwritten, so an operation that deletes data erases them). In the caller's
+    transaction."""
+    pieces = db.execute(f"SELECT seq, run_id, ev_keys, events FROM log WHERE {LIVE} "
+                        "ORDER BY seq").fetchall()
+    if not pieces:
+        if erase:
+            db.execute("DELETE FROM log")
+        return
+    # The checkpoints are copied by SQLite itself; the events are split here.
+    db.execute(
+        "INSERT INTO checkpoints (seq, run_id, id, thread_id, ts_us, node_id, status, "
+        "tenant_id, graph_id, step, timestamp, format_version, path_id, path_len, data) "
+        f"SELECT seq, run_id, {LOG_COLUMNS} FROM log WHERE id IS NOT NULL AND seq > ? "
+        "ORDER BY seq", (pieces[0][0] - 1,))
+    events: list[_EventRow] = []
+    for _, run_id, keys, text in pieces:
+        if text is not None:
+            events.extend(_events_of(run_id, keys, text))
+    if events:
+        db.executemany("INSERT OR REPLACE INTO events (run_id, seq, type, data) "
+                       "VALUES (?, ?, ?, ?)", events)
+    if erase:
+        db.execute("DELETE FROM log")
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('log_folded', ?)", (str(pieces[-1][0]),))
+
+
+def tail_events(db: sqlite3.Connection, run_id: str) -> list[_EventRow]:
+    """The events of ``run_id`` in the log's live pieces, oldest piece first."""
+    out: list[_EventRow] = []
+    for keys, text in db.execute(f"SELECT ev_keys, events FROM log WHERE run_id = ? AND "
+                                 f"events IS NOT NULL AND {LIVE} ORDER BY seq", (run_id,)):
+        out.extend(_events_of(run_id, keys, text))
+    return out

@@ -1,0 +1,103 @@
+"""A durable step on PostgreSQL costs one round trip to the server (issue 29): the step's
+checkpoint, its events, the run record and the claim check that fences them travel as one
+statement. Counted, not timed: a child process runs psycopg's pure-Python libpq binding
+(``PSYCOPG_IMPL=python``) and counts every statement it executes (each waits for its
+answer); a run of 15 steps minus a run of 5 steps, over 10, is the cost of one step (what a
+run pays once, its claim, reads and release, cancels out)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+_COUNTER = """
+import asyncio, collections, json, sys
+from psycopg.pq import pq_ctypes
+
+# Each statement's execution (psycopg also prepares a statement it has run five times on a
+# connection: once per connection, not per step, so preparing is not counted).
+sent = collections.Counter()
+for name in ("exec_", "exec_params", "exec_prepared", "send_query", "send_query_params",
+             "send_query_prepared"):
+    def counted(self, *args, _orig=getattr(pq_ctypes.PGconn, name), _name=name, **kwargs):
+        sent[_name] += 1
+        return _orig(self, *args, **kwargs)
+    setattr(pq_ctypes.PGconn, name, counted)
+
+from pydantic import BaseModel
+from pytest_graphflow import END, START, Graph, GraphRuntime, PostgresCheckpointStore
+from pytest_graphflow import VirtualClock
+
+class Counter(BaseModel):
+    n: int = 0
+
+def chain(steps):
+    g = Graph(f"chain{steps}", Counter)
+    prev = START
+    for i in range(steps):
+        g.node(f"n{i}", lambda s: {"n": s.n + 1})
+        g.edge(prev, f"n{i}")
+        prev = f"n{i}"
+    return g.edge(prev, END).compile(checkpoint_policy="every_step")
+
+dsn, schema, path = sys.argv[1], sys.argv[2], sys.argv[3]
+out = {}
+
+def sends():
+    return sum(sent.values())
+
+async def on_pool():
+    async with PostgresCheckpointStore(dsn, schema=schema) as store:
+        assert store._pg._pool is not None  # the async pool, on asyncio
+        runtime = GraphRuntime(store)
+        for _ in range(2):  # warm: connections, statements prepared (psycopg: at the 5th use)
+            await runtime.ainvoke(chain(15), {})
+        for steps in (5, 15):
+            graph = chain(steps)
+            await runtime.ainvoke(graph, {})
+            before = sends()
+            assert (await runtime.ainvoke(graph, {})).data == {"n": steps}
+            out[f"pool/{steps}"] = sends() - before
+
+def on_sync_connection():
+    with PostgresCheckpointStore(dsn, schema=schema) as store:
+        runtime = GraphRuntime(store, clock=VirtualClock(), seed=0)
+        for _ in range(2):
+            runtime.invoke(chain(15))
+        for steps in (5, 15):
+            graph = chain(steps)
+            runtime.invoke(graph)
+            before = sends()
+            assert runtime.invoke(graph).data == {"n": steps}
+            out[f"sync/{steps}"] = sends() - before
+
+asyncio.run(on_pool())
+on_sync_connection()
+with open(path, "w") as f:
+    json.dump(out, f)
+"""
+
+
+def test_a_durable_step_is_one_round_trip_claim_check_included(
+    postgres_dsn: str, pg_schema: str, tmp_path: object
+) -> None:
+    out = os.path.join(str(tmp_path), "sent.json")
+    env = {**os.environ, "PSYCOPG_IMPL": "python"}
+    done = subprocess.run([sys.executable, "-c", _COUNTER, postgres_dsn, pg_schema, out],
+                          env=env, capture_output=True, text=True, timeout=300)
+    if "libpq" in done.stderr and "not found" in done.stderr:  # pragma: no cover
+        pytest.skip("psycopg's Python binding needs the libpq library: " + done.stderr[-200:])
+    assert done.returncode == 0, done.stderr
+    with open(out) as f:
+        sent = json.load(f)
+    for path in ("pool", "sync"):
+        per_step = (sent[f"{path}/15"] - sent[f"{path}/5"]) / 10
+        assert per_step == 1, (path, sent)
+        # What a run pays once: the step before the first node (its checkpoint), the read
+        # that picks a free run id, the claim (a transaction: BEGIN, three statements,
+        # COMMIT) and the release (one statement).
+        assert sent[f"{path}/5"] == 5 + 1 + 1 + 5 + 1, (path, sent)

@@ -1,0 +1,286 @@
+"""Schema version 4 of the SQLite store (issue 29): a step is one row of the ``log`` table,
+folded into the indexed tables every ``FOLD_AT`` pieces. What a user relies on: a step
+writes at most 3 WAL pages (counted, not timed), a file of schema version 3 opens and reads
+exactly as before (read-only as it is; writable after a one-transaction migration), and
+every read gives the same answers whether the pieces it reads are folded or not."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from pytest_graphflow import (
+    END,
+    START,
+    EventsCompacted,
+    Graph,
+    GraphRuntime,
+    Resume,
+    SQLiteCheckpointStore,
+    StoreFileError,
+    VirtualClock,
+    interrupt,
+)
+from pytest_graphflow._stores.sqlite._schema import SCHEMA_VERSION
+from pytest_graphflow._stores.sqlite._tail import FOLD_AT
+
+_WAL_FRAME = 24  # bytes of a WAL frame's header, before its page
+
+
+class Counter(BaseModel):
+    n: int = 0
+    m: int = 0
+    approved: bool = False
+
+
+def _chain(steps: int) -> Any:
+    g = Graph(f"chain{steps}", Counter)
+    prev = START
+    for i in range(steps):
+        g.node(f"n{i}", lambda s: {"n": s.n + 1})
+        g.edge(prev, f"n{i}")
+        prev = f"n{i}"
+    return g.edge(prev, END).compile(checkpoint_policy="every_step")
+
+
+def _approval() -> Any:
+    def ask(state: Counter) -> dict[str, Any]:
+        return {"approved": interrupt({"n": state.n}, id="approve")}
+
+    g = Graph("approval", Counter)
+    g.node("one", lambda s: {"n": s.n + 1}).node("two", lambda s: {"m": s.m + 2})
+    g.node("ask", ask, effect="human").node("done", lambda s: {"n": s.n * 10})
+    g.edge(START, "one").edge(START, "two").edge(["one", "two"], "ask").edge("ask", "done")
+    return g.edge("done", END).compile(checkpoint_policy="every_step")
+
+
+def test_a_step_of_a_plain_chain_writes_at_most_3_wal_pages(tmp_path: Path) -> None:
+    path = tmp_path / "pages.db"
+    steps = 10 * FOLD_AT
+    with SQLiteCheckpointStore(path) as store:
+        db = store._conn
+        db.execute("PRAGMA wal_autocheckpoint = 0")  # every frame stays in the -wal file
+        runtime = GraphRuntime(store, clock=VirtualClock(), seed=0)
+        graph = _chain(steps)
+        runtime.invoke(graph, thread_id="warm")  # the tables exist and have pages
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        (page_size,) = db.execute("PRAGMA page_size").fetchone()
+        assert page_size == 4096
+        before = os.path.getsize(f"{path}-wal")
+        result = runtime.invoke(graph, thread_id="measured")
+        frames = (os.path.getsize(f"{path}-wal") - max(before, 32)) // (page_size + _WAL_FRAME)
+        assert result.data["n"] == steps
+    # The run commits steps + 1 pieces (its first checkpoint, before the first node).
+    assert frames <= 3 * steps, f"{frames / steps:.2f} WAL pages per step"
+
+
+async def _events(store: SQLiteCheckpointStore, run_id: str) -> Any:
+    try:
+        return await store.events(run_id)
+    except EventsCompacted as exc:
+        kept = await store.events(run_id, exc.earliest_seq - 1)
+        return ("compacted before", exc.earliest_seq, kept)
+
+
+async def _reads(store: SQLiteCheckpointStore) -> dict[str, Any]:
+    """Everything a user can read back from a store, as plain data."""
+    out: dict[str, Any] = {"runs": await store.runs(),
+                           "checkpointed": store.checkpointed_runs(),
+                           "all": [c.model_dump() for c in await store.list()],
+                           "waiting": [w.thread_id for w in await store.waiting(any_tenant=True)]}
+    for run_id in out["checkpointed"]:
+        listed = await store.list(run_id)
+        out[run_id] = {
+            "list": [c.model_dump() for c in listed],
+            "latest": (await store.latest(run_id)).model_dump(),  # type: ignore[union-attr]
+            "by_id": [(await store.get(c.id)).model_dump() for c in listed],  # type: ignore
+            "events": await _events(store, run_id),
+            "after_5": await store.events(run_id, after_seq=5),
+            "record": await store.run(run_id),
+            "page": [c.id for c in await store.list(run_id, limit=3,
+                                                    before=listed[max(len(listed) - 2, 0)].id)],
+            "nodes": {node: getattr(await store.load(run_id, node), "id", None)
+                      for node in ("one", "two", "ask", "n3")},
+            "thread": [c.id for c in await store.list(thread_id=listed[0].thread_id)],
+            "artifacts": await store.artifacts(run_id),
+        }
+    return out
+
+
+def _workload(path: Path) -> tuple[str, str]:
+    """A store file with a finished chain, a run paused at an interrupt after a parallel
+    batch, an artifact and compacted events; the paused run's id and thread."""
+    with SQLiteCheckpointStore(path) as store:
+        runtime = GraphRuntime(store, clock=VirtualClock(), seed=3)
+        chain = runtime.invoke(_chain(2 * FOLD_AT + 3), thread_id="chain")
+        paused = runtime.invoke(_approval(), thread_id="asks")
+        assert paused.status == "interrupted"
+        anyio.run(store.put_artifact, chain.run_id, "notes.txt", "kept")
+        anyio.run(store.compact_events, chain.run_id, 4)
+        runtime.invoke(_chain(5), thread_id="short")  # pieces left in the log
+        return paused.run_id, paused.thread_id
+
+
+def _as_version_3(path: Path) -> None:
+    """Rewrite a store file in the layout schema version 3 wrote: every checkpoint and event
+    in the indexed tables, no ``log`` table."""
+    with SQLiteCheckpointStore(path) as store:
+        store.vacuum()  # folds the log into the tables and empties it
+    db = sqlite3.connect(path)
+    try:
+        db.executescript("""
+            BEGIN;
+            DROP TABLE log;
+            DELETE FROM meta WHERE key = 'log_folded';
+            UPDATE meta SET value = '3' WHERE key = 'schema_version';
+            COMMIT;
+        """)
+    finally:
+        db.close()
+
+
+def _bytes(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(path.parent.iterdir())
+            if p.name.startswith(path.name)}
+
+
+def test_a_version_3_file_reads_the_same_and_migrates_to_version_4(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    paused_run, thread = _workload(path)
+    with SQLiteCheckpointStore(path, readonly=True) as reader:
+        expected = anyio.run(_reads, reader)  # read with the log not folded yet
+    assert expected[paused_run]["nodes"]["ask"] is not None
+    assert expected["waiting"] == [thread]
+    _as_version_3(path)
+    before = _bytes(path)
+    with SQLiteCheckpointStore(path, readonly=True) as reader:
+        assert anyio.run(_reads, reader) == expected
+    assert _bytes(path) == before  # a read-only open of a version-3 file changes nothing
+    with SQLiteCheckpointStore(path) as store:
+        assert anyio.run(_reads, store) == expected
+        version = store._conn.execute(
+            "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        assert version == (str(SCHEMA_VERSION),)
+        assert store._conn.execute("SELECT COUNT(*) FROM log").fetchone() == (0,)
+        # and it goes on: the paused run resumes from the migrated file
+        done = GraphRuntime(store, clock=VirtualClock(), seed=4).resume(
+            paused_run, Resume(True), graph=_approval())
+        assert done.status == "completed"
+        assert done.data == {"n": 10, "m": 2, "approved": True}
+
+
+def test_reads_agree_before_and_after_the_log_is_folded(tmp_path: Path) -> None:
+    path = tmp_path / "fold.db"
+    _workload(path)
+    with SQLiteCheckpointStore(path) as store:
+        unfolded = anyio.run(_reads, store)
+        assert store._conn.execute("SELECT COUNT(*) FROM log").fetchone()[0] > 0
+        store.vacuum()
+        assert anyio.run(_reads, store) == unfolded
+
+
+@pytest.mark.anyio
+async def test_a_failed_fold_keeps_every_piece(tmp_path: Path) -> None:
+    """A commit fails while the log is full (the disk is full): nothing of it is kept, and
+    every checkpoint and event committed before reads as it did; the run that failed
+    resumes from its last checkpoint once there is space."""
+    path = tmp_path / "full.db"
+    with SQLiteCheckpointStore(path) as store:
+        runtime = GraphRuntime(store, clock=VirtualClock(), seed=0)
+        await runtime.ainvoke(_chain(FOLD_AT - 2), thread_id="t")
+        before = await _reads(store)
+        (pages,) = store._conn.execute("PRAGMA page_count").fetchone()
+        store._conn.execute(f"PRAGMA max_page_count = {pages}")
+        store._conn.execute("PRAGMA incremental_vacuum")  # no free page left to reuse
+        with pytest.raises(StoreFileError, match="full"):
+            await runtime.ainvoke(_chain(3 * FOLD_AT), thread_id="t2")
+        after = await _reads(store)
+        (run_id,) = before["checkpointed"]
+        assert after[run_id] == before[run_id]
+        failed = [r for r in after["checkpointed"] if r != run_id]
+        store._conn.execute("PRAGMA max_page_count = 1000000")
+        for run in failed:  # its committed pieces are whole: it goes on from the last one
+            done = await runtime.aresume(run, graph=_chain(3 * FOLD_AT))
+            assert done.data["n"] == 3 * FOLD_AT
+
+
+def chain_past_a_fold() -> Any:
+    """A chain whose commits go past the first fold (built again in each process)."""
+    return _chain(FOLD_AT + 4)
+
+
+def sqlite_in(directory: str) -> SQLiteCheckpointStore:
+    """The store ``check_crash_recovery`` reopens in each fresh process."""
+    return SQLiteCheckpointStore(Path(directory) / "crash.db")
+
+
+def test_a_process_killed_around_a_fold_loses_no_acknowledged_step() -> None:
+    """A real process is killed before and after the commits next to a fold (the log full,
+    the fold, the first piece after it); a fresh process reopens the file, finds every
+    checkpoint whose commit returned, and ends where the crash-free run ends."""
+    from pytest_graphflow.invariants import check_crash_recovery
+
+    found = check_crash_recovery(chain_past_a_fold, {}, store_factory=sqlite_in,
+                                 points=[FOLD_AT - 1, FOLD_AT, FOLD_AT + 1],
+                                 phases=("before", "after"))
+    assert found == []
+
+
+class _FoldBetweenReads:
+    """A connection that lets another store fold the log right after its first read of the
+    indexed ``checkpoints`` table (the moment a read of both tables is most exposed)."""
+
+    def __init__(self, db: sqlite3.Connection, fold: Any) -> None:
+        self._db, self._fold = db, fold
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        cursor = self._db.execute(sql, *args)
+        if self._fold is not None and ("FROM checkpoints" in sql or "FROM events" in sql):
+            rows = cursor.fetchall()
+            fold, self._fold = self._fold, None
+            fold()
+            return _Rows(rows)
+        return cursor
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+
+class _Rows:
+    def __init__(self, rows: list[Any]) -> None:
+        self.rows = rows
+
+    def fetchall(self) -> list[Any]:
+        return self.rows
+
+    def fetchone(self) -> Any:
+        return self.rows[0] if self.rows else None
+
+
+@pytest.mark.anyio
+async def test_a_read_sees_one_moment_while_another_store_folds_the_log(tmp_path: Path) -> None:
+    """Another store folds the log between a read's two queries (the indexed table, then the
+    log): the read still sees every checkpoint, once."""
+    path = tmp_path / "race.db"
+    with SQLiteCheckpointStore(path) as writer, SQLiteCheckpointStore(path) as reader:
+
+        def fold() -> None:
+            with writer._folded():
+                pass
+
+        for seed, read in enumerate((reader.list, reader.latest, reader.events)):
+            run = await GraphRuntime(writer, clock=VirtualClock(), seed=seed).ainvoke(_chain(5))
+            expected = await read(run.run_id)  # type: ignore[operator]
+            assert writer._conn.execute("SELECT COUNT(*) FROM log").fetchone()[0] > 0
+            plain = reader._conn
+            reader._db = _FoldBetweenReads(plain, fold)  # type: ignore[assignment]
+            try:
+                assert await read(run.run_id) == expected  # type: ignore[operator]
+            finally:
+                reader._db = plain
