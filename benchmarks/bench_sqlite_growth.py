@@ -23,8 +23,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from pytest_graphflow import END, START, Graph, GraphRuntime
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
+from pytest_graphflow import END, START, Graph, GraphRuntime, SQLiteCheckpointStore
 
 
 class S(BaseModel):

@@ -23,8 +23,7 @@ from typing import Any
 
 from chains import gf_chain, lg_chain
 
-from pytest_graphflow import GraphRuntime
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
+from pytest_graphflow import GraphRuntime, SQLiteCheckpointStore
 
 
 def timed(fn: Any) -> tuple[float, float]:

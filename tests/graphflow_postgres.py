@@ -104,7 +104,7 @@ def pg_schema(postgres_dsn: str) -> Iterator[str]:
 def make_pg_store(postgres_dsn: str, pg_schema: str) -> Iterator[Callable[..., object]]:
     """Open PostgreSQL stores on this test's schema: ``make_pg_store(claim_ttl=5)``; every
     store opened is closed when the test ends."""
-    from pytest_graphflow._stores.postgres._store import PostgresCheckpointStore
+    from pytest_graphflow import PostgresCheckpointStore
 
     opened: list[PostgresCheckpointStore] = []
 

@@ -213,8 +213,14 @@ def test_time_travel_numbers_its_events_after_the_whole_log() -> None:
     import anyio
     from pydantic import BaseModel
 
-    from pytest_graphflow import END, START, Graph, GraphRuntime, VirtualClock
-    from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
+    from pytest_graphflow import (
+        END,
+        START,
+        Graph,
+        GraphRuntime,
+        SQLiteCheckpointStore,
+        VirtualClock,
+    )
 
     class N(BaseModel):
         n: int = 0

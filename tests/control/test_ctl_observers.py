@@ -10,8 +10,10 @@ from pydantic import BaseModel
 from pytest_graphflow import (
     END,
     START,
+    FaultyStore,
     Graph,
     GraphRuntime,
+    InMemoryCheckpointStore,
     InvalidArgument,
     Resume,
     RunLeg,
@@ -19,8 +21,6 @@ from pytest_graphflow import (
     VirtualClock,
     interrupt,
 )
-from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores.faults._store import FaultyStore
 
 
 class S(BaseModel):

@@ -16,7 +16,7 @@ def test_sync_fixtures_build_one_deterministic_runtime(graph_project: pytest.Pyt
         from pytest_graphflow import (
             DEFAULT_START, InMemoryCheckpointStore, StoreFault, VirtualClock,
         )
-        from pytest_graphflow._stores.faults._store import FaultyStore
+        from pytest_graphflow import FaultyStore
         from gf_graphs import fan, sleepy
 
         def test_parts_fit_together(graph_runtime, graph_seed, virtual_clock, checkpoint_store,

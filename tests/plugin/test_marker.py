@@ -12,7 +12,7 @@ def test_marker_arguments_reach_the_fixtures(graph_project: pytest.Pytester, run
         from datetime import UTC, datetime
 
         import pytest
-        from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
+        from pytest_graphflow import SQLiteCheckpointStore
         from gf_graphs import fan
 
         @pytest.mark.graphflow(seed=7)

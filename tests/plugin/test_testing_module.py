@@ -15,17 +15,17 @@ from pytest_graphflow import (
     END,
     START,
     CompiledGraph,
+    FaultyStore,
     Graph,
     InMemoryCheckpointStore,
     InvalidArgument,
     Reducer,
     Resume,
+    SQLiteCheckpointStore,
     StoreFault,
     VirtualClock,
     interrupt,
 )
-from pytest_graphflow._stores.faults._store import FaultyStore
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 from pytest_graphflow.testing import (
     GraphRuntimeFactory,
     RecordingRuntime,

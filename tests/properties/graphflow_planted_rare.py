@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from pytest_graphflow import InMemoryCheckpointStore
 from pytest_graphflow._graph._node import Resume
 from pytest_graphflow._records._checkpoint import Checkpoint
-from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 
 __all__ = ["OverwriteKeepsItsPlace", "answers_indexed_by_id"]
 

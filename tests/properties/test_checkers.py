@@ -20,6 +20,7 @@ from pytest_graphflow import (
     END,
     START,
     Expand,
+    FaultyStore,
     Graph,
     GraphRuntime,
     InMemoryCheckpointStore,
@@ -28,7 +29,6 @@ from pytest_graphflow import (
     VirtualClock,
     interrupt,
 )
-from pytest_graphflow._stores.faults._store import FaultyStore
 from pytest_graphflow.invariants import (
     Mark,
     Violation,

@@ -18,12 +18,14 @@ from graphflow_planted_stores import PLANTED
 from hypothesis import Phase, settings
 
 from graphflow_postgres import empty_schema
+from pytest_graphflow import (
+    FaultyStore,
+    InMemoryCheckpointStore,
+    PostgresCheckpointStore,
+    SQLiteCheckpointStore,
+)
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores._claims import checked_patch
-from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores.faults._store import FaultyStore
-from pytest_graphflow._stores.postgres._store import PostgresCheckpointStore
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 from pytest_graphflow._time._clock import VirtualClock
 from pytest_graphflow.conformance import (
     StoreConformance,
@@ -190,21 +192,21 @@ class ForkReusesSourceRun(InMemoryCheckpointStore):
         pytest.param(
             LatestIgnoresSaveOrder,
             r"LatestIgnoresSaveOrder\.latest\('run-a'\) broke the store contract: latest = the "
-            r"latest timestamp; of equal timestamps, the one saved last\.\nexpected cp-002, got "
-            r"'cp-001'",
+            r"latest timestamp; of equal timestamps, the one saved last\.\nexpected cp-9998, got "
+            r"'cp-9999'",
             ["save_new", "save_new"],  # the second beside the first: a tie
             id="a-latest-ignores-save-order",
         ),
         pytest.param(
             GetReturnsStoredObject,
-            r"GetReturnsStoredObject\.get\('cp-001'\) broke the store contract: get returns "
+            r"GetReturnsStoredObject\.get\('cp-9999'\) broke the store contract: get returns "
             r"copies: mutating a checkpoint it returned changes nothing in the store",
             ["save_new"],
             id="b-get-returns-stored-object",
         ),
         pytest.param(
             ForkReusesSourceRun,
-            r"ForkReusesSourceRun\.fork\('cp-001'\) broke the store contract: fork returns a "
+            r"ForkReusesSourceRun\.fork\('cp-9999'\) broke the store contract: fork returns a "
             r"fresh run id\.\nit returned 'run-a', a run the store already holds",
             ["save_new", "fork"],
             id="c-fork-reuses-source-run",
@@ -334,7 +336,7 @@ def run_settings(base: settings) -> settings:
 
 
 def calls_listed(message: str) -> list[str]:
-    """The store calls a conformance report lists (``  1. save(<cp-001 ...>)``)."""
+    """The store calls a conformance report lists (``  1. save(<cp-9999 ...>)``)."""
     return [line.split(". ", 1)[1] for line in message.splitlines()
             if line.startswith("  ") and ". " in line and line.strip()[0].isdigit()]
 

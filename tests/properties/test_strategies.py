@@ -13,6 +13,8 @@ from pydantic import BaseModel
 from pytest_graphflow import (
     END,
     START,
+    FaultPlan,
+    FaultyStore,
     Graph,
     GraphRuntime,
     InMemoryCheckpointStore,
@@ -20,8 +22,6 @@ from pytest_graphflow import (
     VirtualClock,
 )
 from pytest_graphflow._properties._hypothesis_entry import _hypothesis_setup_hook
-from pytest_graphflow._stores._plan import FaultPlan
-from pytest_graphflow._stores.faults._store import FaultyStore
 from pytest_graphflow.errors import InvalidArgument
 from pytest_graphflow.strategies import (
     GraphSpec,

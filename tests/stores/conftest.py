@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
+from pytest_graphflow import InMemoryCheckpointStore, SQLiteCheckpointStore
 from pytest_graphflow._records._checkpoint import Checkpoint
-from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -36,7 +36,7 @@ from pytest_graphflow import (
     ThreadBusy,
     VirtualClock,
 )
-from pytest_graphflow._stores._protocol import DeletingStore
+from pytest_graphflow.stores import DeletingStore
 
 pytestmark = pytest.mark.anyio
 T0 = datetime(2025, 1, 1, tzinfo=UTC)

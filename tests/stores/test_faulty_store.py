@@ -14,12 +14,16 @@ from typing import Any
 import anyio
 import pytest
 
+from pytest_graphflow import (
+    CheckpointStore,
+    FaultPlan,
+    FaultyStore,
+    InMemoryCheckpointStore,
+    StoreCall,
+)
 from pytest_graphflow._records._checkpoint import Checkpoint
-from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores._plan import FaultPlan
-from pytest_graphflow._stores._protocol import CheckpointStore
 from pytest_graphflow._stores.faults import _calls as _faulty_calls
-from pytest_graphflow._stores.faults._store import Fault, FaultyStore, StoreCall
+from pytest_graphflow._stores.faults._store import Fault
 from pytest_graphflow._time._clock import VirtualClock
 from pytest_graphflow.errors import (
     CheckpointNotFound,

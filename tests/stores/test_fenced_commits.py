@@ -11,13 +11,17 @@ from typing import Any
 
 import pytest
 
-from pytest_graphflow import FaultyStore, SimulatedCrash, StoreFault
+from pytest_graphflow import (
+    FaultyStore,
+    InMemoryCheckpointStore,
+    SimulatedCrash,
+    SQLiteCheckpointStore,
+    StoreFault,
+)
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._records._json import DumpedEvents
-from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores._protocol import ClaimingStore
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 from pytest_graphflow.errors import InvalidArgument, StaleClaim
+from pytest_graphflow.stores import ClaimingStore
 
 Store = InMemoryCheckpointStore | SQLiteCheckpointStore
 MakeCheckpoint = Callable[..., Checkpoint]

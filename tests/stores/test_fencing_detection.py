@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_graphflow import FaultyStore, InMemoryCheckpointStore
 from pytest_graphflow._records._checkpoint import Checkpoint
-from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores._protocol import checks_fencing
-from pytest_graphflow._stores.faults._store import FaultyStore
 from pytest_graphflow._time._clock import VirtualClock
+from pytest_graphflow.stores import checks_fencing
 
 
 class Forwarding:

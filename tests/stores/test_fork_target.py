@@ -6,9 +6,13 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_graphflow import Checkpoint, FaultyStore, ForkTargetExists
-from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
+from pytest_graphflow import (
+    Checkpoint,
+    FaultyStore,
+    ForkTargetExists,
+    InMemoryCheckpointStore,
+    SQLiteCheckpointStore,
+)
 
 MakeCheckpoint = Callable[..., Checkpoint]
 Store = InMemoryCheckpointStore | SQLiteCheckpointStore

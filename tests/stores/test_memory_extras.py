@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
+from pytest_graphflow import InMemoryCheckpointStore, SQLiteCheckpointStore
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._records._events import NodeEnd, NodeStart, parse_event
-from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 from pytest_graphflow.errors import EventsCompacted, InvalidArgument, StaleClaim, ThreadBusy
 
 Store = InMemoryCheckpointStore | SQLiteCheckpointStore

@@ -15,10 +15,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from pytest_graphflow import Worker
+from pytest_graphflow import PostgresCheckpointStore, Worker
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores.postgres import _schema as _pgschema
-from pytest_graphflow._stores.postgres._store import PostgresCheckpointStore
 from pytest_graphflow.errors import InvalidArgument, StaleClaim, UnsupportedFormat
 
 MakeCheckpoint = Callable[..., Checkpoint]
@@ -60,7 +59,7 @@ _RACER = """
 import json, sys
 from datetime import UTC, datetime
 import anyio
-from pytest_graphflow._stores.postgres._store import PostgresCheckpointStore
+from pytest_graphflow import PostgresCheckpointStore
 from pytest_graphflow.errors import ThreadBusy
 
 dsn, schema, me, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])

@@ -20,13 +20,18 @@ from pathlib import Path
 import anyio
 import pytest
 
-from pytest_graphflow import GraphRuntime, StoreFileError, UnsupportedFormat, VirtualClock
+from pytest_graphflow import (
+    GraphRuntime,
+    SQLiteCheckpointStore,
+    StoreFileError,
+    UnsupportedFormat,
+    VirtualClock,
+)
 from pytest_graphflow._cli._main import main
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores.sqlite import _file as _sqlite_file
 from pytest_graphflow._stores.sqlite import _rows as _sqlite_rows
 from pytest_graphflow._stores.sqlite._schema import APPLICATION_ID, SCHEMA_VERSION
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -202,7 +207,7 @@ _READER = """
 import anyio, json, sys
 from pytest_graphflow._stores.sqlite import _file as _sqlite_file
 from pytest_graphflow._stores.sqlite import _rows as _sqlite_rows
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
+from pytest_graphflow import SQLiteCheckpointStore
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow import StoreFileError
 
@@ -282,7 +287,7 @@ _KILLED_WRITER = """
 import anyio, sys
 from datetime import UTC, datetime
 from pytest_graphflow._records._checkpoint import Checkpoint
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
+from pytest_graphflow import SQLiteCheckpointStore
 
 async def fill(store):
     for n, visited in ((1, ("a",)), (2, ("a", "b"))):

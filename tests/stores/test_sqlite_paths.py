@@ -14,12 +14,20 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from pytest_graphflow import END, START, Graph, GraphRuntime, Resume, VirtualClock, interrupt
+from pytest_graphflow import (
+    END,
+    START,
+    Graph,
+    GraphRuntime,
+    InMemoryCheckpointStore,
+    Resume,
+    SQLiteCheckpointStore,
+    VirtualClock,
+    interrupt,
+)
 from pytest_graphflow._records._checkpoint import Checkpoint
-from pytest_graphflow._stores._memory import InMemoryCheckpointStore
 from pytest_graphflow._stores.sqlite import _rows as _sqlite_rows
 from pytest_graphflow._stores.sqlite._rows import SPAN
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 
 
 @pytest.fixture(autouse=True, params=["store sizes", "tiny segments"])

@@ -14,12 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_graphflow import CheckpointStore, InMemoryCheckpointStore, SQLiteCheckpointStore
 from pytest_graphflow._records._checkpoint import FORMAT_VERSION, Checkpoint, TaskOutput, TaskRecord
 from pytest_graphflow._records._events import Interrupt
 from pytest_graphflow._records._ids import derived_hex
-from pytest_graphflow._stores._memory import InMemoryCheckpointStore
-from pytest_graphflow._stores._protocol import CheckpointStore
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 from pytest_graphflow.errors import (
     CheckpointNotFound,
     EventsCompacted,

@@ -63,7 +63,8 @@ class SaysNoPages(InMemoryCheckpointStore):
 
 def test_the_built_in_stores_declare_their_features(tmp_path: Any) -> None:
     both = {"claims": True, "fencing": True, "commit": True, "history_pages": True,
-            "artifacts": True, "prune": True, "delete_thread": True, "waiting": True}
+            "artifacts": True, "prune": True, "delete_thread": True, "waiting": True,
+            "tenants": True}
     assert features_of(InMemoryCheckpointStore()) == StoreFeatures(**both, fields_save=True)
     sqlite = SQLiteCheckpointStore(str(tmp_path / "s.db"))
     assert features_of(sqlite) == StoreFeatures(**both, events=True, run_records=True,

@@ -16,6 +16,7 @@ import pytest
 
 from graphflow_test_time import T0
 from graphflow_test_time import at as _at
+from pytest_graphflow import SQLiteCheckpointStore
 from pytest_graphflow._cli._main import main
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._records._events import (
@@ -29,7 +30,6 @@ from pytest_graphflow._records._events import (
     RunEnd,
     RunStart,
 )
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 
 MODULE = "graphflow_cli_sample_graphs"
 

@@ -19,8 +19,8 @@ from urllib.parse import quote
 
 import pytest
 
+from pytest_graphflow import SQLiteCheckpointStore
 from pytest_graphflow._cli._main import main
-from pytest_graphflow._stores.sqlite._store import SQLiteCheckpointStore
 
 HTML_TESTS = Path(__file__).parents[1] / "html"
 SECRET = "hunter2-not-shown"

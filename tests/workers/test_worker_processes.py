@@ -17,7 +17,7 @@ from pathlib import Path
 
 import anyio
 
-from pytest_graphflow._stores.postgres._store import PostgresCheckpointStore
+from pytest_graphflow import PostgresCheckpointStore
 
 HERE = Path(__file__).parent
 GRAPHFLOW = Path(sys.executable).parent / "graphflow"

@@ -29,8 +29,12 @@ class Expirer(LegHost, Protocol):
 _PAGE = 200
 
 
-async def list_waiting(rt: LegHost, **kwargs: Any) -> list[Waiting]:
-    """``rt.store.waiting(**kwargs)``, or an error naming the fix for a store without it.
+async def list_waiting(rt: LegHost, *, tenant_id: str | None, limit: int | None,
+                       after: str | None, any_tenant: bool = False) -> list[Waiting]:
+    """One page of the runs waiting for answers (``tenant_id``'s, or ``any_tenant``'s), in
+    thread-id order: the store's ``waiting``, or an error naming the fix for a store without
+    it. A store without ``tenants`` lists every tenant's runs; the runtime then keeps the
+    caller's and pages them itself.
 
     Raises:
         GraphExecutionError: the store cannot list waiting runs.
@@ -41,8 +45,14 @@ async def list_waiting(rt: LegHost, **kwargs: Any) -> list[Waiting]:
             "(its features say waiting=False: it has no waiting()); use "
             "InMemoryCheckpointStore, SQLiteCheckpointStore or PostgresCheckpointStore")
     store: Any = rt.store
-    found: list[Waiting] = await store.waiting(**kwargs)
-    return found
+    if rt.store_features.tenants:
+        found: list[Waiting] = await store.waiting(tenant_id=tenant_id, limit=limit,
+                                                   after=after, any_tenant=any_tenant)
+        return found
+    rows: list[Waiting] = await store.waiting()
+    mine = sorted((row for row in rows if (any_tenant or row.tenant_id == tenant_id)
+                   and (after is None or row.thread_id > after)), key=lambda r: r.thread_id)
+    return mine if limit is None else mine[:limit]
 
 
 def _graph_table(graphs: Iterable[CompiledGraph] | Mapping[str, CompiledGraph] | None

@@ -21,12 +21,12 @@ from .._graph._node import Resume
 from .._records._checkpoint import Checkpoint
 from .._records._checks import check_id, check_optional_id
 from .._records._events import EventBase, Interrupt
-from .._stores._claims import store_claim_ttl
+from .._stores._claims import artifact_bytes, store_claim_ttl
 from .._stores._default import default_store
 from .._stores._deletion import DeletedThread
 from .._stores._features import StoreFeatures, check_store, features_of
 from .._stores._protocol import CheckpointStore
-from .._stores._waiting import Waiting
+from .._stores._waiting import Waiting, check_waiting
 from .._time._clock import Clock, RealClock
 from .._time._hooks import install_hooks
 from .._time._loops import in_running_loop, run_sync_owned
@@ -38,6 +38,7 @@ from ..errors import (
 )
 from ._deadline_ops import expire_due, list_waiting
 from ._delete import delete_thread
+from ._fork import fork_checkpoint
 from ._host import KEPT_RECORDS, RunBook, RunIds
 from ._legs import Legs, check_recoverable
 from ._options import RunOptions, check_budget, check_constructor, check_graph, run_options
@@ -424,6 +425,53 @@ class GraphRuntime:
         return self._run_sync(self.aupdate_state, run_or_thread_id, values, as_node=as_node,
                               graph=graph)
 
+    async def afork(
+        self,
+        checkpoint_id: str,
+        patch_state: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        graph: CompiledGraph | None = None,
+        tenant_id: str | None = _DEFAULT,
+    ) -> str:
+        """Copy a checkpoint into a new run on a new thread, with ``patch_state`` replacing
+        keys of its state; return the new run id (resume it by that id).
+
+        The arguments are checked here, for every store, before the store is asked to
+        write: each key of ``patch_state`` must be a state key of the checkpoint's graph
+        (``graph``, or one this runtime knows) and each value must fit its type; without a
+        known graph, a key of the checkpoint's state and a value of the kind it holds.
+
+        Args:
+            checkpoint_id: the checkpoint to copy.
+            patch_state: state keys to values, applied after copying.
+            thread_id: the new thread (default: a fresh id); it must not exist yet.
+            graph: the checkpoint's graph, to check ``patch_state`` against its schema.
+            tenant_id: the caller's tenant (default: the runtime's ``tenant_id``).
+
+        Raises:
+            InvalidArgument: a bad id, or a patch that does not fit; nothing is written.
+            CheckpointNotFound: the store has no such checkpoint.
+            TenantMismatch: the checkpoint's run belongs to another tenant.
+            ForkTargetExists: ``thread_id`` names a thread the store holds.
+        """
+        tenant = self.tenant_id if tenant_id is _DEFAULT else tenant_id
+        return await fork_checkpoint(self._legs, checkpoint_id, patch_state, thread_id, graph,
+                                     tenant)
+
+    def fork(
+        self,
+        checkpoint_id: str,
+        patch_state: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        graph: CompiledGraph | None = None,
+        tenant_id: str | None = _DEFAULT,
+    ) -> str:
+        """Synchronous :meth:`afork`."""
+        return self._run_sync(self.afork, checkpoint_id, patch_state, thread_id=thread_id,
+                              graph=graph, tenant_id=tenant_id)
+
     async def attach(self, run_id: str, name: str, data: bytes | str,
                      media_type: str = "application/octet-stream", *,
                      tenant_id: str | None = _DEFAULT) -> None:
@@ -437,12 +485,13 @@ class GraphRuntime:
             TenantMismatch: the run belongs to another tenant (nothing is written).
             GraphExecutionError: the store keeps no artifacts.
         """
+        content = artifact_bytes(run_id, name, data, media_type, where="attach")
         await self._check_tenant(run_id, tenant_id, "attach")
         if not self._features.artifacts:
             raise GraphExecutionError(f"the store {type(self.store).__name__} keeps no "
                                       "artifacts (its features say artifacts=False)")
         await self.store.put_artifact(  # type: ignore[attr-defined]
-            run_id, name, data, media_type)
+            run_id, name, content, media_type)
 
     async def artifacts(self, run_id: str, *, tenant_id: str | None = _DEFAULT
                         ) -> list[dict[str, Any]]:
@@ -591,6 +640,7 @@ class GraphRuntime:
             InvalidArgument: a bad ``limit``, ``tenant_id`` or ``after``.
         """
         tenant = self.tenant_id if tenant_id is _DEFAULT else tenant_id
+        check_waiting("GraphRuntime", tenant, limit, after, False)
         return await list_waiting(self, tenant_id=tenant, limit=limit, after=after)
 
     async def aexpire_due(

@@ -25,7 +25,7 @@ from .._records._checkpoint import FORMAT_VERSION, Checkpoint
 from ..errors import GraphflowError
 from ._merge import validate_state
 
-__all__ = ["GraphContract", "Incompatibility", "upgrade_problems"]
+__all__ = ["GraphContract", "Incompatibility", "state_adapters", "upgrade_problems"]
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,8 @@ class GraphContract:
 
 
 @functools.lru_cache(maxsize=256)
-def _adapters(model: type[BaseModel]) -> dict[str, TypeAdapter[Any]]:
+def state_adapters(model: type[BaseModel]) -> dict[str, TypeAdapter[Any]]:
+    """A validator of each state key's type (its annotation and constraints), by key."""
     out: dict[str, TypeAdapter[Any]] = {}
     for key, info in model.model_fields.items():
         annotation: Any = info.annotation
@@ -123,7 +124,7 @@ def _state_problems(cp: Checkpoint, graph: CompiledGraph,
                 f"state key {key!r} was removed: checkpoint {cp.id} holds a value for it "
                 f"({_short(cp.state[key])}) that a resume would drop; keep the key (it may "
                 "become unused) until no paused run holds it"))
-    adapters = _adapters(graph.state_model)
+    adapters = state_adapters(graph.state_model)
     for key, info in fields.items():
         if key not in cp.state:
             if info.is_required():

@@ -45,6 +45,7 @@ __all__ = [
     "current_or_stale",
     "events_compacted",
     "fence_token",
+    "fork_patch",
     "fork_target_exists",
     "from_micros",
     "lineage_free",
@@ -419,33 +420,34 @@ def normalise_run_record(record: object) -> dict[str, Any]:
     return data
 
 
-def artifact_bytes(run_id: str, name: str, data: object, media_type: object) -> bytes:
+def artifact_bytes(run_id: str, name: str, data: object, media_type: object, *,
+                   where: str = "put_artifact") -> bytes:
     """An artifact's content as bytes (``str`` is encoded as UTF-8), its ids checked as every
-    id is (:func:`check_id`).
+    id is (:func:`check_id`); ``where`` names the call in errors.
 
     Raises:
         InvalidArgument: for a bad run id, name, content or media type.
     """
-    check_id(run_id, "run_id", "put_artifact")
+    check_id(run_id, "run_id", where)
     if not isinstance(name, str) or not name:
-        raise InvalidArgument(f"put_artifact({run_id!r}, name={name!r}): name must be a "
+        raise InvalidArgument(f"{where}({run_id!r}, name={name!r}): name must be a "
                               "non-empty str")
     if not isinstance(media_type, str) or not media_type:
-        raise InvalidArgument(f"put_artifact({run_id!r}, {name!r}, media_type={media_type!r}): "
+        raise InvalidArgument(f"{where}({run_id!r}, {name!r}, media_type={media_type!r}): "
                               "media_type must be a non-empty str")
-    check_id(name, "name", "put_artifact")
-    check_id(media_type, "media_type", "put_artifact")
+    check_id(name, "name", where)
+    check_id(media_type, "media_type", where)
     if isinstance(data, str):
         try:
             return data.encode()
         except UnicodeEncodeError as exc:
             raise InvalidArgument(
-                f"put_artifact({run_id!r}, {name!r}): the text contains a lone surrogate "
+                f"{where}({run_id!r}, {name!r}): the text contains a lone surrogate "
                 f"({data[exc.start]!a} at index {exc.start}) and has no UTF-8 form; pass "
                 "bytes, or text without lone surrogates") from None
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
-    raise InvalidArgument(f"put_artifact({run_id!r}, {name!r}): data must be bytes or str, "
+    raise InvalidArgument(f"{where}({run_id!r}, {name!r}): data must be bytes or str, "
                           f"got {type(data).__name__}")
 
 
@@ -482,10 +484,34 @@ def _kind(value: Any) -> str:
     return kinds.get(type(value), type(value).__name__)
 
 
+def fork_patch(checkpoint_id: str, patch: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A fork's ``patch_state`` in the JSON form a store writes, applied after cloning.
+
+    Whether the patch fits the state is not a store's question: ``GraphRuntime.afork``
+    checks it against the graph's state schema before any store sees the call.
+
+    Raises:
+        InvalidArgument: a key that is not a str, or a value with no JSON form.
+    """
+    out: dict[str, Any] = {}
+    for key, value in (patch or {}).items():
+        if not isinstance(key, str):
+            raise InvalidArgument(f"fork({checkpoint_id!r}, patch_state=...): key {key!r} is "
+                                  "not a str; state keys are str")
+        try:
+            out[key] = to_json_value(value)
+        except NotJSONError as exc:
+            raise InvalidArgument(f"fork({checkpoint_id!r}, patch_state=...): the value of "
+                                  f"{key!r} is not JSON: {exc}; pass a value with a JSON "
+                                  "form") from None
+    return out
+
+
 def checked_patch(
     checkpoint_id: str, state: Mapping[str, Any], patch: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """A fork's ``patch_state`` in JSON form, checked against the source state.
+    """A fork's ``patch_state`` in JSON form, checked against the source state (what
+    ``GraphRuntime.afork`` checks when it knows no graph of the checkpoint).
 
     Each key must be a key of ``state``; its value a JSON value of the kind the key holds
     (``None`` where it holds ``None``, anything JSON where it holds ``None``).
@@ -504,7 +530,8 @@ def checked_patch(
             new = to_json_value(value)
         except NotJSONError as exc:
             raise InvalidArgument(f"fork({checkpoint_id!r}, patch_state=...): the value of "
-                                  f"{key!r} is not JSON: {exc}") from None
+                                  f"{key!r} is not JSON: {exc}; pass a value with a JSON "
+                                  "form") from None
         old = state[key]
         if old is not None and new is not None and _kind(old) != _kind(new):
             raise InvalidArgument(

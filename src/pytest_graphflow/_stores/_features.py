@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -39,8 +40,13 @@ class StoreFeatures:
         prune: ``prune(run_id, keep_last)`` drops a run's oldest checkpoints.
         delete_thread: ``delete_thread`` removes a whole thread (:class:`DeletingStore`).
         queue: ``enqueue``/``take_job``/``finish_job`` keep a queue of runs for workers.
-        waiting: ``waiting(*, tenant_id=, limit=, after=, any_tenant=)`` lists the runs
-            waiting for answers (``GraphRuntime.waiting``, ``expire_due``).
+        waiting: ``waiting(*, limit=, after=)`` lists the runs waiting for answers
+            (``GraphRuntime.waiting``, ``expire_due``).
+        tenants: the store keeps tenants apart itself: ``waiting`` takes ``tenant_id=`` and
+            ``any_tenant=`` and ``delete_thread`` takes ``tenant_id=`` (refusing another
+            tenant's thread in its own transaction). Without it the runtime calls them
+            without tenants and keeps tenants apart itself: it filters ``waiting``'s rows
+            by tenant and pages them, and checks a thread's tenant before deleting it.
         clock_binding: ``bind_clock(clock)`` takes the runtime's clock.
         call_log: ``call_count`` and ``calls_since(start)`` log the calls made to the store
             (traces show them).
@@ -63,6 +69,7 @@ class StoreFeatures:
     delete_thread: bool = False
     queue: bool = False
     waiting: bool = False
+    tenants: bool = False
     clock_binding: bool = False
     call_log: bool = False
     fields_save: bool = False
@@ -91,6 +98,17 @@ def _has(store: Any, *names: str) -> bool:
     return all(callable(getattr(store, name, None)) for name in names)
 
 
+def _takes_tenants(store: Any) -> bool:
+    """Whether the store's ``waiting`` and ``delete_thread`` (those it has) take
+    ``tenant_id=``, as a store written before :class:`StoreFeatures` shows it keeps tenants."""
+    found = [getattr(store, name) for name in ("waiting", "delete_thread") if _has(store, name)]
+    try:
+        return bool(found) and all(
+            "tenant_id" in inspect.signature(method).parameters for method in found)
+    except (TypeError, ValueError):  # pragma: no cover - a callable without a signature
+        return False
+
+
 def derived_features(store: Any) -> StoreFeatures:
     """The features of a store that declares none, from the methods it has (a store written
     before :class:`StoreFeatures` keeps working). ``fields_save`` and ``visited_snapshots``
@@ -110,6 +128,7 @@ def derived_features(store: Any) -> StoreFeatures:
         delete_thread=_has(store, "delete_thread"),
         queue=_has(store, "enqueue", "take_job", "finish_job"),
         waiting=_has(store, "waiting"),
+        tenants=_takes_tenants(store),
         clock_binding=_has(store, "bind_clock"),
         call_log=_has(store, "calls_since"),
     )

@@ -120,7 +120,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
 
     features = StoreFeatures(claims=True, fencing=True, commit=True, history_pages=True,
                              artifacts=True, prune=True, delete_thread=True, waiting=True,
-                             fields_save=True)
+                             tenants=True, fields_save=True)
     """Claims with fencing, commits, paged history, artifacts, prune, thread deletion, waiting
     runs and the runtime's fast save (:meth:`adopt_fields`); no durable events."""
 
@@ -357,7 +357,9 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
             CheckpointNotFound: when ``checkpoint_id`` does not exist.
             ForkTargetExists: when ``thread_id`` is given and the store holds a checkpoint of
                 it (a fork only ever creates a new thread); nothing was changed.
-            InvalidArgument: a bad id or ``patch_state``; nothing was changed.
+            InvalidArgument: a bad id, or a ``patch_state`` with no JSON form (it is applied
+                as given: ``GraphRuntime.afork`` checks it against the graph's state schema);
+                nothing was changed.
         """
         check_fork(checkpoint_id, patch_state, thread_id)
         found = self._by_id.get(checkpoint_id)
@@ -386,7 +388,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
                 raise ForkTargetExists(f"no free run id for a fork of {checkpoint_id!r}")
         state = dict(source.state)
         if patch_state:
-            state.update(rules.checked_patch(checkpoint_id, source.state, patch_state))
+            state.update(rules.fork_patch(checkpoint_id, patch_state))
         forked = source.clone(
             id=cid, run_id=run_id, thread_id=thread_id or f"thread-{token}",
             parent_id=source.id, state=state,

@@ -34,6 +34,8 @@ from .._engine._runtime import GraphRuntime
 from .._graph._builder import CompiledGraph
 from .._graph._node import Resume
 from .._records._checkpoint import Checkpoint
+from .._stores._claims import store_claim_ttl
+from .._stores._features import features_of
 from .._time._clock import Clock, RealClock
 from ..errors import InvalidArgument, ThreadBusy
 
@@ -116,8 +118,9 @@ class Worker:
         deadline_interval: float = 1.0,
         **runtime_options: Any,
     ) -> None:
-        self.queue = callable(getattr(store, "take_job", None))
-        if not self.queue and not callable(getattr(store, "waiting", None)):
+        features = features_of(store)
+        self.queue = features.queue
+        if not self.queue and not features.waiting:
             raise InvalidArgument(f"Worker(store={store!r}): the store has no run queue and "
                                   "cannot list waiting runs; use a PostgresCheckpointStore "
                                   "(or a SQLiteCheckpointStore, to fire deadlines)")
@@ -145,7 +148,7 @@ class Worker:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.poll_interval = poll_interval
         self.clock: Clock = clock if clock is not None else RealClock()
-        runtime_options.setdefault("claim_ttl", getattr(store, "claim_ttl", 30.0))
+        runtime_options.setdefault("claim_ttl", store_claim_ttl(store))
         self.runtime = GraphRuntime(store, clock=self.clock, **runtime_options)
         self.stats = WorkerStats()
         self._stopping = False
@@ -172,7 +175,7 @@ class Worker:
                 waits for answers); jobs held by other workers or dead workers' claims, and
                 jobs waiting to be tried again, are waited for.
         """
-        hold = float(getattr(self.store, "claim_ttl", 30.0))
+        hold = store_claim_ttl(self.store)
         served = sorted(self.graphs)
         while not self._stopping:
             if max_jobs is not None and self.stats.runs >= max_jobs:

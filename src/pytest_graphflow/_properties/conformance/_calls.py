@@ -39,7 +39,7 @@ def _arg(value: Any) -> str:
 
 
 class CallLog:
-    """The store calls of one example, in order, as short text (``save(<cp-001 ...>)``)."""
+    """The store calls of one example, in order, as short text (``save(<cp-9999 ...>)``)."""
 
     def __init__(self) -> None:
         self.calls: list[str] = []

@@ -18,7 +18,7 @@ from ..._records._json import jcopy
 from ..._stores._protocol import CheckpointStore
 from ...errors import CheckpointNotFound
 from ._calls import CallLog, ThreadLoop
-from ._draws import BASE_TIME, LATEST_RULE, _dump, _mutate
+from ._draws import BASE_TIME, LATEST_RULE, _dump, _mutate, shape
 
 __all__ = ["ConformanceChecks"]
 
@@ -37,6 +37,7 @@ class ConformanceChecks:
     thread_of_run: dict[str, str]
     _seq: int
     _next_id: int
+    _built: int = 0
 
     # ------------------------------------------------------------------ helpers
     # Each rule runs all its store calls and checks in one coroutine on the machine's loop:
@@ -81,9 +82,12 @@ class ConformanceChecks:
         return [cid for cid, cp in self.model.items() if cp.run_id == run_id]
 
     def _fresh_id(self) -> str:
+        # Fresh ids count down (cp-9999, cp-9998, ...): ids that sorted in save order would
+        # hide a store breaking ties by id instead of save order until an overwrite or a
+        # fork reordered them; counting down, two saves that tie show it.
         while True:
             self._next_id += 1
-            cid = f"cp-{self._next_id:03d}"
+            cid = f"cp-{10_000 - self._next_id:04d}"
             if cid not in self.model:
                 return cid
 
@@ -132,10 +136,22 @@ class ConformanceChecks:
         got = await self.api.latest(run_id)
         self._expect_latest(f"latest({run_id!r})", self._ids_of_run(run_id), got, LATEST_RULE)
 
+    async def _check_load(self, run_id: str, node_id: str) -> None:
+        got = await self.api.load(run_id, node_id)
+        ids = [cid for cid in self._ids_of_run(run_id)
+               if self.model[cid].node_id == node_id or node_id in self.model[cid].node_ids]
+        self._expect_latest(
+            f"load({run_id!r}, {node_id!r})", ids, got,
+            "load(run, node) is the latest of the run's checkpoints whose node_id or node_ids "
+            f"name the node ({LATEST_RULE})",
+        )
+
     def _build(
         self, cid: str, run_id: str, tick: int, node_id: str | None, node_ids: list[str],
-        step: int, state: dict[str, Any], extras: dict[str, Any] | None = None,
+        step: int, state: dict[str, Any],
     ) -> Checkpoint:
+        self._built += 1
+        extras = shape(self._built - 1)
         cp = Checkpoint(
             id=cid, run_id=run_id, thread_id=self.thread_of_run[run_id], graph_id="conformance",
             revision="rev-1", node_id=node_id, node_ids=list(node_ids), step=step,
@@ -166,8 +182,13 @@ class ConformanceChecks:
             f"get({cp.id!r})", "get returns copies: mutating a checkpoint it returned changes "
             "nothing in the store", cp.id, await self.api.get(cp.id),
         )
-        # Every save can change its run's latest (and, for an overwrite, the old run's).
+        # Every save can change its run's latest (and, for an overwrite, the old run's), and
+        # what load(run, node) finds for a node only its node_ids name.
         await self._check_latest(cp.run_id)
+        saved = self.model[cp.id]  # ``cp`` itself was mutated above
+        for node in saved.node_ids:
+            if node != saved.node_id:
+                await self._check_load(saved.run_id, node)
         if old is not None and old.run_id != cp.run_id:
             await self._check_latest(old.run_id)
 

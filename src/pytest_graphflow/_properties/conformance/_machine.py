@@ -37,7 +37,6 @@ from ._draws import (
     THREAD_OF_RUN,
     TICKS,
     _dump,
-    _extras,
     _mutate,
     _node_ids,
     _states,
@@ -200,35 +199,34 @@ class StoreConformance(RareShapes, RuleBasedStateMachine):
     @rule(
         target=checkpoints, run_id=st.sampled_from(RUNS), tick=st.integers(0, TICKS - 1),
         node_id=st.none() | st.sampled_from(NODES), node_ids=_node_ids,
-        step=st.integers(0, 3), state=_states, extras=_extras, beside=BESIDE,
+        step=st.integers(0, 3), state=_states, beside=BESIDE,
     )
     def save_new(
         self, run_id: str, tick: int, node_id: str | None, node_ids: list[str], step: int,
-        state: dict[str, Any], extras: dict[str, Any], beside: int | None = None,
+        state: dict[str, Any], beside: int | None = None,
     ) -> str:
-        """Save a checkpoint under a new id (every field drawn: see ``_extras``); with
+        """Save a checkpoint under a new id (its other fields set by ``shape``); with
         ``beside``, in the run and at the timestamp of a checkpoint held (a tie only save
         order breaks)."""
         run_id, tick = self._beside(beside) or (run_id, tick)
-        cp = self._build(self._fresh_id(), run_id, tick, node_id, node_ids, step, state,
-                         extras)
+        cp = self._build(self._fresh_id(), run_id, tick, node_id, node_ids, step, state)
         self._run(self._save, cp, "new")
         return cp.id
 
     @rule(
         cid=checkpoints, run_id=st.sampled_from(RUNS), tick=st.integers(0, TICKS - 1),
         node_id=st.none() | st.sampled_from(NODES), node_ids=_node_ids,
-        step=st.integers(0, 3), state=_states, extras=_extras, in_place=IN_PLACE,
+        step=st.integers(0, 3), state=_states, in_place=IN_PLACE,
     )
     def overwrite(
         self, cid: str, run_id: str, tick: int, node_id: str | None, node_ids: list[str],
-        step: int, state: dict[str, Any], extras: dict[str, Any], in_place: bool = False,
+        step: int, state: dict[str, Any], in_place: bool = False,
     ) -> None:
         """Save again under an id that exists (or existed): it replaces the old checkpoint;
         ``in_place`` keeps its run and timestamp, so it now wins every tie it is in."""
         place = self._in_place(cid) if in_place else None
         run_id, tick = place or (run_id, tick)
-        cp = self._build(cid, run_id, tick, node_id, node_ids, step, state, extras)
+        cp = self._build(cid, run_id, tick, node_id, node_ids, step, state)
         self._run(self._overwrite, cp, place is not None)
 
     async def _overwrite(self, cp: Checkpoint, in_place: bool) -> None:
@@ -262,14 +260,7 @@ class StoreConformance(RareShapes, RuleBasedStateMachine):
             self._expect_latest(f"load({run_id!r})", self._ids_of_run(run_id), got,
                                 f"load without node_id is latest: {LATEST_RULE}")
             return
-        got = self._run(self.api.load, run_id, node_id)
-        ids = [cid for cid in self._ids_of_run(run_id)
-               if self.model[cid].node_id == node_id or node_id in self.model[cid].node_ids]
-        self._expect_latest(
-            f"load({run_id!r}, {node_id!r})", ids, got,
-            "load(run, node) is the latest of the run's checkpoints whose node_id or node_ids "
-            f"name the node ({LATEST_RULE})",
-        )
+        self._run(self._check_load, run_id, node_id)
 
     @precondition(_has_checkpoints)
     @rule(run_id=runs, scope=st.sampled_from(["run", "thread", "run+thread", "all", "other"]))

@@ -104,8 +104,8 @@ class Recording:
 async def _consume(runtime: GraphRuntime, make: Any, graph: CompiledGraph | None) -> Recording:
     rec = Recording(graph=graph)
     original = runtime.store
-    calls = getattr(original, "calls", None)
-    first_call = len(calls) if isinstance(calls, list) else None
+    logged: Any = original if runtime.store_features.call_log else None
+    first_call = None if logged is None else logged.call_count
     runtime.store = RecordingStore(original, rec.timeline)
     try:
         stream: RunStream = make()
@@ -120,7 +120,7 @@ async def _consume(runtime: GraphRuntime, make: Any, graph: CompiledGraph | None
     finally:
         runtime.store = original
     if first_call is not None:
-        rec.store_log = list(getattr(original, "calls", []))[first_call:]
+        rec.store_log = logged.calls_since(first_call)
     return rec
 
 

@@ -128,7 +128,7 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
 
     features = StoreFeatures(claims=True, fencing=True, commit=True, events=True,
                              run_records=True, history_pages=True, artifacts=True, prune=True,
-                             delete_thread=True, queue=True, waiting=True)
+                             delete_thread=True, queue=True, waiting=True, tenants=True)
     """Durable: claims with fencing, atomic commits of events and run records, paged history,
     artifacts, prune, thread deletion, waiting runs and the workers' queue."""
 
@@ -366,12 +366,14 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
 
         The new ids derive from ``checkpoint_id`` exactly as in the other stores; concurrent
         forks of one checkpoint (from any process) get distinct runs. ``thread_id`` names the
-        new thread (default: a fresh one); it must not exist yet.
+        new thread (default: a fresh one); it must not exist yet. ``patch_state`` is applied
+        after cloning, as given (``GraphRuntime.afork`` checks it against the graph's state
+        schema first).
 
         Raises:
             CheckpointNotFound: when ``checkpoint_id`` does not exist.
-            InvalidArgument: ``patch_state`` names a key the checkpoint's state does not have,
-                or gives a key a value of another kind; nothing is written.
+            InvalidArgument: a bad id, or a ``patch_state`` with no JSON form; nothing is
+                written.
             ForkTargetExists: when ``thread_id`` is given and the store holds a checkpoint of
                 it (a fork only ever creates a new thread); nothing was changed.
         """
@@ -384,7 +386,7 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
                 raise CheckpointNotFound(
                     f"cannot fork checkpoint {checkpoint_id!r}: the store has no such checkpoint"
                 )
-            patch = rules.checked_patch(checkpoint_id, source.state, patch_state or {})
+            patch = rules.fork_patch(checkpoint_id, patch_state)
             target = thread_id
             if target is not None:
                 await cur.execute(_ADVISORY, _lock_key("thread", target))

@@ -123,7 +123,8 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
 
     features = StoreFeatures(claims=True, fencing=True, commit=True, events=True,
                              run_records=True, history_pages=True, artifacts=True, prune=True,
-                             delete_thread=True, waiting=True, visited_snapshots=True)
+                             delete_thread=True, waiting=True, tenants=True,
+                             visited_snapshots=True)
     """Durable: claims with fencing, atomic commits of events and run records, paged history,
     artifacts, prune, thread deletion and waiting runs. The runtime may hand this class (not
     a subclass, which may read ``visited``: only the class itself declares features) its
@@ -452,12 +453,13 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         """Clone a checkpoint into a new run and thread; return the new run id.
 
         The new ids derive from ``checkpoint_id`` exactly as in the in-memory store.
-        ``patch_state`` may only change keys the checkpoint's state has, each to a JSON value
-        of the kind it holds (or ``None``); the new run's graph validates the rest on resume.
+        ``patch_state`` is applied after cloning, as given (``GraphRuntime.afork`` checks it
+        against the graph's state schema first).
 
         Raises:
             CheckpointNotFound: when ``checkpoint_id`` does not exist.
-            InvalidArgument: a bad ``patch_state``. Nothing is written.
+            InvalidArgument: a bad id, or a ``patch_state`` with no JSON form. Nothing is
+                written.
             ForkTargetExists: when ``thread_id`` is given and the store holds a checkpoint of
                 it (a fork only ever creates a new thread); nothing was changed.
         """
@@ -470,7 +472,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
                 )
             state = dict(source.state)
             if patch_state:
-                state.update(rules.checked_patch(checkpoint_id, source.state, patch_state))
+                state.update(rules.fork_patch(checkpoint_id, patch_state))
             if thread_id is not None and db.execute(
                     "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1",
                     (thread_id,)).fetchone() is not None:
