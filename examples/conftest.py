@@ -7,6 +7,6 @@ import importlib.util
 import os
 
 collect_ignore = (
-    ["test_langgraph_agent.py"]
+    ["test_langgraph_agent.py", "test_langgraph_booking.py"]
     if importlib.util.find_spec("langgraph") is None and not os.environ.get("CI") else []
 )

@@ -376,6 +376,11 @@ class LangGraphHarness:
             return await anyio.to_thread.run_sync(self.state)
         return await anyio.to_thread.run_sync(lambda: self.state(subgraphs=subgraphs))
 
+    async def apending_interrupts(self) -> list[Interrupt]:
+        """:meth:`pending_interrupts` from async code (read on a worker thread, as an
+        ``AsyncSqliteSaver`` or ``AsyncPostgresSaver`` opened in the caller's loop needs)."""
+        return await anyio.to_thread.run_sync(self.pending_interrupts)
+
     # ------------------------------------------------------------------ one leg
 
     def _check_saver_loop(self) -> None:
