@@ -498,13 +498,18 @@ def fork_patch(checkpoint_id: str, patch: Mapping[str, Any] | None) -> dict[str,
         if not isinstance(key, str):
             raise InvalidArgument(f"fork({checkpoint_id!r}, patch_state=...): key {key!r} is "
                                   "not a str; state keys are str")
-        try:
-            out[key] = to_json_value(value)
-        except NotJSONError as exc:
-            raise InvalidArgument(f"fork({checkpoint_id!r}, patch_state=...): the value of "
-                                  f"{key!r} is not JSON: {exc}; pass a value with a JSON "
-                                  "form") from None
+        out[key] = _patch_value(checkpoint_id, key, value)
     return out
+
+
+def _patch_value(checkpoint_id: str, key: str, value: Any) -> Any:
+    """One ``patch_state`` value in JSON form, or ``InvalidArgument`` naming the key."""
+    try:
+        return to_json_value(value)
+    except NotJSONError as exc:
+        raise InvalidArgument(f"fork({checkpoint_id!r}, patch_state=...): the value of "
+                              f"{key!r} is not JSON: {exc}; pass a value with a JSON "
+                              "form") from None
 
 
 def checked_patch(
@@ -526,12 +531,7 @@ def checked_patch(
                 f"fork({checkpoint_id!r}, patch_state=...): key {key!r} is not a state key of "
                 f"the checkpoint; its keys are {sorted(state)}"
             )
-        try:
-            new = to_json_value(value)
-        except NotJSONError as exc:
-            raise InvalidArgument(f"fork({checkpoint_id!r}, patch_state=...): the value of "
-                                  f"{key!r} is not JSON: {exc}; pass a value with a JSON "
-                                  "form") from None
+        new = _patch_value(checkpoint_id, key, value)
         old = state[key]
         if old is not None and new is not None and _kind(old) != _kind(new):
             raise InvalidArgument(
