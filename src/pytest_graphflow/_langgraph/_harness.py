@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast, overload
 
@@ -29,7 +30,15 @@ from .._time._rng import ScheduleRng
 from ..errors import Cancelled, InvalidArgument, NotSuspended, ResumeError
 from ._convert import jsonable
 from ._ids import ID_SOURCE, IdSource, install_id_hooks
-from ._loop import LEG, LegContext, SeededLoop, TaskStart, ensure_time_hooks, install_loop_hooks
+from ._loop import (
+    LEG,
+    LegContext,
+    SeededLoop,
+    TaskStart,
+    ensure_time_hooks,
+    install_loop_hooks,
+    run_leg,
+)
 from ._order import install_order_hooks, stable_order
 from ._record import LegRecorder
 from ._saver import FaultySaver, SaverOp
@@ -146,7 +155,7 @@ class LangGraphHarness:
         stable_order(self.graph if isinstance(graph, StateGraph) else graph)
         # The harness's graph updates state with owned ids too (h.graph.update_state(...)).
         self._update_state = self.graph.update_state
-        self.graph.update_state = self._owned_update
+        self.graph.update_state = _owned_update_of(self)
         self.seed = seed
         self.clock = clock if clock is not None else VirtualClock()
         self.saver.bind_clock(self.clock)
@@ -445,9 +454,8 @@ class LangGraphHarness:
         outcome: dict[str, Any] = {}
         driver = _wallclock.activate()
         try:
-            with asyncio.Runner(loop_factory=lambda: SeededLoop(self.clock, rng)) as runner:
-                runner.run(self._main(input, recorder, ids, started, writes, resumed_from,
-                                      outcome, cancel_after))
+            run_leg(self.clock, rng, lambda: self._main(
+                input, recorder, ids, started, writes, resumed_from, outcome, cancel_after))
         except BaseException as exc:
             record.error = exc
             raise
@@ -612,6 +620,25 @@ class LangGraphHarness:
             return Breakpoint(when="after", nodes=ran)
         stopped = [n for n in order if n in waiting and n in before] or sorted(set(waiting))
         return Breakpoint(when="before", nodes=stopped)
+
+
+def _owned_update_of(harness: LangGraphHarness) -> Callable[..., Any]:
+    """``h.graph.update_state``: the harness's :meth:`LangGraphHarness._owned_update`,
+    holding the harness weakly (the graph is the harness's: a strong reference back would
+    keep both, its saver and its events, alive until the cycle collector runs)."""
+    ref = weakref.ref(harness)
+    graph = weakref.ref(harness.graph)
+
+    def update_state(config: Any, values: Any, as_node: str | None = None,
+                     task_id: str | None = None) -> Any:
+        owner = ref()
+        if owner is not None:
+            return owner._owned_update(config, values, as_node, task_id)
+        target: Any = graph()
+        return type(target).update_state(target, config, values, as_node=as_node,
+                                         task_id=task_id)
+
+    return update_state
 
 
 class _GraphView:

@@ -36,15 +36,17 @@ clock and the task's owned stream; anywhere else it calls ``uuid_utils``.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._time._clock import VirtualClock
 from .._time._entropy import ENTROPY, TaskEntropy, install_entropy_hooks
+from .._time._loops import _cancel_leftovers, _close_asyncgens, _Holder
 from .._time._rng import ScheduleRng
 from .._time._sched import NODE_SLEEPER, install_sleep_hooks
 from .._time._vloop import VirtualEventLoop
@@ -52,7 +54,7 @@ from ._attempts import AttemptLog, Attempts
 from ._ids import ID_NAMESPACE
 from ._sync import SyncWorkers, park
 
-__all__ = ["LEG", "LegContext", "SeededLoop", "TaskStart", "install_loop_hooks"]
+__all__ = ["LEG", "LegContext", "SeededLoop", "TaskStart", "install_loop_hooks", "run_leg"]
 
 
 @dataclass(frozen=True)
@@ -124,12 +126,14 @@ class SeededLoop(VirtualEventLoop):
             if self._gates and not self._ready and timeout != 0:  # type: ignore[attr-defined]
                 self._open_one()
                 return []
-            if self._cut is not None and timeout != 0 and (
-                    timeout is None or clock.elapsed_ns + round(timeout * 1e9) > self._cut[0]):
+            cut = self._cut
+            if cut is not None and timeout != 0 and (
+                    timeout is None
+                    or self._vclock.elapsed_ns + round(timeout * 1e9) > cut[0]):
                 # idle, and the next wake-up (if any) is past the cut: time stops there
-                at, action = self._cut
+                at, action = cut
                 self._cut = None
-                clock.advance_to_ns(max(at, clock.elapsed_ns))
+                self._vclock.advance_to_ns(max(at, self._vclock.elapsed_ns))
                 action()
                 return []
             return idle_select(timeout)
@@ -137,6 +141,22 @@ class SeededLoop(VirtualEventLoop):
         self._selector.select = select  # type: ignore[attr-defined]
         self._workers = SyncWorkers(self, self.gate,
                                     getattr(asyncio.sleep, "__wrapped__", asyncio.sleep))
+
+    def begin(self, clock: VirtualClock, rng: ScheduleRng) -> None:
+        """Point the loop at a new leg's clock and seeded order (a thread's loop is reused
+        from leg to leg; nothing of the last leg is left on it)."""
+        self._vclock = clock
+        self._rng = rng
+        self._gates.clear()
+        self._gate_count = 0
+        self._cut = None
+
+    def end(self) -> None:
+        """Forget the leg: stop the sync nodes still parked at a sleep (their threads go
+        back to the pool) and drop what refers to the leg's objects."""
+        self._workers.close()
+        self._gates.clear()
+        self._cut = None
 
     def cut_at(self, elapsed_ns: int, action: Callable[[], object]) -> None:
         """Call ``action`` once virtual time would move past ``elapsed_ns`` (every task
@@ -190,6 +210,61 @@ class SeededLoop(VirtualEventLoop):
         """Stop the sync nodes still sleeping and the worker threads, then close."""
         self._workers.close()
         super().close()
+
+
+_local = threading.local()
+"""``holder``: the calling thread's :class:`SeededLoop` (a ``_Holder`` that closes it when
+the thread's storage goes, at interpreter exit, or when a leg is interrupted)."""
+
+
+def run_leg(clock: VirtualClock, rng: ScheduleRng,
+            main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run one harness leg, ``main()``, to its end on the calling thread's seeded loop.
+
+    The loop is made once per thread and pointed at each leg's clock and seeded order
+    (making an event loop, its selector and wake-up pipe, cost about as much as a small
+    graph's run). As ``asyncio.run`` would, the leg runs in a copy of the caller's context,
+    and when it returns the tasks it left behind are cancelled and awaited, its unfinished
+    async generators (LangGraph's streams) are closed and its sync nodes still parked at a
+    sleep are stopped, so nothing of one leg runs during the next.
+
+    Raises:
+        SyncCallInEventLoop: called from a running event loop (await ``atrace`` instead).
+    """
+    if asyncio._get_running_loop() is not None:
+        from ..errors import SyncCallInEventLoop
+
+        raise SyncCallInEventLoop(
+            "LangGraphHarness.trace()/resume() runs the graph on an event loop of its own, "
+            "but it was called inside a running event loop (an async test or node?): "
+            "await h.atrace(...)/h.aresume(...) instead")
+    holder: _Holder | None = getattr(_local, "holder", None)
+    if holder is None or holder.loop.is_closed():
+        holder = _local.holder = _Holder(SeededLoop(clock, rng))
+    loop = holder.loop
+    assert isinstance(loop, SeededLoop)
+    loop.begin(clock, rng)
+    task = loop.create_task(main())
+    try:
+        loop.run_task(task)
+    except BaseException:
+        try:
+            if not task.done():  # interrupted (KeyboardInterrupt): give the loop up
+                _local.holder = None
+                holder.finalizer()
+        except (KeyboardInterrupt, SystemExit):
+            pass  # the same interruption, out of the tasks again as the loop cancels them
+        finally:
+            if task.done() and not task.cancelled():
+                task.exception()  # raised to the caller: not "never retrieved" as well
+        raise
+    finally:
+        if not loop.is_closed():
+            try:
+                _cancel_leftovers(loop, task)
+                _close_asyncgens(loop)
+            finally:
+                loop.end()
 
 
 def install_loop_hooks() -> None:
