@@ -145,7 +145,7 @@ class LangGraphHarness:
             # test's threads cannot leak into another's. Pass saver= to use one on purpose.
             inner = saver if saver is not None else InMemorySaver()
             self.saver = inner if isinstance(inner, FaultySaver) else FaultySaver(inner)
-            self.graph = graph.copy(update={"checkpointer": self.saver})
+            self.graph = _with_saver(graph, self.saver)
         else:
             raise InvalidArgument(
                 f"LangGraphHarness(graph={graph!r}): pass a compiled LangGraph graph "
@@ -171,7 +171,7 @@ class LangGraphHarness:
         self.interrupt_before = _breakpoints(self.graph, "interrupt_before", interrupt_before)
         self.interrupt_after = _breakpoints(self.graph, "interrupt_after", interrupt_after)
         self.context = context
-        self.revision = _revision(self.graph)
+        self.revision = _revision(self.graph, None if isinstance(graph, StateGraph) else graph)
         self.events = EventLog()
         self.start_steps: list[tuple[int, TaskStart]] = []
         self.generated_ids: list[str] = []
@@ -557,7 +557,7 @@ class LangGraphHarness:
     def _reader(self) -> Any:
         """The graph over the inner saver (reads are not logged), made once."""
         if self._reader_graph is None:
-            self._reader_graph = self.graph.copy(update={"checkpointer": self.saver.inner})
+            self._reader_graph = _with_saver(self.graph, self.saver.inner)
         return self._reader_graph
 
     def _returned(self, config: Any, streamed: Any) -> Any:
@@ -687,8 +687,34 @@ def _breakpoints(graph: Any, name: str, value: Sequence[str] | str | None
     return list(value)
 
 
-def _revision(graph: Any) -> str:
-    """A stable hash of the graph's structure (nodes, channels, edges)."""
+def _with_saver(graph: Any, saver: BaseCheckpointSaver[Any]) -> Any:
+    """``graph.copy(update={"checkpointer": saver})`` without validating again the graph
+    LangGraph validated when it was compiled: the copy shares the node and channel tables,
+    as ``copy`` has it share them."""
+    copy = object.__new__(type(graph))
+    copy.__dict__.update(graph.__dict__)
+    copy.__dict__.pop("__orig_class__", None)
+    copy.__dict__.pop("update_state", None)  # another harness's owned update_state
+    copy.checkpointer = saver
+    return copy
+
+
+_REVISION = "_graphflow_revision"
+
+
+def _revision(graph: Any, compiled: Any = None) -> str:
+    """A stable hash of the graph's structure (nodes, channels, edges); kept on
+    ``compiled`` (the compiled graph passed, which cannot change) for the next harness."""
+    known = None if compiled is None else compiled.__dict__.get(_REVISION)
+    if known is not None:
+        return str(known)
+    revision = _structure_hash(graph)
+    if compiled is not None:
+        compiled.__dict__[_REVISION] = revision
+    return revision
+
+
+def _structure_hash(graph: Any) -> str:
     builder = getattr(graph, "builder", None)
     parts = {
         "nodes": sorted(map(str, getattr(graph, "nodes", {}))),

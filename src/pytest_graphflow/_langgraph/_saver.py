@@ -129,7 +129,11 @@ class FaultySaver(BaseCheckpointSaver[Any]):
                 f"FaultySaver(inner={inner!r}): inner must be a LangGraph BaseCheckpointSaver "
                 "(InMemorySaver(), SqliteSaver(conn), ...)"
             )
-        super().__init__(serde=inner.serde)
+        serde = inner.serde
+        if hasattr(serde, "dumps_typed") and hasattr(serde, "loads_typed"):
+            self.serde = serde  # made ready by the inner saver (no protocol check again)
+        else:
+            super().__init__(serde=serde)
         self._inner = inner
         self._clock = clock
         self._rules: list[FaultRule] = []
