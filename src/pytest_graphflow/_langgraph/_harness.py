@@ -505,12 +505,14 @@ class LangGraphHarness:
         ID_SOURCE.set(ids)
         ensure_time_hooks()
         LEG.set(LegContext(loop, self.clock, started, writes, self.saver.task_nodes,
-                           self.thread_id, recorder.began, recorder))
+                           self.thread_id, recorder.began, recorder, recorder.steps))
         _wallclock.NODE_CLOCK.set(self.clock)
         configurable = {**dict(self.config.get("configurable") or {}),
                         "thread_id": self.thread_id}
         config = {**self.config, "configurable": configurable}
-        kwargs: dict[str, Any] = {"stream_mode": ["debug", "values"], "subgraphs": True}
+        # tasks (starts and results) and values: what the events are built from; LangGraph's
+        # debug mode would build each checkpoint's payload besides, which nothing reads
+        kwargs: dict[str, Any] = {"stream_mode": ["tasks", "values"], "subgraphs": True}
         if self.durability is not None:
             kwargs["durability"] = self.durability
         if self.context is not None:

@@ -92,6 +92,9 @@ class LegContext:
     """When each node task passed its start gate (virtual time), by task id."""
     attempts: AttemptLog | None = None
     """Where retried attempts are reported."""
+    steps: dict[str, int] = field(default_factory=dict)
+    """The step of each task LangGraph reported in the leg's ``tasks`` stream, by task id
+    (that stream's items carry no step)."""
 
 
 LEG: ContextVar[LegContext | None] = ContextVar("graphflow_langgraph_leg", default=None)
@@ -349,12 +352,13 @@ _DEBUG_TASKS = "map_debug_tasks"  # what LangGraph's loop maps a step's tasks to
 
 
 def _skip_restored_tasks() -> None:
-    """Leave out of a harness leg's debug stream the tasks that will not run.
+    """Leave out of a harness leg's ``tasks`` stream the tasks that will not run, and note
+    the step of those reported (``LegContext.steps``).
 
     On resume LangGraph restores the writes of a step's finished tasks from the saved pending
     writes (and marks a task that failed into an ``error_handler`` as failed) before it
     reports the step's tasks; its runner then runs only the tasks with no writes. The
-    restored ones got a ``task`` debug event with no ``task_result``: a ``node_start`` for a
+    restored ones got a ``task`` item with no result: a ``node_start`` for a
     task that never ran, which broke C2 (issue 24.6). Outside a harness leg the name calls
     LangGraph's own function unchanged.
     """
@@ -365,9 +369,16 @@ def _skip_restored_tasks() -> None:
         return
 
     def map_debug_tasks(tasks: Any) -> Any:
-        if LEG.get() is None:
+        leg = LEG.get()
+        if leg is None:
             return original(tasks)
-        return original([t for t in tasks if not getattr(t, "writes", None)])
+        running = [t for t in tasks if not getattr(t, "writes", None)]
+        for task in running:
+            metadata = (getattr(task, "config", None) or {}).get("metadata") or {}
+            step = metadata.get("langgraph_step")
+            if isinstance(step, int):
+                leg.steps[str(task.id)] = step
+        return original(running)
 
     map_debug_tasks.__wrapped__ = original  # type: ignore[attr-defined]
     setattr(pregel_loop, _DEBUG_TASKS, map_debug_tasks)

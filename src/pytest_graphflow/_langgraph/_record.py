@@ -1,6 +1,6 @@
 """Maps what a LangGraph run reports to our events (SPEC §3).
 
-Sources: LangGraph's ``debug`` stream (``task`` → ``node_start``; ``task_result`` →
+Sources: LangGraph's ``tasks`` stream (a task → ``node_start``; a task's result →
 ``node_end``, ``interrupt`` or ``error``), its ``values`` stream (the state after each step,
 pending interrupts), the :class:`FaultySaver` (a ``put`` that returned →
 ``checkpoint_saved``) and each task's own writes (→ the edges it took). ``edge_transition``
@@ -57,13 +57,16 @@ class LegRecorder:
         child_seq: where each subgraph namespace's own ``seq`` goes on (updated).
         began: when each node task passed its start gate, by task id (filled by the
             harness's node-task wrapper; read for a task LangGraph reports no start of).
+        steps: the step of each task the ``tasks`` stream reports, by task id (filled as
+            LangGraph reports them; that stream's items carry no step).
     """
 
     def __init__(self, clock: VirtualClock, run_id: str, first_seq: int,
                  known: dict[str, Interrupt], task_nodes: dict[str, str],
                  writes: dict[str, list[tuple[str, Any]]],
                  child_seq: dict[str, int] | None = None,
-                 began: dict[str, Any] | None = None) -> None:
+                 began: dict[str, Any] | None = None,
+                 steps: dict[str, int] | None = None) -> None:
         self.clock = clock
         self.run_id = run_id
         self.events: list[EventBase] = []
@@ -84,6 +87,7 @@ class LegRecorder:
         self._children: dict[str, LegRecorder] = {}  # by checkpoint namespace
         self._forwarded: dict[str, int] = {}  # how many of a child's events are logged
         self.began = {} if began is None else began
+        self.steps = {} if steps is None else steps
         self._reported: set[str] = set()  # tasks with a result (end, interrupt or error)
         self._attempt: dict[str, int] = {}  # a retried task's attempt, by task id
 
@@ -109,7 +113,7 @@ class LegRecorder:
     # ---------------------------------------------------------------- stream chunks
 
     def chunk(self, mode: str, chunk: Any, namespace: tuple[str, ...] = ()) -> None:
-        """One item of ``astream(stream_mode=["debug", "values"], subgraphs=True)``, from
+        """One item of ``astream(stream_mode=["tasks", "values"], subgraphs=True)``, from
         the graph itself (``namespace`` empty) or a subgraph."""
         if namespace:
             self.flush()  # the parent's tasks started before their children's
@@ -119,18 +123,18 @@ class LegRecorder:
         if mode == "values":
             self.values = strip_interrupts(chunk)
             return
-        kind, payload = chunk.get("type"), chunk.get("payload") or {}
-        step = chunk.get("step")
-        if kind == "task":
-            if isinstance(step, int):
+        if mode != "tasks" or not isinstance(chunk, dict):
+            return
+        if "result" not in chunk:  # a task starts (LangGraph tells them apart so)
+            step = self.steps.get(str(chunk.get("id")))
+            if step is not None:
                 self._edges_before(step)
                 self.step = step
-            self._starts.append((payload, self.clock.now()))
-            self.task_nodes[str(payload.get("id"))] = str(payload.get("name"))
+            self._starts.append((chunk, self.clock.now()))
+            self.task_nodes[str(chunk.get("id"))] = str(chunk.get("name"))
             return
         self.flush()
-        if kind == "task_result":
-            self._result(payload)
+        self._result(chunk)
 
     def flush(self) -> None:
         """Yield the buffered ``node_start`` events of a step (sorted by node, task id, so
@@ -252,7 +256,8 @@ class LegRecorder:
         child = self._children.get(key)
         if child is None:
             child = LegRecorder(self.clock, self.run_id, self._child_seq.get(key, 0), {},
-                                self.task_nodes, self._writes, began=self.began)
+                                self.task_nodes, self._writes, began=self.began,
+                                steps=self.steps)
             self._children[key] = child
         return child
 
