@@ -126,11 +126,16 @@ class SeededLoop(VirtualEventLoop):
         idle_select = self._selector.select  # type: ignore[attr-defined]
 
         def select(timeout: float | None = None) -> Any:
-            if self._gates and not self._ready and timeout != 0:  # type: ignore[attr-defined]
+            if timeout == 0:
+                # Callbacks are ready: run them without polling for I/O first (a syscall a
+                # turn). A graph's run has no I/O of its own on this loop; a node's own
+                # socket is polled when the loop is idle, as the gates already have it.
+                return []
+            if self._gates and not self._ready:  # type: ignore[attr-defined]
                 self._open_one()
                 return []
             cut = self._cut
-            if cut is not None and timeout != 0 and (
+            if cut is not None and (
                     timeout is None
                     or self._vclock.elapsed_ns + round(timeout * 1e9) > cut[0]):
                 # idle, and the next wake-up (if any) is past the cut: time stops there

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -102,8 +102,8 @@ class SaverOp:
         return ", ".join(parts)
 
 
-def _configurable(config: Any) -> dict[str, Any]:
-    return dict((config or {}).get("configurable") or {})
+def _configurable(config: Any) -> Mapping[str, Any]:
+    return (config or {}).get("configurable") or {}
 
 
 class FaultySaver(BaseCheckpointSaver[Any]):
@@ -312,17 +312,21 @@ class FaultySaver(BaseCheckpointSaver[Any]):
                               recover="Recover with a fresh harness over FaultySaver.inner")
             self._finish(index, "dead", dead, injected=True)
             raise dead
-        linked = [] if self._linked is None else list(self._linked.rules)
-        wait, decider = tally(rule for rule in list(self._rules) + linked
+        linked = () if self._linked is None else self._linked.rules
+        if not self._rules and not linked:
+            return index, 0.0, None  # no rule to count the call or decide it
+        wait, decider = tally(rule for rule in [*self._rules, *linked]
                               if _canon(rule.op) == info.op and rule._count((info,), {}))
         if wait:
             self._calls[index] = replace(self._calls[index], delay=wait)
         return index, wait, decider
 
     def _finish(self, index: int, outcome: Outcome, error: BaseException | None = None,
-                **more: Any) -> None:
-        self._calls[index] = replace(self._calls[index], outcome=outcome,
-                                     error=None if error is None else repr(error), **more)
+                injected: bool = False) -> None:
+        call = self._calls[index]
+        self._calls[index] = StoreCall(call.index, call.op, call.args, outcome,
+                                       None if error is None else repr(error), call.time,
+                                       call.delay, injected)
         if error is not None:
             self._raised.append(error)
 
