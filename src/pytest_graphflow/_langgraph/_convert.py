@@ -14,11 +14,21 @@ from pydantic import BaseModel
 __all__ = ["jsonable", "strip_interrupts"]
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def jsonable(value: Any) -> Any:
     """A JSON value for ``value``: pydantic models (LangChain messages) by ``model_dump``,
     ``Send``/``Command``/``Interrupt`` and other dataclasses field by field, mappings and
     sequences item by item; anything else as ``"<TypeName>"`` (never a ``repr`` with an
     address, so traces stay byte-stable)."""
+    kind = type(value)
+    if kind in _PLAIN:  # the common cases first, by exact type
+        return value
+    if kind is dict:
+        return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
+    if kind is list:
+        return [jsonable(v) for v in value]
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, BaseModel):
@@ -34,13 +44,13 @@ def jsonable(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, Enum):
         return jsonable(value.value)
-    kind = type(value).__name__
-    if kind == "Send":
+    name = kind.__name__
+    if name == "Send":
         return {"send": value.node, "arg": jsonable(value.arg)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        return {"type": kind, **fields}
-    return f"<{kind}>"
+        return {"type": name, **fields}
+    return f"<{name}>"
 
 
 def strip_interrupts(values: Any) -> dict[str, Any]:

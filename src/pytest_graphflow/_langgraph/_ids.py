@@ -28,6 +28,7 @@ checkpoint its leg started from.
 
 from __future__ import annotations
 
+import _random
 import hashlib
 import random
 import uuid
@@ -105,7 +106,7 @@ class IdSource:
             key = (f"{self._salt}:{name}" if at is None
                    else f"{self._place_salt}:{name}@{at}") + (f":{ns}" if ns else "")
             digest = hashlib.sha256(f"graphflow-langgraph:{key}".encode()).digest()
-            found = self._streams[name, ns, at] = Random(int.from_bytes(digest[:8], "big"))
+            found = self._streams[name, ns, at] = _seeded(int.from_bytes(digest[:8], "big"))
         return found
 
     @property
@@ -171,6 +172,31 @@ class IdSource:
         value = uuid.UUID(int=self.messages.getrandbits(128), version=4)
         self.generated.append(str(value))
         return value
+
+
+def _seeded_in_c(seed: int) -> Random:
+    """``Random(seed)``, seeded by the C generator directly: the same state, without the
+    Python layers of ``Random.__init__``/``seed`` (and the entropy hooks' ``seed``), which
+    cost more than the seeding itself."""
+    rng = Random.__new__(Random)
+    _random.Random.seed(rng, seed)
+    rng.gauss_next = None  # type: ignore[attr-defined]  # what Random.seed also sets
+    return rng
+
+
+def _pick_seeding() -> Any:
+    """``_seeded_in_c`` where it makes exactly ``Random(seed)``'s state (checked once), or
+    ``Random`` itself."""
+    try:
+        probe = 0x9E3779B97F4A7C15
+        if _seeded_in_c(probe).getstate() == Random(probe).getstate():
+            return _seeded_in_c
+    except Exception:  # pragma: no cover - another Random implementation
+        pass
+    return Random  # pragma: no cover
+
+
+_seeded = _pick_seeding()
 
 
 class _UuidProxy(ModuleType):

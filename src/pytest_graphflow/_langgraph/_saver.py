@@ -406,7 +406,7 @@ class FaultySaver(BaseCheckpointSaver[Any]):
                      task_id: str) -> SaverOp:
         conf = _configurable(config)
         return SaverOp("put_writes", conf.get("thread_id"), conf.get("checkpoint_id"),
-                       task_id=task_id, channels=tuple(c for c, _ in writes),
+                       task_id=task_id, channels=tuple([c for c, _ in writes]),
                        node=self.task_nodes.get(task_id),
                        checkpoint_ns=str(conf.get("checkpoint_ns") or ""))
 
