@@ -40,7 +40,7 @@ from .._protocol import Fence
 from .._waiting import WaitingPage, check_waiting, waiting_row
 from .._wire import checkpoint_json, event_row
 from ._claims import PgClaims
-from ._commit import PgCommits
+from ._commit import EVENTS, PgCommits, event_params
 from ._conn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
 from ._delete import delete_thread
 from ._queue import PgQueue
@@ -479,12 +479,11 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
         # insert below its point, but no read returns them (reads start at the point or
         # raise EventsCompacted), so the log readers see is the same either way.
         await cur.execute(
-            "INSERT INTO events (run_id, seq, type, data) SELECT %s, s, t, d FROM "
-            "unnest(%s::bigint[], %s::text[], %s::text[]) AS u(s, t, d) "
+            f"INSERT INTO events (run_id, seq, type, data) SELECT %s, s, t, d FROM {EVENTS} "
             "WHERE s >= COALESCE((SELECT earliest_seq FROM event_compactions "
             "WHERE run_id = %s), 0) "
             "ON CONFLICT (run_id, seq) DO UPDATE SET type = excluded.type, data = excluded.data",
-            (run_id, [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows], run_id),
+            (run_id, *event_params(rows), run_id),
         )
 
     async def events(self, run_id: str, after_seq: int | None = None) -> _Records:
