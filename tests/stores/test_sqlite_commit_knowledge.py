@@ -3,7 +3,8 @@ the claim's token, the thread's latest checkpoint, the log's next slot, the run'
 segment) while nothing else wrote the file. What a user relies on: another store (another
 connection, as another process would be) writing the same file in between is always seen,
 so fencing, the commit checks, the log's slots and the stored paths stay right; and a step
-of a plain chain runs fewer SQLite statements (counted, not timed)."""
+of a plain chain runs four SQLite statements, was seven and a path check (counted, not
+timed)."""
 
 from __future__ import annotations
 
@@ -113,7 +114,27 @@ async def test_a_path_another_connection_pruned_is_written_again(tmp_path: Path)
     b.close()
 
 
-async def test_a_chain_step_runs_five_sqlite_statements(tmp_path: Path) -> None:
+@pytest.mark.parametrize("folded", [False, True], ids=["in-the-log", "folded"])
+async def test_a_warm_commit_rewriting_its_latest_keeps_one_row(tmp_path: Path,
+                                                                 folded: bool) -> None:
+    store = SQLiteCheckpointStore(tmp_path / "s.db")
+    token = await store.claim("thread-a", "run-a", now=T0)
+    steps = FOLD_AT if folded else 3
+    await _steps(store, token, 0, steps)
+    if folded:  # a piece of events alone folds the log: the latest is in the indexed table
+        await store.commit("thread-a", token, run_id="run-a", events=[_ev("run-a", 100)])
+        assert store._conn.execute("SELECT 1 FROM checkpoints WHERE id = ?",
+                                   (f"run-a-cp-{steps - 1}",)).fetchone() is not None
+    latest = _cp(steps - 1).model_copy(update={"state": {"n": -1}})
+    await store.commit("thread-a", token, run_id="run-a", checkpoints=[latest])
+    await _steps(store, token, steps, steps + 2)  # goes on from the rewritten one
+    listed = await store.list("run-a")
+    assert [c.step for c in listed] == list(range(steps + 2))
+    assert listed[steps - 1].state == {"n": -1}
+    store.close()
+
+
+async def test_a_chain_step_runs_four_sqlite_statements(tmp_path: Path) -> None:
     store = SQLiteCheckpointStore(tmp_path / "s.db")
     token = await store.claim("thread-a", "run-a", now=T0)
     seen: list[str] = []
@@ -121,12 +142,15 @@ async def test_a_chain_step_runs_five_sqlite_statements(tmp_path: Path) -> None:
     db.set_trace_callback(seen.append)
     await _steps(store, token, 0, 2)  # the first commit reads what its connection knows
     seen.clear()
-    await _steps(store, token, 2, 2 + 4 * FOLD_AT)
+    steps = 4 * FOLD_AT
+    await _steps(store, token, 2, 2 + steps)
     db.set_trace_callback(None)
-    folds = sum(s.startswith("INSERT INTO checkpoints") for s in seen)
-    assert folds == 4
-    # BEGIN IMMEDIATE, PRAGMA data_version, whether the id is stored, the log row, COMMIT;
-    # a fold every FOLD_AT steps (its reads and writes; each event row traced once).
-    others = len(seen) - 5 * 4 * FOLD_AT
-    assert others <= folds * (4 + FOLD_AT), seen[:12]
+    # BEGIN IMMEDIATE, PRAGMA data_version, the log row (unless its id is stored), COMMIT
+    for start in ("BEGIN IMMEDIATE", "PRAGMA data_version", "INSERT OR REPLACE INTO log",
+                  "COMMIT"):
+        assert sum(s.startswith(start) for s in seen) == steps, start
+    # and every FOLD_AT steps a fold (three statements and the events, each traced once)
+    # and a segment of the runs' paths.
+    assert sum(s.startswith("INSERT INTO checkpoints") for s in seen) == steps // FOLD_AT
+    assert len(seen) - 4 * steps <= steps // FOLD_AT * (3 + FOLD_AT + 1), seen[:12]
     store.close()

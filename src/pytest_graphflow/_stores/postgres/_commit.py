@@ -26,7 +26,7 @@ from .._protocol import Fence
 from .._wire import dumped_row, event_row
 from ._conn import Cursor
 
-__all__ = ["EVENTS", "PgCommits", "event_params"]
+__all__ = ["EVENTS", "NODE_IDS", "PgCommits", "event_params"]
 
 _Rows = list[tuple[str, int, Any, str]]
 
@@ -38,6 +38,12 @@ EVENTS = ("unnest(string_to_array(%s, ',')::bigint[], ARRAY(SELECT t FROM "
 parameters (:func:`event_params`). As arrays, psycopg would dump each element in Python
 (and, in text form, escape every quote of every event's JSON by a regular expression with
 a Python call per match: about 120 calls a step of four events)."""
+
+
+NODE_IDS = ("ARRAY(SELECT t FROM json_array_elements_text(%s::json) WITH ORDINALITY AS "
+            "x(t, i) ORDER BY i)")
+"""A checkpoint's ``node_ids`` column from its JSON list (one text parameter, not an array
+psycopg dumps element by element)."""
 
 
 def event_params(rows: _Rows) -> tuple[str, str, str]:
@@ -97,7 +103,7 @@ def _fenced_statement(
         parts.append(
             "cp AS (INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, "
             "node_ids, step, ts_us, save_order, status, tenant_id, format_version, data) "
-            "SELECT %s, %s, %s, %s, %s, %s, %s, %s, nextval('save_order'), %s, %s, %s, %s "
+            f"SELECT %s, %s, %s, %s, %s, {NODE_IDS}, %s, %s, nextval('save_order'), %s, %s, %s, %s "
             "FROM ok ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, "
             "thread_id = excluded.thread_id, graph_id = excluded.graph_id, "
             "node_id = excluded.node_id, node_ids = excluded.node_ids, step = excluded.step, "

@@ -40,7 +40,7 @@ from .._protocol import Fence
 from .._waiting import WaitingPage, check_waiting, waiting_row
 from .._wire import checkpoint_json, event_row
 from ._claims import PgClaims
-from ._commit import EVENTS, PgCommits, event_params
+from ._commit import EVENTS, NODE_IDS, PgCommits, event_params
 from ._conn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
 from ._delete import delete_thread
 from ._queue import PgQueue
@@ -61,8 +61,8 @@ _ORDER = "ORDER BY ts_us, save_order"
 _NEWEST = "ORDER BY ts_us DESC, save_order DESC LIMIT 1"
 _UPSERT = (
     "INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, node_ids, step, ts_us, "
-    "save_order, status, tenant_id, format_version, data) VALUES (%s, %s, %s, %s, %s, %s, %s, "
-    "%s, nextval('save_order'), %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET "
+    f"save_order, status, tenant_id, format_version, data) VALUES (%s, %s, %s, %s, %s, {NODE_IDS}, "
+    "%s, %s, nextval('save_order'), %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET "
     "run_id = excluded.run_id, thread_id = excluded.thread_id, graph_id = excluded.graph_id, "
     "node_id = excluded.node_id, node_ids = excluded.node_ids, step = excluded.step, "
     "ts_us = excluded.ts_us, save_order = excluded.save_order, status = excluded.status, "
@@ -72,7 +72,8 @@ _UPSERT = (
 
 
 def _row(cp: Checkpoint) -> tuple[Any, ...]:
-    return (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, list(cp.node_ids), cp.step,
+    return (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, json.dumps(cp.node_ids),
+            cp.step,
             rules.to_micros(cp.timestamp), cp.status, cp.tenant_id, cp.format_version,
             checkpoint_json(cp, "the PostgreSQL store"))
 

@@ -8,8 +8,10 @@ nothing has written the file since, the commit knows all of it already: what it 
 updated with what it wrote. SQLite says whether anything else wrote the file: ``PRAGMA
 data_version`` changes when another connection commits and not for this connection's own
 commits. It is read inside the commit's ``BEGIN IMMEDIATE`` (which holds the file's write
-lock, so nothing can change between that read and the commit's writes); then one statement
-reads the only fact a commit cannot know ahead, whether the first checkpoint's id is stored.
+lock, so nothing can change between that read and the commit's writes). The one fact a
+commit cannot know ahead, whether its checkpoint's id is stored already, it knows for the
+log's live rows (their ids are among what it knows) and lets the log row's insert check
+for the indexed table (:data:`~._tail.put_piece`'s ``new``).
 Every other write transaction of the store (claims, renewals, deletions, plain saves,
 events recorded outside a commit) drops what it knows, and so does a commit that fails.
 """
@@ -21,16 +23,11 @@ from dataclasses import dataclass
 
 from ._tail import FOLDED
 
-__all__ = ["LIVE_ROWS", "PRELUDE", "STORED", "THREAD_TOP", "VERSION", "Known", "read_facts"]
+__all__ = ["LIVE_ROWS", "PRELUDE", "THREAD_TOP", "VERSION", "Known", "read_facts"]
 
 VERSION = "PRAGMA data_version"
 """This connection's view of the file's version (a statement of its own: as a table-valued
 function inside a ``SELECT`` it costs more than the rest of that statement)."""
-
-STORED = ("SELECT EXISTS (SELECT 1 FROM checkpoints WHERE id = ?) OR "
-          "EXISTS (SELECT 1 FROM log WHERE id = ? AND seq > ?)")
-"""Whether the id ``?1`` is stored: in the indexed table or among the log's live rows (those
-after the folded seq ``?3``)."""
 
 PRELUDE = (
     "SELECT (SELECT token FROM claims WHERE thread_id = ? AND run_id IS NOT NULL), "
@@ -53,7 +50,8 @@ class Known:
     """The file as a commit found and left it: the claim ``token`` checked on ``thread_id``,
     ``run_id``'s compaction point ``earliest``, the last seq used (``top``) and folded
     (``done``), the thread's latest checkpoint (``latest`` at ``(at, order)``: its
-    timestamp in µs and seq), all as of ``version`` (``PRAGMA data_version``)."""
+    timestamp in µs and seq) and the checkpoint ids of the log's live rows (``live``), all
+    as of ``version`` (``PRAGMA data_version``)."""
 
     version: int
     thread_id: str
@@ -65,6 +63,7 @@ class Known:
     latest: str | None
     at: int
     order: int
+    live: set[str]
 
     def holds(self, version: int, thread_id: str, token: int, run_id: str) -> bool:
         """Whether these facts are the file's now for a commit of ``run_id`` under
@@ -72,8 +71,18 @@ class Known:
         return (version == self.version and token == self.token
                 and thread_id == self.thread_id and run_id == self.run_id)
 
-    def saved(self, cid: str, ts_us: int, seq: int) -> None:
-        """A checkpoint of the thread was written as piece ``seq``."""
+    def placed(self, seq: int, done: int) -> None:
+        """A piece was written as ``seq``, the log folded up to ``done``."""
+        if done != self.done:  # folded: the log's live rows are the ones after it
+            self.live.clear()
+            self.done = done
+        self.top = seq
+
+    def saved(self, cid: str, ts_us: int, seq: int, done: int) -> None:
+        """A checkpoint of the thread was written as piece ``seq``, the log folded up to
+        ``done``."""
+        self.placed(seq, done)
+        self.live.add(cid)
         if self.latest is None or (ts_us, seq) > (self.at, self.order):
             self.latest, self.at, self.order = cid, ts_us, seq
 
@@ -85,12 +94,13 @@ def read_facts(db: sqlite3.Connection, version: int, thread_id: str, token: int,
     held, earliest, top, done, stored = db.execute(
         PRELUDE, (thread_id, run_id, first)).fetchone()
     latest, at, order = db.execute(THREAD_TOP, (thread_id,)).fetchone() or (None, 0, 0)
+    live: set[str] = set()
     for seq, cid, thread, ts_us in db.execute(LIVE_ROWS, (done,)):
         top = max(top, seq)
         if cid is not None:
-            stored = stored or cid == first
+            live.add(cid)
             if thread == thread_id and (latest is None or (ts_us, seq) > (at, order)):
                 latest, at, order = cid, ts_us, seq
     facts = Known(version, thread_id, token, run_id, earliest or 0, max(top, done), done,
-                  latest, at, order)
-    return facts, held, bool(stored)
+                  latest, at, order, live)
+    return facts, held, bool(stored) or first in live

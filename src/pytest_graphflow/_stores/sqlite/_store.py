@@ -34,7 +34,7 @@ from .._waiting import WaitingPage, check_waiting, waiting_row
 from .._wire import dumped_row, event_row, plain_run_record
 from ._claims import SQLiteClaims, raise_token_floor
 from ._file import SYNCHRONOUS, open_store
-from ._known import STORED, VERSION, read_facts
+from ._known import VERSION, read_facts
 from ._log import SQLiteLog
 from ._rows import SELECT, PathWriter, decode, encode, with_tail
 from ._schema import SCHEMA_VERSION
@@ -217,35 +217,43 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
 
     def _write(self, db: sqlite3.Connection, cp: Checkpoint, data: str,
                events: Sequence[tuple[str, int, Any, str]] = (),
-               known: tuple[int, int, bool] | None = None, version: int | None = None
+               known: tuple[int, int, bool | None] | None = None, version: int | None = None
                ) -> tuple[int, int, bool]:
         """Write ``cp`` (and ``events``, the rows of the events that report it) as one piece
         of the log (see :mod:`._tail`). ``known``: :data:`~._tail.PLACE` and whether the id
-        may be stored, when the caller read them in this transaction (see :mod:`._known`);
-        ``version``: the file's data version read there, in a commit. Returns
-        :data:`~._tail.PLACE` after it and whether an older row of the id was replaced."""
+        is stored (``None``: not among the log's live rows, maybe in the indexed table), when
+        the caller read them in this transaction (see :mod:`._known`); ``version``: the
+        file's data version read there, in a commit. Returns :data:`~._tail.PLACE` after it
+        and whether an older row of the id was replaced."""
         # The runtime's own checkpoints carry their path as a snapshot of the run's log
         # (``StoreFeatures.visited_snapshots``): written without a tuple of every node so far.
         visited = cp.visited
         path_id, tail = self._paths.place(db, cp.run_id, visited, version)
+        row = (cp.id, cp.thread_id, rules.to_micros(cp.timestamp), cp.node_id, cp.status,
+               cp.tenant_id, cp.graph_id, cp.step, cp.timestamp.isoformat(), cp.format_version,
+               path_id, len(visited), with_tail(data, tail))
+        place = None if known is None else known[:2]
+        placed = None
+        if known is not None and known[2] is None:  # written unless the table has the id
+            placed = put_piece(db, cp.run_id, row, events, place, new=True)
+            place = None  # it may have folded the log: PLACE is read again
         # An id is kept in one place: saving it again removes the older row (the log's row
         # keeps its events), and the new one counts as saved last.
         older = 0
-        if known is None or known[2]:
-            older = db.execute(f"UPDATE log SET id = NULL WHERE id = ? AND {LIVE}",
-                               (cp.id,)).rowcount
-            older += db.execute("DELETE FROM checkpoints WHERE id = ?", (cp.id,)).rowcount
-            if older:
-                db.execute("DELETE FROM checkpoint_nodes WHERE checkpoint_id = ?", (cp.id,))
-        seq, done = put_piece(db, cp.run_id, (
-            cp.id, cp.thread_id, rules.to_micros(cp.timestamp), cp.node_id, cp.status,
-            cp.tenant_id, cp.graph_id, cp.step, cp.timestamp.isoformat(), cp.format_version,
-            path_id, len(visited), with_tail(data, tail)), events,
-            None if known is None else known[:2])
+        if placed is None:
+            if known is None or known[2] is not False:
+                older = db.execute(f"UPDATE log SET id = NULL WHERE id = ? AND {LIVE}",
+                                   (cp.id,)).rowcount
+                older += db.execute("DELETE FROM checkpoints WHERE id = ?", (cp.id,)).rowcount
+                if older:
+                    db.execute("DELETE FROM checkpoint_nodes WHERE checkpoint_id = ?",
+                               (cp.id,))
+            placed = put_piece(db, cp.run_id, row, events, place)
+            assert placed is not None
         if cp.node_ids and cp.node_ids != [cp.node_id]:  # node_id alone is found by node_id
             db.executemany("INSERT OR IGNORE INTO checkpoint_nodes VALUES (?, ?, ?)",
                            [(cp.id, cp.run_id, node) for node in cp.node_ids])
-        return seq, done, older > 0
+        return (*placed, older > 0)
 
     async def save(self, checkpoint: Checkpoint, *, fence: Fence | None = None) -> None:
         """Persist ``checkpoint``; one with the same id is overwritten (and counts as saved last).
@@ -312,7 +320,8 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
             # wrote since (see ._known): then one statement reads what is left to know.
             version = db.execute(VERSION).fetchone()[0]
             if facts is not None and facts.holds(version, thread_id, token, run_id):
-                stored = first and db.execute(STORED, (first, first, facts.done)).fetchone()[0]
+                # In the log's live rows it knows; the log row's insert checks the table.
+                stored = True if first in facts.live else None
             else:
                 facts, held, stored = read_facts(db, version, thread_id, token, run_id, first)
                 if held != token:
@@ -320,15 +329,17 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
             rules.check_lineage(thread_id, facts.latest, cps, normalised)
             if rows and facts.earliest:
                 rows = [r for r in rows if r[1] >= facts.earliest]
-            place, last, replaced = (facts.top, facts.done), len(encoded), False
+            last, replaced = len(encoded), False
             for n, (cp, data) in enumerate(encoded, 1):  # the events go with the last one
                 seq, done, older = self._write(db, cp, data, rows if n == last else (),
-                                               (*place, bool(stored) or n > 1), version)
-                place, replaced = (seq, done), replaced or older
-                facts.saved(cp.id, rules.to_micros(cp.timestamp), seq)
+                                               (facts.top, facts.done, stored if n == 1
+                                                else True), version)
+                replaced = replaced or older
+                facts.saved(cp.id, rules.to_micros(cp.timestamp), seq, done)
             if rows and not encoded:
-                place = put_piece(db, run_id, None, rows, place)
-            facts.top, facts.done = place
+                placed = put_piece(db, run_id, None, rows, (facts.top, facts.done))
+                assert placed is not None
+                facts.placed(*placed)
             if plain is not None:
                 self._put_run(db, *plain)
             elif record is not None:

@@ -47,6 +47,12 @@ LOG_COLUMNS = ("id, thread_id, ts_us, node_id, status, tenant_id, graph_id, step
 _PUT = (f"INSERT OR REPLACE INTO log (slot, seq, run_id, {LOG_COLUMNS}, ev_keys, events) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
+_PUT_NEW = (f"INSERT OR REPLACE INTO log (slot, seq, run_id, {LOG_COLUMNS}, ev_keys, events) "
+            "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+            "WHERE NOT EXISTS (SELECT 1 FROM checkpoints WHERE id = ?4)")
+""":data:`_PUT` unless the checkpoint's id is in the indexed table (one statement where a
+check and a write were two)."""
+
 _NO_CHECKPOINT = (None,) * 13
 
 _EventRow = tuple[str, int, Any, str]
@@ -59,15 +65,19 @@ the last one folded; what :func:`put_piece` needs to place a piece."""
 
 
 def put_piece(db: sqlite3.Connection, run_id: str, checkpoint: Sequence[Any] | None,
-              events: Sequence[_EventRow], place: tuple[int, int] | None = None
-              ) -> tuple[int, int]:
+              events: Sequence[_EventRow], place: tuple[int, int] | None = None, *,
+              new: bool = False) -> tuple[int, int] | None:
     """Write one piece of ``run_id`` to the log: a checkpoint (its :data:`LOG_COLUMNS`
     values) and/or event rows ``(run_id, seq, type, data)``; the log is folded first when
     the piece's slot holds a live piece. ``place``: :data:`PLACE`, when the caller read it
-    in this transaction and wrote no piece since. In the caller's transaction.
+    in this transaction and wrote no piece since. ``new``: write it only if the
+    checkpoint's id is not in the indexed table (the caller knows it is not among the log's
+    live rows). In the caller's transaction.
 
     Returns:
-        :data:`PLACE` after it: the piece's seq and the last seq folded.
+        :data:`PLACE` after it: the piece's seq and the last seq folded; ``None`` when
+        ``new`` and the id is stored (nothing was written but a fold, already in ``PLACE``
+        when read again).
     """
     top, done = place or db.execute(f"SELECT {PLACE}").fetchone()
     seq = top + 1
@@ -78,7 +88,12 @@ def put_piece(db: sqlite3.Connection, run_id: str, checkpoint: Sequence[Any] | N
         # A serialised event never holds a raw newline (JSON escapes it in strings).
         keys = json.dumps([[e[1], e[2]] for e in events])
         text = "\n".join(e[3] for e in events)
-    db.execute(_PUT, (seq % FOLD_AT, seq, run_id, *(checkpoint or _NO_CHECKPOINT), keys, text))
+    values = (seq % FOLD_AT, seq, run_id, *(checkpoint or _NO_CHECKPOINT), keys, text)
+    if new and checkpoint is not None:
+        if not db.execute(_PUT_NEW, values).rowcount:
+            return None
+    else:
+        db.execute(_PUT, values)
     return seq, done
 
 
