@@ -84,6 +84,12 @@ class LeanSteps:
         writer = self.writer
         adopt_fields, fence = writer.adopt, writer.fence
         hexid = numbers.hex
+        # A virtual clock's time moves only when something moves it (never between a
+        # step's save and the next node's start): one read serves both, and the claim's
+        # renewal cannot have come due while ``now()`` gives the same instant back.
+        virtual = type(clock) is VirtualClock
+        now = clock.now() if virtual else None
+        seen = now
         while True:
             name = record.node
             step = pos.step
@@ -100,7 +106,7 @@ class LeanSteps:
             t2 = NODE_CLOCK.set(clock) if wall else None  # type: ignore[arg-type]
             t3 = ENTROPY.set(ctx) if owns else None
             try:
-                started_at = clock.now()
+                started_at = clock.now() if now is None else now
                 try:
                     fn = spec.fn
                     result = fn(model, ctx) if spec.arity == 2 else fn(model)
@@ -236,10 +242,12 @@ class LeanSteps:
             pos.arrivals = arrivals
             pos.tasks = next_tasks
             pos.step = step + 1
+            now = None
             if cid is not None:
                 status = "completed" if finished else "running"
+                now = clock.now() if virtual else None
                 fields = writer.plain_fields(cid, step, next_tasks, name, status, new_state,
-                                             visited, arrivals)
+                                             visited, arrivals, now)
                 if fields is None:
                     await writer.save(cid, step=step, next_step=step + 1, tasks=next_tasks,
                                       node_ids=[name], status=status, state=new_state,
@@ -256,9 +264,16 @@ class LeanSteps:
             # Runner._advance and _superstep check, in their order); else the next piece.
             if len(next_tasks) != 1 or pos.completed or flight.cancel_requested \
                     or progress.deadline_ns is not None or progress.deadline is not None \
-                    or (budget is not None and progress.supersteps >= budget) \
-                    or (claim is not None and claim.due()):
+                    or (budget is not None and progress.supersteps >= budget):
                 return None
+            if not virtual:
+                now = None  # the next node's start is read when it starts
+            elif now is None:
+                now = clock.now()
+            if claim is not None and (now is None or now is not seen):
+                if claim.due():
+                    return None
+                seen = now
             record = next_tasks[0]
             if before and record.node in before:
                 return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from .._graph._node import Visited
@@ -146,9 +147,11 @@ class CheckpointWriter:
         state: dict[str, Any],
         visited: Visited,
         arrivals: dict[str, list[str]],
+        timestamp: datetime | None = None,
     ) -> dict[str, Any] | None:
         """The fields :meth:`save` gives the checkpoint after a superstep of one task of
-        ``node`` (``next_step`` is ``step + 1``), built at once; ``None`` when the leg's
+        ``node`` (``next_step`` is ``step + 1``) at ``timestamp`` (the leg's clock's
+        ``now()`` if the caller read it), built at once; ``None`` when the leg's
         ledgers put more in it (recorded tool calls, passed breakpoints, subgraph threads, a
         parent command, time travel): then :meth:`save` builds them."""
         run = self.run
@@ -161,7 +164,8 @@ class CheckpointWriter:
             "id": cid, "run_id": spec.run_id, "thread_id": spec.thread_id,
             "graph_id": graph.graph_id, "revision": graph.revision,
             "node_id": node, "node_ids": [node], "step": step,
-            "parent_id": numbers.parent_id, "timestamp": spec.clock.now(),
+            "parent_id": numbers.parent_id,
+            "timestamp": spec.clock.now() if timestamp is None else timestamp,
             "state": state, "format_version": 1,
             "status": status, "next_step": step + 1, "tasks": tasks,
             "completed": {}, "interrupts": [],

@@ -104,33 +104,6 @@ class _Draft(dict[str, Any]):
         return self.checkpoint().clone(**changes)
 
 
-def _draft(fields: dict[str, Any]) -> _Draft:
-    """``fields`` (the runtime's, see ``CheckpointWriter``) as a :class:`_Draft`."""
-    draft = _Draft(fields)
-    node_ids = draft["node_ids"]
-    if type(node_ids) is list:
-        draft["node_ids"] = tuple(node_ids)
-    interrupts = draft["interrupts"]
-    if type(interrupts) is list:
-        draft["interrupts"] = tuple(interrupts) if interrupts else ()
-    tasks = draft["tasks"]
-    if type(tasks) is list:
-        if len(tasks) == 1:  # the common case, without a loop
-            task = tasks[0].__dict__
-            if task["failure"] is None and task["item"] is None and not task["has_item"] \
-                    and task["checkpoint_id_before"] is None:
-                draft["tasks"] = ((task["task_id"], task["node"]),)
-        else:
-            draft["tasks"] = _pairs(tasks)
-    visited = draft["visited"]
-    kind = type(visited)
-    if kind is tuple or kind is list:
-        draft._visited_n = -1
-    else:  # the runtime's snapshot of its log: the log and a length
-        draft["visited"], draft._visited_n = visited.snapshot()
-    return draft
-
-
 def _pairs(tasks: list[Any]) -> list[Any] | tuple[tuple[str, str], ...]:
     """``tasks`` as ``(task_id, node)`` pairs, or the list itself if one carries more."""
     out = []
@@ -227,7 +200,28 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         """Store a checkpoint given as its fields (the runtime's fast save, declared by
         ``StoreFeatures.fields_save``; see :meth:`_adopt`). Returns
         ``True``: it always takes them (a ``FaultyStore``'s may not)."""
-        draft = _draft(fields)
+        draft = _Draft(fields)
+        node_ids = draft["node_ids"]
+        if type(node_ids) is list:
+            draft["node_ids"] = tuple(node_ids)
+        interrupts = draft["interrupts"]
+        if type(interrupts) is list:
+            draft["interrupts"] = tuple(interrupts) if interrupts else ()
+        tasks = draft["tasks"]
+        if type(tasks) is list:
+            if len(tasks) == 1:  # the common case, without a loop
+                task = tasks[0].__dict__
+                if task["failure"] is None and task["item"] is None and not task["has_item"] \
+                        and task["checkpoint_id_before"] is None:
+                    draft["tasks"] = ((task["task_id"], task["node"]),)
+            else:
+                draft["tasks"] = _pairs(tasks)
+        visited = draft["visited"]
+        kind = type(visited)
+        if kind is tuple or kind is list:
+            draft._visited_n = -1
+        else:  # the runtime's snapshot of its log: the log and a length
+            draft["visited"], draft._visited_n = visited.snapshot()
         if fence is not None:
             thread = draft["thread_id"]
             claim = self._claims.get(thread)
