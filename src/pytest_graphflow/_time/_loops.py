@@ -17,6 +17,7 @@ wake-up pipe: no ``ResourceWarning``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sys
 import threading
 import weakref
@@ -97,8 +98,14 @@ def _thread_loop(clock: VirtualClock) -> VirtualEventLoop:
     return loop
 
 
-def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]]) -> T:
-    """Run ``fn()`` to its end on the calling thread's virtual loop, reading ``clock``.
+async def _called(fn: Callable[[], Awaitable[T]]) -> T:
+    return await fn()  # called inside the task, as asyncio.run calls its coroutine
+
+
+def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]], *,
+              owned: bool = False) -> T:
+    """Run ``fn()`` to its end on the calling thread's virtual loop, reading ``clock``;
+    ``owned``: the loop is the runtime's own (:data:`LOOP_OWNED` is set in the call's task).
 
     Raises:
         RuntimeError: when called from a running event loop (as ``asyncio.run`` does).
@@ -107,11 +114,12 @@ def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]]) -> T:
         raise RuntimeError("the sync API cannot be called from a running event loop; "
                            "await the async method (ainvoke, aresume, atrace) instead")
     loop = _thread_loop(clock)
-
-    async def main() -> T:
-        return await fn()
-
-    task = loop.create_task(main())
+    coro = _called(fn)
+    # The call's task runs in a copy of the caller's context, as asyncio.run's does.
+    context = contextvars.copy_context()
+    if owned:
+        context.run(LOOP_OWNED.set, clock)
+    task = loop.create_task(coro, context=context)  # type: ignore[arg-type]
     try:
         result: T = loop.run_task(task)
     except BaseException:
@@ -192,6 +200,8 @@ def run_sync_owned(fn: Callable[[], Awaitable[T]], clock: Any, backend: str = "a
 
         return anyio.run(fn, backend=backend)
     vclock = clock
+    if backend == "asyncio":
+        return run_owned(vclock, fn, owned=True)  # the thread's virtual loop, reused
 
     async def owned() -> T:
         token = LOOP_OWNED.set(vclock)
@@ -200,8 +210,6 @@ def run_sync_owned(fn: Callable[[], Awaitable[T]], clock: Any, backend: str = "a
         finally:
             LOOP_OWNED.reset(token)
 
-    if backend == "asyncio":
-        return run_owned(vclock, owned)  # the thread's virtual loop, reused
     import anyio
 
     return anyio.run(owned, backend=backend, backend_options=backend_options(backend, vclock))
