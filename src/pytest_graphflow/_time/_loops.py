@@ -119,7 +119,7 @@ def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]], *,
     context = contextvars.copy_context()
     if owned:
         context.run(LOOP_OWNED.set, clock)
-    task = loop.create_task(coro, context=context)  # type: ignore[arg-type]
+    task = loop.create_task(coro, context=context)
     try:
         result: T = loop.run_task(task)
     except BaseException:
