@@ -256,7 +256,9 @@ async def test_the_runtime_that_paused_a_run_still_sees_a_resume_that_won_meanwh
         await first.aresume(paused.run_id, Resume("yes"))
     assert charged == ["x"]
     latest = await store.latest(paused.run_id)
-    assert latest is not None and latest.status == "completed" and latest.state["n"] == 1
+    assert latest is not None
+    assert latest.status == "completed"
+    assert latest.state["n"] == 1
 
 
 async def test_a_resume_after_an_update_by_the_same_runtime_reads_the_update(

@@ -280,7 +280,8 @@ class Legs:
         if held is None or claim.token is None:
             return False
         last = held.run.spec.claim
-        assert last is not None and last.token is not None
+        assert last is not None
+        assert last.token is not None
         return last.released and last.lost is None and claim.token == last.token + 1
 
     def graph_for(self, cp: Checkpoint, graph: CompiledGraph | None,
