@@ -89,7 +89,7 @@ class ThreadClaim:
         try:
             await self._store.release(self.thread_id, self.token)
         except StaleClaim:
-            pass
+            return  # the thread is someone else's now
 
     async def renew(self) -> None:
         """Extend the claim by its ttl from now on the runtime's clock.
