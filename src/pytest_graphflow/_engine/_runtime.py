@@ -9,8 +9,9 @@ claiming and checking the thread) is ``Legs`` in ``_legs``; argument and option 
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Literal, TypeVar, Unpack
+from typing import Any, Literal, TypeVar, Unpack, cast
 
 from pydantic import BaseModel
 
@@ -39,7 +40,7 @@ from ..errors import (
 from ._deadline_ops import expire_due, list_waiting
 from ._delete import delete_thread
 from ._fork import fork_checkpoint
-from ._host import KEPT_RECORDS, RunBook, RunIds
+from ._host import KEPT_RECORDS, LegHost, RunBook, RunIds
 from ._legs import Legs, check_recoverable
 from ._options import RunOptions, check_budget, check_constructor, check_graph, run_options
 from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
@@ -151,7 +152,10 @@ class GraphRuntime:
         self._book = RunBook.seeded(seed)
         if self._features.clock_binding:
             store.bind_clock(self.clock)  # type: ignore[attr-defined]
-        self._legs = Legs(self, self._book, _SUBGRAPHS)
+        # The preparer of legs sees the runtime through a weak proxy: no reference cycle,
+        # so a runtime and everything of its runs go as soon as the caller drops it, without
+        # waiting for the garbage collector (the default path makes one runtime per run).
+        self._legs = Legs(cast(LegHost, weakref.proxy(self)), self._book, _SUBGRAPHS)
         install_hooks()  # the first runtime patches the sleeps (importing patches nothing)
         install_blocking_sleep_warning()
 
