@@ -104,8 +104,10 @@ def run_options(runtime: RunDefaults, options: Mapping[str, Any]) -> dict[str, A
 def state_from_input(
     graph: CompiledGraph, input: Mapping[str, Any] | BaseModel | None
 ) -> dict[str, Any]:
-    if input is None:
-        data: dict[str, Any] = {}
+    if input is None or (type(input) is dict and not input):
+        return {}
+    if type(input) is dict:
+        data: dict[str, Any] = dict(input)
     elif isinstance(input, BaseModel):
         data = input.model_dump(mode="json")  # sets put in order below
     elif isinstance(input, Mapping):
