@@ -437,7 +437,7 @@ class LangGraphHarness:
         writes: dict[str, list[tuple[str, Any]]] = {}
         recorder = LegRecorder(self.clock, self.run_id, len(self.events), self._known,
                                self.saver.task_nodes, writes, self._child_seq)
-        first_call = len(self.saver.calls)
+        first_call = self.saver.call_count
 
         def listen(info: SaverOp, payload: Any) -> None:
             if info.op == "get_tuple" and payload is not None:
@@ -487,7 +487,7 @@ class LangGraphHarness:
             thread_id=self.thread_id, step=recorder.step, checkpoint_id=recorder.checkpoint_id,
             interrupts=interrupts, error=error, breakpoint=outcome.get("breakpoint"))
         self.last = result
-        return Trace(result, EventLog(list(recorder.events)), self.saver.calls[first_call:])
+        return Trace(result, EventLog(list(recorder.events)), self.saver.calls_since(first_call))
 
     def _latest_checkpoint(self) -> str | None:
         """The id of the thread's newest checkpoint (read from the inner saver, unlogged)."""

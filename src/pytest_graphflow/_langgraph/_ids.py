@@ -55,6 +55,7 @@ PLACE: ContextVar[str | None] = ContextVar("graphflow_langgraph_place", default=
 applies a step's writes or creates the next checkpoint; ``None`` elsewhere."""
 
 _UUID_EPOCH = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _installed = False
 _UUID6 = "uuid6"
 
@@ -91,6 +92,8 @@ class IdSource:
         self._streams: dict[tuple[str, str, str | None], Random] = {}
         self.generated: list[str] = []
         self._last: dict[str, int] = {}
+        self._start: datetime | None = None
+        self._start_ns = 0
 
     def stream(self, name: str, namespace: str | None = None,
                place: str | None = None) -> Random:
@@ -148,8 +151,11 @@ class IdSource:
         """A uuid6 from the virtual clock and the seeded stream (``clock_seq`` as LangGraph
         passes it: the step, or -2 for an empty checkpoint)."""
         start = self.clock.start
-        epoch_ns = int((start - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds()) * 10**9
-        ts = (epoch_ns + start.microsecond * 1000 + self.clock.elapsed_ns) // 100 + _UUID_EPOCH
+        if start is not self._start:  # the clock's start in ns since the epoch, once
+            self._start = start
+            self._start_ns = (int((start - _EPOCH).total_seconds()) * 10**9
+                              + start.microsecond * 1000)
+        ts = (self._start_ns + self.clock.elapsed_ns) // 100 + _UUID_EPOCH
         ns = ID_NAMESPACE.get()
         ts = max(ts, self._last.get(ns, 0) + 1)
         self._last[ns] = ts

@@ -19,6 +19,7 @@ run, never by a database thread.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -188,6 +189,16 @@ class FaultySaver(BaseCheckpointSaver[Any]):
             current = current.__cause__ or current.__context__
         return False
 
+    def calls_since(self, index: int) -> list[StoreCall]:
+        """The calls made from position ``index`` of the log on (what one harness leg made,
+        without copying the whole log)."""
+        return self._calls[index:]
+
+    @property
+    def call_count(self) -> int:
+        """How many calls the log holds."""
+        return len(self._calls)
+
     def format_calls(self) -> str:
         """The call log as text, one call per line."""
         return "\n".join(map(str, self._calls)) or "(no saver calls)"
@@ -306,7 +317,8 @@ class FaultySaver(BaseCheckpointSaver[Any]):
     def _decide(self, info: SaverOp) -> tuple[int, float, FaultRule | None]:
         index = len(self._calls)
         now = None if self._clock is None or not self._clock.virtual else self._clock.now()
-        self._calls.append(StoreCall(index, info.op, info.summary(), "pending", time=now))
+        self._calls.append(_call(index, info.op, info.summary(), "pending", None, now, 0.0,
+                                 False))
         if self._crash is not None:
             dead = dead_error(self._crash, info.op, info.summary(), subject="checkpoint saver",
                               recover="Recover with a fresh harness over FaultySaver.inner")
@@ -324,9 +336,9 @@ class FaultySaver(BaseCheckpointSaver[Any]):
     def _finish(self, index: int, outcome: Outcome, error: BaseException | None = None,
                 injected: bool = False) -> None:
         call = self._calls[index]
-        self._calls[index] = StoreCall(call.index, call.op, call.args, outcome,
-                                       None if error is None else repr(error), call.time,
-                                       call.delay, injected)
+        self._calls[index] = _call(call.index, call.op, call.args, outcome,
+                                   None if error is None else repr(error), call.time,
+                                   call.delay, injected)
         if error is not None:
             self._raised.append(error)
 
@@ -486,6 +498,30 @@ class FaultySaver(BaseCheckpointSaver[Any]):
             head = version.split(".", 1)[0]
             version = f"{head}.{source.versions.random():016}"
         return version
+
+
+_new = object.__new__
+
+
+def _call(index: int, op: str, args: str, outcome: Outcome, error: str | None,
+          time: Any, delay: float, injected: bool) -> StoreCall:
+    """A :class:`StoreCall` of trusted values, without the frozen dataclass's ``__init__``
+    (a ``setattr`` a field; two calls a saver call, on every harness step)."""
+    call: StoreCall = _new(StoreCall)
+    call.__dict__.update(index=index, op=op, args=args, outcome=outcome, error=error,
+                         time=time, delay=delay, injected=injected)
+    return call
+
+
+def _check_call() -> None:
+    """The fields :func:`_call` fills are exactly :class:`StoreCall`'s (checked once)."""
+    expected = [f.name for f in dataclasses.fields(StoreCall)]
+    made = list(_call(0, "put", "", "ok", None, None, 0.0, False).__dict__)
+    if made != expected or getattr(StoreCall, "__slots__", None):  # pragma: no cover
+        raise ImportError(f"StoreCall's fields changed ({expected}); update _saver._call")
+
+
+_check_call()
 
 
 def _error(rule: FaultRule, info: SaverOp) -> BaseException:
