@@ -470,7 +470,8 @@ class Legs:
             seed=host.seed, run_id=run_id, thread_id=thread_id, tenant_id=tenant,
             max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
             on_interrupt=opts["on_interrupt"], wall_clock=wall,
-            record_events=opts.get("record_events", True) or leg is not None,
+            record_events=opts.get("record_events", True) or leg is not None
+            or opts.get("cancel_at") is not None,
             break_before=graph.interrupt_before | stops[0],
             break_after=graph.interrupt_after | stops[1],
             hooks=hook_table(graph, host.middleware, host.guardrails), claim=claim,
@@ -480,6 +481,7 @@ class Legs:
             deadlines={} if resumed is None else {
                 i.key: i.deadline for i in resumed.interrupts if i.deadline is not None},
             stepping=STEPPING.get(), cancel_after=opts.get("cancel_after"),
+            cancel_at=opts.get("cancel_at"),
         )
         run = RunState(spec, state, checkpoint=resumed, answers=answers, seq=seq,
                        cp_counter=cp_counter, task_counter=task_counter)

@@ -123,12 +123,14 @@ class LegSpec:
         deadlines: the deadlines of the questions the leg resumed with (asked again, they
             keep them).
         cancel_after: seconds into the leg at which it is cancelled (``cancel_after=``).
+        cancel_at: the test of the event after which the leg is cancelled (``cancel_at=``).
         stepping: a leg driven by ``astep`` (a cancelled superstep keeps nothing, seed 004).
         durable: the store keeps the leg's events; ``deferred``: its checkpoints go with them
             in one commit under the claim's token.
     """
 
-    __slots__ = ("branch", "break_after", "break_before", "cancel_after", "claim", "clock",
+    __slots__ = ("branch", "break_after", "break_before", "cancel_after", "cancel_at", "claim",
+                 "clock",
                  "deadlines", "deferred",
                  "durable", "expired", "features", "graph", "hex", "hooks", "leg", "max_supersteps",
                  "on_interrupt", "record", "record_events", "resumed_from", "run_id", "seed",
@@ -166,6 +168,7 @@ class LegSpec:
         deadlines: Mapping[str, datetime] = _NO_DEADLINES,
         stepping: bool = False,
         cancel_after: float | None = None,
+        cancel_at: Callable[[Any], bool] | None = None,
     ) -> None:
         self.graph: Final = graph
         self.store: Final = store
@@ -194,6 +197,7 @@ class LegSpec:
         self.deadlines: Final = deadlines
         self.stepping: Final = stepping
         self.cancel_after: Final = cancel_after
+        self.cancel_at: Final = cancel_at
         durable = features.events
         self.durable: Final = durable
         self.record_events: Final = record_events or durable

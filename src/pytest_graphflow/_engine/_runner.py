@@ -135,6 +135,8 @@ class Runner:
                 await self._persist(items)
             if run.outcome is not None:
                 await self.end.release()
+            elif spec.cancel_at is not None:
+                self._cancel_at(items)
             return items
         except anyio.get_cancelled_exc_class():
             # The consumer's scope was cancelled: stop the run as RunHandle.cancel() does,
@@ -162,6 +164,17 @@ class Runner:
             with anyio.CancelScope(shield=True):
                 await self._after_error(exc)
             raise
+
+    def _cancel_at(self, items: list[Any]) -> None:
+        """``cancel_at=``: once the leg has made an event that matches, it is cancelled as
+        ``RunHandle.cancel()`` would cancel it from the code reading that event. A piece's
+        events are made together (a step's once its batch ran and its checkpoint is saved,
+        C4/C5), so the rest of the piece is still delivered; the next step does not start
+        (``_superstep`` stops the leg: status ``cancelled``, resumable, C9)."""
+        test = self.run.spec.cancel_at
+        assert test is not None
+        if any(type(item) is not StepState and test(item) for item in items):
+            self.run.flight.cancel()
 
     async def _stop_cancelled(self, batch: list[Outcome] | None) -> None:
         """End a cancelled leg: the tasks that finished keep their results (C9); a step keeps
