@@ -204,12 +204,19 @@ def test_a_saver_two_harnesses_share(graph_runtime):
     # a fresh harness over the saved thread (the recovery of a new process): not replayable
     second = graph_runtime.langgraph(APP, saver=saver, thread_id=first.thread_id)
     assert second.resume("ok").result.status == "completed"
-    first.resume()  # its thread moved under it: its legs alone do not replay either
+    first.resume()  # its thread moved under it: the two replay together, in this order
+
+def test_a_plain_write_into_the_saver_is_skipped(graph_runtime):
+    saver = InMemorySaver()
+    h = graph_runtime.langgraph(APP, saver=saver)
+    assert h.trace({{"log": []}}).result.status == "interrupted"
+    plain = APP.copy(update={{"checkpointer": saver}})
+    plain.update_state({{"configurable": {{"thread_id": "plain"}}}}, {{"log": ["x"]}})
 '''
 
 
-@pytest.mark.parametrize(("order", "outcome"), [("sorted", {"passed": 2}),
-                                                ("list", {"passed": 1, "failed": 1})],
+@pytest.mark.parametrize(("order", "outcome"), [("sorted", {"passed": 3}),
+                                                ("list", {"passed": 1, "failed": 2})],
                          ids=["stable-order", "hash-order"])
 def test_graphflow_processes_replays_a_harness_over_an_empty_saver_of_the_tests_own(
         pytester: pytest.Pytester, run: Run, order: str, outcome: dict[str, int]) -> None:
@@ -220,19 +227,23 @@ def test_graphflow_processes_replays_a_harness_over_an_empty_saver_of_the_tests_
     result = run("-q", "--graphflow-processes=2")
     result.assert_outcomes(**outcome)
     if order == "list":  # replayed, so the hash-ordered node shows
+        for name in ("test_an_empty_saver_of_the_tests_own", "test_a_saver_two_harnesses_share"):
+            result.stdout.fnmatch_lines([
+                f"*{name}*",
+                "*--graphflow-processes: the LangGraph harness on thread 'thread-*' of this "
+                "test took another path in a fresh interpreter with PYTHONHASHSEED=*"])
+    else:  # the two harnesses over one saver replay together, calls in the test's order;
+        # a plain LangGraph write into the saver cannot be made again: skipped, and why
         result.stdout.fnmatch_lines([
-            "*test_an_empty_saver_of_the_tests_own*",
-            "*--graphflow-processes: the LangGraph harness on thread 'thread-*' of this test "
-            "took another path in a fresh interpreter with PYTHONHASHSEED=*"])
-    else:  # both harnesses over the shared saver are skipped (replaying the first one's
-        # legs alone would take another path: its second leg found the thread moved on)
-        result.stdout.fnmatch_lines(["graphflow: 1 run(s) replayed in fresh interpreters, 2 "
-                                     "skipped*"])
+            "graphflow: 3 run(s) replayed in fresh interpreters, 1 skipped, because:",
+            "graphflow:   1 skipped: a LangGraph harness: something other than its harnesses "
+            "wrote checkpoints into its saver: a replay makes only the harnesses' calls"])
 
 
 LG_FAULTS_TEST = '''
 import pytest
 from pytest_graphflow import StoreFault
+from pytest_graphflow.errors import SimulatedCrash
 from {module} import APP
 
 def test_faults_that_acted(graph_runtime):
@@ -254,6 +265,16 @@ def test_a_custom_error_class_is_raised_again(graph_runtime):
         h.trace({{"log": []}})
     assert h.resume().result.status == "interrupted"
 
+def test_a_crash_then_a_fresh_harness_over_its_saver(graph_runtime):
+    h = graph_runtime.langgraph(APP, durability="sync")
+    h.saver.crash_at("put", nth=3)
+    with pytest.raises(SimulatedCrash):
+        h.trace({{"log": []}})
+    fresh = graph_runtime.langgraph(APP, saver=h.saver.inner, thread_id=h.thread_id,
+                                    durability="sync")
+    assert fresh.resume().result.status == "interrupted"
+    assert fresh.resume("ok").result.status == "completed"
+
 def test_an_error_that_does_not_pickle_is_skipped(graph_runtime):
     h = graph_runtime.langgraph(APP, durability="sync")
     h.saver.fail("put", nth=3, error=OSError(lambda: "disk full"))
@@ -262,8 +283,8 @@ def test_an_error_that_does_not_pickle_is_skipped(graph_runtime):
 '''
 
 
-@pytest.mark.parametrize(("order", "outcome"), [("sorted", {"passed": 3}),
-                                                ("list", {"passed": 1, "failed": 2})],
+@pytest.mark.parametrize(("order", "outcome"), [("sorted", {"passed": 4}),
+                                                ("list", {"passed": 1, "failed": 3})],
                          ids=["stable-order", "hash-order"])
 def test_graphflow_processes_replays_the_faults_that_acted_on_a_harness_saver(
         pytester: pytest.Pytester, run: Run, order: str, outcome: dict[str, int]) -> None:
@@ -275,14 +296,15 @@ def test_graphflow_processes_replays_the_faults_that_acted_on_a_harness_saver(
     result.assert_outcomes(**outcome)
     if order == "list":  # replayed with its faults (its own error class too): the
         # hash-ordered node shows
-        for name in ("test_faults_that_acted", "test_a_custom_error_class_is_raised_again"):
+        for name in ("test_faults_that_acted", "test_a_custom_error_class_is_raised_again",
+                     "test_a_crash_then_a_fresh_harness_over_its_saver"):
             result.stdout.fnmatch_lines([
                 f"*{name}*",
                 "*--graphflow-processes: the LangGraph harness on thread 'thread-*' of this "
                 "test took another path in a fresh interpreter with PYTHONHASHSEED=*"])
     else:  # an error that does not pickle cannot be raised again there: skipped, and why
         result.stdout.fnmatch_lines([
-            "graphflow: 2 run(s) replayed in fresh interpreters, 1 skipped, because:",
+            "graphflow: 4 run(s) replayed in fresh interpreters, 1 skipped, because:",
             "graphflow:   1 skipped: a LangGraph harness: its fault rules raised OSError(<*"
             "lambda*), which does not pickle (a fresh interpreter cannot raise it again)"])
 

@@ -33,6 +33,7 @@ from ._ids import ID_SOURCE, IdSource, install_id_hooks
 from ._loop import LEG, LegContext, SeededLoop, TaskStart, ensure_time_hooks, install_loop_hooks
 from ._order import install_order_hooks, stable_order
 from ._record import LegRecorder
+from ._replay import replay_order
 from ._saver import FaultySaver, SaverOp
 
 __all__ = ["LangGraphHarness"]
@@ -122,9 +123,14 @@ class LangGraphHarness:
         self.replay_broken = ""
         """Why the legs cannot be replayed alone: something else wrote to the thread."""
         self._saved_last: str | None = None
-        self.replay_calls: list[tuple[str, Any, int]] = []
+        self.replay_calls: list[tuple[str, Any, int, int]] = []
         """Each leg's input and ``update_state`` call, with the virtual instant (ns since
-        the clock's start) it began at."""
+        the clock's start) it began at and its place among every harness's calls."""
+        self.replay_spent: dict[int, int] = {}
+        """How many saver calls each of :attr:`replay_calls` made, by its place (the
+        saver's other calls are not the harness's)."""
+        self.replay_born = replay_order()
+        """This harness's place among every harness's calls (made before its first)."""
         self.interrupt_before_arg = interrupt_before
         self.interrupt_after_arg = interrupt_after
         if isinstance(graph, StateGraph):
@@ -335,8 +341,10 @@ class LangGraphHarness:
                       task_id: str | None = None) -> Any:
         """``update_state`` of the harness's graph (also what ``h.graph.update_state`` is):
         ids salted by the thread and the checkpoint it extends, times from the clock."""
+        order = replay_order()
         self.replay_calls.append(("update", (config, values, as_node, task_id),
-                                  self.clock.elapsed_ns))
+                                  self.clock.elapsed_ns, order))
+        spent = len(self.saver.calls)
         conf = dict((config or {}).get("configurable") or {})
         thread = str(conf.get("thread_id", self.thread_id))
         latest = self.saver.inner.get_tuple({"configurable": {"thread_id": thread}})
@@ -353,6 +361,7 @@ class LangGraphHarness:
                 self._saved_last = str(saved["configurable"]["checkpoint_id"])
             return saved
         finally:
+            self.replay_spent[order] = len(self.saver.calls) - spent
             _wallclock.NODE_CLOCK.reset(clock_token)
             ID_SOURCE.reset(id_token)
             _wallclock.deactivate(driver)
@@ -425,11 +434,13 @@ class LangGraphHarness:
         cancel_after = check_cancel_after(cancel_after)
         cancel_test = check_cancel_at(cancel_at)
         self._check_saver_loop()
+        order = replay_order()
         if cancel_after is None and cancel_test is None:
-            self.replay_calls.append(("leg", input, self.clock.elapsed_ns))
+            self.replay_calls.append(("leg", input, self.clock.elapsed_ns, order))
         else:
             self.replay_calls.append(("cancel_leg", (input, cancel_after, cancel_at),
-                                      self.clock.elapsed_ns))
+                                      self.clock.elapsed_ns, order))
+        spent = len(self.saver.calls)
         self._legs += 1
         leg_no = self._legs
         resumed_from = self._latest_checkpoint()
@@ -469,6 +480,7 @@ class LangGraphHarness:
             record.error = exc
             raise
         finally:
+            self.replay_spent[order] = len(self.saver.calls) - spent
             record.events.extend(recorder.events)
             record.visited.extend(e.node for e in recorder.events
                                   if e.type == "node_end" and e.node)  # type: ignore[attr-defined]

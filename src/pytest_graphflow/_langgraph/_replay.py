@@ -1,167 +1,159 @@
 """``--graphflow-processes`` for LangGraph harness runs: the same calls in a fresh interpreter.
 
 A harness records what each of its legs was called with (the input, or the ``Command`` a
-resume sends; an ``update_state``) and the virtual instant it began at. :func:`recipe`
-packs that, with the harness's settings and a ``"module:attr"`` reference to the graph the
-test passed, into text a worker process can take; :func:`replay_recipe`, run there in a child
-that imports the graph's module afresh, makes the same harness, makes the same calls and
-compares the event log with the test's, byte for byte. Fault rules that acted on the saver
-(a delay, a rejected or failed call) are replayed by position: the same calls of the same
-operations are delayed, rejected or fail again, with the same error (pickled: its class and
+resume sends; an ``update_state``), the virtual instant it began at and its place among every
+harness's calls. The harnesses of a test that share one saver (a harness, then a fresh one
+over its saver after a crash: what a new process does) are replayed together, as one
+*group*: :func:`recipe` packs their settings, graphs (:mod:`._replay_graph`), clocks and
+calls into text a worker process can take; :func:`replay_recipe`, run there in a child that
+imports the graphs' modules afresh, makes the same harnesses over one fresh saver, makes
+the same calls in the same order and compares each harness's event log with the test's,
+byte for byte. Fault rules that acted on a saver (a delay, a rejected or failed call, a
+simulated crash) are replayed by position: the same calls of the same operations are
+delayed, rejected, fail or crash again, with the same error (pickled: its class and
 arguments; an error that does not pickle is counted as skipped).
 
-A graph no imported module holds (built inside the test) is pickled by reference: its node
-functions, schemas and routers must be module-level (imported afresh there), LangGraph's own
-objects go by value, a compiled graph or subgraph goes as its builder and compile arguments,
-and the graph must come back the same; a lambda, a nested function or a user object in it
-(a fake model whose state the test may have changed) keeps it from a replay.
-
-A harness cannot be replayed, and :func:`recipe` says why, when its graph holds any of
-those, when it wraps a saver of the test's own that held data (an
-empty ``InMemorySaver`` is made again there), when a simulated crash ended its saver, when
-something else wrote to its thread between its legs (another harness over the same saver),
-or when a call's arguments do not pickle.
+A group cannot be replayed, and :func:`recipe` says why, when its graph cannot be named
+(:mod:`._replay_graph`), when its saver held data when its first harness was made (an empty
+``InMemorySaver`` is made again there), when something other than its harnesses called its
+saver or wrote checkpoints into it (a plain LangGraph run, ``h.graph.invoke``), when a saver
+was revived after a crash, or when a call's arguments do not pickle.
 """
 
 from __future__ import annotations
 
 import base64
-import io
+import itertools
 import pickle
-import sys
-import types
-from typing import TYPE_CHECKING, Any, Final
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import SimulatedCrash
+from ._replay_graph import graph_ref
 
 if TYPE_CHECKING:
     from ._harness import LangGraphHarness
 
-__all__ = ["recipe", "replay_recipe"]
+__all__ = ["groups", "recipe", "replay_order", "replay_recipe"]
+
+_ORDER = itertools.count()
+_CHECKPOINT = re.compile(r"checkpoint ([^,\s]+)")
 
 
-def _ref(obj: Any) -> str | None:
-    """A ``"module:attr"`` under which an imported module holds ``obj`` itself (modules that
-    are not test modules first)."""
-    found: list[str] = []
-    for name, module in list(sys.modules.items()):
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict) or name.startswith(("_", "pytest_graphflow")):
-            continue
-        found += [f"{name}:{attr}" for attr, value in list(namespace.items()) if value is obj]
-    found.sort(key=lambda ref: (ref.split(":")[0].split(".")[-1].startswith(("test_",
-                                                                            "conftest")), ref))
-    return found[0] if found else None
+def replay_order() -> int:
+    """The next place among every harness's calls (and their making) in this process."""
+    return next(_ORDER)
 
 
-def recipe(harness: LangGraphHarness) -> tuple[str | None, str]:
-    """``(recipe, "")`` for a replayable harness, else ``(None, why not)``."""
-    if not harness.replay_calls:
+def groups(harnesses: Iterable[LangGraphHarness]) -> list[list[LangGraphHarness]]:
+    """The harnesses by the saver they share (its inner saver), each group in the order
+    they were made."""
+    found: dict[int, list[LangGraphHarness]] = {}
+    for harness in harnesses:
+        found.setdefault(id(harness.saver.inner), []).append(harness)
+    return [sorted(group, key=lambda h: h.replay_born) for group in found.values()]
+
+
+def recipe(group: list[LangGraphHarness]) -> tuple[str | None, str]:
+    """``(recipe, "")`` for a replayable group of harnesses (:func:`groups`), else ``(None,
+    why not)``."""
+    first = group[0]
+    if not any(h.replay_calls for h in group):
         return None, "it ran no leg"
-    if not harness.own_saver:
-        return None, "it uses a saver of the test's own"
-    if harness.replay_broken:
-        return None, harness.replay_broken
-    faults, why = _faults(harness.saver)
-    if faults is None:
-        return None, why
-    ref = _ref(harness.source)
-    built = b""
-    if ref is None:
-        built, why = _built(harness)
-        if not built:
+    if not first.own_saver:
+        return None, ("it uses a saver of the test's own that held data when the harness was "
+                      "made (a fresh interpreter cannot make it again)")
+    unread = next((h.replay_broken for h in group if h.replay_broken.startswith("its saver")),
+                  "")
+    if unread:
+        return None, unread
+    savers: list[Any] = []
+    clocks: list[Any] = []
+    for h in group:
+        if not any(h.saver is other for other in savers):
+            savers.append(h.saver)
+        if not any(h.clock is other for other in clocks):
+            clocks.append(h.clock)
+    faults: list[list[tuple[Any, ...]]] = []
+    for saver in savers:
+        acted, why = _faults(saver)
+        if acted is None:
             return None, why
-    settings = {"seed": harness.seed, "thread_id": harness.thread_id,
-                "durability": harness.durability, "config": harness.config,
-                "interrupt_before": harness.interrupt_before_arg,
-                "interrupt_after": harness.interrupt_after_arg, "context": harness.context}
+        faults.append(acted)
+    why = _outside_calls(group, savers)
+    if why:
+        return None, why
+    plans = []
+    for h in group:
+        ref, built, why = graph_ref(h)
+        if ref is None and not built:
+            return None, why
+        plans.append({
+            "graph": ref, "built": built, "born": h.replay_born, "calls": h.replay_calls,
+            "saver": next(i for i, s in enumerate(savers) if s is h.saver),
+            "clock": next(i for i, c in enumerate(clocks) if c is h.clock),
+            "settings": {"seed": h.seed, "thread_id": h.thread_id, "durability": h.durability,
+                         "config": h.config, "interrupt_before": h.interrupt_before_arg,
+                         "interrupt_after": h.interrupt_after_arg, "context": h.context}})
     try:
-        packed = pickle.dumps({"graph": ref, "built": built, "start": harness.clock.start,
-                               "settings": settings, "calls": harness.replay_calls,
+        packed = pickle.dumps({"harnesses": plans, "clocks": [c.start for c in clocks],
                                "faults": faults})
     except Exception as exc:  # any pickling failure means "cannot replay"
         return None, f"its calls do not pickle ({type(exc).__name__})"
     return base64.b64encode(packed).decode("ascii"), ""
 
 
-# Objects a graph built inside a test may hold by value: LangGraph's and langchain-core's own
-# (channels, node specs, branches), and plain data. Anything else (a fake model, a client, a
-# user object a node is bound to) may have changed during the test: such a graph is skipped.
-_BY_VALUE: Final = ("langgraph", "langchain_core", "pydantic", "typing", "typing_extensions",
-                    "types", "builtins", "collections", "functools", "operator", "enum",
-                    "uuid", "datetime", "decimal", "re", "abc")
-
-
-def _recompile(builder: Any, kwargs: dict[str, Any]) -> Any:
-    """A compiled graph made again from its builder (what :func:`_built` pickles it as)."""
-    return builder.compile(**kwargs)
-
-
-class _ByReference(pickle.Pickler):
-    """Pickles a LangGraph graph with user code by reference only: module-level functions and
-    classes are named (a fresh interpreter imports their modules afresh); a compiled graph
-    (the graph, or a subgraph node) becomes its builder and compile arguments; any other user
-    object refuses (its state may be the test's, not the graph's)."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        from langgraph.graph.state import CompiledStateGraph
-
-        if isinstance(obj, CompiledStateGraph):
-            kwargs = {"interrupt_before": obj.interrupt_before_nodes or None,
-                      "interrupt_after": obj.interrupt_after_nodes or None,
-                      "debug": obj.debug, "name": obj.name}
-            if obj.checkpointer in (True, False):  # a subgraph's own setting
-                kwargs["checkpointer"] = obj.checkpointer
-            return _recompile, (obj.builder, kwargs)
-        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType,
-                            types.ModuleType)):
-            return NotImplemented  # by reference (a lambda or nested function refuses)
-        if type(obj).__module__.split(".")[0] not in _BY_VALUE:
-            raise pickle.PicklingError(
-                f"it holds a {type(obj).__module__}.{type(obj).__qualname__} object")
-        return NotImplemented
-
-
-_SAME: Final = ("interrupt_before_nodes", "interrupt_after_nodes", "step_timeout", "debug",
-                "retry_policy", "cache_policy", "config", "store", "cache", "name",
-                "input_channels", "output_channels", "stream_channels", "stream_mode")
-
-
-def _built(harness: LangGraphHarness) -> tuple[bytes, str]:
-    """A graph built inside the test, pickled by reference (:class:`_ByReference`) and checked
-    to come back as the same graph; ``(b"", why not)`` when it cannot."""
-    from ._harness import _revision
-
-    source = harness.source
-    buffer = io.BytesIO()
-    try:
-        _ByReference(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(source)
-        again = pickle.loads(buffer.getvalue())
-    except Exception as exc:  # any pickling failure means "cannot replay"
-        detail = str(exc).replace("Can't pickle local object", "it holds a function "
-                                  "defined inside a function,")
-        return b"", (f"its graph is built inside the test, and {detail} (no module holds it "
-                     "for a fresh interpreter; build it at module level)")
-    compiled = again.compile() if hasattr(again, "add_node") else again
-    original = source.compile() if hasattr(source, "add_node") else source
-    if _revision(compiled) != _revision(original) or sorted(compiled.nodes) != sorted(
-            original.nodes) or any(getattr(compiled, a, None) != getattr(original, a, None)
-                                   for a in _SAME):
-        return b"", ("its graph is built inside the test and its builder does not compile "
-                     "again to the same graph")
-    return buffer.getvalue(), ""
+def _outside_calls(group: list[LangGraphHarness], savers: list[Any]) -> str:
+    """Why something other than the group's harnesses used its saver, or ``""``: a call the
+    harnesses' legs and updates did not make, or a checkpoint no call put."""
+    for saver in savers:
+        spent = 0
+        for h in group:
+            if h.saver is saver:
+                for call in h.replay_calls:
+                    if call[3] not in h.replay_spent:
+                        return "one of its legs ended before it counted its saver calls"
+                    spent += h.replay_spent[call[3]]
+        if spent != len(saver.calls):
+            return ("something other than its harnesses called its saver (a plain LangGraph "
+                    "run, h.graph.invoke): a replay makes only the harnesses' calls")
+    put = {m.group(1) for saver in savers for call in saver.calls if call.op == "put"
+           for m in [_CHECKPOINT.search(call.args)] if m is not None}
+    storage = getattr(group[0].saver.inner, "storage", {})
+    held = {cid for namespaces in storage.values() for cps in namespaces.values()
+            for cid in cps}
+    if not held <= put:
+        return ("something other than its harnesses wrote checkpoints into its saver: a "
+                "replay makes only the harnesses' calls")
+    return ""
 
 
 def _faults(saver: Any) -> tuple[list[tuple[Any, ...]] | None, str]:
     """What the test's fault rules did to a saver, by call: ``(outcome, op, nth of op, delay,
     error repr, error)`` for each delayed, rejected or failed call (a replay makes the same
-    happen at the same calls, raising the same error: its class and arguments, pickled), or
-    ``None`` and why not (a simulated crash; an error that does not pickle)."""
+    happen at the same calls, raising the same error: its class and arguments, pickled) and
+    ``("crashed", op, nth, delay, error repr, phase)`` for a simulated crash (the calls after
+    it are dead again by themselves), or ``None`` and why not (an error that does not
+    pickle, a saver revived after its crash)."""
     counts: dict[str, int] = {}
     out: list[tuple[Any, ...]] = []
     raised = list(getattr(saver, "_raised", ()))  # the errors the saver raised, in order
+    crashed = False
     for call in saver.calls:
         counts[call.op] = nth = counts.get(call.op, 0) + 1
-        if call.outcome in ("crashed", "dead"):
-            return None, "a simulated crash ended its saver (a fresh harness goes on over it)"
+        if crashed and call.outcome != "dead":
+            return None, ("its saver was revived after a simulated crash (a replay cannot "
+                          "tell when)")
+        if call.outcome == "dead":
+            continue
+        if call.outcome == "crashed":
+            phase = _crash_phase(saver, call.op)
+            if phase is None:
+                return None, "a simulated crash ended its saver by a rule a replay cannot find"
+            out.append(("crashed", call.op, nth, call.delay, call.error, phase))
+            crashed = True
+            continue
         injected = call.injected and call.outcome in ("rejected", "failed")
         error = None
         if injected:
@@ -175,6 +167,17 @@ def _faults(saver: Any) -> tuple[list[tuple[Any, ...]] | None, str]:
             out.append((call.outcome if injected else "ok", call.op, nth, call.delay,
                         call.error if injected else None, error))
     return out, ""
+
+
+def _crash_phase(saver: Any, op: str) -> str | None:
+    """The phase (``"before"``/``"after"``) of the crash rule that fired on ``op``."""
+    from ._saver import _canon
+
+    linked = getattr(saver, "_linked", None)
+    rules = list(saver.rules) + ([] if linked is None else list(linked.rules))
+    phases = {r.fault.phase for r in rules
+              if r.fault.kind == "crash" and r.hits and _canon(r.fault.op) == op}
+    return phases.pop() if len(phases) == 1 else None
 
 
 def _pickles(error: BaseException | None) -> bool:
@@ -191,7 +194,9 @@ def _apply_faults(saver: Any, faults: list[tuple[Any, ...]]) -> None:
     for outcome, op, nth, delay, _, error in faults:
         if delay:
             saver.delay(op, delay, nth=nth)
-        if outcome == "rejected":
+        if outcome == "crashed":
+            saver.crash_at(op, nth=nth, phase=error)
+        elif outcome == "rejected":
             saver.reject_save(nth=nth, error=error)
         elif outcome == "failed":
             saver.fail(op, nth=nth, error=error)
@@ -204,24 +209,41 @@ def _faults_differ(saver: Any, faults: list[tuple[Any, ...]]) -> bool:
     return again is None or [f[:5] for f in again] != [f[:5] for f in faults]
 
 
-def replay_recipe(recipe: str, expected: list[str]) -> str | dict[str, str] | None:
-    """Run a :func:`recipe` again; ``None`` when its events are ``expected`` (JSON lines),
-    else where they first differ (``{"skipped": why}`` when this interpreter cannot make the
-    harness: its graph's module or an argument's class does not import here)."""
+def replay_recipe(recipe: str, expected: list[list[str]]) -> str | dict[str, str] | None:
+    """Run a :func:`recipe` again; ``None`` when each harness's events are ``expected`` (JSON
+    lines, one list per harness), else where they first differ (``{"skipped": why}`` when
+    this interpreter cannot make the harnesses: a graph's module or an argument's class does
+    not import here)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
     from .._graph._refs import resolve_ref
     from .._time._clock import VirtualClock
     from ._harness import LangGraphHarness
+    from ._saver import FaultySaver
 
     try:
         plan = pickle.loads(base64.b64decode(recipe))  # our own recipe, from this test
-        clock = VirtualClock(start=plan["start"])
-        graph = resolve_ref(plan["graph"]) if plan["graph"] else pickle.loads(plan["built"])
+        graphs = [resolve_ref(h["graph"]) if h["graph"] else pickle.loads(h["built"])
+                  for h in plan["harnesses"]]
     except Exception as exc:
         return {"skipped": f"{type(exc).__name__}: {exc}"}
-    harness = LangGraphHarness(graph, clock=clock, **plan["settings"])
-    _apply_faults(harness.saver, plan.get("faults", []))
-    for op, args, at_ns in plan["calls"]:
-        clock.advance_to_ns(at_ns)
+    clocks = [VirtualClock(start=start) for start in plan["clocks"]]
+    inner = InMemorySaver()
+    savers = [FaultySaver(inner) for _ in plan["faults"]]
+    for saver, faults in zip(savers, plan["faults"], strict=True):
+        _apply_faults(saver, faults)
+    steps = sorted([(h["born"], i, None) for i, h in enumerate(plan["harnesses"])]
+                   + [(call[3], i, call) for i, h in enumerate(plan["harnesses"])
+                      for call in h["calls"]], key=lambda step: step[0])
+    made: dict[int, LangGraphHarness] = {}
+    for _, i, call in steps:
+        spec = plan["harnesses"][i]
+        if call is None:
+            made[i] = LangGraphHarness(graphs[i], clock=clocks[spec["clock"]],
+                                       saver=savers[spec["saver"]], **spec["settings"])
+            continue
+        harness, (op, args, at_ns, _) = made[i], call
+        harness.clock.advance_to_ns(at_ns)
         try:
             if op == "leg":
                 harness._leg(args)
@@ -229,15 +251,19 @@ def replay_recipe(recipe: str, expected: list[str]) -> str | dict[str, str] | No
                 harness._leg(*args)
             else:
                 harness._owned_update(*args)
-        except Exception:  # it raised in the test too; the events tell
+        except (Exception, SimulatedCrash):  # it raised in the test too; the events tell
             continue
-    if _faults_differ(harness.saver, plan.get("faults", [])):
-        return {"skipped": "its fault rules raised errors a replay rule does not make"}
-    got = [e.model_dump_json() for e in harness.events]
-    for i, (want, have) in enumerate(zip(expected, got, strict=False)):
-        if want != have:
-            return (f"diverged at event {i} of {len(expected)}:\n  recorded: {want}\n"
-                    f"  replayed: {have}")
-    if len(got) != len(expected):
-        return f"the replay logged {len(got)} events, the test {len(expected)}"
+    for saver, faults in zip(savers, plan["faults"], strict=True):
+        if _faults_differ(saver, faults):
+            return {"skipped": "its fault rules raised errors a replay rule does not make"}
+    for n, (want_all, i) in enumerate(zip(expected, range(len(made)), strict=True), start=1):
+        got = [e.model_dump_json() for e in made[i].events]
+        where = "" if len(made) == 1 else (
+            f"harness {n} of {len(made)} (thread {made[i].thread_id!r}) ")
+        for k, (want, have) in enumerate(zip(want_all, got, strict=False)):
+            if want != have:
+                return (f"{where}diverged at event {k} of {len(want_all)}:\n  recorded: "
+                        f"{want}\n  replayed: {have}")
+        if len(got) != len(want_all):
+            return f"{where}the replay logged {len(got)} events, the test {len(want_all)}"
     return None
