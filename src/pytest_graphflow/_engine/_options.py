@@ -193,7 +193,7 @@ def check_cancel_after(seconds: Any) -> float | None:
     return float(seconds)
 
 
-def check_cancel_at(item: Any) -> Callable[[Any], bool] | None:
+def check_cancel_at(item: Any) -> Callable[[EventBase], bool] | None:
     """``cancel_at=``: the event at which the leg is cancelled, as one item of
     :func:`~pytest_graphflow.assert_events`'s pattern language; returns its test (``None``:
     no cancel).

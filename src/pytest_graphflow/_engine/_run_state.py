@@ -168,7 +168,7 @@ class LegSpec:
         deadlines: Mapping[str, datetime] = _NO_DEADLINES,
         stepping: bool = False,
         cancel_after: float | None = None,
-        cancel_at: Callable[[Any], bool] | None = None,
+        cancel_at: Callable[[EventBase], bool] | None = None,
     ) -> None:
         self.graph: Final = graph
         self.store: Final = store

@@ -33,7 +33,7 @@ from ._ids import ID_SOURCE, IdSource, install_id_hooks
 from ._loop import LEG, LegContext, SeededLoop, TaskStart, ensure_time_hooks, install_loop_hooks
 from ._order import install_order_hooks, stable_order
 from ._record import LegRecorder
-from ._replay import replay_order
+from ._replay_order import replay_order
 from ._saver import FaultySaver, SaverOp
 
 __all__ = ["LangGraphHarness"]

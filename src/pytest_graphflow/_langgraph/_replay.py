@@ -23,7 +23,6 @@ was revived after a crash, or when a call's arguments do not pickle.
 from __future__ import annotations
 
 import base64
-import itertools
 import pickle
 import re
 from collections.abc import Iterable
@@ -35,15 +34,9 @@ from ._replay_graph import graph_ref
 if TYPE_CHECKING:
     from ._harness import LangGraphHarness
 
-__all__ = ["groups", "recipe", "replay_order", "replay_recipe"]
+__all__ = ["groups", "recipe", "replay_recipe"]
 
-_ORDER = itertools.count()
 _CHECKPOINT = re.compile(r"checkpoint ([^,\s]+)")
-
-
-def replay_order() -> int:
-    """The next place among every harness's calls (and their making) in this process."""
-    return next(_ORDER)
 
 
 def groups(harnesses: Iterable[LangGraphHarness]) -> list[list[LangGraphHarness]]:
