@@ -282,7 +282,9 @@ class BatchRunner:
             left = list(hosted)
             try:
                 while left:
-                    await take_turn(sched.host_event)
+                    turn = sched.host_event
+                    assert turn is not None
+                    await take_turn(turn)
                     i = sched.host_key
                     assert i is not None
                     left.remove(i)
