@@ -114,10 +114,9 @@ class Runner:
             items = await self._advance()
         except BaseException as exc:
             leg.error = exc
+            leg._reached(run.pos.visited)
             raise
-        finally:
-            leg.visited = list(run.pos.visited)
-        leg.events.extend([i for i in items if type(i) is not StepState])
+        leg._note(items, run.pos.visited)
         return items
 
     async def _advance(self) -> list[Any]:
