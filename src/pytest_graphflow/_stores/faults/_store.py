@@ -215,7 +215,8 @@ class FaultyStore(FaultyRules):
         if self._rules or self._crash is not None or type(inner) is not InMemoryCheckpointStore:
             return False
         call = LoggedCall(len(self._calls), "save", (), {},
-                          lambda: f"{fields['id']} of run {fields['run_id']}", self._now())
+                          lambda: f"{fields['id']} of run {fields['run_id']}",
+                          self._now())
         self._calls.append(call)
         try:
             inner.adopt_fields(fields, fence)
@@ -262,18 +263,21 @@ class FaultyStore(FaultyRules):
 
     async def get(self, checkpoint_id: str) -> Checkpoint | None:
         """Get through the fault rules (see :meth:`CheckpointStore.get`)."""
-        result = await self._call("get", self._inner.get, (checkpoint_id,), {})
-        return cast("Checkpoint | None", result)
+        result: Checkpoint | None = await self._call("get", self._inner.get, (checkpoint_id,),
+                                                     {})
+        return result
 
     async def load(self, run_id: str, node_id: str | None = None) -> Checkpoint | None:
         """Load through the fault rules (see :meth:`CheckpointStore.load`)."""
-        result = await self._call("load", self._inner.load, (run_id, node_id), {})
-        return cast("Checkpoint | None", result)
+        result: Checkpoint | None = await self._call("load", self._inner.load,
+                                                     (run_id, node_id), {})
+        return result
 
     async def latest(self, run_id: str) -> Checkpoint | None:
         """Latest through the fault rules (see :meth:`CheckpointStore.latest`)."""
-        result = await self._call("latest", self._inner.latest, (run_id,), {})
-        return cast("Checkpoint | None", result)
+        result: Checkpoint | None = await self._call("latest", self._inner.latest, (run_id,),
+                                                     {})
+        return result
 
     async def list(
         self, run_id: str | None = None, *, thread_id: str | None = None
