@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from .._graph._builder import END, START, CompiledGraph
 from .._records._events import Breakpoint, EventBase, Interrupt, NodeEnd, StreamEvent
+from .._records._fast import adopt, template
 from .._records._json import jcopy
 
 if TYPE_CHECKING:
@@ -35,6 +36,9 @@ class StepState:
         self.checkpoint_id = checkpoint_id
 
 
+_TEMPLATES: dict[type[EventBase], tuple[dict[str, Any], set[str]]] = {}
+
+
 class LazyEvent:
     """An event of a recorded leg not built yet (internal): its class and its fields.
 
@@ -51,13 +55,19 @@ class LazyEvent:
 
     def build(self) -> EventBase:
         """The event (built without validation, as the runtime builds its events)."""
-        from ._run_state import _ev
-
+        cls = self.cls
+        found = _TEMPLATES.get(cls)
+        if found is None:
+            static, every = template(cls)
+            found = _TEMPLATES[cls] = ({**static, "time": None}, every)
         fields = self.__dict__
-        # in the order the runtime passes them (a field's place shows in the event's JSON)
-        ordered = {"seq": fields["seq"], "run_id": fields["run_id"], "step": fields["step"]}
-        ordered.update(fields)
-        built: EventBase = _ev(self.cls, **ordered)
+        # the defaults, then the fields in the order the runtime passes them (as
+        # ``_run_state._ev`` does: a field's place shows in the event's JSON)
+        data = found[0].copy()
+        data["seq"], data["run_id"], data["step"] = (fields["seq"], fields["run_id"],
+                                                     fields["step"])
+        data.update(fields)
+        built: EventBase = adopt(cls, data, found[1])
         return built
 
     def __repr__(self) -> str:
