@@ -35,11 +35,12 @@ class OverwriteKeepsItsPlace(InMemoryCheckpointStore):
 
     def _adopt(self, checkpoint: Checkpoint) -> None:
         old = self._by_id.get(checkpoint.id)
+        order = self._orders.get(checkpoint.id)
         super()._adopt(checkpoint)
-        if old is None:
+        if old is None or order is None:
             return
-        self._by_id[checkpoint.id] = (self._by_id[checkpoint.id][0], old[1])  # the bug
-        for run_id in {old[0].run_id, checkpoint.run_id}:
+        self._orders[checkpoint.id] = order  # the bug
+        for run_id in {old.run_id, checkpoint.run_id}:
             if self._by_run.get(run_id):
                 self._latest[run_id] = self._max(run_id)
 

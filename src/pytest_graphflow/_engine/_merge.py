@@ -30,22 +30,31 @@ def normalize_patch(graph: CompiledGraph, node: str, patch: Any) -> dict[str, An
     elif not isinstance(patch, Mapping):
         raise UpdateRejected(node, "<patch>", f"a node returns None, a dict, Command or Expand; "
                                               f"got {type(patch).__name__}")
-    spec = graph.nodes[node]
+    writes = graph.nodes[node].writes
     keys = graph.keys
     codec = graph.codec
     check = codec.check_value if codec.plain else None
+    checked, passes = codec.checked_on_write, codec.passes
     out: dict[str, Any] = {}
     for key, value in patch.items():
         if key not in keys:
             raise UnknownKey(node, key, sorted(keys))
-        if spec.writes is not None and key not in spec.writes:
-            raise UndeclaredWrite(node, key, sorted(spec.writes))
+        if writes is not None and key not in writes:
+            raise UndeclaredWrite(node, key, sorted(writes))
+        kind = type(value)
+        if kind is int or kind is bool or value is None or (kind is str and value.isascii()):
+            # A JSON scalar is its own JSON form (no set to order); one the key's validator
+            # gives back as it is needs no validation either.
+            if check is not None and key in checked and kind not in passes[key]:
+                value = check(node, key, value)
+            out[key] = value
+            continue
         try:
             value = codec.canonical(key, to_json_value(value, exact=key not in codec.converted))
         except NotJSONError as exc:
             raise UpdateRejected(node, key, f"the value has no JSON form ({exc}); state values "
                                             "must round-trip through JSON") from None
-        if check is not None and key in codec.checked_on_write:
+        if check is not None and key in checked:
             value = check(node, key, value)
         out[key] = value
     return out

@@ -45,6 +45,7 @@ from ._batch import BatchRunner
 from ._commit import Committer
 from ._fault import unexpected
 from ._halts import HaltHandler
+from ._lean import LeanSteps, lean_leg
 from ._merge import merge_patches
 from ._outcome import Outcome
 from ._results import StepState
@@ -71,6 +72,8 @@ class Runner:
         self.batches = BatchRunner(run)
         self.halts = HaltHandler(run, self.writer, self.end)
         self.committer = Committer(run, self.writer, self.end, self.halts)
+        self.lean = LeanSteps(run, self.writer, self.end) if lean_leg(run) else None
+        """Runs the leg's plain one-task supersteps (``invoke`` on the in-memory store)."""
         self._committed_record: dict[str, Any] | None = None
         """The run record this leg's last commit wrote (a step that does not change it does
         not send it again)."""
@@ -344,7 +347,13 @@ class Runner:
             node = graph.nodes[tasks[0].node]
             if run.runs_inline(node):
                 # The common step: one sync node, run inline.
-                out = await self.batches.run_inline(tasks[0], node)
+                if self.lean is not None:  # invoke(): it and the plain steps after it
+                    lean = await self.lean.run_from(tasks[0], node)
+                    if lean is None:
+                        return []
+                    out = lean
+                else:
+                    out = await self.batches.run_inline(tasks[0], node)
                 if out.artifacts:
                     await self._store_artifacts([out])
                 if out.kind == "done" and out.expand is None and not spec.record_events \

@@ -78,76 +78,133 @@ async def execute(
                 # failure or threw"): it is retried and reported as if it had raised it.
                 raise result
             break
-        except ChildRaised as raised:
-            # Not a failure of the node: the run ends with that exception (C6/C7), after
-            # the batch ran to the end, the first in declared order (see _after_batch).
-            out.kind = "edge_error"
-            out.error = raised.error
-            out.attempt = attempt
-            out.finished_at = clock.now()
-            return out
-        except ChildPaused as paused:
-            out.kind = "interrupt"  # no question: the run pauses as for a breakpoint
-            out.breakpoint = paused.breakpoint
-            out.attempt = attempt
-            out.finished_at = clock.now()
-            return out
-        except TimeoutSignal as expired:
-            expire(graph, out, expired.key, ctx.run_id, attempt, clock.now())
-            return out
-        except _InterruptSignal as signal:
-            if ctx._tool is not None and ctx._tool.failure is not None:
-                return _tool_failed(out, ctx, attempt, clock)
-            if signal.interrupt.deadline is not None \
-                    and CHILD_THREAD.get() == ctx._leg.thread_id:
-                out.kind = "error"  # a child run's question is fired as the parent's
-                out.error = GraphExecutionError(
-                    f"node {spec.name!r} of a subgraph asked {signal.interrupt.id!r} with a "
-                    "deadline: deadlines are kept and fired for a top-level run only; ask "
-                    "with deadline= in a node of the parent graph")
-                out.attempt = attempt
-                out.finished_at = clock.now()
+        except BaseException as exc:
+            if not failed(graph, spec, out, ctx, exc, attempt, clock, model):
+                raise
+            if out.kind != "retry":
                 return out
-            out.kind = "interrupt"
-            out.interrupt = signal.interrupt
-            out.more = signal.more
-            out.attempt = attempt
-            out.finished_at = clock.now()
-            return out
-        except MiddlewareFailed as exc:  # the hook's failure, not the node's: no retry
-            if ctx._tool is not None and ctx._tool.failure is not None:
-                return _tool_failed(out, ctx, attempt, clock)
-            out.kind = "error"
-            out.error = exc
-            out.fatal = True
-            out.attempt = attempt
-            out.finished_at = clock.now()
-            return out
-        except Exception as exc:
-            if ctx._tool is not None and ctx._tool.failure is not None:
-                return _tool_failed(out, ctx, attempt, clock)
-            unknown = _unknown_read(graph, spec, model, exc)
-            if unknown is not None:
-                out.kind = "error"
-                out.error = unknown
-                out.attempt = attempt
-                out.finished_at = clock.now()
-                return out
+            out.kind = "cancelled"
+            out.failed_attempts = [*out.failed_attempts, (attempt_start, clock.now(), exc)]
             retry = spec.retry
-            if retry is not None and attempt < retry.attempts and isinstance(exc, retry.retry_on):
-                out.failed_attempts = [*out.failed_attempts, (attempt_start, clock.now(), exc)]
-                await sleep(retry.delay(attempt))
-                attempt += 1
-                ctx._used = None  # a new attempt runs the node from the top
-                ctx._tool = None  # its tool calls count from 0 again (recorded ones replay)
-                model = make_input()
-                continue
+            assert retry is not None
+            await sleep(retry.delay(attempt))
+            attempt += 1
+            ctx._used = None  # a new attempt runs the node from the top
+            ctx._tool = None  # its tool calls count from 0 again (recorded ones replay)
+            model = make_input()
+    return await settle(graph, spec, out, result, ctx, clock, state, hooks, model, attempt)
+
+
+async def finish_inline(
+    graph: CompiledGraph,
+    spec: NodeSpec,
+    out: Outcome,
+    result: Any,
+    ctx: NodeContext,
+    clock: Clock,
+    state: dict[str, Any],
+    model: BaseModel,
+) -> Outcome:
+    """What :func:`execute` does with a sync node's first call (no hooks, no retry policy)
+    once it returned ``result``: await an awaitable, fail on a returned exception, and
+    settle the rest (the lean step's way back to the general path)."""
+    try:
+        if type(result) not in _PLAIN_RESULTS and inspect.isawaitable(result):
+            result = await result
+        if isinstance(result, Exception):
+            raise result
+    except BaseException as exc:
+        if not failed(graph, spec, out, ctx, exc, 1, clock, model):
+            raise
+        assert out.kind != "retry"  # an inline node has no retry policy
+        return out
+    return await settle(graph, spec, out, result, ctx, clock, state, None, model, 1)
+
+
+def failed(
+    graph: CompiledGraph,
+    spec: NodeSpec,
+    out: Outcome,
+    ctx: NodeContext,
+    exc: BaseException,
+    attempt: int,
+    clock: Clock,
+    model: Any,
+) -> bool:
+    """Fill in ``out`` for an exception the node's attempt ``attempt`` raised: ``False`` for
+    one that is not the task's to report (it propagates); ``out.kind == "retry"`` when the
+    node's retry policy takes it (the caller sleeps and runs it again)."""
+    if isinstance(exc, ChildRaised):
+        # Not a failure of the node: the run ends with that exception (C6/C7), after
+        # the batch ran to the end, the first in declared order (see _after_batch).
+        out.kind = "edge_error"
+        out.error = exc.error
+    elif isinstance(exc, ChildPaused):
+        out.kind = "interrupt"  # no question: the run pauses as for a breakpoint
+        out.breakpoint = exc.breakpoint
+    elif isinstance(exc, TimeoutSignal):
+        expire(graph, out, exc.key, ctx.run_id, attempt, clock.now())
+        return True
+    elif isinstance(exc, _InterruptSignal):
+        if ctx._tool is not None and ctx._tool.failure is not None:
+            _tool_failed(out, ctx, attempt, clock)
+            return True
+        if exc.interrupt.deadline is not None \
+                and CHILD_THREAD.get() == ctx._leg.thread_id:
+            out.kind = "error"  # a child run's question is fired as the parent's
+            out.error = GraphExecutionError(
+                f"node {spec.name!r} of a subgraph asked {exc.interrupt.id!r} with a "
+                "deadline: deadlines are kept and fired for a top-level run only; ask "
+                "with deadline= in a node of the parent graph")
+        else:
+            out.kind = "interrupt"
+            out.interrupt = exc.interrupt
+            out.more = exc.more
+    elif isinstance(exc, MiddlewareFailed):  # the hook's failure, not the node's: no retry
+        if ctx._tool is not None and ctx._tool.failure is not None:
+            _tool_failed(out, ctx, attempt, clock)
+            return True
+        out.kind = "error"
+        out.error = exc
+        out.fatal = True
+    elif isinstance(exc, Exception):
+        if ctx._tool is not None and ctx._tool.failure is not None:
+            _tool_failed(out, ctx, attempt, clock)
+            return True
+        unknown = _unknown_read(graph, spec, model, exc)
+        if unknown is not None:
+            out.kind = "error"
+            out.error = unknown
+        else:
+            retry = spec.retry
+            if retry is not None and attempt < retry.attempts \
+                    and isinstance(exc, retry.retry_on):
+                out.kind = "retry"
+                return True
             out.kind = "error"
             out.error = exc
             out.user_error = True
-            out.attempt = attempt
-            out.finished_at = clock.now()
-            return out
+    else:
+        return False
+    out.attempt = attempt
+    out.finished_at = clock.now()
+    return True
+
+
+async def settle(
+    graph: CompiledGraph,
+    spec: NodeSpec,
+    out: Outcome,
+    result: Any,
+    ctx: NodeContext,
+    clock: Clock,
+    state: dict[str, Any],
+    hooks: NodeHooks | None,
+    model: BaseModel,
+    attempt: int,
+) -> Outcome:
+    """The rest of a task whose node returned ``result``: its tools' updates, the patch
+    checked, its guardrails, then its edges."""
     tools = ctx._tool
     if tools is not None:
         if tools.failure is not None:  # the node caught the ToolFailed: the task fails

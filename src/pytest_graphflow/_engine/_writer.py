@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from .._graph._node import Visited
@@ -43,16 +44,21 @@ class CheckpointWriter:
         spec = run.spec
         store: Any = spec.store
         claim = spec.claim
-        self._fence = None if claim is None else claim.fence
+        self.fence = None if claim is None else claim.fence
+        """The leg's claim as ``(thread_id, token)`` on a store that checks it."""
         features = spec.features
         # A store with the fast save (the in-memory store, and a FaultyStore over one while
         # no rule is set) keeps the fields and builds the model when it is read;
         # ``adopt_fields`` says if it took them.
-        self._adopt: Callable[..., bool] | None = (
+        self.adopt: Callable[..., bool] | None = (
             store.adopt_fields if features.fields_save else None)
+        """The store's fast save (``adopt_fields(fields, fence)``), if it has one."""
         # SQLite writes a path from the run's log itself (``StoreFeatures.visited_snapshots``,
         # declared by that class alone: a subclass may read ``visited``).
         self._snapshots = features.visited_snapshots
+        # A leg that travelled in time (or branches off an earlier checkpoint) may record
+        # subgraph threads or a branch mark: its checkpoints always take the full path.
+        self._plain_leg = not (spec.time_travel or spec.branch)
 
     async def save(
         self,
@@ -126,20 +132,66 @@ class CheckpointWriter:
             command = run.parent_command  # a child run ended by Command(graph=PARENT)
             fields["metadata"]["parent_command"] = {
                 "update": to_json_value(command.update), "goto": command.goto}
-        fence = self._fence
         # The visited nodes stay a lazy snapshot until the checkpoint is read.
-        if self._adopt is None or not self._adopt(fields, fence):
-            vis = fields["visited"]
-            if not isinstance(vis, tuple) and not self._snapshots:
-                fields["visited"] = vis.as_tuple()
-            cp = make(Checkpoint, **fields)
-            if spec.deferred:
-                run.progress.pending.append(cp)  # committed with the piece's events
-            elif fence is not None:
-                await spec.store.save(cp, fence=fence)  # type: ignore[call-arg]
-            else:
-                await spec.store.save(cp)
+        if self.adopt is None or not self.adopt(fields, self.fence):
+            await self.put(fields)
         numbers.saved(cid)
+
+    def plain_fields(
+        self,
+        cid: str,
+        step: int,
+        tasks: list[TaskRecord],
+        node: str,
+        status: str,
+        state: dict[str, Any],
+        visited: Visited,
+        arrivals: dict[str, list[str]],
+        timestamp: datetime | None = None,
+    ) -> dict[str, Any] | None:
+        """The fields :meth:`save` gives the checkpoint after a superstep of one task of
+        ``node`` (``next_step`` is ``step + 1``) at ``timestamp`` (the leg's clock's
+        ``now()`` if the caller read it), built at once; ``None`` when the leg's
+        ledgers put more in it (recorded tool calls, passed breakpoints, subgraph threads, a
+        parent command, time travel): then :meth:`save` builds them."""
+        run = self.run
+        if run.tool_calls or run.pos.passed or run.child_threads \
+                or run.parent_command is not None or not self._plain_leg:
+            return None
+        spec, numbers = run.spec, run.numbers
+        graph = spec.graph
+        return {
+            "id": cid, "run_id": spec.run_id, "thread_id": spec.thread_id,
+            "graph_id": graph.graph_id, "revision": graph.revision,
+            "node_id": node, "node_ids": [node], "step": step,
+            "parent_id": numbers.parent_id,
+            "timestamp": spec.clock.now() if timestamp is None else timestamp,
+            "state": state, "format_version": 1,
+            "status": status, "next_step": step + 1, "tasks": tasks,
+            "completed": {}, "interrupts": [],
+            "answers": jcopy(run.answers) if run.answers else {},
+            "visited": visited, "arrivals": arrivals,
+            "next_seq": numbers.seq, "error": None, "tenant_id": spec.tenant_id,
+            "metadata": {"cp_counter": numbers.cp_counter,
+                         "task_counter": numbers.task_counter},
+        }
+
+    async def put(self, fields: dict[str, Any]) -> None:
+        """Store a checkpoint given as its fields through the store's ``save`` (or, on a
+        durable store that commits, with the piece's events)."""
+        run = self.run
+        spec = run.spec
+        vis = fields["visited"]
+        if not isinstance(vis, tuple) and not self._snapshots:
+            fields["visited"] = vis.as_tuple()
+        cp = make(Checkpoint, **fields)
+        fence = self.fence
+        if spec.deferred:
+            run.progress.pending.append(cp)  # committed with the piece's events
+        elif fence is not None:
+            await spec.store.save(cp, fence=fence)  # type: ignore[call-arg]
+        else:
+            await spec.store.save(cp)
 
 
 class LegEnd:

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from .._records._fast import make
+from .._records._fast import adopt, make
 from .._records._json import jcopy
 from ..errors import UpdateRejected
 from ._reducers import is_reducer
@@ -62,6 +62,24 @@ def _copier(tp: Any) -> Callable[[Any], Any] | None:
     if origin is dict and len(args) == 2 and _scalar(args[1]):
         return dict
     return jcopy
+
+
+def _passes(tp: Any) -> frozenset[type]:
+    """The scalar types whose values the validator of ``tp`` gives back as they are (a value
+    of another type may be converted or refused): ``int`` for ``int``, every JSON scalar for
+    ``Any``, the union of the options of a union."""
+    if tp is Any:
+        return frozenset((int, float, str, bool, type(None)))
+    if tp in (int, float, str, bool):
+        return frozenset((tp,))
+    if tp is None or tp is type(None):
+        return frozenset((type(None),))
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _passes(typing.get_args(tp)[0])
+    if origin in (typing.Union, types.UnionType):
+        return frozenset().union(*(_passes(a) for a in typing.get_args(tp)))
+    return frozenset()
 
 
 def _plain(tp: Any) -> bool:
@@ -124,6 +142,9 @@ def construct(model: type[BaseModel], data: dict[str, Any]) -> BaseModel:
     return model.model_construct(**fields)
 
 
+_UNSET = object()
+
+
 class StateCodec:
     """Validation and copies of one state schema (internal)."""
 
@@ -153,16 +174,40 @@ class StateCodec:
         # Keys whose written value is checked as the node writes it (a plain write, or a pure
         # reducer combining valid values); the others are checked after their reducer ran.
         self.checked_on_write: frozenset[str] = frozenset()
+        self._every = set(model.model_fields)
+        self._count = len(self._every)
         self._copiers: tuple[tuple[str, Callable[[Any], Any]], ...] = tuple(
             (name, copier) for name, info in model.model_fields.items()
             if (copier := _copier(info.annotation)) is not None
         ) if self.plain else ()
+        # The scalar types each key's validator gives back unchanged: a plain write of one
+        # is not validated again (``_merge.normalize_patch``).
+        self.passes: dict[str, frozenset[type]] = {
+            name: _passes(info.annotation) for name, info in model.model_fields.items()
+        } if self.plain else {}
         # Each key's validator itself (TypeAdapter.validate_python only passes its options on).
         self._validators: dict[str, Callable[[Any], Any]] = (
             {name: _shared_adapter(info.annotation or Any).validator.validate_python
              for name, info in model.model_fields.items()}
             if self.plain else {}
         )
+
+    def defaults(self) -> dict[str, Any] | None:
+        """The state a run starts from with no input, in JSON form (a fresh copy each call),
+        when it is the same every time: a plain schema whose fields all have default values
+        (no factory), without post-init hooks, computed fields or serializers. ``None``
+        otherwise (the caller validates the empty input itself)."""
+        found = self.__dict__.get("_defaults", _UNSET)
+        if found is _UNSET:
+            model = self.model
+            decorators = model.__pydantic_decorators__
+            fixed = (self.plain and model.__pydantic_post_init__ is None
+                     and not model.__pydantic_computed_fields__
+                     and not decorators.field_serializers and not decorators.model_serializers
+                     and all(not info.is_required() and info.default_factory is None
+                             for info in model.model_fields.values()))
+            found = self._defaults = self.dump(model.model_validate({})) if fixed else None
+        return None if found is None else jcopy(found)
 
     def model_of(self, state: dict[str, Any]) -> BaseModel:
         """A fresh model of a valid ``state`` (its own copy: mutating it changes nothing)."""
@@ -173,6 +218,8 @@ class StateCodec:
                 value = fields.get(name)
                 if value is not None:
                     fields[name] = copy(value)
+            if len(fields) == self._count:  # every field (a state is whole): no defaults
+                return adopt(self.model, fields, self._every)
             return make(self.model, **fields)
         return self.rebuild(state)
 

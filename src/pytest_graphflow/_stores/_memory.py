@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
-from .._records._checkpoint import Checkpoint
+from .._records._checkpoint import Checkpoint, TaskRecord
 from .._records._checks import check_id
 from .._records._fast import make
 from .._records._ids import derived_hex
@@ -40,62 +41,79 @@ _Normalised = list[tuple[int, dict[str, Any]]]
 _WHERE = "the in-memory store"
 
 
-class _Draft:
-    """A checkpoint the runtime handed over, kept as its fields until someone reads it.
+class _Draft(dict[str, Any]):
+    """A checkpoint the runtime handed over, kept as its fields (the dict itself) until
+    someone reads it.
 
     Building the pydantic model (and the tuple of visited nodes) for every superstep costs
     more than the rest of a step; most checkpoints are never read back.
 
     The store keeps every checkpoint of a run, so what each one holds is what the garbage
-    collector walks at every full collection of a long run: the lists of strings
+    collector walks at every full collection of a long run: a checkpoint of a plain step is
+    two objects the collector tracks, this dict and the state. Its lists of strings
     (``node_ids``, ``interrupts``, most often empty) are kept as tuples, which the collector
-    stops tracking, and the visited-nodes snapshot as the run's log and a length. Three
-    objects fewer a step; :meth:`checkpoint` gives them back.
+    stops tracking, its tasks (when they carry no item, failure or expansion checkpoint) as
+    ``(task_id, node)`` pairs, and the visited-nodes snapshot as the run's log with its
+    length apart. :meth:`checkpoint` gives them back.
     """
 
-    __slots__ = ("_cp", "_visited_kind", "_visited_n", "fields", "id", "metadata", "node_id",
-                 "node_ids", "parent_id", "run_id", "thread_id", "timestamp")
+    __slots__ = ("_cp", "_visited_n")
+    _cp: Checkpoint
+    _visited_n: int
 
-    def __init__(self, fields: dict[str, Any]) -> None:
-        for name in ("node_ids", "interrupts"):
-            value = fields.get(name)
-            if type(value) is list:
-                fields[name] = tuple(value)
-        visited = fields["visited"]
-        kind = type(visited)
-        self._visited_kind: type | None = None  # (kind and length apart: a tuple is tracked)
-        if kind.__name__ == "Visited" and hasattr(kind, "snapshot"):
-            fields["visited"], self._visited_n = visited.snapshot()
-            self._visited_kind = kind
-        self.fields = fields
-        self.id = fields["id"]
-        self.run_id = fields["run_id"]
-        self.thread_id = fields["thread_id"]
-        self.node_id = fields["node_id"]
-        self.node_ids = fields["node_ids"]
-        self.timestamp = fields["timestamp"]
-        self.parent_id = fields["parent_id"]
-        self.metadata = fields["metadata"]
-        self._cp: Checkpoint | None = None
+    # The fields the store's indexes read, under the model's names.
+    id = property(itemgetter("id"))
+    run_id = property(itemgetter("run_id"))
+    thread_id = property(itemgetter("thread_id"))
+    node_id = property(itemgetter("node_id"))
+    node_ids = property(itemgetter("node_ids"))
+    parent_id = property(itemgetter("parent_id"))
+    timestamp = property(itemgetter("timestamp"))
+    metadata = property(itemgetter("metadata"))
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The checkpoint's fields (the draft itself)."""
+        return self
 
     def checkpoint(self) -> Checkpoint:
         """The checkpoint itself (built once, never handed out: reads copy it)."""
-        if self._cp is None:
-            fields = dict(self.fields)
-            for name in ("node_ids", "interrupts"):
-                if type(fields.get(name)) is tuple:
-                    fields[name] = list(fields[name])
-            visited = fields["visited"]
-            if self._visited_kind is not None:
-                fields["visited"] = tuple(visited[:self._visited_n])
-            elif not isinstance(visited, tuple):
-                fields["visited"] = tuple(visited)
-            self._cp = make(Checkpoint, **fields)
+        try:
+            return self._cp
+        except AttributeError:
+            pass
+        fields = dict(self)
+        for name in ("node_ids", "interrupts"):
+            if type(fields.get(name)) is tuple:
+                fields[name] = list(fields[name])
+        tasks = fields["tasks"]
+        if type(tasks) is tuple:
+            fields["tasks"] = [make(TaskRecord, task_id=task_id, node=node, item=None,
+                                    has_item=False, checkpoint_id_before=None, failure=None)
+                               for task_id, node in tasks]
+        visited = fields["visited"]
+        if self._visited_n >= 0:
+            fields["visited"] = tuple(visited[:self._visited_n])
+        elif not isinstance(visited, tuple):
+            fields["visited"] = tuple(visited)
+        self._cp = make(Checkpoint, **fields)
         return self._cp
 
     def clone(self, **changes: Any) -> Checkpoint:
         """A deep copy, as :meth:`Checkpoint.clone`."""
         return self.checkpoint().clone(**changes)
+
+
+def _pairs(tasks: list[Any]) -> list[Any] | tuple[tuple[str, str], ...]:
+    """``tasks`` as ``(task_id, node)`` pairs, or the list itself if one carries more."""
+    out = []
+    for task in tasks:
+        data = task.__dict__
+        if data["failure"] is not None or data["item"] is not None or data["has_item"] \
+                or data["checkpoint_id_before"] is not None:
+            return tasks
+        out.append((data["task_id"], data["node"]))
+    return tuple(out)
 
 
 class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
@@ -125,7 +143,10 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
     runs and the runtime's fast save (:meth:`adopt_fields`); no durable events."""
 
     def __init__(self, *, claim_ttl: float = rules.DEFAULT_CLAIM_TTL) -> None:
-        self._by_id: dict[str, tuple[Checkpoint, int]] = {}
+        self._by_id: dict[str, Checkpoint | _Draft] = {}
+        self._orders: dict[str, int] = {}
+        """Each checkpoint's place in the order of saves (an int apart, not a tuple with the
+        checkpoint: one object fewer a checkpoint for the garbage collector)."""
         self._by_run: dict[str, dict[str, None]] = {}
         self._by_thread: dict[str, dict[str, None]] = {}
         self._latest: dict[str, str] = {}
@@ -143,8 +164,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         return f"InMemoryCheckpointStore({len(self._by_id)} checkpoint(s))"
 
     def _rank(self, checkpoint_id: str) -> tuple[Any, int]:
-        cp, order = self._by_id[checkpoint_id]
-        return (cp.timestamp, order)
+        return (self._by_id[checkpoint_id].timestamp, self._orders[checkpoint_id])
 
     supports_fencing = True
     """``save`` takes ``fence=(thread_id, token)`` and the store has ``commit``."""
@@ -181,10 +201,40 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         ``StoreFeatures.fields_save``; see :meth:`_adopt`). Returns
         ``True``: it always takes them (a ``FaultyStore``'s may not)."""
         draft = _Draft(fields)
+        node_ids = draft["node_ids"]
+        if type(node_ids) is list:
+            draft["node_ids"] = tuple(node_ids)
+        interrupts = draft["interrupts"]
+        if type(interrupts) is list:
+            draft["interrupts"] = tuple(interrupts) if interrupts else ()
+        tasks = draft["tasks"]
+        if type(tasks) is list:
+            if len(tasks) == 1:  # the common case, without a loop
+                task = tasks[0].__dict__
+                if task["failure"] is None and task["item"] is None and not task["has_item"] \
+                        and task["checkpoint_id_before"] is None:
+                    draft["tasks"] = ((task["task_id"], task["node"]),)
+            else:
+                draft["tasks"] = _pairs(tasks)
+        visited = draft["visited"]
+        kind = type(visited)
+        if kind is tuple or kind is list:
+            draft._visited_n = -1
+        else:  # the runtime's snapshot of its log: the log and a length
+            draft["visited"], draft._visited_n = visited.snapshot()
         if fence is not None:
-            self._fenced(fence, draft.thread_id, draft.id)
-            self._lineage(draft.thread_id, [draft])
-        self._adopt(draft)  # type: ignore[arg-type]
+            thread = draft["thread_id"]
+            claim = self._claims.get(thread)
+            holder, token = fence
+            if claim is None or holder != thread or type(token) is not int \
+                    or claim.token != token:
+                self._fenced(fence, thread, draft["id"])
+            # Seed 004's lineage (check_lineage), when the parent is not the latest.
+            latest = self._thread_latest.get(thread)
+            parent = draft["parent_id"]
+            if parent is not None and latest is not None and parent != latest:
+                self._lineage(thread, [draft])
+        self._adopt(draft)
         return True
 
     async def commit(
@@ -220,26 +270,50 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         if record is not None:
             self._put_run(record)
 
-    def _adopt(self, checkpoint: Checkpoint) -> None:
+    def _adopt(self, checkpoint: Checkpoint | _Draft) -> None:
         """Store ``checkpoint`` itself, without a copy (internal).
 
         The runtime hands over checkpoints it never touches again; everyone else goes
         through :meth:`save`, which copies.
         """
-        cid = checkpoint.id
-        old = self._by_id.get(cid)
-        if old is not None and (old[0].run_id != checkpoint.run_id
-                                or old[0].thread_id != checkpoint.thread_id):
-            self._unindex(old[0])
+        if type(checkpoint) is _Draft:
+            cid, run_id = checkpoint["id"], checkpoint["run_id"]
+            thread_id, timestamp = checkpoint["thread_id"], checkpoint["timestamp"]
+        else:
+            cid, run_id = checkpoint.id, checkpoint.run_id
+            thread_id, timestamp = checkpoint.thread_id, checkpoint.timestamp
+        by_id = self._by_id
+        old = by_id.get(cid)
+        if old is not None and (old.run_id != run_id or old.thread_id != thread_id):
+            self._unindex(old)
         self._order += 1
-        self._by_id[cid] = (checkpoint, self._order)
-        self._by_run.setdefault(checkpoint.run_id, {})[cid] = None
-        self._by_thread.setdefault(checkpoint.thread_id, {})[cid] = None
-        self._newest(self._latest, self._by_run, checkpoint.run_id, checkpoint)
-        self._newest(self._thread_latest, self._by_thread, checkpoint.thread_id, checkpoint)
+        by_id[cid] = checkpoint
+        self._orders[cid] = self._order
+        by_run, by_thread = self._by_run, self._by_thread
+        ids = by_run.get(run_id)
+        if ids is None:
+            ids = by_run[run_id] = {}
+        ids[cid] = None
+        ids = by_thread.get(thread_id)
+        if ids is None:
+            ids = by_thread[thread_id] = {}
+        ids[cid] = None
+        # The run's and the thread's latest (what _newest says, inline: once a step).
+        latest = self._latest
+        current = latest.get(run_id)
+        if current is None or (current != cid and timestamp >= by_id[current].timestamp):
+            latest[run_id] = cid
+        elif current == cid:
+            self._newest(latest, by_run, run_id, checkpoint)
+        latest = self._thread_latest
+        current = latest.get(thread_id)
+        if current is None or (current != cid and timestamp >= by_id[current].timestamp):
+            latest[thread_id] = cid
+        elif current == cid:
+            self._newest(latest, by_thread, thread_id, checkpoint)
 
     def _newest(self, latest: dict[str, str], index: dict[str, dict[str, None]], key: str,
-                checkpoint: Checkpoint) -> None:
+                checkpoint: Checkpoint | _Draft) -> None:
         """Update ``latest[key]`` (a run's or a thread's latest) for ``checkpoint``, just
         stored."""
         cid = checkpoint.id
@@ -248,7 +322,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
             latest[key] = cid
         elif current == cid:  # overwritten in place: it may no longer be the latest
             latest[key] = max(index[key], key=self._rank)
-        elif checkpoint.timestamp >= self._by_id[current][0].timestamp:
+        elif checkpoint.timestamp >= self._by_id[current].timestamp:
             # Saved last, so of equal timestamps it wins; a later timestamp wins outright.
             latest[key] = cid
 
@@ -261,7 +335,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         (:func:`~._claims.check_lineage`)."""
         rules.check_lineage(thread_id, self._thread_latest.get(thread_id), checkpoints, events)
 
-    def _unindex(self, cp: Checkpoint) -> None:
+    def _unindex(self, cp: Checkpoint | _Draft) -> None:
         self._by_run.get(cp.run_id, {}).pop(cp.id, None)
         self._by_thread.get(cp.thread_id, {}).pop(cp.id, None)
         if self._latest.get(cp.run_id) == cp.id:
@@ -281,13 +355,13 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         """A copy of the checkpoint with this id, or ``None``."""
         check_id(checkpoint_id, "checkpoint_id", "get")
         found = self._by_id.get(checkpoint_id)
-        return None if found is None else found[0].clone()
+        return None if found is None else found.clone()
 
     async def latest(self, run_id: str) -> Checkpoint | None:
         """A copy of the run's most recent checkpoint, or ``None``."""
         check_id(run_id, "run_id", "latest")
         cid = self._latest.get(run_id)
-        return None if cid is None else self._by_id[cid][0].clone()
+        return None if cid is None else self._by_id[cid].clone()
 
     async def load(self, run_id: str, node_id: str | None = None) -> Checkpoint | None:
         """The run's most recent checkpoint, or the most recent one for ``node_id``."""
@@ -296,8 +370,8 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
             return await self.latest(run_id)
         check_id(node_id, "node_id", "load")
         ids = [cid for cid in self._by_run.get(run_id, ())
-               if node_id == self._by_id[cid][0].node_id or node_id in self._by_id[cid][0].node_ids]
-        return self._by_id[max(ids, key=self._rank)][0].clone() if ids else None
+               if node_id == self._by_id[cid].node_id or node_id in self._by_id[cid].node_ids]
+        return self._by_id[max(ids, key=self._rank)].clone() if ids else None
 
     async def list(
         self,
@@ -322,7 +396,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         if run_id is not None:
             ids: Any = self._by_run.get(run_id, {})
             if thread_id is not None:
-                ids = [i for i in ids if self._by_id[i][0].thread_id == thread_id]
+                ids = [i for i in ids if self._by_id[i].thread_id == thread_id]
         elif thread_id is not None:
             ids = self._by_thread.get(thread_id, {})
         else:
@@ -333,7 +407,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
             ordered = [i for i in ordered if self._rank(i) < bound]
         if limit is not None:
             ordered = ordered[-limit:]
-        return [self._by_id[i][0].clone() for i in ordered]
+        return [self._by_id[i].clone() for i in ordered]
 
     async def delete(self, checkpoint_id: str) -> bool:
         """Delete one checkpoint; ``True`` if it existed."""
@@ -341,7 +415,8 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         found = self._by_id.pop(checkpoint_id, None)
         if found is None:
             return False
-        self._unindex(found[0])
+        del self._orders[checkpoint_id]
+        self._unindex(found)
         return True
 
     async def fork(
@@ -371,7 +446,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
             raise rules.fork_target_exists(checkpoint_id, thread_id)
         if thread_id is not None and thread_id in self._claims:
             raise ThreadBusy(thread_id, None)  # a run is starting on it: not a new thread
-        source = found[0]
+        source = found
         if isinstance(source, _Draft):
             source = source.checkpoint()
         n = 0
@@ -569,9 +644,9 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         """
         thread_id, tenant, moment = check_delete_args(thread_id, tenant_id, now)
         ids = sorted(self._by_thread.get(thread_id, ()), key=self._rank)
-        owner = (self._by_id[ids[-1]][0].clone().tenant_id,) if ids else None
+        owner = (self._by_id[ids[-1]].clone().tenant_id,) if ids else None
         check_deletable(thread_id, tenant, owner, self._claims.get(thread_id), moment)
-        runs = dict.fromkeys(self._by_id[cid][0].run_id for cid in ids)
+        runs = dict.fromkeys(self._by_id[cid].run_id for cid in ids)
         runs.update(dict.fromkeys(r for r, rec in self._runs.items()
                                   if rec.get("thread_id") == thread_id))
         for cid in ids:
@@ -608,7 +683,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         for thread in sorted(t for t in self._thread_latest if after is None or t > after):
             if limit is not None and len(out) >= limit:
                 break
-            found = self._by_id[self._thread_latest[thread]][0]
+            found = self._by_id[self._thread_latest[thread]]
             cp = found.checkpoint() if isinstance(found, _Draft) else found
             if cp.status == "interrupted" and (anyone or cp.tenant_id == tenant):
                 out.append(waiting_row(cp.clone()))

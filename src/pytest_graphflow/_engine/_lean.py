@@ -1,0 +1,308 @@
+"""The lean step: the default path's common superstep, one sync task, run and committed
+at once (``invoke``, no events wanted, no breakpoint after, no hooks).
+
+A chain of such steps runs in one call, without the per-step objects only the rare cases
+need: no :class:`~._outcome.Outcome`, no coroutine per task, the patch merged and the
+checkpoint's fields handed to the store in place. Whatever is not the plain case — the node
+raised or returned something other than a dict (a ``Command``, an ``Expand``, an exception,
+an awaitable), emitted, attached, used a tool, a patch that needs a reducer or the schema's
+validators, a join, a route that expands — leaves the lean step with the task's
+:class:`Outcome`, built then, and the general path (``Runner._superstep``'s tail: the
+committer or the halt handler) takes it from exactly where the general ``execute`` would
+have been. Between steps the loop checks what ``Runner._advance`` and ``_superstep`` check
+before a superstep (the claim's renewal, the superstep budget, a deadline, a cancel, a
+breakpoint before, the shape of the next batch) and hands the next step back to them when
+any is not plain.
+
+``tests/runtime/test_lean_step.py`` holds the lean step to the general one: the same
+results, checkpoints and numbering on graphs that leave it at every point.
+"""
+
+from __future__ import annotations
+
+import inspect
+from datetime import datetime
+from typing import Any
+
+from .._graph._builder import END, NodeSpec
+from .._graph._node import CURRENT_TASK, EdgeContext, NodeContext
+from .._records._checkpoint import TaskRecord
+from .._records._fast import adopt, template
+from .._time._clock import VirtualClock
+from .._time._entropy import ENTROPY
+from .._time._wallclock import NODE_CLOCK
+from ..errors import GraphflowError
+from ._merge import merge_patches, normalize_patch
+from ._outcome import Outcome
+from ._run_state import RunState
+from ._task import _pick, failed, finish_inline
+from ._writer import CheckpointWriter, LegEnd
+
+__all__ = ["LeanSteps", "lean_leg"]
+
+_TASK_FIELDS = template(TaskRecord)[1]
+_ROUTE_KEYS = (str, int, bool)
+"""Types of a route's pick looked up in a branch's mapping without ``_pick``."""
+
+
+def lean_leg(run: RunState) -> bool:
+    """Whether the leg's single-task supersteps may take the lean step: nobody reads its
+    events (``invoke``), no breakpoint after a node, no middleware or guardrails, and a
+    store with the fast save (the in-memory store)."""
+    spec = run.spec
+    return (not spec.record_events and not spec.break_after and spec.hooks is None
+            and spec.features.fields_save)
+
+
+class LeanSteps:
+    """Runs a leg's plain single-task supersteps, one after the other (see the module)."""
+
+    def __init__(self, run: RunState, writer: CheckpointWriter, end: LegEnd) -> None:
+        self.run = run
+        self.writer = writer
+        self.end = end
+        spec = run.spec
+        self.owns_entropy = spec.seed is not None and isinstance(spec.clock, VirtualClock)
+
+    async def run_from(self, record: TaskRecord, spec: NodeSpec) -> Outcome | None:
+        """Run the superstep of ``record`` (the only task of the leg's next batch, a sync
+        node without retries, its checks before a superstep passed), then the plain steps
+        after it. ``None``: every step it ran is committed (the caller's piece ends there);
+        an :class:`Outcome`: the last step's task needs the general path."""
+        run = self.run
+        leg = run.spec
+        pos, numbers, progress, flight = run.pos, run.numbers, run.progress, run.flight
+        graph = leg.graph
+        codec, nodes, reducers = graph.codec, graph.nodes, graph.reducers
+        edges, branches_of, joins_from, joins = (graph.edges, graph.branches,
+                                                 graph.joins_from, graph.joins)
+        plain, every_step = codec.plain, graph.every_step
+        model_of = codec.model_of
+        clock = leg.clock
+        wall, owns = leg.wall_clock, self.owns_entropy
+        claim, budget, before = leg.claim, leg.max_supersteps, leg.break_before
+        writer = self.writer
+        adopt_fields, fence = writer.adopt, writer.fence
+        hexid = numbers.hex
+        # A virtual clock's time moves only when something moves it (never between a
+        # step's save and the next node's start): one read serves both, and the claim's
+        # renewal cannot have come due while ``now()`` gives the same instant back.
+        virtual = type(clock) is VirtualClock
+        now = clock.now() if virtual else None
+        seen = now
+        while True:
+            name = record.node
+            step = pos.step
+            visited = pos.visited
+            state = pos.state
+            ctx = NodeContext(run, record, step, visited)
+            out: Outcome | None
+            model = pos.model
+            if model is None:
+                model = model_of(state)
+            else:
+                pos.model = None
+            t1 = CURRENT_TASK.set(ctx)
+            t2 = NODE_CLOCK.set(clock) if wall else None  # type: ignore[arg-type]
+            t3 = ENTROPY.set(ctx) if owns else None
+            try:
+                started_at = clock.now() if now is None else now
+                try:
+                    fn = spec.fn
+                    result = fn(model, ctx) if spec.arity == 2 else fn(model)
+                except BaseException as exc:
+                    out = _outcome(record, spec, ctx, started_at)
+                    if not failed(graph, spec, out, ctx, exc, 1, clock, model):
+                        raise
+                    return out
+                if (result is not None and type(result) is not dict) or ctx._custom \
+                        or ctx._artifacts or ctx._tool is not None:
+                    out = _outcome(record, spec, ctx, started_at)
+                    return await finish_inline(graph, spec, out, result, ctx, clock, state,
+                                               model)
+                try:
+                    patch = None if result is None else normalize_patch(graph, name, result)
+                except GraphflowError as exc:
+                    out = _outcome(record, spec, ctx, started_at, clock.now())
+                    out.kind = "error"
+                    out.error = exc
+                    return out
+                targets: Any = edges.get(name, ())  # unique already
+                merged: dict[str, Any] | None = None
+                done_at = None
+                branches = branches_of.get(name)
+                if branches:  # what decide_edges does, an Outcome only when needed
+                    done_at = clock.now()  # the node's end, before its routes run
+                    out = None
+                    view: Any
+                    try:
+                        if patch and plain and not reducers.keys() & patch.keys():
+                            merged = {**state, **patch}  # checked as the node wrote it
+                            view = model_of(merged)
+                        else:
+                            blame = [(name, patch)]
+                            merged = merge_patches(graph, state, blame, parallel=False)
+                            merged, view = codec.validate(merged, blame)
+                            if view is None:
+                                view = model_of(merged)
+                    except GraphflowError as exc:
+                        out = _outcome(record, spec, ctx, started_at, done_at, patch)
+                        out.kind = "error"
+                        out.error = exc
+                        return out
+                    picks = list(targets)
+                    ectx = EdgeContext(name, visited, step)
+                    token = CURRENT_TASK.set(None)  # edge functions run outside the node
+                    try:
+                        for branch in branches:
+                            try:
+                                route = branch.route
+                                picked = route(view, ectx) if branch.arity == 2 else route(view)
+                                if type(picked) is not str and inspect.isawaitable(picked):
+                                    picked = await picked
+                            except Exception as exc:
+                                if out is None:
+                                    out = _outcome(record, spec, ctx, started_at, done_at,
+                                                   patch)
+                                out.merged = merged
+                                out.kind = "edge_error"
+                                out.error = exc
+                                return out
+                            mapping = branch.mapping
+                            if out is None and mapping is None and type(picked) is str \
+                                    and (picked in branch.targets or picked == END):
+                                picks.append(picked)
+                            elif out is None and mapping is not None \
+                                    and type(picked) in _ROUTE_KEYS and picked in mapping:
+                                picks.append(mapping[picked])
+                            else:  # an Expand, a list, an unknown route: _pick says
+                                if out is None:
+                                    out = _outcome(record, spec, ctx, started_at, done_at,
+                                                   patch)
+                                    out.kind = "done"
+                                    out.merged = merged
+                                if not _pick(branch, name, picked, out, picks):
+                                    return out
+                    finally:
+                        CURRENT_TASK.reset(token)
+                    targets = list(dict.fromkeys(picks))
+                    if out is not None:
+                        out.targets = targets
+                        return out
+            finally:
+                if t3 is not None:
+                    ENTROPY.reset(t3)
+                if t2 is not None:
+                    NODE_CLOCK.reset(t2)
+                CURRENT_TASK.reset(t1)
+
+            # Commit: what Committer.commit_one does for this task.
+            if not patch:
+                new_state = state
+            elif merged is not None:
+                new_state = merged
+            elif plain and not reducers.keys() & patch.keys():
+                new_state = {**state, **patch}  # plain writes, each checked as written
+            else:  # a reducer, or the schema's validators: the committer merges
+                return _done(record, spec, ctx, started_at, done_at or clock.now(), patch,
+                             targets)
+            arrivals = pos.arrivals
+            if joins:
+                if joins_from.get(name):
+                    return _done(record, spec, ctx, started_at, done_at or clock.now(), patch,
+                                 targets)
+                arrivals = {k: list(v) for k, v in arrivals.items()}
+            seq = 2 + len(targets)  # node_start, node_end, an edge per target
+            if len(targets) == 1:
+                scheduled: Any = () if targets[0] == END else targets
+            else:
+                scheduled = [t for t in targets if t != END]
+                if len(scheduled) > 1:
+                    scheduled = sorted(dict.fromkeys(scheduled), key=lambda n: nodes[n].index)
+            next_tasks = []
+            for target in scheduled:
+                numbers.task_counter += 1
+                next_tasks.append(adopt(TaskRecord, {
+                    "task_id": f"task-{hexid}-{numbers.task_counter}", "node": target,
+                    "item": None, "has_item": False, "checkpoint_id_before": None,
+                    "failure": None}, _TASK_FIELDS))
+            pos.visited = visited = visited.extend((name,))
+            finished = not next_tasks and not arrivals
+            cid: str | None = None
+            if every_step or spec.checkpoint or (
+                    finished and (numbers.parent_id is not None or leg.thread_explicit)):
+                numbers.cp_counter += 1
+                cid = f"cp-{hexid}-{numbers.cp_counter}"
+                seq += 1
+            if finished:
+                seq += 1
+            numbers.seq += seq
+            pos.state = new_state
+            pos.model = None
+            pos.arrivals = arrivals
+            pos.tasks = next_tasks
+            pos.step = step + 1
+            now = None
+            if cid is not None:
+                status = "completed" if finished else "running"
+                now = clock.now() if virtual else None
+                fields = writer.plain_fields(cid, step, next_tasks, name, status, new_state,
+                                             visited, arrivals, now)
+                if fields is None:
+                    await writer.save(cid, step=step, next_step=step + 1, tasks=next_tasks,
+                                      node_ids=[name], status=status, state=new_state,
+                                      visited=visited, arrivals=arrivals)
+                else:
+                    if adopt_fields is None or not adopt_fields(fields, fence):
+                        await writer.put(fields)
+                    numbers.parent_id = numbers.checkpoint_id = cid
+            if finished:
+                await self.end.finish("completed", None)
+                return None
+
+            # The next superstep: lean too only if every check before it is plain (what
+            # Runner._advance and _superstep check, in their order); else the next piece.
+            if len(next_tasks) != 1 or pos.completed or flight.cancel_requested \
+                    or progress.deadline_ns is not None or progress.deadline is not None \
+                    or (budget is not None and progress.supersteps >= budget):
+                return None
+            if not virtual:
+                now = None  # the next node's start is read when it starts
+            elif now is None:
+                now = clock.now()
+            if claim is not None and (now is None or now is not seen):
+                if claim.due():
+                    return None
+                seen = now
+            record = next_tasks[0]
+            if before and record.node in before:
+                return None
+            spec = nodes[record.node]
+            if spec.is_async or spec.retry is not None:
+                return None
+            progress.supersteps += 1
+
+
+def _outcome(record: TaskRecord, spec: NodeSpec, ctx: NodeContext, started_at: datetime,
+             finished_at: datetime | None = None, patch: dict[str, Any] | None = None
+             ) -> Outcome:
+    """The task's outcome as ``execute`` builds it; with ``finished_at``, one whose node
+    returned (its attempt and end time set, and its ``patch``)."""
+    out = Outcome(record, spec)
+    out.custom = ctx._custom
+    out.artifacts = ctx._artifacts
+    out.started_at = started_at
+    if finished_at is not None:
+        out.attempt = 1
+        out.finished_at = finished_at
+        out.patch = patch
+    return out
+
+
+def _done(record: TaskRecord, spec: NodeSpec, ctx: NodeContext, started_at: datetime,
+          finished_at: datetime, patch: dict[str, Any] | None, targets: Any) -> Outcome:
+    """A completed task's outcome, for the committer to merge."""
+    out = _outcome(record, spec, ctx, started_at, finished_at, patch)
+    out.kind = "done"
+    out.targets = list(targets)
+    return out
