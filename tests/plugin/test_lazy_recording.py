@@ -76,11 +76,33 @@ def busy() -> CompiledGraph:
     return g.compile(checkpoint_policy="every_step")
 
 
+def looping(policy: Any = "on_halt") -> Any:
+    """A chain the lean step takes: a node that writes, a node that writes nothing, a route
+    back, an interrupt on the way out."""
+
+    def make() -> CompiledGraph:
+        def slow(s: State) -> dict[str, Any]:
+            return {"n": s.n + 1}
+
+        g = Graph(f"looping_{policy}", State)
+        g.node("slow", slow)
+        g.node("quiet", lambda s: None)
+        g.node("ask", lambda s: {"log": [str(interrupt("more?", id="more"))]})
+        g.edge(START, "slow").edge("slow", "quiet")
+        g.branch("quiet", lambda s: "slow" if s.n < 3 else "ask", ["slow", "ask"])
+        g.edge("ask", END)
+        return g.compile(checkpoint_policy=policy)
+
+    make.__name__ = f"looping_{policy}"
+    return make
+
+
 def _lines(legs: list[Any]) -> list[str]:
     return [e.model_dump_json() for leg in legs for e in leg.events]
 
 
-@pytest.mark.parametrize("make", [approval, busy])
+@pytest.mark.parametrize("make", [approval, busy, looping(), looping("every_step"),
+                                  looping("never")])
 @pytest.mark.parametrize("seed", [0, 7])
 def test_lazy_recordings_are_the_events_the_eager_path_builds(make: Any, seed: int) -> None:
     graph = make()

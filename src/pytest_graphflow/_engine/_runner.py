@@ -350,7 +350,7 @@ class Runner:
                 if self.lean is not None:  # invoke(): it and the plain steps after it
                     lean = await self.lean.run_from(tasks[0], node)
                     if lean is None:
-                        return []
+                        return self.lean.take_recorded()
                     out = lean
                 else:
                     out = await self.batches.run_inline(tasks[0], node)
