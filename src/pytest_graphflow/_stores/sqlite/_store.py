@@ -317,7 +317,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         db = self._begin()
         try:
             # What this connection's last commit left is still the file's when nothing else
-            # wrote since (see ._known): then one statement reads what is left to know.
+            # wrote since (see ._known): then nothing more is read.
             version = db.execute(VERSION).fetchone()[0]
             if facts is not None and facts.holds(version, thread_id, token, run_id):
                 # In the log's live rows it knows; the log row's insert checks the table.
