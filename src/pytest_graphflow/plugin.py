@@ -423,12 +423,18 @@ _ShownT = TypeVar("_ShownT")
 def _shown(value: _ShownT) -> _ShownT:
     """``value``, with the classes of the modules imported so far shown under their public
     module (``pytest_graphflow.testing.RecordingRuntime`` in a failing test's repr)."""
-    from . import testing
-    from ._exports import show_loaded
+    global _modules_shown
+    if len(sys.modules) != _modules_shown:  # a module imported since: show its names
+        from . import testing
+        from ._exports import show_loaded
 
-    del testing  # importing it shows its names
-    show_loaded()
+        del testing  # importing it shows its names
+        show_loaded()
+        _modules_shown = len(sys.modules)
     return value
+
+
+_modules_shown = 0  # how many modules were loaded when _shown last showed their names
 
 
 @pytest.fixture

@@ -504,6 +504,7 @@ class Legs:
                 initial_state=None if resumed is not None else jcopy(state),
                 answers=jcopy(answers) if resumed is not None and answers else {},
                 store=host.store)
+            leg.lazy = not opts.get("record_events", True)  # only the leg reads its events
         spec = LegSpec(
             graph=graph, store=host.store, features=host.store_features, clock=host.clock,
             seed=host.seed, run_id=run_id, thread_id=thread_id, tenant_id=tenant,

@@ -51,7 +51,7 @@ from .._time._clock import Clock
 from ._claim import ThreadClaim
 from ._hooks import HookTable, NodeHooks
 from ._outcome import Outcome
-from ._results import RunLeg, RunRecord, StepState
+from ._results import LazyEvent, RunLeg, RunRecord, StepState
 
 if TYPE_CHECKING:
     from .._graph._subgraph import Subgraph
@@ -256,14 +256,17 @@ class Numbering:
     chain (``parent_id``: the next checkpoint's parent; ``checkpoint_id``: the last one this
     leg saved). Only its own methods change it: ids are never handed out twice."""
 
-    __slots__ = ("checkpoint_id", "cp_counter", "hex", "parent_id", "record_events", "run_id",
-                 "seq", "task_counter")
+    __slots__ = ("checkpoint_id", "cp_counter", "hex", "lazy", "parent_id", "record_events",
+                 "run_id", "seq", "task_counter")
 
     def __init__(self, spec: LegSpec, *, seq: int = 0, cp_counter: int = 0,
                  task_counter: int = 0) -> None:
         self.run_id = spec.run_id
         self.hex = spec.hex
         self.record_events = spec.record_events
+        leg = spec.leg
+        # Events only a recording leg reads, and nobody else: left unbuilt (LazyEvent).
+        self.lazy = leg is not None and leg.lazy and not spec.durable
         self.seq = seq
         self.cp_counter = cp_counter
         self.task_counter = task_counter
@@ -294,6 +297,14 @@ class Numbering:
         self.seq += 1
         if not self.record_events:
             return UNRECORDED
+        if self.lazy:  # a LazyEvent: the fields, built when the recording leg is read
+            fields["seq"] = self.seq - 1
+            fields["run_id"] = self.run_id
+            fields["step"] = step
+            entry = LazyEvent()
+            entry.cls = cls
+            entry.__dict__ = fields
+            return entry
         return _ev(cls, seq=self.seq - 1, run_id=self.run_id, step=step, **fields)
 
     def skip(self, count: int) -> None:

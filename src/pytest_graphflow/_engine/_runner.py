@@ -117,10 +117,9 @@ class Runner:
             items = await self._advance()
         except BaseException as exc:
             leg.error = exc
+            leg._reached(run.pos.visited)
             raise
-        finally:
-            leg.visited = list(run.pos.visited)
-        leg.events.extend([i for i in items if type(i) is not StepState])
+        leg._note(items, run.pos.visited)
         return items
 
     async def _advance(self) -> list[Any]:
@@ -364,7 +363,7 @@ class Runner:
                 if self.lean is not None:  # invoke(): it and the plain steps after it
                     lean = await self.lean.run_from(tasks[0], node)
                     if lean is None:
-                        return []
+                        return self.lean.take_recorded()
                     out = lean
                 else:
                     out = await self.batches.run_inline(tasks[0], node)
