@@ -32,6 +32,7 @@ from .._time._clock import VirtualClock
 from .._time._entropy import ENTROPY
 from .._time._wallclock import NODE_CLOCK
 from ..errors import GraphflowError
+from ._lazy import lean_step_events
 from ._merge import merge_patches, normalize_patch
 from ._outcome import Outcome
 from ._run_state import RunState
@@ -50,8 +51,8 @@ def lean_leg(run: RunState) -> bool:
     events (``invoke``), no breakpoint after a node, no middleware or guardrails, and a
     store with the fast save (the in-memory store)."""
     spec = run.spec
-    return (not spec.record_events and not spec.break_after and spec.hooks is None
-            and spec.features.fields_save)
+    return ((not spec.record_events or run.numbers.lazy) and not spec.break_after
+            and spec.hooks is None and spec.features.fields_save)
 
 
 class LeanSteps:
@@ -63,6 +64,16 @@ class LeanSteps:
         self.end = end
         spec = run.spec
         self.owns_entropy = spec.seed is not None and isinstance(spec.clock, VirtualClock)
+        self.recorded: list[Any] | None = [] if run.numbers.lazy else None
+        """A recording leg's unbuilt events of the step just run (one step a piece)."""
+
+    def take_recorded(self) -> list[Any]:
+        """The unbuilt events of the steps run since the last call (none unless recorded)."""
+        recorded = self.recorded
+        if not recorded:
+            return []
+        self.recorded = []
+        return recorded
 
     async def run_from(self, record: TaskRecord, spec: NodeSpec) -> Outcome | None:
         """Run the superstep of ``record`` (the only task of the leg's next batch, a sync
@@ -196,6 +207,9 @@ class LeanSteps:
                     NODE_CLOCK.reset(t2)
                 CURRENT_TASK.reset(t1)
 
+            recorded = self.recorded
+            if recorded is not None and done_at is None:
+                done_at = clock.now()  # the node's end, as the general path reports it
             # Commit: what Committer.commit_one does for this task.
             if not patch:
                 new_state = state
@@ -236,6 +250,7 @@ class LeanSteps:
                 seq += 1
             if finished:
                 seq += 1
+            first_seq = numbers.seq
             numbers.seq += seq
             pos.state = new_state
             pos.model = None
@@ -258,6 +273,13 @@ class LeanSteps:
                     numbers.parent_id = numbers.checkpoint_id = cid
             if finished:
                 await self.end.finish("completed", None)
+            if recorded is not None:  # the step's events for the recording, one step a piece
+                assert done_at is not None
+                recorded.extend(lean_step_events(
+                    run, first_seq, step, name, record.task_id, patch, started_at, done_at,
+                    targets, cid, finished, new_state))
+                return None
+            if finished:
                 return None
 
             # The next superstep: lean too only if every check before it is plain (what
