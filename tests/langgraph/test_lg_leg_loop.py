@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import operator
+import os
 import socket
 import weakref
 from typing import Annotated, Any, TypedDict
@@ -125,3 +126,20 @@ async def test_trace_inside_a_running_event_loop_says_to_await_atrace() -> None:
         h.trace({"log": []})
     paused = await h.atrace({"log": []})  # the async twin works from here
     assert paused.result.status == "interrupted"
+
+
+def test_a_forked_child_and_its_parent_both_run_legs_after_the_fork() -> None:
+    def run() -> list[str]:
+        return list(LangGraphHarness(fan_out({"a": 5.0, "b": 1.0, "c": 0.0}),
+                                     seed=2).trace({"log": []}).result.data["log"])
+
+    before = run()  # this thread's loop exists now
+    pid = os.fork()
+    if pid == 0:  # the child makes a loop of its own, leaving the parent's alone
+        try:
+            os._exit(0 if run() == before else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert run() == before  # the parent's loop still works

@@ -36,6 +36,7 @@ clock and the task's owned stream; anywhere else it calls ``uuid_utils``.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 import uuid
@@ -223,6 +224,19 @@ class SeededLoop(VirtualEventLoop):
 _local = threading.local()
 """``holder``: the calling thread's :class:`SeededLoop` (a ``_Holder`` that closes it when
 the thread's storage goes, at interpreter exit, or when a leg is interrupted)."""
+
+
+def _forget_loop() -> None:
+    """In a forked child, leave the parent's loop alone (its selector and wake-up pipe are
+    shared with the parent, so closing them would unregister the parent's): the child's
+    next leg makes a loop of its own."""
+    holder: _Holder | None = getattr(_local, "holder", None)
+    if holder is not None:
+        holder.finalizer.detach()
+        _local.holder = None
+
+
+os.register_at_fork(after_in_child=_forget_loop)
 
 
 def run_leg(clock: VirtualClock, rng: ScheduleRng,
