@@ -443,7 +443,10 @@ class RunState:
         async hook around it."""
         if spec.is_async or spec.retry is not None:
             return False
-        hooks = self.hooks_of(spec.name)
+        table = self.spec.hooks
+        if table is None:
+            return True
+        hooks = table.get(spec.name)
         return hooks is None or not hooks.is_async
 
     def copy_state(self, state: dict[str, Any]) -> dict[str, Any]:
