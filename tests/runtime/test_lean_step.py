@@ -214,4 +214,5 @@ def test_a_stored_checkpoint_is_two_objects_for_the_collector() -> None:
     and the state (a dict holding a list): two tracked objects, whatever the run's length
     (the model, its lists and its tasks would be six)."""
     short, long = _tracked_per_step(500), _tracked_per_step(1_500)
-    assert short < 2.1 and long < 2.05
+    assert short < 2.1
+    assert long < 2.05
