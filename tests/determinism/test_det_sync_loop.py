@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+import sniffio
 from pydantic import BaseModel
 
 from pytest_graphflow import END, START, Graph, GraphRuntime, Resume, VirtualClock, interrupt
@@ -73,6 +74,43 @@ def test_tasks_a_call_leaves_behind_are_cancelled_before_it_returns() -> None:
     rt = GraphRuntime(clock=VirtualClock(), seed=0)
     assert rt.invoke(g.compile()).status == "completed"
     assert fate == ["cancelled"]
+
+
+def test_a_sync_node_of_a_sync_call_runs_in_the_calls_task_on_the_running_loop() -> None:
+    """A leg of sync nodes takes no turn of the loop (issue 29), yet its nodes still see
+    what they saw on one: the thread's running loop, the call's task, anyio on asyncio and
+    the virtual clock's time."""
+    seen: dict[str, Any] = {}
+
+    def looks(s: S) -> None:
+        loop = asyncio.get_running_loop()
+        seen.update(loop=loop, running=loop.is_running(), task=asyncio.current_task(),
+                    backend=sniffio.current_async_library(), now=anyio.current_time(),
+                    loop_now=loop.time())
+
+    g = Graph("looks", S)
+    g.node("a", looks).edge(START, "a").edge("a", END)
+    rt = GraphRuntime(clock=VirtualClock(), seed=0)
+    assert rt.invoke(g.compile()).status == "completed"
+    assert seen["running"] is True
+    assert seen["task"] is not None
+    assert seen["backend"] == "asyncio"
+    assert seen["now"] == seen["loop_now"]
+    with pytest.raises(RuntimeError):
+        asyncio.get_running_loop()  # and none once the call returned
+    assert not seen["loop"].is_running()
+    assert rt.invoke(g.compile()).status == "completed"  # the same loop, again
+    assert seen["loop"] is loops_of_thread()
+
+
+def loops_of_thread() -> asyncio.AbstractEventLoop:
+    """The thread's reused loop, as a node of a sync call sees it."""
+    found: list[asyncio.AbstractEventLoop] = []
+    g = Graph("which", S)
+    g.node("a", lambda s: found.append(asyncio.get_running_loop())).edge(START, "a")
+    g.edge("a", END)
+    GraphRuntime(clock=VirtualClock(), seed=0).invoke(g.compile())
+    return found[0]
 
 
 def test_a_threads_loop_is_closed_when_the_thread_ends() -> None:

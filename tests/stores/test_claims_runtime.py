@@ -217,6 +217,65 @@ async def test_a_stale_resume_after_the_run_moved_on_is_refused(store: Any) -> N
     assert charged == ["x"]
 
 
+def _asking_graph(charged: list[str]) -> Any:
+    g = Graph("pay", S)
+
+    def ask(state: S) -> dict[str, Any]:
+        return {"answer": interrupt("pay?", id="pay")}
+
+    def charge(state: S) -> dict[str, Any]:
+        charged.append("x")
+        return {"n": state.n + 1}
+
+    g.node("ask", ask, effect="human").node("charge", charge, effect="external")
+    g.edge(START, "ask").edge("ask", "charge").edge("charge", END)
+    return g.compile()
+
+
+async def test_the_runtime_that_paused_a_run_still_sees_a_resume_that_won_meanwhile(
+        store: Any) -> None:
+    """The same as above when the resuming runtime is the one that ran the run's last leg
+    (it knows the checkpoint it read, and skips reading it again only when its claim is
+    the thread's next one): another runtime's resume between its read and its claim is
+    still seen, and the run is not run a second time."""
+    charged: list[str] = []
+    graph = _asking_graph(charged)
+    first = _runtime(store)
+    paused = await first.ainvoke(graph, thread_id="t")
+    other = _runtime(store)
+    original = first._legs.claim
+
+    async def late(thread_id: str, run_id: str, tenant: Any, *at: Any) -> Any:
+        if not charged:
+            assert (await other.aresume(paused.run_id, Resume("yes"), graph=graph)
+                    ).status == "completed"
+        return await original(thread_id, run_id, tenant, *at)
+
+    first._legs.claim = late  # type: ignore[method-assign]
+    with pytest.raises(ThreadBusy):
+        await first.aresume(paused.run_id, Resume("yes"))
+    assert charged == ["x"]
+    latest = await store.latest(paused.run_id)
+    assert latest is not None
+    assert latest.status == "completed"
+    assert latest.state["n"] == 1
+
+
+async def test_a_resume_after_an_update_by_the_same_runtime_reads_the_update(
+        store: Any) -> None:
+    """An ``update_state`` between a pause and the resume (it claims the thread and writes
+    a checkpoint of its own) is what the resume continues from."""
+    charged: list[str] = []
+    graph = _asking_graph(charged)
+    rt = _runtime(store)
+    paused = await rt.ainvoke(graph, thread_id="t")
+    await rt.aupdate_state(paused.run_id, {"n": 41})
+    done = await rt.aresume(paused.run_id, Resume("yes"))
+    assert done.status == "completed"
+    assert done.data == {"n": 42, "answer": "yes"}
+    assert charged == ["x"]
+
+
 async def test_a_timed_out_thread_is_mid_execution(store: Any) -> None:
     """Seed 004: a timed-out run "stays Running, so recover with a new budget continues the
     run"; MidExecution: "start was called on a thread whose latest checkpoint is

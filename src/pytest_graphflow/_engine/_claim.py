@@ -9,7 +9,6 @@ object, which guards runtimes sharing that object only.
 
 from __future__ import annotations
 
-import contextlib
 import weakref
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -87,8 +86,10 @@ class ThreadClaim:
             if self._local.get(self.thread_id) is self:
                 del self._local[self.thread_id]
             return
-        with contextlib.suppress(StaleClaim):
+        try:
             await self._store.release(self.thread_id, self.token)
+        except StaleClaim:
+            return  # the thread is someone else's now
 
     async def renew(self) -> None:
         """Extend the claim by its ttl from now on the runtime's clock.

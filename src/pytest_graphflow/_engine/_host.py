@@ -22,7 +22,7 @@ from ._known import KnownGraphs
 from ._results import RunLeg, RunRecord
 from ._runner import Runner
 
-__all__ = ["KEPT_RECORDS", "LegHost", "RunBook", "RunDefaults", "RunIds"]
+__all__ = ["KEPT_RECORDS", "LegHost", "RunBook", "RunDefaults", "RunIds", "SeededIds"]
 
 KEPT_RECORDS = 256
 """Over a store that keeps run records, the ended runs whose records a runtime holds (the
@@ -73,6 +73,46 @@ class LegHost(RunDefaults, Protocol):
     def on_leg(self) -> Callable[[RunLeg], None] | None: ...
 
 
+_FIRST_HEXES = 4
+"""Run ids of a seed kept ready (a runtime mostly runs a few runs): the first ones."""
+
+_first_hexes: dict[int, tuple[str, ...]] = {}
+
+
+class SeededIds:
+    """The run ids of ``IdSource(seed)``, the same stream, without building a seeded random
+    generator per runtime: the first :data:`_FIRST_HEXES` ids of each seed are made once per
+    process, and a runtime that goes beyond them continues an ``IdSource`` of its own."""
+
+    __slots__ = ("_n", "_seed", "_source")
+
+    def __init__(self, seed: int) -> None:
+        self._seed = seed
+        self._n = 0
+        self._source: IdSource | None = None
+
+    def run_hex(self) -> str:
+        """The next 12-hex-digit token of the seed's stream."""
+        source = self._source
+        if source is not None:
+            return source.run_hex()
+        n = self._n
+        if n < _FIRST_HEXES:
+            first = _first_hexes.get(self._seed)
+            if first is None:
+                if len(_first_hexes) >= 256:  # a bounded cache, like the seeded states
+                    _first_hexes.clear()
+                made = IdSource(self._seed)
+                first = _first_hexes[self._seed] = tuple(
+                    made.run_hex() for _ in range(_FIRST_HEXES))
+            self._n = n + 1
+            return first[n]
+        source = self._source = IdSource(self._seed)
+        for _ in range(_FIRST_HEXES):  # past the ids handed out already
+            source.run_hex()
+        return source.run_hex()
+
+
 class RunBook:
     """A runtime's books on its runs (one per runtime; ``Legs`` keeps them up to date).
 
@@ -97,7 +137,7 @@ class RunBook:
     @classmethod
     def seeded(cls, seed: int | None) -> RunBook:
         """Books whose run ids come from ``seed`` (system randomness for ``None``)."""
-        return cls(IdSource(seed))
+        return cls(IdSource(None) if seed is None else SeededIds(seed))
 
     def forget_ended(self) -> None:
         """Let go of the records of the oldest ended runs beyond :data:`KEPT_RECORDS` (call

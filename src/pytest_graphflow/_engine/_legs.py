@@ -177,7 +177,8 @@ class Legs:
         explicit = thread_id is not None
         if thread_id is None:
             thread_id = f"thread-{token}"
-            base = graph.codec.dump(validate_state(graph, patch))
+            base = (None if patch else graph.codec.defaults()) \
+                or graph.codec.dump(validate_state(graph, patch))
             claim = await self.claim(thread_id, run_id, tenant)
         else:
             # A live run holding the thread is ThreadBusy, whatever the thread's checkpoints
@@ -231,7 +232,8 @@ class Legs:
             else:  # the thread's state was validated as it was written: only the input is
                 base = graph.codec.validate(base, [("<input>", patch)])[0]
         else:
-            base = graph.codec.dump(validate_state(graph, patch))
+            base = (None if patch else graph.codec.defaults()) \
+                or graph.codec.dump(validate_state(graph, patch))
         return base
 
     async def resolve(self, ref: str, tenant: str | None) -> Checkpoint:
@@ -257,9 +259,39 @@ class Legs:
             )
         return cp
 
-    def graph_for(self, cp: Checkpoint, graph: CompiledGraph | None) -> CompiledGraph:
+    def held(self, cp: Checkpoint) -> Runner | None:
+        """This runtime's last leg of ``cp``'s run, when that leg ended at ``cp`` (the
+        checkpoint it saved last) holding a claim of the store's: what the runtime already
+        knows of ``cp`` (see :meth:`unchanged`)."""
+        runner = self.book.live.get(cp.run_id)
+        if runner is None or not runner.done:
+            return None
+        run = runner.run
+        claim = run.spec.claim
+        if run.numbers.checkpoint_id != cp.id or claim is None or claim.token is None:
+            return None
+        return runner
+
+    @staticmethod
+    def unchanged(held: Runner | None, claim: ThreadClaim) -> bool:
+        """Whether ``claim`` is the thread's next claim after ``held``'s leg released its
+        own (tokens go up by one per claim of a thread): no run, resume or update took the
+        thread in between, so its checkpoint is still the one that leg saved last."""
+        if held is None or claim.token is None:
+            return False
+        last = held.run.spec.claim
+        assert last is not None
+        assert last.token is not None
+        return last.released and last.lost is None and claim.token == last.token + 1
+
+    def graph_for(self, cp: Checkpoint, graph: CompiledGraph | None,
+                  held: Runner | None = None) -> CompiledGraph:
         if graph is None:
             graph = self.book.graphs.for_checkpoint(cp)  # the run's own compile, or refused
+        if held is not None and self.policy(graph) is held.run.spec.graph:
+            # ``cp`` is the checkpoint this runtime's last leg saved under this very graph.
+            self.book.graphs.ran(cp.run_id, graph)
+            return graph
         problems = upgrade_problems(cp, graph)
         if graph.graph_id != cp.graph_id:  # seed 004: another graph's execution
             raise ExecutionMismatch(cp.run_id, cp.id, cp.graph_id, graph.graph_id, problems)
@@ -302,7 +334,9 @@ class Legs:
         recover: str | None = opts.get("recover")
         expired: tuple[dict[str, Any], list[Expired]] | None = None
         cp = await self.resolve(ref, tenant)
-        graph = self.policy(self.graph_for(cp, graph))
+        held = self.held(cp) if recover is None and ref == cp.run_id else None
+        given = graph
+        graph = self.policy(self.graph_for(cp, given, held))
         if recover is not None:
             check_recoverable(recover, cp)  # the run may have ended since it was read
         else:
@@ -318,8 +352,13 @@ class Legs:
                                  cp.timestamp if behind else None)
         try:
             # Read again under the claim: a run that advanced the thread between this call
-            # reading it and claiming it must not be run a second time (seed 004).
-            cp = await self.resolve(ref, tenant)
+            # reading it and claiming it must not be run a second time (seed 004). Unless
+            # the claim is the next one after this runtime's own last leg of the run, which
+            # left the checkpoint read: then nothing took the thread in between.
+            if not self.unchanged(held, claim):
+                cp = await self.resolve(ref, tenant)
+                if held is not None:  # its check against the graph was left to this read
+                    graph = self.policy(self.graph_for(cp, given))
             latest = cp if ref == cp.run_id else await self.host.store.latest(cp.run_id)
             if recover is not None:
                 last = await self.thread_latest(recover)

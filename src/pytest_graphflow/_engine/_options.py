@@ -65,7 +65,20 @@ def check_graph(graph: Any) -> None:
         raise InvalidArgument(f"expected a CompiledGraph, got {graph!r}{hint}")
 
 
+_NO_NODES: frozenset[str] = frozenset()
+
+
 def run_options(runtime: RunDefaults, options: Mapping[str, Any]) -> dict[str, Any]:
+    if not options:  # every option the runtime's own (the usual call)
+        max_supersteps, timeout = runtime.max_supersteps, runtime.timeout
+        on_interrupt = runtime.on_interrupt
+        check_budget(max_supersteps, timeout)
+        if on_interrupt is not None and not callable(on_interrupt):
+            raise InvalidArgument(f"on_interrupt={on_interrupt!r} must be callable")
+        return {"max_supersteps": max_supersteps, "timeout": timeout,
+                "on_interrupt": on_interrupt, "tenant_id": runtime.tenant_id,
+                "cancel_after": None, "interrupt_before": _NO_NODES,
+                "interrupt_after": _NO_NODES}
     allowed = RunOptions.__optional_keys__
     unknown = sorted(set(options) - allowed)
     if unknown:
@@ -91,8 +104,10 @@ def run_options(runtime: RunDefaults, options: Mapping[str, Any]) -> dict[str, A
 def state_from_input(
     graph: CompiledGraph, input: Mapping[str, Any] | BaseModel | None
 ) -> dict[str, Any]:
-    if input is None:
-        data: dict[str, Any] = {}
+    if input is None or (type(input) is dict and not input):
+        return {}
+    if type(input) is dict:
+        data: dict[str, Any] = dict(input)
     elif isinstance(input, BaseModel):
         data = input.model_dump(mode="json")  # sets put in order below
     elif isinstance(input, Mapping):
@@ -119,7 +134,10 @@ def breakpoints(
     """A run's own breakpoints (before, after), checked against ``graph``."""
     out: list[frozenset[str]] = []
     for name in ("interrupt_before", "interrupt_after"):
-        nodes: frozenset[str] = opts.get(name, frozenset())
+        nodes: frozenset[str] = opts.get(name, _NO_NODES)
+        if not nodes:
+            out.append(_NO_NODES)
+            continue
         unknown = sorted(nodes - set(graph.nodes))
         if unknown:
             raise InvalidArgument(f"{name}={sorted(nodes)}: graph {graph.graph_id!r} has no "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -60,6 +60,37 @@ class GraphResult(Generic[StateT]):
     interrupts: dict[str, Interrupt] = field(default_factory=dict)
     error: BaseException | None = None
     breakpoint: Breakpoint | None = None
+
+    @classmethod
+    def _lazy(cls, model_of: Callable[[dict[str, Any]], Any], state: dict[str, Any],
+              **fields: Any) -> GraphResult[Any]:
+        """A result whose ``state`` and ``data`` are built from ``state`` (the leg's final
+        state, never changed again) when first read: ``invoke`` callers often read only the
+        status. ``model_of`` builds the model (its own copy)."""
+        result = cls.__new__(cls)
+        result.__dict__.update(fields, _source=(model_of, state))
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for what is not in the instance: a lazy result's state and data.
+        source = self.__dict__.get("_source") if name in ("state", "data") else None
+        if source is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._built(source)
+        return self.__dict__[name]
+
+    def _built(self, source: tuple[Callable[[dict[str, Any]], Any], dict[str, Any]]) -> None:
+        model_of, state = source
+        own = self.__dict__
+        own["state"] = model_of(state)
+        own["data"] = jcopy(state)
+        del own["_source"]
+
+    def __getstate__(self) -> dict[str, Any]:
+        source = self.__dict__.get("_source")
+        if source is not None:
+            self._built(source)
+        return self.__dict__
 
     def raise_for_status(self) -> GraphResult[StateT]:
         """Raise the run's error if it failed or was cancelled; return ``self`` otherwise."""

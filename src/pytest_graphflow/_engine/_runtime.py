@@ -9,8 +9,9 @@ claiming and checking the thread) is ``Legs`` in ``_legs``; argument and option 
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Literal, TypeVar, Unpack
+from typing import Any, Literal, TypeVar, Unpack, cast
 
 from pydantic import BaseModel
 
@@ -27,7 +28,7 @@ from .._stores._deletion import DeletedThread
 from .._stores._features import StoreFeatures, check_store, features_of
 from .._stores._protocol import CheckpointStore
 from .._stores._waiting import Waiting, check_waiting
-from .._time._clock import Clock, RealClock
+from .._time._clock import Clock, RealClock, VirtualClock
 from .._time._hooks import install_hooks
 from .._time._loops import in_running_loop, run_sync_owned
 from ..errors import (
@@ -39,7 +40,7 @@ from ..errors import (
 from ._deadline_ops import expire_due, list_waiting
 from ._delete import delete_thread
 from ._fork import fork_checkpoint
-from ._host import KEPT_RECORDS, RunBook, RunIds
+from ._host import KEPT_RECORDS, LegHost, RunBook, RunIds
 from ._legs import Legs, check_recoverable
 from ._options import RunOptions, check_budget, check_constructor, check_graph, run_options
 from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
@@ -53,6 +54,11 @@ from ._write_update import write_update
 __all__ = ["GraphRuntime", "child_runtime", "run_sync", "use_run_ids"]
 
 T = TypeVar("T")
+_CLOCKS = (type(None), VirtualClock, RealClock)
+_SYNC_NAMES: dict[str, tuple[str, str]] = {}
+"""What a sync method's error says it is and what to await instead, by async method name."""
+_DEFAULT_FEATURES: dict[type, StoreFeatures] = {}
+"""What the store a runtime makes itself supports, by class (read once per process)."""
 StreamMode = Literal["events", "updates", "values", "custom", "debug"]
 _DEFAULT: Any = object()
 
@@ -108,12 +114,22 @@ class GraphRuntime:
     ) -> None:
         if store is _DEFAULT or store is None:
             store = default_store()
-        check_store(store, "GraphRuntime")
+            # The store the runtime made itself: what its class supports is read once.
+            features = _DEFAULT_FEATURES.get(type(store))
+            if features is None:
+                check_store(store, "GraphRuntime")
+                features = _DEFAULT_FEATURES[type(store)] = features_of(store)
+        else:
+            check_store(store, "GraphRuntime")
+            features = features_of(store)
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
             raise InvalidArgument(f"GraphRuntime(seed={seed!r}): seed must be an int or None")
         check_budget(max_supersteps, timeout)
-        check_constructor(clock, on_interrupt, tenant_id, claim_ttl, backend, on_leg)
-        self.store = store
+        if not (on_interrupt is None and tenant_id is None and claim_ttl is None
+                and on_leg is None and backend == "asyncio" and type(clock) in _CLOCKS):
+            check_constructor(clock, on_interrupt, tenant_id, claim_ttl, backend, on_leg)
+        self._store = store
+        self._features = features
         self.clock: Clock = clock if clock is not None else RealClock()
         self.seed = seed
         self.max_supersteps = max_supersteps
@@ -127,11 +143,19 @@ class GraphRuntime:
                                   f"one of {sorted(POLICIES)} or None")
         self.checkpoint_policy = checkpoint_policy
         self.on_leg = on_leg
-        self.middleware, self.guardrails = checked_hooks(middleware, guardrails, "GraphRuntime")
+        if middleware is None and guardrails is None:
+            self.middleware: tuple[Middleware, ...] = ()
+            self.guardrails: tuple[Guardrail, ...] = ()
+        else:
+            self.middleware, self.guardrails = checked_hooks(middleware, guardrails,
+                                                             "GraphRuntime")
         self._book = RunBook.seeded(seed)
         if self._features.clock_binding:
             store.bind_clock(self.clock)  # type: ignore[attr-defined]
-        self._legs = Legs(self, self._book, _SUBGRAPHS)
+        # The preparer of legs sees the runtime through a weak proxy: no reference cycle,
+        # so a runtime and everything of its runs go as soon as the caller drops it, without
+        # waiting for the garbage collector (the default path makes one runtime per run).
+        self._legs = Legs(cast(LegHost, weakref.proxy(self)), self._book, _SUBGRAPHS)
         install_hooks()  # the first runtime patches the sleeps (importing patches nothing)
         install_blocking_sleep_warning()
 
@@ -722,16 +746,17 @@ class GraphRuntime:
         return Trace(result=result, events=EventLog(events, stream.states), store_log=store_log)
 
     def _run_sync(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        async def main() -> T:
-            # Under a VirtualClock the loop reads it: fail_after/move_on_after and
-            # anyio.current_time() in node code are virtual too.
-            return await fn(*args, **kwargs)
-
+        # Under a VirtualClock the loop reads it: fail_after/move_on_after and
+        # anyio.current_time() in node code are virtual too.
         name = getattr(fn, "__name__", "ainvoke")
-        sync = name[1:] if name.startswith("a") else name
-        return run_sync_owned(main, self.clock, self.backend, what=f"{sync}()",
-                              instead=f"`await runtime.{name}(...)` (e.g. `await "
-                              "graph_runtime.atrace(...)` / `ainvoke(...)`) in async code")
+        said = _SYNC_NAMES.get(name)
+        if said is None:
+            sync = name[1:] if name.startswith("a") else name
+            said = _SYNC_NAMES[name] = (
+                f"{sync}()", f"`await runtime.{name}(...)` (e.g. `await "
+                "graph_runtime.atrace(...)` / `ainvoke(...)`) in async code")
+        return run_sync_owned(lambda: fn(*args, **kwargs), self.clock, self.backend,
+                              what=said[0], instead=said[1])
 
 
 def use_run_ids(runtime: GraphRuntime, ids: RunIds) -> None:

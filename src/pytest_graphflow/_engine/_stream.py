@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
+from .._graph._builder import CompiledGraph
 from .._records._events import (
     CustomEvent,
     FinalEventData,
@@ -145,17 +147,11 @@ def _result(runner: Runner) -> GraphResult[Any]:
     run = runner.run
     outcome = run.outcome
     assert outcome is not None  # only an ended leg has a result
-    graph = run.spec.graph
-    data = run.pos.state
-    try:
-        # Built without re-running validators: they ran when each key was written.
-        model = graph.codec.model_of(data)
-    except (GraphflowError, ValueError, TypeError):  # pragma: no cover - a valid state builds
-        model = graph.state_model.model_construct(None, **data)
     status = outcome.status
     bp = outcome.breakpoint
-    return GraphResult(
-        state=model, data=jcopy(data), status=status, run_id=run.run_id,
+    return GraphResult._lazy(
+        functools.partial(_model_of, run.spec.graph), run.pos.state,
+        status=status, run_id=run.run_id,
         thread_id=run.thread_id, step=max(run.pos.step - (1 if status == "completed" or (
             status == "interrupted" and bp is not None and bp.when == "after") else 0), 0),
         checkpoint_id=outcome.checkpoint_id,
@@ -163,6 +159,15 @@ def _result(runner: Runner) -> GraphResult[Any]:
         error=outcome.error if status in ("failed", "cancelled") else None,
         breakpoint=bp if status == "interrupted" else None,
     )
+
+
+def _model_of(graph: CompiledGraph, data: dict[str, Any]) -> Any:
+    """The result's model of the leg's final state ``data`` (its own copy)."""
+    try:
+        # Built without re-running validators: they ran when each key was written.
+        return graph.codec.model_of(data)
+    except (GraphflowError, ValueError, TypeError):  # pragma: no cover - a valid state builds
+        return graph.state_model.model_construct(None, **data)
 
 
 class RunHandle:

@@ -156,6 +156,9 @@ def construct(model: type[BaseModel], data: dict[str, Any]) -> BaseModel:
     return model.model_construct(**fields)
 
 
+_UNSET = object()
+
+
 class StateCodec:
     """Validation and copies of one state schema (internal)."""
 
@@ -206,6 +209,23 @@ class StateCodec:
              for name, info in model.model_fields.items()}
             if self.plain else {}
         )
+
+    def defaults(self) -> dict[str, Any] | None:
+        """The state a run starts from with no input, in JSON form (a fresh copy each call),
+        when it is the same every time: a plain schema whose fields all have default values
+        (no factory), without post-init hooks, computed fields or serializers. ``None``
+        otherwise (the caller validates the empty input itself)."""
+        found = self.__dict__.get("_defaults", _UNSET)
+        if found is _UNSET:
+            model = self.model
+            decorators = model.__pydantic_decorators__
+            fixed = (self.plain and model.__pydantic_post_init__ is None
+                     and not model.__pydantic_computed_fields__
+                     and not decorators.field_serializers and not decorators.model_serializers
+                     and all(not info.is_required() and info.default_factory is None
+                             for info in model.model_fields.values()))
+            found = self._defaults = self.dump(model.model_validate({})) if fixed else None
+        return None if found is None else jcopy(found)
 
     def model_of(self, state: dict[str, Any]) -> BaseModel:
         """A fresh model of a valid ``state`` (its own copy: mutating it changes nothing)."""

@@ -80,14 +80,10 @@ class VirtualClock:
     def __init__(self, start: datetime | None = None, *, patch_wall_clock: bool = True) -> None:
         if start is None:
             start = _frozen_now() or DEFAULT_START
-        if not isinstance(start, datetime):
-            raise InvalidArgument(f"VirtualClock(start={start!r}): start must be a datetime")
-        if start.tzinfo is None:
-            start = start.replace(tzinfo=UTC)
-        self.start = start.astimezone(UTC)
-        self.start_epoch_ns = (int(self.start.replace(microsecond=0).timestamp()) * 1_000_000_000
-                               + self.start.microsecond * 1000)
-        """``start`` as nanoseconds since the Unix epoch."""
+        if start is DEFAULT_START:  # the usual clock: its instants worked out once
+            self.start, self.start_epoch_ns = DEFAULT_START, _DEFAULT_EPOCH_NS
+        else:
+            self.start, self.start_epoch_ns = _start_of(start)
         self.patch_wall_clock = patch_wall_clock
         self._ns = 0
         self._now_ns = -1
@@ -132,6 +128,24 @@ class VirtualClock:
 
     def __repr__(self) -> str:
         return f"VirtualClock(start={self.start.isoformat()}, elapsed={self.elapsed}s)"
+
+
+def _start_of(start: object) -> tuple[datetime, int]:
+    """A clock's ``start`` as an aware UTC datetime, and as nanoseconds since the epoch.
+
+    Raises:
+        InvalidArgument: ``start`` is not a datetime.
+    """
+    if not isinstance(start, datetime):
+        raise InvalidArgument(f"VirtualClock(start={start!r}): start must be a datetime")
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=UTC)
+    start = start.astimezone(UTC)
+    return start, (int(start.replace(microsecond=0).timestamp()) * 1_000_000_000
+                   + start.microsecond * 1000)
+
+
+_DEFAULT_EPOCH_NS = _start_of(DEFAULT_START)[1]
 
 
 def _frozen_now() -> datetime | None:

@@ -17,6 +17,7 @@ wake-up pipe: no ``ResourceWarning``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sys
 import threading
 import weakref
@@ -97,8 +98,14 @@ def _thread_loop(clock: VirtualClock) -> VirtualEventLoop:
     return loop
 
 
-def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]]) -> T:
-    """Run ``fn()`` to its end on the calling thread's virtual loop, reading ``clock``.
+async def _called(fn: Callable[[], Awaitable[T]]) -> T:
+    return await fn()  # called inside the task, as asyncio.run calls its coroutine
+
+
+def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]], *,
+              owned: bool = False) -> T:
+    """Run ``fn()`` to its end on the calling thread's virtual loop, reading ``clock``;
+    ``owned``: the loop is the runtime's own (:data:`LOOP_OWNED` is set in the call's task).
 
     Raises:
         RuntimeError: when called from a running event loop (as ``asyncio.run`` does).
@@ -107,13 +114,14 @@ def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]]) -> T:
         raise RuntimeError("the sync API cannot be called from a running event loop; "
                            "await the async method (ainvoke, aresume, atrace) instead")
     loop = _thread_loop(clock)
-
-    async def main() -> T:
-        return await fn()
-
-    task = loop.create_task(main())
+    coro = _called(fn)
+    # The call's task runs in a copy of the caller's context, as asyncio.run's does.
+    context = contextvars.copy_context()
+    if owned:
+        context.run(LOOP_OWNED.set, clock)
+    task = loop.create_task(coro, context=context)
     try:
-        result: T = loop.run_task(task)
+        result: T = task.result() if _first_step(loop, task) else loop.run_task(task)
     except BaseException:
         try:
             if not task.done():  # interrupted (KeyboardInterrupt): give the loop up
@@ -131,6 +139,33 @@ def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]]) -> T:
             _cancel_leftovers(loop, task)
             _close_asyncgens(loop)
     return result
+
+
+def _first_step(loop: Any, task: asyncio.Task[Any]) -> bool:
+    """Take the call's first step now, as the loop's first turn would, without polling for
+    I/O or turning the loop: the loop is this thread's running loop meanwhile (the task is
+    current, ``asyncio.get_running_loop()``, sniffio and anyio see it, async generators are
+    tracked). Returns whether the call is over with nothing left to run: a leg of sync
+    nodes on the in-memory store never waits, so it needs no turn at all. Otherwise the
+    loop takes over where the step stopped (:meth:`VirtualEventLoop.run_task`)."""
+    ready = loop._ready
+    if len(ready) != 1 or loop._debug or loop._stopping:
+        return False  # only the call's own step is due: anything else, the loop's way
+    hooks = sys.get_asyncgen_hooks()
+    sys.set_asyncgen_hooks(firstiter=loop._asyncgen_firstiter_hook,
+                           finalizer=loop._asyncgen_finalizer_hook)
+    loop._thread_id = threading.get_ident()  # is_running()
+    asyncio.events._set_running_loop(loop)
+    try:
+        ready.popleft()._run()
+    finally:
+        asyncio.events._set_running_loop(None)
+        loop._thread_id = None
+        sys.set_asyncgen_hooks(*hooks)
+    if not task.done() or ready:
+        return False
+    timers = loop._scheduled
+    return not (timers and timers[0]._when <= loop.time())
 
 
 def _close_asyncgens(loop: asyncio.AbstractEventLoop) -> None:
@@ -192,6 +227,8 @@ def run_sync_owned(fn: Callable[[], Awaitable[T]], clock: Any, backend: str = "a
 
         return anyio.run(fn, backend=backend)
     vclock = clock
+    if backend == "asyncio":
+        return run_owned(vclock, fn, owned=True)  # the thread's virtual loop, reused
 
     async def owned() -> T:
         token = LOOP_OWNED.set(vclock)
@@ -200,8 +237,6 @@ def run_sync_owned(fn: Callable[[], Awaitable[T]], clock: Any, backend: str = "a
         finally:
             LOOP_OWNED.reset(token)
 
-    if backend == "asyncio":
-        return run_owned(vclock, owned)  # the thread's virtual loop, reused
     import anyio
 
     return anyio.run(owned, backend=backend, backend_options=backend_options(backend, vclock))

@@ -25,6 +25,7 @@ off, also when a run raised.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from contextvars import ContextVar
@@ -74,6 +75,7 @@ class _TimeMachine:
 
     holds = 0
     traveller: Any = None
+    modules: tuple[Any, Any] | None = None
 
 
 _tm = _TimeMachine()
@@ -105,10 +107,19 @@ def _traveller_class() -> type[Any]:
     return NodeTraveller
 
 
-def _tm_start() -> None:
-    import _time_machine
-    import time_machine
+def _tm_modules() -> tuple[Any, Any]:
+    """``_time_machine`` and ``time_machine``, imported once (at the first run)."""
+    found = _tm.modules
+    if found is None:
+        import _time_machine
+        import time_machine
 
+        found = _tm.modules = (_time_machine, time_machine)
+    return found
+
+
+def _tm_start() -> None:
+    _time_machine, time_machine = _tm.modules or _tm_modules()
     if _tm.traveller is None:
         _tm.traveller = _traveller_class()()
     stack = time_machine.traveller_stack
@@ -120,9 +131,7 @@ def _tm_start() -> None:
 
 
 def _tm_stop() -> None:
-    import _time_machine
-    import time_machine
-
+    _time_machine, time_machine = _tm.modules or _tm_modules()
     stack = time_machine.traveller_stack
     if len(stack) == 1 and stack[0] is _tm.traveller:
         _time_machine.unpatch()
@@ -139,8 +148,6 @@ def _tm_stop() -> None:
 
 def _freezegun_active() -> bool:
     """Whether a ``freeze_time`` (the user's, or ours above it) is active."""
-    import sys
-
     api = sys.modules.get("freezegun.api")
     return bool(api is not None and api.freeze_factories)
 

@@ -40,7 +40,7 @@ from .._protocol import Fence
 from .._waiting import WaitingPage, check_waiting, waiting_row
 from .._wire import checkpoint_json, event_row
 from ._claims import PgClaims
-from ._commit import PgCommits
+from ._commit import EVENTS, NODE_IDS, PgCommits, event_params
 from ._conn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
 from ._delete import delete_thread
 from ._queue import PgQueue
@@ -61,8 +61,8 @@ _ORDER = "ORDER BY ts_us, save_order"
 _NEWEST = "ORDER BY ts_us DESC, save_order DESC LIMIT 1"
 _UPSERT = (
     "INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, node_ids, step, ts_us, "
-    "save_order, status, tenant_id, format_version, data) VALUES (%s, %s, %s, %s, %s, %s, %s, "
-    "%s, nextval('save_order'), %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET "
+    f"save_order, status, tenant_id, format_version, data) VALUES (%s, %s, %s, %s, %s, {NODE_IDS}, "
+    "%s, %s, nextval('save_order'), %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET "
     "run_id = excluded.run_id, thread_id = excluded.thread_id, graph_id = excluded.graph_id, "
     "node_id = excluded.node_id, node_ids = excluded.node_ids, step = excluded.step, "
     "ts_us = excluded.ts_us, save_order = excluded.save_order, status = excluded.status, "
@@ -72,7 +72,8 @@ _UPSERT = (
 
 
 def _row(cp: Checkpoint) -> tuple[Any, ...]:
-    return (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, list(cp.node_ids), cp.step,
+    return (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, json.dumps(cp.node_ids),
+            cp.step,
             rules.to_micros(cp.timestamp), cp.status, cp.tenant_id, cp.format_version,
             checkpoint_json(cp, "the PostgreSQL store"))
 
@@ -479,12 +480,11 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
         # insert below its point, but no read returns them (reads start at the point or
         # raise EventsCompacted), so the log readers see is the same either way.
         await cur.execute(
-            "INSERT INTO events (run_id, seq, type, data) SELECT %s, s, t, d FROM "
-            "unnest(%s::bigint[], %s::text[], %s::text[]) AS u(s, t, d) "
+            f"INSERT INTO events (run_id, seq, type, data) SELECT %s, s, t, d FROM {EVENTS} "
             "WHERE s >= COALESCE((SELECT earliest_seq FROM event_compactions "
             "WHERE run_id = %s), 0) "
             "ON CONFLICT (run_id, seq) DO UPDATE SET type = excluded.type, data = excluded.data",
-            (run_id, [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows], run_id),
+            (run_id, *event_params(rows), run_id),
         )
 
     async def events(self, run_id: str, after_seq: int | None = None) -> _Records:

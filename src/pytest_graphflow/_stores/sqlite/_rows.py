@@ -72,14 +72,20 @@ class PathWriter:
     with ``snapshot() -> (log, n)``, the path being ``log[:n]``): a path of the same log as
     the last one extends it, known in O(1), so a step costs the same at step 100,000 as at
     step 10 (a tuple is compared node by node).
+
+    A commit passes ``version``, the file's ``PRAGMA data_version`` read in its transaction:
+    a segment this connection wrote or found at that same version is still there (no other
+    connection wrote since, and this one forgets what it remembers when it deletes paths or
+    rolls back), so it is used without reading it again.
     """
 
     def __init__(self) -> None:
-        # run -> (nodes, length, its segment id, anchor segment id, anchor length, steps since)
-        self._last: dict[str, tuple[Sequence[str], int, int, int, int, int]] = {}
+        # run -> (nodes, length, its segment id, anchor segment id, anchor length, steps since,
+        # the data version it was written or found at)
+        self._last: dict[str, tuple[Sequence[str], int, int, int, int, int, int | None]] = {}
 
-    def place(self, db: sqlite3.Connection, run_id: str, visited: Sequence[str] | Snapshot
-              ) -> tuple[int | None, tuple[str, ...]]:
+    def place(self, db: sqlite3.Connection, run_id: str, visited: Sequence[str] | Snapshot,
+              version: int | None = None) -> tuple[int | None, tuple[str, ...]]:
         """Where the row of a checkpoint with path ``visited`` keeps it: the id of the segment
         ending in its prefix (written if needed; ``None`` for an empty prefix) and its tail.
 
@@ -88,7 +94,7 @@ class PathWriter:
         """
         nodes, n = _nodes(visited)
         cut = n - n % TAIL
-        return self._write(db, run_id, nodes, cut), tuple(nodes[cut:n])
+        return self._write(db, run_id, nodes, cut, version), tuple(nodes[cut:n])
 
     def forget(self) -> None:
         """Drop what it remembers (after a rolled-back transaction or a deletion)."""
@@ -99,8 +105,8 @@ class PathWriter:
         for an empty path."""
         return self._write(db, run_id, visited, len(visited))
 
-    def _write(self, db: sqlite3.Connection, run_id: str, nodes: Sequence[str], n: int
-               ) -> int | None:
+    def _write(self, db: sqlite3.Connection, run_id: str, nodes: Sequence[str], n: int,
+               version: int | None = None) -> int | None:
         """:meth:`write` for the path ``nodes[:n]``."""
         if n == 0:
             return None
@@ -108,12 +114,15 @@ class PathWriter:
         anchor: tuple[int, int, int] | None = None
         cached = self._last.get(run_id)
         if cached is not None:
-            prev, m, pid, anchor_id, anchor_len, since = cached
+            prev, m, pid, anchor_id, anchor_len, since, seen = cached
             # The segment it hangs from must still be there and be this run's path of that
             # length (another process may have pruned it, and SQLite reuses a deleted row's
             # id): the insert checks it in the same statement.
             if m == n and _starts_with(nodes, prev, m):
+                if version is not None and seen == version:
+                    return pid  # nothing else wrote the file since it was there
                 if db.execute(_SAME, (pid, run_id, m)).fetchone() is not None:
+                    self._last[run_id] = (*cached[:6], version)
                     return pid
             elif m < n and _starts_with(nodes, prev, m):
                 parent, start = (anchor_id, anchor_len) if since + 1 >= SPAN else (pid, m)
@@ -131,7 +140,7 @@ class PathWriter:
         if anchor is None:  # this segment is the new anchor
             anchor = (new_id, n, 0)
         self._last.pop(run_id, None)
-        self._last[run_id] = (nodes, n, new_id, *anchor)
+        self._last[run_id] = (nodes, n, new_id, *anchor, version)
         if len(self._last) > _CACHED_RUNS:
             del self._last[next(iter(self._last))]
         return new_id

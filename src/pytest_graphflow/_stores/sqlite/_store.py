@@ -34,27 +34,16 @@ from .._waiting import WaitingPage, check_waiting, waiting_row
 from .._wire import dumped_row, event_row, plain_run_record
 from ._claims import SQLiteClaims, raise_token_floor
 from ._file import SYNCHRONOUS, open_store
+from ._known import VERSION, read_facts
 from ._log import SQLiteLog
 from ._rows import SELECT, PathWriter, decode, encode, with_tail
 from ._schema import SCHEMA_VERSION
-from ._tail import FOLDED, LIVE, put_piece
+from ._tail import LIVE, put_piece
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
 
 _ORDER = "ORDER BY ts_us, seq"
 _NEWEST = "ORDER BY ts_us DESC, seq DESC LIMIT 1"
-_PRELUDE = (
-    "SELECT (SELECT token FROM claims WHERE thread_id = ? AND run_id IS NOT NULL), "
-    "(SELECT earliest_seq FROM event_compactions WHERE run_id = ?), "
-    f"COALESCE((SELECT MAX(seq) FROM checkpoints), 0), {FOLDED}, "
-    "EXISTS (SELECT 1 FROM checkpoints WHERE id = ?)"
-)
-"""A commit's reads of the indexed tables, one statement of index lookups: the thread's claim
-token, the run's compaction point, the last seq of ``checkpoints``, the last folded one,
-whether the first checkpoint's id is there. The thread's latest checkpoint there is one
-more lookup (:data:`_THREAD_TOP`), the log's live rows one scan (:data:`_LIVE_ROWS`)."""
-_THREAD_TOP = f"SELECT id, ts_us, seq FROM checkpoints WHERE thread_id = ? {_NEWEST}"
-_LIVE_ROWS = "SELECT seq, id, thread_id, ts_us FROM log WHERE seq > ?"
 _PICK = "SELECT id, format_version, data, path_id, path_len, ts_us, seq FROM"
 """A checkpoint row (what :func:`decode` reads) and its order, from ``checkpoints`` or
 ``log`` (the pieces not folded yet, see :mod:`._tail`)."""
@@ -228,30 +217,43 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
 
     def _write(self, db: sqlite3.Connection, cp: Checkpoint, data: str,
                events: Sequence[tuple[str, int, Any, str]] = (),
-               known: tuple[int, int, bool] | None = None) -> None:
+               known: tuple[int, int, bool | None] | None = None, version: int | None = None
+               ) -> tuple[int, int, bool]:
         """Write ``cp`` (and ``events``, the rows of the events that report it) as one piece
         of the log (see :mod:`._tail`). ``known``: :data:`~._tail.PLACE` and whether the id
-        is stored, when the caller read them in this transaction (see :data:`_PRELUDE`)."""
+        is stored (``None``: not among the log's live rows, maybe in the indexed table), when
+        the caller read them in this transaction (see :mod:`._known`); ``version``: the
+        file's data version read there, in a commit. Returns :data:`~._tail.PLACE` after it
+        and whether an older row of the id was replaced."""
         # The runtime's own checkpoints carry their path as a snapshot of the run's log
         # (``StoreFeatures.visited_snapshots``): written without a tuple of every node so far.
         visited = cp.visited
-        path_id, tail = self._paths.place(db, cp.run_id, visited)
+        path_id, tail = self._paths.place(db, cp.run_id, visited, version)
+        row = (cp.id, cp.thread_id, rules.to_micros(cp.timestamp), cp.node_id, cp.status,
+               cp.tenant_id, cp.graph_id, cp.step, cp.timestamp.isoformat(), cp.format_version,
+               path_id, len(visited), with_tail(data, tail))
+        place = None if known is None else known[:2]
+        placed = None
+        if known is not None and known[2] is None:  # written unless the table has the id
+            placed = put_piece(db, cp.run_id, row, events, place, new=True)
+            place = None  # it may have folded the log: PLACE is read again
         # An id is kept in one place: saving it again removes the older row (the log's row
         # keeps its events), and the new one counts as saved last.
-        if known is None or known[2]:
-            older = db.execute(f"UPDATE log SET id = NULL WHERE id = ? AND {LIVE}",
-                               (cp.id,)).rowcount
-            older += db.execute("DELETE FROM checkpoints WHERE id = ?", (cp.id,)).rowcount
-            if older:
-                db.execute("DELETE FROM checkpoint_nodes WHERE checkpoint_id = ?", (cp.id,))
-        put_piece(db, cp.run_id, (
-            cp.id, cp.thread_id, rules.to_micros(cp.timestamp), cp.node_id, cp.status,
-            cp.tenant_id, cp.graph_id, cp.step, cp.timestamp.isoformat(), cp.format_version,
-            path_id, len(visited), with_tail(data, tail)), events,
-            None if known is None else known[:2])
+        older = 0
+        if placed is None:
+            if known is None or known[2] is not False:
+                older = db.execute(f"UPDATE log SET id = NULL WHERE id = ? AND {LIVE}",
+                                   (cp.id,)).rowcount
+                older += db.execute("DELETE FROM checkpoints WHERE id = ?", (cp.id,)).rowcount
+                if older:
+                    db.execute("DELETE FROM checkpoint_nodes WHERE checkpoint_id = ?",
+                               (cp.id,))
+            placed = put_piece(db, cp.run_id, row, events, place)
+            assert placed is not None
         if cp.node_ids and cp.node_ids != [cp.node_id]:  # node_id alone is found by node_id
             db.executemany("INSERT OR IGNORE INTO checkpoint_nodes VALUES (?, ?, ?)",
                            [(cp.id, cp.run_id, node) for node in cp.node_ids])
+        return (*placed, older > 0)
 
     async def save(self, checkpoint: Checkpoint, *, fence: Fence | None = None) -> None:
         """Persist ``checkpoint``; one with the same id is overwritten (and counts as saved last).
@@ -310,36 +312,46 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
                 check_nesting(cp, data, "commit")
         row = dumped_row if type(events) is DumpedEvents else event_row
         rows = [row(run_id, data, seq) for seq, data in normalised]
-        with self._tx() as db:
-            # What the checks and the first piece need: index lookups, then one scan of the
-            # log's live rows (at most FOLD_AT).
-            first = cps[0].id if cps else ""
-            held, earliest, top, done, stored = db.execute(
-                _PRELUDE, (thread_id, run_id, first)).fetchone()
-            latest, at, order = db.execute(_THREAD_TOP, (thread_id,)).fetchone() or (
-                None, 0, 0)
-            for seq, cid, thread, ts_us in db.execute(_LIVE_ROWS, (done,)):
-                top = max(top, seq)
-                if cid is not None:
-                    stored = stored or cid == first
-                    if thread == thread_id and (latest is None or (ts_us, seq) > (at, order)):
-                        latest, at, order = cid, ts_us, seq
-            top = max(top, done)
-            if held != token:
-                self._hold(db, thread_id, token)  # raises StaleClaim
-            rules.check_lineage(thread_id, latest, cps, normalised)
-            if rows and earliest:
-                rows = [r for r in rows if r[1] >= earliest]
-            known: tuple[int, int, bool] | None = (top, done, bool(stored))
+        first = cps[0].id if cps else ""
+        facts, self._facts = self._facts, None  # kept only when this commit succeeds
+        db = self._begin()
+        try:
+            # What this connection's last commit left is still the file's when nothing else
+            # wrote since (see ._known): then nothing more is read.
+            version = db.execute(VERSION).fetchone()[0]
+            if facts is not None and facts.holds(version, thread_id, token, run_id):
+                # In the log's live rows it knows; the log row's insert checks the table.
+                stored = True if first in facts.live else None
+            else:
+                facts, held, stored = read_facts(db, version, thread_id, token, run_id, first)
+                if held != token:
+                    self._hold(db, thread_id, token)  # raises StaleClaim
+            rules.check_lineage(thread_id, facts.latest, cps, normalised)
+            if rows and facts.earliest:
+                rows = [r for r in rows if r[1] >= facts.earliest]
+            last, replaced = len(encoded), False
             for n, (cp, data) in enumerate(encoded, 1):  # the events go with the last one
-                self._write(db, cp, data, rows if n == len(encoded) else (), known)
-                known = None
+                seq, done, older = self._write(db, cp, data, rows if n == last else (),
+                                               (facts.top, facts.done, stored if n == 1
+                                                else True), version)
+                replaced = replaced or older
+                facts.saved(cp.id, rules.to_micros(cp.timestamp), seq, done)
             if rows and not encoded:
-                put_piece(db, run_id, None, rows, (top, done))
+                placed = put_piece(db, run_id, None, rows, (facts.top, facts.done))
+                assert placed is not None
+                facts.placed(*placed)
             if plain is not None:
                 self._put_run(db, *plain)
             elif record is not None:
                 self._put_run(db, record)
+        except BaseException as exc:
+            failure = self._undo(db, exc)
+            if failure is None:
+                raise
+            raise failure from None
+        self._end(db)
+        if not replaced:  # a rewritten id may have been the thread's latest: read it again
+            self._facts = facts
 
     async def get(self, checkpoint_id: str) -> Checkpoint | None:
         """The checkpoint with this id, or ``None``.

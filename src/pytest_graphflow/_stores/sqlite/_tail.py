@@ -47,6 +47,12 @@ LOG_COLUMNS = ("id, thread_id, ts_us, node_id, status, tenant_id, graph_id, step
 _PUT = (f"INSERT OR REPLACE INTO log (slot, seq, run_id, {LOG_COLUMNS}, ev_keys, events) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
+_PUT_NEW = (f"INSERT OR REPLACE INTO log (slot, seq, run_id, {LOG_COLUMNS}, ev_keys, events) "
+            "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+            "WHERE NOT EXISTS (SELECT 1 FROM checkpoints WHERE id = ?4)")
+""":data:`_PUT` unless the checkpoint's id is in the indexed table (one statement where a
+check and a write were two)."""
+
 _NO_CHECKPOINT = (None,) * 13
 
 _EventRow = tuple[str, int, Any, str]
@@ -59,21 +65,36 @@ the last one folded; what :func:`put_piece` needs to place a piece."""
 
 
 def put_piece(db: sqlite3.Connection, run_id: str, checkpoint: Sequence[Any] | None,
-              events: Sequence[_EventRow], place: tuple[int, int] | None = None) -> None:
+              events: Sequence[_EventRow], place: tuple[int, int] | None = None, *,
+              new: bool = False) -> tuple[int, int] | None:
     """Write one piece of ``run_id`` to the log: a checkpoint (its :data:`LOG_COLUMNS`
     values) and/or event rows ``(run_id, seq, type, data)``; the log is folded first when
     the piece's slot holds a live piece. ``place``: :data:`PLACE`, when the caller read it
-    in this transaction and wrote no piece since. In the caller's transaction."""
+    in this transaction and wrote no piece since. ``new``: write it only if the
+    checkpoint's id is not in the indexed table (the caller knows it is not among the log's
+    live rows). In the caller's transaction.
+
+    Returns:
+        :data:`PLACE` after it: the piece's seq and the last seq folded; ``None`` when
+        ``new`` and the id is stored (nothing was written but a fold, already in ``PLACE``
+        when read again).
+    """
     top, done = place or db.execute(f"SELECT {PLACE}").fetchone()
     seq = top + 1
     if seq - FOLD_AT > done:  # the slot holds piece seq - FOLD_AT, not folded yet
-        fold(db)
+        done = fold(db, done) or done
     keys = text = None
     if events:
         # A serialised event never holds a raw newline (JSON escapes it in strings).
         keys = json.dumps([[e[1], e[2]] for e in events])
         text = "\n".join(e[3] for e in events)
-    db.execute(_PUT, (seq % FOLD_AT, seq, run_id, *(checkpoint or _NO_CHECKPOINT), keys, text))
+    values = (seq % FOLD_AT, seq, run_id, *(checkpoint or _NO_CHECKPOINT), keys, text)
+    if new and checkpoint is not None:
+        if not db.execute(_PUT_NEW, values).rowcount:
+            return None
+    else:
+        db.execute(_PUT, values)
+    return seq, done
 
 
 def _events_of(run_id: str, keys: str, text: str) -> list[_EventRow]:
@@ -81,18 +102,28 @@ def _events_of(run_id: str, keys: str, text: str) -> list[_EventRow]:
             for (seq, kind), data in zip(json.loads(keys), text.split("\n"), strict=True)]
 
 
-def fold(db: sqlite3.Connection, *, erase: bool = False) -> None:
+def fold(db: sqlite3.Connection, done: int | None = None, *, erase: bool = False
+         ) -> int | None:
     """Move the log's live pieces into the indexed tables, oldest first (a later piece's
     event of the same seq replaces an earlier one, as the log's readers see it), and mark
     them folded; ``erase``: then delete the log's rows (the folded pieces stay in the slots
-    until overwritten, so an operation that deletes data erases them). In the caller's
-    transaction."""
-    pieces = db.execute(f"SELECT seq, run_id, ev_keys, events FROM log WHERE {LIVE} "
-                        "ORDER BY seq").fetchall()
+    until overwritten, so an operation that deletes data erases them). ``done``: the last
+    seq folded, when the caller read it in this transaction. In the caller's transaction.
+
+    Returns:
+        The last seq folded after it (``None`` when nothing was live and ``done`` was not
+        given).
+    """
+    if done is None:
+        pieces = db.execute(f"SELECT seq, run_id, ev_keys, events FROM log WHERE {LIVE} "
+                            "ORDER BY seq").fetchall()
+    else:
+        pieces = db.execute("SELECT seq, run_id, ev_keys, events FROM log WHERE seq > ? "
+                            "ORDER BY seq", (done,)).fetchall()
     if not pieces:
         if erase:
             db.execute("DELETE FROM log")
-        return
+        return done
     # The checkpoints are copied by SQLite itself; the events are split here.
     db.execute(
         "INSERT INTO checkpoints (seq, run_id, id, thread_id, ts_us, node_id, status, "
@@ -109,6 +140,7 @@ def fold(db: sqlite3.Connection, *, erase: bool = False) -> None:
     if erase:
         db.execute("DELETE FROM log")
     db.execute("INSERT OR REPLACE INTO meta VALUES ('log_folded', ?)", (str(pieces[-1][0]),))
+    return int(pieces[-1][0])
 
 
 def tail_events(db: sqlite3.Connection, run_id: str) -> list[_EventRow]:

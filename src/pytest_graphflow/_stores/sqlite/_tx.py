@@ -12,6 +12,7 @@ from typing import Any
 
 from ...errors import StoreFileError
 from .._closing import ClosingStore
+from ._known import Known
 from ._rows import PathWriter
 from ._schema import file_error
 from ._tail import fold
@@ -40,6 +41,9 @@ class SQLiteTransactions(ClosingStore):
     readonly: bool
     _db: sqlite3.Connection | None
     _paths: PathWriter
+    _facts: Known | None = None
+    """What this connection's last commit left in the file, while nothing else wrote it
+    (see :mod:`._known`)."""
     _snapshot: Callable[[], object] = staticmethod(lambda: None)
     """Removes the private copy of the file the store reads (see ``open_store``), if any."""
 
@@ -64,7 +68,25 @@ class SQLiteTransactions(ClosingStore):
         """One write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT`` (rolled back on error).
 
         A SQLite failure (full disk, read-only file, lock timeout, damage) becomes a
-        ``StoreFileError`` naming the file; nothing of the transaction is kept.
+        ``StoreFileError`` naming the file; nothing of the transaction is kept. What the
+        last commit knew of the file (see :mod:`._known`) is dropped: this one changes it.
+        """
+        self._facts = None
+        db = self._begin()
+        try:
+            yield db
+        except BaseException as exc:
+            failure = self._undo(db, exc)
+            if failure is None:
+                raise
+            raise failure from None
+        self._end(db)
+
+    def _begin(self) -> sqlite3.Connection:
+        """``BEGIN IMMEDIATE`` (the file's write lock) on the connection, which it returns.
+
+        Raises:
+            StoreFileError: the store is read-only, or SQLite refused (a lock timeout).
         """
         db = self._conn
         if self.readonly:
@@ -74,13 +96,18 @@ class SQLiteTransactions(ClosingStore):
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             raise self._failure(exc) from None
-        try:
-            yield db
-        except BaseException as exc:
-            self._rollback(db)
-            if isinstance(exc, sqlite3.Error) and not isinstance(exc, sqlite3.ProgrammingError):
-                raise self._failure(exc) from None
-            raise
+        return db
+
+    def _undo(self, db: sqlite3.Connection, exc: BaseException) -> StoreFileError | None:
+        """Roll back the transaction ``exc`` interrupted; the ``StoreFileError`` to raise
+        instead of ``exc`` when it is SQLite's failure (``None``: raise ``exc`` itself)."""
+        self._rollback(db)
+        if isinstance(exc, sqlite3.Error) and not isinstance(exc, sqlite3.ProgrammingError):
+            return self._failure(exc)
+        return None
+
+    def _end(self, db: sqlite3.Connection) -> None:
+        """``COMMIT`` (rolled back, and a ``StoreFileError``, when SQLite refuses)."""
         try:
             db.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -113,6 +140,7 @@ class SQLiteTransactions(ClosingStore):
 
     def _rollback(self, db: sqlite3.Connection) -> None:
         self._paths.forget()
+        self._facts = None
         if db.in_transaction:
             with suppress(sqlite3.Error):  # SQLite may have rolled back already
                 db.execute("ROLLBACK")
