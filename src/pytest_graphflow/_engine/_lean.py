@@ -30,7 +30,6 @@ from pydantic import BaseModel
 from .._graph._builder import END, Branch, CompiledGraph, NodeSpec
 from .._graph._node import CURRENT_TASK, EdgeContext, NodeContext
 from .._records._checkpoint import TaskRecord
-from .._records._fast import adopt, template
 from .._time._clock import VirtualClock
 from .._time._entropy import ENTROPY
 from .._time._wallclock import NODE_CLOCK
@@ -43,7 +42,6 @@ from ._writer import CheckpointWriter, LegEnd
 
 __all__ = ["LeanSteps", "lean_leg"]
 
-_TASK_FIELDS = template(TaskRecord)[1]
 _ROUTE_KEYS = (str, int, bool)
 """Types of a route's pick looked up in a branch's mapping without ``_pick``."""
 
@@ -218,7 +216,6 @@ class LeanSteps:
         claim, budget, before = leg.claim, leg.max_supersteps, leg.break_before
         writer = self.writer
         adopt_fields, fence = writer.adopt, writer.fence
-        hexid = numbers.hex
         call = self.call
         # A virtual clock's time moves only when something moves it (never between a
         # step's save and the next node's start): one read serves both, and the claim's
@@ -263,24 +260,11 @@ class LeanSteps:
                 scheduled = [t for t in targets if t != END]
                 if len(scheduled) > 1:
                     scheduled = sorted(dict.fromkeys(scheduled), key=lambda n: nodes[n].index)
-            next_tasks = []
-            for target in scheduled:
-                numbers.task_counter += 1
-                next_tasks.append(adopt(TaskRecord, {
-                    "task_id": f"task-{hexid}-{numbers.task_counter}", "node": target,
-                    "item": None, "has_item": False, "checkpoint_id_before": None,
-                    "failure": None}, _TASK_FIELDS))
+            finished = not scheduled and not arrivals
+            saving = every_step or spec.checkpoint or (
+                finished and (numbers.parent_id is not None or leg.thread_explicit))
+            next_tasks, cid = numbers.plain_step(seq + saving + finished, scheduled, saving)
             pos.visited = visited = pos.visited.extend((name,))
-            finished = not next_tasks and not arrivals
-            cid: str | None = None
-            if every_step or spec.checkpoint or (
-                    finished and (numbers.parent_id is not None or leg.thread_explicit)):
-                numbers.cp_counter += 1
-                cid = f"cp-{hexid}-{numbers.cp_counter}"
-                seq += 1
-            if finished:
-                seq += 1
-            numbers.seq += seq
             pos.state = new_state
             pos.model = None
             pos.arrivals = arrivals
@@ -299,7 +283,7 @@ class LeanSteps:
                 else:
                     if adopt_fields is None or not adopt_fields(fields, fence):
                         await writer.put(fields)
-                    numbers.parent_id = numbers.checkpoint_id = cid
+                    numbers.saved(cid)
             if finished:
                 await self.end.finish("completed", None)
                 return None
