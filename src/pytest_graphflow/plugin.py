@@ -271,7 +271,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     xdist: on the controller, from every worker's counts); how many pages
     ``--graphflow-report=html:DIR`` wrote, and where."""
     from ._plugin._html_report import html_dir, pages_of
-    from ._plugin._processes import COUNTS
+    from ._plugin._processes import COUNTS, skip_lines
 
     folder = html_dir(config)
     if folder is not None:
@@ -282,7 +282,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if counts is not None:
         terminalreporter.write_line(
             f"graphflow: {counts['checked']} run(s) replayed in fresh interpreters, "
-            f"{counts['skipped']} skipped (their graph is not held by an importable module)")
+            f"{counts['skipped']} skipped" + (", because:" if counts["skipped"] else ""))
+        for line in skip_lines(config):
+            terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -421,12 +423,18 @@ _ShownT = TypeVar("_ShownT")
 def _shown(value: _ShownT) -> _ShownT:
     """``value``, with the classes of the modules imported so far shown under their public
     module (``pytest_graphflow.testing.RecordingRuntime`` in a failing test's repr)."""
-    from . import testing
-    from ._exports import show_loaded
+    global _modules_shown
+    if len(sys.modules) != _modules_shown:  # a module imported since: show its names
+        from . import testing
+        from ._exports import show_loaded
 
-    del testing  # importing it shows its names
-    show_loaded()
+        del testing  # importing it shows its names
+        show_loaded()
+        _modules_shown = len(sys.modules)
     return value
+
+
+_modules_shown = 0  # how many modules were loaded when _shown last showed their names
 
 
 @pytest.fixture

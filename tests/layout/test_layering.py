@@ -28,7 +28,8 @@ ALLOWED: dict[str, set[str]] = {
     "_time": {"_records", "errors"},
     "_graph": {"_time", "_records", "errors"},
     "_stores": {"_time", "_records", "errors"},
-    "_engine": {"_graph", "_stores", "_time", "_records", "errors"},
+    # the engine reads one event pattern item (``cancel_at=``) with the assertions' language
+    "_engine": {"_assert", "_graph", "_stores", "_time", "_records", "errors"},
     "_assert": {"_records", "errors"},
     "_properties": {"_assert", "_engine", "_graph", "_stores", "_time", "_records", "errors"},
     "_langgraph": {

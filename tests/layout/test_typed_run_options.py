@@ -28,9 +28,12 @@ async def use(rt: GraphRuntime, graph: CompiledGraph, opts: RunOptions) -> None:
     rt.invoke(graph, {}, timeout=3.0, max_supersteps=None, interrupt_before=["a"],
               interrupt_after="b", tenant_id="t", on_interrupt=lambda i: i.payload)
     rt.invoke(graph, **opts)
+    rt.invoke(graph, {}, cancel_at="node_end:a", cancel_after=5)
+    rt.trace(graph, cancel_at=lambda e: e.seq == 3)
     rt.invoke(graph, {}, max_super_steps=3)
     rt.trace(graph, timeout="soon")
     await rt.aresume("run-1", tenant_id=7)
+    rt.invoke(graph, cancel_at=3)
 '''
 
 
@@ -41,7 +44,7 @@ class _State(BaseModel):
 def test_every_run_option_is_a_key_of_run_options() -> None:
     assert RunOptions.__optional_keys__ == {
         "max_supersteps", "timeout", "on_interrupt", "tenant_id", "interrupt_before",
-        "interrupt_after", "cancel_after"}
+        "interrupt_after", "cancel_after", "cancel_at"}
     graph = Graph("options", _State)
     graph.node("a", lambda s: None).edge(START, "a").edge("a", END)
     runtime = GraphRuntime(clock=VirtualClock(), seed=1)
@@ -58,7 +61,8 @@ def test_mypy_reports_a_misspelt_or_mistyped_run_option(tmp_path: Path) -> None:
     assert errors == ""
     found = [(int(line.split(": error: ")[0].rsplit(":", 1)[1]), line.rsplit("[", 1)[1])
              for line in report.splitlines() if ": error: " in line]
-    # lines 5-7 are right; 8 misspells an option, 9 and 10 give one the wrong type
-    assert found == [(8, "call-arg]"), (9, "arg-type]"), (10, "arg-type]")], report
+    # lines 5-9 are right; 10 misspells an option, 11, 12 and 13 give one the wrong type
+    assert found == [(10, "call-arg]"), (11, "arg-type]"), (12, "arg-type]"),
+                     (13, "arg-type]")], report
     assert 'did you mean "max_supersteps"' in report
     assert status == 1

@@ -204,12 +204,19 @@ def test_a_saver_two_harnesses_share(graph_runtime):
     # a fresh harness over the saved thread (the recovery of a new process): not replayable
     second = graph_runtime.langgraph(APP, saver=saver, thread_id=first.thread_id)
     assert second.resume("ok").result.status == "completed"
-    first.resume()  # its thread moved under it: its legs alone do not replay either
+    first.resume()  # its thread moved under it: the two replay together, in this order
+
+def test_a_plain_write_into_the_saver_is_skipped(graph_runtime):
+    saver = InMemorySaver()
+    h = graph_runtime.langgraph(APP, saver=saver)
+    assert h.trace({{"log": []}}).result.status == "interrupted"
+    plain = APP.copy(update={{"checkpointer": saver}})
+    plain.update_state({{"configurable": {{"thread_id": "plain"}}}}, {{"log": ["x"]}})
 '''
 
 
-@pytest.mark.parametrize(("order", "outcome"), [("sorted", {"passed": 2}),
-                                                ("list", {"passed": 1, "failed": 1})],
+@pytest.mark.parametrize(("order", "outcome"), [("sorted", {"passed": 3}),
+                                                ("list", {"passed": 1, "failed": 2})],
                          ids=["stable-order", "hash-order"])
 def test_graphflow_processes_replays_a_harness_over_an_empty_saver_of_the_tests_own(
         pytester: pytest.Pytester, run: Run, order: str, outcome: dict[str, int]) -> None:
@@ -220,19 +227,23 @@ def test_graphflow_processes_replays_a_harness_over_an_empty_saver_of_the_tests_
     result = run("-q", "--graphflow-processes=2")
     result.assert_outcomes(**outcome)
     if order == "list":  # replayed, so the hash-ordered node shows
+        for name in ("test_an_empty_saver_of_the_tests_own", "test_a_saver_two_harnesses_share"):
+            result.stdout.fnmatch_lines([
+                f"*{name}*",
+                "*--graphflow-processes: the LangGraph harness on thread 'thread-*' of this "
+                "test took another path in a fresh interpreter with PYTHONHASHSEED=*"])
+    else:  # the two harnesses over one saver replay together, calls in the test's order;
+        # a plain LangGraph write into the saver cannot be made again: skipped, and why
         result.stdout.fnmatch_lines([
-            "*test_an_empty_saver_of_the_tests_own*",
-            "*--graphflow-processes: the LangGraph harness on thread 'thread-*' of this test "
-            "took another path in a fresh interpreter with PYTHONHASHSEED=*"])
-    else:  # both harnesses over the shared saver are skipped (replaying the first one's
-        # legs alone would take another path: its second leg found the thread moved on)
-        result.stdout.fnmatch_lines(["graphflow: 1 run(s) replayed in fresh interpreters, 2 "
-                                     "skipped*"])
+            "graphflow: 3 run(s) replayed in fresh interpreters, 1 skipped, because:",
+            "graphflow:   1 skipped: a LangGraph harness: something other than its harnesses "
+            "wrote checkpoints into its saver: a replay makes only the harnesses' calls"])
 
 
 LG_FAULTS_TEST = '''
 import pytest
 from pytest_graphflow import StoreFault
+from pytest_graphflow.errors import SimulatedCrash
 from {module} import APP
 
 def test_faults_that_acted(graph_runtime):
@@ -244,16 +255,36 @@ def test_faults_that_acted(graph_runtime):
     assert h.resume().result.status == "interrupted"
     assert h.resume("ok").result.status == "completed"
 
-def test_a_custom_error_is_skipped(graph_runtime):
+class DiskFull(OSError):
+    """An error class of the test's own."""
+
+def test_a_custom_error_class_is_raised_again(graph_runtime):
     h = graph_runtime.langgraph(APP, durability="sync")
-    h.saver.fail("put", nth=2, error=OSError("disk full"))
+    h.saver.fail("put", nth=3, error=DiskFull("disk full"))
+    with pytest.raises(DiskFull):
+        h.trace({{"log": []}})
+    assert h.resume().result.status == "interrupted"
+
+def test_a_crash_then_a_fresh_harness_over_its_saver(graph_runtime):
+    h = graph_runtime.langgraph(APP, durability="sync")
+    h.saver.crash_at("put", nth=3)
+    with pytest.raises(SimulatedCrash):
+        h.trace({{"log": []}})
+    fresh = graph_runtime.langgraph(APP, saver=h.saver.inner, thread_id=h.thread_id,
+                                    durability="sync")
+    assert fresh.resume().result.status == "interrupted"
+    assert fresh.resume("ok").result.status == "completed"
+
+def test_an_error_that_does_not_pickle_is_skipped(graph_runtime):
+    h = graph_runtime.langgraph(APP, durability="sync")
+    h.saver.fail("put", nth=3, error=OSError(lambda: "disk full"))
     with pytest.raises(OSError):
         h.trace({{"log": []}})
 '''
 
 
-@pytest.mark.parametrize(("order", "outcome"), [("sorted", {"passed": 2}),
-                                                ("list", {"passed": 1, "failed": 1})],
+@pytest.mark.parametrize(("order", "outcome"), [("sorted", {"passed": 4}),
+                                                ("list", {"passed": 1, "failed": 3})],
                          ids=["stable-order", "hash-order"])
 def test_graphflow_processes_replays_the_faults_that_acted_on_a_harness_saver(
         pytester: pytest.Pytester, run: Run, order: str, outcome: dict[str, int]) -> None:
@@ -263,11 +294,102 @@ def test_graphflow_processes_replays_the_faults_that_acted_on_a_harness_saver(
     pytester.syspathinsert()
     result = run("-q", "--graphflow-processes=2")
     result.assert_outcomes(**outcome)
-    if order == "list":  # replayed with its faults, so the hash-ordered node shows
+    if order == "list":  # replayed with its faults (its own error class too): the
+        # hash-ordered node shows
+        for name in ("test_faults_that_acted", "test_a_custom_error_class_is_raised_again",
+                     "test_a_crash_then_a_fresh_harness_over_its_saver"):
+            result.stdout.fnmatch_lines([
+                f"*{name}*",
+                "*--graphflow-processes: the LangGraph harness on thread 'thread-*' of this "
+                "test took another path in a fresh interpreter with PYTHONHASHSEED=*"])
+    else:  # an error that does not pickle cannot be raised again there: skipped, and why
         result.stdout.fnmatch_lines([
-            "*test_faults_that_acted*",
-            "*--graphflow-processes: the LangGraph harness on thread 'thread-*' of this test "
-            "took another path in a fresh interpreter with PYTHONHASHSEED=*"])
-    else:  # the custom error cannot be made again: skipped
-        result.stdout.fnmatch_lines(["graphflow: 1 run(s) replayed in fresh interpreters, 1 "
-                                     "skipped*"])
+            "graphflow: 4 run(s) replayed in fresh interpreters, 1 skipped, because:",
+            "graphflow:   1 skipped: a LangGraph harness: its fault rules raised OSError(<*"
+            "lambda*), which does not pickle (a fresh interpreter cannot raise it again)"])
+
+
+LG_BUILT = '''
+import asyncio
+import functools
+import operator
+import uuid
+from typing import Annotated, TypedDict
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+TAGS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+
+class S(TypedDict, total=False):
+    tags: list[str]
+    log: Annotated[list[str], operator.add]
+
+def collect(state, order):
+    return {{"tags": order(set(TAGS))}}
+
+async def search(state):
+    await asyncio.sleep(2)
+    return {{"log": [f"search:{{uuid.uuid4().hex[:8]}}"]}}
+
+def review(state):
+    return {{"log": [f"review:{{interrupt(state['tags'][:2])}}"]}}
+
+def build(order):
+    """The graph's parts live in this module; the test builds the graph."""
+    g = StateGraph(S)
+    g.add_node("collect", functools.partial(collect, order=order))
+    g.add_node("search", search)
+    g.add_node("review", review)
+    g.add_edge(START, "collect")
+    g.add_edge(START, "search")
+    g.add_edge(["collect", "search"], "review")
+    g.add_edge("review", END)
+    return g
+'''
+
+LG_BUILT_TEST = '''
+from {module} import build
+
+def test_a_builder_made_in_the_test(graph_runtime):
+    h = graph_runtime.langgraph(build({order}))
+    assert h.trace({{"log": []}}).result.status == "interrupted"
+    assert h.resume("ok").result.status == "completed"
+
+def test_a_graph_compiled_in_the_test(graph_runtime):
+    h = graph_runtime.langgraph(build({order}).compile(interrupt_after=["search"]))
+    assert h.trace({{"log": []}}).result.status == "interrupted"
+    assert h.resume().result.status == "interrupted"
+
+def test_a_lambda_node_keeps_it_from_a_replay(graph_runtime):
+    g = build(sorted)
+    g.add_node("extra", lambda state: {{"log": ["extra"]}})
+    g.add_edge("review", "extra")
+    assert graph_runtime.langgraph(g).trace({{"log": []}}).result.status == "interrupted"
+'''
+
+
+@pytest.mark.parametrize(("order", "outcome"), [("sorted", {"passed": 3}),
+                                                ("list", {"passed": 1, "failed": 2})],
+                         ids=["stable-order", "hash-order"])
+def test_graphflow_processes_replays_a_harness_whose_graph_the_test_built(
+        pytester: pytest.Pytester, run: Run, order: str, outcome: dict[str, int]) -> None:
+    module = f"lg_built_{order}"
+    pytester.makepyfile(**{module: LG_BUILT.format(),
+                           "test_lg_built": LG_BUILT_TEST.format(module=module, order=order)})
+    pytester.syspathinsert()
+    result = run("-q", "--graphflow-processes=2")
+    result.assert_outcomes(**outcome)
+    if order == "list":  # replayed from its pickled builder: the hash-ordered node shows
+        for name in ("test_a_builder_made_in_the_test", "test_a_graph_compiled_in_the_test"):
+            result.stdout.fnmatch_lines([
+                f"*{name}*",
+                "*--graphflow-processes: the LangGraph harness on thread 'thread-*' of this "
+                "test took another path in a fresh interpreter with PYTHONHASHSEED=*",
+                "*diverged at event *"])
+    else:
+        result.stdout.fnmatch_lines([
+            "graphflow: 2 run(s) replayed in fresh interpreters, 1 skipped, because:",
+            "graphflow:   1 skipped: a LangGraph harness: its graph is built inside the test, "
+            "and it holds a function defined inside a function, 'test_a_lambda_node_keeps_"
+            "it_from_a_replay.<locals>.<lambda>' (no module holds it for a fresh interpreter;"
+            " build it at module level)"])

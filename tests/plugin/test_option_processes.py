@@ -57,8 +57,9 @@ def test_hash_order_dependence_fails_the_test(pytester: pytest.Pytester, run: Ru
         "interpreter with PYTHONHASHSEED=*",
         "*diverged at event 3 of 7 (leg 1, step 0, node 'collect'):",
         "*recorded: #3 node_end collect patch={'tags': [[]*",
-        "graphflow: 1 run(s) replayed in fresh interpreters, 1 skipped (their graph is not "
-        "held by an importable module)",
+        "graphflow: 1 run(s) replayed in fresh interpreters, 1 skipped, because:",
+        "graphflow:   1 skipped: a run whose graph is not held by an importable module "
+        "(built inside the test)",
     ])
 
 
@@ -177,5 +178,7 @@ def test_the_summary_reaches_the_terminal_under_xdist(pytester: pytest.Pytester,
     _project(pytester, "xp_tags_xdist", "sorted")
     result = run("-n", "2", "--graphflow-processes=2")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["graphflow: 1 run(s) replayed in fresh interpreters, 1 "
-                                 "skipped (their graph is not held by an importable module)"])
+    result.stdout.fnmatch_lines([
+        "graphflow: 1 run(s) replayed in fresh interpreters, 1 skipped, because:",
+        "graphflow:   1 skipped: a run whose graph is not held by an importable module "
+        "(built inside the test)"])

@@ -203,7 +203,7 @@ def late_halt_save(monkeypatch: pytest.MonkeyPatch) -> None:
         run = self.run
         spec = run.spec  # frozen for the engine (Final); the planted bug swaps its store
         real = spec.store
-        adopt, self._adopt = self._adopt, None
+        adopt, self.adopt = self.adopt, None
 
         class Hold:
             async def save(self_: Any, checkpoint: Any) -> None:
@@ -214,7 +214,7 @@ def late_halt_save(monkeypatch: pytest.MonkeyPatch) -> None:
             await original_save(self, cid, **fields)
         finally:
             spec.store = real
-            self._adopt = adopt
+            self.adopt = adopt
 
     async def anext(self: Any) -> Any:
         try:

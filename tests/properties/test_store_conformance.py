@@ -167,7 +167,10 @@ class GetReturnsStoredObject(InMemoryCheckpointStore):
 
     async def get(self, checkpoint_id: str) -> Checkpoint | None:
         found = self._by_id.get(checkpoint_id)
-        return None if found is None else found[0]
+        if found is None:
+            return None
+        # The store keeps a saved Checkpoint as is, and the runtime's fast save as a draft.
+        return found if isinstance(found, Checkpoint) else found.checkpoint()
 
 
 class ForkReusesSourceRun(InMemoryCheckpointStore):

@@ -28,6 +28,7 @@ from ._repr import (
 __all__ = [
     "Element",
     "EventPatternError",
+    "event_test",
     "match_elements",
     "mismatch_message",
     "parse_item",
@@ -54,10 +55,12 @@ class EventPatternError(GraphflowError, ValueError):
 
     Attributes:
         item: the offending pattern item.
+        problem: what is wrong with it.
     """
 
     def __init__(self, item: object, problem: str) -> None:
         self.item = item
+        self.problem = problem
         super().__init__(f"bad event pattern item {item!r}: {problem}\n({_VALID_FORMS})")
 
 
@@ -352,6 +355,23 @@ def parse_item(item: object, *, in_group: bool = False) -> Element:
         predicate = item
         return _Single(short_repr(predicate), lambda e: value_matches(predicate, e))
     raise EventPatternError(item, f"items of type {type(item).__name__} are not understood")
+
+
+def event_test(item: object) -> Callable[[EventBase], bool]:
+    """The test of one pattern item that matches one event (``"node_end:a"``, a dict of field
+    matchers, an event, a predicate), as :func:`assert_events` reads it: what
+    ``cancel_at=`` takes.
+
+    Raises:
+        EventPatternError: a malformed item, a gap or a group (they match no single event).
+    """
+    if isinstance(item, (set, frozenset)) or (
+            isinstance(item, str) and item.strip().startswith("{")):
+        raise EventPatternError(item, "a group matches several events; give one item")
+    element = parse_item(item)
+    if not isinstance(element, _Single):
+        raise EventPatternError(item, "a gap matches no one event; give one item")
+    return element.test
 
 
 def pattern_items(pattern: object) -> list[object]:

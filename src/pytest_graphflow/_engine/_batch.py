@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import random
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from typing import Any
@@ -113,6 +114,14 @@ class BatchRunner:
         run.flight.start_order.append(record.node)
         return out
 
+    def _hostable(self, spec: NodeSpec) -> bool:
+        """Whether a task of ``spec`` never gives the baton back before it ends: it could run
+        inline (a sync node, no retries, no async hook) and its routes are sync."""
+        if not self.run.runs_inline(spec):
+            return False
+        branches = self.run.spec.graph.branches.get(spec.name, ())
+        return not any(inspect.iscoroutinefunction(b.route) for b in branches)
+
     def _input_factory(self, parallel: bool) -> Callable[[], BaseModel]:
         run = self.run
         graph, state = run.spec.graph, run.pos.state
@@ -221,7 +230,22 @@ class BatchRunner:
                 loop_deadline=(lambda: loop_deadline_ns(clock)) if owned else None,
                 kinds=kinds,
             )
-        events = {i: sched.register(i) for i in to_run} if sched is not None else {}
+        # Under the scheduler, tasks that can never give the baton back before they end (sync
+        # nodes without retries, async hooks or async routes: what would run inline) take no
+        # task of their own: one coroutine in the task group's body runs each when the
+        # scheduler hands it the baton, in the order the seeded scheduler picks them.
+        hosted = [i for i in to_run if self._hostable(outcomes[i].spec)] \
+            if sched is not None and len(to_run) > 1 else []
+        events: dict[int, Any] = {}
+        if sched is not None:
+            gone = set(hosted)
+            for i in to_run:
+                if i in gone:
+                    sched.register_hosted(i)
+                else:
+                    events[i] = sched.register(i)
+            if hosted:
+                sched.host_event = kinds.event()  # the first turn may come at the start
         wall = leg.wall_clock and sched is not None
         claim = leg.claim
         renewing = claim is not None and claim.renewable
@@ -246,6 +270,53 @@ class BatchRunner:
                     raise
                 sched.finished(_RENEWER)  # the claim was lost: hand the turn on
 
+        def leave(i: int) -> None:
+            if sched is not None:
+                sched.finished(i)
+            running[0] -= 1
+            if running[0] == 0 and (sched is None or _RENEWER in sched.spawned):
+                renew_scope.cancel()  # (cancel formats the task's repr: only if it runs)
+
+        async def run_hosted(i: int) -> None:
+            # A hosted task, in a copy of the context (its own, as in a task), holding the
+            # baton from its start to its end.
+            assert sched is not None
+            record = tasks[i]
+            ctx = context(record)
+            CURRENT_TASK.set(ctx)
+            if owns_entropy:
+                ENTROPY.set(ctx)
+            NODE_SLEEPER.set(None)
+            if wall:
+                NODE_CLOCK.set(clock)  # type: ignore[arg-type]
+            start_order.append(record.node)
+            spec = outcomes[i].spec
+            outcomes[i] = await execute(graph, spec, record, make_input, ctx, clock, clock.sleep,
+                                        state, run.hooks_of(spec.name))
+
+        async def host_all() -> None:
+            # Runs the hosted tasks as the scheduler hands each the baton. The next turn's
+            # event is made before a task ends: its end passes the baton on at once.
+            assert sched is not None
+            left = list(hosted)
+            try:
+                while left:
+                    turn = sched.host_event
+                    assert turn is not None
+                    await take_turn(turn)
+                    i = sched.host_key
+                    assert i is not None
+                    left.remove(i)
+                    try:
+                        await _InContext(run_hosted(i))
+                    finally:
+                        if left:
+                            sched.host_event = kinds.event()
+                        leave(i)
+            finally:
+                for i in left:  # cancelled before their turn
+                    leave(i)
+
         async def run_one(i: int) -> None:
             record = tasks[i]
             ctx = context(record)
@@ -267,19 +338,16 @@ class BatchRunner:
                 outcomes[i] = await execute(graph, spec, record, make_input, ctx, clock, sleep,
                                             state, run.hooks_of(spec.name))
             finally:
-                if sched is not None:
-                    sched.finished(i)
-                running[0] -= 1
-                if running[0] == 0 and (sched is None or _RENEWER in sched.spawned):
-                    renew_scope.cancel()  # (cancel formats the task's repr: only if it runs)
+                leave(i)
 
         # Under the scheduler, the first task of the batch runs in this task, in the task
         # group's body and in a copy of the context (as its own task would): a task costs more
         # than a small node does. The others get tasks; the scheduler's baton decides who runs,
         # whichever task they are in. (The group stays for the others, and for the renewal
         # and the keeper should they start.)
-        host = to_run[0] if sched is not None else None
+        host = (None if hosted else to_run[0]) if sched is not None else None
 
+        events_hosted = set(hosted)
         order = list(to_run)
         if sched is None and rng is not None:
             rng.shuffle(order)
@@ -301,7 +369,7 @@ class BatchRunner:
                     if renewing and sched is None:
                         tg.start_soon(renew)
                     for i in order:
-                        if i != host:
+                        if i != host and i not in events_hosted:
                             tg.start_soon(run_one, i)
                     if sched is not None:
                         # The renewal and the keeper take no task until they have work.
@@ -314,6 +382,8 @@ class BatchRunner:
                         sched.start()
                     if host is not None:
                         await _InContext(run_one(host))
+                    elif hosted:
+                        await host_all()
             finally:
                 flight.scope = None
                 if handlers is not None:

@@ -34,6 +34,7 @@ from .._time._clock import VirtualClock
 from .._time._entropy import ENTROPY
 from .._time._wallclock import NODE_CLOCK
 from ..errors import GraphflowError
+from ._lazy import lean_step_events
 from ._merge import merge_patches, normalize_patch
 from ._outcome import Outcome
 from ._run_state import RunState
@@ -51,8 +52,8 @@ def lean_leg(run: RunState) -> bool:
     events (``invoke``), no breakpoint after a node, no middleware or guardrails, and a
     store with the fast save (the in-memory store)."""
     spec = run.spec
-    return (not spec.record_events and not spec.break_after and spec.hooks is None
-            and spec.features.fields_save)
+    return ((not spec.record_events or run.numbers.lazy) and not spec.break_after
+            and spec.hooks is None and spec.features.fields_save)
 
 
 class LeanSteps:
@@ -65,6 +66,16 @@ class LeanSteps:
         self.end = end
         spec = run.spec
         self.owns_entropy = spec.seed is not None and isinstance(spec.clock, VirtualClock)
+        self.recorded: list[Any] | None = [] if run.numbers.lazy else None
+        """A recording leg's unbuilt events of the step just run (one step a piece)."""
+
+    def take_recorded(self) -> list[Any]:
+        """The unbuilt events of the steps run since the last call (none unless recorded)."""
+        recorded = self.recorded
+        if not recorded:
+            return []
+        self.recorded = []
+        return recorded
 
     def call(self, record: TaskRecord, spec: NodeSpec, model: BaseModel,
              started_at: datetime) -> Any:
@@ -235,6 +246,9 @@ class LeanSteps:
                 return res if type(res) is Outcome else await res
             patch, targets, merged, done_at = res
 
+            recorded = self.recorded
+            if recorded is not None and done_at is None:
+                done_at = clock.now()  # the node's end, as the general path reports it
             # Commit: what Committer.commit_one does for this task.
             name = record.node
             state = pos.state
@@ -263,6 +277,7 @@ class LeanSteps:
             finished = not scheduled and not arrivals
             saving = every_step or spec.checkpoint or (
                 finished and (numbers.parent_id is not None or leg.thread_explicit))
+            first_seq = numbers.seq
             next_tasks, cid = numbers.plain_step(seq + saving + finished, scheduled, saving)
             pos.visited = visited = pos.visited.extend((name,))
             pos.state = new_state
@@ -286,6 +301,13 @@ class LeanSteps:
                     numbers.saved(cid)
             if finished:
                 await self.end.finish("completed", None)
+            if recorded is not None:  # the step's events for the recording, one step a piece
+                assert done_at is not None
+                recorded.extend(lean_step_events(
+                    run, first_seq, step, name, record.task_id, patch, started_at, done_at,
+                    targets, cid, finished, new_state))
+                return None
+            if finished:
                 return None
 
             # The next superstep: lean too only if every check before it is plain (what

@@ -504,12 +504,14 @@ class Legs:
                 initial_state=None if resumed is not None else jcopy(state),
                 answers=jcopy(answers) if resumed is not None and answers else {},
                 store=host.store)
+            leg.lazy = not opts.get("record_events", True)  # only the leg reads its events
         spec = LegSpec(
             graph=graph, store=host.store, features=host.store_features, clock=host.clock,
             seed=host.seed, run_id=run_id, thread_id=thread_id, tenant_id=tenant,
             max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
             on_interrupt=opts["on_interrupt"], wall_clock=wall,
-            record_events=opts.get("record_events", True) or leg is not None,
+            record_events=opts.get("record_events", True) or leg is not None
+            or opts.get("cancel_at") is not None,
             break_before=graph.interrupt_before | stops[0],
             break_after=graph.interrupt_after | stops[1],
             hooks=hook_table(graph, host.middleware, host.guardrails), claim=claim,
@@ -519,6 +521,7 @@ class Legs:
             deadlines={} if resumed is None else {
                 i.key: i.deadline for i in resumed.interrupts if i.deadline is not None},
             stepping=STEPPING.get(), cancel_after=opts.get("cancel_after"),
+            cancel_at=opts.get("cancel_at"),
         )
         run = RunState(spec, state, checkpoint=resumed, answers=answers, seq=seq,
                        cp_counter=cp_counter, task_counter=task_counter)

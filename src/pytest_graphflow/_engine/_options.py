@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from pydantic import BaseModel
 
+from .._assert._patterns import EventPatternError, event_test
 from .._graph._builder import CompiledGraph, node_names
 from .._records._checks import check_optional_id
 from .._records._json import NotJSONError, to_json_value
@@ -18,7 +19,7 @@ from .._time._clock import RealClock, VirtualClock
 from ..errors import InvalidArgument, UnknownKey, UpdateRejected
 
 if TYPE_CHECKING:
-    from .._records._events import Interrupt
+    from .._records._events import EventBase, Interrupt
     from ._host import RunDefaults
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "breakpoints",
     "check_budget",
     "check_cancel_after",
+    "check_cancel_at",
     "check_constructor",
     "check_graph",
     "run_options",
@@ -48,6 +50,11 @@ class RunOptions(TypedDict, total=False):
         interrupt_after: node name(s) to pause after, for this run (breakpoints).
         cancel_after: seconds, on the runtime's clock, into this run (leg) at which it is
             cancelled, as ``RunHandle.cancel()`` would (status ``cancelled``, resumable).
+        cancel_at: an event (one item of :func:`~pytest_graphflow.assert_events`'s pattern
+            language: ``"node_end:search"``, ``"* seq=7"``, a dict of field matchers, an
+            event, or a predicate on the event) at which this run (leg) is cancelled: the
+            leg's first event that matches it is delivered, then the leg is cancelled as
+            ``RunHandle.cancel()`` would cancel it there (status ``cancelled``, resumable).
     """
 
     max_supersteps: int | None
@@ -57,6 +64,7 @@ class RunOptions(TypedDict, total=False):
     interrupt_before: str | Iterable[str]
     interrupt_after: str | Iterable[str]
     cancel_after: float | None
+    cancel_at: str | Mapping[str, Any] | EventBase | Callable[[Any], object] | None
 
 
 def check_graph(graph: Any) -> None:
@@ -92,6 +100,7 @@ def run_options(runtime: RunDefaults, options: Mapping[str, Any]) -> dict[str, A
         "on_interrupt": options.get("on_interrupt", runtime.on_interrupt),
         "tenant_id": options.get("tenant_id", runtime.tenant_id),
         "cancel_after": check_cancel_after(options.get("cancel_after")),
+        "cancel_at": check_cancel_at(options.get("cancel_at")),
     }
     for name in ("interrupt_before", "interrupt_after"):
         opts[name] = frozenset(node_names(options.get(name, ()), name))
@@ -182,6 +191,26 @@ def check_cancel_after(seconds: Any) -> float | None:
         raise InvalidArgument(f"cancel_after={seconds!r} must be a number of seconds >= 0 "
                               "or None")
     return float(seconds)
+
+
+def check_cancel_at(item: Any) -> Callable[[EventBase], bool] | None:
+    """``cancel_at=``: the event at which the leg is cancelled, as one item of
+    :func:`~pytest_graphflow.assert_events`'s pattern language; returns its test (``None``:
+    no cancel).
+
+    Raises:
+        InvalidArgument: an item that is malformed, or matches no one event (a gap, a group).
+    """
+    if item is None:
+        return None
+    try:
+        return event_test(item)
+    except EventPatternError as exc:
+        raise InvalidArgument(
+            f"cancel_at={item!r:.80}: {exc.problem}; pass one "
+            "event as an assert_events pattern item: 'node_end:NODE', 'TYPE:NODE field=value', "
+            "'* seq=N', a dict of field matchers, an event, or a predicate on the event"
+        ) from None
 
 
 def check_budget(max_supersteps: Any, timeout: Any) -> None:

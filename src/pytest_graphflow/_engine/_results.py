@@ -5,15 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 from .._graph._builder import END, START, CompiledGraph
 from .._records._events import Breakpoint, EventBase, Interrupt, NodeEnd, StreamEvent
+from .._records._fast import adopt, template
 from .._records._json import jcopy
 
-__all__ = ["EventLog", "GraphResult", "RunLeg", "RunRecord", "StepState", "Trace"]
+if TYPE_CHECKING:
+    from .._graph._node import Visited
+
+__all__ = ["EventLog", "GraphResult", "LazyEvent", "RunLeg", "RunRecord", "StepState", "Trace"]
 
 StateT = TypeVar("StateT", bound=BaseModel)
 
@@ -30,6 +34,44 @@ class StepState:
         self.step = step
         self.state = state
         self.checkpoint_id = checkpoint_id
+
+
+_TEMPLATES: dict[type[EventBase], tuple[dict[str, Any], set[str]]] = {}
+
+
+class LazyEvent:
+    """An event of a recorded leg not built yet (internal): its class and its fields.
+
+    ``invoke``/``resume`` on a runtime with an ``on_leg`` observer (the testing runtime) want
+    no events, but the observer's :class:`RunLeg` must hold them: the leg numbers and stamps
+    these in place of events (its ``__dict__`` is the fields), and :attr:`RunLeg.events` turns
+    them into the events they stand for when someone reads them (a failure report, an
+    assertion). The fields are the ones the event would have been built from, at that time.
+    """
+
+    __slots__ = ("__dict__", "cls")
+
+    cls: type[EventBase]
+
+    def build(self) -> EventBase:
+        """The event (built without validation, as the runtime builds its events)."""
+        cls = self.cls
+        found = _TEMPLATES.get(cls)
+        if found is None:
+            static, every = template(cls)
+            found = _TEMPLATES[cls] = ({**static, "time": None}, every)
+        fields = self.__dict__
+        # the defaults, then the fields in the order the runtime passes them (as
+        # ``_run_state._ev`` does: a field's place shows in the event's JSON)
+        data = found[0].copy()
+        data["seq"], data["run_id"], data["step"] = (fields["seq"], fields["run_id"],
+                                                     fields["step"])
+        data.update(fields)
+        built: EventBase = adopt(cls, data, found[1])
+        return built
+
+    def __repr__(self) -> str:
+        return f"<unbuilt {self.cls.__name__} {self.__dict__!r:.120}>"
 
 
 @dataclass
@@ -218,6 +260,24 @@ class RunLeg:
     answers: dict[str, Any] = field(default_factory=dict)
     store: Any = None
 
+    lazy: bool = field(default=False, init=False, repr=False, compare=False)
+    """Whether the runtime may hand this leg :class:`LazyEvent` entries (set by the runtime
+    when the call that ran it reads no events: ``invoke``, ``resume``, ``step``)."""
+
+    def _note(self, items: list[Any], visited: Visited) -> None:
+        """The runner's report of one piece of the leg: its events and step markers (events
+        maybe unbuilt), and the nodes visited so far (a snapshot, listed when read)."""
+        d = self.__dict__
+        log: list[Any] = d["events"]
+        if d.get("_unbuilt") is None:
+            d["_unbuilt"] = len(log)
+        log.extend([i for i in items if type(i) is not StepState])
+        self._reached(visited)
+
+    def _reached(self, visited: Visited) -> None:
+        """The nodes visited so far (kept as the run's snapshot, a list only when read)."""
+        self.__dict__["_visited_at"] = visited
+
     @property
     def status(self) -> str:
         """``run_end``'s status, ``"raised"`` when an exception escaped, else ``"running"``."""
@@ -265,3 +325,43 @@ class RunLeg:
     def mermaid(self) -> str:
         """The graph as a Mermaid flowchart with the edges of :meth:`path` drawn bold."""
         return self.graph.mermaid(path=self.path())
+
+
+def _leg_events(leg: RunLeg) -> list[EventBase]:
+    d = leg.__dict__
+    log: list[Any] = d["events"]
+    start = d.get("_unbuilt")
+    if start is not None:  # entries the runtime left unbuilt: build them now, in place
+        for i in range(start, len(log)):
+            entry = log[i]
+            if type(entry) is LazyEvent:
+                log[i] = entry.build()
+        d["_unbuilt"] = None
+    return log
+
+
+def _set_leg_events(leg: RunLeg, events: list[EventBase]) -> None:
+    leg.__dict__["events"] = events
+    leg.__dict__["_unbuilt"] = None
+
+
+def _leg_visited(leg: RunLeg) -> list[str]:
+    d = leg.__dict__
+    snapshot = d.pop("_visited_at", None)
+    if snapshot is not None:
+        d["visited"] = list(snapshot)
+    visited: list[str] = d["visited"]
+    return visited
+
+
+def _set_leg_visited(leg: RunLeg, visited: list[str]) -> None:
+    leg.__dict__["visited"] = visited
+    leg.__dict__.pop("_visited_at", None)
+
+
+# Read through these, the leg's entries become events (and its visited snapshot a list)
+# only when someone looks; the dataclass's __init__, __eq__ and __repr__ go through them.
+RunLeg.events = property(_leg_events, _set_leg_events,  # type: ignore[assignment]
+                         doc="The events of the leg, in order.")
+RunLeg.visited = property(_leg_visited, _set_leg_visited,  # type: ignore[assignment]
+                          doc="The nodes whose tasks completed, in order.")

@@ -52,7 +52,7 @@ from .._time._clock import Clock
 from ._claim import ThreadClaim
 from ._hooks import HookTable, NodeHooks
 from ._outcome import Outcome
-from ._results import RunLeg, RunRecord, StepState
+from ._results import LazyEvent, RunLeg, RunRecord, StepState
 
 if TYPE_CHECKING:
     from .._graph._subgraph import Subgraph
@@ -126,12 +126,14 @@ class LegSpec:
         deadlines: the deadlines of the questions the leg resumed with (asked again, they
             keep them).
         cancel_after: seconds into the leg at which it is cancelled (``cancel_after=``).
+        cancel_at: the test of the event after which the leg is cancelled (``cancel_at=``).
         stepping: a leg driven by ``astep`` (a cancelled superstep keeps nothing, seed 004).
         durable: the store keeps the leg's events; ``deferred``: its checkpoints go with them
             in one commit under the claim's token.
     """
 
-    __slots__ = ("branch", "break_after", "break_before", "cancel_after", "claim", "clock",
+    __slots__ = ("branch", "break_after", "break_before", "cancel_after", "cancel_at", "claim",
+                 "clock",
                  "deadlines", "deferred",
                  "durable", "expired", "features", "graph", "hex", "hooks", "leg", "max_supersteps",
                  "on_interrupt", "record", "record_events", "resumed_from", "run_id", "seed",
@@ -169,6 +171,7 @@ class LegSpec:
         deadlines: Mapping[str, datetime] = _NO_DEADLINES,
         stepping: bool = False,
         cancel_after: float | None = None,
+        cancel_at: Callable[[EventBase], bool] | None = None,
     ) -> None:
         self.graph: Final = graph
         self.store: Final = store
@@ -197,6 +200,7 @@ class LegSpec:
         self.deadlines: Final = deadlines
         self.stepping: Final = stepping
         self.cancel_after: Final = cancel_after
+        self.cancel_at: Final = cancel_at
         durable = features.events
         self.durable: Final = durable
         self.record_events: Final = record_events or durable
@@ -255,14 +259,17 @@ class Numbering:
     chain (``parent_id``: the next checkpoint's parent; ``checkpoint_id``: the last one this
     leg saved). Only its own methods change it: ids are never handed out twice."""
 
-    __slots__ = ("checkpoint_id", "cp_counter", "hex", "parent_id", "record_events", "run_id",
-                 "seq", "task_counter")
+    __slots__ = ("checkpoint_id", "cp_counter", "hex", "lazy", "parent_id", "record_events",
+                 "run_id", "seq", "task_counter")
 
     def __init__(self, spec: LegSpec, *, seq: int = 0, cp_counter: int = 0,
                  task_counter: int = 0) -> None:
         self.run_id = spec.run_id
         self.hex = spec.hex
         self.record_events = spec.record_events
+        leg = spec.leg
+        # Events only a recording leg reads, and nobody else: left unbuilt (LazyEvent).
+        self.lazy = leg is not None and leg.lazy and not spec.durable
         self.seq = seq
         self.cp_counter = cp_counter
         self.task_counter = task_counter
@@ -312,6 +319,14 @@ class Numbering:
         self.seq += 1
         if not self.record_events:
             return UNRECORDED
+        if self.lazy:  # a LazyEvent: the fields, built when the recording leg is read
+            fields["seq"] = self.seq - 1
+            fields["run_id"] = self.run_id
+            fields["step"] = step
+            entry = LazyEvent()
+            entry.cls = cls
+            entry.__dict__ = fields
+            return entry
         return _ev(cls, seq=self.seq - 1, run_id=self.run_id, step=step, **fields)
 
     def skip(self, count: int) -> None:

@@ -118,10 +118,9 @@ class Runner:
             items = await self._advance()
         except BaseException as exc:
             leg.error = exc
+            leg._reached(run.pos.visited)
             raise
-        finally:
-            leg.visited = list(run.pos.visited)
-        leg.events.extend([i for i in items if type(i) is not StepState])
+        leg._note(items, run.pos.visited)
         return items
 
     async def _advance(self) -> list[Any]:
@@ -139,6 +138,8 @@ class Runner:
                 await self._persist(items)
             if run.outcome is not None:
                 await self.end.release()
+            elif spec.cancel_at is not None:
+                self._cancel_at(items)
             return items
         except anyio.get_cancelled_exc_class():
             # The consumer's scope was cancelled: stop the run as RunHandle.cancel() does,
@@ -166,6 +167,17 @@ class Runner:
             with anyio.CancelScope(shield=True):
                 await self._after_error(exc)
             raise
+
+    def _cancel_at(self, items: list[Any]) -> None:
+        """``cancel_at=``: once the leg has made an event that matches, it is cancelled as
+        ``RunHandle.cancel()`` would cancel it from the code reading that event. A piece's
+        events are made together (a step's once its batch ran and its checkpoint is saved,
+        C4/C5), so the rest of the piece is still delivered; the next step does not start
+        (``_superstep`` stops the leg: status ``cancelled``, resumable, C9)."""
+        test = self.run.spec.cancel_at
+        assert test is not None
+        if any(type(item) is not StepState and test(item) for item in items):
+            self.run.flight.cancel()
 
     async def _stop_cancelled(self, batch: list[Outcome] | None) -> None:
         """End a cancelled leg: the tasks that finished keep their results (C9); a step keeps
@@ -352,7 +364,7 @@ class Runner:
                 if self.lean is not None:  # invoke(): it and the plain steps after it
                     lean = await self.lean.run_from(tasks[0], node)
                     if lean is None:
-                        return []
+                        return self.lean.take_recorded()
                     out = lean
                 else:
                     out = await self.batches.run_inline(tasks[0], node)

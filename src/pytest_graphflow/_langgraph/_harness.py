@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import StateGraph
 from langgraph.types import Command, StateSnapshot
 
-from .._engine._options import check_cancel_after
+from .._engine._options import check_cancel_after, check_cancel_at
 from .._engine._results import EventLog, GraphResult, RunLeg, Trace
 from .._records._events import Breakpoint, Interrupt
 from .._stores.faults._store import FaultyStore
@@ -27,11 +27,13 @@ from .._time import _wallclock
 from .._time._clock import VirtualClock
 from .._time._rng import ScheduleRng
 from ..errors import Cancelled, InvalidArgument, NotSuspended, ResumeError
+from ._cancel import CancelAt
 from ._convert import jsonable
 from ._ids import ID_SOURCE, IdSource, install_id_hooks
 from ._loop import LEG, LegContext, SeededLoop, TaskStart, ensure_time_hooks, install_loop_hooks
 from ._order import install_order_hooks, stable_order
 from ._record import LegRecorder
+from ._replay_order import replay_order
 from ._saver import FaultySaver, SaverOp
 
 __all__ = ["LangGraphHarness"]
@@ -121,9 +123,14 @@ class LangGraphHarness:
         self.replay_broken = ""
         """Why the legs cannot be replayed alone: something else wrote to the thread."""
         self._saved_last: str | None = None
-        self.replay_calls: list[tuple[str, Any, int]] = []
+        self.replay_calls: list[tuple[str, Any, int, int]] = []
         """Each leg's input and ``update_state`` call, with the virtual instant (ns since
-        the clock's start) it began at."""
+        the clock's start) it began at and its place among every harness's calls."""
+        self.replay_spent: dict[int, int] = {}
+        """How many saver calls each of :attr:`replay_calls` made, by its place (the
+        saver's other calls are not the harness's)."""
+        self.replay_born = replay_order()
+        """This harness's place among every harness's calls (made before its first)."""
         self.interrupt_before_arg = interrupt_before
         self.interrupt_after_arg = interrupt_after
         if isinstance(graph, StateGraph):
@@ -175,7 +182,8 @@ class LangGraphHarness:
 
     # ------------------------------------------------------------------ running
 
-    def trace(self, input: Any = None, *, cancel_after: float | None = None) -> Trace:
+    def trace(self, input: Any = None, *, cancel_after: float | None = None,
+              cancel_at: Any = None) -> Trace:
         """Run the graph on ``input`` until it ends or pauses at an interrupt.
 
         ``input`` is what ``graph.invoke`` takes (a state dict, a ``Command``, or ``None`` to
@@ -190,10 +198,20 @@ class LangGraphHarness:
         that finished keep their saved writes, and :meth:`resume` (no answer), here or in a
         fresh harness over the same saver, continues the thread.
 
+        ``cancel_at=`` cancels the leg right after its first event that matches: one item of
+        :func:`~pytest_graphflow.assert_events`'s pattern language (``"node_end:search"``,
+        ``"* seq=12"``, a dict of field matchers, an event, or a predicate on the event). The
+        leg is cut at that virtual instant, inside its step: no time passes and no waiting
+        task starts or wakes first; the tasks still running get a ``CancelledError`` event,
+        the finished ones keep their saved writes, as with ``cancel_after``. Events LangGraph
+        reported together with the match (the rest of a step's starts) are logged too.
+        An event that no longer leaves anything to cancel (the last checkpoint, ``run_end``)
+        cancels nothing; a matcher that never matches changes nothing.
+
         Returns:
             The leg's :class:`Trace` (``events``, ``result``, ``store_log``: the saver calls).
         """
-        return self._leg(input, cancel_after)
+        return self._leg(input, cancel_after, cancel_at)
 
     def invoke(self, input: Any = None) -> GraphResult[Any]:
         """:meth:`trace`, returning only the result."""
@@ -201,7 +219,7 @@ class LangGraphHarness:
 
     def resume(self, answer: Any = _NO_ANSWER, *,
                answers: Mapping[str, Any] | None = None,
-               cancel_after: float | None = None) -> Trace:
+               cancel_after: float | None = None, cancel_at: Any = None) -> Trace:
         """Continue the thread: answer its pending interrupt(s), or (no answer) go on from
         the last saved checkpoint after a failure, a rejected save or a crash.
 
@@ -209,6 +227,8 @@ class LangGraphHarness:
             answer: the answer to the one pending interrupt (``Command(resume=answer)``).
             answers: answers by :attr:`Interrupt.key`, LangGraph interrupt id, or node name.
             cancel_after: cancel this leg at that many virtual seconds (see :meth:`trace`).
+            cancel_at: cancel this leg right after its first event that matches (see
+                :meth:`trace`).
 
         Raises:
             NotSuspended: an answer was given but no interrupt is pending.
@@ -216,7 +236,7 @@ class LangGraphHarness:
                 ``answers`` names no pending interrupt.
         """
         if answer is _NO_ANSWER and answers is None:
-            return self._leg(None, cancel_after)
+            return self._leg(None, cancel_after, cancel_at)
         pending = self.pending_interrupts()
         paused = None if self.last is None else self.last.breakpoint
         if not pending and paused is not None:
@@ -232,7 +252,7 @@ class LangGraphHarness:
                 raise ResumeError(
                     f"resume({answer!r}): {len(pending)} interrupts are pending "
                     f"({', '.join(i.key for i in pending)}); pass answers={{key: value}}")
-            return self._leg(Command(resume=answer), cancel_after)
+            return self._leg(Command(resume=answer), cancel_after, cancel_at)
         mapped: dict[str, Any] = {}
         for key, value in answers.items():
             match = [i for i in pending if key in (i.key, i.id, i.node)]
@@ -242,23 +262,24 @@ class LangGraphHarness:
                     f"{'no' if not match else 'more than one'} pending interrupt; pending: "
                     f"{', '.join(f'{i.key} (node {i.node})' for i in pending)}")
             mapped[match[0].id] = value
-        return self._leg(Command(resume=mapped), cancel_after)
+        return self._leg(Command(resume=mapped), cancel_after, cancel_at)
 
-    async def atrace(self, input: Any = None, *, cancel_after: float | None = None) -> Trace:
+    async def atrace(self, input: Any = None, *, cancel_after: float | None = None,
+                     cancel_at: Any = None) -> Trace:
         """:meth:`trace` from async code (the run uses its own loop, on a worker thread).
 
         This is also how to drive a saver whose sync methods hand each call to the event
         loop that opened it (``AsyncSqliteSaver``): open it in the test's loop and await
         ``atrace``/``aresume`` there.
         """
-        return await anyio.to_thread.run_sync(self._leg, input, cancel_after)
+        return await anyio.to_thread.run_sync(self._leg, input, cancel_after, cancel_at)
 
     async def aresume(self, answer: Any = _NO_ANSWER, *,
                       answers: Mapping[str, Any] | None = None,
-                      cancel_after: float | None = None) -> Trace:
+                      cancel_after: float | None = None, cancel_at: Any = None) -> Trace:
         """:meth:`resume` from async code."""
         return await anyio.to_thread.run_sync(lambda: self.resume(
-            answer, answers=answers, cancel_after=cancel_after))
+            answer, answers=answers, cancel_after=cancel_after, cancel_at=cancel_at))
 
     def pending_interrupts(self) -> list[Interrupt]:
         """The interrupts the thread waits on: after this harness's last leg, or (a fresh
@@ -320,8 +341,10 @@ class LangGraphHarness:
                       task_id: str | None = None) -> Any:
         """``update_state`` of the harness's graph (also what ``h.graph.update_state`` is):
         ids salted by the thread and the checkpoint it extends, times from the clock."""
+        order = replay_order()
         self.replay_calls.append(("update", (config, values, as_node, task_id),
-                                  self.clock.elapsed_ns))
+                                  self.clock.elapsed_ns, order))
+        spent = len(self.saver.calls)
         conf = dict((config or {}).get("configurable") or {})
         thread = str(conf.get("thread_id", self.thread_id))
         latest = self.saver.inner.get_tuple({"configurable": {"thread_id": thread}})
@@ -338,6 +361,7 @@ class LangGraphHarness:
                 self._saved_last = str(saved["configurable"]["checkpoint_id"])
             return saved
         finally:
+            self.replay_spent[order] = len(self.saver.calls) - spent
             _wallclock.NODE_CLOCK.reset(clock_token)
             ID_SOURCE.reset(id_token)
             _wallclock.deactivate(driver)
@@ -405,14 +429,18 @@ class LangGraphHarness:
                "not running; open the saver in an async test and await h.atrace(...)/"
                "h.aresume(...) from that loop"))
 
-    def _leg(self, input: Any, cancel_after: float | None = None) -> Trace:
+    def _leg(self, input: Any, cancel_after: float | None = None,
+             cancel_at: Any = None) -> Trace:
         cancel_after = check_cancel_after(cancel_after)
+        cancel_test = check_cancel_at(cancel_at)
         self._check_saver_loop()
-        if cancel_after is None:
-            self.replay_calls.append(("leg", input, self.clock.elapsed_ns))
+        order = replay_order()
+        if cancel_after is None and cancel_test is None:
+            self.replay_calls.append(("leg", input, self.clock.elapsed_ns, order))
         else:
-            self.replay_calls.append(("cancel_leg", (input, cancel_after),
-                                      self.clock.elapsed_ns))
+            self.replay_calls.append(("cancel_leg", (input, cancel_after, cancel_at),
+                                      self.clock.elapsed_ns, order))
+        spent = len(self.saver.calls)
         self._legs += 1
         leg_no = self._legs
         resumed_from = self._latest_checkpoint()
@@ -447,11 +475,12 @@ class LangGraphHarness:
         try:
             with asyncio.Runner(loop_factory=lambda: SeededLoop(self.clock, rng)) as runner:
                 runner.run(self._main(input, recorder, ids, started, writes, resumed_from,
-                                      outcome, cancel_after))
+                                      outcome, cancel_after, cancel_test))
         except BaseException as exc:
             record.error = exc
             raise
         finally:
+            self.replay_spent[order] = len(self.saver.calls) - spent
             record.events.extend(recorder.events)
             record.visited.extend(e.node for e in recorder.events
                                   if e.type == "node_end" and e.node)  # type: ignore[attr-defined]
@@ -491,7 +520,8 @@ class LangGraphHarness:
     async def _main(self, input: Any, recorder: LegRecorder, ids: IdSource,
                     started: list[TaskStart],
                     writes: dict[str, list[tuple[str, Any]]], resumed_from: str | None,
-                    outcome: dict[str, Any], cancel_after: float | None = None) -> None:
+                    outcome: dict[str, Any], cancel_after: float | None = None,
+                    cancel_at: Callable[[Any], bool] | None = None) -> None:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, SeededLoop)
         ID_SOURCE.set(ids)
@@ -511,14 +541,17 @@ class LangGraphHarness:
             kwargs["interrupt_before"] = self.interrupt_before
         if self.interrupt_after is not None:
             kwargs["interrupt_after"] = self.interrupt_after
+        cut = asyncio.timeout(None)
+        watch = None if cancel_at is None else _watch_cancel_at(recorder, cancel_at, loop, cut)
         recorder.run_start(self.graph_id, self.revision, self.thread_id, resumed_from,
                            0 if self.last is None else self.last.step)
-        cut = asyncio.timeout(None)
         if cancel_after is not None:
             loop.cut_at(self.clock.elapsed_ns + round(cancel_after * 1e9),
                         lambda: cut.reschedule(loop.time()))
         try:
             async with cut:
+                if watch is not None:
+                    watch.arm()
                 async for namespace, mode, chunk in self.graph.astream(input, config,
                                                                        **kwargs):
                     recorder.chunk(mode, chunk, namespace)
@@ -612,6 +645,15 @@ class LangGraphHarness:
             return Breakpoint(when="after", nodes=ran)
         stopped = [n for n in order if n in waiting and n in before] or sorted(set(waiting))
         return Breakpoint(when="before", nodes=stopped)
+
+
+def _watch_cancel_at(recorder: LegRecorder, test: Callable[[Any], bool], loop: Any,
+                     cut: asyncio.Timeout) -> CancelAt:
+    """``cancel_at=``: the recorder shows each event it logs to a watcher that cuts the leg
+    at the first match (:mod:`._cancel`)."""
+    watch = CancelAt(test, loop, cut)
+    recorder.watch = watch
+    return watch
 
 
 class _GraphView:

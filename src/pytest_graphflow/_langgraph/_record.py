@@ -20,6 +20,7 @@ LangGraph streams it: in the child's namespace and at the parent's subgraph task
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -86,6 +87,9 @@ class LegRecorder:
         self.began = {} if began is None else began
         self._reported: set[str] = set()  # tasks with a result (end, interrupt or error)
         self._attempt: dict[str, int] = {}  # a retried task's attempt, by task id
+        self.watch: Callable[[EventBase], None] | None = None
+        """Called with each event logged (``cancel_at=``'s watcher); subgraph recorders have
+        none: their events reach it forwarded."""
 
     def _base(self, node: str | None = None, task_id: str | None = None,
               step: int | None = None) -> dict[str, Any]:
@@ -96,8 +100,10 @@ class LegRecorder:
         return base
 
     def add(self, event: EventBase) -> None:
-        """Append one event."""
+        """Append one event (and show it to :attr:`watch`)."""
         self.events.append(event)
+        if self.watch is not None:
+            self.watch(event)
 
     def run_start(self, graph_id: str, revision: str, thread_id: str,
                   resumed_from: str | None, step: int = 0) -> None:
@@ -283,6 +289,8 @@ class LegRecorder:
         write, and runs it again on resume; it reports nothing of it (C2)."""
         for child in self._children.values():
             child._cancelled(message)
+        if self._children:  # a subgraph task's own events come before its result (C2)
+            self._forward()
         for tid in self._started_at:
             if tid in self._reported:
                 continue
@@ -291,8 +299,6 @@ class LegRecorder:
             self.add(ErrorEvent(**self._base(self.task_nodes.get(tid), tid),
                                 error_type="CancelledError",
                                 message=message))
-        if self._children:
-            self._forward()
 
     def ended_last_step(self) -> list[str]:
         """The nodes whose tasks completed in this leg's last step."""

@@ -24,10 +24,15 @@ import pytest
 if TYPE_CHECKING:
     from .._engine._results import RunLeg
 
-__all__ = ["COUNTS", "add_worker_counts", "check_runs", "hand_counts_over", "processes_of"]
+__all__ = ["COUNTS", "REASONS", "add_worker_counts", "check_runs", "hand_counts_over",
+           "processes_of", "skip_lines"]
 
 COUNTS: Final = pytest.StashKey[dict[str, int]]()
+REASONS: Final = pytest.StashKey[dict[str, int]]()
+"""Why runs were skipped: each reason, with how many runs it kept from a replay."""
 WORKEROUTPUT_KEY: Final = "graphflow_processes"
+REASONS_KEY: Final = "graphflow_processes_skipped"
+NATIVE_SKIP: Final = "a run whose graph is not held by an importable module (built inside the test)"
 
 
 def hand_counts_over(config: pytest.Config) -> None:
@@ -36,6 +41,8 @@ def hand_counts_over(config: pytest.Config) -> None:
     counts = config.stash.get(COUNTS, None)
     if output is not None and counts is not None:
         output[WORKEROUTPUT_KEY] = dict(counts)
+        reasons: dict[str, int] = config.stash.get(REASONS, {})
+        output[REASONS_KEY] = dict(reasons)
 
 
 def add_worker_counts(config: pytest.Config, workeroutput: dict[str, Any] | None) -> None:
@@ -46,6 +53,23 @@ def add_worker_counts(config: pytest.Config, workeroutput: dict[str, Any] | None
     total = config.stash.setdefault(COUNTS, {"checked": 0, "skipped": 0})
     for key in total:
         total[key] += int(counts.get(key, 0))
+    reasons = (workeroutput or {}).get(REASONS_KEY)
+    if isinstance(reasons, dict):
+        for why, n in reasons.items():
+            _skipped(config, str(why), int(n))
+
+
+def _skipped(config: pytest.Config, why: str, n: int = 1) -> None:
+    """Count ``n`` runs skipped for ``why``."""
+    reasons = config.stash.setdefault(REASONS, {})
+    reasons[why] = reasons.get(why, 0) + n
+
+
+def skip_lines(config: pytest.Config) -> list[str]:
+    """The terminal summary's lines saying why runs were not replayed, most frequent first."""
+    reasons: dict[str, int] = config.stash.get(REASONS, {})
+    return [f"graphflow:   {n} skipped: {why}" for why, n in
+            sorted(reasons.items(), key=lambda item: (-item[1], item[0]))]
 
 
 def processes_of(config: pytest.Config) -> int:
@@ -88,8 +112,10 @@ def check_runs(item: pytest.Item, legs: list[RunLeg], n: int) -> None:
             harnesses.setdefault(id(harness), harness)
     runs = {run_id: run_legs for run_id, run_legs in runs.items()
             if getattr(run_legs[0].graph, "harness", None) is None}
-    for harness in harnesses.values():
-        _check_harness(item, harness, workers, counts)
+    from .._langgraph._replay import groups
+
+    for group in groups(harnesses.values()):
+        _check_harness(item, group, workers, counts)
     tool, skipped = "--graphflow-processes", 0
     for done, (run_id, run_legs) in enumerate(runs.items(), start=1):
         report_progress(None, Progress(tool, "runs replayed", done - 1, len(runs),
@@ -100,6 +126,9 @@ def check_runs(item: pytest.Item, legs: list[RunLeg], n: int) -> None:
         if ref is None:
             counts["skipped"] += 1
             skipped += 1
+            _skipped(item.config, "a run whose first leg this test did not record (it "
+                     "resumed a run of an earlier test's store)" if first.resumed
+                     else NATIVE_SKIP)
             continue
         store: Any = run_legs[-1].store
         checkpoints = anyio.run(store.list, run_id) if store is not None else []
@@ -121,28 +150,33 @@ def check_runs(item: pytest.Item, legs: list[RunLeg], n: int) -> None:
         detail=f"{len(runs) - skipped} in {n} fresh interpreters, {skipped} skipped"))
 
 
-def _check_harness(item: pytest.Item, harness: Any, workers: Any,
+def _check_harness(item: pytest.Item, group: list[Any], workers: Any,
                    counts: dict[str, int]) -> None:
-    """Replay a LangGraph harness's calls in the workers; fail the test where they differ."""
+    """Replay a group of LangGraph harnesses (those sharing a saver) in the workers; fail the
+    test where they differ."""
     from .._langgraph._replay import recipe
     from .._properties.runs._pool import request_all
 
-    packed, _why = recipe(harness)
+    packed, why = recipe(group)
     if packed is None:
-        counts["skipped"] += 1
+        counts["skipped"] += len(group)
+        _skipped(item.config, f"a LangGraph harness: {why}", len(group))
         return
-    expected = [e.model_dump_json() for e in harness.events]
+    expected = [[e.model_dump_json() for e in h.events] for h in group]
     request = {"op": "fresh_call", "fn": "pytest_graphflow._langgraph._replay:replay_recipe",
                "kwargs": {"recipe": packed, "expected": expected}}
     answers = request_all(workers, [request] * len(workers))
-    if any(isinstance(answer["value"], dict) for answer in answers):
-        counts["skipped"] += 1  # the fresh interpreter could not make the harness
+    cannot = next((a["value"] for a in answers if isinstance(a["value"], dict)), None)
+    if cannot is not None:  # the fresh interpreter could not make the harness
+        counts["skipped"] += len(group)
+        _skipped(item.config, f"a LangGraph harness: {cannot['skipped']}", len(group))
         return
-    counts["checked"] += 1
+    counts["checked"] += len(group)
+    threads = ", ".join(repr(h.thread_id) for h in group)
     for hashseed, answer in enumerate(answers, start=1):
         if answer["value"] is not None:
             raise AssertionError(
-                f"--graphflow-processes: the LangGraph harness on thread {harness.thread_id!r} "
+                f"--graphflow-processes: the LangGraph harness on thread {threads} "
                 f"of this test took another path in a fresh interpreter with "
                 f"PYTHONHASHSEED={hashseed} (look for the order of a set or dict of strings, "
                 "hash() or id() in node code; or for state outside the graph that its nodes "

@@ -95,17 +95,29 @@ def item_state(item: pytest.Item) -> ItemState:
     """The graphflow state of ``item``, created on first use (which marks the test as ours)."""
     state = item.stash.get(ITEM_STATE, None)
     if state is None:
-        session = item.config.stash[SESSION]
+        config = item.config
+        session = config.stash[SESSION]
         state = ItemState(settings=settings_for(item, session), session=session)
-        from ._record import record_dir
-
-        state.record = record_dir(item.config) is not None
-        from ._processes import processes_of
-
-        state.processes = processes_of(item.config)
+        state.record, state.processes = _keeping(config)
         item.stash[ITEM_STATE] = state
         item.user_properties.append(("graphflow_seed", state.settings.seed))
     return state
+
+
+_KEEPING: Final = pytest.StashKey["tuple[bool, int]"]()
+
+
+def _keeping(config: pytest.Config) -> tuple[bool, int]:
+    """Whether the session records its tests' runs (``--graphflow-record``) and N of
+    ``--graphflow-processes``: read once per session (options do not change in one)."""
+    found = config.stash.get(_KEEPING, None)
+    if found is None:
+        from ._processes import processes_of
+        from ._record import record_dir
+
+        found = config.stash[_KEEPING] = (record_dir(config) is not None,
+                                          processes_of(config))
+    return found
 
 
 def existing_state(item: pytest.Item) -> ItemState | None:
@@ -164,7 +176,10 @@ def parts_overridden(request: pytest.FixtureRequest) -> bool:
 
 def clock_for(request: pytest.FixtureRequest) -> VirtualClock:
     """The test's virtual clock (one per test)."""
-    state = item_state(request.node)
+    return _clock(item_state(request.node))
+
+
+def _clock(state: ItemState) -> VirtualClock:
     if state.clock is None:
         from .._time._clock import VirtualClock
 
@@ -175,7 +190,10 @@ def clock_for(request: pytest.FixtureRequest) -> VirtualClock:
 def store_for(request: pytest.FixtureRequest) -> CheckpointStore:
     """The test's checkpoint store (one per test): in memory, SQLite in ``tmp_path`` or
     PostgreSQL on a schema of its own; closed (the schema dropped) when the test ends."""
-    state = item_state(request.node)
+    return _store(item_state(request.node), request)
+
+
+def _store(state: ItemState, request: pytest.FixtureRequest) -> CheckpointStore:
     if state.store is not None:
         return state.store
     kind = state.settings.store
@@ -211,15 +229,18 @@ def store_for(request: pytest.FixtureRequest) -> CheckpointStore:
 
 def faults_for(request: pytest.FixtureRequest) -> FaultyStore:
     """The test's :class:`FaultyStore` over its store, on its clock (one per test)."""
-    state = item_state(request.node)
+    return _faults(item_state(request.node), request, parts_overridden(request))
+
+
+def _faults(state: ItemState, request: pytest.FixtureRequest, overridden: bool) -> FaultyStore:
     if state.faults is None:
         from .._stores.faults._store import FaultyStore
 
-        if parts_overridden(request):
+        if overridden:
             store: CheckpointStore = request.getfixturevalue("checkpoint_store")
             clock: VirtualClock = request.getfixturevalue("virtual_clock")
         else:
-            store, clock = store_for(request), clock_for(request)
+            store, clock = _store(state, request), _clock(state)
         state.faults = FaultyStore(store, clock=clock)
     return state.faults
 
@@ -234,7 +255,7 @@ def runtime_for(request: pytest.FixtureRequest) -> RecordingRuntime:
         clock: VirtualClock = request.getfixturevalue("virtual_clock")
         seed: int = request.getfixturevalue("graph_seed")
     else:
-        store, clock, seed = faults_for(request), clock_for(request), state.settings.seed
+        store, clock, seed = _faults(state, request, False), _clock(state), state.settings.seed
     runtime = RecordingRuntime(
         store, clock=clock, seed=seed, checkpoint_policy=state.settings.checkpoint_policy,
         observer=state.observe,

@@ -176,6 +176,10 @@ def _asyncio_checkpoint_if_cancelled() -> Callable[[], Awaitable[None]]:
 _checkpoint_if_cancelled = _asyncio_checkpoint_if_cancelled()
 
 
+_HOSTED: Any = object()
+"""The ready list's event of a hosted task (:meth:`BatchScheduler.register_hosted`)."""
+
+
 class BatchScheduler:
     """Runs a batch's tasks one at a time in seeded order under a virtual clock.
 
@@ -228,6 +232,10 @@ class BatchScheduler:
         self._spawn: dict[int, Callable[[], object]] = {}
         self.spawned: set[int] = set()
         """Daemons whose task was started (the others have nothing to cancel)."""
+        self.host_event: anyio.Event | None = None
+        """The event the coroutine running the hosted tasks waits on (:meth:`register_hosted`)."""
+        self.host_key: int | None = None
+        """The hosted task that holds the baton."""
 
     def register(self, key: int) -> anyio.Event:
         """Register a task before the batch starts; it waits on the returned event."""
@@ -235,6 +243,15 @@ class BatchScheduler:
         self._ready.append((key, ev))
         self.order_keys.append(key)
         return ev
+
+    def register_hosted(self, key: int) -> None:
+        """Register a task that runs in a coroutine shared with other such tasks, one after
+        the other, and never gives the baton back before it ends (a sync node). When it gets
+        the baton, :attr:`host_key` names it and :attr:`host_event` is set; the host makes a
+        new :attr:`host_event` before the task ends. The seeded picks are the same as if it
+        had a task of its own."""
+        self._ready.append((key, _HOSTED))
+        self.order_keys.append(key)
 
     def daemon(self, key: int, scope: anyio.CancelScope, period: float,
                spawn: Callable[[], object]) -> None:
@@ -459,5 +476,9 @@ class BatchScheduler:
         if ev is None:  # a daemon's first turn: start its task, which holds the baton
             self.spawned.add(key)
             self._spawn.pop(key)()
+        elif ev is _HOSTED:
+            self.host_key = key
+            assert self.host_event is not None
+            self.host_event.set()
         else:
             ev.set()

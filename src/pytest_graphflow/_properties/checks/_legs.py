@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +18,8 @@ from ..._records._events import (
     parse_event,
 )
 
-__all__ = ["Leg", "Violation", "halting", "normalise_events", "short", "split_legs", "terminal"]
+__all__ = ["Leg", "Violation", "halting", "legs_shared", "normalise_events", "short", "split_legs",
+           "terminal"]
 
 
 @dataclass(frozen=True)
@@ -84,8 +87,30 @@ def normalise_events(events: Iterable[Any]) -> list[EventBase]:
     return out
 
 
+_SHARED: ContextVar[tuple[Sequence[EventBase], list[Leg]] | None] = ContextVar(
+    "graphflow_shared_legs", default=None)
+
+
+@contextmanager
+def legs_shared(events: Sequence[EventBase]) -> Iterator[None]:
+    """Within the block, :func:`split_legs` of ``events`` (that very list, unchanged) splits
+    it once: ``check_invariants`` runs a dozen checkers over one log, each splitting it."""
+    token = _SHARED.set((events, _split(events)))
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
 def split_legs(events: Sequence[EventBase]) -> list[Leg]:
     """The legs of a run's log, split at each ``run_start`` (a prefix before any is a leg)."""
+    shared = _SHARED.get()
+    if shared is not None and shared[0] is events:
+        return shared[1]
+    return _split(events)
+
+
+def _split(events: Sequence[EventBase]) -> list[Leg]:
     legs: list[Leg] = []
     for i, e in enumerate(events):
         if isinstance(e, RunStart) or not legs:

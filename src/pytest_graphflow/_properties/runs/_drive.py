@@ -22,6 +22,7 @@ without an answer is answered ``None``.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -64,7 +65,7 @@ def graph_maker(graph: GraphLike, where: str) -> Callable[[], CompiledGraph]:
     if isinstance(graph, CompiledGraph):
         return lambda: graph
     if isinstance(graph, GraphSpec):
-        compiled = graph.compile()
+        compiled = _compiled(graph)
         return lambda: compiled
     if callable(graph):
         def make() -> CompiledGraph:
@@ -78,6 +79,14 @@ def graph_maker(graph: GraphLike, where: str) -> Callable[[], CompiledGraph]:
         return make
     raise InvalidArgument(f"{where}(graph={graph!r}): pass a CompiledGraph, a GraphSpec or a "
                           "factory () -> CompiledGraph")
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(spec: GraphSpec) -> CompiledGraph:
+    """``spec.compile()``, shared by equal specs: Hypothesis draws one graph again with other
+    inputs or answers (a third to a half of the examples of a run), and a generated graph's
+    node functions keep no state, so the checks of equal specs may share one graph."""
+    return spec.compile()
 
 
 def as_graph(graph: GraphLike) -> CompiledGraph:

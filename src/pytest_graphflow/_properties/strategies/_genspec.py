@@ -40,7 +40,7 @@ from ..._graph._builder import (
     Retry,
     reachable,
 )
-from ..._graph._node import NodeContext
+from ..._graph._node import NodeContext, interrupt
 
 __all__ = ["Failure", "GraphSpec", "JoinSpec", "PlannedFailure", "SpecNode"]
 
@@ -356,8 +356,6 @@ def _node_function(
     def body(state: BaseModel, ctx: NodeContext) -> Any:
         record = (n.name, ctx.task_id, ctx.step, ctx.attempt)
         try:
-            from ..._graph._node import interrupt
-
             answers = [interrupt({"node": n.name, "id": i}, id=i) for i in n.interrupts]
         except BaseException:
             if calls is not None:

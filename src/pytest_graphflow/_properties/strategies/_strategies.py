@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
 from hypothesis import strategies as st
+
+try:  # the choice sequence's own draws (see _chooser)
+    from hypothesis.internal.conjecture.data import ConjectureData as _Data
+except ImportError:  # pragma: no cover - a Hypothesis without it: strategies only
+    _Data = None  # type: ignore[assignment,misc]
 
 from ..._stores._plan import FaultPlan
 from ..._stores.faults._faults import Fault
@@ -125,24 +130,46 @@ _INDEX = st.integers(0, 7)
 _KINDS = ("child", "join", "worker", "handler")
 # The other choices' strategies, built once: a strategy made at each draw costs a cache
 # look-up and a validation per draw, a third of what drawing a graph cost.
-_BOOL = st.booleans()
-_REACH = st.integers(0, 8 * len(_KINDS) - 1)
 _JOIN_PICKS = st.lists(_INDEX, min_size=2, max_size=3)
-_EFFECT = st.sampled_from(_EFFECTS)
 _INTS = {(low, high): st.integers(low, high)
          for low, high in ((0, 1), (0, 3), (0, 4), (0, 11), (0, 19), (0, 23), (0, 29),
                                     (1, 2))}
+
+
+Choose = Callable[[int, int], int]
+"""``choose(low, high)``: one integer choice in ``[low, high]``, shrinking toward ``low``."""
+
+
+def _chooser(draw: Any) -> Choose:
+    """The example's own integer choices, for ``draw`` of a composite.
+
+    ``draw(st.integers(low, high))`` makes exactly the choice ``data.draw_integer(low, high)``
+    makes, inside a span of its own and a strategy's checks: half of what a choice costs
+    (about 40 µs against 20). A graph is some 50 such choices, each already inside its
+    node's span, which is what the shrinker deletes and replays; a span around each single
+    integer gives it nothing more. Without a ``ConjectureData`` behind ``draw`` (another
+    Hypothesis), the strategies are drawn as before.
+    """
+    data = getattr(draw, "__self__", None)
+    if _Data is not None and isinstance(data, _Data):
+        return data.draw_integer
+
+    def choose(low: int, high: int) -> int:
+        return draw(_INTS.get((low, high)) or st.integers(low, high))  # type: ignore[no-any-return]
+
+    return choose
 
 
 def _pick(options: Sequence[str], i: int) -> str:
     return options[min(i, len(options) - 1)]
 
 
-def _attach(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
+def _attach(draw: Any, choose: Choose, b: _Builder, name: str, flags: dict[str, bool]
+            ) -> None:
     """Draw how node ``name`` is reached; the simplest (a child of the last node) first."""
     parallel = flags["parallel"]
     # One draw for the kind (high digit) and the parent's offset (low digit, 0..7).
-    reach = draw(_REACH)
+    reach = choose(0, 8 * len(_KINDS) - 1)
     kind, offset = _KINDS[reach >> 3], reach & 7
     node = _new_node(name)
     # Parents, most recent first (offset 0: a chain), START last (fan-out from the entry).
@@ -206,7 +233,7 @@ def _attach(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
         p = _pick(expanders, offset)
         d = b.nodes[p]
         d["route"], d["expand_to"] = "expand", name
-        d["items"] = draw(_INTS[0, 3 if parallel else 1])
+        d["items"] = choose(0, 3 if parallel else 1)
         node["worker"] = True
         b.parent[name] = p
         if p in b.loop_body:
@@ -219,9 +246,8 @@ def _attach(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
             b.loop_body.add(name)
 
 
-def _key(draw: Any, keys: Sequence[str]) -> str:
-    index: int = draw(_INDEX)
-    return keys[index % len(keys)]
+def _key(choose: Choose, keys: Sequence[str]) -> str:
+    return keys[choose(0, 7) % len(keys)]
 
 
 def _batch_siblings(b: _Builder, name: str) -> list[str]:
@@ -260,7 +286,7 @@ def _reads(choice: int, keys: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(keys[i % len(keys)] for i in picks))
 
 
-def _behaviour(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
+def _behaviour(choose: Choose, b: _Builder, name: str, flags: dict[str, bool]) -> None:
     """Draw what node ``name`` does (next to how it is reached, so they shrink together).
 
     Related choices share one draw (the reads; writes and log; the interrupts and the twin;
@@ -268,29 +294,29 @@ def _behaviour(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> Non
     with its bookkeeping. Each packed draw still shrinks toward "off" (0).
     """
     d = b.nodes[name]
-    effect = draw(_EFFECT)
+    effect = _EFFECTS[choose(0, len(_EFFECTS) - 1)]
     if flags["effects"]:
         d["effect"] = effect
-    d["reads"] = _reads(draw(_INTS[0, 23]), b.keys())
-    writes_log = draw(_INTS[0, 3])
+    d["reads"] = _reads(choose(0, 23), b.keys())
+    writes_log = choose(0, 3)
     if not d["worker"]:
         d["writes"] = bool(writes_log & 1)
         d["log"] = bool(writes_log & 2) and b.reducers
-    asks = draw(_INTS[0, 11])
+    asks = choose(0, 11)
     n, twin = asks >> 1, asks & 1 == 1
     if flags["interrupts"]:
         d["interrupts"] = [f"q{i}" for i in range(max(0, n - 3))]
     # Failures: 0..20 none (70%), then (fails on attempt 1, on 1..2, always) x (retry
     # attempts 1, 2, 3), simplest first.
-    f = draw(_INTS[0, 29])
+    f = choose(0, 29)
     if f >= 21 and flags["failures"]:
         how, retry = divmod(f - 21, 3)
         d["fail"] = Failure(None if how == 2 else how + 1)
         d["retry"] = retry + 1
-    sleep = (0.0, 0.0, 1.0, 2.5)[draw(_INTS[0, 3])]
+    sleep = (0.0, 0.0, 1.0, 2.5)[choose(0, 3)]
     if flags["sleeps"]:
         d["sleep"] = sleep
-    rare = draw(_INTS[0, 19])
+    rare = choose(0, 19)
     if flags["emits"]:
         d["emits"] = rare % 4 == 3
     d["checkpoint"] = rare >= 16
@@ -303,14 +329,13 @@ def _behaviour(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> Non
 
 
 _ROUTES = ("static", "static", "static", "branch", "goto", "loop")
-_ROUTE = st.integers(0, len(_ROUTES) - 1)
 
 
-def _route(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
+def _route(choose: Choose, b: _Builder, name: str, flags: dict[str, bool]) -> None:
     """Draw how node ``name`` decides where to go: static edges first (weighted: they also
     make joins possible), then a branch, a ``Command(goto=...)``, a loop."""
     d = b.nodes[name]
-    route = _ROUTES[draw(_ROUTE)]
+    route = _ROUTES[choose(0, len(_ROUTES) - 1)]
     if route in ("branch", "goto") and not flags["branches"]:
         route = "static"
     loop_targets: list[str] = []
@@ -323,14 +348,14 @@ def _route(draw: Any, b: _Builder, name: str, flags: dict[str, bool]) -> None:
             route = "static"
     if route in ("branch", "goto"):
         d["route"] = route
-        d["route_key"] = _key(draw, b.keys())
-        raises = draw(_BOOL)
+        d["route_key"] = _key(choose, b.keys())
+        raises = choose(0, 1) == 1
         if route == "branch" and flags["edge_errors"]:
             d["route_raises"] = raises
     elif route == "loop":
         d["route"] = "loop"
-        d["loop_to"] = _pick(loop_targets, draw(_INDEX))
-        d["loop_bound"] = draw(_INTS[1, 2])
+        d["loop_to"] = _pick(loop_targets, choose(0, 7))
+        d["loop_bound"] = choose(1, 2)
         b.loop_body |= descendants(b.spec(), d["loop_to"])
 
 
@@ -348,13 +373,27 @@ def _node(draw: Any) -> bool:
     name, flags = f"n{i}", b.flags
     # "One more node?" comes first in the node's own span, drawn even when the node is forced
     # (min_nodes), so every node's span has the same shape: deleting a span deletes a node.
-    more = draw(_INTS[0, 4]) != 0
+    if i >= b.max_nodes:
+        _no_more(draw)
+        return False
+    choose = _chooser(draw)
+    more = choose(0, 4) != 0
     if not (more or i < b.min_nodes):
         return False
-    _attach(draw, b, name, flags)
-    _behaviour(draw, b, name, flags)
-    _route(draw, b, name, flags)
+    _attach(draw, choose, b, name, flags)
+    _behaviour(choose, b, name, flags)
+    _route(choose, b, name, flags)
     return True
+
+
+def _no_more(draw: Any) -> None:
+    """The "one more node?" of a graph at ``max_nodes``: a forced "no", so a graph at the
+    maximum ends in the same choice as a smaller one. The shrinker cuts a node out by
+    replacing a node's span with the span of the node after it; without that last choice, a
+    graph of ``max_nodes`` nodes came out one choice short and no node of it could be cut."""
+    data = getattr(draw, "__self__", None)
+    if _Data is not None and isinstance(data, _Data):
+        data.draw_integer(0, 4, forced=0)
 
 
 _NODE = _node()
@@ -366,16 +405,11 @@ def _nodes(draw: Any) -> None:
     # shrinker's "replace a span with a descendant span" pass can cut out any one node and the
     # nodes after it replay one place earlier (every node draws the same shape of choices).
     # Each node drawn adds one to ``b.nodes``, so its length is this node's index.
-    if len(_BUILDING.get().nodes) < _BUILDING.get().max_nodes and draw(_NODE):
+    if draw(_NODE):
         draw(_NODES)
 
 
 _NODES = _nodes()
-
-
-@functools.lru_cache(maxsize=16)
-def _index(n: int) -> st.SearchStrategy[int]:
-    return st.integers(0, n - 1)  # built once per size, not at every draw
 
 
 @st.composite
@@ -383,7 +417,7 @@ def _graph_specs(
     draw: Any, min_nodes: int, max_nodes: int, flags: dict[str, bool], policies: tuple[str, ...]
 ) -> GraphSpec:
     b = _Builder(flags["reducers"], min_nodes, max_nodes, flags)
-    policy = policies[draw(_index(len(policies)))]
+    policy = policies[_chooser(draw)(0, len(policies) - 1)]
     token = _BUILDING.set(b)
     try:
         draw(_NODES)
@@ -477,20 +511,29 @@ def graph_inputs(spec: GraphSpec) -> st.SearchStrategy[dict[str, Any]]:
     return _inputs(spec.keys)
 
 
-_SMALL = st.integers(0, 9)
+@st.composite
+def _input_dict(draw: Any, optional: tuple[str, ...]) -> dict[str, Any]:
+    # One choice for x (0..9) and one per optional key: 0..9 leaves it out, 10..19 gives it
+    # the value 0..9 (shrinking toward leaving it out, then toward 0). ``fixed_dictionaries``
+    # took four or five choices a key (whether, which, the value, a shuffle of the order).
+    choose = _chooser(draw)
+    out = {"x": choose(0, 9)}
+    for key in optional:
+        value = choose(0, 19)
+        if value >= 10:
+            out[key] = value - 10
+    return out
 
 
 @functools.lru_cache(maxsize=256)
 def _inputs(keys: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:
     # One strategy per key set, reused: a strategy made per example is validated per example.
-    optional = {k: _SMALL for k in keys if k.startswith("v_")}
-    return st.fixed_dictionaries({"x": _SMALL}, optional=optional)
+    return _input_dict(tuple(k for k in keys if k.startswith("v_")))
 
 
 _ANSWER_POOL: tuple[Any, ...] = (None, False, True, 0, 1, -1, 2, -2, 3, -3, "", "a", "b", "c",
                                  "ab", "ba", "ca", "abc", "cab", "bca")
-_ANSWERS: st.SearchStrategy[Any] = st.sampled_from(_ANSWER_POOL)
-"""One draw per answer (a ``one_of`` with a text costs four or five): ``None``, booleans,
+"""One choice per answer (a ``one_of`` with a text costs four or five): ``None``, booleans,
 small ints and short strings of ``abc``, simplest first (shrinks toward ``None``)."""
 
 
@@ -522,10 +565,18 @@ def resume_answers(
     return st.fixed_dictionaries({k: values for k in dict.fromkeys(keys)})
 
 
+@st.composite
+def _answer_dict(draw: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    # One choice a key, in the keys' order (``fixed_dictionaries`` also drew a shuffle of it).
+    choose = _chooser(draw)
+    last = len(_ANSWER_POOL) - 1
+    return {k: _ANSWER_POOL[choose(0, last)] for k in keys}
+
+
 @functools.lru_cache(maxsize=256)
 def _answers(keys: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:
     # One strategy per key set, reused (as for graph_inputs).
-    return st.fixed_dictionaries({k: _ANSWERS for k in keys})
+    return _answer_dict(keys)
 
 
 # --------------------------------------------------------------------------- store faults

@@ -139,7 +139,28 @@ class FaultyCalls:
         watch: Mapping[str, tuple[tuple[Any, ...], ...]] | None = None,
     ) -> Any:
         if not self._rules and self._crash is None:
-            return await self._call_fast(op, fn, args, kwargs, summary)
+            # The fast path (no rule to consult: logged, passed on, its outcome noted),
+            # written out here: it runs for every store call of every test's runs.
+            calls = self._calls
+            clock = self._clock
+            call = LoggedCall(len(calls), op, args, kwargs, summary,
+                              clock.now() if clock is not None and getattr(clock, "virtual", False)
+                              else None)
+            calls.append(call)
+            try:
+                result = await fn(*args, **kwargs)
+            except Exception as exc:
+                call.outcome, call.error = "failed", exc
+                raise
+            except BaseException as exc:
+                call.outcome, call.error = _pending_outcome(exc), exc
+                raise
+            if op == "save" or op == "commit":
+                self._note_saves(op, args, kwargs)
+            if self._crash is not None:  # a rule added meanwhile crashed the store
+                raise self._dead(call.index, op, as_record(call).args)
+            call.outcome = "ok"
+            return result
         index = len(self._calls)
         text = summary_of(summary, args, kwargs)
         self._calls.append(StoreCall(index, op, text, "pending", time=self._now()))
@@ -218,29 +239,3 @@ class FaultyCalls:
         self._finish(index, "crashed", crash, injected=True)
         self._crash = as_record(self._calls[index])
         return crash
-
-    async def _call_fast(
-        self,
-        op: str,
-        fn: Callable[..., Awaitable[Any]],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        summary: Summary,
-    ) -> Any:
-        """A call with no rule to consult: logged, passed on, its outcome noted."""
-        index = len(self._calls)
-        call = LoggedCall(index, op, args, kwargs, summary, self._now())
-        self._calls.append(call)
-        try:
-            result = await fn(*args, **kwargs)
-        except Exception as exc:
-            call.outcome, call.error = "failed", exc
-            raise
-        except BaseException as exc:
-            call.outcome, call.error = _pending_outcome(exc), exc
-            raise
-        self._note_saves(op, args, kwargs)
-        if self._crash is not None:  # a rule added meanwhile crashed the store
-            raise self._dead(index, op, as_record(call).args)
-        call.outcome = "ok"
-        return result

@@ -59,7 +59,13 @@ class FaultyStore(FaultyRules):
     the call log shows the same calls whatever the inner store."""
 
     def __init__(self, inner: CheckpointStore, *, clock: Clock | None = None) -> None:
-        missing = [op for op in PROTOCOL_OPS if not callable(getattr(inner, op, None))]
+        cls = type(inner)
+        if cls in _COMPLETE and _PROTOCOL.isdisjoint(getattr(inner, "__dict__", _PROTOCOL)):
+            missing = []  # its class has every operation, the instance overrides none
+        else:
+            missing = [op for op in PROTOCOL_OPS if not callable(getattr(inner, op, None))]
+            if all(callable(getattr(cls, op, None)) for op in PROTOCOL_OPS):
+                _COMPLETE.add(cls)
         if missing:
             raise InvalidArgument(
                 f"FaultyStore(inner={inner!r}): inner is not a CheckpointStore; it lacks "
@@ -80,6 +86,16 @@ class FaultyStore(FaultyRules):
         ``save`` takes ``fence=``); fenced saves and commits are then passed on."""
         return checks_fencing(self._inner)
 
+    def _check_key(self, names: frozenset[str]) -> tuple[Any, ...] | None:
+        """What ``check_store``'s verdict on this wrapper depends on: the inner store's
+        class and features, unless the wrapper or the inner store holds one of ``names``
+        itself (then it is checked every time)."""
+        inner = self._inner
+        own = getattr(inner, "__dict__", None)
+        if own is None or not names.isdisjoint(own) or not names.isdisjoint(self.__dict__):
+            return None
+        return (type(self), type(inner), self.features)
+
     @property
     def features(self) -> StoreFeatures:
         """The wrapped store's features, except that :meth:`list` takes no page arguments,
@@ -87,9 +103,13 @@ class FaultyStore(FaultyRules):
         (read once: a store's features do not change while it lives)."""
         found: StoreFeatures | None = self.__dict__.get("_features")
         if found is None:
-            found = self.__dict__["_features"] = replace(
-                features_of(self._inner), history_pages=False, clock_binding=True,
-                call_log=True, visited_snapshots=False)
+            inner = features_of(self._inner)
+            found = _WRAPPED.get(inner)
+            if found is None:
+                found = _WRAPPED[inner] = replace(
+                    inner, history_pages=False, clock_binding=True, call_log=True,
+                    visited_snapshots=False)
+            self.__dict__["_features"] = found
         return found
 
     @property
@@ -195,7 +215,8 @@ class FaultyStore(FaultyRules):
         if self._rules or self._crash is not None or type(inner) is not InMemoryCheckpointStore:
             return False
         call = LoggedCall(len(self._calls), "save", (), {},
-                          lambda: f"{fields['id']} of run {fields['run_id']}", self._now())
+                          lambda: f"{fields['id']} of run {fields['run_id']}",
+                          self._now())
         self._calls.append(call)
         try:
             inner.adopt_fields(fields, fence)
@@ -242,18 +263,21 @@ class FaultyStore(FaultyRules):
 
     async def get(self, checkpoint_id: str) -> Checkpoint | None:
         """Get through the fault rules (see :meth:`CheckpointStore.get`)."""
-        result = await self._call("get", self._inner.get, (checkpoint_id,), {})
-        return cast("Checkpoint | None", result)
+        result: Checkpoint | None = await self._call("get", self._inner.get, (checkpoint_id,),
+                                                     {})
+        return result
 
     async def load(self, run_id: str, node_id: str | None = None) -> Checkpoint | None:
         """Load through the fault rules (see :meth:`CheckpointStore.load`)."""
-        result = await self._call("load", self._inner.load, (run_id, node_id), {})
-        return cast("Checkpoint | None", result)
+        result: Checkpoint | None = await self._call("load", self._inner.load,
+                                                     (run_id, node_id), {})
+        return result
 
     async def latest(self, run_id: str) -> Checkpoint | None:
         """Latest through the fault rules (see :meth:`CheckpointStore.latest`)."""
-        result = await self._call("latest", self._inner.latest, (run_id,), {})
-        return cast("Checkpoint | None", result)
+        result: Checkpoint | None = await self._call("latest", self._inner.latest, (run_id,),
+                                                     {})
+        return result
 
     async def list(
         self, run_id: str | None = None, *, thread_id: str | None = None
@@ -298,6 +322,14 @@ class FaultyStore(FaultyRules):
         self.__dict__[name] = forwarded  # found directly from now on
         return forwarded
 
+
+_COMPLETE: set[type] = set()
+"""Store classes that have every protocol operation themselves."""
+
+_PROTOCOL = frozenset(PROTOCOL_OPS)
+
+_WRAPPED: dict[StoreFeatures, StoreFeatures] = {}
+"""A wrapper's features by its inner store's (each test makes a ``FaultyStore``)."""
 
 _ASYNC: dict[tuple[type, str], bool] = {}
 
