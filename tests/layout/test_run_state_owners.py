@@ -41,9 +41,9 @@ DEFINED_IN = "_engine/_run_state.py"
 # RunState attribute -> (the part's class, the modules that may assign its fields).
 PARTS: dict[str, tuple[type, set[str]]] = {
     "spec": (LegSpec, set()),
-    "pos": (Position, {"_engine/_commit.py"}),
+    "pos": (Position, {"_engine/_commit.py", "_engine/_lean.py"}),
     "numbers": (Numbering, set()),
-    "progress": (Progress, {"_engine/_runner.py"}),
+    "progress": (Progress, {"_engine/_runner.py", "_engine/_lean.py"}),
     "flight": (Flight, {"_engine/_batch.py"}),
     "outcome": (LegOutcome, set()),
 }

@@ -24,6 +24,7 @@ from .._time._wallclock import NODE_CLOCK
 from ..errors import (
     VirtualDeadlock,
 )
+from ._lean import LeanSteps
 from ._outcome import Outcome
 from ._run_state import RunState
 from ._task import decide_edges, execute
@@ -80,6 +81,8 @@ class BatchRunner:
         spec = run.spec
         # A deterministic run owns its nodes' entropy (uuid, random): see _time/_entropy.
         self.owns_entropy = spec.seed is not None and isinstance(spec.clock, VirtualClock)
+        self.lean: LeanSteps | None = None
+        """Runs the tasks of a batch of sync nodes when the leg takes lean steps."""
 
     def _context(self, record: TaskRecord) -> NodeContext:
         """What the task of ``record`` sees as ``ctx`` in the current superstep."""
@@ -143,30 +146,46 @@ class BatchRunner:
         seed = run.spec.seed
         tasks = pos.tasks
         visited = pos.visited
-        outcomes: list[Outcome] = []
+        nodes = graph.nodes
+        specs = [nodes[record.node] for record in tasks]
+        # Each task's outcome; a task that runs gets its own when it ran.
+        outcomes: list[Outcome] = [None] * len(tasks)  # type: ignore[list-item]
         to_run: list[int] = []
+        completed = pos.completed
         for i, record in enumerate(tasks):
-            spec = graph.nodes[record.node]
-            done = pos.completed.get(record.task_id)
+            spec = specs[i]
+            done = completed.get(record.task_id) if completed else None
             if done is not None and (done.keep or spec.effect in REPLAYED_EFFECTS):
-                out = Outcome(record, spec, kind="done", patch=done.patch, goto=done.goto,
-                              expand=done.expand, replayed=True,
-                              started_at=done.started_at, finished_at=done.finished_at)
-                outcomes.append(out)
+                outcomes[i] = Outcome(record, spec, kind="done", patch=done.patch,
+                                      goto=done.goto, expand=done.expand, replayed=True,
+                                      started_at=done.started_at, finished_at=done.finished_at)
             else:
-                outcomes.append(Outcome(record, spec))
                 to_run.append(i)
         timed_out = False
-        if to_run and all(run.runs_inline(outcomes[i].spec) for i in to_run):
+        runs_inline = run.runs_inline
+        if to_run and all(runs_inline(specs[i]) for i in to_run):
             # Sync tasks cannot interleave: they run inline, one after the other, in the
             # seeded start order.
             order = to_run
             if len(order) > 1 and seed is not None:
                 order = list(order)
                 ScheduleRng(seed, run.run_id, step).shuffle(order)  # type: ignore[arg-type]
-            for i in order:
-                outcomes[i] = await self.run_inline(tasks[i], outcomes[i].spec)
+            lean = self.lean
+            if lean is not None:  # invoke(): no coroutine per task, one outcome each
+                model_of = graph.codec.model_of
+                state = pos.state
+                first = True
+                for i in order:
+                    model = pos.take_model() if first else None
+                    first = False
+                    outcomes[i] = await lean.task(tasks[i], specs[i],
+                                                  model_of(state) if model is None else model)
+            else:
+                for i in order:
+                    outcomes[i] = await self.run_inline(tasks[i], specs[i])
         elif to_run:
+            for i in to_run:
+                outcomes[i] = Outcome(tasks[i], specs[i])
             make_input = self._input_factory(len(tasks) > 1)
             flight.batch = outcomes
             timed_out = await self._run_concurrently(tasks, outcomes, to_run, make_input,

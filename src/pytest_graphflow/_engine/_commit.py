@@ -157,12 +157,25 @@ class Committer:
         # invoke() wants no events: a task's own are only numbered (seq), the same way.
         recording = spec.record_events
         for out in outcomes:
-            if recording:
-                task_events(run, out, step, events)
-            else:
-                numbers.skip(task_event_count(out))
             record = out.record
             node = record.node
+            if recording:
+                task_events(run, out, step, events)
+            elif out.kind == "done" and out.expand is None:
+                # invoke(): the task's events and edges are numbered, not built (as
+                # task_event_count and the edges below count them).
+                count = 2 + 2 * len(out.failed_attempts) + len(out.custom) + len(out.targets)
+                for picked in out.targets:
+                    if picked != END and picked not in scheduled:
+                        scheduled[picked] = None
+                if joins and out.goto is None:
+                    for join in graph.joins_from.get(node, ()):
+                        arrive(join, node)
+                        count += 1
+                numbers.skip(count)
+                continue
+            else:
+                numbers.skip(task_event_count(out))
             if out.kind == "error":  # routed failure (C2: error, then the route's edge)
                 target = out.spec.on_error
                 assert target is not None

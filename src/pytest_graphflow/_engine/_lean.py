@@ -21,13 +21,15 @@ results, checkpoints and numbering on graphs that leave it at every point.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Awaitable, Sequence
 from datetime import datetime
 from typing import Any
 
-from .._graph._builder import END, NodeSpec
+from pydantic import BaseModel
+
+from .._graph._builder import END, Branch, CompiledGraph, NodeSpec
 from .._graph._node import CURRENT_TASK, EdgeContext, NodeContext
 from .._records._checkpoint import TaskRecord
-from .._records._fast import adopt, template
 from .._time._clock import VirtualClock
 from .._time._entropy import ENTROPY
 from .._time._wallclock import NODE_CLOCK
@@ -41,7 +43,6 @@ from ._writer import CheckpointWriter, LegEnd
 
 __all__ = ["LeanSteps", "lean_leg"]
 
-_TASK_FIELDS = template(TaskRecord)[1]
 _ROUTE_KEYS = (str, int, bool)
 """Types of a route's pick looked up in a branch's mapping without ``_pick``."""
 
@@ -56,7 +57,8 @@ def lean_leg(run: RunState) -> bool:
 
 
 class LeanSteps:
-    """Runs a leg's plain single-task supersteps, one after the other (see the module)."""
+    """Runs a leg's plain single-task supersteps one after the other, and the tasks of its
+    batches of sync nodes (see the module)."""
 
     def __init__(self, run: RunState, writer: CheckpointWriter, end: LegEnd) -> None:
         self.run = run
@@ -75,6 +77,139 @@ class LeanSteps:
         self.recorded = []
         return recorded
 
+    def call(self, record: TaskRecord, spec: NodeSpec, model: BaseModel,
+             started_at: datetime) -> Any:
+        """Run the task of ``record`` (a sync node without retries; the run's position is
+        its batch's) on ``model``, started at ``started_at``, with its context set as
+        ``BatchRunner.run_inline`` sets it.
+
+        Returns ``(patch, targets, merged, done_at)`` for a plain result: its checked patch,
+        its unique targets, the state with the patch merged when a route needed it, and the
+        node's end when the routes ran after it (else ``None``: nothing ran since). Else the
+        task's :class:`Outcome` as ``execute`` makes it, or a coroutine that gives it (the
+        rest of the task awaits something).
+        """
+        run = self.run
+        pos = run.pos
+        leg = run.spec
+        graph, clock = leg.graph, leg.clock
+        step, visited, state = pos.step, pos.visited, pos.state
+        name = record.node
+        ctx = NodeContext(run, record, step, visited)
+        t1 = CURRENT_TASK.set(ctx)
+        t2 = NODE_CLOCK.set(clock) if leg.wall_clock else None  # type: ignore[arg-type]
+        t3 = ENTROPY.set(ctx) if self.owns_entropy else None
+        try:
+            try:
+                fn = spec.fn
+                result = fn(model, ctx) if spec.arity == 2 else fn(model)
+            except BaseException as exc:
+                out = _outcome(record, spec, ctx, started_at)
+                if not failed(graph, spec, out, ctx, exc, 1, clock, model):
+                    raise
+                return out
+            if (result is not None and type(result) is not dict) or ctx._custom \
+                    or ctx._artifacts or ctx._tool is not None:
+                out = _outcome(record, spec, ctx, started_at)
+                return self._in_scope(ctx, finish_inline(graph, spec, out, result, ctx, clock,
+                                                         state, model))
+            try:
+                patch = None if result is None else normalize_patch(graph, name, result)
+            except GraphflowError as exc:
+                out = _outcome(record, spec, ctx, started_at, clock.now())
+                out.kind = "error"
+                out.error = exc
+                return out
+            targets: Any = graph.edges.get(name, ())  # unique already
+            branches = graph.branches.get(name)
+            if not branches:
+                return (patch, targets, None, None)
+            # What decide_edges does, with an Outcome only when needed.
+            done_at = clock.now()  # the node's end, before its routes run
+            codec = graph.codec
+            try:
+                if patch and codec.plain and not graph.reducers.keys() & patch.keys():
+                    merged = {**state, **patch}  # checked as the node wrote it
+                    view: Any = codec.model_of(merged)
+                else:
+                    blame = [(name, patch)]
+                    merged = merge_patches(graph, state, blame, parallel=False)
+                    merged, view = codec.validate(merged, blame)
+                    if view is None:
+                        view = codec.model_of(merged)
+            except GraphflowError as exc:
+                out = _outcome(record, spec, ctx, started_at, done_at, patch)
+                out.kind = "error"
+                out.error = exc
+                return out
+            picks = list(targets)
+            ectx = EdgeContext(name, visited, step)
+            token = CURRENT_TASK.set(None)  # edge functions run outside the node
+            try:
+                for i, branch in enumerate(branches):
+                    try:
+                        route = branch.route
+                        picked = route(view, ectx) if branch.arity == 2 else route(view)
+                    except Exception as exc:
+                        out = _outcome(record, spec, ctx, started_at, done_at, patch)
+                        out.merged = merged
+                        out.kind = "edge_error"
+                        out.error = exc
+                        return out
+                    mapping = branch.mapping
+                    if mapping is None and type(picked) is str \
+                            and (picked in branch.targets or picked == END):
+                        picks.append(picked)
+                    elif mapping is not None and type(picked) in _ROUTE_KEYS \
+                            and picked in mapping:
+                        picks.append(mapping[picked])
+                    else:  # an Expand, a list, an unknown route, an awaitable: as decide_edges
+                        out = _outcome(record, spec, ctx, started_at, done_at, patch)
+                        out.kind = "done"
+                        out.merged = merged
+                        return self._in_scope(ctx, _routes(graph, out, picked, branches[i:],
+                                                           picks, view, ectx))
+            finally:
+                CURRENT_TASK.reset(token)
+            return (patch, list(dict.fromkeys(picks)), merged, done_at)
+        finally:
+            if t3 is not None:
+                ENTROPY.reset(t3)
+            if t2 is not None:
+                NODE_CLOCK.reset(t2)
+            CURRENT_TASK.reset(t1)
+
+    async def _in_scope(self, ctx: NodeContext, rest: Awaitable[Outcome]) -> Outcome:
+        """Await the rest of a task with its context set again (as ``run_inline`` keeps it
+        set for the whole of ``execute``)."""
+        leg = self.run.spec
+        t1 = CURRENT_TASK.set(ctx)
+        t2 = NODE_CLOCK.set(leg.clock) if leg.wall_clock else None  # type: ignore[arg-type]
+        t3 = ENTROPY.set(ctx) if self.owns_entropy else None
+        try:
+            return await rest
+        finally:
+            if t3 is not None:
+                ENTROPY.reset(t3)
+            if t2 is not None:
+                NODE_CLOCK.reset(t2)
+            CURRENT_TASK.reset(t1)
+
+    async def task(self, record: TaskRecord, spec: NodeSpec, model: BaseModel) -> Outcome:
+        """One task of a batch of sync nodes, as ``BatchRunner.run_inline`` runs it."""
+        clock = self.run.spec.clock
+        started_at = clock.now()
+        res = self.call(record, spec, model, started_at)
+        if type(res) is tuple:
+            patch, targets, merged, done_at = res
+            out = Outcome(record, spec, "done", patch, targets=targets, started_at=started_at,
+                          finished_at=clock.now() if done_at is None else done_at,
+                          merged=merged)
+            return out
+        if type(res) is Outcome:
+            return res
+        return await res  # type: ignore[no-any-return]
+
     async def run_from(self, record: TaskRecord, spec: NodeSpec) -> Outcome | None:
         """Run the superstep of ``record`` (the only task of the leg's next batch, a sync
         node without retries, its checks before a superstep passed), then the plain steps
@@ -85,16 +220,14 @@ class LeanSteps:
         pos, numbers, progress, flight = run.pos, run.numbers, run.progress, run.flight
         graph = leg.graph
         codec, nodes, reducers = graph.codec, graph.nodes, graph.reducers
-        edges, branches_of, joins_from, joins = (graph.edges, graph.branches,
-                                                 graph.joins_from, graph.joins)
+        joins_from, joins = graph.joins_from, graph.joins
         plain, every_step = codec.plain, graph.every_step
         model_of = codec.model_of
         clock = leg.clock
-        wall, owns = leg.wall_clock, self.owns_entropy
         claim, budget, before = leg.claim, leg.max_supersteps, leg.break_before
         writer = self.writer
         adopt_fields, fence = writer.adopt, writer.fence
-        hexid = numbers.hex
+        call = self.call
         # A virtual clock's time moves only when something moves it (never between a
         # step's save and the next node's start): one read serves both, and the claim's
         # renewal cannot have come due while ``now()`` gives the same instant back.
@@ -102,115 +235,23 @@ class LeanSteps:
         now = clock.now() if virtual else None
         seen = now
         while True:
-            name = record.node
-            step = pos.step
-            visited = pos.visited
-            state = pos.state
-            ctx = NodeContext(run, record, step, visited)
-            out: Outcome | None
             model = pos.model
             if model is None:
-                model = model_of(state)
+                model = model_of(pos.state)
             else:
                 pos.model = None
-            t1 = CURRENT_TASK.set(ctx)
-            t2 = NODE_CLOCK.set(clock) if wall else None  # type: ignore[arg-type]
-            t3 = ENTROPY.set(ctx) if owns else None
-            try:
-                started_at = clock.now() if now is None else now
-                try:
-                    fn = spec.fn
-                    result = fn(model, ctx) if spec.arity == 2 else fn(model)
-                except BaseException as exc:
-                    out = _outcome(record, spec, ctx, started_at)
-                    if not failed(graph, spec, out, ctx, exc, 1, clock, model):
-                        raise
-                    return out
-                if (result is not None and type(result) is not dict) or ctx._custom \
-                        or ctx._artifacts or ctx._tool is not None:
-                    out = _outcome(record, spec, ctx, started_at)
-                    return await finish_inline(graph, spec, out, result, ctx, clock, state,
-                                               model)
-                try:
-                    patch = None if result is None else normalize_patch(graph, name, result)
-                except GraphflowError as exc:
-                    out = _outcome(record, spec, ctx, started_at, clock.now())
-                    out.kind = "error"
-                    out.error = exc
-                    return out
-                targets: Any = edges.get(name, ())  # unique already
-                merged: dict[str, Any] | None = None
-                done_at = None
-                branches = branches_of.get(name)
-                if branches:  # what decide_edges does, an Outcome only when needed
-                    done_at = clock.now()  # the node's end, before its routes run
-                    out = None
-                    view: Any
-                    try:
-                        if patch and plain and not reducers.keys() & patch.keys():
-                            merged = {**state, **patch}  # checked as the node wrote it
-                            view = model_of(merged)
-                        else:
-                            blame = [(name, patch)]
-                            merged = merge_patches(graph, state, blame, parallel=False)
-                            merged, view = codec.validate(merged, blame)
-                            if view is None:
-                                view = model_of(merged)
-                    except GraphflowError as exc:
-                        out = _outcome(record, spec, ctx, started_at, done_at, patch)
-                        out.kind = "error"
-                        out.error = exc
-                        return out
-                    picks = list(targets)
-                    ectx = EdgeContext(name, visited, step)
-                    token = CURRENT_TASK.set(None)  # edge functions run outside the node
-                    try:
-                        for branch in branches:
-                            try:
-                                route = branch.route
-                                picked = route(view, ectx) if branch.arity == 2 else route(view)
-                                if type(picked) is not str and inspect.isawaitable(picked):
-                                    picked = await picked
-                            except Exception as exc:
-                                if out is None:
-                                    out = _outcome(record, spec, ctx, started_at, done_at,
-                                                   patch)
-                                out.merged = merged
-                                out.kind = "edge_error"
-                                out.error = exc
-                                return out
-                            mapping = branch.mapping
-                            if out is None and mapping is None and type(picked) is str \
-                                    and (picked in branch.targets or picked == END):
-                                picks.append(picked)
-                            elif out is None and mapping is not None \
-                                    and type(picked) in _ROUTE_KEYS and picked in mapping:
-                                picks.append(mapping[picked])
-                            else:  # an Expand, a list, an unknown route: _pick says
-                                if out is None:
-                                    out = _outcome(record, spec, ctx, started_at, done_at,
-                                                   patch)
-                                    out.kind = "done"
-                                    out.merged = merged
-                                if not _pick(branch, name, picked, out, picks):
-                                    return out
-                    finally:
-                        CURRENT_TASK.reset(token)
-                    targets = list(dict.fromkeys(picks))
-                    if out is not None:
-                        out.targets = targets
-                        return out
-            finally:
-                if t3 is not None:
-                    ENTROPY.reset(t3)
-                if t2 is not None:
-                    NODE_CLOCK.reset(t2)
-                CURRENT_TASK.reset(t1)
+            started_at = clock.now() if now is None else now
+            res = call(record, spec, model, started_at)
+            if type(res) is not tuple:
+                return res if type(res) is Outcome else await res
+            patch, targets, merged, done_at = res
 
             recorded = self.recorded
             if recorded is not None and done_at is None:
                 done_at = clock.now()  # the node's end, as the general path reports it
             # Commit: what Committer.commit_one does for this task.
+            name = record.node
+            state = pos.state
             if not patch:
                 new_state = state
             elif merged is not None:
@@ -218,14 +259,14 @@ class LeanSteps:
             elif plain and not reducers.keys() & patch.keys():
                 new_state = {**state, **patch}  # plain writes, each checked as written
             else:  # a reducer, or the schema's validators: the committer merges
-                return _done(record, spec, ctx, started_at, done_at or clock.now(), patch,
-                             targets)
+                return _done(record, spec, started_at, done_at or clock.now(), patch, targets)
             arrivals = pos.arrivals
             if joins:
                 if joins_from.get(name):
-                    return _done(record, spec, ctx, started_at, done_at or clock.now(), patch,
+                    return _done(record, spec, started_at, done_at or clock.now(), patch,
                                  targets)
                 arrivals = {k: list(v) for k, v in arrivals.items()}
+            step = pos.step
             seq = 2 + len(targets)  # node_start, node_end, an edge per target
             if len(targets) == 1:
                 scheduled: Any = () if targets[0] == END else targets
@@ -233,25 +274,12 @@ class LeanSteps:
                 scheduled = [t for t in targets if t != END]
                 if len(scheduled) > 1:
                     scheduled = sorted(dict.fromkeys(scheduled), key=lambda n: nodes[n].index)
-            next_tasks = []
-            for target in scheduled:
-                numbers.task_counter += 1
-                next_tasks.append(adopt(TaskRecord, {
-                    "task_id": f"task-{hexid}-{numbers.task_counter}", "node": target,
-                    "item": None, "has_item": False, "checkpoint_id_before": None,
-                    "failure": None}, _TASK_FIELDS))
-            pos.visited = visited = visited.extend((name,))
-            finished = not next_tasks and not arrivals
-            cid: str | None = None
-            if every_step or spec.checkpoint or (
-                    finished and (numbers.parent_id is not None or leg.thread_explicit)):
-                numbers.cp_counter += 1
-                cid = f"cp-{hexid}-{numbers.cp_counter}"
-                seq += 1
-            if finished:
-                seq += 1
+            finished = not scheduled and not arrivals
+            saving = every_step or spec.checkpoint or (
+                finished and (numbers.parent_id is not None or leg.thread_explicit))
             first_seq = numbers.seq
-            numbers.seq += seq
+            next_tasks, cid = numbers.plain_step(seq + saving + finished, scheduled, saving)
+            pos.visited = visited = pos.visited.extend((name,))
             pos.state = new_state
             pos.model = None
             pos.arrivals = arrivals
@@ -270,7 +298,7 @@ class LeanSteps:
                 else:
                     if adopt_fields is None or not adopt_fields(fields, fence):
                         await writer.put(fields)
-                    numbers.parent_id = numbers.checkpoint_id = cid
+                    numbers.saved(cid)
             if finished:
                 await self.end.finish("completed", None)
             if recorded is not None:  # the step's events for the recording, one step a piece
@@ -305,6 +333,32 @@ class LeanSteps:
             progress.supersteps += 1
 
 
+async def _routes(graph: CompiledGraph, out: Outcome, picked: Any, branches: Sequence[Branch],
+                  picks: list[str], view: Any, ectx: EdgeContext) -> Outcome:
+    """The rest of ``decide_edges`` from the first of ``branches``, whose route gave
+    ``picked`` (an awaitable, or a pick only ``_pick`` resolves)."""
+    node = out.record.node
+    token = CURRENT_TASK.set(None)  # edge functions run outside the node
+    try:
+        for n, branch in enumerate(branches):
+            try:
+                if n:
+                    route = branch.route
+                    picked = route(view, ectx) if branch.arity == 2 else route(view)
+                if inspect.isawaitable(picked):
+                    picked = await picked
+            except Exception as exc:
+                out.kind = "edge_error"
+                out.error = exc
+                return out
+            if not _pick(branch, node, picked, out, picks):
+                return out
+    finally:
+        CURRENT_TASK.reset(token)
+    out.targets = list(dict.fromkeys(picks))
+    return out
+
+
 def _outcome(record: TaskRecord, spec: NodeSpec, ctx: NodeContext, started_at: datetime,
              finished_at: datetime | None = None, patch: dict[str, Any] | None = None
              ) -> Outcome:
@@ -321,10 +375,8 @@ def _outcome(record: TaskRecord, spec: NodeSpec, ctx: NodeContext, started_at: d
     return out
 
 
-def _done(record: TaskRecord, spec: NodeSpec, ctx: NodeContext, started_at: datetime,
-          finished_at: datetime, patch: dict[str, Any] | None, targets: Any) -> Outcome:
-    """A completed task's outcome, for the committer to merge."""
-    out = _outcome(record, spec, ctx, started_at, finished_at, patch)
-    out.kind = "done"
-    out.targets = list(targets)
-    return out
+def _done(record: TaskRecord, spec: NodeSpec, started_at: datetime, finished_at: datetime,
+          patch: dict[str, Any] | None, targets: Any) -> Outcome:
+    """A completed task's outcome (nothing emitted or attached), for the committer."""
+    return Outcome(record, spec, "done", patch, targets=list(targets), started_at=started_at,
+                   finished_at=finished_at)

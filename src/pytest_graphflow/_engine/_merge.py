@@ -49,6 +49,16 @@ def normalize_patch(graph: CompiledGraph, node: str, patch: Any) -> dict[str, An
                 value = check(node, key, value)
             out[key] = value
             continue
+        if kind is list:  # a list of JSON scalars: copied, checked only if it must be
+            fresh = _scalar_list(value, codec.item_passes.get(key, _NONE) if check else _NONE)
+            if fresh is not None:
+                value, passed = fresh
+                if key in codec.set_keys:
+                    value = codec.canonical(key, value)
+                if check is not None and key in checked and not passed:
+                    value = check(node, key, value)
+                out[key] = value
+                continue
         try:
             value = codec.canonical(key, to_json_value(value, exact=key not in codec.converted))
         except NotJSONError as exc:
@@ -58,6 +68,24 @@ def normalize_patch(graph: CompiledGraph, node: str, patch: Any) -> dict[str, An
             value = check(node, key, value)
         out[key] = value
     return out
+
+
+_NONE: frozenset[type] = frozenset()
+
+
+def _scalar_list(value: list[Any], passes: frozenset[type]) -> tuple[list[Any], bool] | None:
+    """A copy of ``value`` if every item is a JSON scalar that is its own JSON form (an
+    int, a bool, ``None``, an ASCII string), and whether every item's type is in
+    ``passes``; ``None`` if an item is anything else (``to_json_value`` converts it)."""
+    passed = True
+    for item in value:
+        kind = type(item)
+        if not (kind is int or kind is bool or item is None
+                or (kind is str and item.isascii())):
+            return None
+        if passed and kind not in passes:
+            passed = False
+    return list(value), passed
 
 
 # (reducer, type of its result) whose next fold may extend the result in place: ``a + b`` of

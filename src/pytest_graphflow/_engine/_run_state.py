@@ -9,12 +9,13 @@ part                      what it holds                   who assigns its fields
 :class:`LegSpec`          graph, store and features,      nobody: frozen, made by ``_legs``
                           clock, seed, ids, budgets,
                           breakpoints, hooks, claim
-:class:`Position`         state, step, tasks, completed,  the committer (``_commit``)
-                          visited, arrivals
+:class:`Position`         state, step, tasks, completed,  the committer (``_commit``), and
+                          visited, arrivals               the lean step (``_lean``) for the
+                                                          steps it commits itself
 :class:`Numbering`        event ``seq``, checkpoint and   its own methods only
                           task counters, parent chain
-:class:`Progress`         started, supersteps, deadline,  the loop (``_runner``)
-                          checkpoints awaiting commit
+:class:`Progress`         started, supersteps, deadline,  the loop (``_runner``), and the
+                          checkpoints awaiting commit     lean step for the steps it runs
 :class:`Flight`           the running batch, its scope,   the batch runner (``_batch``)
                           start order, cancel request
 :class:`LegOutcome`       status, error, interrupts,      nobody: frozen, made once by
@@ -29,7 +30,7 @@ calls, child threads), dicts made once and changed in place.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
@@ -71,6 +72,8 @@ Expired = tuple[Interrupt, str, str | None, object]
 SubgraphRunner = Callable[
     ["RunState", "Subgraph", BaseModel, NodeContext], Awaitable[object]]
 """How a leg runs a subgraph node's child run (``_subgraph.run_subgraph``)."""
+
+_TASK_FIELDS = template(TaskRecord)[1]
 
 _EVENT_TEMPLATES: dict[type[EventBase], tuple[dict[str, Any], set[str]]] = {}
 
@@ -292,6 +295,25 @@ class Numbering:
                     item=item, has_item=has_item, checkpoint_id_before=checkpoint_id_before,
                     failure=failure)
 
+    def plain_step(self, count: int, nodes: Sequence[str], checkpoint: bool
+                   ) -> tuple[list[TaskRecord], str | None]:
+        """Number a lean step at once (``_lean``): ``count`` events, a new task of each of
+        ``nodes`` (as :meth:`new_task` makes them) and, with ``checkpoint``, a checkpoint id
+        (counted in ``count`` by the caller)."""
+        self.seq += count
+        hexid = self.hex
+        tasks = []
+        for node in nodes:
+            self.task_counter += 1
+            tasks.append(adopt(TaskRecord, {
+                "task_id": f"task-{hexid}-{self.task_counter}", "node": node, "item": None,
+                "has_item": False, "checkpoint_id_before": None, "failure": None},
+                _TASK_FIELDS))
+        if not checkpoint:
+            return tasks, None
+        self.cp_counter += 1
+        return tasks, f"cp-{hexid}-{self.cp_counter}"
+
     def event(self, cls: type[EventBase], step: int, **fields: Any) -> Any:
         """The next event of the leg (numbered even when events are not recorded)."""
         self.seq += 1
@@ -458,7 +480,10 @@ class RunState:
         async hook around it."""
         if spec.is_async or spec.retry is not None:
             return False
-        hooks = self.hooks_of(spec.name)
+        table = self.spec.hooks
+        if table is None:
+            return True
+        hooks = table.get(spec.name)
         return hooks is None or not hooks.is_async
 
     def copy_state(self, state: dict[str, Any]) -> dict[str, Any]:

@@ -74,6 +74,7 @@ class Runner:
         self.committer = Committer(run, self.writer, self.end, self.halts)
         self.lean = LeanSteps(run, self.writer, self.end) if lean_leg(run) else None
         """Runs the leg's plain one-task supersteps (``invoke`` on the in-memory store)."""
+        self.batches.lean = self.lean
         self._committed_record: dict[str, Any] | None = None
         """The run record this leg's last commit wrote (a step that does not change it does
         not send it again)."""

@@ -82,6 +82,20 @@ def _passes(tp: Any) -> frozenset[type]:
     return frozenset()
 
 
+def _item_passes(tp: Any) -> frozenset[type]:
+    """For a list annotation, the scalar types of items its validator gives back as they
+    are (see :func:`_passes`); empty for any other annotation."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _item_passes(typing.get_args(tp)[0])
+    if tp is list:
+        return _passes(Any)
+    if origin is list:
+        args = typing.get_args(tp)
+        return _passes(args[0] if args else Any)
+    return frozenset()
+
+
 def _plain(tp: Any) -> bool:
     if tp in _PLAIN_LEAVES or tp is None:
         return True
@@ -184,6 +198,10 @@ class StateCodec:
         # is not validated again (``_merge.normalize_patch``).
         self.passes: dict[str, frozenset[type]] = {
             name: _passes(info.annotation) for name, info in model.model_fields.items()
+        } if self.plain else {}
+        # The same for the items of a list (a list of them is given back as an equal list).
+        self.item_passes: dict[str, frozenset[type]] = {
+            name: _item_passes(info.annotation) for name, info in model.model_fields.items()
         } if self.plain else {}
         # Each key's validator itself (TypeAdapter.validate_python only passes its options on).
         self._validators: dict[str, Callable[[Any], Any]] = (

@@ -1,0 +1,225 @@
+"""Issue 29: a step of the default path (``invoke``, sync nodes, the in-memory store) costs
+the same at any length and width, and takes the lean step without changing what it does.
+
+``invoke`` wants no events, so its one-task supersteps run as lean steps (``_engine/_lean``):
+no outcome object, no coroutine per step, the checkpoint's fields handed to the store. A
+``trace`` of the same graph builds every event and takes the general path. Both must leave the
+same result and the same checkpoints, field by field (ids, ``next_seq``, tasks, visited
+nodes, timestamps), on graphs that leave the lean step at each of its exits: a route, a
+mapping, a reducer, a join, a ``Command``, a failure and its route, an emitted event, an
+expansion from a route, an interrupt, a per-node checkpoint.
+
+The costs are counted, not timed: the Python calls a step makes (``cProfile``'s total, the
+same on every run of the same graph and seed) and the objects the garbage collector tracks
+per stored checkpoint, which every full collection of a long run walks.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import gc
+import operator
+import pstats
+from typing import Annotated, Any
+
+import pytest
+from pydantic import BaseModel
+
+from pytest_graphflow import (
+    END,
+    START,
+    Command,
+    CompiledGraph,
+    Expand,
+    Graph,
+    GraphRuntime,
+    InMemoryCheckpointStore,
+    Reducer,
+    VirtualClock,
+    emit,
+    interrupt,
+)
+
+
+class S(BaseModel):
+    n: int = 0
+    log: Annotated[list[int], Reducer(operator.add)] = []
+    note: str = ""
+
+
+def _chain(length: int, policy: str = "every_step") -> CompiledGraph:
+    g = Graph("chain", S)
+    prev = START
+    for i in range(length):
+        g.node(f"n{i}", lambda s: {"n": s.n + 1})
+        g.edge(prev, f"n{i}")
+        prev = f"n{i}"
+    g.edge(prev, END)
+    return g.compile(checkpoint_policy=policy)  # type: ignore[arg-type]
+
+
+def _loop(steps: int) -> CompiledGraph:
+    g = Graph("loop", S)
+    g.node("step", lambda s: {"n": s.n + 1})
+    g.edge(START, "step")
+    g.branch("step", lambda s: "step" if s.n < steps else END, ["step", END])
+    return g.compile()
+
+
+def _wide(width: int) -> CompiledGraph:
+    g = Graph("wide", S)
+    g.node("plan", lambda s: Expand("work", list(range(width))), destinations=["work"])
+    g.node("work", lambda s, ctx: {"log": [ctx.item]})
+    g.node("join", lambda s: {"n": len(s.log)})
+    g.edge(START, "plan").edge("work", "join").edge("join", END)
+    return g.compile()
+
+
+def _mapped() -> CompiledGraph:
+    g = Graph("mapped", S)
+    g.node("a", lambda s: {"n": s.n + 1})
+    g.node("b", lambda s: {"note": "b"})
+    g.edge(START, "a")
+    g.branch("a", lambda s: s.n < 3, {True: "a", False: "b"})
+    g.edge("b", END)
+    return g.compile()
+
+
+def _reducing() -> CompiledGraph:
+    g = Graph("reducing", S)
+    g.node("a", lambda s: {"log": [1], "n": 1})
+    g.node("b", lambda s: {"log": [s.n]})
+    g.node("c", lambda s: None)
+    g.edge(START, "a").edge("a", "b").edge("b", "c").edge("c", END)
+    return g.compile()
+
+
+def _joined() -> CompiledGraph:
+    g = Graph("joined", S)
+    g.node("split", lambda s: {"n": 1})
+    g.node("x", lambda s: {"log": [1]})
+    g.node("y", lambda s: {"note": "y"})
+    g.node("y2", lambda s: {"n": s.n + 1})
+    g.node("join", lambda s: {"n": s.n + len(s.log)})
+    g.edge(START, "split").edge("split", ["x", "y"]).edge("y", "y2")
+    g.edge(["x", "y2"], "join").edge("join", END)
+    return g.compile()
+
+
+def _commands() -> CompiledGraph:
+    def fail(s: S) -> dict[str, Any]:
+        raise ValueError("no")
+
+    def chatty(s: S) -> dict[str, Any]:
+        emit({"at": s.n})
+        return {"n": s.n + 1}
+
+    g = Graph("commands", S)
+    g.node("a", lambda s: Command(update={"n": 5}, goto="c"), destinations=["b", "c"])
+    g.node("b", lambda s: {"note": "b"})
+    g.node("c", fail, on_error="d")
+    g.node("d", chatty)
+    g.node("e", lambda s: {"note": "e"}, checkpoint=True)
+    g.node("w", lambda s, ctx: {"log": [ctx.item]})
+    g.edge(START, "a").edge("b", END).edge("d", "e").edge("w", END)
+    g.branch("e", lambda s: Expand("w", [1, 2]), ["w"])
+    return g.compile(checkpoint_policy="on_halt")
+
+
+def _asking() -> CompiledGraph:
+    g = Graph("asking", S)
+    g.node("a", lambda s: {"n": 1})
+    g.node("ask", lambda s: {"note": str(interrupt("go?", id="go"))})
+    g.node("z", lambda s: {"n": s.n + 1})
+    g.edge(START, "a").edge("a", "ask").edge("ask", "z").edge("z", END)
+    return g.compile()
+
+
+GRAPHS = {"chain": lambda: _chain(5), "on_halt": lambda: _chain(4, "on_halt"),
+          "loop": lambda: _loop(4), "wide": lambda: _wide(3), "mapped": _mapped,
+          "reducing": _reducing, "joined": _joined, "commands": _commands, "asking": _asking}
+
+
+def _dumps(store: InMemoryCheckpointStore, run_id: str) -> list[dict[str, Any]]:
+    import anyio
+
+    async def read() -> list[dict[str, Any]]:
+        return [cp.model_dump() for cp in await store.list(run_id)]
+
+    return anyio.run(read)
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_invoke_leaves_what_a_traced_run_leaves(name: str) -> None:
+    graph = GRAPHS[name]()
+    lean_store, full_store = InMemoryCheckpointStore(), InMemoryCheckpointStore()
+    thread = "t" if name == "on_halt" else None  # a thread named: its last step saves
+    lean = GraphRuntime(lean_store, clock=VirtualClock(), seed=3).invoke(graph, {},
+                                                                         thread_id=thread)
+    full = GraphRuntime(full_store, clock=VirtualClock(), seed=3).trace(
+        graph, {}, thread_id=thread).result
+    assert (lean.run_id, lean.status, lean.state) == (full.run_id, full.status, full.state)
+    assert lean.checkpoint_id == full.checkpoint_id
+    cps = _dumps(lean_store, lean.run_id)
+    assert cps == _dumps(full_store, full.run_id)
+    assert cps  # every graph here saves
+
+
+def _calls(graph: CompiledGraph) -> int:
+    """Python calls (functions and builtins) of one ``invoke`` of ``graph``; the garbage
+    of earlier tests collected first and no collection during it (a finaliser it ran
+    would count)."""
+    GraphRuntime(clock=VirtualClock(), seed=0, max_supersteps=10_000).invoke(graph, {})
+    gc.collect()
+    gc.disable()
+    try:
+        profile = cProfile.Profile()
+        profile.enable()
+        GraphRuntime(clock=VirtualClock(), seed=0, max_supersteps=10_000).invoke(graph, {})
+        profile.disable()
+    finally:
+        gc.enable()
+    return pstats.Stats(profile).total_calls  # type: ignore[attr-defined, no-any-return]
+
+
+def test_a_chain_step_makes_the_same_calls_at_any_length() -> None:
+    """Nothing a step does grows with the run: the calls 100 more steps make are the same
+    from 100 to 200 steps as from 200 to 300, on a chain and on a loop through a route. A
+    lean chain step makes fewer than 60 (a step of the general path made 86)."""
+    chain = [_calls(_chain(n)) for n in (100, 200, 300)]
+    loop = [_calls(_loop(n)) for n in (100, 200, 300)]
+    assert chain[2] - chain[1] == chain[1] - chain[0]
+    assert loop[2] - loop[1] == loop[1] - loop[0]
+    assert (chain[1] - chain[0]) / 100 < 60
+
+
+def test_a_batch_task_makes_the_same_calls_at_any_width() -> None:
+    """A task of an ``Expand`` batch makes the same calls at any width (its join, merge and
+    checkpoint included)."""
+    wide = [_calls(_wide(n)) for n in (100, 200, 300)]
+    assert wide[2] - wide[1] == wide[1] - wide[0]
+
+
+def _tracked_per_step(steps: int) -> float:
+    """Objects the garbage collector tracks, per step, that a run of ``steps`` steps leaves
+    behind in its store (the runtime and the store kept alive)."""
+    graph = _loop(steps)
+    store = InMemoryCheckpointStore()
+    runtime = GraphRuntime(store, clock=VirtualClock(), seed=0, max_supersteps=10_000)
+    runtime.invoke(_loop(2), {})
+    gc.collect()
+    before = len(gc.get_objects())
+    result = runtime.invoke(graph, {})
+    gc.collect()
+    after = len(gc.get_objects())
+    assert result.status == "completed"
+    return (after - before) / steps
+
+
+def test_a_stored_checkpoint_is_two_objects_for_the_collector() -> None:
+    """The in-memory store keeps every checkpoint; a plain step's is its fields (one dict)
+    and the state (a dict holding a list): two tracked objects, whatever the run's length
+    (the model, its lists and its tasks would be six)."""
+    short, long = _tracked_per_step(500), _tracked_per_step(1_500)
+    assert short < 2.1
+    assert long < 2.05
