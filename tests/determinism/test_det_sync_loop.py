@@ -211,3 +211,39 @@ def test_a_keyboard_interrupt_in_an_async_node_is_raised_once_and_the_loop_goes_
                           check=True)
     assert done.stdout.split() == ["raised", "completed"]
     assert done.stderr == ""
+
+
+def test_a_thread_loop_collected_while_another_loop_runs_is_still_closed() -> None:
+    """A thread's loop can be collected on a thread that runs another loop (an async test,
+    when the garbage collector frees a finished thread's loop): closing it there must not
+    raise "Cannot run the event loop while another loop is running" from the collector, and
+    its async generators are still finalised."""
+    from pytest_graphflow._time._loops import _Holder
+    from pytest_graphflow._time._vloop import VirtualEventLoop
+
+    closed: list[str] = []
+
+    async def gen() -> Any:
+        try:
+            yield 1
+            yield 2
+        finally:
+            closed.append("gen")
+
+    loop = VirtualEventLoop(VirtualClock())
+    holder = _Holder(loop)
+
+    async def start() -> Any:
+        agen = gen()
+        await agen.__anext__()  # left suspended: shutdown_asyncgens must close it
+        return agen
+
+    left = loop.run_until_complete(start())
+
+    async def other_loop() -> None:
+        holder.finalizer()  # raises here if the close runs on this thread's running loop
+
+    asyncio.run(other_loop())
+    assert loop.is_closed()
+    assert closed == ["gen"]
+    del left

@@ -73,6 +73,14 @@ def _cancel_leftovers(loop: asyncio.AbstractEventLoop, own: asyncio.Task[Any] | 
 def _close(loop: VirtualEventLoop) -> None:
     if loop.is_closed() or loop.is_running():
         return
+    if asyncio._get_running_loop() is not None:
+        # Collected (by the garbage collector, or its thread's storage released) while this
+        # thread runs another loop, which refuses run_until_complete here: shut it down on a
+        # thread of its own (the loop is not running, so any thread may drive it).
+        closer = threading.Thread(target=_close, args=(loop,), name="graphflow-loop-close")
+        closer.start()
+        closer.join()
+        return
     try:
         _cancel_leftovers(loop)
         loop.run_until_complete(loop.shutdown_asyncgens())
