@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import cProfile
 import gc
-import types
 import operator
 import pstats
+import types
 from typing import Annotated, Any
 
 import pytest
