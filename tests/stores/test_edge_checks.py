@@ -9,10 +9,9 @@ runtime knows; a store's ``fork`` applies it as given.
 
 from __future__ import annotations
 
-import copy
-import itertools
 import math
-from collections.abc import Callable, Iterator, Mapping
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,7 @@ from pytest_graphflow import (
     END,
     START,
     Checkpoint,
-    CheckpointNotFound,
     CompiledGraph,
-    ForkTargetExists,
     Graph,
     GraphRuntime,
     InMemoryCheckpointStore,
@@ -37,56 +34,19 @@ from pytest_graphflow import (
 )
 from pytest_graphflow.stores import StoreFeatures
 
+sys.path.insert(0, str(Path(__file__).parents[1] / "properties"))
+from graphflow_dict_store import DictStore
 
-class NoChecksStore:
-    """A store written from "Writing a store" that checks none of its arguments."""
+
+class NoChecksStore(DictStore):
+    """The store written from "Writing a store" (tests/properties/graphflow_dict_store.py,
+    checking none of its arguments), with artifacts."""
 
     features = StoreFeatures(artifacts=True)
 
     def __init__(self) -> None:
-        self._held: dict[str, tuple[int, Checkpoint]] = {}
-        self._saves = itertools.count()
+        super().__init__()
         self.artifact_rows: dict[tuple[str, str], tuple[bytes, str]] = {}
-
-    async def save(self, checkpoint: Checkpoint) -> None:
-        self._held[checkpoint.id] = (next(self._saves), checkpoint.model_copy(deep=True))
-
-    async def get(self, checkpoint_id: str) -> Checkpoint | None:
-        found = self._held.get(checkpoint_id)
-        return None if found is None else found[1].model_copy(deep=True)
-
-    async def list(self, run_id: str | None = None, *, thread_id: str | None = None
-                   ) -> list[Checkpoint]:
-        rows = sorted((cp.timestamp, n, cp) for n, cp in self._held.values()
-                      if run_id in (None, cp.run_id) and thread_id in (None, cp.thread_id))
-        return [cp.model_copy(deep=True) for _, _, cp in rows]
-
-    async def latest(self, run_id: str) -> Checkpoint | None:
-        listed = await self.list(run_id)
-        return listed[-1] if listed else None
-
-    async def load(self, run_id: str, node_id: str | None = None) -> Checkpoint | None:
-        listed = [cp for cp in await self.list(run_id)
-                  if node_id is None or node_id == cp.node_id or node_id in cp.node_ids]
-        return listed[-1] if listed else None
-
-    async def delete(self, checkpoint_id: str) -> bool:
-        return self._held.pop(checkpoint_id, None) is not None
-
-    async def fork(self, checkpoint_id: str, patch_state: Mapping[str, Any] | None = None, *,
-                   thread_id: str | None = None) -> str:
-        source = await self.get(checkpoint_id)
-        if source is None:
-            raise CheckpointNotFound(checkpoint_id)
-        if thread_id is not None and any(cp.thread_id == thread_id
-                                         for _, cp in self._held.values()):
-            raise ForkTargetExists(thread_id)
-        n = len(self._held)
-        state = {**source.state, **copy.deepcopy(dict(patch_state or {}))}
-        await self.save(source.model_copy(update={
-            "id": f"cp-fork-{n}", "run_id": f"run-fork-{n}", "parent_id": source.id,
-            "thread_id": thread_id or f"thread-fork-{n}", "state": state}))
-        return f"run-fork-{n}"
 
     async def put_artifact(self, run_id: str, name: str, data: bytes | str,
                            media_type: str = "application/octet-stream") -> None:
