@@ -27,7 +27,7 @@ from ..errors import (
 from ._lean import LeanSteps
 from ._outcome import Outcome
 from ._run_state import RunState
-from ._task import decide_edges, execute
+from ._task import decide_edges, execute, in_task_scope
 
 __all__ = ["BatchRunner"]
 
@@ -99,18 +99,9 @@ class BatchRunner:
         model = pos.take_model()
         if model is None:
             model = leg.graph.codec.model_of(pos.state)
-        t1 = CURRENT_TASK.set(ctx)
-        t2 = NODE_CLOCK.set(clock) if leg.wall_clock else None  # type: ignore[arg-type]
-        t3 = ENTROPY.set(ctx) if self.owns_entropy else None
-        try:
-            out = await execute(leg.graph, spec, record, lambda: model, ctx, clock, clock.sleep,
-                                pos.state, run.hooks_of(spec.name))
-        finally:
-            if t3 is not None:
-                ENTROPY.reset(t3)
-            if t2 is not None:
-                NODE_CLOCK.reset(t2)
-            CURRENT_TASK.reset(t1)
+        out = await in_task_scope(ctx, clock, leg.wall_clock, self.owns_entropy, execute(
+            leg.graph, spec, record, lambda: model, ctx, clock, clock.sleep, pos.state,
+            run.hooks_of(spec.name)))
         run.flight.start_order.append(record.node)
         return out
 

@@ -38,7 +38,7 @@ from ._lazy import lean_step_events
 from ._merge import merge_patches, normalize_patch
 from ._outcome import Outcome
 from ._run_state import RunState
-from ._task import _pick, failed, finish_inline
+from ._task import _pick, failed, finish_inline, in_task_scope
 from ._writer import CheckpointWriter, LegEnd
 
 __all__ = ["LeanSteps", "lean_leg"]
@@ -179,21 +179,11 @@ class LeanSteps:
                 NODE_CLOCK.reset(t2)
             CURRENT_TASK.reset(t1)
 
-    async def _in_scope(self, ctx: NodeContext, rest: Awaitable[Outcome]) -> Outcome:
+    def _in_scope(self, ctx: NodeContext, rest: Awaitable[Outcome]) -> Awaitable[Outcome]:
         """Await the rest of a task with its context set again (as ``run_inline`` keeps it
         set for the whole of ``execute``)."""
         leg = self.run.spec
-        t1 = CURRENT_TASK.set(ctx)
-        t2 = NODE_CLOCK.set(leg.clock) if leg.wall_clock else None  # type: ignore[arg-type]
-        t3 = ENTROPY.set(ctx) if self.owns_entropy else None
-        try:
-            return await rest
-        finally:
-            if t3 is not None:
-                ENTROPY.reset(t3)
-            if t2 is not None:
-                NODE_CLOCK.reset(t2)
-            CURRENT_TASK.reset(t1)
+        return in_task_scope(ctx, leg.clock, leg.wall_clock, self.owns_entropy, rest)
 
     async def task(self, record: TaskRecord, spec: NodeSpec, model: BaseModel) -> Outcome:
         """One task of a batch of sync nodes, as ``BatchRunner.run_inline`` runs it."""

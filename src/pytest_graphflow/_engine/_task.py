@@ -18,6 +18,8 @@ from .._records._checkpoint import TaskRecord
 from .._records._events import Breakpoint
 from .._records._json import NotJSONError, to_json_value
 from .._time._clock import Clock
+from .._time._entropy import ENTROPY
+from .._time._wallclock import NODE_CLOCK
 from ..errors import (
     DeadlineExpired,
     GraphExecutionError,
@@ -94,6 +96,23 @@ async def execute(
             model = make_input()
     return await settle(graph, spec, out, result, ctx, clock, state, hooks, model, attempt)
 
+
+async def in_task_scope(ctx: NodeContext, clock: Clock, wall_clock: bool, owns_entropy: bool,
+                        rest: Awaitable[Outcome]) -> Outcome:
+    """Await ``rest`` (the body of ``ctx``'s task) with the task's context set: the current
+    task, the wall clock read from ``clock`` (``wall_clock``), the node's seeded entropy
+    (``owns_entropy``). The lean step's hot call sets the same three inline."""
+    t1 = CURRENT_TASK.set(ctx)
+    t2 = NODE_CLOCK.set(clock) if wall_clock else None  # type: ignore[arg-type]
+    t3 = ENTROPY.set(ctx) if owns_entropy else None
+    try:
+        return await rest
+    finally:
+        if t3 is not None:
+            ENTROPY.reset(t3)
+        if t2 is not None:
+            NODE_CLOCK.reset(t2)
+        CURRENT_TASK.reset(t1)
 
 async def finish_inline(
     graph: CompiledGraph,
