@@ -6,7 +6,8 @@ import contextlib
 import contextvars
 import inspect
 import random
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Sequence
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -22,14 +23,16 @@ from .._time._sched import NODE_SLEEPER, BatchScheduler, backend
 from .._time._vloop import LOOP_OWNED, loop_clock, loop_deadline_ns, stall_handlers
 from .._time._wallclock import NODE_CLOCK
 from ..errors import (
+    GraphflowError,
     VirtualDeadlock,
 )
-from ._lean import LeanSteps
+from ._lean import LeanSteps, _outcome
+from ._merge import normalize_patch
 from ._outcome import Outcome
 from ._run_state import RunState
-from ._task import decide_edges, execute, in_task_scope
+from ._task import decide_edges, execute, failed, finish_inline, in_task_scope
 
-__all__ = ["BatchRunner"]
+__all__ = ["BatchRunner", "PlainBatch"]
 
 _RENEWER = -1
 """The batch scheduler's key of the claim renewal (task keys are 0, 1, ...)."""
@@ -69,6 +72,39 @@ class _InContext:
                 value, error = (yield step), None
             except BaseException as exc:  # thrown in by the loop: a cancellation, say
                 value, error = None, exc
+
+
+class PlainBatch:
+    """A batch of sync nodes every task of which returned a plain patch (a dict or
+    ``None``, nothing emitted or attached), kept as lists in declared order instead of an
+    :class:`Outcome` per task: what the committer's ``commit_plain`` needs.
+
+    ``outcomes()`` gives the outcomes the general path would have had, field for field
+    (``LeanSteps.task``'s), for whatever leaves the lean commit (a conflict, a cancel).
+    """
+
+    __slots__ = ("finished", "merged", "patches", "specs", "started", "targets", "tasks")
+
+    def __init__(self, tasks: list[TaskRecord], specs: list[NodeSpec]) -> None:
+        n = len(tasks)
+        self.tasks = tasks
+        self.specs = specs
+        self.patches: list[dict[str, Any] | None] = [None] * n
+        self.targets: list[Sequence[str]] = [()] * n
+        self.started: list[datetime | None] = [None] * n
+        self.finished: list[datetime | None] = [None] * n
+        self.merged: dict[int, dict[str, Any]] = {}
+        """The state with a task's own patch merged, for a task whose routes needed it."""
+
+    def outcome(self, i: int) -> Outcome:
+        """The outcome of the batch's task ``i`` (it ran and returned a plain patch)."""
+        return Outcome(self.tasks[i], self.specs[i], "done", self.patches[i],
+                       targets=self.targets[i], started_at=self.started[i],
+                       finished_at=self.finished[i], merged=self.merged.get(i))
+
+    def outcomes(self) -> list[Outcome]:
+        """Every task's outcome, in declared order."""
+        return [self.outcome(i) for i in range(len(self.tasks))]
 
 
 class BatchRunner:
@@ -128,6 +164,131 @@ class BatchRunner:
             return model_of(state)
 
         return make_input
+
+    async def run_plain(self) -> PlainBatch | list[Outcome] | None:
+        """Run the current batch the lean way, if it is a batch of sync nodes that nothing
+        replays (``invoke``'s lean leg, no events built): each task without a coroutine or
+        an :class:`Outcome`, in the seeded start order. ``None``: not such a batch (nothing
+        ran; ``run_batch`` runs it). A :class:`PlainBatch`: every task returned a plain
+        patch. A list of outcomes (declared order): a task did not (it raised, asked, returned
+        a ``Command``, ``Expand`` or awaitable, emitted...), and every task from it on ran as
+        ``run_batch`` runs them — the general path takes the batch from there.
+        """
+        run = self.run
+        pos = run.pos
+        lean = self.lean
+        if lean is None or pos.completed or run.spec.record_events:
+            return None
+        tasks = pos.tasks
+        nodes = run.spec.graph.nodes
+        specs = [nodes[record.node] for record in tasks]
+        for spec in specs:  # run.runs_inline on a lean leg (no hooks), without a call each
+            if spec.is_async or spec.retry is not None:
+                return None
+        order = list(range(len(tasks)))
+        seed = run.spec.seed
+        if seed is not None:
+            ScheduleRng(seed, run.run_id, pos.step).shuffle(order)  # type: ignore[arg-type]
+        batch = PlainBatch(tasks, specs)
+        left = await self._plain_tasks(batch, order)
+        if left is None:
+            return batch
+        # Task ``order[k]`` left the lean way with its outcome: the tasks before it keep
+        # theirs, the ones after it run as run_batch runs them.
+        k, out = left
+        outcomes: list[Outcome] = [None] * len(tasks)  # type: ignore[list-item]
+        for i in order[:k]:
+            outcomes[i] = batch.outcome(i)
+        outcomes[order[k]] = out
+        model_of = run.spec.graph.codec.model_of
+        for i in order[k + 1:]:
+            outcomes[i] = await lean.task(tasks[i], specs[i], model_of(pos.state))
+        return outcomes
+
+    async def _plain_tasks(self, batch: PlainBatch, order: list[int]
+                           ) -> tuple[int, Outcome] | None:
+        """Run the tasks of ``batch`` in ``order`` while each returns a plain patch, filling
+        ``batch`` in; ``(k, outcome)`` when task ``order[k]`` does not (its outcome, as
+        ``LeanSteps.call`` makes it). The context each task sees is the one ``run_inline``
+        gives it; the variables are set once per task and reset once per batch (a task's
+        value replaces the one before it: nothing runs between them)."""
+        run = self.run
+        lean = self.lean
+        assert lean is not None
+        pos, leg = run.pos, run.spec
+        graph, clock = leg.graph, leg.clock
+        now = clock.now
+        model_of = graph.codec.model_of
+        state, step, visited = pos.state, pos.step, pos.visited
+        edges, branches = graph.edges, graph.branches
+        tasks, specs = batch.tasks, batch.specs
+        patches, targets = batch.patches, batch.targets
+        started, finished = batch.started, batch.finished
+        owns_entropy = self.owns_entropy
+        model = pos.take_model()  # the first task's input, if the state's model is cached
+        t_task: Any = None
+        t_entropy: Any = None
+        t_clock = NODE_CLOCK.set(clock) if leg.wall_clock else None  # type: ignore[arg-type]
+        try:
+            for k, i in enumerate(order):
+                record = tasks[i]
+                spec = specs[i]
+                name = record.node
+                if model is None:
+                    model = model_of(state)
+                started_at = now()
+                if name in branches:  # its routes run after it: LeanSteps.call decides them
+                    res = lean.call(record, spec, model, started_at)
+                    model = None
+                    if type(res) is not tuple:
+                        return k, res if type(res) is Outcome else await res
+                    patches[i], targets[i], merged, done_at = res
+                    if merged is not None:
+                        batch.merged[i] = merged
+                    started[i] = started_at
+                    finished[i] = now() if done_at is None else done_at
+                    continue
+                ctx = NodeContext(run, record, step, visited)
+                token: Any = CURRENT_TASK.set(ctx)
+                if t_task is None:
+                    t_task = token
+                if owns_entropy:
+                    token = ENTROPY.set(ctx)
+                    if t_entropy is None:
+                        t_entropy = token
+                used, model = model, None
+                try:
+                    fn = spec.fn
+                    result = fn(used, ctx) if spec.arity == 2 else fn(used)
+                except BaseException as exc:
+                    out = _outcome(record, spec, ctx, started_at)
+                    if not failed(graph, spec, out, ctx, exc, 1, clock, used):
+                        raise
+                    return k, out
+                if (result is not None and type(result) is not dict) or ctx._custom \
+                        or ctx._artifacts or ctx._tool is not None:
+                    out = _outcome(record, spec, ctx, started_at)
+                    return k, await finish_inline(graph, spec, out, result, ctx, clock, state,
+                                                  used)
+                try:
+                    patches[i] = None if result is None else normalize_patch(graph, name, result)
+                except GraphflowError as exc:
+                    out = _outcome(record, spec, ctx, started_at, now())
+                    out.kind = "error"
+                    out.error = exc
+                    return k, out
+                # (unique already; ``in`` and ``[]``: no call a task)
+                targets[i] = edges[name] if name in edges else ()  # noqa: SIM401
+                started[i] = started_at
+                finished[i] = now()
+            return None
+        finally:
+            if t_entropy is not None:
+                ENTROPY.reset(t_entropy)
+            if t_clock is not None:
+                NODE_CLOCK.reset(t_clock)
+            if t_task is not None:
+                CURRENT_TASK.reset(t_task)
 
     async def run_batch(self) -> tuple[list[Outcome], bool]:
         """Run the current batch; its outcomes in declared order, and whether it timed out."""

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._graph._builder import END, REPLAYED_EFFECTS, Join
+from .._records._checkpoint import TaskRecord
 from .._records._events import (
     Breakpoint,
     CheckpointSaved,
@@ -15,6 +16,7 @@ from .._records._events import (
     error_message,
 )
 from ..errors import GraphflowError
+from ._batch import PlainBatch
 from ._halts import HaltHandler
 from ._merge import merge_patches
 from ._outcome import Outcome
@@ -114,6 +116,68 @@ class Committer:
         if finished:
             await self.end.finish("completed", None)
         return []
+
+    async def commit_plain(self, batch: PlainBatch) -> list[Any]:
+        """``commit`` for a batch every task of which returned a plain patch, when no events
+        are recorded (``invoke``'s lean leg): the same merge, join arrivals, numbering, next
+        tasks and checkpoints, read from the batch's lists in declared order, with no
+        outcome per task (a merge that fails builds them, for the halt)."""
+        run = self.run
+        pos, numbers = run.pos, run.numbers
+        graph, step = run.spec.graph, pos.step
+        tasks = batch.tasks
+        names = [t.node for t in tasks]
+        blame = list(zip(names, batch.patches, strict=True))
+        model: BaseModel | None = None
+        if len(tasks) == 1 and 0 in batch.merged:
+            new_state = batch.merged[0]  # merged and checked already, to decide its branches
+        else:
+            try:
+                new_state = merge_patches(graph, pos.state, blame, parallel=len(tasks) > 1)
+                new_state, model = graph.codec.validate(new_state, blame)
+            except GraphflowError as exc:
+                return await self.halts.halt(batch.outcomes(), [], batch_error=exc)
+        joins, joins_from = graph.joins, graph.joins_from
+        arrivals = {k: list(v) for k, v in pos.arrivals.items()} if pos.arrivals else {}
+        scheduled: dict[str, None] = {}
+        # The joins that got an arrival, by key: the join, its arrivals as a set (O(1)
+        # "arrived already?") and as the checkpoint's list (their order).
+        touched: dict[str, tuple[Join, set[str], list[str]]] = {}
+        count = 0  # the events invoke() numbers and does not build: as commit counts them
+        for node, picked in zip(names, batch.targets, strict=True):
+            count += 2 + len(picked)  # node_start, node_end, an edge per target
+            for target in picked:
+                if target != END and target not in scheduled:
+                    scheduled[target] = None
+            if joins and node in joins_from:
+                for join in joins_from[node]:
+                    count += 1  # the edge to the join's target
+                    key = join.key
+                    if key in touched:
+                        _, got, arrived = touched[key]
+                    else:
+                        arrived = arrivals.setdefault(key, [])
+                        got = set(arrived)
+                        touched[key] = (join, got, arrived)
+                    if node not in got:
+                        got.add(node)
+                        arrived.append(node)
+        numbers.skip(count)
+        # Only a join that got an arrival in this batch can have become complete.
+        for join, got, _ in touched.values():
+            if got >= join.source_set:
+                del arrivals[join.key]
+                if join.target != END and join.target not in scheduled:
+                    scheduled[join.target] = None
+        if len(scheduled) > 1:
+            order = graph.nodes
+            following: Any = sorted(scheduled, key=lambda n: order[n].index)
+        else:
+            following = scheduled
+        new_task = numbers.new_task
+        next_tasks = [new_task(node) for node in following]
+        return await self._close(step, names, new_state, model, [], arrivals, next_tasks, names,
+                                 [])
 
     async def commit(self, outcomes: list[Outcome]) -> list[Any]:
         """Merge a batch that ran to the end, schedule the next one, save, report."""
@@ -236,8 +300,33 @@ class Committer:
                     next_tasks.append(numbers.new_task(target, None, item, True, before_id))
             next_tasks.sort(key=lambda t: order[t.node].index)
 
+        return await self._close(step, node_ids, new_state, model, events, arrivals, next_tasks,
+                                 [o.record.node for o in done], saves)
+
+    async def _close(
+        self,
+        step: int,
+        node_ids: list[str],
+        new_state: dict[str, Any],
+        model: BaseModel | None,
+        events: list[Any],
+        arrivals: dict[str, list[str]],
+        next_tasks: list[TaskRecord],
+        done: list[str],
+        saves: list[tuple[str, dict[str, Any]]],
+    ) -> list[Any]:
+        """The end of a batch's commit, once merged and its next tasks made: the nodes that
+        completed (``done``, declared order; ``node_ids``: the batch's) join the visited
+        ones, the checkpoints (``saves`` has the one before an expansion) and the step's
+        last events, the new position, and the leg's end if the run finished or a
+        breakpoint after pauses it."""
+        run = self.run
+        pos, numbers, spec = run.pos, run.numbers, run.spec
+        graph = spec.graph
+        order = graph.nodes
+        e = numbers.event
         if done:
-            pos.visited = visited = pos.visited.extend([o.record.node for o in done])
+            pos.visited = visited = pos.visited.extend(done)
         else:
             visited = pos.visited
         if run.parent_command is not None:  # a child run ends at Command(graph=PARENT)
@@ -246,7 +335,7 @@ class Committer:
         # A breakpoint after a node of this batch pauses the run once the batch committed.
         break_after = spec.break_after
         paused = [] if finished or not break_after else list(dict.fromkeys(
-            o.record.node for o in done if o.record.node in break_after))
+            node for node in done if node in break_after))
         # Per-node settings: under a policy that does not save every step, each node of the
         # batch with checkpoint=True gets the checkpoint taken after it, labelled by it, in
         # declared order (so the first refused is the first declared: seed 000, C6).
@@ -289,7 +378,7 @@ class Committer:
         return run.stamp(events)
 
 
-def _per_node(done: list[Outcome], order: dict[str, Any]) -> list[str]:
+def _per_node(done: list[str], order: dict[str, Any]) -> list[str]:
     """The nodes of a batch that asked for a checkpoint of their own, in declared order."""
-    asked = {o.record.node for o in done if o.spec.checkpoint}
+    asked = {node for node in done if order[node].checkpoint}
     return sorted(asked, key=lambda n: order[n].index) if asked else []

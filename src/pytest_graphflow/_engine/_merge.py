@@ -124,23 +124,27 @@ def merge_patches(
     # the same value as the reducer without copying what came before (a batch of N writes to
     # one list costs O(N), not O(N²)).
     owned: dict[str, type] = {}
+    # (Membership tests and in-place operators instead of method calls: a batch's patches
+    # pass through here one by one, a wide batch's thousands of them.)
     for node, patch in patches:
         if not patch:
             continue
         for key, value in patch.items():
-            reducer = reducers.get(key)
-            if reducer is None:
+            if key not in reducers:
                 new[key] = value
-                owned.pop(key, None)
+                if owned:
+                    owned.pop(key, None)
                 continue
+            if key in owned:
+                kind = owned[key]
+                if type(value) is kind:
+                    if kind is list:
+                        new[key] += value  # extends the list this call built, in place
+                    else:
+                        new[key] |= value  # updates the dict this call built, in place
+                    continue
+            reducer = reducers[key]
             pure = reducer.pure
-            kind = owned.get(key)
-            if kind is not None and type(value) is kind:
-                if kind is list:
-                    new[key].extend(value)
-                else:
-                    new[key].update(value)
-                continue
             try:
                 if pure:  # cannot mutate its arguments: no defensive copies
                     result = reducer.fn(new.get(key), value)
@@ -154,9 +158,9 @@ def merge_patches(
                 raise UpdateRejected(node, key, f"its reducer returned {lossy(result)}")
             if pure:
                 new[key] = result
-                kind = _FOLDS_IN_PLACE.get((reducer.fn, type(result)))
-                if kind is not None:
-                    owned[key] = kind
+                folds = _FOLDS_IN_PLACE.get((reducer.fn, type(result)))
+                if folds is not None:
+                    owned[key] = folds
                 continue
             try:
                 new[key] = graph.codec.canonical(

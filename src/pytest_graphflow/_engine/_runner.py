@@ -41,7 +41,7 @@ from ..errors import (
     SuperstepLimit,
     UnknownRoute,
 )
-from ._batch import BatchRunner
+from ._batch import BatchRunner, PlainBatch
 from ._commit import Committer
 from ._fault import unexpected
 from ._halts import HaltHandler
@@ -374,6 +374,15 @@ class Runner:
                         and not spec.break_after:
                     return await self.committer.commit_one(out)  # invoke(): no events wanted
                 return await self._after_batch([out], False)
+        if self.lean is not None:  # invoke(): a batch of sync nodes, the lean way if plain
+            ran = await self.batches.run_plain()
+            if type(ran) is PlainBatch and not run.flight.cancel_requested:
+                return await self.committer.commit_plain(ran)
+            if ran is not None:
+                outcomes = ran.outcomes() if isinstance(ran, PlainBatch) else ran
+                if any(o.artifacts for o in outcomes):
+                    await self._store_artifacts(outcomes)
+                return await self._after_batch(outcomes, False)
         outcomes, timed_out = await self.batches.run_batch()
         if any(o.artifacts for o in outcomes):
             await self._store_artifacts(outcomes)

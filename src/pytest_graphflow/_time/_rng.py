@@ -39,10 +39,16 @@ class ScheduleRng:
         return self._next() % n
 
     def shuffle(self, items: list[object]) -> None:
-        """Shuffle ``items`` in place (Fisher–Yates)."""
+        """Shuffle ``items`` in place (Fisher–Yates), drawing as :meth:`_next` does (inline:
+        a batch of N tasks shuffles N of them)."""
+        state = self._state
         for i in range(len(items) - 1, 0, -1):
-            j = self._next() % (i + 1)
+            state = z = (state + 0x9E3779B97F4A7C15) & _MASK
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+            j = (z ^ (z >> 31)) % (i + 1)
             items[i], items[j] = items[j], items[i]
+        self._state = state
 
 
 def _digest(value: object) -> int:
