@@ -226,6 +226,9 @@ class BatchRunner:
         started, finished = batch.started, batch.finished
         owns_entropy = self.owns_entropy
         model = pos.take_model()  # the first task's input, if the state's model is cached
+        # The end of the task before, read just now: the next task starts at it (only its
+        # input is built in between, which moves no clock).
+        last: datetime | None = None
         t_task: Any = None
         t_entropy: Any = None
         t_clock = NODE_CLOCK.set(clock) if leg.wall_clock else None  # type: ignore[arg-type]
@@ -236,7 +239,8 @@ class BatchRunner:
                 name = record.node
                 if model is None:
                     model = model_of(state)
-                started_at = now()
+                started_at = now() if last is None else last
+                last = None
                 if name in branches:  # its routes run after it: LeanSteps.call decides them
                     res = lean.call(record, spec, model, started_at)
                     model = None
@@ -280,7 +284,7 @@ class BatchRunner:
                 # (unique already; ``in`` and ``[]``: no call a task)
                 targets[i] = edges[name] if name in edges else ()  # noqa: SIM401
                 started[i] = started_at
-                finished[i] = now()
+                finished[i] = last = now()
             return None
         finally:
             if t_entropy is not None:

@@ -140,13 +140,14 @@ class Committer:
         joins, joins_from = graph.joins, graph.joins_from
         arrivals = {k: list(v) for k, v in pos.arrivals.items()} if pos.arrivals else {}
         scheduled: dict[str, None] = {}
-        # The joins that got an arrival, by key: the join, its arrivals as a set (O(1)
-        # "arrived already?") and as the checkpoint's list (their order).
-        touched: dict[str, tuple[Join, set[str], list[str]]] = {}
+        # The joins that got an arrival, by key: the join and its arrivals in order, as the
+        # keys of a dict (O(1) "arrived already?"; the checkpoint's list is made from it).
+        touched: dict[str, tuple[Join, dict[str, None]]] = {}
         count = 0  # the events invoke() numbers and does not build: as commit counts them
         for node, picked in zip(names, batch.targets, strict=True):
-            count += 2 + len(picked)  # node_start, node_end, an edge per target
+            count += 2  # node_start, node_end
             for target in picked:
+                count += 1  # its edge
                 if target != END and target not in scheduled:
                     scheduled[target] = None
             if joins and node in joins_from:
@@ -154,21 +155,20 @@ class Committer:
                     count += 1  # the edge to the join's target
                     key = join.key
                     if key in touched:
-                        _, got, arrived = touched[key]
+                        got = touched[key][1]
                     else:
-                        arrived = arrivals.setdefault(key, [])
-                        got = set(arrived)
-                        touched[key] = (join, got, arrived)
-                    if node not in got:
-                        got.add(node)
-                        arrived.append(node)
+                        got = dict.fromkeys(arrivals[key]) if key in arrivals else {}
+                        touched[key] = (join, got)
+                    got[node] = None  # (an arrival already there keeps its place)
         numbers.skip(count)
         # Only a join that got an arrival in this batch can have become complete.
-        for join, got, _ in touched.values():
-            if got >= join.source_set:
-                del arrivals[join.key]
+        for key, (join, got) in touched.items():
+            if got.keys() >= join.source_set:
+                arrivals.pop(key, None)
                 if join.target != END and join.target not in scheduled:
                     scheduled[join.target] = None
+            else:
+                arrivals[key] = list(got)
         if len(scheduled) > 1:
             order = graph.nodes
             following: Any = sorted(scheduled, key=lambda n: order[n].index)
