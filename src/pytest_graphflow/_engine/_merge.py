@@ -36,7 +36,8 @@ def normalize_patch(graph: CompiledGraph, node: str, patch: Any) -> dict[str, An
     check = codec.check_value if codec.plain else None
     checked, passes = codec.checked_on_write, codec.passes
     out: dict[str, Any] = {}
-    for key, value in patch.items():
+    for key in patch:  # (no items() call: a batch normalizes a patch a task)
+        value = patch[key]
         if key not in keys:
             raise UnknownKey(node, key, sorted(keys))
         if writes is not None and key not in writes:
@@ -129,7 +130,8 @@ def merge_patches(
     for node, patch in patches:
         if not patch:
             continue
-        for key, value in patch.items():
+        for key in patch:
+            value = patch[key]
             if key not in reducers:
                 new[key] = value
                 if owned:

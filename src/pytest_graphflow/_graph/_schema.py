@@ -233,9 +233,10 @@ class StateCodec:
             # The state is valid, so each field's type says how deep a copy it needs.
             fields = dict(state)
             for name, copy in self._copiers:
-                value = fields.get(name)
-                if value is not None:
-                    fields[name] = copy(value)
+                if name in fields:  # (``in`` and ``[]``: no call, a model a task)
+                    value = fields[name]
+                    if value is not None:
+                        fields[name] = copy(value)
             if len(fields) == self._count:  # every field (a state is whole): no defaults
                 return adopt(self.model, fields, self._every)
             return make(self.model, **fields)
