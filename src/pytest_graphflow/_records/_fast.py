@@ -17,6 +17,7 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 
 _SPECS: dict[type[Any], tuple[dict[str, Any], tuple[tuple[str, Any], ...], int, set[str]]] = {}
 _new = object.__new__
+_set = object.__setattr__
 # BaseModel's own slot descriptors, set directly: what ``object.__setattr__`` finds for these
 # names on every model, without looking them up through the class each time (a third of the
 # cost of an adoption).
