@@ -194,6 +194,21 @@ class Strict(BaseModel):
 CASES["reducer_raises"] = lambda: _fan(_workers(), schema=Strict)
 
 
+class Peak(BaseModel):
+    n: int = 0
+    log: Annotated[list[int], Reducer(operator.add)] = []
+    best: Annotated[int, Reducer(max)] = 0
+    tags: Annotated[dict[str, int], Reducer(operator.or_)] = {}
+
+
+def _peak(i: int) -> Worker:
+    return lambda s: {"log": [i], "best": (i * 7) % 5, "tags": {f"t{i % 3}": i}}
+
+
+# Reducers other than list addition (max, dict union): the batch is merged the general way.
+CASES["other_reducers"] = lambda: _fan([_peak(i) for i in range(WIDTH)], schema=Peak)
+
+
 def _dumps(store: InMemoryCheckpointStore, run_id: str) -> list[dict[str, Any]]:
     async def read() -> list[dict[str, Any]]:
         return [cp.model_dump() for cp in await store.list(run_id)]
@@ -271,6 +286,8 @@ def test_each_exit_is_reached() -> None:
     assert data["none"]["log"] == [0, 1, 3, 4, 5]
     assert data["async_member"]["log"] == [0, 1, 2, 77, 4, 5]
     assert data["validators"] == {"n": 1 + WIDTH, "log": list(range(WIDTH))}
+    assert data["other_reducers"] == {"n": 1 + WIDTH, "log": list(range(WIDTH)), "best": 4,
+                                      "tags": {"t0": 3, "t1": 4, "t2": 5}}
     assert len(set(data["entropy"]["notes"])) == 2 * WIDTH
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from pydantic import BaseModel
 
-from .._graph._builder import END, REPLAYED_EFFECTS, Join
+from .._graph._builder import END, REPLAYED_EFFECTS, CompiledGraph, Join
 from .._records._checkpoint import TaskRecord
 from .._records._events import (
     Breakpoint,
@@ -127,16 +128,17 @@ class Committer:
         graph, step = run.spec.graph, pos.step
         tasks = batch.tasks
         names = [t.node for t in tasks]
-        blame = list(zip(names, batch.patches, strict=True))
-        model: BaseModel | None = None
-        if len(tasks) == 1 and 0 in batch.merged:
-            new_state = batch.merged[0]  # merged and checked already, to decide its branches
-        else:
-            try:
-                new_state = merge_patches(graph, pos.state, blame, parallel=len(tasks) > 1)
-                new_state, model = graph.codec.validate(new_state, blame)
-            except GraphflowError as exc:
-                return await self.halts.halt(batch.outcomes(), [], batch_error=exc)
+        codec = graph.codec
+        reducers, on_write, folds = graph.reducers, codec.checked_on_write, _list_folds(graph)
+        # One pass over the batch, in declared order: its patches merged the common way (a
+        # plain schema, every written value checked as its node wrote it, each key written
+        # by one task or folded by a reducer that adds lists: what merge_patches and
+        # validate would give), its events counted, its targets and join arrivals. Anything
+        # else (``fast`` false) is merged again from the start by merge_patches.
+        fast = codec.plain and not (len(tasks) == 1 and 0 in batch.merged)
+        new: dict[str, Any] = dict(pos.state) if fast else pos.state
+        written: dict[str, None] = {}  # keys without a reducer, written once so far
+        owned: dict[str, None] = {}  # list keys whose list in ``new`` this pass built
         joins, joins_from = graph.joins, graph.joins_from
         arrivals = {k: list(v) for k, v in pos.arrivals.items()} if pos.arrivals else {}
         scheduled: dict[str, None] = {}
@@ -144,7 +146,30 @@ class Committer:
         # keys of a dict (O(1) "arrived already?"; the checkpoint's list is made from it).
         touched: dict[str, tuple[Join, dict[str, None]]] = {}
         count = 0  # the events invoke() numbers and does not build: as commit counts them
-        for node, picked in zip(names, batch.targets, strict=True):
+        for node, patch, picked in zip(names, batch.patches, batch.targets, strict=True):
+            if fast and patch:
+                for key in patch:
+                    if key not in on_write:
+                        fast = False  # validate checks its merged value
+                        break
+                    value = patch[key]
+                    if key in reducers:
+                        if key in owned:
+                            if type(value) is list:
+                                new[key] += value  # (the list this pass built)
+                                continue
+                        elif key in folds and type(value) is list and key in new \
+                                and type(new[key]) is list:
+                            new[key] = new[key] + value  # what the reducer gives
+                            owned[key] = None
+                            continue
+                        fast = False
+                        break
+                    if key in written:
+                        fast = False  # two writers: merge_patches says which conflict
+                        break
+                    written[key] = None
+                    new[key] = value
             count += 2  # node_start, node_end
             for target in picked:
                 count += 1  # its edge
@@ -160,6 +185,18 @@ class Committer:
                         got = dict.fromkeys(arrivals[key]) if key in arrivals else {}
                         touched[key] = (join, got)
                     got[node] = None  # (an arrival already there keeps its place)
+        model: BaseModel | None = None
+        if fast:
+            new_state = new
+        elif len(tasks) == 1 and 0 in batch.merged:
+            new_state = batch.merged[0]  # merged and checked already, to decide its branches
+        else:
+            blame = list(zip(names, batch.patches, strict=True))
+            try:
+                new_state = merge_patches(graph, pos.state, blame, parallel=len(tasks) > 1)
+                new_state, model = codec.validate(new_state, blame)
+            except GraphflowError as exc:
+                return await self.halts.halt(batch.outcomes(), [], batch_error=exc)
         numbers.skip(count)
         # Only a join that got an arrival in this batch can have become complete.
         for key, (join, got) in touched.items():
@@ -382,3 +419,18 @@ def _per_node(done: list[str], order: dict[str, Any]) -> list[str]:
     """The nodes of a batch that asked for a checkpoint of their own, in declared order."""
     asked = {node for node in done if order[node].checkpoint}
     return sorted(asked, key=lambda n: order[n].index) if asked else []
+
+
+_FOLDS = (operator.add, operator.concat)
+"""Reducers that add two lists (a pure one gives ``a + b``)."""
+
+
+def _list_folds(graph: CompiledGraph) -> frozenset[str]:
+    """The keys of ``graph`` whose reducer adds lists and is pure (its next write to a list
+    it built extends it: what ``merge_patches`` does), worked out once per graph."""
+    found: frozenset[str] | None = graph.__dict__.get("_list_folds")
+    if found is None:
+        found = graph.__dict__["_list_folds"] = frozenset(
+            key for key, reducer in graph.reducers.items()
+            if reducer.fn in _FOLDS and reducer.pure)
+    return found
