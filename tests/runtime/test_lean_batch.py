@@ -320,6 +320,24 @@ def test_each_task_sees_its_own_context_and_the_run_after_sees_none() -> None:
     assert CURRENT_TASK.get() is None
 
 
+def test_an_expansion_and_a_static_target_come_out_in_declared_order() -> None:
+    """Seed 000: a batch's tasks are in declared node order, an expansion's in its items'
+    order, whichever order the commit made them in."""
+    g = Graph("order", S)
+    g.node("item", lambda s, ctx: {"log": [ctx.item]})
+    g.node("late", lambda s: {"note": "late"})
+    g.node("split", lambda s: Expand("item", [7, 8, 9]), destinations=["item"])
+    g.node("first", lambda s: {"n": 1})
+    g.edge(START, ["split", "first"]).edge("first", "late")
+    g.edge("item", END).edge("late", END)
+    store = InMemoryCheckpointStore()
+    result = GraphRuntime(store, clock=VirtualClock(), seed=0).invoke(g.compile(), {})
+    assert result.data["log"] == [7, 8, 9]
+    after = [cp for cp in _dumps(store, result.run_id) if cp["step"] == 0][-1]
+    assert [(t["node"], t["item"]) for t in after["tasks"]] == [
+        ("item", 7), ("item", 8), ("item", 9), ("late", None)]
+
+
 def _calls(graph: CompiledGraph) -> int:
     """Python calls (functions and builtins) of one ``invoke`` of ``graph``, warm, with no
     garbage collection during it."""

@@ -335,7 +335,15 @@ class Committer:
                 target = out.expand["node"]
                 for item in out.expand["items"]:
                     next_tasks.append(numbers.new_task(target, None, item, True, before_id))
-            next_tasks.sort(key=lambda t: order[t.node].index)
+            # In declared node order (a stable sort: an expansion's tasks keep their items'
+            # order); one look first, as an expansion's thousands of tasks are often in it.
+            last = -1
+            for task in next_tasks:
+                index = order[task.node].index
+                if index < last:
+                    next_tasks.sort(key=lambda t: order[t.node].index)
+                    break
+                last = index
 
         return await self._close(step, node_ids, new_state, model, events, arrivals, next_tasks,
                                  [o.record.node for o in done], saves)
