@@ -332,9 +332,7 @@ class Committer:
         if expansions:
             for out in expansions:
                 assert out.expand is not None
-                target = out.expand["node"]
-                for item in out.expand["items"]:
-                    next_tasks.append(numbers.new_task(target, None, item, True, before_id))
+                numbers.expanded(out.expand["node"], out.expand["items"], before_id, next_tasks)
             # In declared node order (a stable sort: an expansion's tasks keep their items'
             # order); one look first, as an expansion's thousands of tasks are often in it.
             last = -1

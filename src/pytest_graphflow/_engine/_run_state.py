@@ -338,6 +338,20 @@ class Numbering:
         self.parent_id = checkpoint_id
         self.checkpoint_id = checkpoint_id
 
+    def expanded(self, node: str, items: Sequence[object], checkpoint_id_before: str | None,
+                 into: list[TaskRecord]) -> None:
+        """Append to ``into`` a new task of ``node`` for each of ``items``, in order, as
+        :meth:`new_task` makes them (an expansion's thousands of tasks, one call each)."""
+        hexid = self.hex
+        counter = self.task_counter
+        for item in items:
+            counter += 1
+            into.append(adopt(TaskRecord, {
+                "task_id": f"task-{hexid}-{counter}", "node": node, "item": item,
+                "has_item": True, "checkpoint_id_before": checkpoint_id_before,
+                "failure": None}, _TASK_FIELDS))
+        self.task_counter = counter
+
 
 class Progress:
     """How far the leg got (owner: ``_runner``): whether it began, the supersteps it ran,
