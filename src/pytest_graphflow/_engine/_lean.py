@@ -474,11 +474,14 @@ class LeanSteps:
         leg = self.run.spec
         if writer.adopt is None or not writer.plain_leg:
             return None
-        make_sink = getattr(leg.store, "step_sink", None)
+        store = leg.store
+        # Looked up on the class: a wrapper (FaultyStore) passing unknown attributes on to
+        # its inner store must not have its saves bypassed.
+        make_sink = getattr(type(store), "step_sink", None)
         if make_sink is None:
             return None
         graph = leg.graph
-        return make_sink(leg.run_id, leg.thread_id, graph.graph_id, graph.revision,
+        return make_sink(store, leg.run_id, leg.thread_id, graph.graph_id, graph.revision,
                          leg.tenant_id, writer.fence)
 
 
