@@ -26,9 +26,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["FOLDED", "FOLD_AT", "LIVE", "LOG_COLUMNS", "PLACE", "fold", "put_piece",
+__all__ = ["FOLDED", "FOLD_AT", "LIVE", "LOG_COLUMNS", "PLACE", "Piece", "fold", "put_piece",
            "tail_events"]
 
 FOLD_AT = 16
@@ -58,6 +58,14 @@ _NO_CHECKPOINT = (None,) * 13
 _EventRow = tuple[str, int, Any, str]
 
 
+class Piece(NamedTuple):
+    """A piece's events as the log keeps them, made by the caller: ``keys`` (the JSON list
+    of ``[seq, type]``) and ``text`` (the events' JSON, one a line)."""
+
+    keys: str
+    text: str
+
+
 PLACE = (f"MAX(COALESCE((SELECT MAX(seq) FROM checkpoints), 0), COALESCE((SELECT MAX(seq) "
          f"FROM log), 0), {FOLDED}), {FOLDED}")
 """Two columns: the last seq used (the folded ones included, whose rows may be gone) and
@@ -65,10 +73,11 @@ the last one folded; what :func:`put_piece` needs to place a piece."""
 
 
 def put_piece(db: sqlite3.Connection, run_id: str, checkpoint: Sequence[Any] | None,
-              events: Sequence[_EventRow], place: tuple[int, int] | None = None, *,
+              events: Sequence[_EventRow] | Piece, place: tuple[int, int] | None = None, *,
               new: bool = False) -> tuple[int, int] | None:
     """Write one piece of ``run_id`` to the log: a checkpoint (its :data:`LOG_COLUMNS`
-    values) and/or event rows ``(run_id, seq, type, data)``; the log is folded first when
+    values) and/or event rows ``(run_id, seq, type, data)`` (or their :class:`Piece`); the
+    log is folded first when
     the piece's slot holds a live piece. ``place``: :data:`PLACE`, when the caller read it
     in this transaction and wrote no piece since. ``new``: write it only if the
     checkpoint's id is not in the indexed table (the caller knows it is not among the log's
@@ -84,7 +93,9 @@ def put_piece(db: sqlite3.Connection, run_id: str, checkpoint: Sequence[Any] | N
     if seq - FOLD_AT > done:  # the slot holds piece seq - FOLD_AT, not folded yet
         done = fold(db, done) or done
     keys = text = None
-    if events:
+    if type(events) is Piece:
+        keys, text = events
+    elif events:
         # A serialised event never holds a raw newline (JSON escapes it in strings).
         keys = json.dumps([[e[1], e[2]] for e in events])
         text = "\n".join(e[3] for e in events)
