@@ -52,10 +52,13 @@ _ROUTE_KEYS = (str, int, bool)
 def lean_leg(run: RunState) -> bool:
     """Whether the leg's single-task supersteps may take the lean step: nobody reads its
     events (``invoke``), no breakpoint after a node, no middleware or guardrails, and a
-    store with the fast save (the in-memory store)."""
+    store with the fast save (the in-memory store) — or a store that commits each step's
+    checkpoint with its events (SQLite: one step a piece, its events unbuilt until the
+    runner dumps them for the commit)."""
     spec = run.spec
     return ((not spec.record_events or run.numbers.lazy) and not spec.break_after
-            and spec.hooks is None and spec.features.fields_save)
+            and spec.hooks is None and spec.features.fields_save) or (
+                spec.store_only and not spec.break_after and spec.hooks is None)
 
 
 class LeanSteps:
@@ -68,8 +71,10 @@ class LeanSteps:
         self.end = end
         spec = run.spec
         self.owns_entropy = spec.seed is not None and isinstance(spec.clock, VirtualClock)
-        self.recorded: list[Any] | None = [] if run.numbers.lazy else None
-        """A recording leg's unbuilt events of the step just run (one step a piece)."""
+        self.recorded: list[Any] | None = [] if run.numbers.lazy or spec.store_only else None
+        """A recording leg's unbuilt events of the step just run (one step a piece); on a
+        store that commits a step's events with its checkpoint (SQLite), the events it
+        commits."""
 
     def take_recorded(self) -> list[Any]:
         """The unbuilt events of the steps run since the last call (none unless recorded)."""
