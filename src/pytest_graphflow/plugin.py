@@ -244,12 +244,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Know which test is running (for the session-scoped factory); clean up after it."""
-    from ._plugin._state import CURRENT_ITEM, finish_item
+    from ._plugin._state import CURRENT_ITEM, RUNNING, finish_item
 
     item.config.stash[CURRENT_ITEM] = item
+    outer, RUNNING[0] = RUNNING[0], item
     try:
         return (yield)
     finally:
+        RUNNING[0] = outer
         item.config.stash[CURRENT_ITEM] = None
         finish_item(item)
 
@@ -331,20 +333,6 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
         check_runs(item, list(state.recorded), state.processes)
     return result
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
-    """Know the scope of the fixture being set up (a session fixture's runtimes are not the
-    running test's)."""
-    from ._plugin._state import FIXTURE_SCOPES
-
-    scopes = request.config.stash.setdefault(FIXTURE_SCOPES, [])
-    scopes.append(fixturedef.scope)
-    try:
-        return (yield)
-    finally:
-        scopes.pop()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -472,18 +460,19 @@ def store_faults(request: pytest.FixtureRequest) -> FaultyStore:
 
 
 @pytest.fixture
-def graph_runtime(request: pytest.FixtureRequest) -> RecordingRuntime:
+def graph_runtime() -> RecordingRuntime:
     """The deterministic runtime of the test (``store_faults``, ``virtual_clock``,
     ``graph_seed``). In a Hypothesis ``@given`` test use ``graph_runtime_factory`` instead."""
-    from ._plugin._state import runtime_for
+    from ._plugin._state import running_item, runtime_for
 
-    if getattr(request.function, "is_hypothesis_test", False):
+    item = running_item()  # not ``request``: taking it costs pytest ~90 calls a test
+    if getattr(getattr(item, "function", None), "is_hypothesis_test", False):
         pytest.fail(
             "graph_runtime is one runtime per test, but a Hypothesis @given test runs many "
             "examples: they would share its clock, store and runs. Take "
             "graph_runtime_factory instead and call it once per example "
             "(runtime = graph_runtime_factory())", pytrace=False)
-    return _shown(runtime_for(request))
+    return _shown(runtime_for(item))
 
 
 @pytest.fixture(scope="session")
