@@ -85,7 +85,10 @@ class FaultyStore(FaultyRules):
     def supports_fencing(self) -> bool:
         """Whether the wrapped store checks fencing tokens (its class says so and its
         ``save`` takes ``fence=``); fenced saves and commits are then passed on."""
-        return checks_fencing(self._inner)
+        found: bool | None = self.__dict__.get("_fencing")
+        if found is None:
+            found = self._wrapped()[1]
+        return found
 
     def _check_key(self, names: frozenset[str]) -> tuple[Any, ...] | None:
         """What ``check_store``'s verdict on this wrapper depends on: the inner store's
@@ -104,13 +107,31 @@ class FaultyStore(FaultyRules):
         (read once: a store's features do not change while it lives)."""
         found: StoreFeatures | None = self.__dict__.get("_features")
         if found is None:
-            inner = features_of(self._inner)
-            found = _WRAPPED.get(inner)
-            if found is None:
-                found = _WRAPPED[inner] = replace(
-                    inner, history_pages=False, clock_binding=True, call_log=True,
+            found = self._wrapped()[0]
+        return found
+
+    def _wrapped(self) -> tuple[StoreFeatures, bool]:
+        """This wrapper's features and whether the inner store checks fencing, worked out
+        once per inner store class when the class decides them (it declares its features and
+        the instance overrides neither them, ``save`` nor ``supports_fencing``): every test
+        makes a ``FaultyStore``."""
+        inner = self._inner
+        cls = type(inner)
+        own = getattr(inner, "__dict__", _OVERRIDES)
+        shared = (_OVERRIDES.isdisjoint(own)
+                  and isinstance(cls.__dict__.get("features"), StoreFeatures))
+        found = _BY_CLASS.get(cls) if shared else None
+        if found is None:
+            features = features_of(inner)
+            wrapped = _WRAPPED.get(features)
+            if wrapped is None:
+                wrapped = _WRAPPED[features] = replace(
+                    features, history_pages=False, clock_binding=True, call_log=True,
                     visited_snapshots=False)
-            self.__dict__["_features"] = found
+            found = (wrapped, checks_fencing(inner))
+            if shared:
+                _BY_CLASS[cls] = found
+        self.__dict__["_features"], self.__dict__["_fencing"] = found
         return found
 
     @property
@@ -331,6 +352,12 @@ _PROTOCOL = frozenset(PROTOCOL_OPS)
 
 _WRAPPED: dict[StoreFeatures, StoreFeatures] = {}
 """A wrapper's features by its inner store's (each test makes a ``FaultyStore``)."""
+
+_OVERRIDES = frozenset({"features", "save", "supports_fencing"})
+"""What an inner store instance may carry that changes its features or fencing."""
+
+_BY_CLASS: dict[type, tuple[StoreFeatures, bool]] = {}
+"""A wrapper's features and fencing by its inner store's class (see ``_wrapped``)."""
 
 _ASYNC: dict[tuple[type, str], bool] = {}
 
