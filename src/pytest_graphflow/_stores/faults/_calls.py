@@ -106,7 +106,6 @@ class FaultyCalls:
         clock = self._clock
         return clock.now() if clock is not None and getattr(clock, "virtual", False) else None
 
-
     def _finish(
         self, index: int, outcome: Outcome, error: BaseException | None = None, **more: Any
     ) -> None:
@@ -150,8 +149,8 @@ class FaultyCalls:
             # The fast path (no rule to consult: logged as a plain list, passed on, its
             # outcome noted), written out here: it runs for every store call of every test.
             clock = self._vclock
-            call: list[Any] = [op, args, kwargs, summary,
-                    (clock, clock._ns) if clock is not None else self._now(), "pending", None]
+            when = (clock, clock._ns) if clock is not None else self._now()
+            call: list[Any] = [op, args, kwargs, summary, when, "pending", None]
             self._calls.append(call)
             try:
                 result = await fn(*args, **kwargs)
