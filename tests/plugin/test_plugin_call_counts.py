@@ -204,7 +204,9 @@ def test_the_fixture_round_trip_costs_little_over_a_bare_runtime(pytester: pytes
     """The fixture's runtime logs every store call (``FaultyStore``) and records each leg
     (events unbuilt until read): over a bare ``GraphRuntime``'s round trip (the runtime's
     construction included) that was measured at 172 calls (a plain list per store call, an
-    unbuilt event built in place per event), 280 before."""
+    unbuilt event built in place per event; 280 before), then 231 once the bare in-memory
+    store took a lean step's checkpoint through its ``step_sink`` (a FaultyStore's saves
+    still go one by one through its log)."""
     pytester.makepyfile(test_counted_round_trips=ROUND_TRIPS)
     result = run("-q", "-s", "-p", "no:xdist")
     result.assert_outcomes(passed=4)
@@ -212,7 +214,7 @@ def test_the_fixture_round_trip_costs_little_over_a_bare_runtime(pytester: pytes
              for m in re.finditer(r"ROUND TRIP (\d+) (\d+)", result.stdout.str())]
     assert len(pairs) == 4
     extra = min(ours - bare for bare, ours in pairs[1:])
-    assert extra <= 215, pairs
+    assert extra <= 280, pairs
 
 
 def test_the_plugin_hooks_no_fixture_setup_and_only_optional_call_hooks(
