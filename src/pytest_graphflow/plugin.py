@@ -183,9 +183,13 @@ def pytest_configure(config: pytest.Config) -> None:
     remember_seed(config, session.seed)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(XdistHooks(session.seed, config), "graphflow-xdist")
+    from ._plugin._html_report import html_dir
     from ._plugin._processes import processes_of
+    from ._plugin._record import record_dir
 
-    processes_of(config)  # a bad value is a usage error before any test runs
+    # processes_of: a bad value is a usage error before any test runs
+    if processes_of(config) or record_dir(config) is not None or html_dir(config) is not None:
+        config.pluginmanager.register(_RunHooks(), "graphflow-run-hooks")
     from ._plugin._progress import ProgressPrinter, progress_mode
 
     progress_mode(config)  # a bad ini value is a usage error before any test runs
@@ -244,12 +248,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Know which test is running (for the session-scoped factory); clean up after it."""
-    from ._plugin._state import CURRENT_ITEM, finish_item
+    from ._plugin._state import CURRENT_ITEM, RUNNING, finish_item
 
     item.config.stash[CURRENT_ITEM] = item
+    outer, RUNNING[0] = RUNNING[0], item
     try:
         return (yield)
     finally:
+        RUNNING[0] = outer
         item.config.stash[CURRENT_ITEM] = None
         finish_item(item)
 
@@ -287,64 +293,54 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(line)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """With ``--graphflow-record=DIR``, write the test's runs as history files before its
-    fixtures close their stores."""
-    from ._plugin._state import existing_state
+class _RunHooks:
+    """The hooks around each test's call and teardown that only ``--graphflow-record``,
+    ``--graphflow-processes`` and ``--graphflow-report=html:DIR`` need: registered only when
+    one of them is on (a hook costs every test of the session, ours or not)."""
 
-    state = existing_state(item)
-    if state is None or not state.recorded:
-        return
-    from ._plugin._record import record_dir, write_histories
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        """With ``--graphflow-record=DIR``, write the test's runs as history files before its
+        fixtures close their stores."""
+        from ._plugin._state import existing_state
 
-    folder = record_dir(item.config)
-    legs, state.recorded = state.recorded, []
-    if folder is not None and state.record:
-        write_histories(item, legs, folder, state.settings.checkpoint_policy)
+        state = existing_state(item)
+        if state is None or not state.recorded:
+            return
+        from ._plugin._record import record_dir, write_histories
 
+        folder = record_dir(item.config)
+        legs, state.recorded = state.recorded, []
+        if folder is not None and state.record:
+            write_histories(item, legs, folder, state.settings.checkpoint_policy)
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    """With ``--graphflow-processes=N``, replay a passing test's runs in N fresh interpreters.
-    (The wall-clock patch needs no holding per test: it costs about a microsecond per run.)
-    With ``--graphflow-report=html:DIR``, keep the runs the test's checkers found different."""
-    from ._plugin._html_report import html_dir
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        """With ``--graphflow-processes=N``, replay a passing test's runs in N fresh interpreters.
+        (The wall-clock patch needs no holding per test: it costs about a microsecond per run.)
+        With ``--graphflow-report=html:DIR``, keep the runs the test's checkers found different."""
+        from ._plugin._html_report import html_dir
 
-    if html_dir(item.config) is not None:
-        from ._plugin._html_report import PAIRS
-        from ._properties.runs._pairs import watching
+        if html_dir(item.config) is not None:
+            from ._plugin._html_report import PAIRS
+            from ._properties.runs._pairs import watching
 
-        pairs = item.stash.setdefault(PAIRS, [])
-        with watching(pairs.append):
+            pairs = item.stash.setdefault(PAIRS, [])
+            with watching(pairs.append):
+                result = yield
+        elif _GRAPH_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())):
+            return (yield)
+        else:
             result = yield
-    elif _GRAPH_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())):
-        return (yield)
-    else:
-        result = yield
-    # --graphflow-processes=N: the passing test's runs are replayed in N fresh interpreters.
-    from ._plugin._state import existing_state
+        # --graphflow-processes=N: the passing test's runs are replayed in N fresh interpreters.
+        from ._plugin._state import existing_state
 
-    state = existing_state(item)
-    if state is not None and state.processes and state.recorded:
-        from ._plugin._processes import check_runs
+        state = existing_state(item)
+        if state is not None and state.processes and state.recorded:
+            from ._plugin._processes import check_runs
 
-        check_runs(item, list(state.recorded), state.processes)
-    return result
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Any:
-    """Know the scope of the fixture being set up (a session fixture's runtimes are not the
-    running test's)."""
-    from ._plugin._state import FIXTURE_SCOPES
-
-    scopes = request.config.stash.setdefault(FIXTURE_SCOPES, [])
-    scopes.append(fixturedef.scope)
-    try:
-        return (yield)
-    finally:
-        scopes.pop()
+            check_runs(item, list(state.recorded), state.processes)
+        return result
 
 
 @pytest.hookimpl(wrapper=True)
@@ -472,18 +468,19 @@ def store_faults(request: pytest.FixtureRequest) -> FaultyStore:
 
 
 @pytest.fixture
-def graph_runtime(request: pytest.FixtureRequest) -> RecordingRuntime:
+def graph_runtime() -> RecordingRuntime:
     """The deterministic runtime of the test (``store_faults``, ``virtual_clock``,
     ``graph_seed``). In a Hypothesis ``@given`` test use ``graph_runtime_factory`` instead."""
-    from ._plugin._state import runtime_for
+    from ._plugin._state import running_item, runtime_for
 
-    if getattr(request.function, "is_hypothesis_test", False):
+    item = running_item()  # not ``request``: taking it costs pytest ~90 calls a test
+    if getattr(getattr(item, "function", None), "is_hypothesis_test", False):
         pytest.fail(
             "graph_runtime is one runtime per test, but a Hypothesis @given test runs many "
             "examples: they would share its clock, store and runs. Take "
             "graph_runtime_factory instead and call it once per example "
             "(runtime = graph_runtime_factory())", pytrace=False)
-    return _shown(runtime_for(request))
+    return _shown(runtime_for(item))
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,8 @@ __all__ = ["lean_step_events"]
 
 
 def _entry(cls: type[EventBase], fields: dict[str, Any]) -> LazyEvent:
+    """An unbuilt event (the hot path below writes this out: a call per event cost more than
+    the entry itself)."""
     entry = LazyEvent()
     entry.cls = cls
     entry.__dict__ = fields
@@ -43,24 +45,32 @@ def lean_step_events(
     the clock's time now (the general path stamps a step's events when it has saved)."""
     run_id = run.run_id
     now = run.clock.now()
-    out = [
-        _entry(NodeStart, {"node": node, "task_id": task_id, "seq": seq, "run_id": run_id,
-                           "step": step, "time": now}),
-        _entry(NodeEnd, {"node": node, "task_id": task_id,
-                         "patch": jcopy(patch) if patch else patch, "replayed": False,
-                         "attempt": 1, "started_at": started_at, "finished_at": finished_at,
-                         "goto": None, "seq": seq + 1, "run_id": run_id, "step": step,
-                         "time": now}),
-    ]
+    # LazyEvent() runs no Python code (no __init__): each entry is built in place.
+    start = LazyEvent()
+    start.cls = NodeStart
+    start.__dict__ = {"node": node, "task_id": task_id, "seq": seq, "run_id": run_id,
+                      "step": step, "time": now}
+    end = LazyEvent()
+    end.cls = NodeEnd
+    end.__dict__ = {"node": node, "task_id": task_id,
+                    "patch": jcopy(patch) if patch else patch, "replayed": False,
+                    "attempt": 1, "started_at": started_at, "finished_at": finished_at,
+                    "goto": None, "seq": seq + 1, "run_id": run_id, "step": step, "time": now}
+    out = [start, end]
     seq += 2
     for target in targets:
-        out.append(_entry(EdgeTransition, {"node": node, "task_id": task_id, "source": node,
-                                           "target": target, "seq": seq, "run_id": run_id,
-                                           "step": step, "time": now}))
+        edge = LazyEvent()
+        edge.cls = EdgeTransition
+        edge.__dict__ = {"node": node, "task_id": task_id, "source": node, "target": target,
+                         "seq": seq, "run_id": run_id, "step": step, "time": now}
+        out.append(edge)
         seq += 1
     if checkpoint_id is not None:
-        out.append(_entry(CheckpointSaved, {"checkpoint_id": checkpoint_id, "seq": seq,
-                                            "run_id": run_id, "step": step, "time": now}))
+        saved = LazyEvent()
+        saved.cls = CheckpointSaved
+        saved.__dict__ = {"checkpoint_id": checkpoint_id, "seq": seq, "run_id": run_id,
+                          "step": step, "time": now}
+        out.append(saved)
         seq += 1
     if finished:
         out.append(_entry(RunEnd, {"status": "completed", "state": jcopy(state), "seq": seq,

@@ -144,12 +144,31 @@ def _parse_start(value: object, where: str) -> datetime:
     return start if start.tzinfo is not None else start.replace(tzinfo=UTC)
 
 
+_CHAIN_MARKED: Final = pytest.StashKey[bool]()
+
+
+def _marked(item: pytest.Item) -> bool:
+    """Whether a ``graphflow`` marker sits on ``item`` or on a node above it (a module's
+    ``pytestmark``, a class): the item's own markers are looked at every time, what is above
+    once per parent node (``iter_markers`` walks the whole chain for every test)."""
+    for mark in item.own_markers:
+        if mark.name == "graphflow":
+            return True
+    parent = item.parent
+    if parent is None:
+        return False
+    found = parent.stash.get(_CHAIN_MARKED, None)
+    if found is None:
+        found = parent.stash[_CHAIN_MARKED] = parent.get_closest_marker("graphflow") is not None
+    return found
+
+
 def settings_for(item: pytest.Item, session: SessionSettings) -> TestSettings:
     """The settings of ``item`` (computed once, then kept in the item's stash)."""
     cached = item.stash.get(SETTINGS_KEY, None)
     if cached is not None:
         return cached
-    kwargs = marker_kwargs(item)
+    kwargs = marker_kwargs(item) if _marked(item) else {}
     seed: int | None = kwargs.get("seed")
     snapshot = seed is None and not SNAPSHOT_FIXTURES.isdisjoint(
         getattr(item, "fixturenames", ()))

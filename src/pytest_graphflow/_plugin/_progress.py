@@ -68,7 +68,8 @@ def _on_a_terminal(reporter: Any) -> bool:
 
 class ProgressPrinter:
     """Prints the progress of checks run by a test (registered as a plugin; what it prints is
-    decided at the first test, once pytest's terminal reporter exists).
+    decided at the first test, once pytest's terminal reporter exists; printing nothing, it
+    unregisters itself then, so that no later test pays for its hook).
 
     A test's output is captured while it runs (the terminal's file descriptor then points at
     the capture), so every write, and the terminal check, happens with capturing suspended,
@@ -109,7 +110,9 @@ class ProgressPrinter:
             with self._uncaptured():
                 self._mode = progress_mode(self._config)
             self._reporter = self._config.pluginmanager.get_plugin("terminalreporter")
-        if self._mode == "none":
+        if self._mode == "none":  # for the whole session: no hook around later tests
+            if self._config.pluginmanager.is_registered(self):
+                self._config.pluginmanager.unregister(self)
             return (yield)
         with watching_progress(self):
             try:

@@ -1,14 +1,16 @@
 """What the plugin keeps per session and per test, and the objects its fixtures build.
 
-Per session (``config.stash``): the :class:`SessionSettings`, the test being run and the
-scopes of the fixtures being set up (so the session-scoped runtime factory knows whose seed
-to use and who owns what it makes). Per test
+Per session (``config.stash``): the :class:`SessionSettings` and the test being run (so the
+session-scoped runtime factory knows whose seed to use and who owns what it makes; whether
+it is called from a wider fixture's setup is looked up only then, see
+:func:`setting_up_wider_fixture`). Per test
 (``item.stash``): an :class:`ItemState` with the test's settings and the runs its runtimes
 performed, which the failure report draws from.
 """
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,16 +30,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CURRENT_ITEM",
-    "FIXTURE_SCOPES",
     "PARTS",
+    "RUNNING",
     "SESSION",
     "ItemState",
     "build_factory",
     "clock_for",
     "faults_for",
     "finish_item",
+    "fixture_value",
     "item_state",
     "parts_overridden",
+    "running_item",
     "runtime_for",
     "session_factory",
     "store_for",
@@ -45,7 +49,6 @@ __all__ = [
 
 SESSION: Final = pytest.StashKey[SessionSettings]()
 CURRENT_ITEM: Final = pytest.StashKey["pytest.Item | None"]()
-FIXTURE_SCOPES: Final = pytest.StashKey[list[str]]()  # scopes of fixtures being set up
 ITEM_STATE: Final = pytest.StashKey["ItemState"]()
 
 _KEEP_RUNS: Final = 8  # the report shows every leg a test ran, up to this many
@@ -141,33 +144,56 @@ def finish_item(item: pytest.Item) -> None:
 
 # ------------------------------------------------------------------------ fixture bodies
 #
-# ``graph_runtime`` takes only ``request`` and builds its parts (clock, store, FaultyStore)
-# here, once per test, in the test's ItemState: asking pytest for five fixtures cost more
-# than a small test's run. The part fixtures hand out the same objects. A conftest that
-# overrides one of the parts (its own ``checkpoint_store``, say) is honoured: the parts are
-# then asked of pytest, as fixtures depending on each other (see ``parts_overridden``).
+# ``graph_runtime`` takes no argument (a fixture taking ``request`` costs pytest about 90
+# Python calls per test: it builds the ``request`` fixture's definition twice) and builds its
+# parts (clock, store, FaultyStore) here, once per test, in the running test's ItemState:
+# asking pytest for five fixtures cost more than a small test's run. The part fixtures hand
+# out the same objects. A conftest that overrides one of the parts (its own
+# ``checkpoint_store``, say) is honoured: the parts are then asked of pytest, as fixtures
+# depending on each other (see ``parts_overridden``).
 
 PARTS: Final = ("checkpoint_store", "virtual_clock", "store_faults", "graph_seed")
 _PART_SET: Final = frozenset(PARTS)
 _OVERRIDDEN: Final = pytest.StashKey["dict[Any, bool]"]()
 _FACTORY: Final = pytest.StashKey["GraphRuntimeFactory"]()
 
+RUNNING: list[pytest.Item | None] = [None]
+"""The test whose protocol runs (set around each test by the plugin's
+``pytest_runtest_protocol``, the outer one restored after a nested session's test)."""
 
-def parts_overridden(request: pytest.FixtureRequest) -> bool:
+
+def running_item() -> pytest.Item:
+    """The test being run (``graph_runtime`` takes no ``request``)."""
+    item = RUNNING[0]
+    if item is None:
+        raise RuntimeError(
+            "graph_runtime was set up outside a running test (no pytest_runtest_protocol is "
+            "running); take graph_runtime_factory and call it instead")
+    return item
+
+
+def fixture_value(item: pytest.Item, name: str) -> Any:
+    """The value of the fixture ``name`` for ``item``, asked of pytest during its setup."""
+    request: Any = getattr(item, "_request", None)
+    if request is None:  # pragma: no cover - every pytest Function has one
+        raise RuntimeError(f"{item.nodeid}: pytest gives no fixture {name!r} to this item")
+    return request.getfixturevalue(name)
+
+
+def parts_overridden(item: pytest.Item) -> bool:
     """Whether a conftest, module or class overrides one of ``graph_runtime``'s parts for
     this test (or the test parametrizes one directly): then the parts are asked of pytest.
     Read once per module or class."""
-    node = request.node
-    callspec = getattr(node, "callspec", None)
+    callspec = getattr(item, "callspec", None)
     if callspec is not None and not _PART_SET.isdisjoint(callspec.params):
         return True
-    seen = request.config.stash.setdefault(_OVERRIDDEN, {})
-    parent = node.parent
+    seen = item.config.stash.setdefault(_OVERRIDDEN, {})
+    parent = item.parent
     found = seen.get(parent)
     if found is None:
-        manager: Any = getattr(request, "_fixturemanager", None)
+        manager: Any = getattr(item.session, "_fixturemanager", None)
         try:
-            found = any(len(manager.getfixturedefs(name, node) or ()) > 1 for name in PARTS)
+            found = any(len(manager.getfixturedefs(name, item) or ()) > 1 for name in PARTS)
         except Exception:  # pragma: no cover - another pytest: take the safe road
             found = True
         seen[parent] = found
@@ -190,10 +216,10 @@ def _clock(state: ItemState) -> VirtualClock:
 def store_for(request: pytest.FixtureRequest) -> CheckpointStore:
     """The test's checkpoint store (one per test): in memory, SQLite in ``tmp_path`` or
     PostgreSQL on a schema of its own; closed (the schema dropped) when the test ends."""
-    return _store(item_state(request.node), request)
+    return _store(item_state(request.node), request.node)
 
 
-def _store(state: ItemState, request: pytest.FixtureRequest) -> CheckpointStore:
+def _store(state: ItemState, item: pytest.Item) -> CheckpointStore:
     if state.store is not None:
         return state.store
     kind = state.settings.store
@@ -201,7 +227,7 @@ def _store(state: ItemState, request: pytest.FixtureRequest) -> CheckpointStore:
     if kind == "postgres":
         from ._runtime import open_test_postgres_store
 
-        postgres = open_test_postgres_store(request.config.stash[SESSION].postgres_dsn)
+        postgres = open_test_postgres_store(item.config.stash[SESSION].postgres_dsn)
 
         def drop() -> None:
             try:
@@ -214,7 +240,7 @@ def _store(state: ItemState, request: pytest.FixtureRequest) -> CheckpointStore:
     elif kind == "sqlite":
         from .._stores.sqlite._store import SQLiteCheckpointStore
 
-        tmp_path: Path = request.getfixturevalue("tmp_path")
+        tmp_path: Path = fixture_value(item, "tmp_path")
         # A throwaway file: no fsync (a test never survives a power loss anyway).
         sqlite = SQLiteCheckpointStore(tmp_path / "graphflow.db", synchronous="off")
         state.closers.append(sqlite.close)
@@ -229,38 +255,39 @@ def _store(state: ItemState, request: pytest.FixtureRequest) -> CheckpointStore:
 
 def faults_for(request: pytest.FixtureRequest) -> FaultyStore:
     """The test's :class:`FaultyStore` over its store, on its clock (one per test)."""
-    return _faults(item_state(request.node), request, parts_overridden(request))
+    item = request.node
+    return _faults(item_state(item), item, parts_overridden(item))
 
 
-def _faults(state: ItemState, request: pytest.FixtureRequest, overridden: bool) -> FaultyStore:
+def _faults(state: ItemState, item: pytest.Item, overridden: bool) -> FaultyStore:
     if state.faults is None:
         from .._stores.faults._store import FaultyStore
 
         if overridden:
-            store: CheckpointStore = request.getfixturevalue("checkpoint_store")
-            clock: VirtualClock = request.getfixturevalue("virtual_clock")
+            store: CheckpointStore = fixture_value(item, "checkpoint_store")
+            clock: VirtualClock = fixture_value(item, "virtual_clock")
         else:
-            store, clock = _store(state, request), _clock(state)
+            store, clock = _store(state, item), _clock(state)
         state.faults = FaultyStore(store, clock=clock)
     return state.faults
 
 
-def runtime_for(request: pytest.FixtureRequest) -> RecordingRuntime:
+def runtime_for(item: pytest.Item) -> RecordingRuntime:
     """The ``graph_runtime`` fixture's runtime: the test's store faults, clock and seed."""
     from ._runtime import RecordingRuntime
 
-    state = item_state(request.node)
-    if parts_overridden(request):
-        store: FaultyStore = request.getfixturevalue("store_faults")
-        clock: VirtualClock = request.getfixturevalue("virtual_clock")
-        seed: int = request.getfixturevalue("graph_seed")
+    state = item_state(item)
+    if parts_overridden(item):
+        store: FaultyStore = fixture_value(item, "store_faults")
+        clock: VirtualClock = fixture_value(item, "virtual_clock")
+        seed: int = fixture_value(item, "graph_seed")
     else:
-        store, clock, seed = _faults(state, request, False), _clock(state), state.settings.seed
+        store, clock, seed = _faults(state, item, False), _clock(state), state.settings.seed
     runtime = RecordingRuntime(
         store, clock=clock, seed=seed, checkpoint_policy=state.settings.checkpoint_policy,
         observer=state.observe,
     )
-    runtime.factory = session_factory(request.config)
+    runtime.factory = session_factory(item.config)
     return runtime
 
 
@@ -312,10 +339,40 @@ def build_factory(
             seed, and its stores stay open until the session ends.
             """
             item = config.stash.get(CURRENT_ITEM, None)
-            scopes = config.stash.get(FIXTURE_SCOPES, None)
-            if item is None or (scopes and scopes[-1] != "function"):
+            if item is None or setting_up_wider_fixture():
                 return None
             return item_state(item)
 
     return PluginFactory(sqlite_dir=lambda: tmp_path_factory.mktemp("graphflow-store"),
                          postgres_dsn=config.stash[SESSION].postgres_dsn)
+
+
+def _fixture_call_code() -> Any:
+    """The code of pytest's ``call_fixture_func`` (every fixture function runs under it), or
+    ``None`` in a pytest without it."""
+    from _pytest import fixtures
+
+    call = getattr(fixtures, "call_fixture_func", None)
+    return getattr(call, "__code__", None)
+
+
+_CALL_FIXTURE: Final = _fixture_call_code()
+
+
+def setting_up_wider_fixture() -> bool:
+    """Whether the caller runs inside the setup of a fixture wider than a function's (the
+    innermost fixture being set up is session-, package-, module- or class-scoped): its
+    runtimes then belong to the session, not to the running test.
+
+    Looked up on the stack when the factory is called (no hook around every fixture's setup
+    of every test: that cost about a dozen Python calls per fixture, ours or not).
+    """
+    if _CALL_FIXTURE is None:  # pragma: no cover - another pytest: the test owns it
+        return False
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is _CALL_FIXTURE:
+            request = frame.f_locals.get("request")
+            return getattr(request, "scope", "function") != "function"
+        frame = frame.f_back  # type: ignore[assignment]
+    return False

@@ -8,12 +8,12 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
 
-from ..._time._clock import Clock
+from ..._time._clock import Clock, VirtualClock
 from ...errors import SimulatedCrash
 from .._protocol import CheckpointStore
 from ._faults import (
@@ -29,48 +29,50 @@ from ._faults import (
     tally,
 )
 
-__all__ = ["FaultyCalls", "LoggedCall"]
+__all__ = ["FaultyCalls", "LoggedCall", "as_record", "record_of"]
 
 
-class LoggedCall:
-    """A call logged on the fast path (no rules, store alive): its arguments are summarised
-    and its :class:`StoreCall` built only when the log is read (most tests never read it)."""
+LoggedCall = list[Any]
+"""A call logged on the fast path (no rules, store alive): a plain list
+``[op, args, kwargs, summary, when, outcome, error]`` (building it costs no Python call);
+its arguments are summarised and its :class:`StoreCall` built only when the log is read
+(most tests never read it). ``when`` is ``None`` (no virtual clock), the call's time, or
+``(clock, nanoseconds)`` of a plain :class:`VirtualClock`, turned into the time on reading."""
 
-    __slots__ = ("args", "error", "index", "kwargs", "op", "outcome", "summary", "time")
+OP, ARGS, KWARGS, SUMMARY, WHEN, OUTCOME, ERROR = range(7)
 
-    def __init__(self, index: int, op: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-                 summary: Summary, time: datetime | None) -> None:
-        self.index = index
-        self.op = op
-        self.args = args
-        self.kwargs = kwargs
-        self.summary = summary
-        self.time = time
-        self.outcome: Outcome = "pending"
-        self.error: BaseException | None = None
 
-    def record(self) -> StoreCall:
-        """The :class:`StoreCall` this entry stands for."""
-        return StoreCall(self.index, self.op, summary_of(self.summary, self.args, self.kwargs),
-                         self.outcome,
-                         error=None if self.error is None else repr(self.error),
-                         time=self.time)
+def _time_of(when: Any) -> datetime | None:
+    """The time of a logged call's ``when``: what the clock's ``now()`` said then."""
+    if type(when) is tuple:
+        clock, ns = when
+        time: datetime = clock.start + timedelta(microseconds=ns // 1000)  # its now()
+        return time
+    return when  # type: ignore[no-any-return]
+
+
+def record_of(index: int, entry: list[Any]) -> StoreCall:
+    """The :class:`StoreCall` a fast-path entry at position ``index`` stands for."""
+    error = entry[ERROR]
+    return StoreCall(index, entry[OP], summary_of(entry[SUMMARY], entry[ARGS], entry[KWARGS]),
+                     entry[OUTCOME], error=None if error is None else repr(error),
+                     time=_time_of(entry[WHEN]))
 
 
 Summary = str | Callable[[], str] | None
 """A call's argument summary: given, made on demand, or ``None`` (made from the arguments)."""
 
 
-def summary_of(summary: Summary, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+def summary_of(summary: Summary, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> str:
     """The summary text of a call."""
     if summary is None:
-        return _summarize(args, kwargs)
+        return _summarize(args, kwargs or {})
     return summary if isinstance(summary, str) else summary()
 
 
-def as_record(call: StoreCall | LoggedCall) -> StoreCall:
-    """The :class:`StoreCall` of a log entry."""
-    return call if type(call) is StoreCall else call.record()  # type: ignore[union-attr]
+def as_record(index: int, call: StoreCall | list[Any]) -> StoreCall:
+    """The :class:`StoreCall` of the log entry at position ``index``."""
+    return call if type(call) is StoreCall else record_of(index, call)  # type: ignore[arg-type]
 
 
 class FaultyCalls:
@@ -79,8 +81,9 @@ class FaultyCalls:
 
     _inner: CheckpointStore
     _clock: Clock | None
+    _vclock: VirtualClock | None  # _clock when it is exactly a VirtualClock
     _rules: list[FaultRule]
-    _calls: list[StoreCall | LoggedCall]
+    _calls: list[StoreCall | list[Any]]
     _saves: list[str]
     _crash: StoreCall | None
 
@@ -95,6 +98,10 @@ class FaultyCalls:
                 ops.add(name)
         return ops
 
+    def _set_clock(self, clock: Clock | None) -> None:
+        self._clock = clock
+        self._vclock = clock if type(clock) is VirtualClock else None
+
     def _now(self) -> datetime | None:
         clock = self._clock
         return clock.now() if clock is not None and getattr(clock, "virtual", False) else None
@@ -105,7 +112,7 @@ class FaultyCalls:
         # A copy with the outcome filled in (what ``dataclasses.replace`` does, without its
         # per-field work: this runs twice per store call of every test run).
         done = object.__new__(StoreCall)
-        fields = dict(as_record(self._calls[index]).__dict__)
+        fields = dict(as_record(index, self._calls[index]).__dict__)
         fields["outcome"] = outcome
         fields["error"] = None if error is None else repr(error)
         fields.update(more)
@@ -139,27 +146,26 @@ class FaultyCalls:
         watch: Mapping[str, tuple[tuple[Any, ...], ...]] | None = None,
     ) -> Any:
         if not self._rules and self._crash is None:
-            # The fast path (no rule to consult: logged, passed on, its outcome noted),
-            # written out here: it runs for every store call of every test's runs.
-            calls = self._calls
-            clock = self._clock
-            call = LoggedCall(len(calls), op, args, kwargs, summary,
-                              clock.now() if clock is not None and getattr(clock, "virtual", False)
-                              else None)
-            calls.append(call)
+            # The fast path (no rule to consult: logged as a plain list, passed on, its
+            # outcome noted), written out here: it runs for every store call of every test.
+            clock = self._vclock
+            when = (clock, clock._ns) if clock is not None else self._now()
+            call: list[Any] = [op, args, kwargs, summary, when, "pending", None]
+            self._calls.append(call)
             try:
                 result = await fn(*args, **kwargs)
             except Exception as exc:
-                call.outcome, call.error = "failed", exc
+                call[OUTCOME], call[ERROR] = "failed", exc
                 raise
             except BaseException as exc:
-                call.outcome, call.error = _pending_outcome(exc), exc
+                call[OUTCOME], call[ERROR] = _pending_outcome(exc), exc
                 raise
             if op == "save" or op == "commit":
                 self._note_saves(op, args, kwargs)
             if self._crash is not None:  # a rule added meanwhile crashed the store
-                raise self._dead(call.index, op, as_record(call).args)
-            call.outcome = "ok"
+                index = next(i for i, c in enumerate(self._calls) if c is call)
+                raise self._dead(index, op, as_record(index, call).args)
+            call[OUTCOME] = "ok"
             return result
         index = len(self._calls)
         text = summary_of(summary, args, kwargs)
@@ -171,7 +177,7 @@ class FaultyCalls:
                                   if self._fires(rule, op, args, kwargs, watch))
             return await self._run(index, op, text, fn, args, kwargs, wait, decider)
         except BaseException as exc:
-            if as_record(self._calls[index]).outcome == "pending":
+            if as_record(index, self._calls[index]).outcome == "pending":
                 # Cancelled while waiting, or a rule's own ``when`` predicate raised.
                 self._finish(index, _pending_outcome(exc), exc)
             raise
@@ -198,7 +204,7 @@ class FaultyCalls:
         decider: FaultRule | None,
     ) -> Any:
         if wait:
-            self._calls[index] = replace(as_record(self._calls[index]), delay=wait)
+            self._calls[index] = replace(as_record(index, self._calls[index]), delay=wait)
             if self._clock is not None:
                 await self._clock.sleep(wait)
             else:
@@ -237,5 +243,5 @@ class FaultyCalls:
                             recover="Recover with a fresh runtime over the inner store "
                                     "(FaultyStore.inner).")
         self._finish(index, "crashed", crash, injected=True)
-        self._crash = as_record(self._calls[index])
+        self._crash = as_record(index, self._calls[index])
         return crash

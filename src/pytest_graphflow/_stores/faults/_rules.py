@@ -30,7 +30,7 @@ class FaultyRules(FaultyCalls):
         time; a clock given to the constructor wins unless ``replace=True``.
         """
         if self._clock is None or replace:
-            self._clock = clock
+            self._set_clock(clock)
 
     def add_fault(self, fault: Fault) -> Self:
         """Add a rule described by ``fault``.

@@ -23,7 +23,7 @@ from ...errors import InvalidArgument
 from .._features import StoreFeatures, features_of
 from .._memory import InMemoryCheckpointStore
 from .._protocol import CheckpointStore, checks_fencing
-from ._calls import LoggedCall, as_record
+from ._calls import ERROR, OUTCOME, LoggedCall, as_record, record_of
 from ._faults import PROTOCOL_OPS, Fault, FaultRule, StoreCall
 from ._rules import FaultyRules
 
@@ -72,7 +72,8 @@ class FaultyStore(FaultyRules):
                 f"{missing}"
             )
         self._inner = inner
-        self._clock = clock
+        self._set_clock(clock)
+        self._memory = cls is InMemoryCheckpointStore  # adopt_fields may store directly
         self._rules: list[FaultRule] = []
         self._calls: list[StoreCall | LoggedCall] = []
         self._saves: list[str] = []
@@ -84,7 +85,10 @@ class FaultyStore(FaultyRules):
     def supports_fencing(self) -> bool:
         """Whether the wrapped store checks fencing tokens (its class says so and its
         ``save`` takes ``fence=``); fenced saves and commits are then passed on."""
-        return checks_fencing(self._inner)
+        found: bool | None = self.__dict__.get("_fencing")
+        if found is None:
+            found = self._wrapped()[1]
+        return found
 
     def _check_key(self, names: frozenset[str]) -> tuple[Any, ...] | None:
         """What ``check_store``'s verdict on this wrapper depends on: the inner store's
@@ -99,17 +103,36 @@ class FaultyStore(FaultyRules):
     @property
     def features(self) -> StoreFeatures:
         """The wrapped store's features, except that :meth:`list` takes no page arguments,
-        the wrapper binds a clock and logs its calls, and its rules may read ``visited``
-        (read once: a store's features do not change while it lives)."""
+        the wrapper binds a clock and logs its calls, its rules may read ``visited``, and
+        every save goes through it (no ``step_sink``) (read once: a store's features do
+        not change while it lives)."""
         found: StoreFeatures | None = self.__dict__.get("_features")
         if found is None:
-            inner = features_of(self._inner)
-            found = _WRAPPED.get(inner)
-            if found is None:
-                found = _WRAPPED[inner] = replace(
-                    inner, history_pages=False, clock_binding=True, call_log=True,
-                    visited_snapshots=False)
-            self.__dict__["_features"] = found
+            found = self._wrapped()[0]
+        return found
+
+    def _wrapped(self) -> tuple[StoreFeatures, bool]:
+        """This wrapper's features and whether the inner store checks fencing, worked out
+        once per inner store class when the class decides them (it declares its features and
+        the instance overrides neither them, ``save`` nor ``supports_fencing``): every test
+        makes a ``FaultyStore``."""
+        inner = self._inner
+        cls = type(inner)
+        own = getattr(inner, "__dict__", _OVERRIDES)
+        shared = (_OVERRIDES.isdisjoint(own)
+                  and isinstance(cls.__dict__.get("features"), StoreFeatures))
+        found = _BY_CLASS.get(cls) if shared else None
+        if found is None:
+            features = features_of(inner)
+            wrapped = _WRAPPED.get(features)
+            if wrapped is None:
+                wrapped = _WRAPPED[features] = replace(
+                    features, history_pages=False, clock_binding=True, call_log=True,
+                    visited_snapshots=False, step_sink=False)
+            found = (wrapped, checks_fencing(inner))
+            if shared:
+                _BY_CLASS[cls] = found
+        self.__dict__["_features"], self.__dict__["_fencing"] = found
         return found
 
     @property
@@ -139,7 +162,7 @@ class FaultyStore(FaultyRules):
         for i in range(max(start, 0), len(log)):
             call = log[i]
             if type(call) is not StoreCall:
-                record = as_record(call)
+                record = record_of(i, call)  # type: ignore[arg-type]
                 if record.outcome != "pending":  # final: keep the record, not the entry
                     log[i] = record
                 call = record
@@ -179,7 +202,8 @@ class FaultyStore(FaultyRules):
 
     def format_calls(self) -> str:
         """The call log as text, one call per line (for failure reports)."""
-        return "\n".join(str(as_record(call)) for call in self._calls) or "(no store calls)"
+        return "\n".join(str(as_record(i, call)) for i, call in enumerate(self._calls)) or (
+            "(no store calls)")
 
     def __repr__(self) -> str:
         state = " dead" if self._crash is not None else ""
@@ -211,20 +235,19 @@ class FaultyStore(FaultyRules):
         no crash, store a checkpoint given as its fields, logged as a ``save`` call like any
         other. Returns ``False`` (nothing done) when the save must go through :meth:`save`.
         """
-        inner = self._inner
-        if self._rules or self._crash is not None or type(inner) is not InMemoryCheckpointStore:
+        if self._rules or self._crash is not None or not self._memory:
             return False
-        call = LoggedCall(len(self._calls), "save", (), {},
-                          lambda: f"{fields['id']} of run {fields['run_id']}",
-                          self._now())
+        clock = self._vclock
+        call: list[Any] = ["save", (), None, lambda: f"{fields['id']} of run {fields['run_id']}",
+                (clock, clock._ns) if clock is not None else self._now(), "pending", None]
         self._calls.append(call)
         try:
-            inner.adopt_fields(fields, fence)
+            self._inner.adopt_fields(fields, fence)  # type: ignore[attr-defined]
         except Exception as exc:
-            call.outcome, call.error = "failed", exc
+            call[OUTCOME], call[ERROR] = "failed", exc
             raise
         self._saves.append(fields["id"])
-        call.outcome = "ok"
+        call[OUTCOME] = "ok"
         return True
 
     async def commit(
@@ -306,12 +329,12 @@ class FaultyStore(FaultyRules):
     def __getattr__(self, name: str) -> Any:
         # Only reached for names the wrapper lacks: forward them to the inner store.
         inner = self.__dict__.get("_inner")
-        if inner is None or name.startswith("__"):
+        if inner is None or name[:2] == "__":
             raise AttributeError(name)
         value = getattr(inner, name)
-        if name.startswith("_") or not _is_async(inner, name, value):
+        if name[0] == "_" or not _is_async(inner, name, value):
             return value
-        method = cast("Callable[..., Awaitable[Any]]", value)
+        method: Callable[..., Awaitable[Any]] = value
 
         async def forwarded(*args: Any, **kwargs: Any) -> Any:
             return await self._call(name, method, args, kwargs)
@@ -331,6 +354,12 @@ _PROTOCOL = frozenset(PROTOCOL_OPS)
 _WRAPPED: dict[StoreFeatures, StoreFeatures] = {}
 """A wrapper's features by its inner store's (each test makes a ``FaultyStore``)."""
 
+_OVERRIDES = frozenset({"features", "save", "supports_fencing"})
+"""What an inner store instance may carry that changes its features or fencing."""
+
+_BY_CLASS: dict[type, tuple[StoreFeatures, bool]] = {}
+"""A wrapper's features and fencing by its inner store's class (see ``_wrapped``)."""
+
 _ASYNC: dict[tuple[type, str], bool] = {}
 
 
@@ -338,13 +367,16 @@ def _is_async(inner: Any, name: str, value: Any) -> bool:
     """Whether ``value``, the attribute ``name`` of the store ``inner``, is a coroutine
     function: a method of the store's class is looked at once per class (``inspect`` costs
     more than the rest of forwarding it); anything else (an attribute of the instance, one
-    set on it) every time."""
-    cls = type(inner)
-    if name in getattr(inner, "__dict__", ()) or not isinstance(getattr(cls, name, None),
+    set on it) every time, unless it is not callable at all (a setting such as
+    ``claim_ttl``)."""
+    key = (type(inner), name)
+    found = _ASYNC.get(key)
+    if found is not None and name not in getattr(inner, "__dict__", ()):
+        return found
+    if not callable(value):
+        return False
+    if name in getattr(inner, "__dict__", ()) or not isinstance(getattr(key[0], name, None),
                                                                  FunctionType):
         return inspect.iscoroutinefunction(value)
-    key = (cls, name)
-    found = _ASYNC.get(key)
-    if found is None:
-        found = _ASYNC[key] = inspect.iscoroutinefunction(value)
+    found = _ASYNC[key] = inspect.iscoroutinefunction(value)
     return found
