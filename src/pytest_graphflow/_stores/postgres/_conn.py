@@ -136,6 +136,15 @@ class _SyncCursor:
         return self._cur.fetchall()
 
 
+_Hot = tuple["psycopg.AsyncConnection[Any]", "psycopg.AsyncCursor[Any]"]
+
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+
+_HOT_USES = 10_000
+"""Operations the hot connection serves before it goes back to the pool once (where the
+pool's lifetime and health rules apply to it as to the others)."""
+
+
 class PgConnections:
     """The store's connections: one async pool (once opened) and a sync connection per thread.
 
@@ -153,6 +162,8 @@ class PgConnections:
         self._sync: list[psycopg.Connection[Any]] = []
         self._pool: AsyncConnectionPool | None = None
         self._pool_loop: asyncio.AbstractEventLoop | None = None
+        self._hot: _Hot | None = None
+        self._hot_uses = 0
         self.closed = False
 
     @property
@@ -197,10 +208,12 @@ class PgConnections:
     async def tx(self) -> AsyncIterator[Cursor]:
         """One transaction: committed when the block ends, rolled back when it raises."""
         if self._on_pool_loop():
-            assert self._pool is not None
-            async with self._pool.connection() as aconn, aconn.transaction(), \
-                    aconn.cursor() as acur:
-                yield acur
+            aconn, acur = await self._take()
+            try:
+                async with aconn.transaction():
+                    yield acur
+            finally:
+                await self._give_back(aconn, acur)
             return
         conn = self.sync_connection()
         with conn.transaction(), conn.cursor() as cur:
@@ -211,12 +224,50 @@ class PgConnections:
         """A cursor for one statement, which is its own transaction (one round trip, where a
         ``BEGIN``/``COMMIT`` pair would cost two more)."""
         if self._on_pool_loop():
-            assert self._pool is not None
-            async with self._pool.connection() as aconn, aconn.cursor() as acur:
+            aconn, acur = await self._take()
+            try:
                 yield acur
+            finally:
+                await self._give_back(aconn, acur)
             return
         with self.sync_connection().cursor() as cur:
             yield _SyncCursor(cur)
+
+    async def _take(self) -> _Hot:
+        """A connection of the pool and a cursor on it: the hot one when no other operation
+        of the loop has it (no pool checkout: its lock, bookkeeping and logging cost more
+        than a step's own Python), else one checked out of the pool."""
+        hot = self._hot
+        if hot is not None:
+            self._hot = None
+            return hot
+        assert self._pool is not None
+        aconn = await self._pool.getconn()
+        return aconn, aconn.cursor()
+
+    async def _give_back(self, aconn: psycopg.AsyncConnection[Any],
+                         acur: psycopg.AsyncCursor[Any]) -> None:
+        """Keep the connection as the hot one when it is idle and the slot is free; anything
+        else (a second connection, one left in a transaction or broken by a failure or a
+        cancellation, or one kept for :data:`_HOT_USES` operations) goes back to the pool,
+        whose checks and reset apply as for any connection."""
+        self._hot_uses += 1
+        if (self._hot is None and self._pool is not None and not aconn.closed
+                and aconn.pgconn.transaction_status == _IDLE and self._hot_uses < _HOT_USES):
+            self._hot = (aconn, acur)
+            return
+        if self._hot is None:
+            self._hot_uses = 0
+        pool = self._pool
+        if pool is None:  # closed meanwhile
+            await aconn.close()
+        else:
+            await pool.putconn(aconn)
+
+    async def _drop_hot(self, pool: AsyncConnectionPool) -> None:
+        hot, self._hot = self._hot, None
+        if hot is not None:
+            await pool.putconn(hot[0])
 
     async def sync_tx(self, op: Callable[..., Awaitable[T]], *args: Any) -> T:
         """``await op(cursor, *args)`` in one transaction on this thread's sync connection."""
@@ -228,8 +279,13 @@ class PgConnections:
         """Close the pool (on its loop) and every sync connection."""
         pool, self._pool = self._pool, None
         if pool is not None:
+            await self._drop_hot(pool)
             await pool.close()
         self.close()
+
+    async def _shut(self, pool: AsyncConnectionPool) -> None:
+        await self._drop_hot(pool)
+        await pool.close()
 
     def close(self) -> None:
         """Close the sync connections; a pool still open is closed where possible."""
@@ -238,9 +294,9 @@ class PgConnections:
         loop, self._pool_loop = self._pool_loop, None
         if pool is not None and loop is not None:
             if loop.is_running():
-                loop.create_task(pool.close())
+                loop.create_task(self._shut(pool))
             elif not loop.is_closed():
-                loop.run_until_complete(pool.close())
+                loop.run_until_complete(self._shut(pool))
         for conn in self._sync:
             conn.close()
         self._sync.clear()
