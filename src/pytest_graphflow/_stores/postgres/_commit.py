@@ -145,8 +145,8 @@ class PgCommits:
     supports_fencing = True
     """``save`` takes ``fence=(thread_id, token)`` and the store has ``commit``."""
 
-    def _tx(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
-        raise NotImplementedError
+    def _tx(self, *, pipeline: bool = False) -> AbstractAsyncContextManager[Cursor]:
+        raise NotImplementedError  # pragma: no cover - the store's
 
     def _one(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
         raise NotImplementedError

@@ -23,7 +23,7 @@ import asyncio
 import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any, Protocol, TypeVar, cast
 
 import psycopg
@@ -145,6 +145,50 @@ _HOT_USES = 10_000
 pool's lifetime and health rules apply to it as to the others)."""
 
 
+# In pipeline mode, BEGIN and COMMIT are sent as statements: psycopg's transaction() waits
+# for the server at BEGIN (one more round trip) to learn the transaction's state.
+_BEGIN, _COMMIT, _ROLLBACK = b"BEGIN", b"COMMIT", b"ROLLBACK"
+_OPEN = (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR)
+
+
+@asynccontextmanager
+async def _apipelined(aconn: psycopg.AsyncConnection[Any],
+                      acur: psycopg.AsyncCursor[Any]) -> AsyncIterator[Cursor]:
+    """A transaction in pipeline mode on an async connection (see ``PgConnections.tx``)."""
+    try:
+        async with aconn.pipeline():
+            await aconn.execute(_BEGIN)
+            try:
+                yield acur
+            except BaseException:
+                with suppress(psycopg.Error):  # an aborted pipeline: rolled back below
+                    await aconn.execute(_ROLLBACK)
+                raise
+            await aconn.execute(_COMMIT)
+    finally:
+        if aconn.pgconn.transaction_status in _OPEN and not aconn.closed:
+            await aconn.execute(_ROLLBACK)
+
+
+@asynccontextmanager
+async def _pipelined(conn: psycopg.Connection[Any],
+                     cur: psycopg.Cursor[Any]) -> AsyncIterator[Cursor]:
+    """A transaction in pipeline mode on a sync connection (see ``PgConnections.tx``)."""
+    try:
+        with conn.pipeline():
+            conn.execute(_BEGIN)
+            try:
+                yield _SyncCursor(cur)
+            except BaseException:
+                with suppress(psycopg.Error):  # an aborted pipeline: rolled back below
+                    conn.execute(_ROLLBACK)
+                raise
+            conn.execute(_COMMIT)
+    finally:
+        if conn.pgconn.transaction_status in _OPEN and not conn.closed:
+            conn.execute(_ROLLBACK)
+
+
 class PgConnections:
     """The store's connections: one async pool (once opened) and a sync connection per thread.
 
@@ -205,17 +249,31 @@ class PgConnections:
             return False
 
     @asynccontextmanager
-    async def tx(self) -> AsyncIterator[Cursor]:
-        """One transaction: committed when the block ends, rolled back when it raises."""
+    async def tx(self, *, pipeline: bool = False) -> AsyncIterator[Cursor]:
+        """One transaction: committed when the block ends, rolled back when it raises.
+
+        With ``pipeline=True`` the statements go in libpq's pipeline mode: ``BEGIN`` and the
+        statements up to the first read of a result travel in one round trip, the rest and
+        ``COMMIT`` (or ``ROLLBACK``) in one more. A statement's ``rowcount`` is known once
+        the block has ended.
+        """
         if self._on_pool_loop():
             aconn, acur = await self._take()
             try:
-                async with aconn.transaction():
-                    yield acur
+                if pipeline:
+                    async with _apipelined(aconn, acur) as cur:
+                        yield cur
+                else:
+                    async with aconn.transaction():
+                        yield acur
             finally:
                 await self._give_back(aconn, acur)
             return
         conn = self.sync_connection()
+        if pipeline:  # the cursor stays open: its rowcount is read after the block
+            async with _pipelined(conn, conn.cursor()) as sync_cur:
+                yield sync_cur
+            return
         with conn.transaction(), conn.cursor() as cur:
             yield _SyncCursor(cur)
 
