@@ -288,8 +288,13 @@ class PgConnections:
             finally:
                 await self._give_back(aconn, acur)
             return
-        with self.sync_connection().cursor() as cur:
-            yield _SyncCursor(cur)
+        conn = self.sync_connection()
+        # This thread's spare cursor (its dumpers already looked up), taken while in use.
+        cur: _SyncCursor | None = self._local.__dict__.pop("cur", None)
+        if cur is None or cur._cur.connection is not conn or cur._cur.closed:
+            cur = _SyncCursor(conn.cursor())
+        yield cur
+        self._local.cur = cur
 
     async def _take(self) -> _Hot:
         """A connection of the pool and a cursor on it: the hot one when no other operation
