@@ -24,7 +24,7 @@ from .. import _claims as rules
 from .._args import check_commit, check_nesting
 from .._protocol import Fence
 from .._wire import dumped_row, event_row
-from ._conn import Cursor
+from ._conn import Cursor, PgConnections
 
 __all__ = ["EVENTS", "NODE_IDS", "PgCommits", "event_params"]
 
@@ -151,6 +151,8 @@ class PgCommits:
     def _one(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
         raise NotImplementedError
 
+    _pg: PgConnections
+
     _UPSERT: str = ""
     """The store's checkpoint upsert statement."""
 
@@ -201,9 +203,7 @@ class PgCommits:
             sql, params = _fenced_statement(thread_id, token, run_id,
                                             cp_rows[0] if cp_rows else None, rows, record,
                                             latest, free)
-            async with self._one() as cur:
-                await cur.execute(sql, params)
-                current, holder, held, found_latest, written = await cur.fetchone()
+            current, holder, held, found_latest, written = await self._pg.fetch_one(sql, params)
             if not held:
                 raise StaleClaim(thread_id, token, None if holder is None else int(current))
             if written:

@@ -288,13 +288,35 @@ class PgConnections:
             finally:
                 await self._give_back(aconn, acur)
             return
+        cur = self._spare_cursor()
+        yield cur
+        self._local.cur = cur
+
+    def _spare_cursor(self) -> _SyncCursor:
+        """This thread's spare cursor on its connection (its dumpers already looked up),
+        taken while in use (put back in ``_local.cur`` after)."""
         conn = self.sync_connection()
-        # This thread's spare cursor (its dumpers already looked up), taken while in use.
         cur: _SyncCursor | None = self._local.__dict__.pop("cur", None)
         if cur is None or cur._cur.connection is not conn or cur._cur.closed:
             cur = _SyncCursor(conn.cursor())
-        yield cur
-        self._local.cur = cur
+        return cur
+
+    async def fetch_one(self, query: str, params: Sequence[Any]) -> Any:
+        """Run one statement (its own transaction) and return its first row: what
+        :meth:`one` does, without a context manager's calls (a step's commit)."""
+        if self._on_pool_loop():
+            aconn, acur = await self._take()
+            try:
+                await acur.execute(query, params)
+                return await acur.fetchone()
+            finally:
+                await self._give_back(aconn, acur)
+        spare = self._spare_cursor()
+        cur = spare._cur
+        cur.execute(query, params)
+        row = cur.fetchone()
+        self._local.cur = spare
+        return row
 
     async def _take(self) -> _Hot:
         """A connection of the pool and a cursor on it: the hot one when no other operation
