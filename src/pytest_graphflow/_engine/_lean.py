@@ -52,10 +52,13 @@ _ROUTE_KEYS = (str, int, bool)
 def lean_leg(run: RunState) -> bool:
     """Whether the leg's single-task supersteps may take the lean step: nobody reads its
     events (``invoke``), no breakpoint after a node, no middleware or guardrails, and a
-    store with the fast save (the in-memory store)."""
+    store with the fast save (the in-memory store) — or a store that commits each step's
+    checkpoint with its events (SQLite: one step a piece, its events unbuilt until the
+    runner dumps them for the commit)."""
     spec = run.spec
     return ((not spec.record_events or run.numbers.lazy) and not spec.break_after
-            and spec.hooks is None and spec.features.fields_save)
+            and spec.hooks is None and spec.features.fields_save) or (
+                spec.store_only and not spec.break_after and spec.hooks is None)
 
 
 class LeanSteps:
@@ -68,8 +71,10 @@ class LeanSteps:
         self.end = end
         spec = run.spec
         self.owns_entropy = spec.seed is not None and isinstance(spec.clock, VirtualClock)
-        self.recorded: list[Any] | None = [] if run.numbers.lazy else None
-        """A recording leg's unbuilt events of the step just run (one step a piece)."""
+        self.recorded: list[Any] | None = [] if run.numbers.lazy or spec.store_only else None
+        """A recording leg's unbuilt events of the step just run (one step a piece); on a
+        store that commits a step's events with its checkpoint (SQLite), the events it
+        commits."""
 
     def take_recorded(self) -> list[Any]:
         """The unbuilt events of the steps run since the last call (none unless recorded)."""
@@ -180,12 +185,17 @@ class LeanSteps:
             out.error = exc
             return out
         picks = list(targets)
-        ectx = EdgeContext(name, visited, step)
+        ectx = None  # made for the first route that takes it
         CURRENT_TASK.set(None)  # edge functions run outside the node
         for i, branch in enumerate(branches):
             try:
                 route = branch.route
-                picked = route(view, ectx) if branch.arity == 2 else route(view)
+                if branch.arity == 2:
+                    if ectx is None:
+                        ectx = EdgeContext(name, visited, step)
+                    picked = route(view, ectx)
+                else:
+                    picked = route(view)
             except Exception as exc:
                 out = _outcome(record, spec, ctx, started_at, done_at, patch)
                 out.merged = merged
@@ -203,6 +213,8 @@ class LeanSteps:
                 out = _outcome(record, spec, ctx, started_at, done_at, patch)
                 out.kind = "done"
                 out.merged = merged
+                if ectx is None:
+                    ectx = EdgeContext(name, visited, step)
                 return self._in_scope(ctx, _routes(graph, out, picked, branches[i:], picks,
                                                    view, ectx))
         if targets or i:  # more than one pick: unique ones, in order
@@ -472,17 +484,12 @@ class LeanSteps:
         ``step_sink``), or ``None``: the writer's fast save or its general one."""
         writer = self.writer
         leg = self.run.spec
-        if writer.adopt is None or not writer.plain_leg:
-            return None
-        store = leg.store
-        # Looked up on the class: a wrapper (FaultyStore) passing unknown attributes on to
-        # its inner store must not have its saves bypassed.
-        make_sink = getattr(type(store), "step_sink", None)
-        if make_sink is None:
+        if not leg.features.step_sink or not writer.plain_leg:
             return None
         graph = leg.graph
-        return make_sink(store, leg.run_id, leg.thread_id, graph.graph_id, graph.revision,
-                         leg.tenant_id, writer.fence)
+        store: Any = leg.store  # declares step_sink (StoreFeatures.step_sink)
+        return store.step_sink(leg.run_id, leg.thread_id, graph.graph_id, graph.revision,
+                               leg.tenant_id, writer.fence)
 
 
 def _model(parts: Any, state: dict[str, Any]) -> BaseModel:

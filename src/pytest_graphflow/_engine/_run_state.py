@@ -129,7 +129,8 @@ class LegSpec:
         cancel_at: the test of the event after which the leg is cancelled (``cancel_at=``).
         stepping: a leg driven by ``astep`` (a cancelled superstep keeps nothing, seed 004).
         durable: the store keeps the leg's events; ``deferred``: its checkpoints go with them
-            in one commit under the claim's token.
+            in one commit under the claim's token; ``store_only``: deferred, and nobody but
+            the store reads the events.
     """
 
     __slots__ = ("branch", "break_after", "break_before", "cancel_after", "cancel_at", "claim",
@@ -137,7 +138,8 @@ class LegSpec:
                  "deadlines", "deferred",
                  "durable", "expired", "features", "graph", "hex", "hooks", "leg", "max_supersteps",
                  "on_interrupt", "record", "record_events", "resumed_from", "run_id", "seed",
-                 "stepping", "store", "subgraph_runner", "tenant_id", "thread_explicit",
+                 "stepping", "store", "store_only", "subgraph_runner", "tenant_id",
+                 "thread_explicit",
                  "thread_id", "time_travel", "timeout", "wall_clock")
 
     def __init__(
@@ -207,6 +209,9 @@ class LegSpec:
         self.hex: Final = run_id[4:] if run_id.startswith("run-") else run_id
         fenced = claim is not None and claim.fence is not None
         self.deferred: Final = durable and fenced and features.commit
+        self.store_only: Final = self.deferred and not record_events and cancel_at is None
+        """Only the store reads the leg's events (``invoke`` on a store that commits them):
+        its plain steps may take the lean step, one step a commit (see ``_lean``)."""
 
     def __repr__(self) -> str:
         return f"<LegSpec run={self.run_id} thread={self.thread_id} graph={self.graph.graph_id!r}>"

@@ -207,9 +207,10 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
 
     features = StoreFeatures(claims=True, fencing=True, commit=True, history_pages=True,
                              artifacts=True, prune=True, delete_thread=True, waiting=True,
-                             tenants=True, fields_save=True)
+                             tenants=True, fields_save=True, step_sink=True)
     """Claims with fencing, commits, paged history, artifacts, prune, thread deletion, waiting
-    runs and the runtime's fast save (:meth:`adopt_fields`); no durable events."""
+    runs and the runtime's fast saves (:meth:`adopt_fields`, :meth:`step_sink`); no durable
+    events."""
 
     def __init__(self, *, claim_ttl: float = rules.DEFAULT_CLAIM_TTL) -> None:
         self._by_id: dict[str, Checkpoint | _Draft | _Step] = {}
