@@ -3,7 +3,7 @@ against LangGraph's AsyncPostgresSaver, on the same server, in one run.
 
     .venv/bin/pip install -e ".[bench]"     # langgraph, langgraph-checkpoint-postgres
     .venv/bin/python benchmarks/bench_postgres_vs_langgraph.py [--nodes 50] [--repeat 15]
-        [--dsn DSN]
+        [--dsn DSN] [--sync]
 
 The server: ``--dsn``, else ``$GRAPHFLOW_POSTGRES_DSN``, else a throwaway cluster started
 for the run (needs the PostgreSQL server package: ``apt-get install postgresql``).
@@ -17,6 +17,10 @@ LangGraph writes its checkpoints, blobs and pending writes. The two take turns, 
 (a busy moment of the machine slows one run of each, not all runs of one). Reported: the
 best time per node-step of R runs each, and the ratio LangGraph / graphflow. No timing is
 asserted anywhere.
+
+``--sync`` also measures the sync API, the default user path: ``runtime.invoke(graph)``
+(the store's connection per thread) against LangGraph's ``PostgresSaver`` over a psycopg
+``ConnectionPool`` with ``app.invoke``, taking turns the same way.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -105,11 +109,71 @@ async def measure(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
     return {label: t / nodes * 1e6 for label, t in best.items()}
 
 
+def measure_sync(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
+    """The same chain through both sync APIs: ``invoke`` against ``PostgresSaver``."""
+    import psycopg
+
+    runs: dict[str, Callable[[], Any]] = {}
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    lg_schema = f"bench_lg_{uuid.uuid4().hex[:8]}"
+    with ExitStack() as stack:
+        store = stack.enter_context(PostgresCheckpointStore(dsn, schema=schema))
+        stack.callback(store.drop)
+        runtime = GraphRuntime(store, max_supersteps=100_000)
+        graph = gf_chain(nodes, "pgchain")
+
+        def run_gf() -> None:
+            assert runtime.invoke(graph).data["n"] == nodes
+
+        runs["graphflow+PostgresCheckpointStore (sync)"] = run_gf
+        try:
+            from langgraph.checkpoint.postgres import PostgresSaver
+            from psycopg.rows import dict_row
+            from psycopg_pool import ConnectionPool
+        except ImportError:
+            print("langgraph-checkpoint-postgres is not installed: pip install -e '.[bench]'")
+        else:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(f"CREATE SCHEMA {lg_schema}")
+
+            def drop_lg() -> None:
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    conn.execute(f"DROP SCHEMA {lg_schema} CASCADE")
+
+            stack.callback(drop_lg)
+            pool = stack.enter_context(ConnectionPool(
+                dsn, min_size=1, max_size=4, open=True,
+                kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row,
+                        "options": f"-c search_path={lg_schema}"},
+            ))
+            saver = PostgresSaver(pool)  # type: ignore[arg-type]
+            saver.setup()
+            app = lg_chain(nodes, saver)
+
+            def run_lg() -> None:
+                config = {"configurable": {"thread_id": uuid.uuid4().hex},
+                          "recursion_limit": 100_000}
+                assert app.invoke({"n": 0}, config)["n"] == nodes
+
+            runs["langgraph+PostgresSaver (sync)"] = run_lg
+        for fn in runs.values():
+            fn()  # warm-up
+        best = dict.fromkeys(runs, float("inf"))
+        for _ in range(repeat):
+            for label, fn in runs.items():
+                t0 = time.perf_counter()
+                fn()
+                best[label] = min(best[label], time.perf_counter() - t0)
+    return {label: t / nodes * 1e6 for label, t in best.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--dsn", default=os.environ.get("GRAPHFLOW_POSTGRES_DSN"))
+    parser.add_argument("--sync", action="store_true",
+                        help="also measure the sync API (invoke against PostgresSaver)")
     args = parser.parse_args()
     cluster = None
     dsn = args.dsn
@@ -121,12 +185,17 @@ def main() -> None:
         dsn = cluster.dsn
     try:
         results = asyncio.run(measure(dsn, args.nodes, args.repeat))
+        if args.sync:
+            results.update(measure_sync(dsn, args.nodes, args.repeat))
     finally:
         if cluster is not None:
             cluster.stop()
     for label, us in results.items():
-        print(f"chain   {label:36s} {us:8.1f} us/step")
+        print(f"chain   {label:43s} {us:8.1f} us/step")
     gf, lg = "graphflow+PostgresCheckpointStore", "langgraph+AsyncPostgresSaver"
+    if gf in results and lg in results:
+        print(f"chain   {lg} / {gf}: {results[lg] / results[gf]:5.2f}x")
+    gf, lg = f"{gf} (sync)", "langgraph+PostgresSaver (sync)"
     if gf in results and lg in results:
         print(f"chain   {lg} / {gf}: {results[lg] / results[gf]:5.2f}x")
 

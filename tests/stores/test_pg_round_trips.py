@@ -18,15 +18,29 @@ _COUNTER = """
 import asyncio, collections, json, sys
 from psycopg.pq import pq_ctypes
 
-# Each statement's execution (psycopg also prepares a statement it has run five times on a
-# connection: once per connection, not per step, so preparing is not counted).
+# A round trip: the client sends (a statement, or in pipeline mode a batch ended by a flush
+# request or a sync), then waits for the answer: counted at the first read after a send
+# (psycopg also prepares a statement it has run five times on a connection: once per
+# connection, not per step, so preparing is not counted).
 sent = collections.Counter()
-for name in ("exec_", "exec_params", "exec_prepared", "send_query", "send_query_params",
-             "send_query_prepared"):
+pending = [False]
+for name in ("exec_", "exec_params", "exec_prepared"):  # blocking: send and wait
     def counted(self, *args, _orig=getattr(pq_ctypes.PGconn, name), _name=name, **kwargs):
         sent[_name] += 1
         return _orig(self, *args, **kwargs)
     setattr(pq_ctypes.PGconn, name, counted)
+for name in ("send_query", "send_query_params", "send_query_prepared", "send_flush_request",
+             "pipeline_sync"):
+    def sending(self, *args, _orig=getattr(pq_ctypes.PGconn, name), **kwargs):
+        pending[0] = True
+        return _orig(self, *args, **kwargs)
+    setattr(pq_ctypes.PGconn, name, sending)
+def reading(self, *args, _orig=pq_ctypes.PGconn.consume_input, **kwargs):
+    if pending[0]:
+        pending[0] = False
+        sent["round trip"] += 1
+    return _orig(self, *args, **kwargs)
+pq_ctypes.PGconn.consume_input = reading
 
 from pydantic import BaseModel
 from pytest_graphflow import END, START, Graph, GraphRuntime, PostgresCheckpointStore
@@ -98,6 +112,8 @@ def test_a_durable_step_is_one_round_trip_claim_check_included(
         per_step = (sent[f"{path}/15"] - sent[f"{path}/5"]) / 10
         assert per_step == 1, (path, sent)
         # What a run pays once: the step before the first node (its checkpoint), the read
-        # that picks a free run id, the claim (a transaction: BEGIN, three statements,
-        # COMMIT) and the release (one statement).
-        assert sent[f"{path}/5"] == 5 + 1 + 1 + 5 + 1, (path, sent)
+        # that picks a free run id, the claim (a transaction in pipeline mode: BEGIN, the
+        # insert and the locking read in one round trip, the update and COMMIT in one more;
+        # it was five round trips before issue 29's fifth pass) and the release (one
+        # statement).
+        assert sent[f"{path}/5"] == 5 + 1 + 1 + 2 + 1, (path, sent)

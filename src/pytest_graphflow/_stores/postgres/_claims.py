@@ -28,8 +28,8 @@ class PgClaims:
 
     claim_ttl: float
 
-    def _tx(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
-        raise NotImplementedError
+    def _tx(self, *, pipeline: bool = False) -> AbstractAsyncContextManager[Cursor]:
+        raise NotImplementedError  # pragma: no cover - the store's
 
     def _one(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
         raise NotImplementedError
@@ -84,8 +84,10 @@ class PgClaims:
         check_id(run_id, "run_id", "claim")
         moment = rules.utc_now(now, "claim")
         seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
-        async with self._tx() as cur:
-            while True:
+        while True:
+            # Pipelined: BEGIN, the insert and the locking read in one round trip, the
+            # update and COMMIT in one more.
+            async with self._tx(pipeline=True) as cur:
                 # A new row starts above every deleted thread's tokens (see _deletion).
                 await cur.execute("INSERT INTO claims (thread_id, token) VALUES (%s, COALESCE("
                                   "(SELECT value::bigint FROM meta WHERE key = %s), 0)) "
@@ -93,11 +95,12 @@ class PgClaims:
                 current, last = await self._claim_row(cur, thread_id)
                 claim = rules.take_claim(thread_id, run_id, current, last, moment, seconds)
                 await self._put_claim(cur, thread_id, claim)
-                if cur.rowcount == 1:
-                    return claim.token
-                # delete_thread removed the row while this claim waited for its lock: the
-                # token decided from nothing could repeat a deleted thread's; take the thread
-                # afresh, above the floor that deletion raised.
+            if cur.rowcount == 1:
+                return claim.token
+            # delete_thread removed the row while this claim waited for its lock: the token
+            # decided from nothing could repeat a deleted thread's, and the update wrote
+            # nothing (the transaction changed nothing); take the thread afresh, above the
+            # floor that deletion raised.
 
     async def renew(self, thread_id: str, token: int, *, now: datetime) -> None:
         """Extend the claim ``token`` by its ttl from ``now``.

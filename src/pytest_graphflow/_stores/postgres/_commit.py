@@ -24,7 +24,7 @@ from .. import _claims as rules
 from .._args import check_commit, check_nesting
 from .._protocol import Fence
 from .._wire import dumped_row, event_row
-from ._conn import Cursor
+from ._conn import Cursor, PgConnections
 
 __all__ = ["EVENTS", "NODE_IDS", "PgCommits", "event_params"]
 
@@ -68,20 +68,56 @@ _MERGE = (
 )
 
 
-def _run_record_part(record: dict[str, Any]) -> tuple[str, list[Any]]:
-    """The CTE that upserts a run record (merged into the stored one) under the fence."""
-    sets = ", ".join(f"{c} = CASE WHEN %s THEN excluded.{c} ELSE runs.{c} END"
-                     for c in _RUN_COLUMNS)
-    sql = (f"rr AS (INSERT INTO runs (run_id, {', '.join(_RUN_COLUMNS)}, data) SELECT %s, %s, "
-           f"%s, %s, %s, %s, %s FROM ok ON CONFLICT (run_id) DO UPDATE SET {sets}, "
-           f"data = {_MERGE} RETURNING 1)")
+_RUN_SETS = ", ".join(f"{c} = CASE WHEN %s THEN excluded.{c} ELSE runs.{c} END"
+                      for c in _RUN_COLUMNS)
+
+_RUN_RECORD = (f"rr AS (INSERT INTO runs (run_id, {', '.join(_RUN_COLUMNS)}, data) SELECT %s, "
+               f"%s, %s, %s, %s, %s, %s FROM ok ON CONFLICT (run_id) DO UPDATE SET {_RUN_SETS}, "
+               f"data = {_MERGE} RETURNING 1)")
+"""The CTE that upserts a run record (merged into the stored one) under the fence."""
+
+
+def _run_record_params(record: dict[str, Any]) -> list[Any]:
     values = [None if record.get(c) is None else str(record[c]) for c in _RUN_COLUMNS]
-    params = [record["run_id"], *values, json.dumps(record), *(c in record for c in _RUN_COLUMNS)]
-    return sql, params
+    return [record["run_id"], *values, json.dumps(record), *(c in record for c in _RUN_COLUMNS)]
 
 
 _LATEST = ("SELECT id FROM checkpoints WHERE thread_id = %s ORDER BY ts_us DESC, "
            "save_order DESC LIMIT 1")
+
+_FENCE = ("WITH claim AS (SELECT run_id, token FROM claims WHERE thread_id = %s FOR SHARE), "
+          f"latest AS ({_LATEST}), "
+          "held AS (SELECT 1 FROM claim WHERE run_id IS NOT NULL AND token = %s), "
+          "ok AS (SELECT 1 FROM held WHERE %s OR (SELECT id FROM latest) IS NOT DISTINCT "
+          "FROM %s)")
+
+_CP = ("cp AS (INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, "
+       "node_ids, step, ts_us, save_order, status, tenant_id, format_version, data) "
+       f"SELECT %s, %s, %s, %s, %s, {NODE_IDS}, %s, %s, nextval('save_order'), %s, %s, %s, %s "
+       "FROM ok ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, "
+       "thread_id = excluded.thread_id, graph_id = excluded.graph_id, "
+       "node_id = excluded.node_id, node_ids = excluded.node_ids, step = excluded.step, "
+       "ts_us = excluded.ts_us, save_order = excluded.save_order, status = "
+       "excluded.status, tenant_id = excluded.tenant_id, format_version = "
+       "excluded.format_version, data = excluded.data RETURNING 1)")
+
+_EV = ("ev AS (INSERT INTO events (run_id, seq, type, data) SELECT %s, s, t, d FROM ok, "
+       f"{EVENTS} WHERE s >= COALESCE("
+       "(SELECT earliest_seq FROM event_compactions WHERE run_id = %s), 0) "
+       "ON CONFLICT (run_id, seq) DO UPDATE SET type = excluded.type, data = excluded.data "
+       "RETURNING 1)")
+
+# Data-modifying CTEs run whether or not the final SELECT reads them.
+_ANSWER = (" SELECT (SELECT token FROM claim), (SELECT run_id FROM claim), "
+           "EXISTS (SELECT 1 FROM held), (SELECT id FROM latest), EXISTS (SELECT 1 FROM ok)")
+
+_STATEMENTS = {
+    (cp, ev, rr): ", ".join([_FENCE, *([_CP] if cp else []), *([_EV] if ev else []),
+                             *([_RUN_RECORD] if rr else [])]) + _ANSWER
+    for cp in (False, True) for ev in (False, True) for rr in (False, True)
+}
+"""The fenced statement of each shape (with a checkpoint, events, a run record), built once:
+the same string object every step (psycopg's cache of prepared statements hashes it once)."""
 
 
 def _fenced_statement(
@@ -93,40 +129,14 @@ def _fenced_statement(
     under the fence, when the thread's latest checkpoint is ``latest`` (what seed 004's checks
     passed against); it returns the claim's token and run id, whether the fence held, and the
     thread's latest checkpoint id before the write."""
-    parts = ["WITH claim AS (SELECT run_id, token FROM claims WHERE thread_id = %s FOR SHARE), "
-             f"latest AS ({_LATEST}), "
-             "held AS (SELECT 1 FROM claim WHERE run_id IS NOT NULL AND token = %s), "
-             "ok AS (SELECT 1 FROM held WHERE %s OR (SELECT id FROM latest) IS NOT DISTINCT "
-             "FROM %s)"]
     params: list[Any] = [thread_id, thread_id, token, free, latest]
     if cp_row is not None:
-        parts.append(
-            "cp AS (INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, "
-            "node_ids, step, ts_us, save_order, status, tenant_id, format_version, data) "
-            f"SELECT %s, %s, %s, %s, %s, {NODE_IDS}, %s, %s, nextval('save_order'), %s, %s, %s, %s "
-            "FROM ok ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, "
-            "thread_id = excluded.thread_id, graph_id = excluded.graph_id, "
-            "node_id = excluded.node_id, node_ids = excluded.node_ids, step = excluded.step, "
-            "ts_us = excluded.ts_us, save_order = excluded.save_order, status = "
-            "excluded.status, tenant_id = excluded.tenant_id, format_version = "
-            "excluded.format_version, data = excluded.data RETURNING 1)")
         params.extend(cp_row)
     if rows:
-        parts.append(
-            "ev AS (INSERT INTO events (run_id, seq, type, data) SELECT %s, s, t, d FROM ok, "
-            f"{EVENTS} WHERE s >= COALESCE("
-            "(SELECT earliest_seq FROM event_compactions WHERE run_id = %s), 0) "
-            "ON CONFLICT (run_id, seq) DO UPDATE SET type = excluded.type, data = excluded.data "
-            "RETURNING 1)")
         params.extend([run_id, *event_params(rows), run_id])
     if record is not None:
-        part, more = _run_record_part(record)
-        parts.append(part)
-        params.extend(more)
-    # Data-modifying CTEs run whether or not the final SELECT reads them.
-    sql = (", ".join(parts) + " SELECT (SELECT token FROM claim), (SELECT run_id FROM claim), "
-           "EXISTS (SELECT 1 FROM held), (SELECT id FROM latest), EXISTS (SELECT 1 FROM ok)")
-    return sql, params
+        params.extend(_run_record_params(record))
+    return _STATEMENTS[cp_row is not None, bool(rows), record is not None], params
 
 
 class PgCommits:
@@ -135,11 +145,13 @@ class PgCommits:
     supports_fencing = True
     """``save`` takes ``fence=(thread_id, token)`` and the store has ``commit``."""
 
-    def _tx(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
-        raise NotImplementedError
+    def _tx(self, *, pipeline: bool = False) -> AbstractAsyncContextManager[Cursor]:
+        raise NotImplementedError  # pragma: no cover - the store's
 
     def _one(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
         raise NotImplementedError
+
+    _pg: PgConnections
 
     _UPSERT: str = ""
     """The store's checkpoint upsert statement."""
@@ -191,9 +203,7 @@ class PgCommits:
             sql, params = _fenced_statement(thread_id, token, run_id,
                                             cp_rows[0] if cp_rows else None, rows, record,
                                             latest, free)
-            async with self._one() as cur:
-                await cur.execute(sql, params)
-                current, holder, held, found_latest, written = await cur.fetchone()
+            current, holder, held, found_latest, written = await self._pg.fetch_one(sql, params)
             if not held:
                 raise StaleClaim(thread_id, token, None if holder is None else int(current))
             if written:

@@ -23,7 +23,7 @@ import asyncio
 import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any, Protocol, TypeVar, cast
 
 import psycopg
@@ -136,6 +136,59 @@ class _SyncCursor:
         return self._cur.fetchall()
 
 
+_Hot = tuple["psycopg.AsyncConnection[Any]", "psycopg.AsyncCursor[Any]"]
+
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+
+_HOT_USES = 10_000
+"""Operations the hot connection serves before it goes back to the pool once (where the
+pool's lifetime and health rules apply to it as to the others)."""
+
+
+# In pipeline mode, BEGIN and COMMIT are sent as statements: psycopg's transaction() waits
+# for the server at BEGIN (one more round trip) to learn the transaction's state.
+_BEGIN, _COMMIT, _ROLLBACK = b"BEGIN", b"COMMIT", b"ROLLBACK"
+_OPEN = (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR)
+
+
+@asynccontextmanager
+async def _apipelined(aconn: psycopg.AsyncConnection[Any],
+                      acur: psycopg.AsyncCursor[Any]) -> AsyncIterator[Cursor]:
+    """A transaction in pipeline mode on an async connection (see ``PgConnections.tx``)."""
+    try:
+        async with aconn.pipeline():
+            await aconn.execute(_BEGIN)
+            try:
+                yield acur
+            except BaseException:
+                with suppress(psycopg.Error):  # an aborted pipeline: rolled back below
+                    await aconn.execute(_ROLLBACK)
+                raise
+            await aconn.execute(_COMMIT)
+    finally:
+        if aconn.pgconn.transaction_status in _OPEN and not aconn.closed:
+            await aconn.execute(_ROLLBACK)
+
+
+@asynccontextmanager
+async def _pipelined(conn: psycopg.Connection[Any],
+                     cur: psycopg.Cursor[Any]) -> AsyncIterator[Cursor]:
+    """A transaction in pipeline mode on a sync connection (see ``PgConnections.tx``)."""
+    try:
+        with conn.pipeline():
+            conn.execute(_BEGIN)
+            try:
+                yield _SyncCursor(cur)
+            except BaseException:
+                with suppress(psycopg.Error):  # an aborted pipeline: rolled back below
+                    conn.execute(_ROLLBACK)
+                raise
+            conn.execute(_COMMIT)
+    finally:
+        if conn.pgconn.transaction_status in _OPEN and not conn.closed:
+            conn.execute(_ROLLBACK)
+
+
 class PgConnections:
     """The store's connections: one async pool (once opened) and a sync connection per thread.
 
@@ -153,6 +206,8 @@ class PgConnections:
         self._sync: list[psycopg.Connection[Any]] = []
         self._pool: AsyncConnectionPool | None = None
         self._pool_loop: asyncio.AbstractEventLoop | None = None
+        self._hot: _Hot | None = None
+        self._hot_uses = 0
         self.closed = False
 
     @property
@@ -194,15 +249,31 @@ class PgConnections:
             return False
 
     @asynccontextmanager
-    async def tx(self) -> AsyncIterator[Cursor]:
-        """One transaction: committed when the block ends, rolled back when it raises."""
+    async def tx(self, *, pipeline: bool = False) -> AsyncIterator[Cursor]:
+        """One transaction: committed when the block ends, rolled back when it raises.
+
+        With ``pipeline=True`` the statements go in libpq's pipeline mode: ``BEGIN`` and the
+        statements up to the first read of a result travel in one round trip, the rest and
+        ``COMMIT`` (or ``ROLLBACK``) in one more. A statement's ``rowcount`` is known once
+        the block has ended.
+        """
         if self._on_pool_loop():
-            assert self._pool is not None
-            async with self._pool.connection() as aconn, aconn.transaction(), \
-                    aconn.cursor() as acur:
-                yield acur
+            aconn, acur = await self._take()
+            try:
+                if pipeline:
+                    async with _apipelined(aconn, acur) as cur:
+                        yield cur
+                else:
+                    async with aconn.transaction():
+                        yield acur
+            finally:
+                await self._give_back(aconn, acur)
             return
         conn = self.sync_connection()
+        if pipeline:  # the cursor stays open: its rowcount is read after the block
+            async with _pipelined(conn, conn.cursor()) as sync_cur:
+                yield sync_cur
+            return
         with conn.transaction(), conn.cursor() as cur:
             yield _SyncCursor(cur)
 
@@ -211,12 +282,77 @@ class PgConnections:
         """A cursor for one statement, which is its own transaction (one round trip, where a
         ``BEGIN``/``COMMIT`` pair would cost two more)."""
         if self._on_pool_loop():
-            assert self._pool is not None
-            async with self._pool.connection() as aconn, aconn.cursor() as acur:
+            aconn, acur = await self._take()
+            try:
                 yield acur
+            finally:
+                await self._give_back(aconn, acur)
             return
-        with self.sync_connection().cursor() as cur:
-            yield _SyncCursor(cur)
+        cur = self._spare_cursor()
+        yield cur
+        self._local.cur = cur
+
+    def _spare_cursor(self) -> _SyncCursor:
+        """This thread's spare cursor on its connection (its dumpers already looked up),
+        taken while in use (put back in ``_local.cur`` after)."""
+        conn = self.sync_connection()
+        cur: _SyncCursor | None = self._local.__dict__.pop("cur", None)
+        if cur is None or cur._cur.connection is not conn or cur._cur.closed:
+            cur = _SyncCursor(conn.cursor())
+        return cur
+
+    async def fetch_one(self, query: str, params: Sequence[Any]) -> Any:
+        """Run one statement (its own transaction) and return its first row: what
+        :meth:`one` does, without a context manager's calls (a step's commit)."""
+        if self._on_pool_loop():
+            aconn, acur = await self._take()
+            try:
+                await acur.execute(query, params)
+                return await acur.fetchone()
+            finally:
+                await self._give_back(aconn, acur)
+        spare = self._spare_cursor()
+        cur = spare._cur
+        cur.execute(query, params)
+        row = cur.fetchone()
+        self._local.cur = spare
+        return row
+
+    async def _take(self) -> _Hot:
+        """A connection of the pool and a cursor on it: the hot one when no other operation
+        of the loop has it (no pool checkout: its lock, bookkeeping and logging cost more
+        than a step's own Python), else one checked out of the pool."""
+        hot = self._hot
+        if hot is not None:
+            self._hot = None
+            return hot
+        assert self._pool is not None
+        aconn = await self._pool.getconn()
+        return aconn, aconn.cursor()
+
+    async def _give_back(self, aconn: psycopg.AsyncConnection[Any],
+                         acur: psycopg.AsyncCursor[Any]) -> None:
+        """Keep the connection as the hot one when it is idle and the slot is free; anything
+        else (a second connection, one left in a transaction or broken by a failure or a
+        cancellation, or one kept for :data:`_HOT_USES` operations) goes back to the pool,
+        whose checks and reset apply as for any connection."""
+        self._hot_uses += 1
+        if (self._hot is None and self._pool is not None and not aconn.closed
+                and aconn.pgconn.transaction_status == _IDLE and self._hot_uses < _HOT_USES):
+            self._hot = (aconn, acur)
+            return
+        if self._hot is None:
+            self._hot_uses = 0
+        pool = self._pool
+        if pool is None:  # closed meanwhile
+            await aconn.close()
+        else:
+            await pool.putconn(aconn)
+
+    async def _drop_hot(self, pool: AsyncConnectionPool) -> None:
+        hot, self._hot = self._hot, None
+        if hot is not None:
+            await pool.putconn(hot[0])
 
     async def sync_tx(self, op: Callable[..., Awaitable[T]], *args: Any) -> T:
         """``await op(cursor, *args)`` in one transaction on this thread's sync connection."""
@@ -228,8 +364,13 @@ class PgConnections:
         """Close the pool (on its loop) and every sync connection."""
         pool, self._pool = self._pool, None
         if pool is not None:
+            await self._drop_hot(pool)
             await pool.close()
         self.close()
+
+    async def _shut(self, pool: AsyncConnectionPool) -> None:
+        await self._drop_hot(pool)
+        await pool.close()
 
     def close(self) -> None:
         """Close the sync connections; a pool still open is closed where possible."""
@@ -238,9 +379,9 @@ class PgConnections:
         loop, self._pool_loop = self._pool_loop, None
         if pool is not None and loop is not None:
             if loop.is_running():
-                loop.create_task(pool.close())
+                loop.create_task(self._shut(pool))
             elif not loop.is_closed():
-                loop.run_until_complete(pool.close())
+                loop.run_until_complete(self._shut(pool))
         for conn in self._sync:
             conn.close()
         self._sync.clear()

@@ -79,8 +79,8 @@ def _readable(error: object, where: str) -> str:
 class PgQueue:
     """The queue operations of :class:`PostgresCheckpointStore` (a mixin)."""
 
-    def _tx(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
-        raise NotImplementedError
+    def _tx(self, *, pipeline: bool = False) -> AbstractAsyncContextManager[Cursor]:
+        raise NotImplementedError  # pragma: no cover - the store's
 
     async def enqueue(
         self,

@@ -195,8 +195,8 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
         nothing else is in it; close the store after. Tables that are not the store's stay."""
         run_now(self._pg.sync_tx(drop_tables, self.schema))
 
-    def _tx(self) -> AbstractAsyncContextManager[Cursor]:
-        return self._pg.tx()
+    def _tx(self, *, pipeline: bool = False) -> AbstractAsyncContextManager[Cursor]:
+        return self._pg.tx(pipeline=pipeline)
 
     def _one(self) -> AbstractAsyncContextManager[Cursor]:
         return self._pg.one()
