@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -53,7 +53,14 @@ from ._runner import Runner
 from ._update import apply_update
 from ._upgrade import upgrade_problems
 
+if TYPE_CHECKING:
+    from .._stores._features import StoreFeatures
+    from .._stores._protocol import CheckpointStore
+
 __all__ = ["Legs", "check_recoverable", "check_resumable"]
+
+_NO_STOPS: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+"""A leg's own breakpoints when the call sets none."""
 
 
 class Legs:
@@ -63,10 +70,20 @@ class Legs:
     ``subgraphs`` runs a subgraph node's child run (``LegSpec.subgraph_runner``).
     """
 
-    def __init__(self, host: LegHost, book: RunBook, subgraphs: SubgraphRunner) -> None:
+    def __init__(self, host: LegHost, book: RunBook, subgraphs: SubgraphRunner,
+                 store: CheckpointStore, features: StoreFeatures) -> None:
         self.host = host
         self.book = book
         self.subgraphs = subgraphs
+        self.use_store(store, features)
+
+    def use_store(self, store: CheckpointStore, features: StoreFeatures) -> None:
+        """The runtime's store (and what it supports) from now on."""
+        self.store = store
+        self.features = features
+        self.quick = features.sync_claims
+        """The store answers a leg's claim and a free run id at once
+        (``StoreFeatures.sync_claims``: ``claim_now``, ``has_run``)."""
 
     async def claim(self, thread_id: str, run_id: str, tenant: str | None,
                     at: datetime | None = None) -> ThreadClaim:
@@ -79,12 +96,15 @@ class Legs:
                 claim names when it expires, on this runtime's clock.
             TenantMismatch: the thread is busy and belongs to another tenant.
         """
-        for live in self.book.live.values():
-            if not live.done and (live.run.thread_id == thread_id or live.run_id == run_id):
-                raise await self.busy(thread_id, live.run_id, tenant)
+        live = self.book.live
+        if live:
+            for runner in live.values():
+                if runner.run.outcome is None and (runner.run.thread_id == thread_id
+                                                   or runner.run.run_id == run_id):
+                    raise await self.busy(thread_id, runner.run_id, tenant)
         host = self.host
         try:
-            return await take(host.store, host.store_features, host.clock,
+            return await take(self.store, self.features, host.clock,
                               thread_id, run_id, host.claim_ttl, at)
         except ThreadBusy as exc:
             raise await self.busy(thread_id, exc.holder, tenant, exc) from None
@@ -108,8 +128,8 @@ class Legs:
 
     async def thread_latest(self, thread_id: str) -> Checkpoint | None:
         """The thread's latest checkpoint, or ``None``; a one-row read on stores that page."""
-        store: Any = self.host.store
-        if self.host.store_features.history_pages:
+        store: Any = self.store
+        if self.features.history_pages:
             found: list[Checkpoint] = list(await store.list(thread_id=thread_id, limit=1))
         else:
             found = await store.list(thread_id=thread_id)
@@ -121,9 +141,9 @@ class Legs:
         held = self.book.records.get(run_id)
         if held is not None:
             return held
-        if not self.host.store_features.run_records:
+        if not self.features.run_records:
             return None
-        found = await self.host.store.run(run_id)  # type: ignore[attr-defined]
+        found = await self.store.run(run_id)  # type: ignore[attr-defined]
         return None if found is None else RunRecord.from_dict(found)
 
     def wall(self) -> tuple[bool, Callable[[], None] | None]:
@@ -134,11 +154,15 @@ class Legs:
         return False, None
 
     async def new_run_id(self) -> tuple[str, str]:
+        """A run id no run of this runtime or its store has, and its token."""
+        ids, records = self.book.ids, self.book.records
+        store: Any = self.store
+        quick = self.quick
         for _ in range(1000):
-            token = self.book.ids.run_hex()
+            token = ids.run_hex()
             run_id = f"run-{token}"
-            if run_id not in self.book.records \
-                    and await self.host.store.latest(run_id) is None:
+            if run_id not in records and (
+                    not store.has_run(run_id) if quick else await store.latest(run_id) is None):
                 return run_id, token
         raise GraphExecutionError("could not find a free run id")  # pragma: no cover
 
@@ -168,9 +192,13 @@ class Legs:
     ) -> Runner:
         install_hooks()  # trio's, once a run meets trio
         compiled = graph
-        graph = self.policy(graph)
-        patch = state_from_input(graph, input)
-        stops = breakpoints(graph, opts)  # checked before a claim or a patch is taken
+        if self.host.checkpoint_policy is not None:
+            graph = self.policy(graph)
+        patch = {} if input is None or (type(input) is dict and not input) \
+            else state_from_input(graph, input)
+        # checked before a claim or a patch is taken
+        stops = breakpoints(graph, opts) if opts.get("interrupt_before") \
+            or opts.get("interrupt_after") else _NO_STOPS
         run_id, token = await self.new_run_id()
         self.book.graphs.ran(run_id, compiled)  # a resume by id alone uses this very graph
         tenant = opts["tenant_id"]
@@ -239,9 +267,9 @@ class Legs:
     async def resolve(self, ref: str, tenant: str | None) -> Checkpoint:
         if not isinstance(ref, str):
             raise InvalidArgument(f"expected a run id or checkpoint id, got {ref!r}")
-        cp = await self.host.store.latest(ref)
+        cp = await self.store.latest(ref)
         if cp is None:
-            cp = await self.host.store.get(ref)
+            cp = await self.store.get(ref)
         if cp is None:
             raise CheckpointNotFound(
                 f"no checkpoint for run or checkpoint id {ref!r}: the store has none (never "
@@ -359,7 +387,7 @@ class Legs:
                 cp = await self.resolve(ref, tenant)
                 if held is not None:  # its check against the graph was left to this read
                     graph = self.policy(self.graph_for(cp, given))
-            latest = cp if ref == cp.run_id else await self.host.store.latest(cp.run_id)
+            latest = cp if ref == cp.run_id else await self.store.latest(cp.run_id)
             if recover is not None:
                 last = await self.thread_latest(recover)
                 if last is not None and last.id != seen:
@@ -446,7 +474,7 @@ class Legs:
         if recover is not None:
             last = await self.thread_latest(recover)
         else:
-            last = await self.host.store.latest(cp.run_id)
+            last = await self.store.latest(cp.run_id)
         return None if last is None else last.id
 
     def policy(self, graph: CompiledGraph) -> CompiledGraph:
@@ -498,15 +526,18 @@ class Legs:
             record.status = "running"
             record.legs += 1
         leg: RunLeg | None = None
-        if host.on_leg is not None:  # an observer sees every leg's events
+        on_leg = host.on_leg
+        if on_leg is not None:  # an observer sees every leg's events
             leg = RunLeg(
                 graph=graph, run_id=run_id, resumed=resumed is not None, seed=host.seed,
                 initial_state=None if resumed is not None else jcopy(state),
                 answers=jcopy(answers) if resumed is not None and answers else {},
-                store=host.store)
+                store=self.store)
             leg.lazy = not opts.get("record_events", True)  # only the leg reads its events
+        middleware, guardrails = host.middleware, host.guardrails
+        features = self.features
         spec = LegSpec(
-            graph=graph, store=host.store, features=host.store_features, clock=host.clock,
+            graph=graph, store=self.store, features=features, clock=host.clock,
             seed=host.seed, run_id=run_id, thread_id=thread_id, tenant_id=tenant,
             max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
             on_interrupt=opts["on_interrupt"], wall_clock=wall,
@@ -514,7 +545,8 @@ class Legs:
             or opts.get("cancel_at") is not None,
             break_before=graph.interrupt_before | stops[0],
             break_after=graph.interrupt_after | stops[1],
-            hooks=hook_table(graph, host.middleware, host.guardrails), claim=claim,
+            hooks=hook_table(graph, middleware, guardrails) if middleware or guardrails
+            or graph.middleware or graph.guardrails else None, claim=claim,
             subgraph_runner=self.subgraphs, record=record, leg=leg,
             thread_explicit=thread_explicit, resumed_from=None if resumed is None else resumed.id,
             time_travel=time_travel, branch=branch, expired=expired,
@@ -527,14 +559,15 @@ class Legs:
                        cp_counter=cp_counter, task_counter=task_counter)
         runner = Runner(run, release=claim.release, on_done=on_done)
         live = book.live
-        for done in [r for r, other in live.items() if other.done]:
-            del live[done]
+        if live:
+            for done in [r for r, other in live.items() if other.run.outcome is not None]:
+                del live[done]
         live[run_id] = runner
-        if host.store_features.run_records:
+        if features.run_records:
             book.forget_ended()
         if leg is not None:
-            assert host.on_leg is not None
-            host.on_leg(leg)
+            assert on_leg is not None
+            on_leg(leg)
         return runner
 
 

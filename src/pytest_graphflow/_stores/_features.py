@@ -56,6 +56,10 @@ class StoreFeatures:
         visited_snapshots: ``save``/``commit`` take a checkpoint whose ``visited`` is still
             the run's lazy snapshot (SQLite writes the path from it); only a store that
             never reads ``visited`` as a tuple may declare it.
+        sync_claims: ``claim_now``/``release_now``/``has_run`` answer at once, without a
+            coroutine: the runtime takes and releases its claims and finds a free run id
+            through them (the in-memory store's). It counts only for the class that defines
+            those methods itself: a wrapper that logs calls does not pass it on.
     """
 
     claims: bool = False
@@ -74,6 +78,7 @@ class StoreFeatures:
     call_log: bool = False
     fields_save: bool = False
     visited_snapshots: bool = False
+    sync_claims: bool = False
 
 
 _NEEDS: dict[str, tuple[str, ...]] = {
@@ -89,6 +94,7 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "clock_binding": ("bind_clock",),
     "call_log": ("calls_since",),
     "fields_save": ("adopt_fields",),
+    "sync_claims": ("claim_now", "release_now", "has_run"),
 }
 """The methods each declared feature needs (``fencing`` and ``history_pages`` are arguments of
 ``save`` and ``list``)."""
@@ -147,10 +153,24 @@ def features_of(store: Any) -> StoreFeatures:
         declared = store.features
     if not isinstance(declared, StoreFeatures):
         return derived_features(store)
+    if declared.sync_claims and not _SYNC_CLAIMS <= cls.__dict__.keys():
+        # a wrapper, or a subclass, passing the in-memory store's declaration on
+        declared = _without_sync_claims(declared)
     if declared.fencing and not checks_fencing(store):
         # an instance that says it does not fence, or carries a save without ``fence=``
         return replace(declared, fencing=False)
     return declared
+
+
+_SYNC_CLAIMS = frozenset(("claim_now", "release_now", "has_run"))
+_NO_SYNC_CLAIMS: dict[StoreFeatures, StoreFeatures] = {}
+
+
+def _without_sync_claims(declared: StoreFeatures) -> StoreFeatures:
+    found = _NO_SYNC_CLAIMS.get(declared)
+    if found is None:
+        found = _NO_SYNC_CLAIMS[declared] = replace(declared, sync_claims=False)
+    return found
 
 
 def check_store(store: Any, where: str) -> None:

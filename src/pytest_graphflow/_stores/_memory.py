@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
 
@@ -138,9 +138,10 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
 
     features = StoreFeatures(claims=True, fencing=True, commit=True, history_pages=True,
                              artifacts=True, prune=True, delete_thread=True, waiting=True,
-                             tenants=True, fields_save=True)
+                             tenants=True, fields_save=True, sync_claims=True)
     """Claims with fencing, commits, paged history, artifacts, prune, thread deletion, waiting
-    runs and the runtime's fast save (:meth:`adopt_fields`); no durable events."""
+    runs, the runtime's fast save (:meth:`adopt_fields`) and claims taken at once
+    (:meth:`claim_now`); no durable events."""
 
     def __init__(self, *, claim_ttl: float = rules.DEFAULT_CLAIM_TTL) -> None:
         self._by_id: dict[str, Checkpoint | _Draft] = {}
@@ -586,6 +587,35 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         self._claims[thread_id] = claim
         self._claim_tokens[thread_id] = claim.token
         return claim.token
+
+    def claim_now(self, thread_id: str, run_id: str, now: datetime, ttl: float) -> int:
+        """:meth:`claim` as the runtime calls it (internal): the same claim kept and the same
+        token returned, at once, without checking what the runtime checked already (its ids,
+        its clock's aware ``now``, a positive ``ttl`` in seconds).
+
+        Raises:
+            ThreadBusy: a claim on the thread is live.
+        """
+        if now.tzinfo is not UTC:
+            now = rules.utc_now(now, "claim")
+        claims = self._claims
+        claim = rules.take_claim(thread_id, run_id, claims.get(thread_id),
+                                 self._claim_tokens.get(thread_id, 0), now, ttl)
+        claims[thread_id] = claim
+        self._claim_tokens[thread_id] = claim.token
+        return claim.token
+
+    def has_run(self, run_id: str) -> bool:
+        """Whether the store holds a checkpoint of ``run_id`` (internal: ``latest(run_id)``
+        is not ``None``, known without building it)."""
+        return run_id in self._latest
+
+    def release_now(self, thread_id: str, token: int) -> None:
+        """:meth:`release` as the runtime calls it (internal), at once; a token that is no
+        longer the thread's claim releases nothing (the thread is someone else's)."""
+        claim = self._claims.get(thread_id)
+        if claim is not None and claim.token == token:
+            del self._claims[thread_id]
 
     async def renew(self, thread_id: str, token: int, *, now: datetime) -> None:
         """Extend the claim ``token`` by its ttl from ``now``.
