@@ -64,7 +64,7 @@ class ThreadClaim:
         self._local = local
         self.fenced = token is not None and fencing
         self.quick = quick
-        """Held in a store whose claims answer at once (``StoreFeatures.sync_claims``, the
+        """Held in a store whose claims answer at once (``StoreFeatures.in_process``, the
         in-memory store): released without awaiting it (:meth:`release_now`)."""
         self.lost: StaleClaim | None = None
         self.released = False
@@ -183,7 +183,7 @@ async def take(store: Any, features: StoreFeatures, clock: Clock, thread_id: str
     """
     if features.claims:
         now = clock.now()
-        quick = features.sync_claims
+        quick = features.in_process
         if quick:
             token = store.claim_now(thread_id, run_id, now if at is None else at, ttl)
         else:

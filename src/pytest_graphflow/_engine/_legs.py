@@ -10,6 +10,8 @@ records, live legs), never the runtime's private attributes.
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -81,9 +83,9 @@ class Legs:
         """The runtime's store (and what it supports) from now on."""
         self.store = store
         self.features = features
-        self.quick = features.sync_claims
+        self.quick = features.in_process
         """The store answers a leg's claim and a free run id at once
-        (``StoreFeatures.sync_claims``: ``claim_now``, ``has_run``)."""
+        (``StoreFeatures.in_process``: ``claim_now``, ``has_run``)."""
 
     async def claim(self, thread_id: str, run_id: str, tenant: str | None,
                     at: datetime | None = None) -> ThreadClaim:
@@ -149,8 +151,7 @@ class Legs:
     def wall(self) -> tuple[bool, Callable[[], None] | None]:
         clock = self.host.clock
         if isinstance(clock, VirtualClock) and clock.patch_wall_clock:
-            driver = _wallclock.activate()
-            return True, lambda: _wallclock.deactivate(driver)
+            return True, functools.partial(_wallclock.deactivate, _wallclock.activate())
         return False, None
 
     async def new_run_id(self) -> tuple[str, str]:
@@ -190,7 +191,8 @@ class Legs:
         thread_id: str | None,
         opts: dict[str, Any],
     ) -> Runner:
-        install_hooks()  # trio's, once a run meets trio
+        if "trio" in sys.modules:
+            install_hooks()  # trio's, once a run meets trio (the runtime installed the rest)
         compiled = graph
         if self.host.checkpoint_policy is not None:
             graph = self.policy(graph)
@@ -264,10 +266,15 @@ class Legs:
                 or graph.codec.dump(validate_state(graph, patch))
         return base
 
-    async def resolve(self, ref: str, tenant: str | None) -> Checkpoint:
+    async def resolve(self, ref: str, tenant: str | None, *, kept: bool = False
+                      ) -> Checkpoint:
+        """The checkpoint ``ref`` names: a run's latest, or a checkpoint by id. ``kept``: the
+        caller only reads it, so a store that keeps it in this process may hand over its own
+        (``StoreFeatures.in_process``) instead of a copy."""
         if not isinstance(ref, str):
             raise InvalidArgument(f"expected a run id or checkpoint id, got {ref!r}")
-        cp = await self.store.latest(ref)
+        store: Any = self.store
+        cp = store.kept_latest(ref) if kept and self.quick else await store.latest(ref)
         if cp is None:
             cp = await self.store.get(ref)
         if cp is None:
@@ -357,25 +364,31 @@ class Legs:
         graph: CompiledGraph | None,
         opts: dict[str, Any],
     ) -> Runner:
-        install_hooks()
+        if "trio" in sys.modules:
+            install_hooks()
         tenant = opts["tenant_id"]
         recover: str | None = opts.get("recover")
         expired: tuple[dict[str, Any], list[Expired]] | None = None
-        cp = await self.resolve(ref, tenant)
+        # Read only (a leg copies what it changes): the store's own checkpoint will do.
+        cp = await self.resolve(ref, tenant, kept=True)
         held = self.held(cp) if recover is None and ref == cp.run_id else None
         given = graph
-        graph = self.policy(self.graph_for(cp, given, held))
+        graph = self.graph_for(cp, given, held)
+        if self.host.checkpoint_policy is not None:
+            graph = self.policy(graph)
+        answered: dict[str, Any] | None = None
         if recover is not None:
             check_recoverable(recover, cp)  # the run may have ended since it was read
         else:
-            check_resumable(cp, resume, claimed=False)
-            check_deadlines(cp, resume, self.now(cp))
+            answered = check_resumable(cp, resume, claimed=False)
+            self.deadlines(cp, resume)
         seen = cp.id if recover is None and ref == cp.run_id else await self.view(cp, recover)
         clock = self.host.clock
+        virtual = isinstance(clock, VirtualClock)
         # A fresh virtual clock continues from the checkpoint, so time never goes back within
         # a run's log (C10), and the claim is taken at that time; the clock moves there only
         # once the leg is admitted (a refused call changes nothing, the clock included).
-        behind = isinstance(clock, VirtualClock) and clock.now() < cp.timestamp
+        behind = virtual and clock.now() < cp.timestamp
         claim = await self.claim(cp.thread_id, cp.run_id, tenant,
                                  cp.timestamp if behind else None)
         try:
@@ -383,8 +396,9 @@ class Legs:
             # reading it and claiming it must not be run a second time (seed 004). Unless
             # the claim is the next one after this runtime's own last leg of the run, which
             # left the checkpoint read: then nothing took the thread in between.
-            if not self.unchanged(held, claim):
-                cp = await self.resolve(ref, tenant)
+            unchanged = self.unchanged(held, claim)
+            if not unchanged:
+                cp = await self.resolve(ref, tenant, kept=True)
                 if held is not None:  # its check against the graph was left to this read
                     graph = self.policy(self.graph_for(cp, given))
             latest = cp if ref == cp.run_id else await self.store.latest(cp.run_id)
@@ -396,8 +410,12 @@ class Legs:
             else:
                 if latest is not None and latest.id != seen:
                     raise ThreadBusy(cp.thread_id, latest.run_id)
-                check_resumable(cp, resume)
-                check_deadlines(cp, resume, self.now(cp))
+                # The same checkpoint, answers and (virtual) time as checked above give the
+                # same answer: only a claimed checkpoint that is not waiting is judged anew.
+                if not unchanged or cp.status != "interrupted":
+                    answered = check_resumable(cp, resume)
+                if not (unchanged and virtual):
+                    self.deadlines(cp, resume)
                 if isinstance(resume, ExpiryResume):
                     expired = expiry_answers(cp, resume, graph, self.now(cp))
             # Resumed from a checkpoint that is not the thread's latest (time travel): the
@@ -417,7 +435,7 @@ class Legs:
             answers.update(expired[0])
         elif cp.status == "interrupted" and cp.interrupts:
             assert resume is not None
-            answers.update(resume.resolve(cp.interrupts))
+            answers.update(resume.resolve(cp.interrupts) if answered is None else answered)
         elif cp.status == "failed":  # an unrouted expiry failed it: recovering asks again
             answers = {k: v for k, v in answers.items() if not is_expired_marker(v)}
         cp_counter = int(cp.metadata.get("cp_counter", 0))
@@ -433,7 +451,9 @@ class Legs:
         try:
             if resume is not None and resume.update is not None:
                 state = apply_update(graph, state, resume.update)[0]
-            stops = breakpoints(graph, opts)  # checked before the wall-clock patch is taken
+            # checked before the wall-clock patch is taken
+            stops = breakpoints(graph, opts) if opts.get("interrupt_before") \
+                or opts.get("interrupt_after") else _NO_STOPS
             records = self.book.records
             if cp.run_id not in records:  # a run this runtime let go of, or never ran
                 found = await self.find_record(cp.run_id)
@@ -444,7 +464,7 @@ class Legs:
             raise
         on_done = None
         try:
-            if isinstance(clock, VirtualClock):
+            if virtual:
                 catch_up(clock, since)
             wall, on_done = self.wall()
             travelled = bool(cp.metadata.get("time_travel")) or (
@@ -460,6 +480,14 @@ class Legs:
             await released_on_error(claim)
             raise
         return runner
+
+    def deadlines(self, cp: Checkpoint, resume: Resume | None) -> None:
+        """Refuse answers to questions of ``cp`` whose deadline passed (``check_deadlines``
+        at :meth:`now`; a checkpoint with no deadline is not asked the time)."""
+        for question in cp.interrupts:
+            if question.deadline is not None:
+                check_deadlines(cp, resume, self.now(cp))
+                return
 
     def now(self, cp: Checkpoint) -> datetime:
         """The runtime clock's time for deadlines of ``cp``: a fresh virtual clock behind the
@@ -595,10 +623,15 @@ def check_recoverable(thread_id: str, last: Checkpoint | None) -> None:
 
 
 def check_resumable(cp: Checkpoint, resume: Resume | None, *, claimed: bool = True
-                    ) -> None:
+                    ) -> dict[str, Any] | None:
     """Refuse a resume of ``cp`` that cannot go on. Before the claim, only what no other
     run can change is checked: a ``Resume`` for a checkpoint that is not waiting may be a
-    race with a resume that is still running (``ThreadBusy`` then, from the claim)."""
+    race with a resume that is still running (``ThreadBusy`` then, from the claim).
+
+    Returns:
+        the answers ``resume`` gives ``cp``'s questions (``Resume.resolve``) when it waits
+        for answers, else ``None``.
+    """
     if cp.status == "completed":
         raise NotSuspended(f"run {cp.run_id} completed (checkpoint {cp.id}); there is "
                            "nothing to resume. Start a new run on its thread instead")
@@ -613,10 +646,11 @@ def check_resumable(cp: Checkpoint, resume: Resume | None, *, claimed: bool = Tr
             keys = [i.key for i in cp.interrupts]
             raise ResumeError(f"run {cp.run_id} is paused at interrupts {keys}; resume it "
                               "with Resume(value) or Resume(answers={key: ...})")
-        resume.resolve(cp.interrupts)  # refuses answers that do not fit, changing nothing
+        return resume.resolve(cp.interrupts)  # refuses answers that do not fit
     elif answering and claimed:
         raise NotSuspended(f"run {cp.run_id} has no pending interrupts (status "
                            f"{cp.status!r}, checkpoint {cp.id}): another resume may have "
                            "answered them. Read its state with history(); resume it "
                            "without a Resume only to continue a failed, cancelled or "
                            "timed-out run")
+    return None

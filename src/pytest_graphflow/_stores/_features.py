@@ -56,10 +56,12 @@ class StoreFeatures:
         visited_snapshots: ``save``/``commit`` take a checkpoint whose ``visited`` is still
             the run's lazy snapshot (SQLite writes the path from it); only a store that
             never reads ``visited`` as a tuple may declare it.
-        sync_claims: ``claim_now``/``release_now``/``has_run`` answer at once, without a
-            coroutine: the runtime takes and releases its claims and finds a free run id
-            through them (the in-memory store's). It counts only for the class that defines
-            those methods itself: a wrapper that logs calls does not pass it on.
+        in_process: the store keeps everything in this process and answers the runtime at
+            once, without a coroutine: ``claim_now``/``release_now`` (a claim),
+            ``has_run`` (a free run id) and ``kept_latest`` (a run's latest checkpoint as
+            kept, not copied: the runtime only reads it). The in-memory store's; it counts
+            only for the class that defines those methods itself, so a wrapper that logs
+            calls does not pass it on.
     """
 
     claims: bool = False
@@ -78,7 +80,7 @@ class StoreFeatures:
     call_log: bool = False
     fields_save: bool = False
     visited_snapshots: bool = False
-    sync_claims: bool = False
+    in_process: bool = False
 
 
 _NEEDS: dict[str, tuple[str, ...]] = {
@@ -94,7 +96,7 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "clock_binding": ("bind_clock",),
     "call_log": ("calls_since",),
     "fields_save": ("adopt_fields",),
-    "sync_claims": ("claim_now", "release_now", "has_run"),
+    "in_process": ("claim_now", "release_now", "has_run", "kept_latest"),
 }
 """The methods each declared feature needs (``fencing`` and ``history_pages`` are arguments of
 ``save`` and ``list``)."""
@@ -153,23 +155,23 @@ def features_of(store: Any) -> StoreFeatures:
         declared = store.features
     if not isinstance(declared, StoreFeatures):
         return derived_features(store)
-    if declared.sync_claims and not _SYNC_CLAIMS <= cls.__dict__.keys():
+    if declared.in_process and not _IN_PROCESS <= cls.__dict__.keys():
         # a wrapper, or a subclass, passing the in-memory store's declaration on
-        declared = _without_sync_claims(declared)
+        declared = _not_in_process(declared)
     if declared.fencing and not checks_fencing(store):
         # an instance that says it does not fence, or carries a save without ``fence=``
         return replace(declared, fencing=False)
     return declared
 
 
-_SYNC_CLAIMS = frozenset(("claim_now", "release_now", "has_run"))
-_NO_SYNC_CLAIMS: dict[StoreFeatures, StoreFeatures] = {}
+_IN_PROCESS = frozenset(_NEEDS["in_process"])
+_NOT_IN_PROCESS: dict[StoreFeatures, StoreFeatures] = {}
 
 
-def _without_sync_claims(declared: StoreFeatures) -> StoreFeatures:
-    found = _NO_SYNC_CLAIMS.get(declared)
+def _not_in_process(declared: StoreFeatures) -> StoreFeatures:
+    found = _NOT_IN_PROCESS.get(declared)
     if found is None:
-        found = _NO_SYNC_CLAIMS[declared] = replace(declared, sync_claims=False)
+        found = _NOT_IN_PROCESS[declared] = replace(declared, in_process=False)
     return found
 
 

@@ -138,10 +138,10 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
 
     features = StoreFeatures(claims=True, fencing=True, commit=True, history_pages=True,
                              artifacts=True, prune=True, delete_thread=True, waiting=True,
-                             tenants=True, fields_save=True, sync_claims=True)
+                             tenants=True, fields_save=True, in_process=True)
     """Claims with fencing, commits, paged history, artifacts, prune, thread deletion, waiting
-    runs, the runtime's fast save (:meth:`adopt_fields`) and claims taken at once
-    (:meth:`claim_now`); no durable events."""
+    runs, the runtime's fast save (:meth:`adopt_fields`) and answers at once
+    (:meth:`claim_now`, :meth:`kept_latest`); no durable events."""
 
     def __init__(self, *, claim_ttl: float = rules.DEFAULT_CLAIM_TTL) -> None:
         self._by_id: dict[str, Checkpoint | _Draft] = {}
@@ -153,7 +153,8 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         self._latest: dict[str, str] = {}
         self._thread_latest: dict[str, str] = {}
         self._order = 0
-        self.claim_ttl: float = rules.check_ttl(claim_ttl, "InMemoryCheckpointStore")
+        self.claim_ttl: float = claim_ttl if claim_ttl is rules.DEFAULT_CLAIM_TTL \
+            else rules.check_ttl(claim_ttl, "InMemoryCheckpointStore")
         self._events: dict[str, dict[int, dict[str, Any]]] = {}
         self._earliest_seq: dict[str, int] = {}
         self._runs: dict[str, dict[str, Any]] = {}
@@ -609,6 +610,15 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         """Whether the store holds a checkpoint of ``run_id`` (internal: ``latest(run_id)``
         is not ``None``, known without building it)."""
         return run_id in self._latest
+
+    def kept_latest(self, run_id: str) -> Checkpoint | None:
+        """The run's most recent checkpoint as the store keeps it, or ``None`` (internal: the
+        runtime reads it to resume and never changes it; :meth:`latest` gives a copy)."""
+        cid = self._latest.get(run_id)
+        if cid is None:
+            return None
+        kept = self._by_id[cid]
+        return kept.checkpoint() if type(kept) is _Draft else kept
 
     def release_now(self, thread_id: str, token: int) -> None:
         """:meth:`release` as the runtime calls it (internal), at once; a token that is no

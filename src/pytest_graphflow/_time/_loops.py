@@ -53,6 +53,12 @@ def _registries() -> tuple[Any, ...] | None:
 
 
 _REGISTRIES = _registries()
+_SIZES: Any = None
+"""The one set whose size is the number of the process's tasks (3.11's ``_all_tasks``, a
+WeakSet's own set: never smaller than the WeakSet), or ``None`` where there is not one."""
+if _REGISTRIES is not None and len(_REGISTRIES) == 1 \
+        and isinstance(getattr(_REGISTRIES[0], "data", None), set):
+    _SIZES = _REGISTRIES[0].data
 
 
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop, own: asyncio.Task[Any] | None = None
@@ -99,7 +105,7 @@ def close_loop() -> None:
 
 def _thread_loop(clock: VirtualClock) -> VirtualEventLoop:
     holder: _Holder | None = getattr(_local, "holder", None)
-    if holder is None or holder.loop.is_closed():
+    if holder is None or holder.loop._closed:  # type: ignore[attr-defined]
         holder = _local.holder = _Holder(VirtualEventLoop(clock))
     loop = holder.loop
     loop._vclock = clock
@@ -127,7 +133,9 @@ def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]], *,
     context = contextvars.copy_context()
     if owned:
         context.run(LOOP_OWNED.set, clock)
-    task = loop.create_task(coro, context=context)
+    me: Any = loop
+    task = asyncio.Task(coro, loop=loop, context=context) if me._task_factory is None \
+        else loop.create_task(coro, context=context)
     try:
         result: T = task.result() if _first_step(loop, task) else loop.run_task(task)
     except BaseException:
@@ -143,9 +151,11 @@ def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]], *,
                 task.exception()
         raise
     finally:
-        if not loop.is_closed():
-            _cancel_leftovers(loop, task)
-            _close_asyncgens(loop)
+        if not me._closed:
+            if _SIZES is None or len(_SIZES) > 1:  # tasks other than the call's may be left
+                _cancel_leftovers(loop, task)
+            if me._asyncgens.data:  # async generators, perhaps left unfinished
+                _close_asyncgens(loop)
     return result
 
 
@@ -165,7 +175,10 @@ def _first_step(loop: Any, task: asyncio.Task[Any]) -> bool:
     loop._thread_id = threading.get_ident()  # is_running()
     asyncio.events._set_running_loop(loop)
     try:
-        ready.popleft()._run()
+        step = ready.popleft()
+        # Handle._run without its frame: a task's step raises only what _run lets through
+        # (SystemExit, KeyboardInterrupt), the rest ends in the task.
+        step._context.run(step._callback, *step._args)
     finally:
         asyncio.events._set_running_loop(None)
         loop._thread_id = None

@@ -220,7 +220,8 @@ def activate() -> str:
         :func:`deactivate`.
     """
     with _lock:
-        if _freezegun_active():
+        api = sys.modules.get("freezegun.api")  # _freezegun_active(), inline (every run)
+        if api is not None and api.freeze_factories:
             _fg_start()
             return "freezegun"
         if _tm.holds == 0:
