@@ -77,15 +77,18 @@ class Legs:
         self.host = host
         self.book = book
         self.subgraphs = subgraphs
-        self.use_store(store, features)
+        self.store = store
+        self.features = features
+        self.quick = features.in_process
+        """The store answers a leg's claim, a free run id and the checkpoint a resume reads
+        at once (``StoreFeatures.in_process``: ``claim_now``, ``has_run``,
+        ``kept_latest``)."""
 
     def use_store(self, store: CheckpointStore, features: StoreFeatures) -> None:
         """The runtime's store (and what it supports) from now on."""
         self.store = store
         self.features = features
         self.quick = features.in_process
-        """The store answers a leg's claim and a free run id at once
-        (``StoreFeatures.in_process``: ``claim_now``, ``has_run``)."""
 
     async def claim(self, thread_id: str, run_id: str, tenant: str | None,
                     at: datetime | None = None) -> ThreadClaim:
@@ -578,7 +581,7 @@ class Legs:
             subgraph_runner=self.subgraphs, record=record, leg=leg,
             thread_explicit=thread_explicit, resumed_from=None if resumed is None else resumed.id,
             time_travel=time_travel, branch=branch, expired=expired,
-            deadlines={} if resumed is None else {
+            deadlines={} if resumed is None or not resumed.interrupts else {
                 i.key: i.deadline for i in resumed.interrupts if i.deadline is not None},
             stepping=STEPPING.get(), cancel_after=opts.get("cancel_after"),
             cancel_at=opts.get("cancel_at"),

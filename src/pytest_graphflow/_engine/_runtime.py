@@ -22,6 +22,7 @@ from .._graph._node import Resume
 from .._records._checkpoint import Checkpoint
 from .._records._checks import check_id, check_optional_id
 from .._records._events import EventBase, Interrupt
+from .._records._ids import IdSource
 from .._stores._claims import artifact_bytes, store_claim_ttl
 from .._stores._default import default_store
 from .._stores._deletion import DeletedThread
@@ -40,7 +41,7 @@ from ..errors import (
 from ._deadline_ops import expire_due, list_waiting
 from ._delete import delete_thread
 from ._fork import fork_checkpoint
-from ._host import KEPT_RECORDS, LegHost, RunBook, RunIds
+from ._host import KEPT_RECORDS, LegHost, RunBook, RunIds, SeededIds
 from ._legs import Legs, check_recoverable
 from ._options import RunOptions, check_budget, check_constructor, check_graph, run_options
 from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
@@ -152,7 +153,7 @@ class GraphRuntime:
         else:
             self.middleware, self.guardrails = checked_hooks(middleware, guardrails,
                                                              "GraphRuntime")
-        self._book = RunBook.seeded(seed)
+        self._book = RunBook(IdSource(None) if seed is None else SeededIds(seed))
         if features.clock_binding:
             store.bind_clock(self.clock)  # type: ignore[attr-defined]
         # The preparer of legs sees the runtime through a weak proxy: no reference cycle,

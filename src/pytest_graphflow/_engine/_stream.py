@@ -155,7 +155,7 @@ def _result(runner: Runner) -> GraphResult[Any]:
         thread_id=run.thread_id, step=max(run.pos.step - (1 if status == "completed" or (
             status == "interrupted" and bp is not None and bp.when == "after") else 0), 0),
         checkpoint_id=outcome.checkpoint_id,
-        interrupts={i.key: i for i in outcome.interrupts},
+        interrupts={i.key: i for i in outcome.interrupts} if outcome.interrupts else {},
         error=outcome.error if status in ("failed", "cancelled") else None,
         breakpoint=bp if status == "interrupted" else None,
     )

@@ -117,17 +117,23 @@ async def _called(fn: Callable[[], Awaitable[T]]) -> T:
 
 
 def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]], *,
-              owned: bool = False) -> T:
+              owned: bool = False, outside: bool = False) -> T:
     """Run ``fn()`` to its end on the calling thread's virtual loop, reading ``clock``;
-    ``owned``: the loop is the runtime's own (:data:`LOOP_OWNED` is set in the call's task).
+    ``owned``: the loop is the runtime's own (:data:`LOOP_OWNED` is set in the call's task);
+    ``outside``: the caller made sure no loop runs on this thread.
 
     Raises:
         RuntimeError: when called from a running event loop (as ``asyncio.run`` does).
     """
-    if asyncio._get_running_loop() is not None:
+    if not outside and asyncio._get_running_loop() is not None:
         raise RuntimeError("the sync API cannot be called from a running event loop; "
                            "await the async method (ainvoke, aresume, atrace) instead")
-    loop = _thread_loop(clock)
+    holder: _Holder | None = getattr(_local, "holder", None)
+    if holder is None or holder.loop._closed:  # type: ignore[attr-defined]
+        loop = _thread_loop(clock)
+    else:  # _thread_loop(), inline (every call)
+        loop = holder.loop
+        loop._vclock = clock
     coro = _called(fn)
     # The call's task runs in a copy of the caller's context, as asyncio.run's does.
     context = contextvars.copy_context()
@@ -237,19 +243,20 @@ def run_sync_owned(fn: Callable[[], Awaitable[T]], clock: Any, backend: str = "a
         SyncCallInEventLoop: when called inside a running event loop; ``what`` and
             ``instead`` name the call and the one to await.
     """
-    if in_running_loop():
+    if asyncio._get_running_loop() is not None or (
+            ("trio" in sys.modules or "curio" in sys.modules) and in_running_loop()):
         from ..errors import SyncCallInEventLoop
 
         raise SyncCallInEventLoop(
             f"{what} starts an event loop of its own, but it was called inside a running "
             f"event loop (an async test?): use {instead}")
-    if not isinstance(clock, VirtualClock):
+    if type(clock) is not VirtualClock and not isinstance(clock, VirtualClock):
         import anyio
 
         return anyio.run(fn, backend=backend)
     vclock = clock
-    if backend == "asyncio":
-        return run_owned(vclock, fn, owned=True)  # the thread's virtual loop, reused
+    if backend == "asyncio":  # the thread's virtual loop, reused
+        return run_owned(vclock, fn, owned=True, outside=True)
 
     async def owned() -> T:
         token = LOOP_OWNED.set(vclock)

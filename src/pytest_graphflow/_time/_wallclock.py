@@ -225,7 +225,14 @@ def activate() -> str:
             _fg_start()
             return "freezegun"
         if _tm.holds == 0:
-            _tm_start()
+            modules, traveller = _tm.modules, _tm.traveller
+            if modules is None or traveller is None:
+                _tm_start()
+            else:  # _tm_start(), inline (every run)
+                stack = modules[1].traveller_stack
+                stack.append(traveller)  # pushed before patching, as _tm_start explains
+                if len(stack) == 1:
+                    modules[0].patch()
         _tm.holds += 1
         return "time-machine"
 
@@ -242,4 +249,10 @@ def deactivate(driver: str = "time-machine") -> None:
             return
         _tm.holds -= 1
         if _tm.holds == 0:
-            _tm_stop()
+            modules = _tm.modules
+            stack = None if modules is None else modules[1].traveller_stack
+            if stack is not None and len(stack) == 1 and stack[0] is _tm.traveller:
+                modules[0].unpatch()  # _tm_stop()'s usual case, inline (every run)
+                stack.pop()
+            else:
+                _tm_stop()
