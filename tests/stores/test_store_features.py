@@ -93,7 +93,8 @@ def test_only_the_class_that_answers_claims_at_once_says_so() -> None:
 
     wrapped = features_of(FaultyStore(InMemoryCheckpointStore()))
     assert not wrapped.in_process
-    assert wrapped.claims and wrapped.fields_save
+    assert wrapped.claims
+    assert wrapped.fields_save
     assert not features_of(Renamed()).in_process
     assert features_of(Renamed()).fields_save
 

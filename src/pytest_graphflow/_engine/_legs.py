@@ -277,7 +277,8 @@ class Legs:
         if not isinstance(ref, str):
             raise InvalidArgument(f"expected a run id or checkpoint id, got {ref!r}")
         store: Any = self.store
-        cp = store.kept_latest(ref) if kept and self.quick else await store.latest(ref)
+        cp: Checkpoint | None = store.kept_latest(ref) if kept and self.quick \
+            else await store.latest(ref)
         if cp is None:
             cp = await self.store.get(ref)
         if cp is None:
@@ -387,7 +388,8 @@ class Legs:
             self.deadlines(cp, resume)
         seen = cp.id if recover is None and ref == cp.run_id else await self.view(cp, recover)
         clock = self.host.clock
-        virtual = isinstance(clock, VirtualClock)
+        vclock = clock if isinstance(clock, VirtualClock) else None
+        virtual = vclock is not None
         # A fresh virtual clock continues from the checkpoint, so time never goes back within
         # a run's log (C10), and the claim is taken at that time; the clock moves there only
         # once the leg is admitted (a refused call changes nothing, the clock included).
@@ -467,8 +469,8 @@ class Legs:
             raise
         on_done = None
         try:
-            if virtual:
-                catch_up(clock, since)
+            if vclock is not None:
+                catch_up(vclock, since)
             wall, on_done = self.wall()
             travelled = bool(cp.metadata.get("time_travel")) or (
                 latest is not None and latest.id != cp.id)

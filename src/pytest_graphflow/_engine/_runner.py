@@ -158,7 +158,8 @@ class Runner:
             if spec.durable:
                 await self._persist(items)
             if run.outcome is not None:
-                await self.end.release()
+                if claim is None or not claim.released:  # (a quick claim went as it ended)
+                    await self.end.release()
             elif spec.cancel_at is not None:
                 self._cancel_at(items)
             return items

@@ -159,7 +159,7 @@ class GraphRuntime:
         # The preparer of legs sees the runtime through a weak proxy: no reference cycle,
         # so a runtime and everything of its runs go as soon as the caller drops it, without
         # waiting for the garbage collector (the default path makes one runtime per run).
-        host: LegHost = weakref.proxy(self)  # type: ignore[assignment]
+        host: LegHost = weakref.proxy(self)
         self._legs = Legs(host, self._book, _SUBGRAPHS, store, features)
         install_hooks()  # the first runtime patches the sleeps (importing patches nothing)
         install_blocking_sleep_warning()

@@ -155,7 +155,7 @@ def features_of(store: Any) -> StoreFeatures:
         declared = store.features
     if not isinstance(declared, StoreFeatures):
         return derived_features(store)
-    if declared.in_process and not _IN_PROCESS <= cls.__dict__.keys():
+    if declared.in_process and not cls.__dict__.keys() >= _IN_PROCESS:
         # a wrapper, or a subclass, passing the in-memory store's declaration on
         declared = _not_in_process(declared)
     if declared.fencing and not checks_fencing(store):

@@ -618,7 +618,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         if cid is None:
             return None
         kept = self._by_id[cid]
-        return kept.checkpoint() if type(kept) is _Draft else kept
+        return kept.checkpoint() if type(kept) is _Draft else kept  # type: ignore[return-value]
 
     def release_now(self, thread_id: str, token: int) -> None:
         """:meth:`release` as the runtime calls it (internal), at once; a token that is no

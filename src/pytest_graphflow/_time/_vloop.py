@@ -173,8 +173,9 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
         self._selector.select = select  # type: ignore[attr-defined]
 
-    def call_soon(self, callback: Callable[..., object], *args: Any,
-                  context: contextvars.Context | None = None) -> asyncio.Handle:
+    def call_soon(  # type: ignore[override]
+            self, callback: Callable[..., object], *args: Any,
+            context: contextvars.Context | None = None) -> asyncio.Handle:
         """``call_soon`` of an open loop out of debug mode without the base's checks and
         layers (every task step of a run comes through here): the handle ``Handle.__init__``
         makes, queued as ``_call_soon`` queues it."""

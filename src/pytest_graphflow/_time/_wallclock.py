@@ -250,9 +250,10 @@ def deactivate(driver: str = "time-machine") -> None:
         _tm.holds -= 1
         if _tm.holds == 0:
             modules = _tm.modules
-            stack = None if modules is None else modules[1].traveller_stack
-            if stack is not None and len(stack) == 1 and stack[0] is _tm.traveller:
-                modules[0].unpatch()  # _tm_stop()'s usual case, inline (every run)
-                stack.pop()
-            else:
-                _tm_stop()
+            if modules is not None:
+                stack = modules[1].traveller_stack
+                if len(stack) == 1 and stack[0] is _tm.traveller:
+                    modules[0].unpatch()  # _tm_stop()'s usual case, inline (every run)
+                    stack.pop()
+                    return
+            _tm_stop()
