@@ -62,7 +62,6 @@ _DEFAULT_FEATURES: dict[type, StoreFeatures] = {}
 """What the store a runtime makes itself supports, by class (read once per process)."""
 StreamMode = Literal["events", "updates", "values", "custom", "debug"]
 _DEFAULT: Any = object()
-_INF = float("inf")
 
 
 class GraphRuntime:
@@ -192,9 +191,6 @@ class GraphRuntime:
         given to the runtime, else the store's ``claim_ttl``, else 30."""
         if self._claim_ttl is not None:
             return self._claim_ttl
-        ttl = getattr(self._store, "claim_ttl", None)
-        if type(ttl) is float and 0 < ttl < _INF:  # the usual store's: checked as it was set
-            return ttl
         return store_claim_ttl(self._store)
 
     # ------------------------------------------------------------------ public API
