@@ -10,7 +10,7 @@ Python calls (``cProfile``'s total, builtins included), measured in a fresh inte
 an earlier test imported or left running changes them: trio, a live task), after warm-up runs.
 
 Issue 29's third pass took them 519 → 336 (one-node) and 1,271 → 888 (round trip); its fifth
-194 and 560 (the in-memory store answers the claim, the run id and the resume's read at once,
+194 and 552 (the in-memory store answers the claim, the run id and the resume's read at once,
 ``StoreFeatures.in_process``). The bounds leave room for other Pythons' asyncio (3.12 keeps two
 task registries) and catch any return of a removed cost.
 

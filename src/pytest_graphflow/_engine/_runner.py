@@ -461,6 +461,9 @@ class Runner:
             return await self.halts.stop(outcomes, timed_out=False)
         if timed_out or self.run.flight.cancel_requested:
             return await self.halts.stop(outcomes, timed_out=timed_out)
+        if len(outcomes) == 1 and outcomes[0].kind == "interrupt":
+            # one task asking: nothing to merge, no edge error (what follows decides so)
+            return await self.halts.halt(outcomes, outcomes)
         halting = [o for o in outcomes if o.kind == "interrupt"
                    or (o.kind == "error" and (o.spec.on_error is None or o.fatal))]
         edge_error = next((o for o in outcomes if o.kind == "edge_error"), None)
