@@ -11,7 +11,7 @@ an earlier test imported or left running changes them: trio, a live task), after
 
 Issue 29's third pass took them 519 → 336 (one-node) and 1,271 → 888 (round trip); its fifth
 194 and 552 (the in-memory store answers the claim, the run id and the resume's read at once,
-``StoreFeatures.in_process``). The bounds leave room for other Pythons' asyncio (3.12 keeps two
+``StoreFeatures.in_process``); with the lean step's second pass, 175 and 474. The bounds leave room for other Pythons' asyncio (3.12 keeps two
 task registries) and catch any return of a removed cost.
 
 Reading a checkpoint to resume without copying it must not let the leg change what the store
