@@ -754,7 +754,9 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         if cid is None:
             return None
         kept = self._by_id[cid]
-        return kept.checkpoint() if type(kept) is _Draft else kept  # type: ignore[return-value]
+        kind = type(kept)
+        # a draft or a lean step: the checkpoint it builds once (never handed out but here)
+        return kept.checkpoint() if kind is _Draft or kind is _Step else kept  # type: ignore[union-attr,return-value]
 
     def release_now(self, thread_id: str, token: int) -> None:
         """:meth:`release` as the runtime calls it (internal), at once; a token that is no
