@@ -66,7 +66,7 @@ def test_the_built_in_stores_declare_their_features(tmp_path: Any) -> None:
             "artifacts": True, "prune": True, "delete_thread": True, "waiting": True,
             "tenants": True}
     assert features_of(InMemoryCheckpointStore()) == StoreFeatures(**both, fields_save=True,
-                                                                   step_sink=True)
+                                                                   step_sink=True, in_process=True)
     sqlite = SQLiteCheckpointStore(str(tmp_path / "s.db"))
     assert features_of(sqlite) == StoreFeatures(**both, events=True, run_records=True,
                                                 visited_snapshots=True)
@@ -84,6 +84,23 @@ def test_a_faulty_store_has_the_features_of_the_store_it_wraps(tmp_path: Any) ->
     assert not features_of(FaultyStore(InMemoryCheckpointStore())).step_sink
 
 
+def test_only_the_class_that_answers_claims_at_once_says_so() -> None:
+    """``in_process`` lets the runtime claim, release and find a run id without awaiting the
+    store. A ``FaultyStore`` over the in-memory store must not pass it on (its claims are
+    logged and its rules apply to them), nor a subclass that declares the in-memory store's
+    features without defining those methods itself (it may have changed ``claim``)."""
+
+    class Renamed(InMemoryCheckpointStore):
+        features = InMemoryCheckpointStore.features
+
+    wrapped = features_of(FaultyStore(InMemoryCheckpointStore()))
+    assert not wrapped.in_process
+    assert wrapped.claims
+    assert wrapped.fields_save
+    assert not features_of(Renamed()).in_process
+    assert features_of(Renamed()).fields_save
+
+
 def test_a_store_that_declares_nothing_gets_what_its_methods_show() -> None:
     class Minimal:
         async def save(self, checkpoint: Any) -> None: ...
@@ -93,7 +110,7 @@ def test_a_store_that_declares_nothing_gets_what_its_methods_show() -> None:
     assert features_of(Minimal()) == StoreFeatures(artifacts=True)
     # A subclass may have changed a method: it never gets the in-memory store's fast save.
     assert features_of(Plain()) == dataclasses.replace(
-        InMemoryCheckpointStore.features, fields_save=False, step_sink=False)
+        InMemoryCheckpointStore.features, fields_save=False, step_sink=False, in_process=False)
 
 
 def test_an_instance_that_does_not_fence_is_not_fenced() -> None:

@@ -48,12 +48,13 @@ class ThreadClaim:
         lost: the :class:`StaleClaim` a renewal met, once the claim was taken over.
     """
 
-    __slots__ = ("_local", "_renewed_at", "_store", "clock", "fenced", "lost", "released",
-                 "run_id", "thread_id", "token", "ttl")
+    __slots__ = ("_local", "_renewed_at", "_store", "clock", "fenced", "lost", "quick",
+                 "released", "run_id", "thread_id", "token", "ttl")
 
     def __init__(self, store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float,
                  token: int | None, local: dict[str, ThreadClaim] | None,
-                 taken_at: float | None = None, *, fencing: bool = False) -> None:
+                 taken_at: float | None = None, *, fencing: bool = False,
+                 quick: bool = False) -> None:
         self._store = store
         self.clock = clock
         self.thread_id = thread_id
@@ -62,6 +63,9 @@ class ThreadClaim:
         self.token = token
         self._local = local
         self.fenced = token is not None and fencing
+        self.quick = quick
+        """Held in a store whose claims answer at once (``StoreFeatures.in_process``, the
+        in-memory store): released without awaiting it (:meth:`release_now`)."""
         self.lost: StaleClaim | None = None
         self.released = False
         self._renewed_at = clock.monotonic() if taken_at is None else taken_at
@@ -86,10 +90,19 @@ class ThreadClaim:
             if self._local.get(self.thread_id) is self:
                 del self._local[self.thread_id]
             return
+        if self.quick:
+            self._store.release_now(self.thread_id, self.token)
+            return
         try:
             await self._store.release(self.thread_id, self.token)
         except StaleClaim:
             return  # the thread is someone else's now
+
+    def release_now(self) -> None:
+        """:meth:`release` of a :attr:`quick` claim, without a coroutine."""
+        if not self.released:
+            self.released = True
+            self._store.release_now(self.thread_id, self.token)
 
     async def renew(self) -> None:
         """Extend the claim by its ttl from now on the runtime's clock.
@@ -109,7 +122,8 @@ class ThreadClaim:
 
     def due(self) -> bool:
         """Whether a third of the ttl has passed since the claim was taken or last renewed."""
-        return self.renewable and self.clock.monotonic() - self._renewed_at >= self.ttl / 3
+        return (self._local is None and not self.released and self.lost is None
+                and self.clock.monotonic() - self._renewed_at >= self.ttl / 3)
 
     async def renew_if_due(self) -> None:
         """Renew when a third of the ttl has passed since the claim was taken or renewed (on
@@ -169,11 +183,16 @@ async def take(store: Any, features: StoreFeatures, clock: Clock, thread_id: str
     """
     if features.claims:
         now = clock.now()
-        token = await store.claim(thread_id, run_id, now=now if at is None else at, ttl=ttl)
+        quick = features.in_process
+        if quick:
+            token = store.claim_now(thread_id, run_id, now if at is None else at, ttl)
+        else:
+            token = await store.claim(thread_id, run_id, now=now if at is None else at,
+                                      ttl=ttl)
         try:
             since = None if at is None else clock.monotonic() + (at - now).total_seconds()
             return ThreadClaim(store, clock, thread_id, run_id, ttl, token, None, since,
-                               fencing=features.fencing)
+                               fencing=features.fencing, quick=quick)
         except BaseException:  # the clock threw (seed 004): the claim is not kept
             with anyio.CancelScope(shield=True):
                 await store.release(thread_id, token)

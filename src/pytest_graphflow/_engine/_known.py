@@ -27,8 +27,9 @@ _Compile = tuple[str, str, tuple[str, ...], tuple[str, ...]]
 
 def _compile_of(graph: CompiledGraph) -> _Compile:
     """What tells two compiles of one graph id apart: structure, policy, breakpoints."""
-    return (graph.revision, graph.checkpoint_policy, tuple(sorted(graph.interrupt_before)),
-            tuple(sorted(graph.interrupt_after)))
+    before, after = graph.interrupt_before, graph.interrupt_after
+    return (graph.revision, graph.checkpoint_policy,
+            tuple(sorted(before)) if before else (), tuple(sorted(after)) if after else ())
 
 
 def _describe(key: _Compile) -> str:
@@ -52,11 +53,15 @@ class KnownGraphs:
 
     def ran(self, run_id: str | None, graph: CompiledGraph) -> None:
         """A leg of ``run_id`` runs under ``graph`` (as compiled, before any runtime policy)."""
-        self._compiles.setdefault(graph.graph_id, {})[_compile_of(graph)] = graph
+        compiles = self._compiles.get(graph.graph_id)
+        if compiles is None:
+            compiles = self._compiles[graph.graph_id] = {}
+        compiles[_compile_of(graph)] = graph
         if run_id is not None:
             runs = self._runs
+            if run_id in runs:
+                runs.move_to_end(run_id)
             runs[run_id] = graph
-            runs.move_to_end(run_id)
             if len(runs) > _RUNS_KEPT:
                 runs.popitem(last=False)
 

@@ -10,9 +10,11 @@ records, live legs), never the runtime's private attributes.
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -53,7 +55,14 @@ from ._runner import Runner
 from ._update import apply_update
 from ._upgrade import upgrade_problems
 
+if TYPE_CHECKING:
+    from .._stores._features import StoreFeatures
+    from .._stores._protocol import CheckpointStore
+
 __all__ = ["Legs", "check_recoverable", "check_resumable"]
+
+_NO_STOPS: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+"""A leg's own breakpoints when the call sets none."""
 
 
 class Legs:
@@ -63,10 +72,23 @@ class Legs:
     ``subgraphs`` runs a subgraph node's child run (``LegSpec.subgraph_runner``).
     """
 
-    def __init__(self, host: LegHost, book: RunBook, subgraphs: SubgraphRunner) -> None:
+    def __init__(self, host: LegHost, book: RunBook, subgraphs: SubgraphRunner,
+                 store: CheckpointStore, features: StoreFeatures) -> None:
         self.host = host
         self.book = book
         self.subgraphs = subgraphs
+        self.store = store
+        self.features = features
+        self.quick = features.in_process
+        """The store answers a leg's claim, a free run id and the checkpoint a resume reads
+        at once (``StoreFeatures.in_process``: ``claim_now``, ``has_run``,
+        ``kept_latest``)."""
+
+    def use_store(self, store: CheckpointStore, features: StoreFeatures) -> None:
+        """The runtime's store (and what it supports) from now on."""
+        self.store = store
+        self.features = features
+        self.quick = features.in_process
 
     async def claim(self, thread_id: str, run_id: str, tenant: str | None,
                     at: datetime | None = None) -> ThreadClaim:
@@ -79,12 +101,15 @@ class Legs:
                 claim names when it expires, on this runtime's clock.
             TenantMismatch: the thread is busy and belongs to another tenant.
         """
-        for live in self.book.live.values():
-            if not live.done and (live.run.thread_id == thread_id or live.run_id == run_id):
-                raise await self.busy(thread_id, live.run_id, tenant)
+        live = self.book.live
+        if live:
+            for runner in live.values():
+                if runner.run.outcome is None and (runner.run.thread_id == thread_id
+                                                   or runner.run.run_id == run_id):
+                    raise await self.busy(thread_id, runner.run_id, tenant)
         host = self.host
         try:
-            return await take(host.store, host.store_features, host.clock,
+            return await take(self.store, self.features, host.clock,
                               thread_id, run_id, host.claim_ttl, at)
         except ThreadBusy as exc:
             raise await self.busy(thread_id, exc.holder, tenant, exc) from None
@@ -108,8 +133,8 @@ class Legs:
 
     async def thread_latest(self, thread_id: str) -> Checkpoint | None:
         """The thread's latest checkpoint, or ``None``; a one-row read on stores that page."""
-        store: Any = self.host.store
-        if self.host.store_features.history_pages:
+        store: Any = self.store
+        if self.features.history_pages:
             found: list[Checkpoint] = list(await store.list(thread_id=thread_id, limit=1))
         else:
             found = await store.list(thread_id=thread_id)
@@ -121,24 +146,27 @@ class Legs:
         held = self.book.records.get(run_id)
         if held is not None:
             return held
-        if not self.host.store_features.run_records:
+        if not self.features.run_records:
             return None
-        found = await self.host.store.run(run_id)  # type: ignore[attr-defined]
+        found = await self.store.run(run_id)  # type: ignore[attr-defined]
         return None if found is None else RunRecord.from_dict(found)
 
     def wall(self) -> tuple[bool, Callable[[], None] | None]:
         clock = self.host.clock
         if isinstance(clock, VirtualClock) and clock.patch_wall_clock:
-            driver = _wallclock.activate()
-            return True, lambda: _wallclock.deactivate(driver)
+            return True, functools.partial(_wallclock.deactivate, _wallclock.activate())
         return False, None
 
     async def new_run_id(self) -> tuple[str, str]:
+        """A run id no run of this runtime or its store has, and its token."""
+        ids, records = self.book.ids, self.book.records
+        store: Any = self.store
+        quick = self.quick
         for _ in range(1000):
-            token = self.book.ids.run_hex()
+            token = ids.run_hex()
             run_id = f"run-{token}"
-            if run_id not in self.book.records \
-                    and await self.host.store.latest(run_id) is None:
+            if run_id not in records and (
+                    not store.has_run(run_id) if quick else await store.latest(run_id) is None):
                 return run_id, token
         raise GraphExecutionError("could not find a free run id")  # pragma: no cover
 
@@ -166,11 +194,16 @@ class Legs:
         thread_id: str | None,
         opts: dict[str, Any],
     ) -> Runner:
-        install_hooks()  # trio's, once a run meets trio
+        if "trio" in sys.modules:
+            install_hooks()  # trio's, once a run meets trio (the runtime installed the rest)
         compiled = graph
-        graph = self.policy(graph)
-        patch = state_from_input(graph, input)
-        stops = breakpoints(graph, opts)  # checked before a claim or a patch is taken
+        if self.host.checkpoint_policy is not None:
+            graph = self.policy(graph)
+        patch = {} if input is None or (type(input) is dict and not input) \
+            else state_from_input(graph, input)
+        # checked before a claim or a patch is taken
+        stops = breakpoints(graph, opts) if opts.get("interrupt_before") \
+            or opts.get("interrupt_after") else _NO_STOPS
         run_id, token = await self.new_run_id()
         self.book.graphs.ran(run_id, compiled)  # a resume by id alone uses this very graph
         tenant = opts["tenant_id"]
@@ -236,12 +269,18 @@ class Legs:
                 or graph.codec.dump(validate_state(graph, patch))
         return base
 
-    async def resolve(self, ref: str, tenant: str | None) -> Checkpoint:
+    async def resolve(self, ref: str, tenant: str | None, *, kept: bool = False
+                      ) -> Checkpoint:
+        """The checkpoint ``ref`` names: a run's latest, or a checkpoint by id. ``kept``: the
+        caller only reads it, so a store that keeps it in this process may hand over its own
+        (``StoreFeatures.in_process``) instead of a copy."""
         if not isinstance(ref, str):
             raise InvalidArgument(f"expected a run id or checkpoint id, got {ref!r}")
-        cp = await self.host.store.latest(ref)
+        store: Any = self.store
+        cp: Checkpoint | None = store.kept_latest(ref) if kept and self.quick \
+            else await store.latest(ref)
         if cp is None:
-            cp = await self.host.store.get(ref)
+            cp = await self.store.get(ref)
         if cp is None:
             raise CheckpointNotFound(
                 f"no checkpoint for run or checkpoint id {ref!r}: the store has none (never "
@@ -329,25 +368,32 @@ class Legs:
         graph: CompiledGraph | None,
         opts: dict[str, Any],
     ) -> Runner:
-        install_hooks()
+        if "trio" in sys.modules:
+            install_hooks()
         tenant = opts["tenant_id"]
         recover: str | None = opts.get("recover")
         expired: tuple[dict[str, Any], list[Expired]] | None = None
-        cp = await self.resolve(ref, tenant)
+        # Read only (a leg copies what it changes): the store's own checkpoint will do.
+        cp = await self.resolve(ref, tenant, kept=True)
         held = self.held(cp) if recover is None and ref == cp.run_id else None
         given = graph
-        graph = self.policy(self.graph_for(cp, given, held))
+        graph = self.graph_for(cp, given, held)
+        if self.host.checkpoint_policy is not None:
+            graph = self.policy(graph)
+        answered: dict[str, Any] | None = None
         if recover is not None:
             check_recoverable(recover, cp)  # the run may have ended since it was read
         else:
-            check_resumable(cp, resume, claimed=False)
-            check_deadlines(cp, resume, self.now(cp))
+            answered = check_resumable(cp, resume, claimed=False)
+            self.deadlines(cp, resume)
         seen = cp.id if recover is None and ref == cp.run_id else await self.view(cp, recover)
         clock = self.host.clock
+        vclock = clock if isinstance(clock, VirtualClock) else None
+        virtual = vclock is not None
         # A fresh virtual clock continues from the checkpoint, so time never goes back within
         # a run's log (C10), and the claim is taken at that time; the clock moves there only
         # once the leg is admitted (a refused call changes nothing, the clock included).
-        behind = isinstance(clock, VirtualClock) and clock.now() < cp.timestamp
+        behind = virtual and clock.now() < cp.timestamp
         claim = await self.claim(cp.thread_id, cp.run_id, tenant,
                                  cp.timestamp if behind else None)
         try:
@@ -355,11 +401,12 @@ class Legs:
             # reading it and claiming it must not be run a second time (seed 004). Unless
             # the claim is the next one after this runtime's own last leg of the run, which
             # left the checkpoint read: then nothing took the thread in between.
-            if not self.unchanged(held, claim):
-                cp = await self.resolve(ref, tenant)
+            unchanged = self.unchanged(held, claim)
+            if not unchanged:
+                cp = await self.resolve(ref, tenant, kept=True)
                 if held is not None:  # its check against the graph was left to this read
                     graph = self.policy(self.graph_for(cp, given))
-            latest = cp if ref == cp.run_id else await self.host.store.latest(cp.run_id)
+            latest = cp if ref == cp.run_id else await self.store.latest(cp.run_id)
             if recover is not None:
                 last = await self.thread_latest(recover)
                 if last is not None and last.id != seen:
@@ -368,8 +415,12 @@ class Legs:
             else:
                 if latest is not None and latest.id != seen:
                     raise ThreadBusy(cp.thread_id, latest.run_id)
-                check_resumable(cp, resume)
-                check_deadlines(cp, resume, self.now(cp))
+                # The same checkpoint, answers and (virtual) time as checked above give the
+                # same answer: only a claimed checkpoint that is not waiting is judged anew.
+                if not unchanged or cp.status != "interrupted":
+                    answered = check_resumable(cp, resume)
+                if not (unchanged and virtual):
+                    self.deadlines(cp, resume)
                 if isinstance(resume, ExpiryResume):
                     expired = expiry_answers(cp, resume, graph, self.now(cp))
             # Resumed from a checkpoint that is not the thread's latest (time travel): the
@@ -389,7 +440,7 @@ class Legs:
             answers.update(expired[0])
         elif cp.status == "interrupted" and cp.interrupts:
             assert resume is not None
-            answers.update(resume.resolve(cp.interrupts))
+            answers.update(resume.resolve(cp.interrupts) if answered is None else answered)
         elif cp.status == "failed":  # an unrouted expiry failed it: recovering asks again
             answers = {k: v for k, v in answers.items() if not is_expired_marker(v)}
         cp_counter = int(cp.metadata.get("cp_counter", 0))
@@ -405,7 +456,9 @@ class Legs:
         try:
             if resume is not None and resume.update is not None:
                 state = apply_update(graph, state, resume.update)[0]
-            stops = breakpoints(graph, opts)  # checked before the wall-clock patch is taken
+            # checked before the wall-clock patch is taken
+            stops = breakpoints(graph, opts) if opts.get("interrupt_before") \
+                or opts.get("interrupt_after") else _NO_STOPS
             records = self.book.records
             if cp.run_id not in records:  # a run this runtime let go of, or never ran
                 found = await self.find_record(cp.run_id)
@@ -416,8 +469,8 @@ class Legs:
             raise
         on_done = None
         try:
-            if isinstance(clock, VirtualClock):
-                catch_up(clock, since)
+            if vclock is not None:
+                catch_up(vclock, since)
             wall, on_done = self.wall()
             travelled = bool(cp.metadata.get("time_travel")) or (
                 latest is not None and latest.id != cp.id)
@@ -433,6 +486,14 @@ class Legs:
             raise
         return runner
 
+    def deadlines(self, cp: Checkpoint, resume: Resume | None) -> None:
+        """Refuse answers to questions of ``cp`` whose deadline passed (``check_deadlines``
+        at :meth:`now`; a checkpoint with no deadline is not asked the time)."""
+        for question in cp.interrupts:
+            if question.deadline is not None:
+                check_deadlines(cp, resume, self.now(cp))
+                return
+
     def now(self, cp: Checkpoint) -> datetime:
         """The runtime clock's time for deadlines of ``cp``: a fresh virtual clock behind the
         checkpoint counts from it (as the leg would, see :func:`catch_up`)."""
@@ -446,7 +507,7 @@ class Legs:
         if recover is not None:
             last = await self.thread_latest(recover)
         else:
-            last = await self.host.store.latest(cp.run_id)
+            last = await self.store.latest(cp.run_id)
         return None if last is None else last.id
 
     def policy(self, graph: CompiledGraph) -> CompiledGraph:
@@ -498,15 +559,18 @@ class Legs:
             record.status = "running"
             record.legs += 1
         leg: RunLeg | None = None
-        if host.on_leg is not None:  # an observer sees every leg's events
+        on_leg = host.on_leg
+        if on_leg is not None:  # an observer sees every leg's events
             leg = RunLeg(
                 graph=graph, run_id=run_id, resumed=resumed is not None, seed=host.seed,
                 initial_state=None if resumed is not None else jcopy(state),
                 answers=jcopy(answers) if resumed is not None and answers else {},
-                store=host.store)
+                store=self.store)
             leg.lazy = not opts.get("record_events", True)  # only the leg reads its events
+        middleware, guardrails = host.middleware, host.guardrails
+        features = self.features
         spec = LegSpec(
-            graph=graph, store=host.store, features=host.store_features, clock=host.clock,
+            graph=graph, store=self.store, features=features, clock=host.clock,
             seed=host.seed, run_id=run_id, thread_id=thread_id, tenant_id=tenant,
             max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
             on_interrupt=opts["on_interrupt"], wall_clock=wall,
@@ -514,11 +578,12 @@ class Legs:
             or opts.get("cancel_at") is not None,
             break_before=graph.interrupt_before | stops[0],
             break_after=graph.interrupt_after | stops[1],
-            hooks=hook_table(graph, host.middleware, host.guardrails), claim=claim,
+            hooks=hook_table(graph, middleware, guardrails) if middleware or guardrails
+            or graph.middleware or graph.guardrails else None, claim=claim,
             subgraph_runner=self.subgraphs, record=record, leg=leg,
             thread_explicit=thread_explicit, resumed_from=None if resumed is None else resumed.id,
             time_travel=time_travel, branch=branch, expired=expired,
-            deadlines={} if resumed is None else {
+            deadlines={} if resumed is None or not resumed.interrupts else {
                 i.key: i.deadline for i in resumed.interrupts if i.deadline is not None},
             stepping=STEPPING.get(), cancel_after=opts.get("cancel_after"),
             cancel_at=opts.get("cancel_at"),
@@ -527,14 +592,15 @@ class Legs:
                        cp_counter=cp_counter, task_counter=task_counter)
         runner = Runner(run, release=claim.release, on_done=on_done)
         live = book.live
-        for done in [r for r, other in live.items() if other.done]:
-            del live[done]
+        if live:
+            for done in [r for r, other in live.items() if other.run.outcome is not None]:
+                del live[done]
         live[run_id] = runner
-        if host.store_features.run_records:
+        if features.run_records:
             book.forget_ended()
         if leg is not None:
-            assert host.on_leg is not None
-            host.on_leg(leg)
+            assert on_leg is not None
+            on_leg(leg)
         return runner
 
 
@@ -562,10 +628,15 @@ def check_recoverable(thread_id: str, last: Checkpoint | None) -> None:
 
 
 def check_resumable(cp: Checkpoint, resume: Resume | None, *, claimed: bool = True
-                    ) -> None:
+                    ) -> dict[str, Any] | None:
     """Refuse a resume of ``cp`` that cannot go on. Before the claim, only what no other
     run can change is checked: a ``Resume`` for a checkpoint that is not waiting may be a
-    race with a resume that is still running (``ThreadBusy`` then, from the claim)."""
+    race with a resume that is still running (``ThreadBusy`` then, from the claim).
+
+    Returns:
+        the answers ``resume`` gives ``cp``'s questions (``Resume.resolve``) when it waits
+        for answers, else ``None``.
+    """
     if cp.status == "completed":
         raise NotSuspended(f"run {cp.run_id} completed (checkpoint {cp.id}); there is "
                            "nothing to resume. Start a new run on its thread instead")
@@ -580,10 +651,11 @@ def check_resumable(cp: Checkpoint, resume: Resume | None, *, claimed: bool = Tr
             keys = [i.key for i in cp.interrupts]
             raise ResumeError(f"run {cp.run_id} is paused at interrupts {keys}; resume it "
                               "with Resume(value) or Resume(answers={key: ...})")
-        resume.resolve(cp.interrupts)  # refuses answers that do not fit, changing nothing
+        return resume.resolve(cp.interrupts)  # refuses answers that do not fit
     elif answering and claimed:
         raise NotSuspended(f"run {cp.run_id} has no pending interrupts (status "
                            f"{cp.status!r}, checkpoint {cp.id}): another resume may have "
                            "answered them. Read its state with history(); resume it "
                            "without a Resume only to continue a failed, cancelled or "
                            "timed-out run")
+    return None

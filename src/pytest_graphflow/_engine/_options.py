@@ -80,7 +80,8 @@ def run_options(runtime: RunDefaults, options: Mapping[str, Any]) -> dict[str, A
     if not options:  # every option the runtime's own (the usual call)
         max_supersteps, timeout = runtime.max_supersteps, runtime.timeout
         on_interrupt = runtime.on_interrupt
-        check_budget(max_supersteps, timeout)
+        if timeout is not None or type(max_supersteps) is not int or max_supersteps < 1:
+            check_budget(max_supersteps, timeout)
         if on_interrupt is not None and not callable(on_interrupt):
             raise InvalidArgument(f"on_interrupt={on_interrupt!r} must be callable")
         return {"max_supersteps": max_supersteps, "timeout": timeout,

@@ -54,6 +54,9 @@ def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
                         started_at=out.started_at, finished_at=out.finished_at,
                         goto=out.goto))
     elif kind == "interrupt":
+        if not run.numbers.record_events:  # invoke(): numbered, not built
+            events.append(e(InterruptEvent, step))
+            return
         # A subgraph node may surface several child interrupts, or none (a child breakpoint).
         asked = [] if out.interrupt is None else [out.interrupt, *out.more]
         events.append(e(InterruptEvent, step, node=node, task_id=tid, interrupts=[

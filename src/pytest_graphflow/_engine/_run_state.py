@@ -206,8 +206,8 @@ class LegSpec:
         durable = features.events
         self.durable: Final = durable
         self.record_events: Final = record_events or durable
-        self.hex: Final = run_id[4:] if run_id.startswith("run-") else run_id
-        fenced = claim is not None and claim.fence is not None
+        self.hex: Final = run_id[4:] if run_id[:4] == "run-" else run_id
+        fenced = claim is not None and claim.fenced and claim.token is not None
         self.deferred: Final = durable and fenced and features.commit
         self.store_only: Final = self.deferred and not record_events and cancel_at is None
         """Only the store reads the leg's events (``invoke`` on a store that commits them):
@@ -250,8 +250,9 @@ class Position:
         self.tasks = list(cp.tasks)
         self.completed = dict(cp.completed)
         self.visited = Visited(list(cp.visited))
-        self.arrivals = {k: list(v) for k, v in cp.arrivals.items()}
-        self.passed = set(cp.metadata.get("breakpoint_passed", ()))
+        self.arrivals = {k: list(v) for k, v in cp.arrivals.items()} if cp.arrivals else {}
+        meta = cp.metadata
+        self.passed = set(meta["breakpoint_passed"]) if "breakpoint_passed" in meta else set()
 
     def take_model(self) -> BaseModel | None:
         """The cached model of the state, once (the next task's input)."""
@@ -471,9 +472,12 @@ class RunState:
         """The checkpoint each paused child stood at."""
         if checkpoint is not None:
             meta = checkpoint.metadata
-            self.tool_calls.update(meta.get("tool_calls", {}))
-            self.child_threads.update(meta.get("subgraph_threads", {}))
-            self.child_checkpoints.update(meta.get("subgraph_checkpoints", {}))
+            if "tool_calls" in meta:
+                self.tool_calls.update(meta["tool_calls"])
+            if "subgraph_threads" in meta:
+                self.child_threads.update(meta["subgraph_threads"])
+            if "subgraph_checkpoints" in meta:
+                self.child_checkpoints.update(meta["subgraph_checkpoints"])
         self.parent_command: Command | None = None
         """In a child run, the ``Command(graph=PARENT)`` that ended it."""
 

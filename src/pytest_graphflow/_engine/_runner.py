@@ -59,6 +59,12 @@ __all__ = ["Runner"]
 class Runner:
     """One leg of a run: from its start (or a resume) to its end or its next halt."""
 
+    batches: BatchRunner
+    """Runs the batches (made when first used, as are :attr:`halts` and :attr:`committer`:
+    a leg of lean steps may need none of them)."""
+    halts: HaltHandler
+    committer: Committer
+
     def __init__(
         self,
         run: RunState,
@@ -69,15 +75,25 @@ class Runner:
         self.run = run
         self.writer = CheckpointWriter(run)
         self.end = LegEnd(run, release, on_done)
-        self.batches = BatchRunner(run)
-        self.halts = HaltHandler(run, self.writer, self.end)
-        self.committer = Committer(run, self.writer, self.end, self.halts)
         self.lean = LeanSteps(run, self.writer, self.end) if lean_leg(run) else None
         """Runs the leg's plain one-task supersteps (``invoke`` on the in-memory store)."""
-        self.batches.lean = self.lean
         self._committed_record: dict[str, Any] | None = None
         """The run record this leg's last commit wrote (a step that does not change it does
         not send it again)."""
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for what the instance lacks: a part not made yet.
+        if name == "batches":
+            part: Any = BatchRunner(self.run)
+            part.lean = self.lean
+        elif name == "halts":
+            part = HaltHandler(self.run, self.writer, self.end)
+        elif name == "committer":
+            part = Committer(self.run, self.writer, self.end, self.halts)
+        else:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.__dict__[name] = part
+        return part
 
     # What the stream and the runtime read of a leg.
     @property
@@ -132,12 +148,18 @@ class Runner:
                 await claim.renew_if_due()
             if not run.progress.started:
                 items = await self._begin()
+                if not items and self.lean is not None and not spec.record_events \
+                        and not spec.stepping and run.outcome is None:
+                    # invoke(): nothing to hand out, no time passed (no node ran): the first
+                    # superstep is the same piece
+                    items = await self._superstep()
             else:
                 items = await self._superstep()
             if spec.durable:
                 await self._persist(items)
             if run.outcome is not None:
-                await self.end.release()
+                if claim is None or not claim.released:  # (a quick claim went as it ended)
+                    await self.end.release()
             elif spec.cancel_at is not None:
                 self._cancel_at(items)
             return items
@@ -263,7 +285,9 @@ class Runner:
     async def _begin(self) -> list[Any]:
         run = self.run
         spec, progress, pos, numbers = run.spec, run.progress, run.pos, run.numbers
-        clock, timeout, graph = spec.clock, _deadline(spec), spec.graph
+        clock, graph = spec.clock, spec.graph
+        timeout = None if spec.timeout is None and spec.cancel_after is None \
+            else _deadline(spec)
         progress.started = True
         progress.started_at = clock.now()
         if timeout is not None:
@@ -271,6 +295,20 @@ class Runner:
                 progress.deadline_ns = clock.elapsed_ns + round(timeout * 1e9)
             else:
                 progress.deadline = clock.monotonic() + timeout
+        entry = graph.entry
+        if entry is not None and not spec.record_events and spec.resumed_from is None \
+                and not spec.expired:
+            # invoke()'s fresh run from static entry edges: numbered as below (run_start, the
+            # entry's tasks, then the checkpoint and its checkpoint_saved when it saves),
+            # nothing built but the tasks and the checkpoint.
+            empty = not entry
+            saves = graph.every_step or (empty and spec.thread_explicit)
+            tasks, cid = numbers.plain_step(2 if saves else 1, entry, saves)
+            pos.tasks.extend(tasks)
+            if cid is not None:
+                await self.writer.save(cid, step=-1, next_step=pos.step, tasks=pos.tasks,
+                                       node_ids=[], status="completed" if empty else "running")
+            return []
         events: list[Any] = [numbers.event(
             RunStart, pos.step, graph_id=graph.graph_id, revision=graph.revision,
             thread_id=run.thread_id, resumed_from=spec.resumed_from,
@@ -434,6 +472,9 @@ class Runner:
             return await self.halts.stop(outcomes, timed_out=False)
         if timed_out or self.run.flight.cancel_requested:
             return await self.halts.stop(outcomes, timed_out=timed_out)
+        if len(outcomes) == 1 and outcomes[0].kind == "interrupt":
+            # one task asking: nothing to merge, no edge error (what follows decides so)
+            return await self.halts.halt(outcomes, outcomes)
         halting = [o for o in outcomes if o.kind == "interrupt"
                    or (o.kind == "error" and (o.spec.on_error is None or o.fatal))]
         edge_error = next((o for o in outcomes if o.kind == "edge_error"), None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Literal, TypeVar, Unpack, cast
+from typing import Any, Literal, TypeVar, Unpack
 
 from pydantic import BaseModel
 
@@ -22,6 +22,7 @@ from .._graph._node import Resume
 from .._records._checkpoint import Checkpoint
 from .._records._checks import check_id, check_optional_id
 from .._records._events import EventBase, Interrupt
+from .._records._ids import IdSource
 from .._stores._claims import artifact_bytes, store_claim_ttl
 from .._stores._default import default_store
 from .._stores._deletion import DeletedThread
@@ -40,14 +41,14 @@ from ..errors import (
 from ._deadline_ops import expire_due, list_waiting
 from ._delete import delete_thread
 from ._fork import fork_checkpoint
-from ._host import KEPT_RECORDS, LegHost, RunBook, RunIds
+from ._host import KEPT_RECORDS, LegHost, RunBook, RunIds, SeededIds
 from ._legs import Legs, check_recoverable
 from ._options import RunOptions, check_budget, check_constructor, check_graph, run_options
 from ._results import EventLog, GraphResult, RunLeg, RunRecord, Trace
 from ._run_state import RunState
 from ._runner import Runner
 from ._step import run_step
-from ._stream import RunHandle, RunStream, drain
+from ._stream import RunHandle, RunStream, drain, run_to_end
 from ._subgraph import run_subgraph
 from ._write_update import write_update
 
@@ -122,9 +123,11 @@ class GraphRuntime:
         else:
             check_store(store, "GraphRuntime")
             features = features_of(store)
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        if seed is not None and type(seed) is not int and (
+                not isinstance(seed, int) or isinstance(seed, bool)):
             raise InvalidArgument(f"GraphRuntime(seed={seed!r}): seed must be an int or None")
-        check_budget(max_supersteps, timeout)
+        if max_supersteps != 1000 or timeout is not None or type(max_supersteps) is not int:
+            check_budget(max_supersteps, timeout)
         if not (on_interrupt is None and tenant_id is None and claim_ttl is None
                 and on_leg is None and backend == "asyncio" and type(clock) in _CLOCKS):
             check_constructor(clock, on_interrupt, tenant_id, claim_ttl, backend, on_leg)
@@ -149,13 +152,14 @@ class GraphRuntime:
         else:
             self.middleware, self.guardrails = checked_hooks(middleware, guardrails,
                                                              "GraphRuntime")
-        self._book = RunBook.seeded(seed)
-        if self._features.clock_binding:
+        self._book = RunBook(IdSource(None) if seed is None else SeededIds(seed))
+        if features.clock_binding:
             store.bind_clock(self.clock)  # type: ignore[attr-defined]
         # The preparer of legs sees the runtime through a weak proxy: no reference cycle,
         # so a runtime and everything of its runs go as soon as the caller drops it, without
         # waiting for the garbage collector (the default path makes one runtime per run).
-        self._legs = Legs(cast(LegHost, weakref.proxy(self)), self._book, _SUBGRAPHS)
+        host: LegHost = weakref.proxy(self)
+        self._legs = Legs(host, self._book, _SUBGRAPHS, store, features)
         install_hooks()  # the first runtime patches the sleeps (importing patches nothing)
         install_blocking_sleep_warning()
 
@@ -173,6 +177,7 @@ class GraphRuntime:
     def store(self, store: CheckpointStore) -> None:
         self._store = store
         self._features = features_of(store)
+        self._legs.use_store(store, self._features)
 
     @property
     def store_features(self) -> StoreFeatures:
@@ -186,7 +191,7 @@ class GraphRuntime:
         given to the runtime, else the store's ``claim_ttl``, else 30."""
         if self._claim_ttl is not None:
             return self._claim_ttl
-        return store_claim_ttl(self.store)
+        return store_claim_ttl(self._store)
 
     # ------------------------------------------------------------------ public API
 
@@ -249,12 +254,13 @@ class GraphRuntime:
                 function's own exception (C7), and caller errors; failures *in* the run are
                 in the result.
         """
-        check_graph(graph)
-        check_optional_id(thread_id, "thread_id", "invoke")
+        if type(graph) is not CompiledGraph:
+            check_graph(graph)
+        if thread_id is not None:
+            check_optional_id(thread_id, "thread_id", "invoke")
         opts = run_options(self, options)
         opts["record_events"] = False
-        return await drain(RunStream(
-            lambda: self._legs.prepare_new(graph, input, thread_id, opts), "events"))
+        return await run_to_end(await self._legs.prepare_new(graph, input, thread_id, opts))
 
     async def aresume(
         self,
@@ -265,9 +271,15 @@ class GraphRuntime:
         **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Resume a run and return its result (see :meth:`resume_stream`)."""
-        stream = self.resume_stream(run_or_checkpoint_id, resume, graph=graph, **options)
-        stream._record_events = False
-        return await drain(stream)
+        check_id(run_or_checkpoint_id, "run_or_checkpoint_id", "resume")
+        if resume is not None and type(resume) is not Resume and not isinstance(resume, Resume):
+            raise InvalidArgument(f"resume={resume!r}: pass a Resume(...) or None")
+        if graph is not None:
+            check_graph(graph)
+        opts = run_options(self, options)
+        opts["record_events"] = False
+        return await run_to_end(await self._legs.prepare_resume(
+            run_or_checkpoint_id, resume, graph, opts))
 
     async def arecover(
         self,
@@ -315,7 +327,9 @@ class GraphRuntime:
         **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Synchronous :meth:`ainvoke` (runs an event loop of ``backend``)."""
-        return self._run_sync(self.ainvoke, graph, input, thread_id=thread_id, **options)
+        return run_sync_owned(
+            functools.partial(self.ainvoke, graph, input, thread_id=thread_id, **options),
+            self.clock, self.backend, what="invoke()", instead=_INSTEAD_INVOKE)
 
     def resume(
         self,
@@ -326,8 +340,10 @@ class GraphRuntime:
         **options: Unpack[RunOptions],
     ) -> GraphResult[Any]:
         """Synchronous :meth:`aresume`."""
-        return self._run_sync(self.aresume, run_or_checkpoint_id, resume, graph=graph,
-                              **options)
+        return run_sync_owned(
+            functools.partial(self.aresume, run_or_checkpoint_id, resume, graph=graph,
+                              **options),
+            self.clock, self.backend, what="resume()", instead=_INSTEAD_RESUME)
 
     async def start(
         self,
@@ -751,12 +767,20 @@ class GraphRuntime:
         name = getattr(fn, "__name__", "ainvoke")
         said = _SYNC_NAMES.get(name)
         if said is None:
-            sync = name[1:] if name.startswith("a") else name
-            said = _SYNC_NAMES[name] = (
-                f"{sync}()", f"`await runtime.{name}(...)` (e.g. `await "
-                "graph_runtime.atrace(...)` / `ainvoke(...)`) in async code")
+            said = _SYNC_NAMES[name] = _said(name)
         return run_sync_owned(lambda: fn(*args, **kwargs), self.clock, self.backend,
                               what=said[0], instead=said[1])
+
+
+def _said(name: str) -> tuple[str, str]:
+    """What a sync method's error says it is, and what to await instead (async ``name``)."""
+    sync = name[1:] if name.startswith("a") else name
+    return (f"{sync}()", f"`await runtime.{name}(...)` (e.g. `await "
+            "graph_runtime.atrace(...)` / `ainvoke(...)`) in async code")
+
+
+_INSTEAD_INVOKE = _said("ainvoke")[1]
+_INSTEAD_RESUME = _said("aresume")[1]
 
 
 def use_run_ids(runtime: GraphRuntime, ids: RunIds) -> None:

@@ -22,7 +22,7 @@ from ..errors import GraphExecutionError, GraphflowError, InvalidArgument
 from ._results import GraphResult, StepState
 from ._runner import Runner
 
-__all__ = ["MODES", "RunHandle", "RunStream", "drain"]
+__all__ = ["MODES", "RunHandle", "RunStream", "drain", "run_to_end"]
 
 MODES = ("events", "updates", "values", "custom", "debug")
 
@@ -155,7 +155,7 @@ def _result(runner: Runner) -> GraphResult[Any]:
         thread_id=run.thread_id, step=max(run.pos.step - (1 if status == "completed" or (
             status == "interrupted" and bp is not None and bp.when == "after") else 0), 0),
         checkpoint_id=outcome.checkpoint_id,
-        interrupts={i.key: i for i in outcome.interrupts},
+        interrupts={i.key: i for i in outcome.interrupts} if outcome.interrupts else {},
         error=outcome.error if status in ("failed", "cancelled") else None,
         breakpoint=bp if status == "interrupted" else None,
     )
@@ -205,6 +205,25 @@ class RunHandle:
                 pass
             self._result = self._stream.result()
         return self._result
+
+
+async def run_to_end(runner: Runner) -> GraphResult[Any]:
+    """Run ``runner``'s leg to its end and return its result (``invoke``, ``resume``: no one
+    reads the events, and no stream hands them out). A leg an exception leaves unended is
+    abandoned as a dropped stream's is (it stays resumable from its last checkpoint)."""
+    run = runner.run
+    try:
+        if run.spec.leg is None:  # no observer: the pieces themselves
+            while run.outcome is None:
+                await runner._advance()
+        else:
+            while run.outcome is None:
+                await runner.advance()
+    except BaseException:
+        if run.outcome is None:
+            runner.abandon()
+        raise
+    return _result(runner)
 
 
 async def drain(stream: RunStream) -> GraphResult[Any]:

@@ -225,12 +225,23 @@ class LegEnd:
             error = prior.error
         run.outcome = LegOutcome(status, error, tuple(interrupts), breakpoint,
                                  run.numbers.checkpoint_id, ended_at)
-        self.update_record()
+        record = run.spec.record
+        if record is not None and error is None:  # update_record(), for an end without error
+            record.status = status
+            record.updated_at = ended_at
+        else:
+            self.update_record()
         on_done, self._on_done = self._on_done, None
         if on_done is not None:
             on_done()
-        if not run.spec.deferred:
-            await self.release()
+        spec = run.spec
+        if not spec.deferred:
+            claim = spec.claim
+            if claim is not None and claim.quick and self._release is not None:
+                self._release = None  # release(), at once
+                claim.release_now()
+            else:
+                await self.release()
 
     def fault(self, error: BaseException) -> None:
         """The leg ended where it was on an unexpected throwable (seed 004): it failed with
@@ -283,6 +294,10 @@ class LegEnd:
         """Release the thread's claim (once)."""
         release, self._release = self._release, None
         if release is not None:
+            claim = self.run.spec.claim
+            if claim is not None and claim.quick:  # the in-memory store's: nothing to await
+                claim.release_now()
+                return
             # A store that fails here keeps the claim; it expires on its own. A simulated
             # process death still propagates: the caller must not see a clean end.
             try:

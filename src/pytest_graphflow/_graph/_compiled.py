@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument
+from ._names import END, START
 from ._primitives import POLICIES, CheckpointPolicy, Reducer
 
 if TYPE_CHECKING:
@@ -64,6 +65,11 @@ class CompiledGraph:
                 joins_from.setdefault(s, []).append(j)
         self.joins_from: dict[str, tuple[Join, ...]] = {k: tuple(v) for k, v in joins_from.items()}
         self.every_step = checkpoint_policy == "every_step"
+        self.entry: tuple[str, ...] | None = None if START in self.branches else tuple(
+            sorted(dict.fromkeys(t for t in self.edges.get(START, ()) if t != END),
+                   key=lambda n: self.nodes[n].index))
+        """The nodes a run starts at, in declared order, when ``START`` has static edges
+        only (``None`` when a route picks them)."""
         self.revision = self._revision()
         from ._schema import StateCodec
 

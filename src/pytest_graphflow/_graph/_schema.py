@@ -230,7 +230,15 @@ class StateCodec:
                      and all(not info.is_required() and info.default_factory is None
                              for info in model.model_fields.values()))
             found = self._defaults = self.dump(model.model_validate({})) if fixed else None
-        return None if found is None else jcopy(found)
+        if found is None:
+            return None
+        # A plain schema's state: each field's type says how deep a copy it needs.
+        fields = dict(found)
+        for name, copy in self._copiers:
+            value = fields.get(name)
+            if value is not None:
+                fields[name] = copy(value)
+        return fields
 
     def model_of(self, state: dict[str, Any]) -> BaseModel:
         """A fresh model of a valid ``state`` (its own copy: mutating it changes nothing)."""

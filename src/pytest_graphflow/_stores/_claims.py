@@ -62,6 +62,7 @@ __all__ = [
 DEFAULT_CLAIM_TTL = 30.0
 """Seconds a claim stays live unless renewed (on the claiming runtime's clock)."""
 
+_INF = float("inf")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -124,6 +125,8 @@ def store_claim_ttl(store: object) -> float:
     """The claim ttl ``store`` sets (its ``claim_ttl``), or :data:`DEFAULT_CLAIM_TTL` for a
     store that sets none: what a runtime given no ``claim_ttl`` of its own uses."""
     ttl = getattr(store, "claim_ttl", None)
+    if type(ttl) is float and 0 < ttl < _INF:  # the usual store's
+        return ttl
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < float("inf"):
         return DEFAULT_CLAIM_TTL
     return float(ttl)

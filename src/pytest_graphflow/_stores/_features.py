@@ -59,6 +59,12 @@ class StoreFeatures:
         step_sink: ``step_sink(...)`` gives the lean step's save of a run's plain steps
             (the in-memory store's own, declared by that class alone; a wrapper passes its
             saves through ``adopt_fields`` or ``save`` instead).
+        in_process: the store keeps everything in this process and answers the runtime at
+            once, without a coroutine: ``claim_now``/``release_now`` (a claim),
+            ``has_run`` (a free run id) and ``kept_latest`` (a run's latest checkpoint as
+            kept, not copied: the runtime only reads it). The in-memory store's; it counts
+            only for the class that defines those methods itself, so a wrapper that logs
+            calls does not pass it on.
     """
 
     claims: bool = False
@@ -78,6 +84,7 @@ class StoreFeatures:
     fields_save: bool = False
     visited_snapshots: bool = False
     step_sink: bool = False
+    in_process: bool = False
 
 
 _NEEDS: dict[str, tuple[str, ...]] = {
@@ -94,6 +101,7 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "call_log": ("calls_since",),
     "fields_save": ("adopt_fields",),
     "step_sink": ("step_sink",),
+    "in_process": ("claim_now", "release_now", "has_run", "kept_latest"),
 }
 """The methods each declared feature needs (``fencing`` and ``history_pages`` are arguments of
 ``save`` and ``list``)."""
@@ -152,10 +160,24 @@ def features_of(store: Any) -> StoreFeatures:
         declared = store.features
     if not isinstance(declared, StoreFeatures):
         return derived_features(store)
+    if declared.in_process and not cls.__dict__.keys() >= _IN_PROCESS:
+        # a wrapper, or a subclass, passing the in-memory store's declaration on
+        declared = _not_in_process(declared)
     if declared.fencing and not checks_fencing(store):
         # an instance that says it does not fence, or carries a save without ``fence=``
         return replace(declared, fencing=False)
     return declared
+
+
+_IN_PROCESS = frozenset(_NEEDS["in_process"])
+_NOT_IN_PROCESS: dict[StoreFeatures, StoreFeatures] = {}
+
+
+def _not_in_process(declared: StoreFeatures) -> StoreFeatures:
+    found = _NOT_IN_PROCESS.get(declared)
+    if found is None:
+        found = _NOT_IN_PROCESS[declared] = replace(declared, in_process=False)
+    return found
 
 
 def check_store(store: Any, where: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
 
@@ -207,10 +207,11 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
 
     features = StoreFeatures(claims=True, fencing=True, commit=True, history_pages=True,
                              artifacts=True, prune=True, delete_thread=True, waiting=True,
-                             tenants=True, fields_save=True, step_sink=True)
+                             tenants=True, fields_save=True, step_sink=True,
+                             in_process=True)
     """Claims with fencing, commits, paged history, artifacts, prune, thread deletion, waiting
-    runs and the runtime's fast saves (:meth:`adopt_fields`, :meth:`step_sink`); no durable
-    events."""
+    runs, the runtime's fast saves (:meth:`adopt_fields`, :meth:`step_sink`) and answers at
+    once (:meth:`claim_now`, :meth:`kept_latest`); no durable events."""
 
     def __init__(self, *, claim_ttl: float = rules.DEFAULT_CLAIM_TTL) -> None:
         self._by_id: dict[str, Checkpoint | _Draft | _Step] = {}
@@ -222,7 +223,8 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         self._latest: dict[str, str] = {}
         self._thread_latest: dict[str, str] = {}
         self._order = 0
-        self.claim_ttl: float = rules.check_ttl(claim_ttl, "InMemoryCheckpointStore")
+        self.claim_ttl: float = claim_ttl if claim_ttl is rules.DEFAULT_CLAIM_TTL \
+            else rules.check_ttl(claim_ttl, "InMemoryCheckpointStore")
         self._events: dict[str, dict[int, dict[str, Any]]] = {}
         self._earliest_seq: dict[str, int] = {}
         self._runs: dict[str, dict[str, Any]] = {}
@@ -723,6 +725,46 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         self._claims[thread_id] = claim
         self._claim_tokens[thread_id] = claim.token
         return claim.token
+
+    def claim_now(self, thread_id: str, run_id: str, now: datetime, ttl: float) -> int:
+        """:meth:`claim` as the runtime calls it (internal): the same claim kept and the same
+        token returned, at once, without checking what the runtime checked already (its ids,
+        its clock's aware ``now``, a positive ``ttl`` in seconds).
+
+        Raises:
+            ThreadBusy: a claim on the thread is live.
+        """
+        if now.tzinfo is not UTC:
+            now = rules.utc_now(now, "claim")
+        claims = self._claims
+        claim = rules.take_claim(thread_id, run_id, claims.get(thread_id),
+                                 self._claim_tokens.get(thread_id, 0), now, ttl)
+        claims[thread_id] = claim
+        self._claim_tokens[thread_id] = claim.token
+        return claim.token
+
+    def has_run(self, run_id: str) -> bool:
+        """Whether the store holds a checkpoint of ``run_id`` (internal: ``latest(run_id)``
+        is not ``None``, known without building it)."""
+        return run_id in self._latest
+
+    def kept_latest(self, run_id: str) -> Checkpoint | None:
+        """The run's most recent checkpoint as the store keeps it, or ``None`` (internal: the
+        runtime reads it to resume and never changes it; :meth:`latest` gives a copy)."""
+        cid = self._latest.get(run_id)
+        if cid is None:
+            return None
+        kept = self._by_id[cid]
+        kind = type(kept)
+        # a draft or a lean step: the checkpoint it builds once (never handed out but here)
+        return kept.checkpoint() if kind is _Draft or kind is _Step else kept  # type: ignore[union-attr,return-value]
+
+    def release_now(self, thread_id: str, token: int) -> None:
+        """:meth:`release` as the runtime calls it (internal), at once; a token that is no
+        longer the thread's claim releases nothing (the thread is someone else's)."""
+        claim = self._claims.get(thread_id)
+        if claim is not None and claim.token == token:
+            del self._claims[thread_id]
 
     async def renew(self, thread_id: str, token: int, *, now: datetime) -> None:
         """Extend the claim ``token`` by its ttl from ``now``.

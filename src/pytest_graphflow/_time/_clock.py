@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
@@ -150,8 +151,6 @@ _DEFAULT_EPOCH_NS = _start_of(DEFAULT_START)[1]
 
 def _frozen_now() -> datetime | None:
     """The instant a user's active ``freeze_time`` shows, if any."""
-    import sys
-
     api: Any = sys.modules.get("freezegun.api")  # not imported: nothing is frozen
     if api is None or not api.freeze_factories:
         return None

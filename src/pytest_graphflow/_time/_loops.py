@@ -53,6 +53,12 @@ def _registries() -> tuple[Any, ...] | None:
 
 
 _REGISTRIES = _registries()
+_SIZES: Any = None
+"""The one set whose size is the number of the process's tasks (3.11's ``_all_tasks``, a
+WeakSet's own set: never smaller than the WeakSet), or ``None`` where there is not one."""
+if _REGISTRIES is not None and len(_REGISTRIES) == 1 \
+        and isinstance(getattr(_REGISTRIES[0], "data", None), set):
+    _SIZES = _REGISTRIES[0].data
 
 
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop, own: asyncio.Task[Any] | None = None
@@ -99,7 +105,7 @@ def close_loop() -> None:
 
 def _thread_loop(clock: VirtualClock) -> VirtualEventLoop:
     holder: _Holder | None = getattr(_local, "holder", None)
-    if holder is None or holder.loop.is_closed():
+    if holder is None or holder.loop._closed:  # type: ignore[attr-defined]
         holder = _local.holder = _Holder(VirtualEventLoop(clock))
     loop = holder.loop
     loop._vclock = clock
@@ -111,23 +117,31 @@ async def _called(fn: Callable[[], Awaitable[T]]) -> T:
 
 
 def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]], *,
-              owned: bool = False) -> T:
+              owned: bool = False, outside: bool = False) -> T:
     """Run ``fn()`` to its end on the calling thread's virtual loop, reading ``clock``;
-    ``owned``: the loop is the runtime's own (:data:`LOOP_OWNED` is set in the call's task).
+    ``owned``: the loop is the runtime's own (:data:`LOOP_OWNED` is set in the call's task);
+    ``outside``: the caller made sure no loop runs on this thread.
 
     Raises:
         RuntimeError: when called from a running event loop (as ``asyncio.run`` does).
     """
-    if asyncio._get_running_loop() is not None:
+    if not outside and asyncio._get_running_loop() is not None:
         raise RuntimeError("the sync API cannot be called from a running event loop; "
                            "await the async method (ainvoke, aresume, atrace) instead")
-    loop = _thread_loop(clock)
+    holder: _Holder | None = getattr(_local, "holder", None)
+    if holder is None or holder.loop._closed:  # type: ignore[attr-defined]
+        loop = _thread_loop(clock)
+    else:  # _thread_loop(), inline (every call)
+        loop = holder.loop
+        loop._vclock = clock
     coro = _called(fn)
     # The call's task runs in a copy of the caller's context, as asyncio.run's does.
     context = contextvars.copy_context()
     if owned:
         context.run(LOOP_OWNED.set, clock)
-    task = loop.create_task(coro, context=context)
+    me: Any = loop
+    task = asyncio.Task(coro, loop=loop, context=context) if me._task_factory is None \
+        else loop.create_task(coro, context=context)
     try:
         result: T = task.result() if _first_step(loop, task) else loop.run_task(task)
     except BaseException:
@@ -143,9 +157,11 @@ def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]], *,
                 task.exception()
         raise
     finally:
-        if not loop.is_closed():
-            _cancel_leftovers(loop, task)
-            _close_asyncgens(loop)
+        if not me._closed:
+            if _SIZES is None or len(_SIZES) > 1:  # tasks other than the call's may be left
+                _cancel_leftovers(loop, task)
+            if me._asyncgens.data:  # async generators, perhaps left unfinished
+                _close_asyncgens(loop)
     return result
 
 
@@ -165,7 +181,10 @@ def _first_step(loop: Any, task: asyncio.Task[Any]) -> bool:
     loop._thread_id = threading.get_ident()  # is_running()
     asyncio.events._set_running_loop(loop)
     try:
-        ready.popleft()._run()
+        step = ready.popleft()
+        # Handle._run without its frame: a task's step raises only what _run lets through
+        # (SystemExit, KeyboardInterrupt), the rest ends in the task.
+        step._context.run(step._callback, *step._args)
     finally:
         asyncio.events._set_running_loop(None)
         loop._thread_id = None
@@ -224,19 +243,20 @@ def run_sync_owned(fn: Callable[[], Awaitable[T]], clock: Any, backend: str = "a
         SyncCallInEventLoop: when called inside a running event loop; ``what`` and
             ``instead`` name the call and the one to await.
     """
-    if in_running_loop():
+    if asyncio._get_running_loop() is not None or (
+            ("trio" in sys.modules or "curio" in sys.modules) and in_running_loop()):
         from ..errors import SyncCallInEventLoop
 
         raise SyncCallInEventLoop(
             f"{what} starts an event loop of its own, but it was called inside a running "
             f"event loop (an async test?): use {instead}")
-    if not isinstance(clock, VirtualClock):
+    if type(clock) is not VirtualClock and not isinstance(clock, VirtualClock):
         import anyio
 
         return anyio.run(fn, backend=backend)
     vclock = clock
-    if backend == "asyncio":
-        return run_owned(vclock, fn, owned=True)  # the thread's virtual loop, reused
+    if backend == "asyncio":  # the thread's virtual loop, reused
+        return run_owned(vclock, fn, owned=True, outside=True)
 
     async def owned() -> T:
         token = LOOP_OWNED.set(vclock)

@@ -23,6 +23,7 @@ never holds this loop's clock still. The batches a stalled loop fails are kept p
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sys
 import threading
 from collections.abc import Callable
@@ -134,6 +135,14 @@ def install_trio_thread_guards() -> None:
     trio.to_thread.run_sync = trio_run_sync  # type: ignore[assignment]
 
 
+_PLAIN_HANDLES = set(getattr(asyncio.Handle, "__slots__", ())) == {
+    "_callback", "_args", "_cancelled", "_loop", "_source_traceback", "_repr", "__weakref__",
+    "_context"}
+"""Whether ``asyncio.Handle`` has the fields :meth:`VirtualEventLoop.call_soon` sets (the
+Pythons this package supports); otherwise the loop takes the base's way."""
+_new_handle = object.__new__
+
+
 class VirtualEventLoop(asyncio.SelectorEventLoop):
     """An asyncio loop whose ``time()`` is the virtual clock (``_vclock``; the sync API
     reuses one loop per thread and points it at the clock of each call)."""
@@ -163,6 +172,26 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             return []
 
         self._selector.select = select  # type: ignore[attr-defined]
+
+    def call_soon(  # type: ignore[override]
+            self, callback: Callable[..., object], *args: Any,
+            context: contextvars.Context | None = None) -> asyncio.Handle:
+        """``call_soon`` of an open loop out of debug mode without the base's checks and
+        layers (every task step of a run comes through here): the handle ``Handle.__init__``
+        makes, queued as ``_call_soon`` queues it."""
+        me: Any = self
+        if me._closed or me._debug or not _PLAIN_HANDLES:
+            return super().call_soon(callback, *args, context=context)
+        handle: Any = _new_handle(asyncio.Handle)
+        handle._context = contextvars.copy_context() if context is None else context
+        handle._loop = self
+        handle._callback = callback
+        handle._args = args
+        handle._cancelled = False
+        handle._repr = None
+        handle._source_traceback = None
+        me._ready.append(handle)
+        return handle  # type: ignore[no-any-return]
 
     def run_task(self, task: asyncio.Future[Any]) -> Any:
         """``run_until_complete(task)`` without its last round: the loop turns until the task

@@ -220,11 +220,19 @@ def activate() -> str:
         :func:`deactivate`.
     """
     with _lock:
-        if _freezegun_active():
+        api = sys.modules.get("freezegun.api")  # _freezegun_active(), inline (every run)
+        if api is not None and api.freeze_factories:
             _fg_start()
             return "freezegun"
         if _tm.holds == 0:
-            _tm_start()
+            modules, traveller = _tm.modules, _tm.traveller
+            if modules is None or traveller is None:
+                _tm_start()
+            else:  # _tm_start(), inline (every run)
+                stack = modules[1].traveller_stack
+                stack.append(traveller)  # pushed before patching, as _tm_start explains
+                if len(stack) == 1:
+                    modules[0].patch()
         _tm.holds += 1
         return "time-machine"
 
@@ -241,4 +249,11 @@ def deactivate(driver: str = "time-machine") -> None:
             return
         _tm.holds -= 1
         if _tm.holds == 0:
+            modules = _tm.modules
+            if modules is not None:
+                stack = modules[1].traveller_stack
+                if len(stack) == 1 and stack[0] is _tm.traveller:
+                    modules[0].unpatch()  # _tm_stop()'s usual case, inline (every run)
+                    stack.pop()
+                    return
             _tm_stop()
