@@ -126,12 +126,14 @@ def _new_node(name: str) -> dict[str, Any]:
 # drawn from fixed ranges and clamped to what exists. So when the shrinker deletes a node, the
 # nodes after it replay as the same nodes one place earlier instead of as garbage, and each
 # node is one span (a nested ``draw``) the shrinker can delete as a whole.
+_INDEX = st.integers(0, 7)
 _KINDS = ("child", "join", "worker", "handler")
-# The choices' strategies without a ConjectureData (see _chooser), built once: a strategy made
-# at each draw costs a cache look-up and a validation per draw.
+# The other choices' strategies, built once: a strategy made at each draw costs a cache
+# look-up and a validation per draw, a third of what drawing a graph cost.
+_JOIN_PICKS = st.lists(_INDEX, min_size=2, max_size=3)
 _INTS = {(low, high): st.integers(low, high)
-         for low, high in ((0, 3), (0, 4), (0, 9), (0, 11), (0, 19), (0, 23), (0, 29),
-                           (0, 95), (0, 2047))}
+         for low, high in ((0, 1), (0, 3), (0, 4), (0, 11), (0, 19), (0, 23), (0, 29),
+                                    (1, 2))}
 
 
 Choose = Callable[[int, int], int]
@@ -162,18 +164,13 @@ def _pick(options: Sequence[str], i: int) -> str:
     return options[min(i, len(options) - 1)]
 
 
-def _attach(choose: Choose, b: _Builder, name: str, flags: dict[str, bool]
+def _attach(draw: Any, choose: Choose, b: _Builder, name: str, flags: dict[str, bool]
             ) -> None:
     """Draw how node ``name`` is reached; the simplest (a child of the last node) first."""
     parallel = flags["parallel"]
-    # One draw for the kind (high digits) and where it attaches (low nine bits): the parent's
-    # offset (0..7) and, for a worker, its items (bits 3-4); for a join, its sources' picks
-    # (three bits each, the third one plus one, 0: none). Whatever the kind, the node's span
-    # has the same choices, so Hypothesis' mutator, which copies one node's span over another,
-    # replays whole nodes instead of running out of choices.
-    reach = choose(0, (len(_KINDS) << 9) - 1)
-    kind, low = _KINDS[reach >> 9], reach & 511
-    offset = low & 7
+    # One draw for the kind (high digit) and the parent's offset (low digit, 0..7).
+    reach = choose(0, 8 * len(_KINDS) - 1)
+    kind, offset = _KINDS[reach >> 3], reach & 7
     node = _new_node(name)
     # Parents, most recent first (offset 0: a chain), START last (fan-out from the entry).
     parents: list[str] = []
@@ -221,7 +218,7 @@ def _attach(choose: Choose, b: _Builder, name: str, flags: dict[str, bool]
             if p in b.loop_body:
                 b.loop_body.add(name)
     elif kind == "join":
-        picks = [low & 7, (low >> 3) & 7] + ([(low >> 6) - 1] if low >> 6 else [])
+        picks = draw(_JOIN_PICKS)
         sources = list(dict.fromkeys(_pick(joinable, i) for i in picks))
         for extra in joinable:
             if len(sources) >= 2:
@@ -236,7 +233,7 @@ def _attach(choose: Choose, b: _Builder, name: str, flags: dict[str, bool]
         p = _pick(expanders, offset)
         d = b.nodes[p]
         d["route"], d["expand_to"] = "expand", name
-        d["items"] = (low >> 3) & (3 if parallel else 1)
+        d["items"] = choose(0, 3 if parallel else 1)
         node["worker"] = True
         b.parent[name] = p
         if p in b.loop_body:
@@ -247,6 +244,10 @@ def _attach(choose: Choose, b: _Builder, name: str, flags: dict[str, bool]
         b.parent[name] = p
         if p in b.loop_body:
             b.loop_body.add(name)
+
+
+def _key(choose: Choose, keys: Sequence[str]) -> str:
+    return keys[choose(0, 7) % len(keys)]
 
 
 def _batch_siblings(b: _Builder, name: str) -> list[str]:
@@ -334,11 +335,7 @@ def _route(choose: Choose, b: _Builder, name: str, flags: dict[str, bool]) -> No
     """Draw how node ``name`` decides where to go: static edges first (weighted: they also
     make joins possible), then a branch, a ``Command(goto=...)``, a loop."""
     d = b.nodes[name]
-    # One draw: the route (high digits) and its details (low four bits: a branch's key index
-    # and whether its edge raises; a loop's target and bound), so every route's span has the
-    # same choices (see _attach).
-    drawn = choose(0, (len(_ROUTES) << 4) - 1)
-    route, extra = _ROUTES[drawn >> 4], drawn & 15
+    route = _ROUTES[choose(0, len(_ROUTES) - 1)]
     if route in ("branch", "goto") and not flags["branches"]:
         route = "static"
     loop_targets: list[str] = []
@@ -351,14 +348,14 @@ def _route(choose: Choose, b: _Builder, name: str, flags: dict[str, bool]) -> No
             route = "static"
     if route in ("branch", "goto"):
         d["route"] = route
-        keys = b.keys()
-        d["route_key"] = keys[(extra & 7) % len(keys)]
+        d["route_key"] = _key(choose, b.keys())
+        raises = choose(0, 1) == 1
         if route == "branch" and flags["edge_errors"]:
-            d["route_raises"] = extra >> 3 == 1
+            d["route_raises"] = raises
     elif route == "loop":
         d["route"] = "loop"
-        d["loop_to"] = _pick(loop_targets, extra & 7)
-        d["loop_bound"] = 1 + (extra >> 3)
+        d["loop_to"] = _pick(loop_targets, choose(0, 7))
+        d["loop_bound"] = choose(1, 2)
         b.loop_body |= descendants(b.spec(), d["loop_to"])
 
 
@@ -383,7 +380,7 @@ def _node(draw: Any) -> bool:
     more = choose(0, 4) != 0
     if not (more or i < b.min_nodes):
         return False
-    _attach(choose, b, name, flags)
+    _attach(draw, choose, b, name, flags)
     _behaviour(choose, b, name, flags)
     _route(choose, b, name, flags)
     return True
