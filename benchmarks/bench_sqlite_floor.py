@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_sqlite_floor.py --step [--rounds 30]
 
 With ``--step``: a graphflow step's own SQLite statements alone (``BEGIN IMMEDIATE``,
-``PRAGMA data_version``, the log row's insert with its id check, ``COMMIT``; a fold every 16
+``PRAGMA data_version``, the log row's insert with its id check, ``COMMIT``; a fold every 64
 steps left out), replayed with the bytes of a real step's row on a store file a 50-node
 chain filled, next to a whole step of that chain over ``SQLiteCheckpointStore`` and over the
 in-memory store; the three take turns, and the median and best CPU time per step are
@@ -59,6 +59,7 @@ def step_floor(rounds: int) -> None:
         for i in range(10):
             durable.invoke(graph, thread_id=f"warm-{i}")
         db: sqlite3.Connection = store._conn
+        # the row as the store wrote it, less its last column (``slots``, a literal of the insert)
         row = db.execute("SELECT * FROM log WHERE id IS NOT NULL ORDER BY seq DESC LIMIT 1"
                          ).fetchone()
         db.execute("CREATE TABLE floor AS SELECT * FROM log WHERE 0")  # the store's log stays
@@ -73,7 +74,7 @@ def step_floor(rounds: int) -> None:
                 seq += 1
                 db.execute("BEGIN IMMEDIATE")
                 db.execute("PRAGMA data_version").fetchone()
-                db.execute(put, (seq % FOLD_AT, seq, row[2], f"floor-{seq}", *row[4:]))
+                db.execute(put, (seq % FOLD_AT, seq, row[2], f"floor-{seq}", *row[4:-1]))
                 db.execute("COMMIT")
             times["SQLite statements of a step alone"].append(time.process_time() - t0)
             t0 = time.process_time()

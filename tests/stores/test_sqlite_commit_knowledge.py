@@ -17,6 +17,7 @@ import pytest
 
 from pytest_graphflow import SQLiteCheckpointStore
 from pytest_graphflow._records._checkpoint import Checkpoint
+from pytest_graphflow._stores.sqlite._rows import TAIL
 from pytest_graphflow._stores.sqlite._tail import FOLD_AT
 from pytest_graphflow.errors import ParentNotLatest, StaleClaim
 
@@ -149,8 +150,10 @@ async def test_a_chain_step_runs_four_sqlite_statements(tmp_path: Path) -> None:
     for start in ("BEGIN IMMEDIATE", "PRAGMA data_version", "INSERT OR REPLACE INTO log",
                   "COMMIT"):
         assert sum(s.startswith(start) for s in seen) == steps, start
-    # and every FOLD_AT steps a fold (three statements and the events, each traced once)
-    # and a segment of the runs' paths.
+    # and every FOLD_AT steps a fold (three statements and the events, each traced once),
+    # every TAIL steps a segment of the run's path.
     assert sum(s.startswith("INSERT INTO checkpoints") for s in seen) == steps // FOLD_AT
-    assert len(seen) - 4 * steps <= steps // FOLD_AT * (3 + FOLD_AT + 1), seen[:12]
+    assert sum(s.startswith("INSERT INTO paths") for s in seen) <= steps // TAIL + 1
+    assert len(seen) - 4 * steps <= steps // FOLD_AT * (3 + FOLD_AT) + steps // TAIL + 1, \
+        seen[:12]
     store.close()

@@ -1,8 +1,9 @@
-"""Schema version 4 of the SQLite store (issue 29): a step is one row of the ``log`` table,
-folded into the indexed tables every ``FOLD_AT`` pieces. What a user relies on: a step
-writes at most 3 WAL pages (counted, not timed), a file of schema version 3 opens and reads
-exactly as before (read-only as it is; writable after a one-transaction migration), and
-every read gives the same answers whether the pieces it reads are folded or not."""
+"""Schema versions 4 and 5 of the SQLite store (issue 29): a step is one row of the ``log``
+table, folded into the indexed tables every ``FOLD_AT`` pieces (16 in version 4, 64 in 5).
+What a user relies on: a step writes at most 3 WAL pages (counted, not timed), a file of
+schema version 3 or 4 opens and reads exactly as before (read-only as it is; writable
+after a one-transaction migration), and every read gives the same answers whether the
+pieces it reads are folded or not."""
 
 from __future__ import annotations
 
@@ -145,6 +146,24 @@ def _as_version_3(path: Path) -> None:
         db.close()
 
 
+def _as_version_4(path: Path) -> None:
+    """Rewrite a store file in the layout schema version 4 wrote: the log's pieces stay
+    where they are (not folded), its rows without ``slots``."""
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("SELECT COUNT(*) FROM log WHERE seq > COALESCE((SELECT CAST(value "
+                          "AS INTEGER) FROM meta WHERE key = 'log_folded'), 0)"
+                          ).fetchone()[0] > 0  # pieces not folded yet
+        db.executescript("""
+            BEGIN;
+            ALTER TABLE log DROP COLUMN slots;
+            UPDATE meta SET value = '4' WHERE key = 'schema_version';
+            COMMIT;
+        """)
+    finally:
+        db.close()
+
+
 def _bytes(path: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(path.parent.iterdir())
             if p.name.startswith(path.name)}
@@ -173,6 +192,43 @@ def test_a_version_3_file_reads_the_same_and_migrates_to_version_4(tmp_path: Pat
             paused_run, Resume(True), graph=_approval())
         assert done.status == "completed"
         assert done.data == {"n": 10, "m": 2, "approved": True}
+
+
+def test_a_version_4_file_reads_the_same_and_migrates_to_version_5(tmp_path: Path) -> None:
+    """Version 5's log has 64 slots (16 before): a version-4 file reads as it is, and its
+    first writable open folds its log into the indexed tables and lays out the new log."""
+    path = tmp_path / "v4.db"
+    paused_run, _ = _workload(path)
+    with SQLiteCheckpointStore(path, readonly=True) as reader:
+        expected = anyio.run(_reads, reader)
+    _as_version_4(path)
+    before = _bytes(path)
+    with SQLiteCheckpointStore(path, readonly=True) as reader:
+        assert anyio.run(_reads, reader) == expected
+    assert _bytes(path) == before  # a read-only open of a version-4 file changes nothing
+    with SQLiteCheckpointStore(path) as store:
+        db = store._conn
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
+            == ("5",) == (str(SCHEMA_VERSION),)
+        assert db.execute("SELECT COUNT(*) FROM log").fetchone() == (0,)
+        assert anyio.run(_reads, store) == expected
+        done = GraphRuntime(store, clock=VirtualClock(), seed=4).resume(
+            paused_run, Resume(True), graph=_approval())
+        assert done.status == "completed"
+        assert done.data == {"n": 10, "m": 2, "approved": True}
+
+
+def test_a_version_4_build_cannot_overwrite_a_version_5_log(tmp_path: Path) -> None:
+    """A process still running a build that writes version 4 (16 slots) would put its
+    pieces over ones not folded yet: its write is refused instead."""
+    path = tmp_path / "v5.db"
+    _workload(path)
+    db = sqlite3.connect(path)
+    try:
+        with pytest.raises(sqlite3.IntegrityError, match="slots"):
+            db.execute("INSERT OR REPLACE INTO log (slot, seq, run_id) VALUES (1, 999, 'r')")
+    finally:
+        db.close()
 
 
 def test_reads_agree_before_and_after_the_log_is_folded(tmp_path: Path) -> None:

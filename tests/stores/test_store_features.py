@@ -65,7 +65,8 @@ def test_the_built_in_stores_declare_their_features(tmp_path: Any) -> None:
     both = {"claims": True, "fencing": True, "commit": True, "history_pages": True,
             "artifacts": True, "prune": True, "delete_thread": True, "waiting": True,
             "tenants": True}
-    assert features_of(InMemoryCheckpointStore()) == StoreFeatures(**both, fields_save=True)
+    assert features_of(InMemoryCheckpointStore()) == StoreFeatures(**both, fields_save=True,
+                                                                   step_sink=True)
     sqlite = SQLiteCheckpointStore(str(tmp_path / "s.db"))
     assert features_of(sqlite) == StoreFeatures(**both, events=True, run_records=True,
                                                 visited_snapshots=True)
@@ -79,6 +80,8 @@ def test_a_faulty_store_has_the_features_of_the_store_it_wraps(tmp_path: Any) ->
         features_of(inner), history_pages=False, clock_binding=True, call_log=True,
         visited_snapshots=False)
     assert features_of(FaultyStore(InMemoryCheckpointStore())).fields_save
+    # ...but not the in-memory store's own save of lean steps: every save goes through it.
+    assert not features_of(FaultyStore(InMemoryCheckpointStore())).step_sink
 
 
 def test_a_store_that_declares_nothing_gets_what_its_methods_show() -> None:
@@ -90,7 +93,7 @@ def test_a_store_that_declares_nothing_gets_what_its_methods_show() -> None:
     assert features_of(Minimal()) == StoreFeatures(artifacts=True)
     # A subclass may have changed a method: it never gets the in-memory store's fast save.
     assert features_of(Plain()) == dataclasses.replace(
-        InMemoryCheckpointStore.features, fields_save=False)
+        InMemoryCheckpointStore.features, fields_save=False, step_sink=False)
 
 
 def test_an_instance_that_does_not_fence_is_not_fenced() -> None:

@@ -28,8 +28,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._graph._builder import END, Branch, CompiledGraph, NodeSpec
-from .._graph._node import CURRENT_TASK, EdgeContext, NodeContext
+from .._graph._node import CURRENT_TASK, EdgeContext, NodeContext, Visited
 from .._records._checkpoint import TaskRecord
+from .._records._fast import _new, _set
+from .._records._json import jcopy
 from .._time._clock import VirtualClock
 from .._time._entropy import ENTROPY
 from .._time._wallclock import NODE_CLOCK
@@ -50,10 +52,13 @@ _ROUTE_KEYS = (str, int, bool)
 def lean_leg(run: RunState) -> bool:
     """Whether the leg's single-task supersteps may take the lean step: nobody reads its
     events (``invoke``), no breakpoint after a node, no middleware or guardrails, and a
-    store with the fast save (the in-memory store)."""
+    store with the fast save (the in-memory store) — or a store that commits each step's
+    checkpoint with its events (SQLite: one step a piece, its events unbuilt until the
+    runner dumps them for the commit)."""
     spec = run.spec
     return ((not spec.record_events or run.numbers.lazy) and not spec.break_after
-            and spec.hooks is None and spec.features.fields_save)
+            and spec.hooks is None and spec.features.fields_save) or (
+                spec.store_only and not spec.break_after and spec.hooks is None)
 
 
 class LeanSteps:
@@ -66,8 +71,10 @@ class LeanSteps:
         self.end = end
         spec = run.spec
         self.owns_entropy = spec.seed is not None and isinstance(spec.clock, VirtualClock)
-        self.recorded: list[Any] | None = [] if run.numbers.lazy else None
-        """A recording leg's unbuilt events of the step just run (one step a piece)."""
+        self.recorded: list[Any] | None = [] if run.numbers.lazy or spec.store_only else None
+        """A recording leg's unbuilt events of the step just run (one step a piece); on a
+        store that commits a step's events with its checkpoint (SQLite), the events it
+        commits."""
 
     def take_recorded(self) -> list[Any]:
         """The unbuilt events of the steps run since the last call (none unless recorded)."""
@@ -92,9 +99,8 @@ class LeanSteps:
         run = self.run
         pos = run.pos
         leg = run.spec
-        graph, clock = leg.graph, leg.clock
-        step, visited, state = pos.step, pos.visited, pos.state
-        name = record.node
+        clock = leg.clock
+        step, visited = pos.step, pos.visited
         ctx = NodeContext(run, record, step, visited)
         t1 = CURRENT_TASK.set(ctx)
         t2 = NODE_CLOCK.set(clock) if leg.wall_clock else None  # type: ignore[arg-type]
@@ -105,79 +111,115 @@ class LeanSteps:
                 result = fn(model, ctx) if spec.arity == 2 else fn(model)
             except BaseException as exc:
                 out = _outcome(record, spec, ctx, started_at)
-                if not failed(graph, spec, out, ctx, exc, 1, clock, model):
+                if not failed(leg.graph, spec, out, ctx, exc, 1, clock, model):
                     raise
                 return out
-            if (result is not None and type(result) is not dict) or ctx._custom \
-                    or ctx._artifacts or ctx._tool is not None:
-                out = _outcome(record, spec, ctx, started_at)
-                return self._in_scope(ctx, finish_inline(graph, spec, out, result, ctx, clock,
-                                                         state, model))
-            try:
-                patch = None if result is None else normalize_patch(graph, name, result)
-            except GraphflowError as exc:
-                out = _outcome(record, spec, ctx, started_at, clock.now())
-                out.kind = "error"
-                out.error = exc
-                return out
-            targets: Any = graph.edges.get(name, ())  # unique already
-            branches = graph.branches.get(name)
-            if not branches:
-                return (patch, targets, None, None)
-            # What decide_edges does, with an Outcome only when needed.
-            done_at = clock.now()  # the node's end, before its routes run
-            codec = graph.codec
-            try:
-                if patch and codec.plain and not graph.reducers.keys() & patch.keys():
-                    merged = {**state, **patch}  # checked as the node wrote it
-                    view: Any = codec.model_of(merged)
-                else:
-                    blame = [(name, patch)]
-                    merged = merge_patches(graph, state, blame, parallel=False)
-                    merged, view = codec.validate(merged, blame)
-                    if view is None:
-                        view = codec.model_of(merged)
-            except GraphflowError as exc:
-                out = _outcome(record, spec, ctx, started_at, done_at, patch)
-                out.kind = "error"
-                out.error = exc
-                return out
-            picks = list(targets)
-            ectx = EdgeContext(name, visited, step)
-            token = CURRENT_TASK.set(None)  # edge functions run outside the node
-            try:
-                for i, branch in enumerate(branches):
-                    try:
-                        route = branch.route
-                        picked = route(view, ectx) if branch.arity == 2 else route(view)
-                    except Exception as exc:
-                        out = _outcome(record, spec, ctx, started_at, done_at, patch)
-                        out.merged = merged
-                        out.kind = "edge_error"
-                        out.error = exc
-                        return out
-                    mapping = branch.mapping
-                    if mapping is None and type(picked) is str \
-                            and (picked in branch.targets or picked == END):
-                        picks.append(picked)
-                    elif mapping is not None and type(picked) in _ROUTE_KEYS \
-                            and picked in mapping:
-                        picks.append(mapping[picked])
-                    else:  # an Expand, a list, an unknown route, an awaitable: as decide_edges
-                        out = _outcome(record, spec, ctx, started_at, done_at, patch)
-                        out.kind = "done"
-                        out.merged = merged
-                        return self._in_scope(ctx, _routes(graph, out, picked, branches[i:],
-                                                           picks, view, ectx))
-            finally:
-                CURRENT_TASK.reset(token)
-            return (patch, list(dict.fromkeys(picks)), merged, done_at)
+            return self._after(record, spec, ctx, started_at, result, model, pos.state, step,
+                               visited)
         finally:
             if t3 is not None:
                 ENTROPY.reset(t3)
             if t2 is not None:
                 NODE_CLOCK.reset(t2)
             CURRENT_TASK.reset(t1)
+
+    def _after(self, record: TaskRecord, spec: NodeSpec, ctx: NodeContext, started_at: datetime,
+               result: Any, model: BaseModel, state: dict[str, Any], step: int,
+               visited: Visited) -> Any:
+        """The rest of :meth:`call` once the node returned ``result`` (its context still
+        set), with the same answers."""
+        graph = self.run.spec.graph
+        clock = self.run.spec.clock
+        name = record.node
+        if (result is not None and type(result) is not dict) or ctx._custom \
+                or ctx._artifacts or ctx._tool is not None:
+            out = _outcome(record, spec, ctx, started_at)
+            return self._in_scope(ctx, finish_inline(graph, spec, out, result, ctx, clock,
+                                                     state, model))
+        try:
+            patch = None if result is None else normalize_patch(graph, name, result)
+        except GraphflowError as exc:
+            out = _outcome(record, spec, ctx, started_at, clock.now())
+            out.kind = "error"
+            out.error = exc
+            return out
+        targets: Any = graph.edges.get(name, ())  # unique already
+        branches = graph.branches.get(name)
+        if not branches:
+            return (patch, targets, None, None)
+        return self._route(record, spec, ctx, started_at, patch, state, step, visited,
+                           targets, branches)
+
+    def _route(self, record: TaskRecord, spec: NodeSpec, ctx: NodeContext,
+               started_at: datetime, patch: dict[str, Any] | None, state: dict[str, Any],
+               step: int, visited: Visited, targets: Sequence[str],
+               branches: Sequence[Branch], whole: bool = False) -> Any:
+        """What ``decide_edges`` does after a node of ``branches`` returned ``patch``, with an
+        :class:`Outcome` only when needed; answers as :meth:`call` (``whole``: ``state``
+        has every field of a plain schema). Leaves the current task unset (``None``): edge
+        functions run outside the node (the caller restores it)."""
+        graph = self.run.spec.graph
+        done_at = self.run.spec.clock.now()  # the node's end, before its routes run
+        codec = graph.codec
+        name = record.node
+        try:
+            plain = patch and codec.plain
+            if plain:
+                reducers = graph.reducers
+                for key in patch:  # type: ignore[union-attr]
+                    if key in reducers:
+                        plain = False
+                        break
+            if plain:
+                merged = {**state, **patch}  # type: ignore[dict-item]  # checked as written
+                view: Any = _model(codec.parts, merged) if whole else codec.model_of(merged)
+            else:
+                blame = [(name, patch)]
+                merged = merge_patches(graph, state, blame, parallel=False)
+                merged, view = codec.validate(merged, blame)
+                if view is None:
+                    view = codec.model_of(merged)
+        except GraphflowError as exc:
+            out = _outcome(record, spec, ctx, started_at, done_at, patch)
+            out.kind = "error"
+            out.error = exc
+            return out
+        picks = list(targets)
+        ectx = None  # made for the first route that takes it
+        CURRENT_TASK.set(None)  # edge functions run outside the node
+        for i, branch in enumerate(branches):
+            try:
+                route = branch.route
+                if branch.arity == 2:
+                    if ectx is None:
+                        ectx = EdgeContext(name, visited, step)
+                    picked = route(view, ectx)
+                else:
+                    picked = route(view)
+            except Exception as exc:
+                out = _outcome(record, spec, ctx, started_at, done_at, patch)
+                out.merged = merged
+                out.kind = "edge_error"
+                out.error = exc
+                return out
+            mapping = branch.mapping
+            if mapping is None and type(picked) is str \
+                    and (picked in branch.targets or picked == END):
+                picks.append(picked)
+            elif mapping is not None and type(picked) in _ROUTE_KEYS \
+                    and picked in mapping:
+                picks.append(mapping[picked])
+            else:  # an Expand, a list, an unknown route, an awaitable: as decide_edges
+                out = _outcome(record, spec, ctx, started_at, done_at, patch)
+                out.kind = "done"
+                out.merged = merged
+                if ectx is None:
+                    ectx = EdgeContext(name, visited, step)
+                return self._in_scope(ctx, _routes(graph, out, picked, branches[i:], picks,
+                                                   view, ectx))
+        if targets or i:  # more than one pick: unique ones, in order
+            picks = list(dict.fromkeys(picks))
+        return (patch, picks, merged, done_at)
 
     def _in_scope(self, ctx: NodeContext, rest: Awaitable[Outcome]) -> Awaitable[Outcome]:
         """Await the rest of a task with its context set again (as ``run_inline`` keeps it
@@ -204,123 +246,316 @@ class LeanSteps:
         """Run the superstep of ``record`` (the only task of the leg's next batch, a sync
         node without retries, its checks before a superstep passed), then the plain steps
         after it. ``None``: every step it ran is committed (the caller's piece ends there);
-        an :class:`Outcome`: the last step's task needs the general path."""
+        an :class:`Outcome`: the last step's task needs the general path.
+
+        The task's context (current task, wall clock, entropy) is set once and stays set
+        from one step to the next (each step sets the task's own), reset before anything
+        but the in-memory store's own save runs and when the loop ends.
+        """
         run = self.run
         leg = run.spec
         pos, numbers, progress, flight = run.pos, run.numbers, run.progress, run.flight
         graph = leg.graph
+        facts = _facts(graph)
         codec, nodes, reducers = graph.codec, graph.nodes, graph.reducers
-        joins_from, joins = graph.joins_from, graph.joins
+        joins = graph.joins
         plain, every_step = codec.plain, graph.every_step
         model_of = codec.model_of
+        parts = codec.parts
         clock = leg.clock
         claim, budget, before = leg.claim, leg.max_supersteps, leg.break_before
         writer = self.writer
         adopt_fields, fence = writer.adopt, writer.fence
-        call = self.call
+        sink = self._sink()
+        wall, owns = leg.wall_clock, self.owns_entropy
         # A virtual clock's time moves only when something moves it (never between a
         # step's save and the next node's start): one read serves both, and the claim's
         # renewal cannot have come due while ``now()`` gives the same instant back.
         virtual = type(clock) is VirtualClock
         now = clock.now() if virtual else None
         seen = now
-        while True:
-            model = pos.model
-            if model is None:
-                model = model_of(pos.state)
-            else:
-                pos.model = None
-            started_at = clock.now() if now is None else now
-            res = call(record, spec, model, started_at)
-            if type(res) is not tuple:
-                return res if type(res) is Outcome else await res
-            patch, targets, merged, done_at = res
-
-            recorded = self.recorded
-            if recorded is not None and done_at is None:
-                done_at = clock.now()  # the node's end, as the general path reports it
-            # Commit: what Committer.commit_one does for this task.
-            name = record.node
-            state = pos.state
-            if not patch:
-                new_state = state
-            elif merged is not None:
-                new_state = merged
-            elif plain and not reducers.keys() & patch.keys():
-                new_state = {**state, **patch}  # plain writes, each checked as written
-            else:  # a reducer, or the schema's validators: the committer merges
-                return _done(record, spec, started_at, done_at or clock.now(), patch, targets)
-            arrivals = pos.arrivals
-            if joins:
-                if joins_from.get(name):
-                    return _done(record, spec, started_at, done_at or clock.now(), patch,
-                                 targets)
-                arrivals = {k: list(v) for k, v in arrivals.items()}
-            step = pos.step
-            seq = 2 + len(targets)  # node_start, node_end, an edge per target
-            if len(targets) == 1:
-                scheduled: Any = () if targets[0] == END else targets
-            else:
-                scheduled = [t for t in targets if t != END]
-                if len(scheduled) > 1:
-                    scheduled = sorted(dict.fromkeys(scheduled), key=lambda n: nodes[n].index)
-            finished = not scheduled and not arrivals
-            saving = every_step or spec.checkpoint or (
-                finished and (numbers.parent_id is not None or leg.thread_explicit))
-            first_seq = numbers.seq
-            next_tasks, cid = numbers.plain_step(seq + saving + finished, scheduled, saving)
-            pos.visited = visited = pos.visited.extend((name,))
-            pos.state = new_state
-            pos.model = None
-            pos.arrivals = arrivals
-            pos.tasks = next_tasks
-            pos.step = step + 1
-            now = None
-            if cid is not None:
-                status = "completed" if finished else "running"
-                now = clock.now() if virtual else None
-                fields = writer.plain_fields(cid, step, next_tasks, name, status, new_state,
-                                             visited, arrivals, now)
-                if fields is None:
-                    await writer.save(cid, step=step, next_step=step + 1, tasks=next_tasks,
-                                      node_ids=[name], status=status, state=new_state,
-                                      visited=visited, arrivals=arrivals)
+        log, n = pos.visited.snapshot()
+        owned = n == len(log)  # the leg's log ends at its snapshot: steps append to it
+        whole = parts is not None and len(pos.state) == parts[2]
+        tokens: tuple[Any, Any, Any] | None = None
+        try:
+            while True:
+                name = record.node
+                fact = facts[name]
+                state = pos.state
+                model = pos.model
+                if model is not None:
+                    pos.model = None
+                elif whole:  # what model_of does for a whole plain state, inline
+                    assert parts is not None
+                    data = dict(state)
+                    for key, copy in parts[1]:
+                        value = data[key]
+                        if value is not None:
+                            data[key] = copy(value)
+                    model = _new(parts[0])
+                    _set(model, "__dict__", data)
+                    _set(model, "__pydantic_fields_set__", parts[3])
+                    _set(model, "__pydantic_extra__", None)
+                    _set(model, "__pydantic_private__", None)  # (as _model does)
                 else:
-                    if adopt_fields is None or not adopt_fields(fields, fence):
-                        await writer.put(fields)
-                    numbers.saved(cid)
-            if finished:
-                await self.end.finish("completed", None)
-            if recorded is not None:  # the step's events for the recording, one step a piece
-                assert done_at is not None
-                recorded.extend(lean_step_events(
-                    run, first_seq, step, name, record.task_id, patch, started_at, done_at,
-                    targets, cid, finished, new_state))
-                return None
-            if finished:
-                return None
-
-            # The next superstep: lean too only if every check before it is plain (what
-            # Runner._advance and _superstep check, in their order); else the next piece.
-            if len(next_tasks) != 1 or pos.completed or flight.cancel_requested \
-                    or progress.deadline_ns is not None or progress.deadline is not None \
-                    or (budget is not None and progress.supersteps >= budget):
-                return None
-            if not virtual:
-                now = None  # the next node's start is read when it starts
-            elif now is None:
-                now = clock.now()
-            if claim is not None and (now is None or now is not seen):
-                if claim.due():
+                    model = model_of(state)
+                started_at = clock.now() if now is None else now
+                step, visited = pos.step, pos.visited
+                ctx = NodeContext(run, record, step, visited)
+                if tokens is None:
+                    tokens = (CURRENT_TASK.set(ctx),
+                              NODE_CLOCK.set(clock) if wall else None,  # type: ignore[arg-type]
+                              ENTROPY.set(ctx) if owns else None)
+                else:
+                    CURRENT_TASK.set(ctx)
+                    if owns:
+                        ENTROPY.set(ctx)
+                try:
+                    fn = spec.fn
+                    result = fn(model, ctx) if spec.arity == 2 else fn(model)
+                except BaseException as exc:
+                    out = _outcome(record, spec, ctx, started_at)
+                    if not failed(graph, spec, out, ctx, exc, 1, clock, model):
+                        raise
+                    return out
+                # The plain patch, checked inline: each key the node may write without a
+                # reducer, holding a JSON scalar its validator gives back as it is (else
+                # normalize_patch, in _after, checks it and says what is wrong).
+                fast = fact[4]
+                patch: Any = None
+                if type(result) is dict and fast is not None and not ctx._custom \
+                        and not ctx._artifacts and ctx._tool is None:
+                    patch = {}
+                    for key in result:
+                        value = result[key]
+                        kind = type(value)
+                        if key in fast and kind in fast[key] \
+                                and (kind is not str or value.isascii()):
+                            patch[key] = value
+                        else:
+                            patch = None
+                            break
+                if patch is not None:
+                    if fact[1] is None:  # static edges only
+                        targets: Any = fact[0]
+                        merged, done_at = None, None
+                        new_state = {**state, **patch} if patch else state
+                    else:
+                        res = self._route(record, spec, ctx, started_at, patch, state, step,
+                                          visited, fact[0], fact[1], whole)
+                        if type(res) is not tuple:
+                            return res if type(res) is Outcome else await res
+                        patch, targets, merged, done_at = res
+                        new_state = merged if patch else state
+                else:
+                    res = self._after(record, spec, ctx, started_at, result, model, state,
+                                      step, visited)
+                    if type(res) is not tuple:
+                        return res if type(res) is Outcome else await res
+                    patch, targets, merged, done_at = res
+                    # Commit: what Committer.commit_one does for this task.
+                    if not patch:
+                        new_state = state
+                    elif merged is not None:
+                        new_state = merged
+                    else:
+                        mixed = not plain
+                        for key in patch:
+                            if key in reducers:
+                                mixed = True
+                                break
+                        if mixed:  # a reducer, or the schema's validators: the committer merges
+                            return _done(record, spec, started_at, done_at or clock.now(),
+                                         patch, targets)
+                        new_state = {**state, **patch}  # plain writes, each checked as written
+                    # A state merged by the schema may leave a key out: model_of then.
+                    whole = parts is not None and len(new_state) == parts[2]
+                recorded = self.recorded
+                if recorded is not None and done_at is None:
+                    done_at = clock.now()  # the node's end, as the general path reports it
+                arrivals = pos.arrivals
+                if joins:
+                    if fact[3]:
+                        return _done(record, spec, started_at, done_at or clock.now(), patch,
+                                     targets)
+                    arrivals = {k: list(v) for k, v in arrivals.items()}
+                if fact[1] is None:  # static edges only: worked out once
+                    seq, scheduled = fact[2]
+                else:
+                    count = len(targets)
+                    seq = 2 + count  # node_start, node_end, an edge per target
+                    if count == 1:
+                        scheduled = () if targets[0] == END else targets
+                    else:
+                        scheduled = [t for t in targets if t != END]
+                        if len(scheduled) > 1:
+                            scheduled = sorted(dict.fromkeys(scheduled),
+                                               key=lambda n: nodes[n].index)
+                finished = not scheduled and not arrivals
+                saving = every_step or spec.checkpoint or (
+                    finished and (numbers.parent_id is not None or leg.thread_explicit))
+                first_seq = numbers.seq
+                next_tasks, cid = numbers.plain_step(seq + saving + finished, scheduled,
+                                                     saving)
+                if owned:
+                    log.append(name)
+                    n += 1
+                    visited = Visited(log, n)
+                else:
+                    visited = visited.extend((name,))
+                    log, n = visited.snapshot()
+                    owned = True
+                pos.visited = visited
+                pos.state = new_state
+                pos.model = None
+                pos.arrivals = arrivals
+                pos.tasks = next_tasks
+                pos.step = step + 1
+                now = None
+                if cid is not None:
+                    status = "completed" if finished else "running"
+                    now = clock.now() if virtual else None
+                    if sink is not None and not (run.tool_calls or pos.passed
+                                                 or run.child_threads
+                                                 or run.parent_command is not None):
+                        pairs: tuple[str, ...] = ()  # flat: one tuple for the collector
+                        for task in next_tasks:
+                            pairs += (task.task_id, task.node)
+                        answers = run.answers
+                        sink(cid, name, step, numbers.parent_id,
+                             clock.now() if now is None else now, new_state, status, pairs,
+                             log, n, arrivals, jcopy(answers) if answers else None,
+                             numbers.seq, numbers.cp_counter, numbers.task_counter)
+                        numbers.saved(cid)
+                    else:
+                        _unset(tokens)  # a store's own code runs without the task's context
+                        tokens = None
+                        fields = writer.plain_fields(cid, step, next_tasks, name, status,
+                                                     new_state, visited, arrivals, now)
+                        if fields is None:
+                            await writer.save(cid, step=step, next_step=step + 1,
+                                              tasks=next_tasks, node_ids=[name],
+                                              status=status, state=new_state,
+                                              visited=visited, arrivals=arrivals)
+                        else:
+                            if adopt_fields is None or not adopt_fields(fields, fence):
+                                await writer.put(fields)
+                            numbers.saved(cid)
+                if finished:
+                    _unset(tokens)
+                    tokens = None
+                    await self.end.finish("completed", None)
+                if recorded is not None:  # the step's events for the recording, one a piece
+                    assert done_at is not None
+                    recorded.extend(lean_step_events(
+                        run, first_seq, step, name, record.task_id, patch, started_at,
+                        done_at, targets, cid, finished, new_state))
                     return None
-                seen = now
-            record = next_tasks[0]
-            if before and record.node in before:
-                return None
-            spec = nodes[record.node]
-            if spec.is_async or spec.retry is not None:
-                return None
-            progress.supersteps += 1
+                if finished:
+                    return None
+
+                # The next superstep: lean too only if every check before it is plain (what
+                # Runner._advance and _superstep check, in their order); else the next piece.
+                if len(next_tasks) != 1 or pos.completed or flight.cancel_requested \
+                        or progress.deadline_ns is not None or progress.deadline is not None \
+                        or (budget is not None and progress.supersteps >= budget):
+                    return None
+                if not virtual:
+                    now = None  # the next node's start is read when it starts
+                elif now is None:
+                    now = clock.now()
+                if claim is not None and (now is None or now is not seen):
+                    if claim.due():
+                        return None
+                    seen = now
+                record = next_tasks[0]
+                if before and record.node in before:
+                    return None
+                spec = nodes[record.node]
+                if spec.is_async or spec.retry is not None:
+                    return None
+                progress.supersteps += 1
+        finally:
+            _unset(tokens)
+
+    def _sink(self) -> Any:
+        """The store's save for a lean step's checkpoint (the in-memory store's
+        ``step_sink``), or ``None``: the writer's fast save or its general one."""
+        writer = self.writer
+        leg = self.run.spec
+        if not leg.features.step_sink or not writer.plain_leg:
+            return None
+        graph = leg.graph
+        store: Any = leg.store  # declares step_sink (StoreFeatures.step_sink)
+        return store.step_sink(leg.run_id, leg.thread_id, graph.graph_id, graph.revision,
+                               leg.tenant_id, writer.fence)
+
+
+def _model(parts: Any, state: dict[str, Any]) -> BaseModel:
+    """What ``StateCodec.model_of`` does for a whole ``state`` of a plain schema whose
+    ``parts`` are ``codec.parts``: a fresh model of its own copy."""
+    data = dict(state)
+    for key, copy in parts[1]:
+        value = data[key]
+        if value is not None:
+            data[key] = copy(value)
+    model = _new(parts[0])
+    _set(model, "__dict__", data)
+    _set(model, "__pydantic_fields_set__", parts[3])
+    _set(model, "__pydantic_extra__", None)
+    _set(model, "__pydantic_private__", None)
+    return model  # type: ignore[no-any-return]
+
+
+def _unset(tokens: tuple[Any, Any, Any] | None) -> None:
+    """Reset the task context ``run_from`` set (``tokens``), if it is set."""
+    if tokens is not None:
+        t1, t2, t3 = tokens
+        if t3 is not None:
+            ENTROPY.reset(t3)
+        if t2 is not None:
+            NODE_CLOCK.reset(t2)
+        CURRENT_TASK.reset(t1)
+
+
+def _facts(graph: CompiledGraph) -> dict[str, tuple[Any, ...]]:
+    """What the lean step reads of each node of ``graph``, worked out once per graph:
+    ``(targets, branches, (events, scheduled), joins_from, fast)`` — its static targets, its
+    branches (``None``: none), the events and next nodes of a step through its static
+    edges, whether a join waits for it, and the types of the values each key it may write
+    takes as they are (``None``: the schema is not plain)."""
+    found: dict[str, tuple[Any, ...]] | None = graph.__dict__.get("_lean_facts")
+    if found is None:
+        found = graph.__dict__["_lean_facts"] = {
+            name: _node_facts(graph, name) for name in graph.nodes}
+    return found
+
+
+def _node_facts(graph: CompiledGraph, name: str) -> tuple[Any, ...]:
+    """One node's entry of :func:`_facts`."""
+    nodes = graph.nodes
+    targets = graph.edges.get(name, ())
+    scheduled: Sequence[str]
+    if len(targets) == 1:
+        scheduled = () if targets[0] == END else targets
+    else:
+        scheduled = [t for t in targets if t != END]
+        if len(scheduled) > 1:
+            scheduled = sorted(dict.fromkeys(scheduled), key=lambda n: nodes[n].index)
+    codec = graph.codec
+    fast: dict[str, frozenset[type]] | None = None
+    if codec.plain:
+        writes = nodes[name].writes
+        fast = {}
+        scalars: frozenset[type] = frozenset((int, bool, str, type(None)))
+        for key in graph.keys:
+            if key in graph.reducers or (writes is not None and key not in writes):
+                continue
+            fast[key] = scalars & codec.passes[key] if key in codec.checked_on_write \
+                else scalars
+    return (targets, graph.branches.get(name) or None, (2 + len(targets), scheduled),
+            bool(graph.joins_from.get(name)), fast)
 
 
 async def _routes(graph: CompiledGraph, out: Outcome, picked: Any, branches: Sequence[Branch],

@@ -44,7 +44,7 @@ from .._graph._builder import Command, CompiledGraph, NodeSpec
 from .._graph._node import NodeContext, Visited
 from .._records._checkpoint import Checkpoint, TaskOutput, TaskRecord
 from .._records._events import Breakpoint, EventBase, Interrupt
-from .._records._fast import adopt, make, template
+from .._records._fast import _new, _set, adopt, make, template
 from .._records._json import jcopy
 from .._stores._features import StoreFeatures
 from .._stores._protocol import CheckpointStore
@@ -129,7 +129,8 @@ class LegSpec:
         cancel_at: the test of the event after which the leg is cancelled (``cancel_at=``).
         stepping: a leg driven by ``astep`` (a cancelled superstep keeps nothing, seed 004).
         durable: the store keeps the leg's events; ``deferred``: its checkpoints go with them
-            in one commit under the claim's token.
+            in one commit under the claim's token; ``store_only``: deferred, and nobody but
+            the store reads the events.
     """
 
     __slots__ = ("branch", "break_after", "break_before", "cancel_after", "cancel_at", "claim",
@@ -137,7 +138,8 @@ class LegSpec:
                  "deadlines", "deferred",
                  "durable", "expired", "features", "graph", "hex", "hooks", "leg", "max_supersteps",
                  "on_interrupt", "record", "record_events", "resumed_from", "run_id", "seed",
-                 "stepping", "store", "subgraph_runner", "tenant_id", "thread_explicit",
+                 "stepping", "store", "store_only", "subgraph_runner", "tenant_id",
+                 "thread_explicit",
                  "thread_id", "time_travel", "timeout", "wall_clock")
 
     def __init__(
@@ -207,6 +209,9 @@ class LegSpec:
         self.hex: Final = run_id[4:] if run_id.startswith("run-") else run_id
         fenced = claim is not None and claim.fence is not None
         self.deferred: Final = durable and fenced and features.commit
+        self.store_only: Final = self.deferred and not record_events and cancel_at is None
+        """Only the store reads the leg's events (``invoke`` on a store that commits them):
+        its plain steps may take the lean step, one step a commit (see ``_lean``)."""
 
     def __repr__(self) -> str:
         return f"<LegSpec run={self.run_id} thread={self.thread_id} graph={self.graph.graph_id!r}>"
@@ -302,13 +307,18 @@ class Numbering:
         (counted in ``count`` by the caller)."""
         self.seq += count
         hexid = self.hex
-        tasks = []
+        tasks: list[TaskRecord] = []
         for node in nodes:
             self.task_counter += 1
-            tasks.append(adopt(TaskRecord, {
+            # What adopt() does, inline (a lean step makes one a step).
+            task = _new(TaskRecord)
+            _set(task, "__dict__", {
                 "task_id": f"task-{hexid}-{self.task_counter}", "node": node, "item": None,
-                "has_item": False, "checkpoint_id_before": None, "failure": None},
-                _TASK_FIELDS))
+                "has_item": False, "checkpoint_id_before": None, "failure": None})
+            _set(task, "__pydantic_fields_set__", _TASK_FIELDS)
+            _set(task, "__pydantic_extra__", None)
+            _set(task, "__pydantic_private__", None)
+            tasks += (task,)  # not tasks.append: one call fewer
         if not checkpoint:
             return tasks, None
         self.cp_counter += 1

@@ -48,7 +48,7 @@ from ._halts import HaltHandler
 from ._lean import LeanSteps, lean_leg
 from ._merge import merge_patches
 from ._outcome import Outcome
-from ._results import StepState
+from ._results import LazyEvent, StepState
 from ._run_state import LegSpec, RunState
 from ._task import route_expand
 from ._writer import CheckpointWriter, LegEnd
@@ -228,8 +228,10 @@ class Runner:
         run = self.run
         spec, progress = run.spec, run.progress
         store: Any = spec.store
-        events = DumpedEvents(e.model_dump(mode="json") for e in items
-                              if type(e) is not StepState)
+        # A lean step's events come unbuilt (``LegSpec.store_only``): built to be dumped.
+        events = DumpedEvents(
+            (e.build() if type(e) is LazyEvent else e).model_dump(mode="json")
+            for e in items if type(e) is not StepState)
         run_record = spec.record
         record = run_record is not None and (
             not progress.started or run.outcome is not None or progress.pending

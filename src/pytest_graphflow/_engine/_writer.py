@@ -58,7 +58,8 @@ class CheckpointWriter:
         self._snapshots = features.visited_snapshots
         # A leg that travelled in time (or branches off an earlier checkpoint) may record
         # subgraph threads or a branch mark: its checkpoints always take the full path.
-        self._plain_leg = not (spec.time_travel or spec.branch)
+        self.plain_leg = not (spec.time_travel or spec.branch)
+        """Not a leg that travelled in time or branches off an earlier checkpoint."""
 
     async def save(
         self,
@@ -156,7 +157,7 @@ class CheckpointWriter:
         parent command, time travel): then :meth:`save` builds them."""
         run = self.run
         if run.tool_calls or run.pos.passed or run.child_threads \
-                or run.parent_command is not None or not self._plain_leg:
+                or run.parent_command is not None or not self.plain_leg:
             return None
         spec, numbers = run.spec, run.numbers
         graph = spec.graph

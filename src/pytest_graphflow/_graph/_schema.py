@@ -194,6 +194,11 @@ class StateCodec:
             (name, copier) for name, info in model.model_fields.items()
             if (copier := _copier(info.annotation)) is not None
         ) if self.plain else ()
+        self.parts: tuple[type[BaseModel], tuple[tuple[str, Callable[[Any], Any]], ...], int,
+                          set[str]] | None = (
+            (model, self._copiers, self._count, self._every) if self.plain else None)
+        """What :meth:`model_of` builds a whole plain state's model from (the lean step does
+        it inline): the model, its copiers, its field count and names; ``None``: not plain."""
         # The scalar types each key's validator gives back unchanged: a plain write of one
         # is not validated again (``_merge.normalize_patch``).
         self.passes: dict[str, frozenset[type]] = {

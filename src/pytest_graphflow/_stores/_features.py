@@ -56,6 +56,9 @@ class StoreFeatures:
         visited_snapshots: ``save``/``commit`` take a checkpoint whose ``visited`` is still
             the run's lazy snapshot (SQLite writes the path from it); only a store that
             never reads ``visited`` as a tuple may declare it.
+        step_sink: ``step_sink(...)`` gives the lean step's save of a run's plain steps
+            (the in-memory store's own, declared by that class alone; a wrapper passes its
+            saves through ``adopt_fields`` or ``save`` instead).
     """
 
     claims: bool = False
@@ -74,6 +77,7 @@ class StoreFeatures:
     call_log: bool = False
     fields_save: bool = False
     visited_snapshots: bool = False
+    step_sink: bool = False
 
 
 _NEEDS: dict[str, tuple[str, ...]] = {
@@ -89,6 +93,7 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "clock_binding": ("bind_clock",),
     "call_log": ("calls_since",),
     "fields_save": ("adopt_fields",),
+    "step_sink": ("step_sink",),
 }
 """The methods each declared feature needs (``fencing`` and ``history_pages`` are arguments of
 ``save`` and ``list``)."""

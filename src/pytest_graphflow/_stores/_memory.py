@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from operator import itemgetter
 from typing import Any
@@ -104,6 +104,75 @@ class _Draft(dict[str, Any]):
         return self.checkpoint().clone(**changes)
 
 
+class _Step(tuple[Any, ...]):
+    """A checkpoint of a lean step (``_engine/_lean``) as the store keeps it: a tuple of
+    what varies from step to step (see :meth:`InMemoryCheckpointStore.step_sink`), the
+    run's constant fields shared by every step of the run.
+
+    Less than half the memory of the checkpoint's fields as a dict (a long run keeps one a
+    step), and still two objects the garbage collector tracks (this and the state).
+    :meth:`checkpoint` gives the checkpoint the same fields as a dict would have given it.
+    """
+
+    # The fields the store's indexes read, under the model's names.
+    id = property(itemgetter(0))
+    node_id = property(itemgetter(1))
+    parent_id = property(itemgetter(3))
+    timestamp = property(itemgetter(4))
+
+    @property
+    def run_id(self) -> str:
+        """The run (one of the run's constant fields)."""
+        return self[15][0]  # type: ignore[no-any-return]
+
+    @property
+    def thread_id(self) -> str:
+        """The thread (one of the run's constant fields)."""
+        return self[15][1]  # type: ignore[no-any-return]
+
+    @property
+    def node_ids(self) -> tuple[str]:
+        """The step's one node."""
+        return (self[1],)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The counters a lean step's checkpoint carries."""
+        return {"cp_counter": self[13], "task_counter": self[14]}
+
+    def checkpoint(self) -> Checkpoint:
+        """The checkpoint itself (built once, never handed out: reads copy it)."""
+        try:
+            return self.__dict__["_cp"]  # type: ignore[no-any-return]
+        except KeyError:
+            pass
+        (cid, node, step, parent, timestamp, state, status, tasks, log, n, arrivals,
+         answers, next_seq, cp_counter, task_counter, const) = self
+        run_id, thread_id, graph_id, revision, tenant_id = const
+        cp = make(
+            Checkpoint, id=cid, run_id=run_id, thread_id=thread_id, graph_id=graph_id,
+            revision=revision, node_id=node, node_ids=[node], step=step, parent_id=parent,
+            timestamp=timestamp, state=state, format_version=1, status=status,
+            next_step=step + 1,
+            tasks=[make(TaskRecord, task_id=task_id, node=name, item=None, has_item=False,
+                        checkpoint_id_before=None, failure=None)
+                   for task_id, name in zip(tasks[::2], tasks[1::2], strict=True)],
+            completed={}, interrupts=[], answers={} if answers is None else answers,
+            visited=tuple(log[:n]), arrivals=arrivals, next_seq=next_seq, error=None,
+            tenant_id=tenant_id,
+            metadata={"cp_counter": cp_counter, "task_counter": task_counter})
+        self.__dict__["_cp"] = cp
+        return cp
+
+    def clone(self, **changes: Any) -> Checkpoint:
+        """A deep copy, as :meth:`Checkpoint.clone`."""
+        return self.checkpoint().clone(**changes)
+
+
+StepSink = Callable[..., None]
+"""What :meth:`InMemoryCheckpointStore.step_sink` gives: stores a lean step's checkpoint."""
+
+
 def _pairs(tasks: list[Any]) -> list[Any] | tuple[tuple[str, str], ...]:
     """``tasks`` as ``(task_id, node)`` pairs, or the list itself if one carries more."""
     out = []
@@ -138,12 +207,13 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
 
     features = StoreFeatures(claims=True, fencing=True, commit=True, history_pages=True,
                              artifacts=True, prune=True, delete_thread=True, waiting=True,
-                             tenants=True, fields_save=True)
+                             tenants=True, fields_save=True, step_sink=True)
     """Claims with fencing, commits, paged history, artifacts, prune, thread deletion, waiting
-    runs and the runtime's fast save (:meth:`adopt_fields`); no durable events."""
+    runs and the runtime's fast saves (:meth:`adopt_fields`, :meth:`step_sink`); no durable
+    events."""
 
     def __init__(self, *, claim_ttl: float = rules.DEFAULT_CLAIM_TTL) -> None:
-        self._by_id: dict[str, Checkpoint | _Draft] = {}
+        self._by_id: dict[str, Checkpoint | _Draft | _Step] = {}
         self._orders: dict[str, int] = {}
         """Each checkpoint's place in the order of saves (an int apart, not a tuple with the
         checkpoint: one object fewer a checkpoint for the garbage collector)."""
@@ -270,7 +340,74 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         if record is not None:
             self._put_run(record)
 
-    def _adopt(self, checkpoint: Checkpoint | _Draft) -> None:
+    def step_sink(self, run_id: str, thread_id: str, graph_id: str, revision: str,
+                  tenant_id: str | None, fence: Fence | None) -> StepSink | None:
+        """The lean step's save (internal; ``_engine/_lean``): a function that stores the
+        checkpoint of a plain step of the run given as what varies from step to step::
+
+            sink(cid, node, step, parent_id, timestamp, state, status, tasks, log, n,
+                 arrivals, answers, next_seq, cp_counter, task_counter)
+
+        (``tasks`` as one flat tuple ``(task_id, node, task_id, node...)`` of plain tasks,
+        the visited nodes as ``log[:n]``, ``answers`` ``None`` for none), with the checks
+        and the indexes
+        :meth:`adopt_fields` gives the same checkpoint given as its fields. ``None`` on a
+        subclass (it may change how checkpoints are kept: it keeps :meth:`adopt_fields`)
+        or a fence not of this thread.
+        """
+        if type(self) is not InMemoryCheckpointStore or (
+                fence is not None and (fence[0] != thread_id or type(fence[1]) is not int)):
+            return None
+        const = (run_id, thread_id, graph_id, revision, tenant_id)
+        token = None if fence is None else fence[1]
+        by_id, orders, by_run, by_thread = self._by_id, self._orders, self._by_run, \
+            self._by_thread
+        claims, run_latest, thread_latest = self._claims, self._latest, self._thread_latest
+
+        def sink(cid: str, node: str, step: int, parent: str | None, timestamp: datetime,
+                 state: dict[str, Any], status: str, tasks: tuple[str, ...],
+                 log: list[str], n: int, arrivals: dict[str, list[str]],
+                 answers: dict[str, Any] | None, next_seq: int, cp_counter: int,
+                 task_counter: int) -> None:
+            rec = _Step((cid, node, step, parent, timestamp, state, status, tasks, log, n,
+                         arrivals, answers, next_seq, cp_counter, task_counter, const))
+            if fence is not None:  # what adopt_fields checks, without a call when it holds
+                if thread_id not in claims or claims[thread_id].token != token:
+                    self._fenced(fence, thread_id, cid)
+                if parent is not None and thread_id in thread_latest \
+                        and parent != thread_latest[thread_id]:
+                    self._lineage(thread_id, [rec])
+            if cid in by_id:  # overwritten: the general way
+                self._adopt(rec)
+                return
+            self._order = order = self._order + 1
+            by_id[cid] = rec
+            orders[cid] = order
+            if run_id in by_run:
+                by_run[run_id][cid] = None
+            else:
+                by_run[run_id] = {cid: None}
+            if thread_id in by_thread:
+                by_thread[thread_id][cid] = None
+            else:
+                by_thread[thread_id] = {cid: None}
+            # The run's and the thread's latest, as _adopt updates them for a new id.
+            if run_id not in run_latest:
+                run_latest[run_id] = cid
+            else:
+                current = by_id[run_latest[run_id]]
+                if timestamp >= (current[4] if type(current) is _Step else current.timestamp):
+                    run_latest[run_id] = cid
+            if thread_id not in thread_latest:
+                thread_latest[thread_id] = cid
+            else:
+                current = by_id[thread_latest[thread_id]]
+                if timestamp >= (current[4] if type(current) is _Step else current.timestamp):
+                    thread_latest[thread_id] = cid
+
+        return sink
+
+    def _adopt(self, checkpoint: Checkpoint | _Draft | _Step) -> None:
         """Store ``checkpoint`` itself, without a copy (internal).
 
         The runtime hands over checkpoints it never touches again; everyone else goes
@@ -313,7 +450,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
             self._newest(latest, by_thread, thread_id, checkpoint)
 
     def _newest(self, latest: dict[str, str], index: dict[str, dict[str, None]], key: str,
-                checkpoint: Checkpoint | _Draft) -> None:
+                checkpoint: Checkpoint | _Draft | _Step) -> None:
         """Update ``latest[key]`` (a run's or a thread's latest) for ``checkpoint``, just
         stored."""
         cid = checkpoint.id
@@ -335,7 +472,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         (:func:`~._claims.check_lineage`)."""
         rules.check_lineage(thread_id, self._thread_latest.get(thread_id), checkpoints, events)
 
-    def _unindex(self, cp: Checkpoint | _Draft) -> None:
+    def _unindex(self, cp: Checkpoint | _Draft | _Step) -> None:
         self._by_run.get(cp.run_id, {}).pop(cp.id, None)
         self._by_thread.get(cp.thread_id, {}).pop(cp.id, None)
         if self._latest.get(cp.run_id) == cp.id:
@@ -447,7 +584,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         if thread_id is not None and thread_id in self._claims:
             raise ThreadBusy(thread_id, None)  # a run is starting on it: not a new thread
         source = found
-        if isinstance(source, _Draft):
+        if isinstance(source, (_Draft, _Step)):
             source = source.checkpoint()
         n = 0
         while True:
@@ -684,7 +821,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
             if limit is not None and len(out) >= limit:
                 break
             found = self._by_id[self._thread_latest[thread]]
-            cp = found.checkpoint() if isinstance(found, _Draft) else found
+            cp = found.checkpoint() if isinstance(found, (_Draft, _Step)) else found
             if cp.status == "interrupted" and (anyone or cp.tenant_id == tenant):
                 out.append(waiting_row(cp.clone()))
         return out

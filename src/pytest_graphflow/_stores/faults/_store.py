@@ -99,8 +99,9 @@ class FaultyStore(FaultyRules):
     @property
     def features(self) -> StoreFeatures:
         """The wrapped store's features, except that :meth:`list` takes no page arguments,
-        the wrapper binds a clock and logs its calls, and its rules may read ``visited``
-        (read once: a store's features do not change while it lives)."""
+        the wrapper binds a clock and logs its calls, its rules may read ``visited``, and
+        every save goes through it (no ``step_sink``) (read once: a store's features do
+        not change while it lives)."""
         found: StoreFeatures | None = self.__dict__.get("_features")
         if found is None:
             inner = features_of(self._inner)
@@ -108,7 +109,7 @@ class FaultyStore(FaultyRules):
             if found is None:
                 found = _WRAPPED[inner] = replace(
                     inner, history_pages=False, clock_binding=True, call_log=True,
-                    visited_snapshots=False)
+                    visited_snapshots=False, step_sink=False)
             self.__dict__["_features"] = found
         return found
 

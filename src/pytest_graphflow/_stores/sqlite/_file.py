@@ -18,11 +18,12 @@ import tempfile
 from pathlib import Path
 
 from ...errors import UnsupportedFormat
-from ._migrate import migrate_v1, migrate_v2, migrate_v3
+from ._migrate import migrate_v1, migrate_v2, migrate_v3, migrate_v4
 from ._schema import (
     APPLICATION_ID,
     LAYOUT,
     LAYOUT_V3,
+    LAYOUT_V4,
     LOG,
     PASS_EXISTING,
     PASS_STORE,
@@ -101,9 +102,9 @@ def _identify(path: str, *, shown: str | None = None, readonly: bool = False) ->
             "Upgrade pytest-graphflow to open it."
         )
     expected = {1: V1_CHECKPOINTS, 2: LAYOUT["checkpoints"], 3: LAYOUT["checkpoints"],
-                SCHEMA_VERSION: LAYOUT["checkpoints"]}.get(version)
+                4: LAYOUT["checkpoints"], SCHEMA_VERSION: LAYOUT["checkpoints"]}.get(version)
     if expected is None or tables.get("checkpoints") != expected or (
-        version >= 2 and tables != (LAYOUT if version == SCHEMA_VERSION else LAYOUT_V3)
+        version >= 2 and tables != {4: LAYOUT_V4, SCHEMA_VERSION: LAYOUT}.get(version, LAYOUT_V3)
     ):
         raise file_error(name, f"says schema version {version} but its tables have another "
                          "layout (changed by hand or by another program)",
@@ -131,7 +132,7 @@ def _writable(path: str) -> bool:
     return not os.path.exists(path) or os.access(path, os.W_OK)
 
 
-_READABLE = (2, 3, SCHEMA_VERSION)
+_READABLE = (2, 3, 4, SCHEMA_VERSION)
 """Schema versions read as they are (opened read-only: no ``log`` table before version 4,
 so the connection gets an empty one of its own, see :func:`_open_readonly`)."""
 
@@ -191,6 +192,8 @@ def open_store(path: str, *, readonly: bool, synchronous: str = "normal"
             migrate_v2(db)
         elif version == 3:
             migrate_v3(db)
+        elif version == 4:
+            migrate_v4(db)
         db.execute(WAITING_INDEX)  # a file written before waiting() gets it (no-op after)
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")

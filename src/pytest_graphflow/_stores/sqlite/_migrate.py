@@ -1,5 +1,9 @@
-"""Migrating a store file of schema version 1, 2 or 3 to the current layout, in one
+"""Migrating a store file of schema version 1, 2, 3 or 4 to the current layout, in one
 transaction.
+
+Version 4 has a ``log`` of 16 slots; version 5 one of 64, whose rows say so (``slots``):
+:func:`migrate_v4` folds the log into the indexed tables (where its pieces read exactly as
+they did) and creates the new, empty one.
 
 Version 3 has every table of version 4 but ``log`` (the pieces written since the last fold,
 see :mod:`._tail`): :func:`migrate_v3` adds it, empty, and nothing else moves, so the
@@ -24,8 +28,9 @@ from contextlib import contextmanager
 
 from ._rows import PathWriter
 from ._schema import APPLICATION_ID, EVENTS_V3, LOG, SCHEMA_VERSION, create_statements
+from ._tail import fold
 
-__all__ = ["migrate_v1", "migrate_v2", "migrate_v3"]
+__all__ = ["migrate_v1", "migrate_v2", "migrate_v3", "migrate_v4"]
 
 _OLD_INDEXES = ("checkpoints_run", "checkpoints_thread", "checkpoints_order",
                 "checkpoint_nodes_run")
@@ -89,6 +94,16 @@ def migrate_v3(db: sqlite3.Connection) -> None:
     ``log`` table."""
     with _migration(db, "3") as mine:
         if mine:
+            db.execute(LOG)
+
+
+def migrate_v4(db: sqlite3.Connection) -> None:
+    """Rewrite the version-4 store open on ``db`` in the current layout: its log's pieces
+    folded into the indexed tables, and the log of version 5, empty."""
+    with _migration(db, "4") as mine:
+        if mine:
+            fold(db, erase=True)
+            db.execute("DROP TABLE log")
             db.execute(LOG)
 
 

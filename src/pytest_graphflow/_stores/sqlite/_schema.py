@@ -11,6 +11,7 @@ __all__ = [
     "EVENTS_V3",
     "LAYOUT",
     "LAYOUT_V3",
+    "LAYOUT_V4",
     "LOG",
     "SCHEMA_VERSION",
     "V1_CHECKPOINTS",
@@ -20,12 +21,15 @@ __all__ = [
     "layout",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The layout of the tables this build writes and reads (1: before incremental paths; 2: a
 path segment per checkpoint, no tail in the row, events in a ``WITHOUT ROWID`` table; 3:
 rows keep their path's tail, see :mod:`._rows`, and events are a rowid table with a
-``(run_id, seq)`` index; 4: the ``log`` table, see :mod:`._tail`). Versions 2 and 3
-have the same columns; version 4 adds one table.
+``(run_id, seq)`` index; 4: the ``log`` table, see :mod:`._tail`, of 16 slots; 5: the log
+has 64 slots, and each of its rows says so in ``slots``, a column without a default, so a
+build that writes version 4 fails to write into it rather than overwrite a piece not folded
+yet). Versions 2 and 3 have the same columns; version 4 adds one table, version 5 a column
+of it.
 
 Why events have a row id: an event's JSON (a few hundred bytes) is too big for a ``WITHOUT
 ROWID`` b-tree, whose interior pages hold whole rows; a step's events then touched four
@@ -118,7 +122,8 @@ CREATE TABLE IF NOT EXISTS log (
     path_len INTEGER,
     data TEXT,
     ev_keys TEXT,
-    events TEXT
+    events TEXT,
+    slots INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS claims (
     thread_id TEXT PRIMARY KEY,
@@ -139,7 +144,7 @@ EVENTS_V3 = next(s for s in _SCHEMA.split(";") if "TABLE IF NOT EXISTS events " 
 """The statement that creates the events table of schema version 3."""
 
 LOG = next(s for s in _SCHEMA.split(";") if "TABLE IF NOT EXISTS log " in s).strip()
-"""The statement that creates the ``log`` table (schema version 4): the pieces written since
+"""The statement that creates the ``log`` table (schema version 5): the pieces written since
 the last fold, without an index (see :mod:`._tail`)."""
 
 V1_CHECKPOINTS = ["id", "run_id", "thread_id", "graph_id", "node_id", "node_ids", "step",
@@ -179,6 +184,9 @@ LAYOUT = _expected_layout()
 
 LAYOUT_V3 = {table: columns for table, columns in LAYOUT.items() if table != "log"}
 """The tables of a file of schema version 2 or 3 (no ``log``)."""
+
+LAYOUT_V4 = {**LAYOUT, "log": [c for c in LAYOUT["log"] if c != "slots"]}
+"""The tables of a file of schema version 4 (its ``log`` has no ``slots``)."""
 
 
 def file_error(path: str, problem: str, fix: str) -> StoreFileError:

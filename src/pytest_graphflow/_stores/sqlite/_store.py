@@ -36,9 +36,10 @@ from ._claims import SQLiteClaims, raise_token_floor
 from ._file import SYNCHRONOUS, open_store
 from ._known import VERSION, read_facts
 from ._log import SQLiteLog
+from ._plain import plain_rows
 from ._rows import SELECT, PathWriter, decode, encode, with_tail
 from ._schema import SCHEMA_VERSION
-from ._tail import LIVE, put_piece
+from ._tail import LIVE, Piece, put_piece
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
 
@@ -216,7 +217,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         return found[0] if found else None
 
     def _write(self, db: sqlite3.Connection, cp: Checkpoint, data: str,
-               events: Sequence[tuple[str, int, Any, str]] = (),
+               events: Sequence[tuple[str, int, Any, str]] | Piece = (),
                known: tuple[int, int, bool | None] | None = None, version: int | None = None
                ) -> tuple[int, int, bool]:
         """Write ``cp`` (and ``events``, the rows of the events that report it) as one piece
@@ -300,6 +301,10 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
             ParentNotLatest, MalformedCommit: seed 004's commit checks
                 (:func:`~.._claims.check_lineage`); nothing is written.
         """
+        if run is None:
+            found = plain_rows(self._facts, thread_id, token, run_id, checkpoints, events)
+            if found is not None and self._commit_plain(*found):
+                return
         # The events are serialised once, by event_row (which refuses what is not JSON); a
         # plain run record (the runtime's, while a run goes on) once, by plain_run_record.
         plain = None if run is None else plain_run_record(run_id, run)
@@ -352,6 +357,34 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         self._end(db)
         if not replaced:  # a rewritten id may have been the thread's latest: read it again
             self._facts = facts
+
+    def _commit_plain(self, cp: Checkpoint, events: Piece) -> bool:
+        """:meth:`commit` of the runtime's plain step (see :mod:`._plain`): its checkpoint
+        and its events, under what this connection's last commit knows. ``False`` (nothing
+        written) when something else wrote the file since: the general commit reads it."""
+        facts = self._facts
+        assert facts is not None
+        self._checked(cp, "commit")
+        data = encode(self.path, cp)
+        self._facts = None  # kept only when this commit succeeds
+        db = self._begin()
+        try:
+            version = db.execute(VERSION).fetchone()[0]
+            if version != facts.version:
+                self._rollback(db)
+                return False
+            seq, done, older = self._write(db, cp, data, events,
+                                           (facts.top, facts.done, None), version)
+            facts.saved(cp.id, rules.to_micros(cp.timestamp), seq, done)
+        except BaseException as exc:
+            failure = self._undo(db, exc)
+            if failure is None:
+                raise
+            raise failure from None
+        self._end(db)
+        if not older:  # a rewritten id may have been the thread's latest: read it again
+            self._facts = facts
+        return True
 
     async def get(self, checkpoint_id: str) -> Checkpoint | None:
         """The checkpoint with this id, or ``None``.

@@ -1,4 +1,4 @@
-"""The SQLite store's log of recent pieces (schema version 4, issue 29).
+"""The SQLite store's log of recent pieces (schema versions 4 and 5, issue 29).
 
 A step used to write its checkpoint into a table with three indexes (id, run, thread) and
 each of its events into a table with one more: six b-trees, about 9 WAL pages of 4 KiB a
@@ -26,13 +26,15 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["FOLDED", "FOLD_AT", "LIVE", "LOG_COLUMNS", "PLACE", "fold", "put_piece",
+__all__ = ["FOLDED", "FOLD_AT", "LIVE", "LOG_COLUMNS", "PLACE", "Piece", "fold", "put_piece",
            "tail_events"]
 
-FOLD_AT = 16
-"""Slots of the log: pieces it holds before a commit folds them into the indexed tables."""
+FOLD_AT = 64
+"""Slots of the log: pieces it holds before a commit folds them into the indexed tables
+(16 in schema version 4; 64 folds a quarter as often, into fuller index pages: 2.0 WAL
+pages a step of a plain chain, was 2.8)."""
 
 FOLDED = "(SELECT COALESCE(MAX(CAST(value AS INTEGER)), 0) FROM meta WHERE key = 'log_folded')"
 """The seq of the last piece folded (0 before the first fold), as an SQL expression."""
@@ -44,11 +46,13 @@ LOG_COLUMNS = ("id, thread_id, ts_us, node_id, status, tenant_id, graph_id, step
                "format_version, path_id, path_len, data")
 """A checkpoint's columns in ``log`` (those of ``checkpoints`` but ``seq`` and ``run_id``)."""
 
-_PUT = (f"INSERT OR REPLACE INTO log (slot, seq, run_id, {LOG_COLUMNS}, ev_keys, events) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_PUT = ("INSERT OR REPLACE INTO log (slot, seq, run_id, "
+        f"{LOG_COLUMNS}, ev_keys, events, slots) "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {FOLD_AT})")
 
-_PUT_NEW = (f"INSERT OR REPLACE INTO log (slot, seq, run_id, {LOG_COLUMNS}, ev_keys, events) "
-            "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+_PUT_NEW = ("INSERT OR REPLACE INTO log (slot, seq, run_id, "
+            f"{LOG_COLUMNS}, ev_keys, events, slots) "
+            f"SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {FOLD_AT} "
             "WHERE NOT EXISTS (SELECT 1 FROM checkpoints WHERE id = ?4)")
 """:data:`_PUT` unless the checkpoint's id is in the indexed table (one statement where a
 check and a write were two)."""
@@ -58,6 +62,14 @@ _NO_CHECKPOINT = (None,) * 13
 _EventRow = tuple[str, int, Any, str]
 
 
+class Piece(NamedTuple):
+    """A piece's events as the log keeps them, made by the caller: ``keys`` (the JSON list
+    of ``[seq, type]``) and ``text`` (the events' JSON, one a line)."""
+
+    keys: str
+    text: str
+
+
 PLACE = (f"MAX(COALESCE((SELECT MAX(seq) FROM checkpoints), 0), COALESCE((SELECT MAX(seq) "
          f"FROM log), 0), {FOLDED}), {FOLDED}")
 """Two columns: the last seq used (the folded ones included, whose rows may be gone) and
@@ -65,10 +77,11 @@ the last one folded; what :func:`put_piece` needs to place a piece."""
 
 
 def put_piece(db: sqlite3.Connection, run_id: str, checkpoint: Sequence[Any] | None,
-              events: Sequence[_EventRow], place: tuple[int, int] | None = None, *,
+              events: Sequence[_EventRow] | Piece, place: tuple[int, int] | None = None, *,
               new: bool = False) -> tuple[int, int] | None:
     """Write one piece of ``run_id`` to the log: a checkpoint (its :data:`LOG_COLUMNS`
-    values) and/or event rows ``(run_id, seq, type, data)``; the log is folded first when
+    values) and/or event rows ``(run_id, seq, type, data)`` (or their :class:`Piece`); the
+    log is folded first when
     the piece's slot holds a live piece. ``place``: :data:`PLACE`, when the caller read it
     in this transaction and wrote no piece since. ``new``: write it only if the
     checkpoint's id is not in the indexed table (the caller knows it is not among the log's
@@ -84,7 +97,9 @@ def put_piece(db: sqlite3.Connection, run_id: str, checkpoint: Sequence[Any] | N
     if seq - FOLD_AT > done:  # the slot holds piece seq - FOLD_AT, not folded yet
         done = fold(db, done) or done
     keys = text = None
-    if events:
+    if type(events) is Piece:
+        keys, text = events
+    elif events:
         # A serialised event never holds a raw newline (JSON escapes it in strings).
         keys = json.dumps([[e[1], e[2]] for e in events])
         text = "\n".join(e[3] for e in events)

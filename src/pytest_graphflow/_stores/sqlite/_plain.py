@@ -1,0 +1,81 @@
+"""The runtime's plain step, committed with what the store knows already (issue 29).
+
+A step of a run over a SQLite store commits one checkpoint and the events that report it
+(:class:`~..._records._json.DumpedEvents`) under the claim its previous commit checked. When
+this connection's facts about the file (:mod:`._known`) are of that thread, run and token,
+the commit's checks come down to comparing with them: the checkpoint is of the run and
+thread whose ids were checked, the events are the runtime's own (each is only serialised,
+as :func:`~.._wire.dumped_row` does), and seed 004's lineage checks
+(:func:`~.._claims.check_lineage`) hold against the facts' latest checkpoint. Anything else
+— a NaN or an infinity in an event, a parent that is not the latest, events out of order, a
+run record, compacted events, a rewritten id — is left to the general commit, which
+reads and checks it all and raises what it raises.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic_core import to_json
+
+from ..._records._checkpoint import Checkpoint
+from ..._records._json import DumpedEvents
+from ._known import Known
+from ._tail import Piece
+
+__all__ = ["plain_rows"]
+
+def plain_rows(facts: Known | None, thread_id: object, token: object, run_id: object,
+               checkpoints: object, events: object) -> tuple[Checkpoint, Piece] | None:
+    """The checkpoint and the events (as the log keeps them) of a commit that is the
+    runtime's plain step under what ``facts`` know (see the module); ``None`` when it is
+    not, or when the general commit must decide."""
+    if (facts is None or type(events) is not DumpedEvents or type(checkpoints) is not list
+            or len(checkpoints) != 1 or type(token) is not int or token != facts.token
+            or type(thread_id) is not str or thread_id != facts.thread_id
+            or type(run_id) is not str or run_id != facts.run_id or facts.earliest):
+        return None
+    cp = checkpoints[0]
+    if type(cp) is not Checkpoint or cp.run_id != run_id or cp.thread_id != thread_id \
+            or cp.id in facts.live:
+        return None
+    latest = facts.latest
+    parent = cp.parent_id
+    if parent is not None and latest is not None and parent != latest \
+            and cp.id != latest and not cp.metadata.get("branch"):
+        return None  # the general commit raises ParentNotLatest
+    piece = _piece(events, cp.id, latest)
+    return None if piece is None else (cp, piece)
+
+
+def _piece(events: Sequence[dict[str, Any]], cid: str, latest: str | None) -> Piece | None:
+    """The events as the log keeps them (:class:`~._tail.Piece`), each serialised as
+    :func:`~.._wire.dumped_row` does and the keys as ``json.dumps`` writes them; ``None``
+    when one holds a NaN or an infinity, or the events break seed 004's order or name
+    another checkpoint."""
+    raws: list[bytes] = []
+    keys: list[str] = []
+    previous = -1
+    for event in events:
+        seq, kind = event["seq"], event["type"]
+        if type(seq) is not int or seq <= previous or type(kind) is not str or (
+                kind == "checkpoint_saved" and event.get("checkpoint_id") not in (cid, latest)):
+            return None
+        previous = seq
+        quoted = _QUOTED.get(kind)
+        if quoted is None:
+            quoted = json.dumps(kind)
+            if len(_QUOTED) < 64:
+                _QUOTED[kind] = quoted
+        keys.append(f"[{seq}, {quoted}]")
+        raws.append(to_json(event, inf_nan_mode="constants"))
+    text = b"\n".join(raws)
+    if b"NaN" in text or b"Infinity" in text or not raws:
+        return None
+    return Piece(f"[{', '.join(keys)}]", text.decode())
+
+
+_QUOTED: dict[str, str] = {}
+"""Event types as JSON strings (the runtime's few)."""

@@ -1,0 +1,118 @@
+"""A step the runtime commits to SQLite (its checkpoint and the events it dumped itself,
+``DumpedEvents``) takes a short path under what the connection's previous commit knows
+(issue 29). What a user relies on: the file holds exactly the bytes the general commit
+writes, and every refusal of the general commit still happens — another connection taking
+the thread over, a parent that is not the latest, events out of order or naming another
+checkpoint, a NaN — with nothing written."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_graphflow import SQLiteCheckpointStore
+from pytest_graphflow._records._checkpoint import Checkpoint
+from pytest_graphflow._records._json import DumpedEvents
+from pytest_graphflow._stores.sqlite._tail import FOLD_AT
+from pytest_graphflow.errors import InvalidArgument, MalformedCommit, ParentNotLatest, StaleClaim
+
+pytestmark = pytest.mark.anyio
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+RUN, THREAD = "run-p", "thread-p"
+
+
+def _cp(n: int, parent: str | None = None) -> Checkpoint:
+    return Checkpoint(
+        id=f"cp-{n}", run_id=RUN, thread_id=THREAD, graph_id="g", revision="rev-x", step=n,
+        timestamp=T0 + timedelta(seconds=n), state={"n": n, "text": "é\n\"x\""},
+        parent_id=parent if parent is not None else f"cp-{n - 1}" if n else None,
+        visited=tuple(f"node{i}" for i in range(n)))
+
+
+def _events(n: int) -> list[dict[str, Any]]:
+    return [{"seq": 3 * n, "type": "node_end", "run_id": RUN, "node": f"n{n}",
+             "patch": {"text": "é\n", "x": 1.5}},
+            {"seq": 3 * n + 1, "type": "edge_transition", "run_id": RUN, "target": "ü"},
+            {"seq": 3 * n + 2, "type": "checkpoint_saved", "run_id": RUN,
+             "checkpoint_id": f"cp-{n}"}]
+
+
+def _rows(path: Path) -> dict[str, list[Any]]:
+    db = sqlite3.connect(path)
+    try:
+        tables = [t for (t,) in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return {t: db.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in tables}
+    finally:
+        db.close()
+
+
+async def _run(path: Path, dumped: bool, steps: int) -> None:
+    with SQLiteCheckpointStore(path) as store:
+        token = await store.claim(THREAD, RUN, now=T0)
+        for n in range(steps):
+            events = _events(n)
+            await store.commit(THREAD, token, run_id=RUN, checkpoints=[_cp(n)],
+                               events=DumpedEvents(events) if dumped else events)
+
+
+async def test_the_runtimes_steps_store_the_bytes_the_general_commit_stores(
+        tmp_path: Path) -> None:
+    steps = 2 * FOLD_AT + 3  # folded twice, and pieces left in the log
+    await _run(tmp_path / "plain.db", True, steps)
+    await _run(tmp_path / "general.db", False, steps)
+    plain, general = _rows(tmp_path / "plain.db"), _rows(tmp_path / "general.db")
+    assert plain == general
+    assert plain["events"]  # folded pieces
+    assert plain["log"]  # and pieces in the log
+
+
+async def _warm(store: SQLiteCheckpointStore, token: int, steps: int) -> None:
+    for n in range(steps):
+        await store.commit(THREAD, token, run_id=RUN, checkpoints=[_cp(n)],
+                           events=DumpedEvents(_events(n)))
+
+
+async def test_another_connection_taking_the_thread_is_seen(tmp_path: Path) -> None:
+    a = SQLiteCheckpointStore(tmp_path / "s.db", claim_ttl=10)
+    b = SQLiteCheckpointStore(tmp_path / "s.db")
+    old = await a.claim(THREAD, RUN, now=T0)
+    await _warm(a, old, 3)
+    new = await b.claim(THREAD, RUN, now=T0 + timedelta(seconds=11))  # expired: taken over
+    with pytest.raises(StaleClaim) as stale:
+        await a.commit(THREAD, old, run_id=RUN, checkpoints=[_cp(3)],
+                       events=DumpedEvents(_events(3)))
+    assert (stale.value.token, stale.value.current) == (old, new)
+    assert [c.id for c in await b.list(RUN)] == ["cp-0", "cp-1", "cp-2"]
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("case", ["parent", "order", "names", "nan"])
+async def test_a_warm_commit_is_refused_as_the_general_one_is(tmp_path: Path, case: str
+                                                              ) -> None:
+    with SQLiteCheckpointStore(tmp_path / "s.db") as store:
+        token = await store.claim(THREAD, RUN, now=T0)
+        await _warm(store, token, 3)
+        cp, events = _cp(3, parent="cp-1" if case == "parent" else None), _events(3)
+        if case == "order":
+            events.reverse()
+        elif case == "names":
+            events[2]["checkpoint_id"] = "cp-9"
+        elif case == "nan":
+            events[0]["patch"]["x"] = float("nan")
+        raised = {"parent": ParentNotLatest, "order": MalformedCommit,
+                  "names": MalformedCommit, "nan": InvalidArgument}[case]
+        with pytest.raises(raised):
+            await store.commit(THREAD, token, run_id=RUN, checkpoints=[cp],
+                               events=DumpedEvents(events))
+        assert [c.id for c in await store.list(RUN)] == ["cp-0", "cp-1", "cp-2"]
+        assert [e["seq"] for e in await store.events(RUN)] == list(range(9))
+        await store.commit(THREAD, token, run_id=RUN, checkpoints=[_cp(3)],
+                           events=DumpedEvents(_events(3)))  # the right one goes on
+        assert [c.id for c in await store.list(RUN)] == ["cp-0", "cp-1", "cp-2", "cp-3"]
