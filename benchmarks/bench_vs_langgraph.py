@@ -679,12 +679,16 @@ def startup_rows(repeat: int) -> list[Row]:
 # --------------------------------------------------------------------------- generated graphs
 
 
-def generated_rate(examples: int) -> float:
-    """Generated graphs (≤ 6 nodes) checked for interrupt/resume equivalence per second
-    (the workload of ``bench_generated_split.py``, which also splits drawing from checking)."""
+def generated_rate(examples: int, repeat: int) -> float:
+    """Generated graphs (≤ 6 nodes) checked for interrupt/resume equivalence per second: the
+    best of ``repeat`` rounds after a warm-up round, as the other rows keep their best round
+    (the workload of ``bench_generated_split.py``, which also splits drawing from checking).
+    A single cold round paid the session's one-off costs (first draws, imports, a full
+    garbage collection over the heap the earlier rows left) inside the rate: ~25% less."""
     from bench_generated_split import one_round
 
-    return one_round(examples)[0]
+    one_round(10)
+    return max(one_round(examples)[0] for _ in range(repeat))
 
 
 def main() -> None:
@@ -728,7 +732,7 @@ def main() -> None:
     rows += suite_rows(args.tests, args.suite_repeat)
     print_rows(rows)
     print_bridge(bridge_rows(args.repeat))
-    rate = generated_rate(args.graphs)
+    rate = generated_rate(args.graphs, min(args.repeat, 3))
     print(f"{'generated graphs checked (equivalence, ≤6 nodes, 3 runs each)':58s} "
           f"{rate:10.0f} {'—':>10s} {'graphs/s':>14s}")
     (name, with_, without, unit), = startup_rows(3 * args.suite_repeat + 3)

@@ -59,3 +59,25 @@ def test_a_difference_without_a_pause_is_reported_once_for_the_run_that_made_it(
     assert [v.rule for v in broken] == ["equivalence"]
     assert "same-runtime resumes, 1 legs" in broken[0].message
     assert "fresh" not in broken[0].message
+
+
+def test_a_generated_graph_that_pauses_more_than_fifty_times_is_resumed_to_its_end() -> None:
+    # Nested loops of interrupting nodes (a graph Hypothesis' mutator draws from graphs()):
+    # the paused runs take more than 50 legs. Cut short at 50 they would "end" interrupted,
+    # unlike answering at once; a GraphSpec's runs always end, so they are driven to the end.
+    from pytest_graphflow.strategies import GraphSpec, SpecNode
+
+    def looping(name: str, nxt: str | None, **kw: Any) -> SpecNode:
+        return SpecNode(name, route="loop", loop_to="n0", loop_bound=2,
+                        children=(nxt,) if nxt else (), **kw)
+
+    asks = {"interrupts": ("q0", "q1")}
+    spec = GraphSpec(nodes=(looping("n0", "n1", **asks), looping("n1", "n2"),
+                            looping("n2", "n3", **asks), looping("n3", "n4", **asks),
+                            looping("n4", None, effect="human", reads=("x",), sleep=1.0,
+                                    **asks)),
+                     entry=("n0",))
+    answers = {"n0:q0": 1, "n0:q1": 3}
+    assert check_interrupt_resume_equivalence(spec, {"x": 0}, answers) == []
+    capped = check_interrupt_resume_equivalence(spec, {"x": 0}, answers, max_legs=50)
+    assert "50 legs" in capped[0].message  # the run needs more legs than that

@@ -32,11 +32,11 @@ def check_deadlines(events: Sequence[EventBase]) -> list[Violation]:
         opening = True
         asked: set[str] = set()
         for i, e in leg.indexed():
-            if isinstance(e, RunStart):
+            if type(e) is RunStart:
                 continue
-            if not isinstance(e, InterruptExpired):
+            if type(e) is not InterruptExpired:
                 opening = False
-                if isinstance(e, InterruptEvent):
+                if type(e) is InterruptEvent:
                     asked.update(q.key for q in e.interrupts)
                 continue
             if not opening:
@@ -50,7 +50,7 @@ def check_deadlines(events: Sequence[EventBase]) -> list[Violation]:
                 out.append(Violation("deadline", i, f"interrupt_expired names {e.key}, which "
                                      "no interrupt event of the run asked"))
             if e.routed_to is not None and not any(
-                    isinstance(x, EdgeTransition) and x.task_id == e.task_id
+                    type(x) is EdgeTransition and x.task_id == e.task_id
                     and x.target == e.routed_to for _, x in leg.indexed()):
                 out.append(Violation("deadline", i, f"question {e.key} was routed to "
                                      f"{e.routed_to!r}, but no edge_transition of task "

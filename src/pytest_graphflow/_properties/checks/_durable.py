@@ -53,7 +53,7 @@ def check_c5(
         if end is None or end.status == "completed":
             continue
         evs = leg.events
-        if len(evs) < 2 or not isinstance(evs[-2], CheckpointSaved):
+        if len(evs) < 2 or type(evs[-2]) is not CheckpointSaved:
             out.append(Violation("C5", leg.end - 1, f"run_end({end.status}) is not directly "
                                  "preceded by the checkpoint_saved of the checkpoint to resume "
                                  "from"))
@@ -65,7 +65,7 @@ def check_c5(
     if store_log is not None:
         saves = _save_outcomes(store_log)
         for i, e in enumerate(events):
-            if isinstance(e, CheckpointSaved) and "ok" not in saves.get(e.checkpoint_id, []):
+            if type(e) is CheckpointSaved and "ok" not in saves.get(e.checkpoint_id, []):
                 got = saves.get(e.checkpoint_id)
                 out.append(Violation("C5", i, f"checkpoint_saved {e.checkpoint_id}, but the store "
                                      + ("never saw its save" if not got else
@@ -88,7 +88,7 @@ def check_c6(
     if not rejected:
         return out
     for i, e in enumerate(events):
-        if isinstance(e, CheckpointSaved) and e.checkpoint_id in rejected:
+        if type(e) is CheckpointSaved and e.checkpoint_id in rejected:
             out.append(Violation("C6", i, f"checkpoint_saved {e.checkpoint_id}, whose save the "
                                  "store rejected"))
     if not stream_raised:
@@ -114,9 +114,9 @@ def check_c7(events: Sequence[EventBase], *, graph: CompiledGraph) -> list[Viola
     for leg in split_legs(events):
         ends: dict[str, NodeEnd] = {}
         for i, e in leg.indexed():
-            if isinstance(e, NodeEnd) and e.task_id:
+            if type(e) is NodeEnd and e.task_id:
                 ends[e.task_id] = e
-            if not isinstance(e, EdgeTransition) or e.source not in graph.nodes:
+            if type(e) is not EdgeTransition or e.source not in graph.nodes:
                 continue
             spec = graph.nodes[e.source]
             end = ends.get(e.task_id or "")
@@ -128,8 +128,8 @@ def check_c7(events: Sequence[EventBase], *, graph: CompiledGraph) -> list[Viola
             if e.target in static:
                 continue
             later = [ev for _, ev in leg.indexed() if ev.step == e.step
-                     and isinstance(ev, CheckpointSaved)]
-            nxt = [j for j, ev in leg.indexed() if j > i and isinstance(ev, NodeStart)
+                     and type(ev) is CheckpointSaved]
+            nxt = [j for j, ev in leg.indexed() if j > i and type(ev) is NodeStart
                    and ev.node == e.target]
             if nxt and not later:
                 out.append(Violation("C7", i, f"{e.source} expanded into {e.target}, but no "
@@ -164,7 +164,7 @@ def check_c8(events: Sequence[EventBase], *, resumed_by_run_id: bool = True) -> 
                                      "earlier leg saved"))
         if rs is not None and run_id is None:
             run_id = rs.run_id
-        saved += [e.checkpoint_id for e in leg.events if isinstance(e, CheckpointSaved)]
+        saved += [e.checkpoint_id for e in leg.events if type(e) is CheckpointSaved]
     return out
 
 
@@ -191,11 +191,11 @@ def check_c9(events: Sequence[EventBase], *, graph: CompiledGraph | None = None)
         keep_all = end.status == "cancelled" or end.error_type == "RunTimedOut"
         step = end.step
         done = {e.task_id: e for e in prev.events
-                if isinstance(e, NodeEnd) and e.step == step and e.task_id}
+                if type(e) is NodeEnd and e.step == step and e.task_id}
         halted = {e.task_id for e in prev.events
                   if halting(e) and e.step == step and e.task_id}
         for i, e in leg.indexed():
-            if not isinstance(e, NodeEnd) or e.task_id is None:
+            if type(e) is not NodeEnd or e.task_id is None:
                 continue
             if e.step != step:
                 if e.replayed:
@@ -234,7 +234,7 @@ def check_c10(events: Sequence[EventBase]) -> list[Violation]:
     prev: EventBase | None = None
     last_cp: str | None = None
     for i, e in enumerate(events):
-        if isinstance(e, RunStart) and prev is not None and e.resumed_from != last_cp:
+        if type(e) is RunStart and prev is not None and e.resumed_from != last_cp:
             prev = None  # time travel: the log forks here
         if prev is not None:
             if e.seq <= prev.seq:
@@ -242,9 +242,9 @@ def check_c10(events: Sequence[EventBase]) -> list[Violation]:
             if e.time < prev.time:
                 out.append(Violation("C10", i, f"time {e.time.isoformat()} after "
                                      f"{prev.time.isoformat()}"))
-        elif isinstance(e, RunStart) and e.resumed_from is None and e.seq != 0:
+        elif type(e) is RunStart and e.resumed_from is None and e.seq != 0:
             out.append(Violation("C10", i, f"a run's first seq is {e.seq}, not 0"))
-        if isinstance(e, CheckpointSaved):
+        if type(e) is CheckpointSaved:
             last_cp = e.checkpoint_id
         prev = e
     return out

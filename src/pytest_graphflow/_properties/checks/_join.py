@@ -35,7 +35,7 @@ _Arrivals = dict[str, dict[str, tuple[int, int]]]
 
 def _starved(e: EventBase) -> tuple[str, list[str]] | None:
     """The join and its missing sources, if ``e`` is a run's ``JoinStarved`` error."""
-    if not isinstance(e, ErrorEvent) or e.error_type != "JoinStarved":
+    if type(e) is not ErrorEvent or e.error_type != "JoinStarved":
         return None
     m = _STARVED.search(e.message)
     if m is None:
@@ -75,13 +75,13 @@ def check_join_arrivals(
             resumed = rs.resumed_from
             pending = _copy(at_save[resumed]) if resumed in at_save else {}
         for i, e in leg.indexed():
-            if isinstance(e, EdgeTransition):
+            if type(e) is EdgeTransition:
                 pending.setdefault(e.target, {})[e.source] = (i, n)
-            elif isinstance(e, NodeStart) and e.attempt == 1 and e.node is not None:
+            elif type(e) is NodeStart and e.attempt == 1 and e.node is not None:
                 pending.pop(e.node, None)
-            elif isinstance(e, CheckpointSaved):
+            elif type(e) is CheckpointSaved:
                 at_save[e.checkpoint_id] = _copy(pending)
-            elif isinstance(e, RunEnd) and e.status == "completed":
+            elif type(e) is RunEnd and e.status == "completed":
                 for join in sorted(joins & {t for t, s in pending.items() if s}):
                     arrived = pending[join]
                     lost = any(m < n for _, m in arrived.values())

@@ -70,13 +70,13 @@ class Leg:
     def run_start(self) -> RunStart | None:
         """The leg's ``run_start``, if it begins with one."""
         first = self.events[0] if self.events else None
-        return first if isinstance(first, RunStart) else None
+        return first if type(first) is RunStart else None
 
     @property
     def run_end(self) -> RunEnd | None:
         """The leg's ``run_end``, if it ends with one."""
         last = self.events[-1] if self.events else None
-        return last if isinstance(last, RunEnd) else None
+        return last if type(last) is RunEnd else None
 
 
 def normalise_events(events: Iterable[Any]) -> list[EventBase]:
@@ -113,7 +113,7 @@ def split_legs(events: Sequence[EventBase]) -> list[Leg]:
 def _split(events: Sequence[EventBase]) -> list[Leg]:
     legs: list[Leg] = []
     for i, e in enumerate(events):
-        if isinstance(e, RunStart) or not legs:
+        if type(e) is RunStart or not legs:
             legs.append(Leg(i, []))
         legs[-1].events.append(e)
     return legs
@@ -121,16 +121,16 @@ def _split(events: Sequence[EventBase]) -> list[Leg]:
 
 def halting(e: EventBase) -> bool:
     """An event reporting a node's halt: an interrupt, or a final, unrouted node error."""
-    if isinstance(e, InterruptEvent):
+    if type(e) is InterruptEvent:
         return True
-    return (isinstance(e, ErrorEvent) and e.task_id is not None and not e.will_retry
+    return (type(e) is ErrorEvent and e.task_id is not None and not e.will_retry
             and e.routed_to is None)
 
 
 def terminal(e: EventBase) -> bool:
     """A task's result: ``node_end``, ``interrupt`` or a final ``error``."""
-    return isinstance(e, (NodeEnd, InterruptEvent)) or (
-        isinstance(e, ErrorEvent) and e.task_id is not None and not e.will_retry
+    return type(e) in (NodeEnd, InterruptEvent) or (
+        type(e) is ErrorEvent and e.task_id is not None and not e.will_retry
     )
 
 

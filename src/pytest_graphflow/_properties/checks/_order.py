@@ -45,7 +45,7 @@ def check_c1(events: Sequence[EventBase], *, stream_raised: bool = False) -> lis
         if leg.run_start is None:
             out.append(Violation("C1", leg.start, f"the first event is "
                                  f"{leg.events[0].type!r}, not run_start"))  # type: ignore[attr-defined]
-        ends = [i for i, e in leg.indexed() if isinstance(e, RunEnd)]
+        ends = [i for i, e in leg.indexed() if type(e) is RunEnd]
         if len(ends) > 1:
             out.append(Violation("C1", ends[1], f"a second run_end in one leg (first at "
                                  f"#{ends[0]})"))
@@ -71,11 +71,11 @@ def check_c2(events: Sequence[EventBase]) -> list[Violation]:
         where: dict[str, int] = {}
         for i, e in leg.indexed():
             tid = e.task_id
-            if tid is None or isinstance(e, (CheckpointSaved, RunEnd, RunStart,
-                                             InterruptExpired)):
+            if tid is None or type(e) in (CheckpointSaved, RunEnd, RunStart,
+                                             InterruptExpired):
                 continue
             s = state.get(tid, "idle")
-            if isinstance(e, NodeStart):
+            if type(e) is NodeStart:
                 if s == "running":
                     out.append(Violation("C2", i, f"task {tid} ({e.node}) started again "
                                          "before reporting a result"))
@@ -83,7 +83,7 @@ def check_c2(events: Sequence[EventBase]) -> list[Violation]:
                     out.append(Violation("C2", i, f"task {tid} ({e.node}) started again after "
                                          "its result in the same leg"))
                 state[tid], where[tid] = "running", i
-            elif isinstance(e, ErrorEvent) and e.will_retry:
+            elif type(e) is ErrorEvent and e.will_retry:
                 if s != "running":
                     out.append(Violation("C2", i, f"retry error of task {tid} ({e.node}) "
                                          "without a running attempt"))
@@ -99,7 +99,7 @@ def check_c2(events: Sequence[EventBase]) -> list[Violation]:
                     out.append(Violation("C2", i, f"a second result ({e.type}) for task {tid} "  # type: ignore[attr-defined]
                                          f"({e.node})"))
                 state[tid] = "done"
-            elif not isinstance(e, EdgeTransition) and s != "running":
+            elif type(e) is not EdgeTransition and s != "running":
                 out.append(Violation("C2", i, f"{e.type} of task {tid} ({e.node}) outside its "  # type: ignore[attr-defined]
                                      "node_start..result span"))
         for tid, s in state.items():
@@ -127,12 +127,12 @@ def check_c3(events: Sequence[EventBase]) -> list[Violation]:
         results: dict[str, tuple[int, str, EventBase]] = {}
         rs = leg.run_start
         resumed_outside = rs is not None and rs.resumed_from is not None and n == 0
-        first_step = next((e.step for e in leg.events if isinstance(e, NodeStart)), None)
+        first_step = next((e.step for e in leg.events if type(e) is NodeStart), None)
         for i, e in leg.indexed():
-            if terminal(e) or (isinstance(e, ErrorEvent) and e.routed_to is not None):
+            if terminal(e) or (type(e) is ErrorEvent and e.routed_to is not None):
                 assert e.task_id is not None
                 results[e.task_id] = (i, e.node or "", e)
-            if isinstance(e, EdgeTransition):
+            if type(e) is EdgeTransition:
                 src = results.get(e.task_id or "")
                 if src is None:
                     out.append(Violation("C3", i, f"edge {e.source} -> {e.target} (task "
@@ -140,13 +140,13 @@ def check_c3(events: Sequence[EventBase]) -> list[Violation]:
                 elif src[1] != e.source:
                     out.append(Violation("C3", i, f"edge {e.source} -> {e.target} names task "
                                          f"{e.task_id}, which is node {src[1]!r}"))
-                elif isinstance(src[2], InterruptEvent) or (
-                    isinstance(src[2], ErrorEvent) and src[2].routed_to is None
+                elif type(src[2]) is InterruptEvent or (
+                    type(src[2]) is ErrorEvent and src[2].routed_to is None
                 ):
                     out.append(Violation("C3", i, f"edge {e.source} -> {e.target} after "
                                          f"{e.source} halted ({src[2].type})"))
                 pending.setdefault(e.target, []).append(e.step)
-            elif isinstance(e, NodeStart) and e.attempt == 1:
+            elif type(e) is NodeStart and e.attempt == 1:
                 node = e.node or ""
                 entry = e.step == 0  # reached from START, which has no edge events
                 if entry or (resumed_outside and e.step == first_step):
@@ -168,7 +168,7 @@ def _blocks(leg: Leg) -> list[tuple[int, int, str, list[tuple[int, EventBase]]]]
     """Contiguous runs of one task's events: ``(first index, step, task_id, events)``."""
     blocks: list[tuple[int, int, str, list[tuple[int, EventBase]]]] = []
     for i, e in leg.indexed():
-        if e.task_id is None or isinstance(e, (CheckpointSaved, RunEnd, InterruptExpired)):
+        if e.task_id is None or type(e) in (CheckpointSaved, RunEnd, InterruptExpired):
             blocks.append((i, e.step, "", [(i, e)]))
             continue
         if blocks and blocks[-1][2] == e.task_id:
@@ -192,12 +192,12 @@ def check_c4(events: Sequence[EventBase], *, graph: CompiledGraph | None = None)
         seen: dict[str, int] = {}
         finished: dict[int, Any] = {}
         for _, e in leg.indexed():
-            if isinstance(e, NodeEnd):
+            if type(e) is NodeEnd:
                 prev = finished.get(e.step)
                 finished[e.step] = e.finished_at if prev is None else max(prev, e.finished_at)
         first_start: dict[int, int] = {}
         for i, e in leg.indexed():
-            if isinstance(e, NodeStart):
+            if type(e) is NodeStart:
                 first_start.setdefault(e.step, i)
         for i, e in leg.indexed():
             latest = finished.get(e.step)

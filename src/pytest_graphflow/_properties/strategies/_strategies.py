@@ -513,15 +513,18 @@ def graph_inputs(spec: GraphSpec) -> st.SearchStrategy[dict[str, Any]]:
 
 @st.composite
 def _input_dict(draw: Any, optional: tuple[str, ...]) -> dict[str, Any]:
-    # One choice for x (0..9) and one per optional key: 0..9 leaves it out, 10..19 gives it
-    # the value 0..9 (shrinking toward leaving it out, then toward 0). ``fixed_dictionaries``
-    # took four or five choices a key (whether, which, the value, a shuffle of the order).
+    # Two choices whatever the keys: x (0..9), then one integer with four bits per optional key,
+    # the first key lowest (0..5: left out, 6..15: the value 0..9), so each key shrinks toward
+    # leaving it out, then toward 0, and the smallest input with a key gives the first one.
+    # A fixed count keeps the choices after it in place when Hypothesis' mutator gives the
+    # graph other keys: one choice per key overran the example's choices instead.
     choose = _chooser(draw)
     out = {"x": choose(0, 9)}
+    packed = choose(0, (1 << (4 * len(optional))) - 1)
     for key in optional:
-        value = choose(0, 19)
-        if value >= 10:
-            out[key] = value - 10
+        if packed & 15 >= 6:
+            out[key] = (packed & 15) - 6
+        packed >>= 4
     return out
 
 
@@ -533,8 +536,9 @@ def _inputs(keys: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:
 
 _ANSWER_POOL: tuple[Any, ...] = (None, False, True, 0, 1, -1, 2, -2, 3, -3, "", "a", "b", "c",
                                  "ab", "ba", "ca", "abc", "cab", "bca")
-"""One choice per answer (a ``one_of`` with a text costs four or five): ``None``, booleans,
-small ints and short strings of ``abc``, simplest first (shrinks toward ``None``)."""
+"""The default answers, drawn by index (a ``one_of`` with a text costs four or five choices an
+answer): ``None``, booleans, small ints and short strings of ``abc``, simplest first (shrinks
+toward ``None``)."""
 
 
 def resume_answers(
@@ -567,10 +571,13 @@ def resume_answers(
 
 @st.composite
 def _answer_dict(draw: Any, keys: tuple[str, ...]) -> dict[str, Any]:
-    # One choice a key, in the keys' order (``fixed_dictionaries`` also drew a shuffle of it).
-    choose = _chooser(draw)
-    last = len(_ANSWER_POOL) - 1
-    return {k: _ANSWER_POOL[choose(0, last)] for k in keys}
+    # One choice whatever the keys: five bits per answer, the first key lowest, each an index
+    # into the pool (20..31 wrap around to its start), so every answer shrinks toward None.
+    # A fixed count: one choice per key overran the example's choices whenever Hypothesis'
+    # mutator gave the graph more interrupts (see _input_dict).
+    packed = _chooser(draw)(0, (1 << (5 * len(keys))) - 1)
+    size = len(_ANSWER_POOL)
+    return {k: _ANSWER_POOL[((packed >> (5 * i)) & 31) % size] for i, k in enumerate(keys)}
 
 
 @functools.lru_cache(maxsize=256)
