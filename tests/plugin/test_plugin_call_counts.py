@@ -206,7 +206,11 @@ def test_the_fixture_round_trip_costs_little_over_a_bare_runtime(pytester: pytes
     construction included) that was measured at 172 calls (a plain list per store call, an
     unbuilt event built in place per event; 280 before), then 231 once the bare in-memory
     store took a lean step's checkpoint through its ``step_sink`` (a FaultyStore's saves
-    still go one by one through its log)."""
+    still go one by one through its log), then 386 once the bare in-memory store answered
+    claims, releases and the resume's read at once (``StoreFeatures.in_process``, which a
+    FaultyStore does not pass on: its claims are logged and its rules apply to them). The
+    fixture's own round trip went down meanwhile (1,140 calls, then 875); the ceiling sits
+    about 25% above the difference measured last."""
     pytester.makepyfile(test_counted_round_trips=ROUND_TRIPS)
     result = run("-q", "-s", "-p", "no:xdist")
     result.assert_outcomes(passed=4)
@@ -214,7 +218,7 @@ def test_the_fixture_round_trip_costs_little_over_a_bare_runtime(pytester: pytes
              for m in re.finditer(r"ROUND TRIP (\d+) (\d+)", result.stdout.str())]
     assert len(pairs) == 4
     extra = min(ours - bare for bare, ours in pairs[1:])
-    assert extra <= 280, pairs
+    assert extra <= 480, pairs
 
 
 def test_the_plugin_hooks_no_fixture_setup_and_only_optional_call_hooks(
