@@ -57,9 +57,25 @@ async def interleaved(
     return best
 
 
-async def measure(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
+def lg_schema_for(stack: ExitStack | AsyncExitStack, dsn: str, schema: str) -> dict[str, Any]:
+    """Create LangGraph's schema ``schema`` (dropped when ``stack`` closes) and return the
+    connection settings of a pool whose connections use it."""
     import psycopg
+    from psycopg.rows import dict_row
 
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+
+    def drop() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+    stack.callback(drop)
+    return {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row,
+            "options": f"-c search_path={schema}"}
+
+
+async def measure(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
     runs: dict[str, Callable[[], Awaitable[Any]]] = {}
     schema = f"bench_{uuid.uuid4().hex[:8]}"
     lg_schema = f"bench_lg_{uuid.uuid4().hex[:8]}"
@@ -76,24 +92,13 @@ async def measure(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
         runs["graphflow+PostgresCheckpointStore"] = run_gf
         try:
             from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-            from psycopg.rows import dict_row
             from psycopg_pool import AsyncConnectionPool
         except ImportError:
             print("langgraph-checkpoint-postgres is not installed: pip install -e '.[bench]'")
         else:
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute(f"CREATE SCHEMA {lg_schema}")
-
-            def drop_lg() -> None:
-                with psycopg.connect(dsn, autocommit=True) as conn:
-                    conn.execute(f"DROP SCHEMA {lg_schema} CASCADE")
-
-            stack.callback(drop_lg)
             pool = await stack.enter_async_context(AsyncConnectionPool(
                 dsn, min_size=1, max_size=4, open=False,
-                kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row,
-                        "options": f"-c search_path={lg_schema}"},
-            ))
+                kwargs=lg_schema_for(stack, dsn, lg_schema)))
             saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
             await saver.setup()
             app = lg_chain(nodes, saver)
@@ -111,8 +116,6 @@ async def measure(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
 
 def measure_sync(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
     """The same chain through both sync APIs: ``invoke`` against ``PostgresSaver``."""
-    import psycopg
-
     runs: dict[str, Callable[[], Any]] = {}
     schema = f"bench_{uuid.uuid4().hex[:8]}"
     lg_schema = f"bench_lg_{uuid.uuid4().hex[:8]}"
@@ -128,24 +131,13 @@ def measure_sync(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
         runs["graphflow+PostgresCheckpointStore (sync)"] = run_gf
         try:
             from langgraph.checkpoint.postgres import PostgresSaver
-            from psycopg.rows import dict_row
             from psycopg_pool import ConnectionPool
         except ImportError:
             print("langgraph-checkpoint-postgres is not installed: pip install -e '.[bench]'")
         else:
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute(f"CREATE SCHEMA {lg_schema}")
-
-            def drop_lg() -> None:
-                with psycopg.connect(dsn, autocommit=True) as conn:
-                    conn.execute(f"DROP SCHEMA {lg_schema} CASCADE")
-
-            stack.callback(drop_lg)
             pool = stack.enter_context(ConnectionPool(
                 dsn, min_size=1, max_size=4, open=True,
-                kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row,
-                        "options": f"-c search_path={lg_schema}"},
-            ))
+                kwargs=lg_schema_for(stack, dsn, lg_schema)))
             saver = PostgresSaver(pool)  # type: ignore[arg-type]
             saver.setup()
             app = lg_chain(nodes, saver)
