@@ -286,18 +286,8 @@ class LeanSteps:
                 model = pos.model
                 if model is not None:
                     pos.model = None
-                elif whole:  # what model_of does for a whole plain state, inline
-                    assert parts is not None
-                    data = dict(state)
-                    for key, copy in parts[1]:
-                        value = data[key]
-                        if value is not None:
-                            data[key] = copy(value)
-                    model = _new(parts[0])
-                    _set(model, "__dict__", data)
-                    _set(model, "__pydantic_fields_set__", parts[3])
-                    _set(model, "__pydantic_extra__", None)
-                    _set(model, "__pydantic_private__", None)  # (as _model does)
+                elif whole:  # what model_of does for a whole plain state
+                    model = _model(parts, state)
                 else:
                     model = model_of(state)
                 started_at = clock.now() if now is None else now
