@@ -21,7 +21,7 @@ results, checkpoints and numbering on graphs that leave it at every point.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +40,7 @@ from ._lazy import lean_step_events
 from ._merge import merge_patches, normalize_patch
 from ._outcome import Outcome
 from ._run_state import RunState
+from ._stored import StepTimes, stored_step_events
 from ._task import _pick, failed, finish_inline, in_task_scope
 from ._writer import CheckpointWriter, LegEnd
 
@@ -65,7 +66,8 @@ class LeanSteps:
     """Runs a leg's plain single-task supersteps one after the other, and the tasks of its
     batches of sync nodes (see the module)."""
 
-    def __init__(self, run: RunState, writer: CheckpointWriter, end: LegEnd) -> None:
+    def __init__(self, run: RunState, writer: CheckpointWriter, end: LegEnd,
+                 persist: Callable[[list[Any]], Awaitable[None]] | None = None) -> None:
         self.run = run
         self.writer = writer
         self.end = end
@@ -75,6 +77,11 @@ class LeanSteps:
         """A recording leg's unbuilt events of the step just run (one step a piece); on a
         store that commits a step's events with its checkpoint (SQLite), the events it
         commits."""
+        self.persist = persist if spec.store_only and spec.leg is None else None
+        """On a store that commits a step's events with its checkpoint, when nobody else
+        reads them (no recording leg): the runner's commit of a piece
+        (``Runner._persist``), which each lean step calls with its dumped events
+        (:mod:`._stored`) before it goes on to the next."""
 
     def take_recorded(self) -> list[Any]:
         """The unbuilt events of the steps run since the last call (none unless recorded)."""
@@ -251,6 +258,11 @@ class LeanSteps:
         The task's context (current task, wall clock, entropy) is set once and stays set
         from one step to the next (each step sets the task's own), reset before anything
         but the in-memory store's own save runs and when the loop ends.
+
+        On a store that commits each step's checkpoint with its events (``persist``), each
+        step is committed here, through the runner's ``_persist``, with its events dumped
+        at once (:mod:`._stored`), and the loop goes on as on the in-memory store; a task
+        of an ``external`` node is left to the runner, which records its start first.
         """
         run = self.run
         leg = run.spec
@@ -267,6 +279,9 @@ class LeanSteps:
         writer = self.writer
         adopt_fields, fence = writer.adopt, writer.fence
         sink = self._sink()
+        persist = self.persist
+        times = StepTimes() if persist is not None else None
+        run_id = leg.run_id
         wall, owns = leg.wall_clock, self.owns_entropy
         # A virtual clock's time moves only when something moves it (never between a
         # step's save and the next node's start): one read serves both, and the claim's
@@ -436,7 +451,16 @@ class LeanSteps:
                     _unset(tokens)
                     tokens = None
                     await self.end.finish("completed", None)
-                if recorded is not None:  # the step's events for the recording, one a piece
+                if persist is not None:  # the store commits the step now, its events dumped
+                    assert done_at is not None and times is not None
+                    if tokens is not None:  # a store's own code runs without the context
+                        _unset(tokens)
+                        tokens = None
+                    await persist(stored_step_events(
+                        times, run_id, clock.now(), first_seq, step, name, record.task_id,
+                        patch, started_at, done_at, targets, cid, finished,
+                        new_state if finished else None))
+                elif recorded is not None:  # the step's events for the recording, one a piece
                     assert done_at is not None
                     recorded.extend(lean_step_events(
                         run, first_seq, step, name, record.task_id, patch, started_at,
@@ -463,8 +487,9 @@ class LeanSteps:
                 if before and record.node in before:
                     return None
                 spec = nodes[record.node]
-                if spec.is_async or spec.retry is not None:
-                    return None
+                if spec.is_async or spec.retry is not None or (
+                        persist is not None and spec.effect == "external"):
+                    return None  # (an external task's start is recorded before it runs)
                 progress.supersteps += 1
         finally:
             _unset(tokens)

@@ -75,7 +75,8 @@ class Runner:
         self.run = run
         self.writer = CheckpointWriter(run)
         self.end = LegEnd(run, release, on_done)
-        self.lean = LeanSteps(run, self.writer, self.end) if lean_leg(run) else None
+        self.lean = LeanSteps(run, self.writer, self.end, self._persist) \
+            if lean_leg(run) else None
         """Runs the leg's plain one-task supersteps (``invoke`` on the in-memory store)."""
         self._committed_record: dict[str, Any] | None = None
         """The run record this leg's last commit wrote (a step that does not change it does
@@ -250,8 +251,9 @@ class Runner:
         run = self.run
         spec, progress = run.spec, run.progress
         store: Any = spec.store
-        # A lean step's events come unbuilt (``LegSpec.store_only``): built to be dumped.
-        events = DumpedEvents(
+        # A lean step's events come unbuilt (``LegSpec.store_only``): built to be dumped;
+        # or dumped already, when the lean step commits its step itself (see _stored).
+        events = items if type(items) is DumpedEvents else DumpedEvents(
             (e.build() if type(e) is LazyEvent else e).model_dump(mode="json")
             for e in items if type(e) is not StepState)
         run_record = spec.record

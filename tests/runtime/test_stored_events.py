@@ -1,0 +1,200 @@
+"""Issue 29: ``invoke`` on a store that commits a step's events with its checkpoint (SQLite)
+commits each lean step from the lean loop itself, its events dumped at once (``_stored``)
+rather than built as models and dumped by the runner.
+
+What users rely on: the file holds exactly what the general path (``trace``, every event
+built) leaves in it, for graphs that leave the lean step at each of its exits and for a run
+longer than the log's slots; a node with ``effect="external"`` still has its start recorded
+before it runs; and each dumped event is, key for key and byte for byte, the dump of the
+event the recording would build.
+"""
+
+from __future__ import annotations
+
+import operator
+import sqlite3
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Annotated, Any
+
+import pytest
+from pydantic import BaseModel
+from pydantic_core import to_json
+
+from pytest_graphflow import (
+    END,
+    START,
+    CompiledGraph,
+    Graph,
+    GraphRuntime,
+    Reducer,
+    Resume,
+    SQLiteCheckpointStore,
+    VirtualClock,
+    interrupt,
+)
+from pytest_graphflow._engine._lazy import lean_step_events
+from pytest_graphflow._engine._stored import StepTimes, stored_step_events
+from pytest_graphflow._stores.sqlite._tail import FOLD_AT
+
+from .test_lean_step import GRAPHS
+
+
+class V(BaseModel):
+    n: int = 0
+    log: Annotated[list[int], Reducer(operator.add)] = []
+    note: str = ""
+    x: float = 0.0
+    d: dict[str, Any] = {}
+    o: str | None = None
+
+
+def _chain(length: int, fn: Any, effect: dict[int, str] | None = None) -> CompiledGraph:
+    g = Graph("chain", V)
+    prev = START
+    for i in range(length):
+        g.node(f"n{i}", fn, effect=(effect or {}).get(i, "pure"))  # type: ignore[arg-type]
+        g.edge(prev, f"n{i}")
+        prev = f"n{i}"
+    g.edge(prev, END)
+    return g.compile(checkpoint_policy="every_step")
+
+
+def _values(s: V) -> dict[str, Any]:
+    return {"n": s.n + 1, "note": s.note + "é\n\"\\\u2028<", "x": s.x + 0.1,
+            "o": None if s.n % 2 else "ü", "d": {**s.d, f"k{s.n}": [1, 2.5, None, {"q": True}]}}
+
+
+def _texts(s: V) -> dict[str, Any]:
+    return {"n": s.n + 10**20, "note": "}},{{\"" * (s.n % 3), "o": "€"}
+
+
+def _asking() -> CompiledGraph:
+    g = Graph("asking", V)
+    g.node("a", lambda s: {"n": 1})
+    g.node("ask", lambda s: {"note": str(interrupt("go?", id="go"))})
+    g.node("z", lambda s: {"n": s.n + 1})
+    g.edge(START, "a").edge("a", "ask").edge("ask", "z").edge("z", END)
+    return g.compile()
+
+
+CASES = {
+    **{f"lean_{name}": make for name, make in GRAPHS.items()},
+    "long": lambda: _chain(2 * FOLD_AT + 5, lambda s: {"n": s.n + 1}),
+    "values": lambda: _chain(12, _values),
+    "texts": lambda: _chain(12, _texts),
+    "external": lambda: _chain(6, lambda s: {"n": s.n + 1}, {2: "external", 3: "external"}),
+}
+
+
+def _rows(path: Path) -> dict[str, list[Any]]:
+    db = sqlite3.connect(path)
+    try:
+        tables = [t for (t,) in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return {t: db.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in tables}
+    finally:
+        db.close()
+
+
+def _stored(path: Path, how: str, graph: CompiledGraph) -> dict[str, list[Any]]:
+    with SQLiteCheckpointStore(path) as store:
+        runtime = GraphRuntime(store, clock=VirtualClock(), seed=5, max_supersteps=1_000)
+        getattr(runtime, how)(graph, {}, thread_id="t")
+    return _rows(path)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_invoke_stores_what_a_traced_run_stores(tmp_path: Path, name: str) -> None:
+    lean = _stored(tmp_path / "lean.db", "invoke", CASES[name]())
+    full = _stored(tmp_path / "full.db", "trace", CASES[name]())
+    assert lean == full
+    assert lean["events"] or lean["log"]
+
+
+def test_a_paused_and_resumed_run_stores_what_a_traced_one_stores(tmp_path: Path) -> None:
+    files = []
+    for how in ("invoke", "trace"):
+        path = tmp_path / f"{how}.db"
+        with SQLiteCheckpointStore(path) as store:
+            runtime = GraphRuntime(store, clock=VirtualClock(), seed=5)
+            paused = getattr(runtime, how)(_asking(), {}, thread_id="t")
+            paused = getattr(paused, "result", paused)
+            assert paused.status == "interrupted"
+            runtime.resume(paused.run_id, Resume("yes"), graph=_asking())
+        files.append(_rows(path))
+    assert files[0] == files[1]
+
+
+def test_an_external_node_s_start_is_recorded_before_it_runs(tmp_path: Path) -> None:
+    """Seed 002's in-flight record: the log says the external node started before it runs,
+    also when the lean loop ran the steps before it."""
+    seen: list[list[str]] = []
+    store = SQLiteCheckpointStore(tmp_path / "s.db")
+
+    def external(s: V) -> dict[str, Any]:
+        run = _sync(store.runs())[-1]["run_id"]
+        seen.append([e["type"] for e in _sync(store.events(run))])
+        return {"n": s.n + 1}
+
+    g = Graph("ext", V)
+    g.node("a", lambda s: {"n": 1}).node("b", lambda s: {"n": 2})
+    g.node("c", external, effect="external")
+    g.edge(START, "a").edge("a", "b").edge("b", "c").edge("c", END)
+    with store:
+        GraphRuntime(store, clock=VirtualClock(), seed=1).invoke(g.compile(), {},
+                                                                 thread_id="t")
+    assert seen == [["run_start", "checkpoint_saved", "node_start", "node_end",
+                     "edge_transition", "checkpoint_saved", "node_start", "node_end",
+                     "edge_transition", "checkpoint_saved", "node_start"]]
+
+
+def _sync(coro: Any) -> Any:
+    """The result of a store coroutine that never waits (the SQLite store's reads), from
+    sync node code inside the run's event loop."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("the store waited")
+
+
+class _Clock:
+    def __init__(self, now: datetime) -> None:
+        self._now = now
+
+    def now(self) -> datetime:
+        return self._now
+
+
+MOMENTS = [datetime(2025, 1, 1, tzinfo=UTC),
+           datetime(2025, 1, 1, 1, 2, 3, 4500, tzinfo=UTC),
+           datetime(2025, 6, 1, 1, 2, 3, 450000, tzinfo=timezone(timedelta(hours=-7)))]
+PATCHES: list[dict[str, Any] | None] = [
+    None, {}, {"n": 1, "s": "é\u2028", "b": True, "o": None}, {"x": 1.5},
+    {"l": [1, (2, 3)], "d": {"k": datetime(2025, 1, 1, tzinfo=UTC)}}, {"t": (1, "a")}]
+
+
+@pytest.mark.parametrize("patch", PATCHES, ids=range(len(PATCHES)))
+@pytest.mark.parametrize("moment", MOMENTS, ids=range(len(MOMENTS)))
+@pytest.mark.parametrize("shape", ["one", "two", "end", "no_checkpoint"])
+def test_each_dumped_event_is_the_dump_of_the_built_event(
+        patch: dict[str, Any] | None, moment: datetime, shape: str) -> None:
+    targets = {"one": ["b"], "two": ["b", "c"], "end": [END], "no_checkpoint": ["b"]}[shape]
+    cid = None if shape == "no_checkpoint" else "cp-1"
+    finished = shape == "end"
+    state = {"n": 3, "l": [1, 2], "s": "x"}
+    started, ended = moment - timedelta(microseconds=7), moment - timedelta(seconds=1)
+    run = SimpleNamespace(run_id="run-1", clock=_Clock(moment))
+    built = [e.build().model_dump(mode="json") for e in lean_step_events(
+        run, 10, 4, "a", "task-1", patch, started, ended, targets, cid, finished,  # type: ignore[arg-type]
+        state)]
+    dumped = stored_step_events(StepTimes(), "run-1", moment, 10, 4, "a", "task-1", patch,
+                                started, ended, targets, cid, finished,
+                                state if finished else None)
+    assert dumped == built
+    assert [list(e) for e in dumped] == [list(e) for e in built]  # the keys' order
+    assert [to_json(e) for e in dumped] == [to_json(e) for e in built]
+    if patch:
+        assert dumped[1]["patch"] is not patch  # the event holds its own copy
