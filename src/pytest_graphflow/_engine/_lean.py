@@ -452,7 +452,8 @@ class LeanSteps:
                     tokens = None
                     await self.end.finish("completed", None)
                 if persist is not None:  # the store commits the step now, its events dumped
-                    assert done_at is not None and times is not None
+                    assert done_at is not None
+                    assert times is not None
                     if tokens is not None:  # a store's own code runs without the context
                         _unset(tokens)
                         tokens = None

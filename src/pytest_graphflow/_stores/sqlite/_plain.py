@@ -55,7 +55,6 @@ def _piece(events: Sequence[dict[str, Any]], cid: str, latest: str | None) -> Pi
     :func:`~.._wire.dumped_row` does and the keys as ``json.dumps`` writes them; ``None``
     when one holds a NaN or an infinity, or the events break seed 004's order or name
     another checkpoint."""
-    raws: list[bytes] = []
     keys: list[str] = []
     previous = -1
     for event in events:
@@ -64,15 +63,17 @@ def _piece(events: Sequence[dict[str, Any]], cid: str, latest: str | None) -> Pi
                 kind == "checkpoint_saved" and event.get("checkpoint_id") not in (cid, latest)):
             return None
         previous = seq
-        quoted = _QUOTED.get(kind)
-        if quoted is None:
+        try:
+            quoted = _QUOTED[kind]
+        except KeyError:
             quoted = json.dumps(kind)
             if len(_QUOTED) < 64:
                 _QUOTED[kind] = quoted
-        keys.append(f"[{seq}, {quoted}]")
-        raws.append(to_json(event, inf_nan_mode="constants"))
-    text = b"\n".join(raws)
-    if b"NaN" in text or b"Infinity" in text or not raws:
+        keys += (f"[{seq}, {quoted}]",)
+    if not keys:
+        return None
+    text = b"\n".join([to_json(event, inf_nan_mode="constants") for event in events])
+    if b"NaN" in text or b"Infinity" in text:
         return None
     return Piece(f"[{', '.join(keys)}]", text.decode())
 

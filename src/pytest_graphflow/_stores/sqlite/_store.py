@@ -218,19 +218,21 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
 
     def _write(self, db: sqlite3.Connection, cp: Checkpoint, data: str,
                events: Sequence[tuple[str, int, Any, str]] | Piece = (),
-               known: tuple[int, int, bool | None] | None = None, version: int | None = None
-               ) -> tuple[int, int, bool]:
+               known: tuple[int, int, bool | None] | None = None, version: int | None = None,
+               ts_us: int | None = None) -> tuple[int, int, bool]:
         """Write ``cp`` (and ``events``, the rows of the events that report it) as one piece
         of the log (see :mod:`._tail`). ``known``: :data:`~._tail.PLACE` and whether the id
         is stored (``None``: not among the log's live rows, maybe in the indexed table), when
         the caller read them in this transaction (see :mod:`._known`); ``version``: the
-        file's data version read there, in a commit. Returns :data:`~._tail.PLACE` after it
-        and whether an older row of the id was replaced."""
+        file's data version read there, in a commit; ``ts_us``: the timestamp's
+        :func:`~.._claims.to_micros`, when the caller has it. Returns
+        :data:`~._tail.PLACE` after it and whether an older row of the id was replaced."""
         # The runtime's own checkpoints carry their path as a snapshot of the run's log
         # (``StoreFeatures.visited_snapshots``): written without a tuple of every node so far.
         visited = cp.visited
         path_id, tail = self._paths.place(db, cp.run_id, visited, version)
-        row = (cp.id, cp.thread_id, rules.to_micros(cp.timestamp), cp.node_id, cp.status,
+        row = (cp.id, cp.thread_id, rules.to_micros(cp.timestamp) if ts_us is None else ts_us,
+               cp.node_id, cp.status,
                cp.tenant_id, cp.graph_id, cp.step, cp.timestamp.isoformat(), cp.format_version,
                path_id, len(visited), with_tail(data, tail))
         place = None if known is None else known[:2]
@@ -366,22 +368,35 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         assert facts is not None
         self._checked(cp, "commit")
         data = encode(self.path, cp)
+        ts_us = rules.to_micros(cp.timestamp)
         self._facts = None  # kept only when this commit succeeds
-        db = self._begin()
+        # _begin() and _end(), inline: the facts say this connection committed before (so
+        # it is open and writable).
+        db = self._db
+        if db is None:
+            db = self._conn  # raises: closed
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise self._failure(exc) from None
         try:
             version = db.execute(VERSION).fetchone()[0]
             if version != facts.version:
                 self._rollback(db)
                 return False
             seq, done, older = self._write(db, cp, data, events,
-                                           (facts.top, facts.done, None), version)
-            facts.saved(cp.id, rules.to_micros(cp.timestamp), seq, done)
+                                           (facts.top, facts.done, None), version, ts_us)
+            facts.saved(cp.id, ts_us, seq, done)
         except BaseException as exc:
             failure = self._undo(db, exc)
             if failure is None:
                 raise
             raise failure from None
-        self._end(db)
+        try:
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._rollback(db)
+            raise self._failure(exc) from None
         if not older:  # a rewritten id may have been the thread's latest: read it again
             self._facts = facts
         return True
