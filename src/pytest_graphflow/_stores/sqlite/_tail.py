@@ -145,10 +145,13 @@ def fold(db: sqlite3.Connection, done: int | None = None, *, erase: bool = False
         "tenant_id, graph_id, step, timestamp, format_version, path_id, path_len, data) "
         f"SELECT seq, run_id, {LOG_COLUMNS} FROM log WHERE id IS NOT NULL AND seq > ? "
         "ORDER BY seq", (pieces[0][0] - 1,))
-    events: list[_EventRow] = []
-    for _, run_id, keys, text in pieces:
-        if text is not None:
-            events.extend(_events_of(run_id, keys, text))
+    # The pieces' keys parsed as one JSON text (a parse per fold, not one per piece).
+    keyed = [piece for piece in pieces if piece[3] is not None]
+    listed = json.loads(f"[{','.join([piece[2] for piece in keyed])}]") if keyed else ()
+    events: list[_EventRow] = [
+        (run_id, seq, kind, data)
+        for (_, run_id, _, text), pairs in zip(keyed, listed, strict=True)
+        for (seq, kind), data in zip(pairs, text.split("\n"), strict=True)]
     if events:
         db.executemany("INSERT OR REPLACE INTO events (run_id, seq, type, data) "
                        "VALUES (?, ?, ?, ?)", events)
