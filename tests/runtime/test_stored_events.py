@@ -17,6 +17,7 @@ import gc
 import operator
 import pstats
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -232,3 +233,29 @@ def test_a_sqlite_step_makes_the_same_calls_at_any_length(tmp_path: Path) -> Non
     counts = [_calls(tmp_path, n * FOLD_AT) for n in (2, 4, 6)]
     assert counts[2] - counts[1] == counts[1] - counts[0]
     assert (counts[1] - counts[0]) / (2 * FOLD_AT) <= 110
+
+
+@pytest.mark.parametrize("name", ["lean_chain", "lean_loop", "lean_commands", "long", "values",
+                                  "external"])
+def test_on_postgres_invoke_stores_what_a_traced_run_stores(
+        make_pg_store: Callable[..., Any], name: str) -> None:
+    """The same on PostgreSQL (its steps commit from the lean loop too): the run's events
+    and checkpoints as the store gives them back."""
+    import anyio
+
+    store = make_pg_store()
+
+    async def stored(run_id: str) -> tuple[list[Any], list[Any], Any]:
+        return (await store.events(run_id), [cp.model_dump() for cp in await store.list(run_id)],
+                await store.run(run_id))
+
+    kept = []
+    for how in ("invoke", "trace"):
+        runtime = GraphRuntime(store, clock=VirtualClock(), seed=5, max_supersteps=1_000)
+        result = getattr(runtime, how)(CASES[name](), {}, thread_id="t")
+        run_id = getattr(result, "result", result).run_id
+        kept.append(anyio.run(stored, run_id))
+        runtime.delete_thread("t")  # the same seed takes the same ids again
+    assert kept[0] == kept[1]
+    assert kept[0][0]  # events
+    assert kept[0][1]  # checkpoints
