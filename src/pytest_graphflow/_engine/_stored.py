@@ -29,7 +29,7 @@ from ._results import LazyEvent
 __all__ = ["StepTimes", "stored_step_events"]
 
 _PLAIN = (str, int, bool, type(None))
-"""The types of a patch's values a dump gives back as they are (``bool`` is an ``int``)."""
+"""The types of a patch's values a dump gives back as they are (exactly these types)."""
 
 
 class StepTimes:
