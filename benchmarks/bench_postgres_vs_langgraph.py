@@ -21,6 +21,13 @@ asserted anywhere.
 ``--sync`` also measures the sync API, the default user path: ``runtime.invoke(graph)``
 (the store's connection per thread) against LangGraph's ``PostgresSaver`` over a psycopg
 ``ConnectionPool`` with ``app.invoke``, taking turns the same way.
+
+``--explain`` prints instead what the server does for a step, counted (noise-free on a
+shared machine, unlike time): each step statement of graphflow's chain (sync API) is first
+run under ``EXPLAIN (ANALYZE, BUFFERS, WAL)`` in a transaction rolled back, then for real;
+the medians of its WAL records, WAL bytes and shared buffers touched are printed (the
+commit's own WAL record not included). It reaches into the store's internals (the step's
+one call to the server) to see the statement.
 """
 
 from __future__ import annotations
@@ -159,6 +166,43 @@ def measure_sync(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
     return {label: t / nodes * 1e6 for label, t in best.items()}
 
 
+def explain_counts(dsn: str, nodes: int, runs: int = 5) -> dict[str, float]:
+    """The medians, over the step statements of ``runs`` chains, of what ``EXPLAIN (ANALYZE,
+    BUFFERS, WAL)`` reports for them: WAL records, WAL bytes, shared buffers touched."""
+    import statistics
+
+    found: list[tuple[int, int, int]] = []
+    with PostgresCheckpointStore(dsn, schema=f"bench_{uuid.uuid4().hex[:8]}") as store:
+        pg = store._pg
+        real = pg.fetch_one
+
+        async def explained(sql: str, params: Any) -> Any:
+            conn = pg.sync_connection()
+            with conn.transaction(force_rollback=True):
+                row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, WAL, FORMAT JSON) " + sql,
+                                   params).fetchone()
+            assert row is not None
+            top = row[0][0]["Plan"]
+            # The data-modifying CTEs run after the top node: their counts are their own.
+            parts = [top, *(p for p in top.get("Plans", []) if p["Node Type"] == "ModifyTable")]
+            found.append(tuple(sum(p.get(k, 0) for p in parts) for k in (  # type: ignore[arg-type]
+                "WAL Records", "WAL Bytes", "Shared Hit Blocks")))
+            return await real(sql, params)
+
+        pg.fetch_one = explained  # type: ignore[method-assign]
+        try:
+            runtime = GraphRuntime(store, max_supersteps=100_000)
+            graph = gf_chain(nodes, "pgchain")
+            runtime.invoke(graph)  # warm-up
+            found.clear()
+            for _ in range(runs):
+                runtime.invoke(graph)
+        finally:
+            store.drop()
+    return {label: statistics.median(f[i] for f in found) for i, label in
+            enumerate(("WAL records", "WAL bytes", "shared buffers"))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=50)
@@ -166,6 +210,8 @@ def main() -> None:
     parser.add_argument("--dsn", default=os.environ.get("GRAPHFLOW_POSTGRES_DSN"))
     parser.add_argument("--sync", action="store_true",
                         help="also measure the sync API (invoke against PostgresSaver)")
+    parser.add_argument("--explain", action="store_true",
+                        help="print what the server does for a step (counted), not times")
     args = parser.parse_args()
     cluster = None
     dsn = args.dsn
@@ -176,6 +222,10 @@ def main() -> None:
         cluster = ThrowawayCluster().start()
         dsn = cluster.dsn
     try:
+        if args.explain:
+            for label, value in explain_counts(dsn, args.nodes).items():
+                print(f"a step's statement: {label:15s} {value:8.1f}")
+            return
         results = asyncio.run(measure(dsn, args.nodes, args.repeat))
         if args.sync:
             results.update(measure_sync(dsn, args.nodes, args.repeat))

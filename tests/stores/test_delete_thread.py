@@ -176,8 +176,10 @@ async def test_a_finished_thread_leaves_no_row_of_it_and_another_thread_keeps_it
     assert deleted == DeletedThread(
         "t-gone", tuple(runs), checkpoints=len(before["checkpoints"]),
         events=sum(len(e) for e in before["events"]), runs=2, artifacts=2, jobs=0)
-    if "rows" in before:
+    if "rows" in before and dsn is None:
         assert deleted.events == before["rows"]["events"]
+    elif "rows" in before:  # PostgreSQL: a row holds the events written together
+        assert 0 < before["rows"]["events"] < deleted.events
     after = await _held(any_store, "t-gone", runs, dsn)
     assert after["checkpoints"] == []
     assert after["runs"] == [None, None]

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+import psycopg
+
 from ..._records._checkpoint import Checkpoint
 from ..._records._json import DumpedEvents
 from ...errors import GraphflowError, StaleClaim
@@ -25,33 +27,17 @@ from .._args import check_commit, check_nesting
 from .._protocol import Fence
 from .._wire import dumped_row, event_row
 from ._conn import Cursor, PgConnections
+from ._events import CLEAR, batch, clear_params, write_events
 
-__all__ = ["EVENTS", "NODE_IDS", "PgCommits", "event_params"]
+__all__ = ["NODE_IDS", "PgCommits"]
 
 _Rows = list[tuple[str, int, Any, str]]
-
-
-EVENTS = ("unnest(string_to_array(%s, ',')::bigint[], ARRAY(SELECT t FROM "
-          "json_array_elements_text(%s::json) WITH ORDINALITY AS x(t, i) ORDER BY i), "
-          "string_to_array(%s, E'\\n')) AS u(s, t, d)")
-"""Events written at once, as rows ``(s, t, d)``: seq, type and JSON text, from three text
-parameters (:func:`event_params`). As arrays, psycopg would dump each element in Python
-(and, in text form, escape every quote of every event's JSON by a regular expression with
-a Python call per match: about 120 calls a step of four events)."""
 
 
 NODE_IDS = ("ARRAY(SELECT t FROM json_array_elements_text(%s::json) WITH ORDINALITY AS "
             "x(t, i) ORDER BY i)")
 """A checkpoint's ``node_ids`` column from its JSON list (one text parameter, not an array
 psycopg dumps element by element)."""
-
-
-def event_params(rows: _Rows) -> tuple[str, str, str]:
-    """The parameters of :data:`EVENTS` for event rows ``(run_id, seq, type, data)``: the
-    seqs, comma-separated; the types as a JSON list; the texts, one a line (a JSON text
-    never holds a raw newline)."""
-    return (",".join([str(int(r[1])) for r in rows]), json.dumps([r[2] for r in rows]),
-            "\n".join([r[3] for r in rows]))
 
 
 _RUN_COLUMNS = ("thread_id", "graph_id", "status", "tenant_id", "updated_at")
@@ -73,7 +59,7 @@ _RUN_SETS = ", ".join(f"{c} = CASE WHEN %s THEN excluded.{c} ELSE runs.{c} END"
 
 _RUN_RECORD = (f"rr AS (INSERT INTO runs (run_id, {', '.join(_RUN_COLUMNS)}, data) SELECT %s, "
                f"%s, %s, %s, %s, %s, %s FROM ok ON CONFLICT (run_id) DO UPDATE SET {_RUN_SETS}, "
-               f"data = {_MERGE} RETURNING 1)")
+               f"data = {_MERGE})")
 """The CTE that upserts a run record (merged into the stored one) under the fence."""
 
 
@@ -85,35 +71,36 @@ def _run_record_params(record: dict[str, Any]) -> list[Any]:
 _LATEST = ("SELECT id FROM checkpoints WHERE thread_id = %s ORDER BY ts_us DESC, "
            "save_order DESC LIMIT 1")
 
-_FENCE = ("WITH claim AS (SELECT run_id, token FROM claims WHERE thread_id = %s FOR SHARE), "
-          f"latest AS ({_LATEST}), "
-          "held AS (SELECT 1 FROM claim WHERE run_id IS NOT NULL AND token = %s), "
-          "ok AS (SELECT 1 FROM held WHERE %s OR (SELECT id FROM latest) IS NOT DISTINCT "
-          "FROM %s)")
+def _fence(events: bool) -> str:
+    # ``ok``: the claim is held, the thread's latest is the step's parent (or the commit's
+    # lineage needs no parent) and, with events, their row may be inserted as it is.
+    clear = f"clear AS (SELECT {CLEAR} AS c), " if events else ""
+    return ("WITH claim AS (SELECT run_id, token FROM claims WHERE thread_id = %s FOR SHARE), "
+            f"latest AS ({_LATEST}), {clear}"
+            "held AS (SELECT 1 FROM claim WHERE run_id IS NOT NULL AND token = %s), "
+            "ok AS (SELECT 1 FROM held WHERE (%s OR (SELECT id FROM latest) IS NOT DISTINCT "
+            f"FROM %s){' AND (SELECT c FROM clear)' if events else ''})")
 
+
+# A plain insert (an upsert writes one more WAL record and probes the primary key first): a
+# checkpoint whose id is taken fails the statement, and the transaction path upserts it.
 _CP = ("cp AS (INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, "
        "node_ids, step, ts_us, save_order, status, tenant_id, format_version, data) "
        f"SELECT %s, %s, %s, %s, %s, {NODE_IDS}, %s, %s, nextval('save_order'), %s, %s, %s, %s "
-       "FROM ok ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, "
-       "thread_id = excluded.thread_id, graph_id = excluded.graph_id, "
-       "node_id = excluded.node_id, node_ids = excluded.node_ids, step = excluded.step, "
-       "ts_us = excluded.ts_us, save_order = excluded.save_order, status = "
-       "excluded.status, tenant_id = excluded.tenant_id, format_version = "
-       "excluded.format_version, data = excluded.data RETURNING 1)")
+       "FROM ok)")
 
-_EV = ("ev AS (INSERT INTO events (run_id, seq, type, data) SELECT %s, s, t, d FROM ok, "
-       f"{EVENTS} WHERE s >= COALESCE("
-       "(SELECT earliest_seq FROM event_compactions WHERE run_id = %s), 0) "
-       "ON CONFLICT (run_id, seq) DO UPDATE SET type = excluded.type, data = excluded.data "
-       "RETURNING 1)")
+_EV = ("ev AS (INSERT INTO events (run_id, seq, last_seq, seqs, data) "
+       "SELECT %s, %s, %s, %s, %s FROM ok)")
+"""The step's events as one row (see :mod:`._events`), written when ``ok`` holds."""
 
-# Data-modifying CTEs run whether or not the final SELECT reads them.
+# Data-modifying CTEs run whether or not the final SELECT reads them (no RETURNING needed).
 _ANSWER = (" SELECT (SELECT token FROM claim), (SELECT run_id FROM claim), "
            "EXISTS (SELECT 1 FROM held), (SELECT id FROM latest), EXISTS (SELECT 1 FROM ok)")
 
 _STATEMENTS = {
-    (cp, ev, rr): ", ".join([_FENCE, *([_CP] if cp else []), *([_EV] if ev else []),
-                             *([_RUN_RECORD] if rr else [])]) + _ANSWER
+    (cp, ev, rr): ", ".join([_fence(ev), *([_CP] if cp else []), *([_EV] if ev else []),
+                             *([_RUN_RECORD] if rr else [])])
+    + _ANSWER + (", (SELECT c FROM clear)" if ev else ", true")
     for cp in (False, True) for ev in (False, True) for rr in (False, True)
 }
 """The fenced statement of each shape (with a checkpoint, events, a run record), built once:
@@ -127,13 +114,18 @@ def _fenced_statement(
 ) -> tuple[str, list[Any]]:
     """The one statement writing a checkpoint (``cp_row``, if any), events and the run record
     under the fence, when the thread's latest checkpoint is ``latest`` (what seed 004's checks
-    passed against); it returns the claim's token and run id, whether the fence held, and the
-    thread's latest checkpoint id before the write."""
-    params: list[Any] = [thread_id, thread_id, token, free, latest]
+    passed against); it returns the claim's token and run id, whether the fence held, the
+    thread's latest checkpoint id before the write, whether it wrote, and whether the events'
+    row could be inserted as it is (else the transaction path merges them)."""
+    params: list[Any] = [thread_id, thread_id]
+    if rows:
+        first, last, seqs, data = batch(rows)
+        params.extend(clear_params(run_id, first, last))
+    params.extend((token, free, latest))
     if cp_row is not None:
         params.extend(cp_row)
     if rows:
-        params.extend([run_id, *event_params(rows), run_id])
+        params.extend((run_id, first, last, seqs, data))
     if record is not None:
         params.extend(_run_record_params(record))
     return _STATEMENTS[cp_row is not None, bool(rows), record is not None], params
@@ -203,11 +195,18 @@ class PgCommits:
             sql, params = _fenced_statement(thread_id, token, run_id,
                                             cp_rows[0] if cp_rows else None, rows, record,
                                             latest, free)
-            current, holder, held, found_latest, written = await self._pg.fetch_one(sql, params)
+            try:
+                current, holder, held, found_latest, written, clear = await self._pg.fetch_one(
+                    sql, params)
+            except psycopg.errors.UniqueViolation:  # the checkpoint's id is taken (the step
+                break  # inserts, not upserts: no speculative insertion), or a racing writer's
+                # events row starts at the same seq: the transaction below upserts and merges
             if not held:
                 raise StaleClaim(thread_id, token, None if holder is None else int(current))
             if written:
                 return
+            if not clear:  # events to merge into the log: the transaction below
+                break
             rules.check_lineage(thread_id, found_latest, cps, pairs)
             latest = found_latest
         async with self._tx() as cur:
@@ -223,13 +222,9 @@ class PgCommits:
             for cp_row in cp_rows:
                 await cur.execute(self._UPSERT, cp_row)
             if rows:
-                await self._write_events(cur, run_id, rows)
+                await write_events(cur, run_id, rows)
             if record is not None:
                 await self._write_run(cur, record)
-
-    async def _write_events(self, cur: Cursor, run_id: str,
-                            rows: _Rows) -> None:  # pragma: no cover - the store's
-        raise NotImplementedError
 
     def _checked(self, checkpoint: object, where: str) -> Checkpoint:  # pragma: no cover
         raise NotImplementedError

@@ -15,6 +15,7 @@ from .. import _claims as rules
 from .._deletion import TOKEN_FLOOR, DeletedThread, check_deletable
 from ._claims import PgClaims
 from ._conn import Cursor
+from ._events import COUNT_DELETED
 
 __all__ = ["delete_thread"]
 
@@ -48,12 +49,16 @@ async def delete_thread(cur: Cursor, thread_id: str, tenant: str | None,
     ids = list(runs)
     counts = []
     for sql in ("DELETE FROM checkpoints WHERE thread_id = %s",
-                "DELETE FROM events WHERE run_id = ANY(%s)",
+                COUNT_DELETED,
                 "DELETE FROM runs WHERE run_id = ANY(%s)",
                 "DELETE FROM artifacts WHERE run_id = ANY(%s)",
                 "DELETE FROM jobs WHERE thread_id = %s"):
         await cur.execute(sql, (thread_id if "thread_id" in sql else ids,))
-        counts.append(cur.rowcount)
+        if sql is COUNT_DELETED:  # events, not rows: a row holds the events written together
+            found = await cur.fetchone()
+            counts.append(0 if found is None else int(found[0]))
+        else:
+            counts.append(cur.rowcount)
     await cur.execute("DELETE FROM event_compactions WHERE run_id = ANY(%s)", (ids,))
     await cur.execute("DELETE FROM claims WHERE thread_id = %s", (thread_id,))
     if last:

@@ -17,8 +17,9 @@ from ._queue import QUEUE_SCHEMA
 
 __all__ = ["MIGRATIONS", "OWN_TABLES", "SCHEMA_VERSION", "drop_tables", "ensure_schema"]
 
-SCHEMA_VERSION = 1
-"""The layout of the tables this build writes and reads."""
+SCHEMA_VERSION = 2
+"""The layout of the tables this build writes and reads (2: a run's events written together
+are one row of ``events``; 1: one row an event)."""
 
 WAITING_INDEX = ('CREATE INDEX IF NOT EXISTS checkpoints_waiting ON checkpoints '
                  '(thread_id COLLATE "C") WHERE status = \'interrupted\'')
@@ -48,10 +49,14 @@ _CREATE = [
     "CREATE INDEX IF NOT EXISTS checkpoints_thread ON checkpoints (thread_id, ts_us, save_order)",
     "CREATE INDEX IF NOT EXISTS checkpoints_order ON checkpoints (ts_us, save_order)",
     WAITING_INDEX,
+    # Events written together (a step's) are one row: ``seq`` and ``last_seq`` the first and
+    # last of their seqs, ``seqs`` all of them in order (comma-separated), ``data`` their JSON
+    # texts in that order, one a line. The rows of a run never overlap (seq..last_seq).
     """CREATE TABLE IF NOT EXISTS events (
         run_id TEXT NOT NULL,
         seq BIGINT NOT NULL,
-        type TEXT,
+        last_seq BIGINT NOT NULL,
+        seqs TEXT NOT NULL,
         data TEXT NOT NULL,
         PRIMARY KEY (run_id, seq)
     )""",
@@ -99,12 +104,18 @@ _RELATIONS = (
 )
 """The tables (and views) in a schema."""
 
-MIGRATIONS: dict[int, list[str]] = {}
+MIGRATIONS: dict[int, list[str]] = {
+    # 1 -> 2: each event row becomes a row of one event (what a read returns is unchanged).
+    1: ["ALTER TABLE events ADD COLUMN last_seq BIGINT, ADD COLUMN seqs TEXT",
+        "UPDATE events SET last_seq = seq, seqs = seq::text",
+        "ALTER TABLE events ALTER COLUMN last_seq SET NOT NULL, "
+        "ALTER COLUMN seqs SET NOT NULL, DROP COLUMN type"],
+}
 """``MIGRATIONS[n]``: the statements that turn schema version ``n`` into ``n + 1``.
 
-Empty while there is one version; a build that changes the layout adds its step here and
-bumps :data:`SCHEMA_VERSION`, and every store that opens the database runs the missing steps
-once (under the advisory lock).
+A build that changes the layout adds its step here and bumps :data:`SCHEMA_VERSION`, and
+the first store that opens the database runs the missing steps, in the transaction that
+checks the version (under the advisory lock): a failed migration leaves the old version.
 """
 
 

@@ -40,9 +40,10 @@ from .._protocol import Fence
 from .._waiting import WaitingPage, check_waiting, waiting_row
 from .._wire import checkpoint_json, event_row
 from ._claims import PgClaims
-from ._commit import EVENTS, NODE_IDS, PgCommits, event_params
+from ._commit import NODE_IDS, PgCommits
 from ._conn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
 from ._delete import delete_thread
+from ._events import compact, read_events, write_events
 from ._queue import PgQueue
 from ._schema import SCHEMA_VERSION, drop_tables, ensure_schema
 
@@ -54,7 +55,6 @@ _THREAD_LATEST = (
 """``c`` is its thread's latest checkpoint (latest timestamp, then saved last)."""
 
 _Records = list[dict[str, Any]]
-_Rows = list[tuple[str, int, Any, str]]
 
 _COLUMNS = "id, format_version, data"
 _ORDER = "ORDER BY ts_us, save_order"
@@ -472,20 +472,8 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
         rows = [event_row(run_id, e) for e in events]
         if not rows:
             return
-        async with self._one() as cur:
-            await self._write_events(cur, run_id, rows)
-
-    async def _write_events(self, cur: Cursor, run_id: str, rows: _Rows) -> None:
-        # One statement, no lock: a compaction committed concurrently may leave rows of this
-        # insert below its point, but no read returns them (reads start at the point or
-        # raise EventsCompacted), so the log readers see is the same either way.
-        await cur.execute(
-            f"INSERT INTO events (run_id, seq, type, data) SELECT %s, s, t, d FROM {EVENTS} "
-            "WHERE s >= COALESCE((SELECT earliest_seq FROM event_compactions "
-            "WHERE run_id = %s), 0) "
-            "ON CONFLICT (run_id, seq) DO UPDATE SET type = excluded.type, data = excluded.data",
-            (run_id, *event_params(rows), run_id),
-        )
+        async with self._tx() as cur:
+            await write_events(cur, run_id, rows)
 
     async def events(self, run_id: str, after_seq: int | None = None) -> _Records:
         """The run's recorded events with ``seq > after_seq`` (all when ``None``), by seq.
@@ -499,10 +487,7 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
             earliest = await self._earliest(cur, run_id)
             if first < earliest:
                 raise rules.events_compacted(run_id, earliest)
-            await cur.execute("SELECT data FROM events WHERE run_id = %s AND seq >= %s "
-                              "ORDER BY seq", (run_id, first))
-            rows = await cur.fetchall()
-        return [json.loads(r[0]) for r in rows]
+            return await read_events(cur, run_id, first)
 
     async def compact_events(self, run_id: str, before_seq: int) -> int:
         """Remove the run's events with ``seq < before_seq``; return how many were removed."""
@@ -515,9 +500,7 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
             await cur.execute(
                 "INSERT INTO event_compactions VALUES (%s, %s) ON CONFLICT (run_id) "
                 "DO UPDATE SET earliest_seq = excluded.earliest_seq", (run_id, before))
-            await cur.execute("DELETE FROM events WHERE run_id = %s AND seq < %s",
-                              (run_id, before))
-            return cur.rowcount
+            return await compact(cur, run_id, before)
 
     # -- run records (seed 002) --
 

@@ -1,0 +1,139 @@
+"""A run's event log in PostgreSQL (schema version 2): the events written together are one
+row of ``events``.
+
+A row holds ``seq`` and ``last_seq`` (the first and last of its seqs), ``seqs`` (all of
+them, ascending, comma-separated) and ``data`` (their JSON texts in that order, one a line:
+a JSON text never holds a raw newline). A run's rows never overlap, so the row holding a
+seq is the one with the greatest ``seq`` not above it: one probe of the primary key. A
+step's events are one row in its commit statement (:data:`INSERT`), written only when no
+row of the run reaches into the step's seqs and none is below the run's compaction point
+(:data:`CLEAR`); anything else (an event overwriting a recorded seq, one below the point)
+is merged here, under the run's events lock, in a transaction (:func:`write_events`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ._conn import Cursor
+
+__all__ = ["CLEAR", "COUNT_DELETED", "INSERT", "Batch", "batch", "compact", "read_events",
+           "write_events"]
+
+_Rows = list[tuple[str, int, Any, str]]
+Batch = tuple[int, int, str, str]
+"""A row's ``(seq, last_seq, seqs, data)``."""
+
+INSERT = "INSERT INTO events (run_id, seq, last_seq, seqs, data) VALUES (%s, %s, %s, %s, %s)"
+
+CLEAR = ("COALESCE((SELECT last_seq FROM events WHERE run_id = %s AND seq <= %s ORDER BY seq "
+         "DESC LIMIT 1), %s - 1) < %s AND %s >= COALESCE((SELECT earliest_seq FROM "
+         "event_compactions WHERE run_id = %s), 0)")
+"""True when a row of the run's events spanning ``first..last`` may be inserted as it is: no
+row of the run reaches into it, and it starts at or after the compaction point. Parameters
+(:func:`clear_params`): run id, last, first, first, first, run id."""
+
+COUNT_DELETED = ("WITH d AS (DELETE FROM events WHERE run_id = ANY(%s) RETURNING seqs) "
+                 "SELECT COALESCE(SUM(array_length(string_to_array(seqs, ','), 1)), 0) FROM d")
+"""Delete the events of the runs, answering how many events (not rows) were deleted."""
+
+_FROM = ("SELECT seq, last_seq, seqs, data FROM events WHERE run_id = %s AND seq >= "
+         "COALESCE((SELECT seq FROM events WHERE run_id = %s AND seq <= %s ORDER BY seq DESC "
+         "LIMIT 1), %s)")
+"""The run's rows from the one holding seq ``lo`` (or the first after it)."""
+
+_AROUND = f"{_FROM} AND seq <= %s ORDER BY seq"
+""":data:`_FROM`, up to seq ``hi``."""
+
+_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+
+
+def clear_params(run_id: str, first: int, last: int) -> tuple[Any, ...]:
+    """The parameters of :data:`CLEAR`."""
+    return (run_id, last, first, first, first, run_id)
+
+
+def batch(rows: _Rows) -> Batch:
+    """The row of event rows ``(run_id, seq, type, data)``: by seq, the last of a seq given
+    twice kept (as writing them one by one would)."""
+    seqs = [r[1] for r in rows]
+    texts = [r[3] for r in rows]
+    if sorted(set(seqs)) != seqs:
+        by_seq = dict(zip(seqs, texts, strict=True))
+        seqs = sorted(by_seq)
+        texts = [by_seq[s] for s in seqs]
+    return seqs[0], seqs[-1], ",".join([str(s) for s in seqs]), "\n".join(texts)
+
+
+def _split(seqs: str, data: str) -> zip[tuple[int, str]]:
+    return zip(map(int, seqs.split(",")), data.split("\n"), strict=True)
+
+
+async def write_events(cur: Cursor, run_id: str, rows: _Rows) -> None:
+    """Write event rows of ``run_id`` (an event with a recorded seq overwrites it; those
+    below the compaction point are dropped), merging the rows they reach into one, in the
+    caller's transaction, under the run's events lock (which compaction takes too)."""
+    if not rows:
+        return
+    await cur.execute(_LOCK, (f"graphflow-events:{run_id}",))
+    await cur.execute("SELECT earliest_seq FROM event_compactions WHERE run_id = %s", (run_id,))
+    found = await cur.fetchone()
+    if found is not None:
+        rows = [r for r in rows if r[1] >= found[0]]
+        if not rows:
+            return
+    lo, hi, seqs, data = batch(rows)
+    await cur.execute(_AROUND, (run_id, run_id, lo, lo, hi))
+    reached = [r for r in await cur.fetchall() if r[1] >= lo]
+    if reached:
+        merged: dict[int, str] = {}
+        for r in reached:
+            merged.update(_split(r[2], r[3]))
+        merged.update(_split(seqs, data))
+        order = sorted(merged)
+        lo, hi = order[0], order[-1]
+        seqs, data = ",".join([str(s) for s in order]), "\n".join([merged[s] for s in order])
+        await cur.execute("DELETE FROM events WHERE run_id = %s AND seq = ANY(%s)",
+                          (run_id, [r[0] for r in reached]))
+    await cur.execute(INSERT, (run_id, lo, hi, seqs, data))
+
+
+async def read_events(cur: Cursor, run_id: str, first: int) -> list[dict[str, Any]]:
+    """The run's events with seq ``>= first``, by seq."""
+    await cur.execute(f"{_FROM} ORDER BY seq", (run_id, run_id, first, first))
+    texts: list[str] = []
+    top = first - 1  # the last seq taken: a seq is taken once, from the first row holding it
+    for seq, last, seqs, data in await cur.fetchall():
+        if seq > top:
+            texts.append(data.replace("\n", ","))
+            top = last
+            continue
+        for s, text in _split(seqs, data):
+            if s > top:
+                texts.append(text)
+                top = s
+    return list(json.loads(f"[{','.join(texts)}]"))
+
+
+async def compact(cur: Cursor, run_id: str, before: int) -> int:
+    """Remove the run's events with seq ``< before`` (in the caller's transaction, under the
+    run's events lock); return how many were removed. A row holding seqs on both sides of
+    ``before`` keeps the later ones."""
+    await cur.execute(
+        "WITH d AS (DELETE FROM events WHERE run_id = %s AND seq < %s AND last_seq < %s "
+        "RETURNING seqs) SELECT COALESCE(SUM(array_length(string_to_array(seqs, ','), 1)), 0) "
+        "FROM d", (run_id, before, before))
+    found = await cur.fetchone()
+    removed = 0 if found is None else int(found[0])
+    await cur.execute("SELECT seq, seqs, data FROM events WHERE run_id = %s AND seq < %s "
+                      "AND last_seq >= %s", (run_id, before, before))
+    for seq, seqs, data in await cur.fetchall():
+        pairs = list(_split(seqs, data))
+        kept = [(s, t) for s, t in pairs if s >= before]
+        removed += len(pairs) - len(kept)
+        await cur.execute("DELETE FROM events WHERE run_id = %s AND seq = %s", (run_id, seq))
+        await cur.execute(INSERT, (run_id, kept[0][0], kept[-1][0],
+                                   ",".join([str(s) for s, _ in kept]),
+                                   "\n".join([t for _, t in kept])))
+    return removed
