@@ -80,25 +80,40 @@ def test_a_faulty_store_has_the_features_of_the_store_it_wraps(tmp_path: Any) ->
         features_of(inner), history_pages=False, clock_binding=True, call_log=True,
         visited_snapshots=False)
     assert features_of(FaultyStore(InMemoryCheckpointStore())).fields_save
-    # ...but not the in-memory store's own save of lean steps: every save goes through it.
-    assert not features_of(FaultyStore(InMemoryCheckpointStore())).step_sink
+    # Over the in-memory store it passes on the lean step's save and the answers at once,
+    # each logged as the call it stands for (tests/faults/test_faulty_answers_at_once.py);
+    # over a subclass, or an instance carrying its own claim, latest or save, neither.
+    assert features_of(FaultyStore(InMemoryCheckpointStore())).step_sink
+    assert not features_of(FaultyStore(Plain())).step_sink
+    patched = InMemoryCheckpointStore()
+    patched.latest = patched.latest  # type: ignore[method-assign]
+    assert not features_of(FaultyStore(patched)).step_sink
+    assert not features_of(FaultyStore(patched)).in_process
+    assert features_of(FaultyStore(patched)).fields_save
 
 
 def test_only_the_class_that_answers_claims_at_once_says_so() -> None:
     """``in_process`` lets the runtime claim, release and find a run id without awaiting the
-    store. A ``FaultyStore`` over the in-memory store must not pass it on (its claims are
-    logged and its rules apply to them), nor a subclass that declares the in-memory store's
-    features without defining those methods itself (it may have changed ``claim``)."""
+    store. A ``FaultyStore`` over the in-memory store passes it on through its own
+    ``claim_now``/``release_now``/``has_run``/``kept_latest`` (each logs the call it stands
+    for, and declines while a rule watches it); a subclass of either that declares the
+    features without defining those methods itself does not get it (it may have changed
+    ``claim``), nor a ``FaultyStore`` over such a subclass."""
 
     class Renamed(InMemoryCheckpointStore):
         features = InMemoryCheckpointStore.features
 
+    class Wrapper(FaultyStore):
+        pass
+
     wrapped = features_of(FaultyStore(InMemoryCheckpointStore()))
-    assert not wrapped.in_process
+    assert wrapped.in_process
     assert wrapped.claims
     assert wrapped.fields_save
     assert not features_of(Renamed()).in_process
     assert features_of(Renamed()).fields_save
+    assert not features_of(FaultyStore(Renamed())).in_process
+    assert not features_of(Wrapper(InMemoryCheckpointStore())).in_process
 
 
 def test_a_store_that_declares_nothing_gets_what_its_methods_show() -> None:

@@ -90,19 +90,23 @@ class ThreadClaim:
             if self._local.get(self.thread_id) is self:
                 del self._local[self.thread_id]
             return
-        if self.quick:
-            self._store.release_now(self.thread_id, self.token)
+        if self.quick and self._store.release_now(self.thread_id, self.token) \
+                is not NotImplemented:
             return
         try:
             await self._store.release(self.thread_id, self.token)
         except StaleClaim:
             return  # the thread is someone else's now
 
-    def release_now(self) -> None:
-        """:meth:`release` of a :attr:`quick` claim, without a coroutine."""
+    def release_now(self) -> bool:
+        """:meth:`release` of a :attr:`quick` claim, without a coroutine. ``False`` when
+        the store declined to answer at once (a ``FaultyStore`` whose rules watch
+        ``release``): the claim is still held, :meth:`release` it."""
         if not self.released:
+            if self._store.release_now(self.thread_id, self.token) is NotImplemented:
+                return False
             self.released = True
-            self._store.release_now(self.thread_id, self.token)
+        return True
 
     async def renew(self) -> None:
         """Extend the claim by its ttl from now on the runtime's clock.
@@ -184,9 +188,11 @@ async def take(store: Any, features: StoreFeatures, clock: Clock, thread_id: str
     if features.claims:
         now = clock.now()
         quick = features.in_process
-        if quick:
-            token = store.claim_now(thread_id, run_id, now if at is None else at, ttl)
-        else:
+        # A store answering at once may decline (NotImplemented: a FaultyStore whose rules
+        # watch ``claim``): the general claim then.
+        token = store.claim_now(thread_id, run_id, now if at is None else at, ttl) if quick \
+            else NotImplemented
+        if token is NotImplemented:
             token = await store.claim(thread_id, run_id, now=now if at is None else at,
                                       ttl=ttl)
         try:

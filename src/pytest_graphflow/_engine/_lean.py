@@ -421,6 +421,7 @@ class LeanSteps:
                 if cid is not None:
                     status = "completed" if finished else "running"
                     now = clock.now() if virtual else None
+                    sunk = False
                     if sink is not None and not (run.tool_calls or pos.passed
                                                  or run.child_threads
                                                  or run.parent_command is not None):
@@ -428,10 +429,17 @@ class LeanSteps:
                         for task in next_tasks:
                             pairs += (task.task_id, task.node)
                         answers = run.answers
-                        sink(cid, name, step, numbers.parent_id,
-                             clock.now() if now is None else now, new_state, status, pairs,
-                             log, n, arrivals, jcopy(answers) if answers else None,
-                             numbers.seq, numbers.cp_counter, numbers.task_counter)
+                        # NotImplemented: the sink declined (a FaultyStore given a rule
+                        # since it was fetched): this save and the next go the general way.
+                        sunk = sink(cid, name, step, numbers.parent_id,
+                                    clock.now() if now is None else now, new_state, status,
+                                    pairs, log, n, arrivals,
+                                    jcopy(answers) if answers else None, numbers.seq,
+                                    numbers.cp_counter, numbers.task_counter) \
+                            is not NotImplemented
+                        if not sunk:
+                            sink = None
+                    if sunk:
                         numbers.saved(cid)
                     else:
                         _unset(tokens)  # a store's own code runs without the task's context

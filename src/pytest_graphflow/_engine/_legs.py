@@ -165,8 +165,14 @@ class Legs:
         for _ in range(1000):
             token = ids.run_hex()
             run_id = f"run-{token}"
-            if run_id not in records and (
-                    not store.has_run(run_id) if quick else await store.latest(run_id) is None):
+            if run_id in records:
+                continue
+            # A store answering at once may decline (NotImplemented: a FaultyStore whose
+            # rules watch ``latest``): the general read then.
+            found = store.has_run(run_id) if quick else NotImplemented
+            if found is NotImplemented:
+                found = await store.latest(run_id) is not None
+            if not found:
                 return run_id, token
         raise GraphExecutionError("could not find a free run id")  # pragma: no cover
 
@@ -278,7 +284,9 @@ class Legs:
             raise InvalidArgument(f"expected a run id or checkpoint id, got {ref!r}")
         store: Any = self.store
         cp: Checkpoint | None = store.kept_latest(ref) if kept and self.quick \
-            else await store.latest(ref)
+            else NotImplemented
+        if cp is NotImplemented:  # not kept in this process, or the store declined
+            cp = await store.latest(ref)
         if cp is None:
             cp = await self.store.get(ref)
         if cp is None:

@@ -237,9 +237,9 @@ class LegEnd:
         spec = run.spec
         if not spec.deferred:
             claim = spec.claim
-            if claim is not None and claim.quick and self._release is not None:
-                self._release = None  # release(), at once
-                claim.release_now()
+            if claim is not None and claim.quick and self._release is not None \
+                    and claim.release_now():
+                self._release = None  # released at once
             else:
                 await self.release()
 
@@ -295,9 +295,8 @@ class LegEnd:
         release, self._release = self._release, None
         if release is not None:
             claim = self.run.spec.claim
-            if claim is not None and claim.quick:  # the in-memory store's: nothing to await
-                claim.release_now()
-                return
+            if claim is not None and claim.quick and claim.release_now():
+                return  # the in-memory store's: nothing to await
             # A store that fails here keeps the claim; it expires on its own. A simulated
             # process death still propagates: the caller must not see a clean end.
             try:

@@ -57,14 +57,19 @@ class StoreFeatures:
             the run's lazy snapshot (SQLite writes the path from it); only a store that
             never reads ``visited`` as a tuple may declare it.
         step_sink: ``step_sink(...)`` gives the lean step's save of a run's plain steps
-            (the in-memory store's own, declared by that class alone; a wrapper passes its
-            saves through ``adopt_fields`` or ``save`` instead).
+            (the in-memory store's own, declared by that class alone, and passed on, each
+            save logged, by a ``FaultyStore`` over it); a sink may answer
+            ``NotImplemented`` (nothing stored): that save and the run's next go the
+            general way.
         in_process: the store keeps everything in this process and answers the runtime at
             once, without a coroutine: ``claim_now``/``release_now`` (a claim),
             ``has_run`` (a free run id) and ``kept_latest`` (a run's latest checkpoint as
-            kept, not copied: the runtime only reads it). The in-memory store's; it counts
-            only for the class that defines those methods itself, so a wrapper that logs
-            calls does not pass it on.
+            kept, not copied: the runtime only reads it); each may answer
+            ``NotImplemented`` (declined, nothing done): the runtime then awaits ``claim``,
+            ``release`` or ``latest``. The in-memory store's, and a ``FaultyStore``'s over
+            it (logging each answer as the call it stands for, declining while a rule
+            watches that call); it counts only for the class that defines those methods
+            itself.
     """
 
     claims: bool = False

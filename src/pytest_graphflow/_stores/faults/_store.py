@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from types import FunctionType
 from typing import Any, cast
 
@@ -103,9 +104,11 @@ class FaultyStore(FaultyRules):
     @property
     def features(self) -> StoreFeatures:
         """The wrapped store's features, except that :meth:`list` takes no page arguments,
-        the wrapper binds a clock and logs its calls, its rules may read ``visited``, and
-        every save goes through it (no ``step_sink``) (read once: a store's features do
-        not change while it lives)."""
+        the wrapper binds a clock and logs its calls and its rules may read ``visited``;
+        the answers at once (``in_process``) and the lean step's save (``step_sink``) are
+        passed on, logged, over an :class:`InMemoryCheckpointStore` only (its class exactly,
+        the instance overriding none of the calls they stand for) (read once: a store's
+        features do not change while it lives)."""
         found: StoreFeatures | None = self.__dict__.get("_features")
         if found is None:
             found = self._wrapped()[0]
@@ -124,11 +127,13 @@ class FaultyStore(FaultyRules):
         found = _BY_CLASS.get(cls) if shared else None
         if found is None:
             features = features_of(inner)
-            wrapped = _WRAPPED.get(features)
+            quick = cls is InMemoryCheckpointStore and _QUICK.isdisjoint(own)
+            wrapped = _WRAPPED.get((features, quick))
             if wrapped is None:
-                wrapped = _WRAPPED[features] = replace(
+                wrapped = _WRAPPED[features, quick] = replace(
                     features, history_pages=False, clock_binding=True, call_log=True,
-                    visited_snapshots=False, step_sink=False)
+                    visited_snapshots=False, step_sink=quick and features.step_sink,
+                    in_process=quick and features.in_process)
             found = (wrapped, checks_fencing(inner))
             if shared:
                 _BY_CLASS[cls] = found
@@ -250,6 +255,113 @@ class FaultyStore(FaultyRules):
         call[OUTCOME] = "ok"
         return True
 
+    # ------------------------------------------------- answers at once (in_process)
+    #
+    # Over the in-memory store (StoreFeatures.in_process, step_sink), the runtime's claim,
+    # release, free-run-id and resume reads and a lean step's save are answered without a
+    # coroutine. Each is logged exactly as the awaited call it stands for (same op, arguments,
+    # outcome and error), so ``calls`` reads the same; while a rule watches that operation
+    # or the store is dead, it declines (``NotImplemented``, nothing logged or done) and the
+    # runtime awaits the general call, which consults the rules as before.
+
+    def _declines(self, op: str) -> bool:
+        """Whether a rule counts calls of ``op`` (an answer at once then leaves ``op`` to the
+        general call)."""
+        return any(rule.fault.op == op for rule in self._rules)
+
+    def _logged(self, op: str, args: tuple[Any, ...], kwargs: dict[str, Any] | None,
+                summary: Any = None) -> list[Any]:
+        """A new entry of the log for a call answered at once (as ``_call`` logs one)."""
+        clock = self._vclock
+        call: list[Any] = [op, args, kwargs, summary,
+                           (clock, clock._ns) if clock is not None else self._now(),
+                           "pending", None]
+        self._calls.append(call)
+        return call
+
+    def claim_now(self, thread_id: str, run_id: str, now: datetime, ttl: float
+                  ) -> Any:  # int, or NotImplemented
+        """The in-memory store's ``claim_now`` (internal), logged as the ``claim`` call
+        ``claim(thread_id, run_id, now=now, ttl=ttl)``; ``NotImplemented`` when it declines
+        (see above)."""
+        if self._crash is not None or (self._rules and self._declines("claim")):
+            return NotImplemented
+        call = self._logged("claim", (thread_id, run_id), {"now": now, "ttl": ttl})
+        try:
+            token: int = self._inner.claim_now(  # type: ignore[attr-defined]
+                thread_id, run_id, now, ttl)
+        except Exception as exc:
+            call[OUTCOME], call[ERROR] = "failed", exc
+            raise
+        call[OUTCOME] = "ok"
+        return token
+
+    def release_now(self, thread_id: str, token: int) -> Any:  # None, or NotImplemented
+        """The in-memory store's ``release_now`` (internal), logged as the ``release`` call
+        ``release(thread_id, token)``; ``NotImplemented`` when it declines (see above) or
+        ``token`` is not the thread's claim (the awaited call logs the ``StaleClaim``)."""
+        if self._crash is not None or (self._rules and self._declines("release")):
+            return NotImplemented
+        claim = self._inner._claims.get(thread_id)  # type: ignore[attr-defined]
+        if claim is None or claim.token != token:
+            return NotImplemented
+        call = self._logged("release", (thread_id, token), {})
+        self._inner.release_now(thread_id, token)  # type: ignore[attr-defined]
+        call[OUTCOME] = "ok"
+        return None
+
+    def has_run(self, run_id: str) -> Any:  # bool, or NotImplemented
+        """The in-memory store's ``has_run`` (internal), logged as the ``latest`` call
+        ``latest(run_id)``; ``NotImplemented`` when it declines (see above)."""
+        if self._crash is not None or (self._rules and self._declines("latest")):
+            return NotImplemented
+        call = self._logged("latest", (run_id,), {})
+        found: bool = self._inner.has_run(run_id)  # type: ignore[attr-defined]
+        call[OUTCOME] = "ok"
+        return found
+
+    def kept_latest(self, run_id: str) -> Any:  # Checkpoint | None, or NotImplemented
+        """The in-memory store's ``kept_latest`` (internal), logged as the ``latest`` call
+        ``latest(run_id)``; ``NotImplemented`` when it declines (see above) or the run has
+        no checkpoint (the awaited call checks ``run_id`` as it always did)."""
+        if self._crash is not None or (self._rules and self._declines("latest")):
+            return NotImplemented
+        found: Checkpoint | None = self._inner.kept_latest(run_id)  # type: ignore[attr-defined]
+        if found is None:
+            return NotImplemented
+        self._logged("latest", (run_id,), {})[OUTCOME] = "ok"
+        return found
+
+    def step_sink(self, run_id: str, thread_id: str, graph_id: str, revision: str,
+                  tenant_id: str | None, fence: Any) -> Callable[..., Any] | None:
+        """The in-memory store's ``step_sink`` (internal), each save logged as the ``save``
+        call of its checkpoint; ``None`` when the inner store gives none or the store
+        declines now, and the sink answers ``NotImplemented`` (nothing logged or stored)
+        once it declines later (a rule added mid-run: the runtime then saves the general
+        way)."""
+        if self._crash is not None or (self._rules and self._declines("save")):
+            return None
+        inner_sink = self._inner.step_sink(  # type: ignore[attr-defined]
+            run_id, thread_id, graph_id, revision, tenant_id, fence)
+        if inner_sink is None:
+            return None
+        saves = self._saves
+
+        def sink(cid: str, *rest: Any) -> Any:
+            if self._crash is not None or (self._rules and self._declines("save")):
+                return NotImplemented
+            call = self._logged("save", (), None, lambda: f"{cid} of run {run_id}")
+            try:
+                inner_sink(cid, *rest)
+            except Exception as exc:
+                call[OUTCOME], call[ERROR] = "failed", exc
+                raise
+            saves.append(cid)
+            call[OUTCOME] = "ok"
+            return None
+
+        return sink
+
     async def commit(
         self,
         thread_id: str,
@@ -351,10 +463,16 @@ _COMPLETE: set[type] = set()
 
 _PROTOCOL = frozenset(PROTOCOL_OPS)
 
-_WRAPPED: dict[StoreFeatures, StoreFeatures] = {}
-"""A wrapper's features by its inner store's (each test makes a ``FaultyStore``)."""
+_WRAPPED: dict[tuple[StoreFeatures, bool], StoreFeatures] = {}
+"""A wrapper's features by its inner store's and whether it answers at once (each test makes
+a ``FaultyStore``)."""
 
-_OVERRIDES = frozenset({"features", "save", "supports_fencing"})
+_QUICK = frozenset({"claim", "release", "latest", "save", "adopt_fields", "claim_now",
+                    "release_now", "has_run", "kept_latest", "step_sink"})
+"""What an in-memory store instance may override that the wrapper's answers at once stand
+for or call: then they are not passed on."""
+
+_OVERRIDES = frozenset({"features", "save", "supports_fencing"}) | _QUICK
 """What an inner store instance may carry that changes its features or fencing."""
 
 _BY_CLASS: dict[type, tuple[StoreFeatures, bool]] = {}
