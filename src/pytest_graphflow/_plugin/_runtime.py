@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from .._engine._results import RunLeg
 from .._engine._runtime import GraphRuntime
+from .._stores._memory import InMemoryCheckpointStore
+from .._stores.faults._store import FaultyStore
+from .._time._clock import VirtualClock
 
 if TYPE_CHECKING:
     from .._stores._protocol import CheckpointStore
-    from .._stores.faults._store import FaultyStore
     from .._stores.postgres._store import PostgresCheckpointStore
-    from .._time._clock import VirtualClock
+    from ._marker import TestSettings
 
 __all__ = [
     "GraphRuntimeFactory",
@@ -109,8 +111,6 @@ class RecordingRuntime(GraphRuntime):
     @property
     def store_faults(self) -> FaultyStore | None:
         """The :class:`FaultyStore` this runtime's store is, or ``None``."""
-        from .._stores.faults._store import FaultyStore
-
         return self.store if isinstance(self.store, FaultyStore) else None
 
     def langgraph(self, graph: Any, **kwargs: Any) -> Any:
@@ -120,7 +120,6 @@ class RecordingRuntime(GraphRuntime):
         ``langgraph`` extra). Keyword arguments go to the harness.
         """
         from .._langgraph._harness import LangGraphHarness
-        from .._time._clock import VirtualClock
 
         kwargs.setdefault("seed", self.seed if isinstance(self.seed, int) else 0)
         if isinstance(self.clock, VirtualClock):
@@ -244,8 +243,6 @@ class GraphRuntimeFactory:
 
         Keyword arguments override the factory's defaults for this runtime only.
         """
-        from .._time._clock import VirtualClock
-
         settings = self.defaults()
         for key, value in (("seed", seed), ("start", start), ("store", store),
                            ("checkpoint_policy", checkpoint_policy)):
@@ -273,8 +270,6 @@ class GraphRuntimeFactory:
     ) -> RecordingRuntime:
         store: CheckpointStore = inner
         if self.faulty:
-            from .._stores.faults._store import FaultyStore
-
             store = FaultyStore(inner, clock=clock)
         return RecordingRuntime(
             store, clock=clock, seed=settings["seed"],
@@ -284,8 +279,6 @@ class GraphRuntimeFactory:
 
     def _make_store(self, spec: Any, closers: list[Callable[[], None]]) -> CheckpointStore:
         if spec == "memory":
-            from .._stores._memory import InMemoryCheckpointStore
-
             return InMemoryCheckpointStore()
         if spec == "sqlite":
             from .._stores.sqlite._store import SQLiteCheckpointStore
@@ -317,6 +310,16 @@ class GraphRuntimeFactory:
     def __repr__(self) -> str:
         return (f"GraphRuntimeFactory(seed={self.seed}, start={self.start!r}, "
                 f"store={self.store!r}, checkpoint_policy={self.checkpoint_policy!r})")
+
+
+def memory_runtime(settings: TestSettings, observer: Observer) -> RecordingRuntime:
+    """The ``graph_runtime`` fixture's runtime for a test whose parts are the defaults (a
+    :class:`FaultyStore` over a fresh in-memory store, on a fresh virtual clock), made
+    as the part fixtures make them, in one place (internal)."""
+    clock = VirtualClock(settings.start)
+    return RecordingRuntime(
+        FaultyStore(InMemoryCheckpointStore(), clock=clock), clock=clock, seed=settings.seed,
+        checkpoint_policy=settings.checkpoint_policy, observer=observer)
 
 
 def open_test_postgres_store(dsn: str | None) -> PostgresCheckpointStore:

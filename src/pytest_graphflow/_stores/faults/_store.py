@@ -269,16 +269,6 @@ class FaultyStore(FaultyRules):
         general call)."""
         return any(rule.fault.op == op for rule in self._rules)
 
-    def _logged(self, op: str, args: tuple[Any, ...], kwargs: dict[str, Any] | None,
-                summary: Any = None) -> list[Any]:
-        """A new entry of the log for a call answered at once (as ``_call`` logs one)."""
-        clock = self._vclock
-        call: list[Any] = [op, args, kwargs, summary,
-                           (clock, clock._ns) if clock is not None else self._now(),
-                           "pending", None]
-        self._calls.append(call)
-        return call
-
     def claim_now(self, thread_id: str, run_id: str, now: datetime, ttl: float
                   ) -> Any:  # int, or NotImplemented
         """The in-memory store's ``claim_now`` (internal), logged as the ``claim`` call
@@ -286,7 +276,11 @@ class FaultyStore(FaultyRules):
         (see above)."""
         if self._crash is not None or (self._rules and self._declines("claim")):
             return NotImplemented
-        call = self._logged("claim", (thread_id, run_id), {"now": now, "ttl": ttl})
+        clock = self._vclock  # the entry _call's fast path makes, written out
+        when = (clock, clock._ns) if clock is not None else self._now()
+        call: list[Any] = ["claim", (thread_id, run_id), {"now": now, "ttl": ttl}, None,
+                           when, "pending", None]
+        self._calls.append(call)
         try:
             token: int = self._inner.claim_now(  # type: ignore[attr-defined]
                 thread_id, run_id, now, ttl)
@@ -305,9 +299,10 @@ class FaultyStore(FaultyRules):
         claim = self._inner._claims.get(thread_id)  # type: ignore[attr-defined]
         if claim is None or claim.token != token:
             return NotImplemented
-        call = self._logged("release", (thread_id, token), {})
+        clock = self._vclock
+        when = (clock, clock._ns) if clock is not None else self._now()
+        self._calls.append(["release", (thread_id, token), {}, None, when, "ok", None])
         self._inner.release_now(thread_id, token)  # type: ignore[attr-defined]
-        call[OUTCOME] = "ok"
         return None
 
     def has_run(self, run_id: str) -> Any:  # bool, or NotImplemented
@@ -315,9 +310,10 @@ class FaultyStore(FaultyRules):
         ``latest(run_id)``; ``NotImplemented`` when it declines (see above)."""
         if self._crash is not None or (self._rules and self._declines("latest")):
             return NotImplemented
-        call = self._logged("latest", (run_id,), {})
+        clock = self._vclock
+        when = (clock, clock._ns) if clock is not None else self._now()
+        self._calls.append(["latest", (run_id,), {}, None, when, "ok", None])
         found: bool = self._inner.has_run(run_id)  # type: ignore[attr-defined]
-        call[OUTCOME] = "ok"
         return found
 
     def kept_latest(self, run_id: str) -> Any:  # Checkpoint | None, or NotImplemented
@@ -329,7 +325,9 @@ class FaultyStore(FaultyRules):
         found: Checkpoint | None = self._inner.kept_latest(run_id)  # type: ignore[attr-defined]
         if found is None:
             return NotImplemented
-        self._logged("latest", (run_id,), {})[OUTCOME] = "ok"
+        clock = self._vclock
+        when = (clock, clock._ns) if clock is not None else self._now()
+        self._calls.append(["latest", (run_id,), {}, None, when, "ok", None])
         return found
 
     def step_sink(self, run_id: str, thread_id: str, graph_id: str, revision: str,
@@ -345,12 +343,16 @@ class FaultyStore(FaultyRules):
             run_id, thread_id, graph_id, revision, tenant_id, fence)
         if inner_sink is None:
             return None
-        saves = self._saves
+        saves, log = self._saves, self._calls
 
         def sink(cid: str, *rest: Any) -> Any:
             if self._crash is not None or (self._rules and self._declines("save")):
                 return NotImplemented
-            call = self._logged("save", (), None, lambda: f"{cid} of run {run_id}")
+            clock = self._vclock
+            when = (clock, clock._ns) if clock is not None else self._now()
+            call: list[Any] = ["save", (), None, lambda: f"{cid} of run {run_id}", when,
+                               "pending", None]
+            log.append(call)
             try:
                 inner_sink(cid, *rest)
             except Exception as exc:
@@ -444,8 +446,8 @@ class FaultyStore(FaultyRules):
         if inner is None or name[:2] == "__":
             raise AttributeError(name)
         value = getattr(inner, name)
-        if name[0] == "_" or not _is_async(inner, name, value):
-            return value
+        if name[0] == "_" or not callable(value) or not _is_async(inner, name, value):
+            return value  # a setting (``claim_ttl``, read every leg), a plain method
         method: Callable[..., Awaitable[Any]] = value
 
         async def forwarded(*args: Any, **kwargs: Any) -> Any:
