@@ -5,6 +5,7 @@ test's report shows them the same way."""
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
 from typing import Annotated, Any
@@ -123,6 +124,76 @@ def test_lazy_recordings_are_the_events_the_eager_path_builds(make: Any, seed: i
     assert lazy.store.calls == eager.store.calls  # type: ignore[attr-defined]
 
 
+class Plain(BaseModel):
+    n: int = 0
+    log: Annotated[list[str], Reducer(operator.add)] = []
+
+
+def _chain(tail: str) -> CompiledGraph:
+    """Four plain steps (a recording leg runs them in one piece), then ``tail``: a step
+    that leaves the lean path (a reducer), an error no edge handles, or more plain steps."""
+    def boom(s: Plain) -> dict[str, Any]:
+        raise RuntimeError("boom")
+
+    g = Graph(f"plain_chain_{tail}", Plain)
+    names = ["a", "b", "c", "d"]
+    for name in names:
+        g.node(name, lambda s: {"n": s.n + 1})
+    if tail == "reducer":
+        g.node("e", lambda s: {"log": ["e"]}).node("f", lambda s: {"n": s.n * 2})
+        names += ["e", "f"]
+    elif tail == "raises":
+        g.node("e", boom)
+        names += ["e"]
+    else:
+        g.node("e", lambda s: {"n": s.n + 5})
+        names += ["e"]
+    g.edge(START, names[0])
+    for src, dst in itertools.pairwise(names):
+        g.edge(src, dst)
+    return g.edge(names[-1], END).compile(checkpoint_policy="every_step")
+
+
+FAULTS: dict[str, Any] = {
+    "none": None,
+    "reject_third_save": lambda store: store.reject_save(nth=3),
+    "crash_third_save": lambda store: store.crash_at("save", nth=3),
+    "crash_after_fourth_save": lambda store: store.crash_at("save", nth=4, phase="after"),
+    "fail_release": lambda store: store.fail("release", nth=1),
+}
+
+
+@pytest.mark.parametrize("tail", ["reducer", "raises", "plain"])
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_plain_steps_recorded_in_one_piece_hold_the_events_of_their_pieces(
+        tail: str, fault: str) -> None:
+    """``invoke`` on a recording runtime runs a leg's plain steps in one piece, their events
+    unbuilt: read, they are the events ``trace`` builds step by step — when a later step
+    leaves the lean path, when a node or the store raises midway (the steps committed before
+    it keep their events), and when the release at the end fails."""
+    legs = []
+    for way in ("invoke", "trace"):
+        runtime = make_graph_runtime(seed=4)
+        if FAULTS[fault] is not None:
+            FAULTS[fault](runtime.store_faults)
+        try:
+            getattr(runtime, way)(_chain(tail), {"n": 1})
+        except BaseException as exc:  # a StoreFault, a SimulatedCrash
+            legs.append(("raised", repr(exc)))
+        else:
+            legs.append(("returned", ""))
+        legs.append(runtime.recordings)
+        legs.append(runtime.store.calls)  # type: ignore[attr-defined]
+    lazy, eager = legs[:3], legs[3:]
+    assert lazy[0] == eager[0]
+    assert _lines(lazy[1]) == _lines(eager[1])
+    assert [(leg.visited, repr(leg.error)) for leg in lazy[1]] == [
+        (leg.visited, repr(leg.error)) for leg in eager[1]]
+    assert [str(call) for call in lazy[2]] == [str(call) for call in eager[2]]
+    if fault != "none" and tail == "plain":  # the fault hit after some steps committed
+        assert sum(e.type == "checkpoint_saved" for e in lazy[1][0].events) > 0
+
+
 def test_a_recording_read_mid_run_then_later_holds_every_event() -> None:
     runtime = make_graph_runtime(seed=3)
     paused = runtime.invoke(approval(), {"n": 2})
@@ -201,3 +272,17 @@ def test_a_failing_test_that_invoked_reports_the_events_a_trace_would(
     assert any("node_end" in line for line in invoked)
     assert any("run_end completed" in line for line in invoked)
     assert invoked == streamed
+
+
+def test_cancel_at_on_a_recording_leg_stops_after_the_step_that_matched() -> None:
+    """``cancel_at`` tests a piece's events before the next step starts: a recording leg's
+    plain steps stay one a piece under it, and the leg stops where ``trace``'s does."""
+    ran = []
+    for way in ("invoke", "trace"):
+        runtime = make_graph_runtime(seed=2)
+        out = getattr(runtime, way)(_chain("plain"), {"n": 1},
+                                    cancel_at={"type": "node_end", "node": "b"})
+        status = out.status if way == "invoke" else out.result.status
+        ran.append((status, runtime.recordings[0].visited, _lines(runtime.recordings)))
+    assert ran[0] == ran[1]
+    assert ran[0][:2] == ("cancelled", ["a", "b"])

@@ -74,9 +74,10 @@ class LeanSteps:
         spec = run.spec
         self.owns_entropy = spec.seed is not None and isinstance(spec.clock, VirtualClock)
         self.recorded: list[Any] | None = [] if run.numbers.lazy or spec.store_only else None
-        """A recording leg's unbuilt events of the step just run (one step a piece); on a
-        store that commits a step's events with its checkpoint (SQLite), the events it
-        commits."""
+        """A recording leg's unbuilt events of the plain steps run in this piece (the runner
+        hands them to the recording with the piece's own, first, or when the piece raises);
+        on a store that commits a step's events with its checkpoint (SQLite) under a
+        recording leg, the events of the step just run (one step a piece)."""
         self.persist = persist if spec.store_only and spec.leg is None else None
         """On a store that commits a step's events with its checkpoint, when nobody else
         reads them (no recording leg): the runner's commit of a piece
@@ -469,12 +470,15 @@ class LeanSteps:
                         times, run_id, clock.now(), first_seq, step, name, record.task_id,
                         patch, started_at, done_at, targets, cid, finished,
                         new_state if finished else None))
-                elif recorded is not None:  # the step's events for the recording, one a piece
+                elif recorded is not None:  # the step's events, for the recording or the store
                     assert done_at is not None
                     recorded.extend(lean_step_events(
                         run, first_seq, step, name, record.task_id, patch, started_at,
                         done_at, targets, cid, finished, new_state))
-                    return None
+                    if leg.store_only or leg.cancel_at is not None:
+                        # One step a piece: the store commits a step's events with its
+                        # checkpoint; ``cancel_at`` tests a piece's events before the next.
+                        return None
                 if finished:
                     return None
 

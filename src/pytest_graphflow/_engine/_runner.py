@@ -134,6 +134,9 @@ class Runner:
         try:
             items = await self._advance()
         except BaseException as exc:
+            lean = self.lean
+            if lean is not None and lean.recorded:  # plain steps committed before it raised
+                leg._note(lean.take_recorded(), run.pos.visited)
             leg.error = exc
             leg._reached(run.pos.visited)
             raise
@@ -199,7 +202,10 @@ class Runner:
         (``_superstep`` stops the leg: status ``cancelled``, resumable, C9)."""
         test = self.run.spec.cancel_at
         assert test is not None
-        if any(type(item) is not StepState and test(item) for item in items):
+        # A recording leg's events may be unbuilt (``LazyEvent``): tested as the events they
+        # stand for (``invoke(cancel_at=...)`` on the testing runtime ran to the end before).
+        if any(type(item) is not StepState
+               and test(item.build() if type(item) is LazyEvent else item) for item in items):
             self.run.flight.cancel()
 
     async def _stop_cancelled(self, batch: list[Outcome] | None) -> None:
@@ -414,8 +420,14 @@ class Runner:
                     await self._store_artifacts([out])
                 if out.kind == "done" and out.expand is None and not spec.record_events \
                         and not spec.break_after:
-                    return await self.committer.commit_one(out)  # invoke(): no events wanted
-                return await self._after_batch([out], False)
+                    items = await self.committer.commit_one(out)  # invoke(): no events wanted
+                else:
+                    items = await self._after_batch([out], False)
+                steps = self.lean
+                if steps is not None and steps.recorded:
+                    # A recording leg's plain steps run before this one: their events first.
+                    return steps.take_recorded() + items
+                return items
         if self.lean is not None:  # invoke(): a batch of sync nodes, the lean way if plain
             ran = await self.batches.run_plain()
             if type(ran) is PlainBatch and not run.flight.cancel_requested:
