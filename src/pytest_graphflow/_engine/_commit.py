@@ -127,7 +127,7 @@ class Committer:
         pos, numbers = run.pos, run.numbers
         graph, step = run.spec.graph, pos.step
         tasks = batch.tasks
-        names = [t.node for t in tasks]
+        names = batch.names
         codec = graph.codec
         reducers, on_write, folds = graph.reducers, codec.checked_on_write, _list_folds(graph)
         # One pass over the batch, in declared order: its patches merged the common way (a
