@@ -248,7 +248,7 @@ class BatchRunner:
         # each task's model built here (as model_of builds it: a fresh copy each).
         parts = codec.parts
         whole = parts is not None and len(state) == parts[2]
-        cls, copiers, _, every = parts if parts is not None else (None, (), 0, None)
+        cls, copiers, _, every = parts if parts is not None else (BaseModel, (), 0, set())
         model = pos.take_model()  # the first task's input, if the state's model is cached
         # The end of the task before, read just now: the next task starts at it (only its
         # input is built in between, which moves no clock).
