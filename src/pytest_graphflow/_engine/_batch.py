@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
+import operator
 import random
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Sequence
 from datetime import datetime
@@ -13,9 +14,10 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from .._graph._builder import REPLAYED_EFFECTS, NodeSpec
+from .._graph._builder import REPLAYED_EFFECTS, CompiledGraph, NodeSpec
 from .._graph._node import CURRENT_TASK, NodeContext
 from .._records._checkpoint import TaskRecord
+from .._records._fast import _new, _set_dict, _set_extra, _set_fields_set, _set_private
 from .._time._clock import VirtualClock
 from .._time._entropy import ENTROPY
 from .._time._rng import ScheduleRng
@@ -83,11 +85,15 @@ class PlainBatch:
     (``LeanSteps.task``'s), for whatever leaves the lean commit (a conflict, a cancel).
     """
 
-    __slots__ = ("finished", "merged", "patches", "specs", "started", "targets", "tasks")
+    __slots__ = ("finished", "merged", "names", "patches", "specs", "started", "targets",
+                 "tasks")
 
-    def __init__(self, tasks: list[TaskRecord], specs: list[NodeSpec]) -> None:
+    def __init__(self, tasks: list[TaskRecord], names: list[str], specs: list[NodeSpec]
+                 ) -> None:
         n = len(tasks)
         self.tasks = tasks
+        self.names = names
+        """Each task's node (read once: a record's attributes are a model's, slow to read)."""
         self.specs = specs
         self.patches: list[dict[str, Any] | None] = [None] * n
         self.targets: list[Sequence[str]] = [()] * n
@@ -181,15 +187,17 @@ class BatchRunner:
             return None
         tasks = pos.tasks
         nodes = run.spec.graph.nodes
-        specs = [nodes[record.node] for record in tasks]
-        for spec in specs:  # run.runs_inline on a lean leg (no hooks), without a call each
+        names = list(map(_NODE, tasks))
+        for name in dict.fromkeys(names):  # run.runs_inline on a lean leg (no hooks), per node
+            spec = nodes[name]
             if spec.is_async or spec.retry is not None:
                 return None
+        specs = list(map(nodes.__getitem__, names))
         order = list(range(len(tasks)))
         seed = run.spec.seed
         if seed is not None:
             ScheduleRng(seed, run.run_id, pos.step).shuffle(order)  # type: ignore[arg-type]
-        batch = PlainBatch(tasks, specs)
+        batch = PlainBatch(tasks, names, specs)
         left = await self._plain_tasks(batch, order)
         if left is None:
             return batch
@@ -211,20 +219,36 @@ class BatchRunner:
         ``batch`` in; ``(k, outcome)`` when task ``order[k]`` does not (its outcome, as
         ``LeanSteps.call`` makes it). The context each task sees is the one ``run_inline``
         gives it; the variables are set once per task and reset once per batch (a task's
-        value replaces the one before it: nothing runs between them)."""
+        value replaces the one before it: nothing runs between them).
+
+        What a task of the general path gets from calls is done inline here: its input
+        model (what ``StateCodec.model_of`` builds for a whole plain state), the check of
+        a patch of JSON scalars and lists of them (what ``normalize_patch`` gives back for
+        it; any other patch is handed to ``normalize_patch``), and a virtual clock's
+        reading."""
         run = self.run
         lean = self.lean
         assert lean is not None
         pos, leg = run.pos, run.spec
         graph, clock = leg.graph, leg.clock
         now = clock.now
-        model_of = graph.codec.model_of
+        # A virtual clock's reading is the one it gave last while its time has not moved
+        # (what its now() checks): read without a call a task.
+        virtual = clock if type(clock) is VirtualClock else None
+        codec = graph.codec
+        model_of = codec.model_of
         state, step, visited = pos.state, pos.step, pos.visited
-        edges, branches = graph.edges, graph.branches
-        tasks, specs = batch.tasks, batch.specs
+        branches = graph.branches
+        facts = _facts(graph)
+        tasks, names, specs = batch.tasks, batch.names, batch.specs
         patches, targets = batch.patches, batch.targets
         started, finished = batch.started, batch.finished
         owns_entropy = self.owns_entropy
+        # The batch's tasks all start from its state: a whole state of a plain schema gets
+        # each task's model built here (as model_of builds it: a fresh copy each).
+        parts = codec.parts
+        whole = parts is not None and len(state) == parts[2]
+        cls, copiers, _, every = parts if parts is not None else (BaseModel, (), 0, set())
         model = pos.take_model()  # the first task's input, if the state's model is cached
         # The end of the task before, read just now: the next task starts at it (only its
         # input is built in between, which moves no clock).
@@ -236,9 +260,21 @@ class BatchRunner:
             for k, i in enumerate(order):
                 record = tasks[i]
                 spec = specs[i]
-                name = record.node
+                name = names[i]
                 if model is None:
-                    model = model_of(state)
+                    if whole:
+                        data = dict(state)
+                        for key, copy in copiers:
+                            value = data[key]
+                            if value is not None:
+                                data[key] = copy(value)
+                        model = _new(cls)
+                        _set_dict(model, data)
+                        _set_fields_set(model, every)
+                        _set_extra(model, None)
+                        _set_private(model, None)
+                    else:
+                        model = model_of(state)
                 started_at = now() if last is None else last
                 last = None
                 if name in branches:  # its routes run after it: LeanSteps.call decides them
@@ -274,17 +310,41 @@ class BatchRunner:
                     out = _outcome(record, spec, ctx, started_at)
                     return k, await finish_inline(graph, spec, out, result, ctx, clock, state,
                                                   used)
-                try:
-                    patches[i] = None if result is None else normalize_patch(graph, name, result)
-                except GraphflowError as exc:
-                    out = _outcome(record, spec, ctx, started_at, now())
-                    out.kind = "error"
-                    out.error = exc
-                    return k, out
-                # (unique already; ``in`` and ``[]``: no call a task)
-                targets[i] = edges[name] if name in edges else ()  # noqa: SIM401
+                scalars, lists, static = facts[name]
+                patch: dict[str, Any] | None = None
+                if result is not None:
+                    # What normalize_patch gives back for a patch of JSON scalars each
+                    # key's validator passes as they are, and lists of them (copied).
+                    patch = {}
+                    for key in result:
+                        value = result[key]
+                        kind = type(value)
+                        if key in scalars and kind in scalars[key] \
+                                and (kind is not str or value.isascii()):
+                            patch[key] = value
+                            continue
+                        if kind is list and key in lists:
+                            passes = lists[key]
+                            for item in value:
+                                kind = type(item)
+                                if kind not in passes or (kind is str and not item.isascii()):
+                                    break
+                            else:
+                                patch[key] = value[:]
+                                continue
+                        try:  # anything else: normalize_patch checks (converts) the patch
+                            patch = normalize_patch(graph, name, result)
+                        except GraphflowError as exc:
+                            out = _outcome(record, spec, ctx, started_at, now())
+                            out.kind = "error"
+                            out.error = exc
+                            return k, out
+                        break
+                patches[i] = patch
+                targets[i] = static
                 started[i] = started_at
-                finished[i] = last = now()
+                finished[i] = last = virtual._now if virtual is not None \
+                    and virtual._now_ns == virtual._ns else now()
             return None
         finally:
             if t_entropy is not None:
@@ -559,3 +619,43 @@ class BatchRunner:
         if scope.cancelled_caught and not flight.cancel_requested:
             return True
         return sched is not None and sched.timed_out
+
+
+_NODE = operator.attrgetter("node")
+"""A task record's node (``map`` reads a batch's at C speed)."""
+
+_SCALARS: frozenset[type] = frozenset((int, bool, str, type(None)))
+"""JSON scalars that are their own JSON form (a string only if ASCII: checked apart)."""
+
+_Facts = tuple[dict[str, frozenset[type]], dict[str, frozenset[type]], Sequence[str]]
+
+
+def _facts(graph: CompiledGraph) -> dict[str, _Facts]:
+    """What ``BatchRunner._plain_tasks`` reads of each node of ``graph``, worked out once per
+    graph: ``(scalars, lists, targets)`` — for each key the node may write, the scalar types
+    ``normalize_patch`` keeps as they are (``scalars``) and the item types of a list it
+    copies as it is (``lists``; not for a key holding a set, whose items it orders); and its
+    static targets."""
+    found: dict[str, _Facts] | None = graph.__dict__.get("_batch_facts")
+    if found is None:
+        found = graph.__dict__["_batch_facts"] = {
+            name: _node_facts(graph, name) for name in graph.nodes}
+    return found
+
+
+def _node_facts(graph: CompiledGraph, name: str) -> _Facts:
+    """One node's entry of :func:`_facts` (``normalize_patch``'s rules: a value a checked
+    key's validator would not give back unchanged, or a set's items, take its own path)."""
+    codec = graph.codec
+    writes = graph.nodes[name].writes
+    scalars: dict[str, frozenset[type]] = {}
+    lists: dict[str, frozenset[type]] = {}
+    for key in graph.keys:
+        if writes is not None and key not in writes:
+            continue
+        checked = codec.plain and key in codec.checked_on_write
+        scalars[key] = _SCALARS & codec.passes[key] if checked else _SCALARS
+        if key not in codec.set_keys:
+            lists[key] = _SCALARS & codec.item_passes.get(key, frozenset()) if checked \
+                else _SCALARS
+    return scalars, lists, graph.edges.get(name, ())

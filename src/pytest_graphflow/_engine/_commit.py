@@ -127,7 +127,7 @@ class Committer:
         pos, numbers = run.pos, run.numbers
         graph, step = run.spec.graph, pos.step
         tasks = batch.tasks
-        names = [t.node for t in tasks]
+        names = batch.names
         codec = graph.codec
         reducers, on_write, folds = graph.reducers, codec.checked_on_write, _list_folds(graph)
         # One pass over the batch, in declared order: its patches merged the common way (a
@@ -138,28 +138,31 @@ class Committer:
         fast = codec.plain and not (len(tasks) == 1 and 0 in batch.merged)
         new: dict[str, Any] = dict(pos.state) if fast else pos.state
         written: dict[str, None] = {}  # keys without a reducer, written once so far
-        owned: dict[str, None] = {}  # list keys whose list in ``new`` this pass built
+        # List keys whose list in ``new`` this pass built (each checked on write, folded by
+        # a pure list reducer): a later list written to one extends it.
+        owned: dict[str, None] = {}
         joins, joins_from = graph.joins, graph.joins_from
         arrivals = {k: list(v) for k, v in pos.arrivals.items()} if pos.arrivals else {}
         scheduled: dict[str, None] = {}
         # The joins that got an arrival, by key: the join and its arrivals in order, as the
         # keys of a dict (O(1) "arrived already?"; the checkpoint's list is made from it).
         touched: dict[str, tuple[Join, dict[str, None]]] = {}
-        count = 0  # the events invoke() numbers and does not build: as commit counts them
+        # The events invoke() numbers and does not build, as commit counts them: a task's
+        # node_start and node_end, an edge a target and one a join it arrives at.
+        count = 2 * len(names)
         for node, patch, picked in zip(names, batch.patches, batch.targets, strict=True):
             if fast and patch:
                 for key in patch:
+                    value = patch[key]
+                    if key in owned and type(value) is list:
+                        new[key] += value  # (the list this pass built)
+                        continue
                     if key not in on_write:
                         fast = False  # validate checks its merged value
                         break
-                    value = patch[key]
                     if key in reducers:
-                        if key in owned:
-                            if type(value) is list:
-                                new[key] += value  # (the list this pass built)
-                                continue
-                        elif key in folds and type(value) is list and key in new \
-                                and type(new[key]) is list:
+                        if key not in owned and key in folds and type(value) is list \
+                                and key in new and type(new[key]) is list:
                             new[key] = new[key] + value  # what the reducer gives
                             owned[key] = None
                             continue
@@ -170,7 +173,6 @@ class Committer:
                         break
                     written[key] = None
                     new[key] = value
-            count += 2  # node_start, node_end
             for target in picked:
                 count += 1  # its edge
                 if target != END and target not in scheduled:

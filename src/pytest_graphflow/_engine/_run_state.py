@@ -44,7 +44,16 @@ from .._graph._builder import Command, CompiledGraph, NodeSpec
 from .._graph._node import NodeContext, Visited
 from .._records._checkpoint import Checkpoint, TaskOutput, TaskRecord
 from .._records._events import Breakpoint, EventBase, Interrupt
-from .._records._fast import _new, _set, adopt, make, template
+from .._records._fast import (
+    _new,
+    _set_dict,
+    _set_extra,
+    _set_fields_set,
+    _set_private,
+    adopt,
+    make,
+    template,
+)
 from .._records._json import jcopy
 from .._stores._features import StoreFeatures
 from .._stores._protocol import CheckpointStore
@@ -313,12 +322,12 @@ class Numbering:
             self.task_counter += 1
             # What adopt() does, inline (a lean step makes one a step).
             task = _new(TaskRecord)
-            _set(task, "__dict__", {
+            _set_dict(task, {
                 "task_id": f"task-{hexid}-{self.task_counter}", "node": node, "item": None,
                 "has_item": False, "checkpoint_id_before": None, "failure": None})
-            _set(task, "__pydantic_fields_set__", _TASK_FIELDS)
-            _set(task, "__pydantic_extra__", None)
-            _set(task, "__pydantic_private__", None)
+            _set_fields_set(task, _TASK_FIELDS)
+            _set_extra(task, None)
+            _set_private(task, None)
             tasks += (task,)  # not tasks.append: one call fewer
         if not checkpoint:
             return tasks, None
@@ -357,10 +366,15 @@ class Numbering:
         counter = self.task_counter
         for item in items:
             counter += 1
-            into.append(adopt(TaskRecord, {
+            task = _new(TaskRecord)  # what adopt() does, inline
+            _set_dict(task, {
                 "task_id": f"task-{hexid}-{counter}", "node": node, "item": item,
                 "has_item": True, "checkpoint_id_before": checkpoint_id_before,
-                "failure": None}, _TASK_FIELDS))
+                "failure": None})
+            _set_fields_set(task, _TASK_FIELDS)
+            _set_extra(task, None)
+            _set_private(task, None)
+            into += (task,)  # not into.append: one call fewer
         self.task_counter = counter
 
 
