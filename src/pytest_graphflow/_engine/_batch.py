@@ -494,6 +494,10 @@ class BatchRunner:
                 outcomes[i] = await execute(graph, spec, record, make_input, ctx, clock, sleep,
                                             state, run.hooks_of(spec.name))
             finally:
+                if sched is not None:
+                    # The sleeper holds this task (its owner) and the task's context holds
+                    # the sleeper: a reference cycle left to the collector otherwise.
+                    NODE_SLEEPER.set(None)
                 leave(i)
 
         # Under the scheduler, the first task of the batch runs in this task, in the task
@@ -542,6 +546,9 @@ class BatchRunner:
                         await host_all()
             finally:
                 flight.scope = None
+                if sched is not None:
+                    # Its lambda holds the scheduler: a cycle left to the collector otherwise.
+                    sched.start_keeper = None
                 if handlers is not None:
                     assert sched is not None
                     handlers.remove(sched.stall)
