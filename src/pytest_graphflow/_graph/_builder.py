@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import inspect
 import re
-from types import FunctionType
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from types import FunctionType
 from typing import Any
 
 from pydantic import BaseModel
