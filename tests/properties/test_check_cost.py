@@ -173,7 +173,8 @@ def _shapes() -> list[Callable[..., Any]]:
             _wraps_two, _declares_one, functools.partial(two, 1), print, len]
 
 
-@pytest.mark.parametrize("fn", _shapes(), ids=lambda f: getattr(f, "__name__", repr(f)))
+@pytest.mark.parametrize("fn", _shapes(),
+                         ids=lambda f: getattr(f, "__name__", type(f).__name__))
 def test_arity_is_what_the_signature_says(fn: Callable[..., Any]) -> None:
     assert _arity(fn, "node 'a'") == _reference_arity(fn, "node 'a'")
     # a function that declares another signature is asked for it
@@ -183,7 +184,7 @@ def test_arity_is_what_the_signature_says(fn: Callable[..., Any]) -> None:
         assert _arity(fn, "node 'a'") == 1
 
 
-@pytest.mark.parametrize("fn", [lambda: None, lambda *, state: None])
+@pytest.mark.parametrize("fn", [lambda: None, lambda *, state: None], ids=["none", "kw-only"])
 def test_a_function_without_a_positional_argument_is_refused(fn: Callable[..., Any]) -> None:
     with pytest.raises(InvalidArgument, match="must take"):
         _arity(fn, "node 'a'")
