@@ -7,7 +7,7 @@ here:
 * **No reference cycles left by a run of an async batch.** A batch run under the seeded
   scheduler left each of its tasks in a cycle with the sleep function the task's context
   held (the sleeper keeps its owner task to tell a child task from the node's own), and the
-  scheduler in a cycle with the lambda that starts its keeper: ~460 objects a check (743 →
+  scheduler in a cycle with the lambda that starts its keeper: ~430 objects a check (713 →
   284 with the failures' tracebacks, which stay: a user's frames hold ``ctx``) waiting for
   the collector, which in a Hypothesis session walks Hypothesis's heap as well. With the
   collector off during the runs, ``gc.collect()`` must find nothing afterwards.
