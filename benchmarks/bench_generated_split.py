@@ -1,6 +1,6 @@
 """Where a generated graph's time goes: Hypothesis drawing it, and checking it.
 
-    .venv/bin/python benchmarks/bench_generated_split.py [--graphs 100] [--rounds 3]
+    .venv/bin/python benchmarks/bench_generated_split.py [--graphs 100] [--rounds 3] [--counts]
 
 The workload of ``bench_vs_langgraph.py``'s generated-graphs row, written as a user writes it
 (docs/hypothesis.md, "A first property"): a plain ``@given(spec=graphs(max_nodes=6),
@@ -13,11 +13,18 @@ its bookkeeping). Then the same checks again outside Hypothesis, on the examples
 check alone, without Hypothesis's heap and code around it). To compare two builds, run the
 script with each in turn, alternating, several times: on a shared machine one run moves by
 ±30%. Nothing is asserted (docs/performance.md, "Generated graphs").
+
+``--counts``: instead of timing, what does not move with the machine's load, on the examples
+one round draws: Python calls a check (cProfile's total, builtins included) and the objects a
+check leaves to the garbage collector (with the collector off during each check).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import gc
+import pstats
 import time
 from typing import Any
 
@@ -63,12 +70,40 @@ def check_alone(drawn: list[Any]) -> float:
     return 1000 * (CLOCK() - t0) / len(drawn)
 
 
+def counts(drawn: list[Any]) -> None:
+    """Print Python calls and collected objects per check on ``drawn``."""
+    for spec, inp, answers in drawn[:10]:  # warm (each spec's graph compiled once already)
+        check_interrupt_resume_equivalence(spec, inp, answers)
+    profile = cProfile.Profile()
+    profile.enable()
+    for spec, inp, answers in drawn:
+        check_interrupt_resume_equivalence(spec, inp, answers)
+    profile.disable()
+    calls = pstats.Stats(profile).total_calls  # type: ignore[attr-defined]
+    left = 0
+    gc.collect()
+    for spec, inp, answers in drawn:
+        gc.disable()
+        try:
+            check_interrupt_resume_equivalence(spec, inp, answers)
+        finally:
+            left += gc.collect()
+            gc.enable()
+    print(f"{len(drawn)} examples: {calls / len(drawn):,.0f} Python calls a check, "
+          f"{left / len(drawn):.1f} objects a check left to the garbage collector")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--graphs", type=int, default=100, help="examples per round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--counts", action="store_true",
+                        help="count calls and collected objects per check instead of timing")
     args = parser.parse_args()
     one_round(10)  # imports, caches
+    if args.counts:
+        counts(one_round(args.graphs)[3])
+        return
     for _ in range(args.rounds):
         rate, draw_ms, check_ms, drawn = one_round(args.graphs)
         alone = check_alone(drawn)

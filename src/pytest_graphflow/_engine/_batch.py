@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import inspect
 import operator
 import random
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Sequence
+from collections.abc import Callable, Coroutine, Generator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -38,17 +37,6 @@ __all__ = ["BatchRunner", "PlainBatch"]
 
 _RENEWER = -1
 """The batch scheduler's key of the claim renewal (task keys are 0, 1, ...)."""
-
-
-@contextlib.asynccontextmanager
-async def _unwrapped() -> AsyncIterator[None]:
-    """Let a lone exception out of a task group as itself, as a sync node's would be."""
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
 
 
 class _InContext:
@@ -554,6 +542,10 @@ class BatchRunner:
                 outcomes[i] = await execute(graph, spec, record, make_input, ctx, clock, sleep,
                                             state, run.hooks_of(spec.name))
             finally:
+                if sched is not None:
+                    # The sleeper holds this task (its owner) and the task's context holds
+                    # the sleeper: a reference cycle left to the collector otherwise.
+                    NODE_SLEEPER.set(None)
                 leave(i)
 
         # Under the scheduler, the first task of the batch runs in this task, in the task
@@ -581,7 +573,9 @@ class BatchRunner:
             if flight.cancel_requested:
                 scope.cancel()
             try:
-                async with _unwrapped(), kinds.task_group() as tg:
+                # A lone exception leaves the task group as itself, as a sync node's would
+                # (the except below; no context manager of its own: a generator a batch).
+                async with kinds.task_group() as tg:
                     if renewing and sched is None:
                         tg.start_soon(renew)
                     for i in order:
@@ -600,8 +594,15 @@ class BatchRunner:
                         await _InContext(run_one(host))
                     elif hosted:
                         await host_all()
+            except BaseExceptionGroup as group:
+                if len(group.exceptions) == 1:
+                    raise group.exceptions[0] from None
+                raise
             finally:
                 flight.scope = None
+                if sched is not None:
+                    # Its lambda holds the scheduler: a cycle left to the collector otherwise.
+                    sched.start_keeper = None
                 if handlers is not None:
                     assert sched is not None
                     handlers.remove(sched.stall)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from types import FunctionType
 from typing import Any
 
 from pydantic import BaseModel
@@ -60,6 +61,10 @@ _NAME_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
 
 def _arity(fn: Callable[..., Any], what: str) -> int:
     """How many positional arguments ``fn`` takes: 1 ``(state)`` or 2 ``(state, ctx)``."""
+    if type(fn) is FunctionType:
+        found = _code_arity(fn)
+        if found:
+            return found
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):  # builtins without a signature: assume (state)
@@ -75,6 +80,27 @@ def _arity(fn: Callable[..., Any], what: str) -> int:
         return 1
     raise InvalidArgument(f"{what} must take (state) or (state, ctx); got signature {sig}")
 
+
+def _code_arity(fn: FunctionType) -> int:
+    """:func:`_arity` of a plain function read from its code object, as
+    ``inspect.signature`` would give it (a generated graph's compile asks it of every node
+    and route: the signature costs about 55 calls, this one). 0: ask the signature (a
+    function that declares another signature, or takes no positional argument)."""
+    attrs = fn.__dict__
+    if attrs and ("__wrapped__" in attrs or "__signature__" in attrs):
+        return 0
+    code = fn.__code__
+    if code.co_flags & _VARARGS:
+        return 2
+    params = code.co_argcount
+    if params >= 2:
+        return 2
+    if params == 1:
+        return 1
+    return 0
+
+
+_VARARGS = inspect.CO_VARARGS
 
 _is_async = is_async_hook
 

@@ -5,19 +5,45 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument
 from ._names import END, START
 from ._primitives import POLICIES, CheckpointPolicy, Reducer
+from ._schema import StateCodec
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from ._deadlines import TimeoutAnswer
     from ._middleware import Guardrail, Middleware
     from ._specs import Branch, DeclaredGraph, Join, NodeSpec
 
 __all__ = ["CompiledGraph"]
+
+
+_CODECS: weakref.WeakKeyDictionary[type, tuple[object, StateCodec]] = \
+    weakref.WeakKeyDictionary()
+"""Each state model's codec, with the fields it was made from: graphs of one model share it
+(it is a function of the model alone; a generated graph's checks compile many graphs over
+few models)."""
+
+
+def _codec(model: type[BaseModel], keys: frozenset[str], reducers: dict[str, Reducer]
+           ) -> StateCodec:
+    """The codec of ``model``, made once per model (again if its fields were rebuilt)."""
+    fields = model.__pydantic_fields__
+    found = _CODECS.get(model)
+    if found is not None and found[0] is fields:
+        return found[1]
+    codec = StateCodec(model)
+    codec.checked_on_write = frozenset(
+        k for k in keys if k not in reducers or reducers[k].pure)
+    if model.__pydantic_complete__:
+        _CODECS[model] = (fields, codec)
+    return codec
 
 
 class CompiledGraph:
@@ -71,11 +97,7 @@ class CompiledGraph:
         """The nodes a run starts at, in declared order, when ``START`` has static edges
         only (``None`` when a route picks them)."""
         self.revision = self._revision()
-        from ._schema import StateCodec
-
-        self.codec = StateCodec(graph.state)
-        self.codec.checked_on_write = frozenset(
-            k for k in self.keys if k not in self.reducers or self.reducers[k].pure)
+        self.codec = _codec(graph.state, self.keys, self.reducers)
 
     def _revision(self) -> str:
         structure = {

@@ -11,7 +11,6 @@ from typing import Any
 from ..._engine._runtime import GraphRuntime
 from ..._graph._effects import EFFECT_LEDGER, Effect
 from ..._records._events import EventBase
-from ..._stores._memory import InMemoryCheckpointStore
 from ...errors import InvalidArgument
 from ..checks._checks import Violation, check_invariants
 from ..checks._ledger import repeated_effects, undeclared_effects
@@ -105,7 +104,9 @@ def check_interrupt_resume_equivalence(
 
     def run(name: str, **kw: Any) -> Drive:
         g = make()
-        rt = _runtime(InMemoryCheckpointStore(), seed, backend=backend, wall=w)
+        # Its own in-memory store (the default: its class's features are read once, not
+        # checked again per runtime).
+        rt = _runtime(None, seed, backend=backend, wall=w)
         ledger = ledgers[name] = []
 
         async def counted(r: GraphRuntime) -> Drive:
