@@ -477,7 +477,7 @@ def _graph_specs(
     token = _BUILDING.set(b)
     data = getattr(draw, "__self__", None)
     try:
-        if _Data is not None and isinstance(data, _Data):
+        if _Data is not None and isinstance(data, _Data) and hasattr(data, "start_span"):
             _nodes_in_spans(data, draw)
         else:
             draw(_NODES)
