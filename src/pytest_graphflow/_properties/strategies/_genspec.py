@@ -22,7 +22,7 @@ import functools
 import json
 import operator
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -427,17 +427,29 @@ def _loop_route(n: SpecNode, onward: list[str]) -> Callable[[BaseModel], list[st
 
 def descendants(spec: GraphSpec, start: str) -> set[str]:
     """Nodes reachable from ``start`` (itself included) through every kind of edge."""
+    return reached(start, ((n.name, n.children, n.loop_to, n.expand_to, n.on_error)
+                           for n in spec.nodes), spec.joins)
+
+
+def reached(
+    start: str,
+    edges: Iterable[tuple[str, Sequence[str], str | None, str | None, str | None]],
+    joins: Iterable[JoinSpec],
+) -> set[str]:
+    """Nodes reachable from ``start`` (itself included), given each node's ``(name,
+    children, loop_to, expand_to, on_error)`` and the joins: :func:`descendants` for a graph
+    still being drawn, before it is a :class:`GraphSpec`."""
     succ: dict[str, list[str]] = {}
-    for n in spec.nodes:
-        out = list(n.children)
-        if n.loop_to:
-            out.append(n.loop_to)
-        if n.expand_to:
-            out.append(n.expand_to)
-        if n.on_error:
-            out.append(n.on_error)
-        succ[n.name] = out
-    for j in spec.joins:
+    for name, children, loop_to, expand_to, on_error in edges:
+        out = list(children)
+        if loop_to:
+            out.append(loop_to)
+        if expand_to:
+            out.append(expand_to)
+        if on_error:
+            out.append(on_error)
+        succ[name] = out
+    for j in joins:
         for s in j.sources:
             succ[s].append(j.target)
     return reachable(start, succ)

@@ -23,7 +23,7 @@ from ._genspec import (
     JoinSpec,
     PlannedFailure,
     SpecNode,
-    descendants,
+    reached,
 )
 from ._instrument import Schedule
 
@@ -96,11 +96,20 @@ class _Builder:
         d = self.nodes[p]
         return d["route"] == "static" and d["on_error"] is None and self.certain(p)
 
-    def spec(self) -> GraphSpec:
-        nodes = tuple(SpecNode(**{k: (tuple(v) if isinstance(v, list) else v)  # type: ignore[arg-type]
-                                  for k, v in d.items()}) for d in self.nodes.values())
+    def spec(self, policy: str = "every_step") -> GraphSpec:
+        # The node dicts' lists (reads, interrupts, children) become tuples.
+        nodes = tuple(SpecNode(**{**d, "reads": tuple(d["reads"]),
+                                  "interrupts": tuple(d["interrupts"]),
+                                  "children": tuple(d["children"])})
+                      for d in self.nodes.values())
         return GraphSpec(nodes=nodes, entry=tuple(self.entry), joins=tuple(self.joins),
-                         reducers=self.reducers)
+                         reducers=self.reducers, checkpoint_policy=policy)
+
+    def descendants(self, start: str) -> set[str]:
+        """Nodes reachable from ``start`` so far (itself included), as :func:`descendants`
+        gives for the spec, without building one."""
+        return reached(start, ((n, d["children"], d["loop_to"], d["expand_to"], d["on_error"])
+                               for n, d in self.nodes.items()), self.joins)
 
     def ancestors(self, name: str) -> list[str]:
         """``name`` and its single-parent ancestors, nearest first."""
@@ -123,17 +132,17 @@ def _new_node(name: str) -> dict[str, Any]:
 
 
 # Every node is drawn with the same *shape* of choices, whatever its position: indexes are
-# drawn from fixed ranges and clamped to what exists. So when the shrinker deletes a node, the
-# nodes after it replay as the same nodes one place earlier instead of as garbage, and each
-# node is one span (a nested ``draw``) the shrinker can delete as a whole.
-_INDEX = st.integers(0, 7)
+# drawn from fixed ranges and clamped to what exists; five choices whatever its route, plus
+# two for a join's sources or one for an expansion's items when its reach draws that kind
+# (the kind drawn, not the kind it may fall back to: a node's shape is its own choices'). So
+# when the shrinker deletes a node, the nodes after it replay as the same nodes one place
+# earlier instead of as garbage, and each node is one span the shrinker can delete whole.
 _KINDS = ("child", "join", "worker", "handler")
-# The other choices' strategies, built once: a strategy made at each draw costs a cache
-# look-up and a validation per draw, a third of what drawing a graph cost.
-_JOIN_PICKS = st.lists(_INDEX, min_size=2, max_size=3)
+# The choices' strategies for a Hypothesis without ``ConjectureData.draw_integer``, built
+# once: a strategy made at each draw costs a cache look-up and a validation per draw.
 _INTS = {(low, high): st.integers(low, high)
-         for low, high in ((0, 1), (0, 3), (0, 4), (0, 11), (0, 19), (0, 23), (0, 29),
-                                    (1, 2))}
+         for low, high in ((0, 1), (0, 2), (0, 3), (0, 9), (0, 15), (0, 63), (0, 159),
+                           (0, 191))}
 
 
 Choose = Callable[[int, int], int]
@@ -164,12 +173,11 @@ def _pick(options: Sequence[str], i: int) -> str:
     return options[min(i, len(options) - 1)]
 
 
-def _attach(draw: Any, choose: Choose, b: _Builder, name: str, flags: dict[str, bool]
+def _attach(choose: Choose, b: _Builder, name: str, flags: dict[str, bool], reach: int
             ) -> None:
-    """Draw how node ``name`` is reached; the simplest (a child of the last node) first."""
+    """Add node ``name``, reached as ``reach`` says (five bits: the kind, then the parent's
+    offset 0..7); the simplest (a child of the last node) first."""
     parallel = flags["parallel"]
-    # One draw for the kind (high digit) and the parent's offset (low digit, 0..7).
-    reach = choose(0, 8 * len(_KINDS) - 1)
     kind, offset = _KINDS[reach >> 3], reach & 7
     node = _new_node(name)
     # Parents, most recent first (offset 0: a chain), START last (fan-out from the entry).
@@ -196,6 +204,12 @@ def _attach(draw: Any, choose: Choose, b: _Builder, name: str, flags: dict[str, 
                if b.nodes[n]["fail"] is not None and b.nodes[n]["on_error"] is None
                and b.nodes[n]["route"] == "static" and not b.nodes[n]["children"]
                and n not in b.join_sources]
+    # A node's choices depend on its own choices only (the kind drawn, not the kind it
+    # falls back to), so a node keeps its shape when the shrinker moves it.
+    if kind == "join":
+        pair, third = choose(0, 63), choose(0, 15)
+    elif kind == "worker":
+        items = choose(0, 3 if parallel else 1)
     if kind == "join" and not (parallel and len(joinable) >= 2):
         kind = "child"
     if kind == "worker" and not (flags["expansions"] and expanders):
@@ -218,7 +232,8 @@ def _attach(draw: Any, choose: Choose, b: _Builder, name: str, flags: dict[str, 
             if p in b.loop_body:
                 b.loop_body.add(name)
     elif kind == "join":
-        picks = draw(_JOIN_PICKS)
+        # Two sources (three bits each) in one choice, a third in another (half the time).
+        picks = (pair & 7, pair >> 3) if third < 8 else (pair & 7, pair >> 3, third - 8)
         sources = list(dict.fromkeys(_pick(joinable, i) for i in picks))
         for extra in joinable:
             if len(sources) >= 2:
@@ -233,7 +248,7 @@ def _attach(draw: Any, choose: Choose, b: _Builder, name: str, flags: dict[str, 
         p = _pick(expanders, offset)
         d = b.nodes[p]
         d["route"], d["expand_to"] = "expand", name
-        d["items"] = choose(0, 3 if parallel else 1)
+        d["items"] = items
         node["worker"] = True
         b.parent[name] = p
         if p in b.loop_body:
@@ -244,10 +259,6 @@ def _attach(draw: Any, choose: Choose, b: _Builder, name: str, flags: dict[str, 
         b.parent[name] = p
         if p in b.loop_body:
             b.loop_body.add(name)
-
-
-def _key(choose: Choose, keys: Sequence[str]) -> str:
-    return keys[choose(0, 7) % len(keys)]
 
 
 def _batch_siblings(b: _Builder, name: str) -> list[str]:
@@ -286,77 +297,95 @@ def _reads(choice: int, keys: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(keys[i % len(keys)] for i in picks))
 
 
-def _behaviour(choose: Choose, b: _Builder, name: str, flags: dict[str, bool]) -> None:
+def _behaviour(choose: Choose, b: _Builder, name: str, flags: dict[str, bool]) -> bool:
     """Draw what node ``name`` does (next to how it is reached, so they shrink together).
 
-    Related choices share one draw (the reads; writes and log; the interrupts and the twin;
-    a failure and its retries; emits and checkpoint): each draw costs Hypothesis about 40 µs
-    with its bookkeeping. Each packed draw still shrinks toward "off" (0).
+    Three choices, each packing fields as digits: one field of any range on top, fields of
+    2, 4 or 32 values below it, at most 192 values in all (Hypothesis draws a range of up to
+    256 uniformly). Each choice costs Hypothesis some 50 Python calls of bookkeeping, so a
+    node is five choices (with its reach and its route) where it was ten. A packed choice
+    shrinks toward 0 ("off" in every field); subtracting clears the fields below a needed
+    top field, and masking off high bits clears a top field above needed low ones (every low
+    field spans a power of two). What it does not do: lower a top field that stays on while
+    a field below it is needed (two interrupts stay two beside a needed sleep). Every field
+    keeps its distribution but a failure's (9 of 32, was 9 of 30) and ``checkpoint=True``'s
+    (see _route).
     """
     d = b.nodes[name]
-    effect = _EFFECTS[choose(0, len(_EFFECTS) - 1)]
+    # effect (top) | failure (5 bits): 0..22 none, then (fails on attempt 1, on 1..2,
+    # always) x (retry attempts 1, 2, 3), simplest first.
+    look = choose(0, 5 * 32 - 1)
     if flags["effects"]:
-        d["effect"] = effect
-    d["reads"] = _reads(choose(0, 23), b.keys())
-    writes_log = choose(0, 3)
+        d["effect"] = _EFFECTS[look >> 5]
+    f = look & 31
+    if f >= 23 and flags["failures"]:
+        how, retry = divmod(f - 23, 3)
+        d["fail"] = Failure(None if how == 2 else how + 1)
+        d["retry"] = retry + 1
+    # reads (top, 0..23, see _reads) | writes and log (2 bits) | one bit for the route
+    # (_route: whether a branch's edge raises, or a loop's bound).
+    io = choose(0, 24 * 8 - 1)
+    d["reads"] = _reads(io >> 3, b.keys())
     if not d["worker"]:
-        d["writes"] = bool(writes_log & 1)
-        d["log"] = bool(writes_log & 2) and b.reducers
-    asks = choose(0, 11)
+        d["writes"] = bool(io & 2)
+        d["log"] = bool(io & 4) and b.reducers
+    route_bit = io & 1 == 1
+    # interrupts and the twin (top, 0..11) | sleep (2 bits) | emits (2 bits).
+    act = choose(0, 12 * 16 - 1)
+    asks = act >> 4
     n, twin = asks >> 1, asks & 1 == 1
     if flags["interrupts"]:
         d["interrupts"] = [f"q{i}" for i in range(max(0, n - 3))]
-    # Failures: 0..20 none (70%), then (fails on attempt 1, on 1..2, always) x (retry
-    # attempts 1, 2, 3), simplest first.
-    f = choose(0, 29)
-    if f >= 21 and flags["failures"]:
-        how, retry = divmod(f - 21, 3)
-        d["fail"] = Failure(None if how == 2 else how + 1)
-        d["retry"] = retry + 1
-    sleep = (0.0, 0.0, 1.0, 2.5)[choose(0, 3)]
     if flags["sleeps"]:
-        d["sleep"] = sleep
-    rare = choose(0, 19)
+        d["sleep"] = (0.0, 0.0, 1.0, 2.5)[(act >> 2) & 3]
     if flags["emits"]:
-        d["emits"] = rare % 4 == 3
-    d["checkpoint"] = rare >= 16
+        d["emits"] = act & 3 == 3
     # A targeted draw for a rare shape (issue 14): two nodes of one batch pausing with the same
     # interrupt id at once, both answers reaching the state. Drawn independently, it needs two
     # siblings that both interrupt, both write and neither fails: too rare for 30 examples.
-    # (The twin is the low digit of the interrupts' draw, so every node's span has one shape.)
+    # (The twin is the low bit of the interrupts' field, so every node's span has one shape.)
     if twin and flags["interrupts"] and not d["worker"]:
         _ask_like_a_sibling(b, name)
+    return route_bit
 
 
 _ROUTES = ("static", "static", "static", "branch", "goto", "loop")
 
 
-def _route(choose: Choose, b: _Builder, name: str, flags: dict[str, bool]) -> None:
+def _route(choose: Choose, b: _Builder, name: str, flags: dict[str, bool], bit: bool
+           ) -> None:
     """Draw how node ``name`` decides where to go: static edges first (weighted: they also
-    make joins possible), then a branch, a ``Command(goto=...)``, a loop."""
+    make joins possible), then a branch, a ``Command(goto=...)``, a loop. ``bit`` (drawn
+    with the node's reads): whether a branch's edge raises, or a loop's bound is 2."""
     d = b.nodes[name]
-    route = _ROUTES[choose(0, len(_ROUTES) - 1)]
+    # route (top) | the state key a branch or goto picks by, or the offset of a loop's
+    # target (3 bits) | checkpoint=True (2 bits: one node in four, was one in five). With the
+    # bit drawn with the node's reads, every node draws the same choices whatever its route,
+    # so the shrinker can turn a branch into a static edge without the choices after it
+    # moving.
+    packed = choose(0, len(_ROUTES) * 32 - 1)
+    d["checkpoint"] = packed & 3 == 3
+    index, route = (packed >> 2) & 7, _ROUTES[packed >> 5]
     if route in ("branch", "goto") and not flags["branches"]:
         route = "static"
     loop_targets: list[str] = []
     if route == "loop":
         if flags["cycles"] and not d["worker"]:
-            spec = b.spec()
             loop_targets = [j for j in b.ancestors(name)
-                            if not (descendants(spec, j) & b.join_sources)]
+                            if not (b.descendants(j) & b.join_sources)]
         if not loop_targets:
             route = "static"
     if route in ("branch", "goto"):
         d["route"] = route
-        d["route_key"] = _key(choose, b.keys())
-        raises = choose(0, 1) == 1
+        keys = b.keys()
+        d["route_key"] = keys[index % len(keys)]
         if route == "branch" and flags["edge_errors"]:
-            d["route_raises"] = raises
+            d["route_raises"] = bit
     elif route == "loop":
         d["route"] = "loop"
-        d["loop_to"] = _pick(loop_targets, choose(0, 7))
-        d["loop_bound"] = choose(1, 2)
-        b.loop_body |= descendants(b.spec(), d["loop_to"])
+        d["loop_to"] = _pick(loop_targets, index)
+        d["loop_bound"] = 1 + bit
+        b.loop_body |= b.descendants(d["loop_to"])
 
 
 # The graph being drawn, for the node strategies below. They are built once and read the
@@ -368,6 +397,11 @@ _BUILDING: ContextVar[_Builder] = ContextVar("graphflow_building")
 
 @st.composite
 def _node(draw: Any) -> bool:
+    return _one_node(draw)
+
+
+def _one_node(draw: Any) -> bool:
+    """Draw the next node into the graph being built; ``False`` when the graph ends here."""
     b = _BUILDING.get()
     i = len(b.nodes)
     name, flags = f"n{i}", b.flags
@@ -377,12 +411,12 @@ def _node(draw: Any) -> bool:
         _no_more(draw)
         return False
     choose = _chooser(draw)
-    more = choose(0, 4) != 0
-    if not (more or i < b.min_nodes):
+    # One choice: "one more node?" (top, 0..4: 0 is no) | how it is reached (5 bits).
+    head = choose(0, 5 * 32 - 1)
+    if not (head >> 5 or i < b.min_nodes):
         return False
-    _attach(draw, choose, b, name, flags)
-    _behaviour(choose, b, name, flags)
-    _route(choose, b, name, flags)
+    _attach(choose, b, name, flags, head & 31)
+    _route(choose, b, name, flags, _behaviour(choose, b, name, flags))
     return True
 
 
@@ -393,7 +427,7 @@ def _no_more(draw: Any) -> None:
     graph of ``max_nodes`` nodes came out one choice short and no node of it could be cut."""
     data = getattr(draw, "__self__", None)
     if _Data is not None and isinstance(data, _Data):
-        data.draw_integer(0, 4, forced=0)
+        data.draw_integer(0, 5 * 32 - 1, forced=0)
 
 
 _NODE = _node()
@@ -412,6 +446,28 @@ def _nodes(draw: Any) -> None:
 _NODES = _nodes()
 
 
+def _nodes_in_spans(data: Any, draw: Any) -> None:
+    """What ``draw(_NODES)`` does, with the spans opened by hand: the same spans (labels,
+    nesting, one pair a node), the same choices, without a composite's draw around each
+    (its checks, its recorded value: some 40 Python calls a node)."""
+    nodes_label, node_label = _NODES.label, _NODE.label
+    depth = 0
+    try:
+        while True:
+            data.start_span(nodes_label)
+            depth += 1
+            data.start_span(node_label)
+            try:
+                more = _one_node(draw)
+            finally:
+                data.stop_span()
+            if not more:
+                return
+    finally:
+        for _ in range(depth):
+            data.stop_span()
+
+
 @st.composite
 def _graph_specs(
     draw: Any, min_nodes: int, max_nodes: int, flags: dict[str, bool], policies: tuple[str, ...]
@@ -419,13 +475,15 @@ def _graph_specs(
     b = _Builder(flags["reducers"], min_nodes, max_nodes, flags)
     policy = policies[_chooser(draw)(0, len(policies) - 1)]
     token = _BUILDING.set(b)
+    data = getattr(draw, "__self__", None)
     try:
-        draw(_NODES)
+        if _Data is not None and isinstance(data, _Data) and hasattr(data, "start_span"):
+            _nodes_in_spans(data, draw)
+        else:
+            draw(_NODES)
     finally:
         _BUILDING.reset(token)
-    spec = b.spec()
-    return GraphSpec(nodes=spec.nodes, entry=spec.entry, joins=spec.joins,
-                     reducers=spec.reducers, checkpoint_policy=policy)
+    return b.spec(policy)
 
 
 def graphs(
