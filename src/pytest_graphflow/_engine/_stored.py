@@ -24,7 +24,7 @@ from pydantic_core import to_jsonable_python
 
 from .._records._events import NodeEnd, RunEnd
 from .._records._json import DumpedEvents, jcopy
-from ._results import LazyEvent
+from ._lazy import _entry
 
 __all__ = ["StepTimes", "stored_step_events"]
 
@@ -52,10 +52,7 @@ class StepTimes:
 
 def _dumped(cls: type[Any], fields: dict[str, Any]) -> dict[str, Any]:
     """The long way: the event built from ``fields`` (as the recording builds it), dumped."""
-    entry = LazyEvent()
-    entry.cls = cls
-    entry.__dict__ = fields
-    dumped: dict[str, Any] = entry.build().model_dump(mode="json")
+    dumped: dict[str, Any] = _entry(cls, fields).build().model_dump(mode="json")
     return dumped
 
 
