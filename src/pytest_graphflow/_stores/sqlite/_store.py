@@ -370,15 +370,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         data = encode(self.path, cp)
         ts_us = rules.to_micros(cp.timestamp)
         self._facts = None  # kept only when this commit succeeds
-        # _begin() and _end(), inline: the facts say this connection committed before (so
-        # it is open and writable).
-        db = self._db
-        if db is None:
-            db = self._conn  # raises: closed
-        try:
-            db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise self._failure(exc) from None
+        db = self._begin()
         try:
             version = db.execute(VERSION).fetchone()[0]
             if version != facts.version:
@@ -392,11 +384,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
             if failure is None:
                 raise
             raise failure from None
-        try:
-            db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self._rollback(db)
-            raise self._failure(exc) from None
+        self._end(db)
         if not older:  # a rewritten id may have been the thread's latest: read it again
             self._facts = facts
         return True

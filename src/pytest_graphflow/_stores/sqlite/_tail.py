@@ -112,9 +112,15 @@ def put_piece(db: sqlite3.Connection, run_id: str, checkpoint: Sequence[Any] | N
     return seq, done
 
 
-def _events_of(run_id: str, keys: str, text: str) -> list[_EventRow]:
+def _events_of(pieces: list[tuple[str, str, str]]) -> list[_EventRow]:
+    """The event rows of the log's pieces ``(run_id, ev_keys, events)``, in order; the
+    pieces' keys parsed as one JSON text (one parse, not one a piece)."""
+    if not pieces:
+        return []
+    listed = json.loads(f"[{','.join([keys for _, keys, _ in pieces])}]")
     return [(run_id, seq, kind, data)
-            for (seq, kind), data in zip(json.loads(keys), text.split("\n"), strict=True)]
+            for (run_id, _, text), pairs in zip(pieces, listed, strict=True)
+            for (seq, kind), data in zip(pairs, text.split("\n"), strict=True)]
 
 
 def fold(db: sqlite3.Connection, done: int | None = None, *, erase: bool = False
@@ -145,13 +151,8 @@ def fold(db: sqlite3.Connection, done: int | None = None, *, erase: bool = False
         "tenant_id, graph_id, step, timestamp, format_version, path_id, path_len, data) "
         f"SELECT seq, run_id, {LOG_COLUMNS} FROM log WHERE id IS NOT NULL AND seq > ? "
         "ORDER BY seq", (pieces[0][0] - 1,))
-    # The pieces' keys parsed as one JSON text (a parse per fold, not one per piece).
-    keyed = [piece for piece in pieces if piece[3] is not None]
-    listed = json.loads(f"[{','.join([piece[2] for piece in keyed])}]") if keyed else ()
-    events: list[_EventRow] = [
-        (run_id, seq, kind, data)
-        for (_, run_id, _, text), pairs in zip(keyed, listed, strict=True)
-        for (seq, kind), data in zip(pairs, text.split("\n"), strict=True)]
+    events = _events_of([(run_id, keys, text) for _, run_id, keys, text in pieces
+                         if text is not None])
     if events:
         db.executemany("INSERT OR REPLACE INTO events (run_id, seq, type, data) "
                        "VALUES (?, ?, ?, ?)", events)
@@ -163,8 +164,6 @@ def fold(db: sqlite3.Connection, done: int | None = None, *, erase: bool = False
 
 def tail_events(db: sqlite3.Connection, run_id: str) -> list[_EventRow]:
     """The events of ``run_id`` in the log's live pieces, oldest piece first."""
-    out: list[_EventRow] = []
-    for keys, text in db.execute(f"SELECT ev_keys, events FROM log WHERE run_id = ? AND "
-                                 f"events IS NOT NULL AND {LIVE} ORDER BY seq", (run_id,)):
-        out.extend(_events_of(run_id, keys, text))
-    return out
+    return _events_of([(run_id, keys, text) for keys, text in db.execute(
+        f"SELECT ev_keys, events FROM log WHERE run_id = ? AND events IS NOT NULL AND {LIVE} "
+        "ORDER BY seq", (run_id,))])
