@@ -34,8 +34,10 @@ CLEAR = ("COALESCE((SELECT last_seq FROM events WHERE run_id = %s AND seq <= %s 
 row of the run reaches into it, and it starts at or after the compaction point. Parameters
 (:func:`clear_params`): run id, last, first, first, first, run id."""
 
-COUNT_DELETED = ("WITH d AS (DELETE FROM events WHERE run_id = ANY(%s) RETURNING seqs) "
-                 "SELECT COALESCE(SUM(array_length(string_to_array(seqs, ','), 1)), 0) FROM d")
+_COUNTED = "SELECT COALESCE(SUM(array_length(string_to_array(seqs, ','), 1)), 0) FROM d"
+"""How many events (not rows) the rows deleted by a ``d AS (DELETE ... RETURNING seqs)`` held."""
+
+COUNT_DELETED = f"WITH d AS (DELETE FROM events WHERE run_id = ANY(%s) RETURNING seqs) {_COUNTED}"
 """Delete the events of the runs, answering how many events (not rows) were deleted."""
 
 _FROM = ("SELECT seq, last_seq, seqs, data FROM events WHERE run_id = %s AND seq >= "
@@ -60,10 +62,15 @@ def batch(rows: _Rows) -> Batch:
     seqs = [r[1] for r in rows]
     texts = [r[3] for r in rows]
     if sorted(set(seqs)) != seqs:
-        by_seq = dict(zip(seqs, texts, strict=True))
-        seqs = sorted(by_seq)
-        texts = [by_seq[s] for s in seqs]
+        return _row(dict(zip(seqs, texts, strict=True)))
     return seqs[0], seqs[-1], ",".join([str(s) for s in seqs]), "\n".join(texts)
+
+
+def _row(by_seq: dict[int, str]) -> Batch:
+    """The row of the events ``by_seq`` (seq -> JSON text; not empty), in seq order."""
+    order = sorted(by_seq)
+    return (order[0], order[-1], ",".join([str(s) for s in order]),
+            "\n".join([by_seq[s] for s in order]))
 
 
 def _split(seqs: str, data: str) -> zip[tuple[int, str]]:
@@ -91,9 +98,7 @@ async def write_events(cur: Cursor, run_id: str, rows: _Rows) -> None:
         for r in reached:
             merged.update(_split(r[2], r[3]))
         merged.update(_split(seqs, data))
-        order = sorted(merged)
-        lo, hi = order[0], order[-1]
-        seqs, data = ",".join([str(s) for s in order]), "\n".join([merged[s] for s in order])
+        lo, hi, seqs, data = _row(merged)
         await cur.execute("DELETE FROM events WHERE run_id = %s AND seq = ANY(%s)",
                           (run_id, [r[0] for r in reached]))
     await cur.execute(INSERT, (run_id, lo, hi, seqs, data))
@@ -122,18 +127,15 @@ async def compact(cur: Cursor, run_id: str, before: int) -> int:
     ``before`` keeps the later ones."""
     await cur.execute(
         "WITH d AS (DELETE FROM events WHERE run_id = %s AND seq < %s AND last_seq < %s "
-        "RETURNING seqs) SELECT COALESCE(SUM(array_length(string_to_array(seqs, ','), 1)), 0) "
-        "FROM d", (run_id, before, before))
+        f"RETURNING seqs) {_COUNTED}", (run_id, before, before))
     found = await cur.fetchone()
     removed = 0 if found is None else int(found[0])
     await cur.execute("SELECT seq, seqs, data FROM events WHERE run_id = %s AND seq < %s "
                       "AND last_seq >= %s", (run_id, before, before))
     for seq, seqs, data in await cur.fetchall():
         pairs = list(_split(seqs, data))
-        kept = [(s, t) for s, t in pairs if s >= before]
+        kept = {s: t for s, t in pairs if s >= before}
         removed += len(pairs) - len(kept)
         await cur.execute("DELETE FROM events WHERE run_id = %s AND seq = %s", (run_id, seq))
-        await cur.execute(INSERT, (run_id, kept[0][0], kept[-1][0],
-                                   ",".join([str(s) for s, _ in kept]),
-                                   "\n".join([t for _, t in kept])))
+        await cur.execute(INSERT, (run_id, *_row(kept)))
     return removed
