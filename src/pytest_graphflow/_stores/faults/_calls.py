@@ -106,6 +106,12 @@ class FaultyCalls:
         clock = self._clock
         return clock.now() if clock is not None and getattr(clock, "virtual", False) else None
 
+    def _when(self) -> Any:
+        """A plain-list call's time as :meth:`_call`'s fast path logs it (a virtual clock and
+        its reading, turned into a time only when the log is read; else :meth:`_now`)."""
+        clock = self._vclock
+        return (clock, clock._ns) if clock is not None else self._now()
+
     def _finish(
         self, index: int, outcome: Outcome, error: BaseException | None = None, **more: Any
     ) -> None:

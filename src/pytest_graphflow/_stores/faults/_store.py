@@ -242,9 +242,8 @@ class FaultyStore(FaultyRules):
         """
         if self._rules or self._crash is not None or not self._memory:
             return False
-        clock = self._vclock
         call: list[Any] = ["save", (), None, lambda: f"{fields['id']} of run {fields['run_id']}",
-                (clock, clock._ns) if clock is not None else self._now(), "pending", None]
+                           self._when(), "pending", None]
         self._calls.append(call)
         try:
             self._inner.adopt_fields(fields, fence)  # type: ignore[attr-defined]
@@ -276,10 +275,8 @@ class FaultyStore(FaultyRules):
         (see above)."""
         if self._crash is not None or (self._rules and self._declines("claim")):
             return NotImplemented
-        clock = self._vclock  # the entry _call's fast path makes, written out
-        when = (clock, clock._ns) if clock is not None else self._now()
         call: list[Any] = ["claim", (thread_id, run_id), {"now": now, "ttl": ttl}, None,
-                           when, "pending", None]
+                           self._when(), "pending", None]
         self._calls.append(call)
         try:
             token: int = self._inner.claim_now(  # type: ignore[attr-defined]
@@ -299,9 +296,7 @@ class FaultyStore(FaultyRules):
         claim = self._inner._claims.get(thread_id)  # type: ignore[attr-defined]
         if claim is None or claim.token != token:
             return NotImplemented
-        clock = self._vclock
-        when = (clock, clock._ns) if clock is not None else self._now()
-        self._calls.append(["release", (thread_id, token), {}, None, when, "ok", None])
+        self._calls.append(["release", (thread_id, token), {}, None, self._when(), "ok", None])
         self._inner.release_now(thread_id, token)  # type: ignore[attr-defined]
         return None
 
@@ -310,9 +305,7 @@ class FaultyStore(FaultyRules):
         ``latest(run_id)``; ``NotImplemented`` when it declines (see above)."""
         if self._crash is not None or (self._rules and self._declines("latest")):
             return NotImplemented
-        clock = self._vclock
-        when = (clock, clock._ns) if clock is not None else self._now()
-        self._calls.append(["latest", (run_id,), {}, None, when, "ok", None])
+        self._calls.append(["latest", (run_id,), {}, None, self._when(), "ok", None])
         found: bool = self._inner.has_run(run_id)  # type: ignore[attr-defined]
         return found
 
@@ -325,9 +318,7 @@ class FaultyStore(FaultyRules):
         found: Checkpoint | None = self._inner.kept_latest(run_id)  # type: ignore[attr-defined]
         if found is None:
             return NotImplemented
-        clock = self._vclock
-        when = (clock, clock._ns) if clock is not None else self._now()
-        self._calls.append(["latest", (run_id,), {}, None, when, "ok", None])
+        self._calls.append(["latest", (run_id,), {}, None, self._when(), "ok", None])
         return found
 
     def step_sink(self, run_id: str, thread_id: str, graph_id: str, revision: str,
@@ -348,10 +339,8 @@ class FaultyStore(FaultyRules):
         def sink(cid: str, *rest: Any) -> Any:
             if self._crash is not None or (self._rules and self._declines("save")):
                 return NotImplemented
-            clock = self._vclock
-            when = (clock, clock._ns) if clock is not None else self._now()
-            call: list[Any] = ["save", (), None, lambda: f"{cid} of run {run_id}", when,
-                               "pending", None]
+            call: list[Any] = ["save", (), None, lambda: f"{cid} of run {run_id}",
+                               self._when(), "pending", None]
             log.append(call)
             try:
                 inner_sink(cid, *rest)
