@@ -45,6 +45,9 @@ from ._writer import CheckpointWriter, LegEnd
 
 __all__ = ["LeanSteps", "lean_leg"]
 
+_UNASKED: Any = object()
+"""``LeanSteps.sink`` not asked of the store yet."""
+
 _ROUTE_KEYS = (str, int, bool)
 """Types of a route's pick looked up in a branch's mapping without ``_pick``."""
 
@@ -72,6 +75,8 @@ class LeanSteps:
         spec = run.spec
         self.owns_entropy = spec.seed is not None and isinstance(spec.clock, VirtualClock)
         self.recorded: list[Any] | None = [] if run.numbers.lazy or spec.store_only else None
+        self._sink_fn: Any = _UNASKED
+        """The store's save of a lean step's checkpoint, once asked (:meth:`sink`)."""
         """A recording leg's unbuilt events of the step just run (one step a piece); on a
         store that commits a step's events with its checkpoint (SQLite), the events it
         commits."""
@@ -266,7 +271,9 @@ class LeanSteps:
         claim, budget, before = leg.claim, leg.max_supersteps, leg.break_before
         writer = self.writer
         adopt_fields, fence = writer.adopt, writer.fence
-        sink = self._sink()
+        sink = self._sink_fn
+        if sink is _UNASKED:
+            sink = self.sink()
         wall, owns = leg.wall_clock, self.owns_entropy
         # A virtual clock's time moves only when something moves it (never between a
         # step's save and the next node's start): one read serves both, and the claim's
@@ -469,17 +476,24 @@ class LeanSteps:
         finally:
             _unset(tokens)
 
-    def _sink(self) -> Any:
+    def sink(self) -> Any:
         """The store's save for a lean step's checkpoint (the in-memory store's
-        ``step_sink``), or ``None``: the writer's fast save or its general one."""
+        ``step_sink``), or ``None``: the writer's fast save or its general one. Asked of the
+        store once a leg (what it depends on is fixed for the leg)."""
+        sink = self._sink_fn
+        if sink is not _UNASKED:
+            return sink
         writer = self.writer
         leg = self.run.spec
         if not leg.features.step_sink or not writer.plain_leg:
-            return None
-        graph = leg.graph
-        store: Any = leg.store  # declares step_sink (StoreFeatures.step_sink)
-        return store.step_sink(leg.run_id, leg.thread_id, graph.graph_id, graph.revision,
-                               leg.tenant_id, writer.fence)
+            sink = None
+        else:
+            graph = leg.graph
+            store: Any = leg.store  # declares step_sink (StoreFeatures.step_sink)
+            sink = store.step_sink(leg.run_id, leg.thread_id, graph.graph_id, graph.revision,
+                                   leg.tenant_id, writer.fence)
+        self._sink_fn = sink
+        return sink
 
 
 def _model(parts: Any, state: dict[str, Any]) -> BaseModel:

@@ -31,7 +31,7 @@ from .._records._events import (
     NodeStart,
     RunStart,
 )
-from .._records._json import DumpedEvents
+from .._records._json import DumpedEvents, jcopy
 from .._time._clock import VirtualClock
 from ..errors import (
     GraphExecutionError,
@@ -306,8 +306,23 @@ class Runner:
             tasks, cid = numbers.plain_step(2 if saves else 1, entry, saves)
             pos.tasks.extend(tasks)
             if cid is not None:
-                await self.writer.save(cid, step=-1, next_step=pos.step, tasks=pos.tasks,
-                                       node_ids=[], status="completed" if empty else "running")
+                lean = self.lean
+                sink = None if lean is None else lean.sink()
+                if sink is not None:  # the in-memory store's save of a lean step's checkpoint
+                    pairs: tuple[str, ...] = ()
+                    for task in tasks:
+                        pairs += (task.task_id, task.node)
+                    log, n = pos.visited.snapshot()
+                    answers = run.answers
+                    sink(cid, None, -1, numbers.parent_id, clock.now(), pos.state,
+                         "completed" if empty else "running", pairs, log, n, pos.arrivals,
+                         jcopy(answers) if answers else None, numbers.seq,
+                         numbers.cp_counter, numbers.task_counter)
+                    numbers.saved(cid)
+                else:
+                    await self.writer.save(cid, step=-1, next_step=pos.step, tasks=pos.tasks,
+                                           node_ids=[],
+                                           status="completed" if empty else "running")
             return []
         events: list[Any] = [numbers.event(
             RunStart, pos.step, graph_id=graph.graph_id, revision=graph.revision,

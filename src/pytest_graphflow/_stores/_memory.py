@@ -131,9 +131,10 @@ class _Step(tuple[Any, ...]):
         return self[15][1]  # type: ignore[no-any-return]
 
     @property
-    def node_ids(self) -> tuple[str]:
-        """The step's one node."""
-        return (self[1],)
+    def node_ids(self) -> tuple[str, ...]:
+        """The step's one node (none for a run's first checkpoint, before any node)."""
+        node = self[1]
+        return () if node is None else (node,)
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -151,7 +152,8 @@ class _Step(tuple[Any, ...]):
         run_id, thread_id, graph_id, revision, tenant_id = const
         cp = make(
             Checkpoint, id=cid, run_id=run_id, thread_id=thread_id, graph_id=graph_id,
-            revision=revision, node_id=node, node_ids=[node], step=step, parent_id=parent,
+            revision=revision, node_id=node, node_ids=[] if node is None else [node],
+            step=step, parent_id=parent,
             timestamp=timestamp, state=state, format_version=1, status=status,
             next_step=step + 1,
             tasks=[make(TaskRecord, task_id=task_id, node=name, item=None, has_item=False,
@@ -350,7 +352,8 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
             sink(cid, node, step, parent_id, timestamp, state, status, tasks, log, n,
                  arrivals, answers, next_seq, cp_counter, task_counter)
 
-        (``tasks`` as one flat tuple ``(task_id, node, task_id, node...)`` of plain tasks,
+        (``node`` ``None`` for a fresh run's first checkpoint, step -1, before any node;
+        ``tasks`` as one flat tuple ``(task_id, node, task_id, node...)`` of plain tasks,
         the visited nodes as ``log[:n]``, ``answers`` ``None`` for none), with the checks
         and the indexes
         :meth:`adopt_fields` gives the same checkpoint given as its fields. ``None`` on a
