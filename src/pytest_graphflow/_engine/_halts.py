@@ -26,7 +26,7 @@ from ._report import edge_events, task_event_count, task_events, task_output
 from ._run_state import LegStatus, RunState
 from ._writer import CheckpointWriter, LegEnd, attach_run_error
 
-__all__ = ["HaltHandler"]
+__all__ = ["HaltHandler", "pause_one"]
 
 
 class HaltHandler:
@@ -54,11 +54,6 @@ class HaltHandler:
     ) -> list[Any]:
         """Interrupts and failures: save the resumable checkpoint, then the batch's events."""
         run = self.run
-        if not run.numbers.record_events and len(halting) == 1 and outcomes is halting \
-                and batch_error is None:
-            only = halting[0]
-            if only.kind == "interrupt" and only.interrupt is not None:
-                return await self._pause_one(only)
         step = run.pos.step
         events: list[Any] = []
         halting_ids = {id(o) for o in halting}
@@ -115,26 +110,6 @@ class HaltHandler:
                           "node": getattr(error, "node", None)}
         return await self._save_halt(events, status, error, error_info, interrupts, completed,
                                      breakpoint)
-
-    async def _pause_one(self, out: Outcome) -> list[Any]:
-        """:meth:`halt` of a batch of one task that asked (``out``), when the leg builds no
-        event (``invoke``): the events are numbered, not built — the task's (as
-        ``task_events`` numbers them), then ``checkpoint_saved`` and ``run_end`` — and the
-        same checkpoint is saved before the leg ends (C5)."""
-        run = self.run
-        pos, numbers = run.pos, run.numbers
-        step = pos.step
-        tasks = pos.tasks
-        assert out.interrupt is not None
-        interrupts = [out.interrupt, *out.more]
-        numbers.seq += task_event_count(out)
-        cid = numbers.next_checkpoint_id()
-        numbers.seq += 2  # checkpoint_saved, run_end
-        await self.writer.save(cid, step=step, next_step=step, tasks=list(tasks),
-                               completed={}, node_ids=[t.node for t in tasks],
-                               status="interrupted", interrupts=interrupts, error=None)
-        await self.end.finish("interrupted", None, interrupts=interrupts)
-        return []
 
     async def stop(self, outcomes: list[Outcome], *, timed_out: bool) -> list[Any]:
         """Timeouts and cancellation: every task that finished keeps its result (C9)."""
@@ -208,3 +183,27 @@ class HaltHandler:
             raise
         await self.end.finish(status, error, interrupts=interrupts, breakpoint=breakpoint)
         return run.stamp(events)
+
+
+async def pause_one(run: RunState, writer: CheckpointWriter, end: LegEnd, out: Outcome
+                    ) -> list[Any]:
+    """What :meth:`HaltHandler.halt` does for a batch of one task that asked (``out``, its
+    ``interrupt`` set) when the leg builds no event (``invoke``): the events are numbered,
+    not built — the task's (as ``task_events`` numbers them), ``checkpoint_saved`` and
+    ``run_end`` — and the same checkpoint is saved before the leg ends (C5)."""
+    pos, numbers = run.pos, run.numbers
+    step = pos.step
+    tasks = pos.tasks
+    assert out.interrupt is not None
+    interrupts = [out.interrupt, *out.more] if out.more else [out.interrupt]
+    if out.failed_attempts or out.custom:
+        numbers.seq += task_event_count(out)
+    else:
+        numbers.seq += 2  # node_start, interrupt
+    cid = numbers.next_checkpoint_id()
+    numbers.seq += 2  # checkpoint_saved, run_end
+    await writer.save(cid, step=step, next_step=step, tasks=list(tasks), completed={},
+                      node_ids=[t.node for t in tasks], status="interrupted",
+                      interrupts=interrupts, error=None)
+    await end.finish("interrupted", None, interrupts=interrupts)
+    return []

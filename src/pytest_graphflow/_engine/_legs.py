@@ -640,14 +640,17 @@ def check_resumable(cp: Checkpoint, resume: Resume | None, *, claimed: bool = Tr
     if cp.status == "completed":
         raise NotSuspended(f"run {cp.run_id} completed (checkpoint {cp.id}); there is "
                            "nothing to resume. Start a new run on its thread instead")
-    answering = resume is not None and resume.has_answers
+    # Resume.has_answers (read without a call for a Resume itself)
+    answering = resume is not None and (
+        (resume._has_value or resume.answers is not None) if type(resume) is Resume
+        else resume.has_answers)
     if cp.status == "interrupted" and not cp.interrupts:
         if answering:  # paused for a breakpoint: nothing to answer
             raise ResumeError(f"run {cp.run_id} paused for a breakpoint (checkpoint "
                               f"{cp.id}); it has no interrupts to answer, resume it "
                               "without a Resume")
     elif cp.status == "interrupted":
-        if resume is None or not resume.has_answers:
+        if resume is None or not answering:
             keys = [i.key for i in cp.interrupts]
             raise ResumeError(f"run {cp.run_id} is paused at interrupts {keys}; resume it "
                               "with Resume(value) or Resume(answers={key: ...})")

@@ -44,7 +44,7 @@ from ..errors import (
 from ._batch import BatchRunner, PlainBatch
 from ._commit import Committer
 from ._fault import unexpected
-from ._halts import HaltHandler
+from ._halts import HaltHandler, pause_one
 from ._lean import LeanSteps, lean_leg
 from ._merge import merge_patches
 from ._outcome import Outcome
@@ -324,6 +324,9 @@ class Runner:
                                            node_ids=[],
                                            status="completed" if empty else "running")
             return []
+        if not spec.record_events and spec.resumed_from is not None and not spec.expired:
+            numbers.seq += 1  # invoke()'s resumed leg: run_start numbered, not built
+            return []
         events: list[Any] = [numbers.event(
             RunStart, pos.step, graph_id=graph.graph_id, revision=graph.revision,
             thread_id=run.thread_id, resumed_from=spec.resumed_from,
@@ -489,6 +492,9 @@ class Runner:
             return await self.halts.stop(outcomes, timed_out=timed_out)
         if len(outcomes) == 1 and outcomes[0].kind == "interrupt":
             # one task asking: nothing to merge, no edge error (what follows decides so)
+            only = outcomes[0]
+            if not self.run.numbers.record_events and only.interrupt is not None:
+                return await pause_one(self.run, self.writer, self.end, only)  # invoke()
             return await self.halts.halt(outcomes, outcomes)
         halting = [o for o in outcomes if o.kind == "interrupt"
                    or (o.kind == "error" and (o.spec.on_error is None or o.fatal))]

@@ -482,10 +482,11 @@ class NodeContext:
                 "interrupt() call of a node its own id"
             )
         self._used.add(id)
-        key = f"{self.task_id}:{id}"
+        record = self._record  # its task id and node, read without the properties' calls
+        key = f"{record.task_id}:{id}"
         due = None
         if deadline is not None:  # checked before an answer is returned: a bad one always fails
-            due = deadline_at(self.clock.now(), deadline, self.node, id)
+            due = deadline_at(self.clock.now(), deadline, record.node, id)
         answers: dict[str, Any] = self._leg.answers
         if key in answers:
             answer = answers[key]
@@ -495,11 +496,11 @@ class NodeContext:
         try:
             payload = to_json_value(payload)
         except NotJSONError as exc:
-            raise TypeError(f"interrupt payload of node {self.node!r} has no JSON form: "
+            raise TypeError(f"interrupt payload of node {record.node!r} has no JSON form: "
                             f"{exc}") from None
         if due is not None:  # asked again (a partial resume): the first deadline stands
             due = self._leg.deadlines.get(key, due)
-        pending = Interrupt(key=key, id=id, node=self.node, task_id=self.task_id,
+        pending = Interrupt(key=key, id=id, node=record.node, task_id=record.task_id,
                             payload=payload, deadline=due)
         hook = self._leg.on_interrupt
         if hook is not None:

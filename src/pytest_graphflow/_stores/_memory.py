@@ -9,7 +9,7 @@ from typing import Any
 
 from .._records._checkpoint import Checkpoint, TaskRecord
 from .._records._checks import check_id
-from .._records._fast import make
+from .._records._fast import make, plain_tasks, template
 from .._records._ids import derived_hex
 from .._records._json import DumpedEvents, jcopy
 from ..errors import CheckpointNotFound, ForkTargetExists, ThreadBusy
@@ -39,6 +39,7 @@ _Normalised = list[tuple[int, dict[str, Any]]]
 """Events as ``(seq, JSON form)`` pairs."""
 
 _WHERE = "the in-memory store"
+_TASK_FIELDS = template(TaskRecord)[1]
 
 
 class _Draft(dict[str, Any]):
@@ -88,9 +89,7 @@ class _Draft(dict[str, Any]):
                 fields[name] = list(fields[name])
         tasks = fields["tasks"]
         if type(tasks) is tuple:
-            fields["tasks"] = [make(TaskRecord, task_id=task_id, node=node, item=None,
-                                    has_item=False, checkpoint_id_before=None, failure=None)
-                               for task_id, node in tasks]
+            fields["tasks"] = plain_tasks(TaskRecord, _TASK_FIELDS, tasks)
         visited = fields["visited"]
         if self._visited_n >= 0:
             fields["visited"] = tuple(visited[:self._visited_n])
@@ -156,9 +155,8 @@ class _Step(tuple[Any, ...]):
             step=step, parent_id=parent,
             timestamp=timestamp, state=state, format_version=1, status=status,
             next_step=step + 1,
-            tasks=[make(TaskRecord, task_id=task_id, node=name, item=None, has_item=False,
-                        checkpoint_id_before=None, failure=None)
-                   for task_id, name in zip(tasks[::2], tasks[1::2], strict=True)],
+            tasks=plain_tasks(TaskRecord, _TASK_FIELDS, zip(tasks[::2], tasks[1::2],
+                                                            strict=True)),
             completed={}, interrupts=[], answers={} if answers is None else answers,
             visited=tuple(log[:n]), arrivals=arrivals, next_seq=next_seq, error=None,
             tenant_id=tenant_id,
