@@ -73,7 +73,9 @@ class LeanSteps:
         self.writer = writer
         self.end = end
         spec = run.spec
-        self.owns_entropy = spec.seed is not None and isinstance(spec.clock, VirtualClock)
+        clock = spec.clock
+        self.owns_entropy = spec.seed is not None and (
+            type(clock) is VirtualClock or isinstance(clock, VirtualClock))
         self.recorded: list[Any] | None = [] if run.numbers.lazy or spec.store_only else None
         self._sink_fn: Any = _UNASKED
         """The store's save of a lean step's checkpoint, once asked (:meth:`sink`)."""
@@ -247,11 +249,14 @@ class LeanSteps:
             return res
         return await res  # type: ignore[no-any-return]
 
-    async def run_from(self, record: TaskRecord, spec: NodeSpec) -> Outcome | None:
+    async def run_from(self, record: TaskRecord, spec: NodeSpec, at: datetime | None = None
+                       ) -> Outcome | None:
         """Run the superstep of ``record`` (the only task of the leg's next batch, a sync
         node without retries, its checks before a superstep passed), then the plain steps
         after it. ``None``: every step it ran is committed (the caller's piece ends there);
-        an :class:`Outcome`: the last step's task needs the general path.
+        an :class:`Outcome`: the last step's task needs the general path. ``at``: the
+        leg's virtual clock's time, read by the caller with nothing run since that could
+        move it.
 
         The task's context (current task, wall clock, entropy) is set once and stays set
         from one step to the next (each step sets the task's own), reset before anything
@@ -261,7 +266,7 @@ class LeanSteps:
         leg = run.spec
         pos, numbers, progress, flight = run.pos, run.numbers, run.progress, run.flight
         graph = leg.graph
-        facts = _facts(graph)
+        facts = graph.__dict__.get("_lean_facts") or _facts(graph)
         codec, nodes, reducers = graph.codec, graph.nodes, graph.reducers
         joins = graph.joins
         plain, every_step = codec.plain, graph.every_step
@@ -279,7 +284,7 @@ class LeanSteps:
         # step's save and the next node's start): one read serves both, and the claim's
         # renewal cannot have come due while ``now()`` gives the same instant back.
         virtual = type(clock) is VirtualClock
-        now = clock.now() if virtual else None
+        now = (clock.now() if at is None else at) if virtual else None
         seen = now
         log, n = pos.visited.snapshot()
         owned = n == len(log)  # the leg's log ends at its snapshot: steps append to it
@@ -440,9 +445,12 @@ class LeanSteps:
                                 await writer.put(fields)
                             numbers.saved(cid)
                 if finished:
-                    _unset(tokens)
-                    tokens = None
-                    await self.end.finish("completed", None)
+                    if tokens is not None:  # the in-memory store's own save ran, or none:
+                        _unset(tokens)      # nothing moved a virtual clock since ``now``
+                        tokens = None
+                        await self.end.finish("completed", None, at=now)
+                    else:
+                        await self.end.finish("completed", None)
                 if recorded is not None:  # the step's events for the recording, one a piece
                     assert done_at is not None
                     recorded.extend(lean_step_events(
@@ -474,7 +482,8 @@ class LeanSteps:
                     return None
                 progress.supersteps += 1
         finally:
-            _unset(tokens)
+            if tokens is not None:
+                _unset(tokens)
 
     def sink(self) -> Any:
         """The store's save for a lean step's checkpoint (the in-memory store's

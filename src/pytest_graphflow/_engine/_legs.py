@@ -153,7 +153,8 @@ class Legs:
 
     def wall(self) -> tuple[bool, Callable[[], None] | None]:
         clock = self.host.clock
-        if isinstance(clock, VirtualClock) and clock.patch_wall_clock:
+        if (type(clock) is VirtualClock or isinstance(clock, VirtualClock)) \
+                and clock.patch_wall_clock:
             return True, functools.partial(_wallclock.deactivate, _wallclock.activate())
         return False, None
 
@@ -274,7 +275,7 @@ class Legs:
         """The checkpoint ``ref`` names: a run's latest, or a checkpoint by id. ``kept``: the
         caller only reads it, so a store that keeps it in this process may hand over its own
         (``StoreFeatures.in_process``) instead of a copy."""
-        if not isinstance(ref, str):
+        if type(ref) is not str and not isinstance(ref, str):
             raise InvalidArgument(f"expected a run id or checkpoint id, got {ref!r}")
         store: Any = self.store
         cp: Checkpoint | None = store.kept_latest(ref) if kept and self.quick \
@@ -303,9 +304,11 @@ class Legs:
         checkpoint it saved last) holding a claim of the store's: what the runtime already
         knows of ``cp`` (see :meth:`unchanged`)."""
         runner = self.book.live.get(cp.run_id)
-        if runner is None or not runner.done:
+        if runner is None:
             return None
         run = runner.run
+        if run.outcome is None:  # not runner.done
+            return None
         claim = run.spec.claim
         if run.numbers.checkpoint_id != cp.id or claim is None or claim.token is None:
             return None
@@ -327,7 +330,8 @@ class Legs:
                   held: Runner | None = None) -> CompiledGraph:
         if graph is None:
             graph = self.book.graphs.for_checkpoint(cp)  # the run's own compile, or refused
-        if held is not None and self.policy(graph) is held.run.spec.graph:
+        if held is not None and (graph if self.host.checkpoint_policy is None
+                                 else self.policy(graph)) is held.run.spec.graph:
             # ``cp`` is the checkpoint this runtime's last leg saved under this very graph.
             self.book.graphs.ran(cp.run_id, graph)
             return graph
@@ -388,12 +392,14 @@ class Legs:
             self.deadlines(cp, resume)
         seen = cp.id if recover is None and ref == cp.run_id else await self.view(cp, recover)
         clock = self.host.clock
-        vclock = clock if isinstance(clock, VirtualClock) else None
+        vclock = clock if type(clock) is VirtualClock or isinstance(clock, VirtualClock) \
+            else None
         virtual = vclock is not None
         # A fresh virtual clock continues from the checkpoint, so time never goes back within
         # a run's log (C10), and the claim is taken at that time; the clock moves there only
         # once the leg is admitted (a refused call changes nothing, the clock included).
-        behind = virtual and clock.now() < cp.timestamp
+        read_at = cp.timestamp
+        behind = virtual and clock.now() < read_at
         claim = await self.claim(cp.thread_id, cp.run_id, tenant,
                                  cp.timestamp if behind else None)
         try:
@@ -421,7 +427,7 @@ class Legs:
                     answered = check_resumable(cp, resume)
                 if not (unchanged and virtual):
                     self.deadlines(cp, resume)
-                if isinstance(resume, ExpiryResume):
+                if type(resume) is not Resume and isinstance(resume, ExpiryResume):
                     expired = expiry_answers(cp, resume, graph, self.now(cp))
             # Resumed from a checkpoint that is not the thread's latest (time travel): the
             # leg's first checkpoint branches on purpose (seed 004's ParentNotLatest).
@@ -469,8 +475,8 @@ class Legs:
             raise
         on_done = None
         try:
-            if vclock is not None:
-                catch_up(vclock, since)
+            if vclock is not None and (behind or since != read_at):
+                catch_up(vclock, since)  # (else the clock is at or past ``since`` already)
             wall, on_done = self.wall()
             travelled = bool(cp.metadata.get("time_travel")) or (
                 latest is not None and latest.id != cp.id)
@@ -569,6 +575,11 @@ class Legs:
             leg.lazy = not opts.get("record_events", True)  # only the leg reads its events
         middleware, guardrails = host.middleware, host.guardrails
         features = self.features
+        deadlines: dict[str, datetime] = {}  # of the questions the leg resumed with
+        if resumed is not None:
+            for question in resumed.interrupts:
+                if question.deadline is not None:
+                    deadlines[question.key] = question.deadline
         spec = LegSpec(
             graph=graph, store=self.store, features=features, clock=host.clock,
             seed=host.seed, run_id=run_id, thread_id=thread_id, tenant_id=tenant,
@@ -583,8 +594,7 @@ class Legs:
             subgraph_runner=self.subgraphs, record=record, leg=leg,
             thread_explicit=thread_explicit, resumed_from=None if resumed is None else resumed.id,
             time_travel=time_travel, branch=branch, expired=expired,
-            deadlines={} if resumed is None or not resumed.interrupts else {
-                i.key: i.deadline for i in resumed.interrupts if i.deadline is not None},
+            deadlines=deadlines,
             stepping=STEPPING.get(), cancel_after=opts.get("cancel_after"),
             cancel_at=opts.get("cancel_at"),
         )
@@ -592,7 +602,7 @@ class Legs:
                        cp_counter=cp_counter, task_counter=task_counter)
         runner = Runner(run, release=claim.release, on_done=on_done)
         live = book.live
-        if live:
+        if live and not (run_id in live and len(live) == 1):  # (that one is replaced)
             for done in [r for r, other in live.items() if other.run.outcome is not None]:
                 del live[done]
         live[run_id] = runner

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -77,6 +78,9 @@ class Runner:
         self.end = LegEnd(run, release, on_done)
         self.lean = LeanSteps(run, self.writer, self.end) if lean_leg(run) else None
         """Runs the leg's plain one-task supersteps (``invoke`` on the in-memory store)."""
+        self._quiet_since: datetime | None = None
+        """When the leg began on a virtual clock, if nothing that could move it ran since
+        (set by :meth:`_begin` for the lean step's start)."""
         self._committed_record: dict[str, Any] | None = None
         """The run record this leg's last commit wrote (a step that does not change it does
         not send it again)."""
@@ -151,8 +155,9 @@ class Runner:
                 if not items and self.lean is not None and not spec.record_events \
                         and not spec.stepping and run.outcome is None:
                     # invoke(): nothing to hand out, no time passed (no node ran): the first
-                    # superstep is the same piece
-                    items = await self._superstep()
+                    # superstep is the same piece, at the time the leg started (a virtual
+                    # clock moved by nothing since)
+                    items = await self._superstep(self._quiet_since)
             else:
                 items = await self._superstep()
             if spec.durable:
@@ -314,18 +319,26 @@ class Runner:
                         pairs += (task.task_id, task.node)
                     log, n = pos.visited.snapshot()
                     answers = run.answers
-                    sink(cid, None, -1, numbers.parent_id, clock.now(), pos.state,
+                    virtual = type(clock) is VirtualClock  # (nothing moved it since)
+                    sink(cid, None, -1, numbers.parent_id,
+                         progress.started_at if virtual else clock.now(), pos.state,
                          "completed" if empty else "running", pairs, log, n, pos.arrivals,
                          jcopy(answers) if answers else None, numbers.seq,
                          numbers.cp_counter, numbers.task_counter)
                     numbers.saved(cid)
+                    if virtual:
+                        self._quiet_since = progress.started_at
                 else:
                     await self.writer.save(cid, step=-1, next_step=pos.step, tasks=pos.tasks,
                                            node_ids=[],
                                            status="completed" if empty else "running")
+            elif type(clock) is VirtualClock:
+                self._quiet_since = progress.started_at
             return []
         if not spec.record_events and spec.resumed_from is not None and not spec.expired:
             numbers.seq += 1  # invoke()'s resumed leg: run_start numbered, not built
+            if type(clock) is VirtualClock:
+                self._quiet_since = progress.started_at
             return []
         events: list[Any] = [numbers.event(
             RunStart, pos.step, graph_id=graph.graph_id, revision=graph.revision,
@@ -384,7 +397,9 @@ class Runner:
                 tasks.append(numbers.new_task(expansion["node"], None, item, True))
         tasks.sort(key=lambda t: order[t.node].index)
 
-    async def _superstep(self) -> list[Any]:
+    async def _superstep(self, at: datetime | None = None) -> list[Any]:
+        """The next superstep; ``at``: the leg's virtual clock's time, read with nothing run
+        since (the lean step's start)."""
         run = self.run
         spec, pos, progress = run.spec, run.pos, run.progress
         graph = spec.graph
@@ -420,9 +435,10 @@ class Runner:
             if run.runs_inline(node):
                 # The common step: one sync node, run inline.
                 if self.lean is not None:  # invoke(): it and the plain steps after it
-                    lean = await self.lean.run_from(tasks[0], node)
+                    lean = await self.lean.run_from(tasks[0], node,
+                                                    None if spec.durable else at)
                     if lean is None:
-                        return self.lean.take_recorded()
+                        return self.lean.take_recorded() if self.lean.recorded else []
                     out = lean
                 else:
                     out = await self.batches.run_inline(tasks[0], node)

@@ -84,9 +84,10 @@ class _Draft(dict[str, Any]):
         except AttributeError:
             pass
         fields = dict(self)
-        for name in ("node_ids", "interrupts"):
-            if type(fields.get(name)) is tuple:
-                fields[name] = list(fields[name])
+        if type(fields["node_ids"]) is tuple:
+            fields["node_ids"] = list(fields["node_ids"])
+        if type(fields["interrupts"]) is tuple:
+            fields["interrupts"] = list(fields["interrupts"])
         tasks = fields["tasks"]
         if type(tasks) is tuple:
             fields["tasks"] = plain_tasks(TaskRecord, _TASK_FIELDS, tasks)
@@ -296,13 +297,15 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
             draft["visited"], draft._visited_n = visited.snapshot()
         if fence is not None:
             thread = draft["thread_id"]
-            claim = self._claims.get(thread)
+            claims = self._claims  # (``in`` and a subscript, not get(): no call)
+            claim = claims[thread] if thread in claims else None  # noqa: SIM401
             holder, token = fence
             if claim is None or holder != thread or type(token) is not int \
                     or claim.token != token:
                 self._fenced(fence, thread, draft["id"])
             # Seed 004's lineage (check_lineage), when the parent is not the latest.
-            latest = self._thread_latest.get(thread)
+            latest_of = self._thread_latest
+            latest = latest_of[thread] if thread in latest_of else None  # noqa: SIM401
             parent = draft["parent_id"]
             if parent is not None and latest is not None and parent != latest:
                 self._lineage(thread, [draft])
@@ -422,31 +425,32 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         else:
             cid, run_id = checkpoint.id, checkpoint.run_id
             thread_id, timestamp = checkpoint.thread_id, checkpoint.timestamp
+        # Lookups with ``in`` and a subscript, not get(): no call (a save of every halt).
         by_id = self._by_id
-        old = by_id.get(cid)
+        old = by_id[cid] if cid in by_id else None  # noqa: SIM401
         if old is not None and (old.run_id != run_id or old.thread_id != thread_id):
             self._unindex(old)
         self._order += 1
         by_id[cid] = checkpoint
         self._orders[cid] = self._order
         by_run, by_thread = self._by_run, self._by_thread
-        ids = by_run.get(run_id)
-        if ids is None:
-            ids = by_run[run_id] = {}
-        ids[cid] = None
-        ids = by_thread.get(thread_id)
-        if ids is None:
-            ids = by_thread[thread_id] = {}
-        ids[cid] = None
+        if run_id in by_run:
+            by_run[run_id][cid] = None
+        else:
+            by_run[run_id] = {cid: None}
+        if thread_id in by_thread:
+            by_thread[thread_id][cid] = None
+        else:
+            by_thread[thread_id] = {cid: None}
         # The run's and the thread's latest (what _newest says, inline: once a step).
         latest = self._latest
-        current = latest.get(run_id)
+        current = latest[run_id] if run_id in latest else None  # noqa: SIM401
         if current is None or (current != cid and timestamp >= by_id[current].timestamp):
             latest[run_id] = cid
         elif current == cid:
             self._newest(latest, by_run, run_id, checkpoint)
         latest = self._thread_latest
-        current = latest.get(thread_id)
+        current = latest[thread_id] if thread_id in latest else None  # noqa: SIM401
         if current is None or (current != cid and timestamp >= by_id[current].timestamp):
             latest[thread_id] = cid
         elif current == cid:
@@ -737,11 +741,12 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         """
         if now.tzinfo is not UTC:
             now = rules.utc_now(now, "claim")
-        claims = self._claims
-        claim = rules.take_claim(thread_id, run_id, claims.get(thread_id),
-                                 self._claim_tokens.get(thread_id, 0), now, ttl)
+        claims, tokens = self._claims, self._claim_tokens  # (``in``, not get(): no call)
+        claim = rules.take_claim(thread_id, run_id,
+                                 claims[thread_id] if thread_id in claims else None,  # noqa: SIM401
+                                 tokens[thread_id] if thread_id in tokens else 0, now, ttl)  # noqa: SIM401
         claims[thread_id] = claim
-        self._claim_tokens[thread_id] = claim.token
+        tokens[thread_id] = claim.token
         return claim.token
 
     def has_run(self, run_id: str) -> bool:
@@ -752,10 +757,10 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
     def kept_latest(self, run_id: str) -> Checkpoint | None:
         """The run's most recent checkpoint as the store keeps it, or ``None`` (internal: the
         runtime reads it to resume and never changes it; :meth:`latest` gives a copy)."""
-        cid = self._latest.get(run_id)
-        if cid is None:
+        latest = self._latest
+        if run_id not in latest:
             return None
-        kept = self._by_id[cid]
+        kept = self._by_id[latest[run_id]]
         kind = type(kept)
         # a draft or a lean step: the checkpoint it builds once (never handed out but here)
         return kept.checkpoint() if kind is _Draft or kind is _Step else kept  # type: ignore[union-attr,return-value]
@@ -763,9 +768,9 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
     def release_now(self, thread_id: str, token: int) -> None:
         """:meth:`release` as the runtime calls it (internal), at once; a token that is no
         longer the thread's claim releases nothing (the thread is someone else's)."""
-        claim = self._claims.get(thread_id)
-        if claim is not None and claim.token == token:
-            del self._claims[thread_id]
+        claims = self._claims
+        if thread_id in claims and claims[thread_id].token == token:
+            del claims[thread_id]
 
     async def renew(self, thread_id: str, token: int, *, now: datetime) -> None:
         """Extend the claim ``token`` by its ttl from ``now``.
