@@ -575,6 +575,7 @@ class Legs:
             leg.lazy = not opts.get("record_events", True)  # only the leg reads its events
         middleware, guardrails = host.middleware, host.guardrails
         features = self.features
+        cancel_at = opts.get("cancel_at")
         deadlines: dict[str, datetime] = {}  # of the questions the leg resumed with
         if resumed is not None:
             for question in resumed.interrupts:
@@ -586,7 +587,7 @@ class Legs:
             max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
             on_interrupt=opts["on_interrupt"], wall_clock=wall,
             record_events=opts.get("record_events", True) or leg is not None
-            or opts.get("cancel_at") is not None,
+            or cancel_at is not None,
             break_before=graph.interrupt_before | stops[0],
             break_after=graph.interrupt_after | stops[1],
             hooks=hook_table(graph, middleware, guardrails) if middleware or guardrails
@@ -596,7 +597,7 @@ class Legs:
             time_travel=time_travel, branch=branch, expired=expired,
             deadlines=deadlines,
             stepping=STEPPING.get(), cancel_after=opts.get("cancel_after"),
-            cancel_at=opts.get("cancel_at"),
+            cancel_at=cancel_at,
         )
         run = RunState(spec, state, checkpoint=resumed, answers=answers, seq=seq,
                        cp_counter=cp_counter, task_counter=task_counter)

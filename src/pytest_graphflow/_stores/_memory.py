@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from operator import itemgetter
 from typing import Any
 
@@ -742,9 +742,11 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         if now.tzinfo is not UTC:
             now = rules.utc_now(now, "claim")
         claims, tokens = self._claims, self._claim_tokens  # (``in``, not get(): no call)
-        claim = rules.take_claim(thread_id, run_id,
-                                 claims[thread_id] if thread_id in claims else None,  # noqa: SIM401
-                                 tokens[thread_id] if thread_id in tokens else 0, now, ttl)  # noqa: SIM401
+        last = tokens[thread_id] if thread_id in tokens else 0  # noqa: SIM401
+        if thread_id in claims:
+            claim = rules.take_claim(thread_id, run_id, claims[thread_id], last, now, ttl)
+        else:  # take_claim's answer for a thread no claim holds
+            claim = rules.Claim(run_id, last + 1, now + timedelta(seconds=ttl), ttl)
         claims[thread_id] = claim
         tokens[thread_id] = claim.token
         return claim.token
