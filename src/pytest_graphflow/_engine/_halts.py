@@ -202,8 +202,11 @@ async def pause_one(run: RunState, writer: CheckpointWriter, end: LegEnd, out: O
         numbers.seq += 2  # node_start, interrupt
     cid = numbers.next_checkpoint_id()
     numbers.seq += 2  # checkpoint_saved, run_end
+    nodes: list[str] = []
+    for task in tasks:
+        nodes += (task.node,)  # (not a comprehension: no call)
     await writer.save(cid, step=step, next_step=step, tasks=list(tasks), completed={},
-                      node_ids=[t.node for t in tasks], status="interrupted",
+                      node_ids=nodes, status="interrupted",
                       interrupts=interrupts, error=None)
     await end.finish("interrupted", None, interrupts=interrupts)
     return []

@@ -290,6 +290,8 @@ class LeanSteps:
         owned = n == len(log)  # the leg's log ends at its snapshot: steps append to it
         whole = parts is not None and len(pos.state) == parts[2]
         tokens: tuple[Any, Any, Any] | None = None
+        copied: Any = None  # the copy of the leg's answers the last step saved, and their
+        copied_count = 0    # number then
         try:
             while True:
                 name = record.node
@@ -424,11 +426,20 @@ class LeanSteps:
                         pairs: tuple[str, ...] = ()  # flat: one tuple for the collector
                         for task in next_tasks:
                             pairs += (task.task_id, task.node)
-                        answers = run.answers
+                        answers: Any = run.answers
+                        if answers:
+                            # The leg's answers only grow (a hook's answer is added, none is
+                            # changed): one copy serves every step until one is added.
+                            count = len(answers)
+                            if count != copied_count:
+                                copied, copied_count = jcopy(answers), count
+                            answers = copied
+                        else:
+                            answers = None
                         sink(cid, name, step, numbers.parent_id,
                              clock.now() if now is None else now, new_state, status, pairs,
-                             log, n, arrivals, jcopy(answers) if answers else None,
-                             numbers.seq, numbers.cp_counter, numbers.task_counter)
+                             log, n, arrivals, answers, numbers.seq, numbers.cp_counter,
+                             numbers.task_counter)
                         numbers.saved(cid)
                     else:
                         _unset(tokens)  # a store's own code runs without the task's context

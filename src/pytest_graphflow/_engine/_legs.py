@@ -203,8 +203,8 @@ class Legs:
         patch = {} if input is None or (type(input) is dict and not input) \
             else state_from_input(graph, input)
         # checked before a claim or a patch is taken
-        stops = breakpoints(graph, opts) if opts.get("interrupt_before") \
-            or opts.get("interrupt_after") else _NO_STOPS
+        stops = breakpoints(graph, opts) if opts["interrupt_before"] \
+            or opts["interrupt_after"] else _NO_STOPS  # (run_options() sets both)
         run_id, token = await self.new_run_id()
         self.book.graphs.ran(run_id, compiled)  # a resume by id alone uses this very graph
         tenant = opts["tenant_id"]
@@ -463,8 +463,8 @@ class Legs:
             if resume is not None and resume.update is not None:
                 state = apply_update(graph, state, resume.update)[0]
             # checked before the wall-clock patch is taken
-            stops = breakpoints(graph, opts) if opts.get("interrupt_before") \
-                or opts.get("interrupt_after") else _NO_STOPS
+            stops = breakpoints(graph, opts) if opts["interrupt_before"] \
+                or opts["interrupt_after"] else _NO_STOPS  # (run_options() sets both)
             records = self.book.records
             if cp.run_id not in records:  # a run this runtime let go of, or never ran
                 found = await self.find_record(cp.run_id)
@@ -554,7 +554,7 @@ class Legs:
         runtime's books, and show it to the runtime's ``on_leg`` observer."""
         host, book = self.host, self.book
         records = book.records
-        record = records.get(run_id)
+        record = records[run_id] if run_id in records else None  # noqa: SIM401 (no call)
         if record is None:
             record = records[run_id] = RunRecord(
                 run_id=run_id, thread_id=thread_id, graph_id=graph.graph_id,

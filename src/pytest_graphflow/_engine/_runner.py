@@ -432,7 +432,9 @@ class Runner:
             await self._record_in_flight(tasks)
         if not pos.completed and len(tasks) == 1:
             node = graph.nodes[tasks[0].node]
-            if run.runs_inline(node):
+            # run.runs_inline(node), without its call when the leg has no hooks
+            if (not node.is_async and node.retry is None) if spec.hooks is None \
+                    else run.runs_inline(node):
                 # The common step: one sync node, run inline.
                 if self.lean is not None:  # invoke(): it and the plain steps after it
                     lean = await self.lean.run_from(tasks[0], node,

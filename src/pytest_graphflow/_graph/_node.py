@@ -29,6 +29,9 @@ __all__ = ["PAUSE", "EdgeContext", "NodeContext", "Resume", "TaskLeg", "answer_k
            "interrupt", "match_answers"]
 
 _ID_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+_GOOD_IDS: set[str] = set()
+"""Interrupt ids that passed :data:`_ID_RE` (a node asks with the same few literals: a set
+lookup, no call, after the first time); cleared when it grows past 4,096."""
 
 
 class _Pause:
@@ -467,9 +470,14 @@ class NodeContext:
 
     def interrupt(self, payload: Any = None, *, id: str, deadline: Any = None) -> Any:
         """Pause this node until answered; see :func:`interrupt`."""
-        if not isinstance(id, str) or not _ID_RE.match(id):
-            raise ValueError(f"interrupt id {id!r} is invalid: use a non-empty id of letters, "
-                             "digits, '_', '.' and '-'")
+        if type(id) is not str or id not in _GOOD_IDS:
+            if not isinstance(id, str) or not _ID_RE.match(id):
+                raise ValueError(f"interrupt id {id!r} is invalid: use a non-empty id of "
+                                 "letters, digits, '_', '.' and '-'")
+            if type(id) is str:
+                if len(_GOOD_IDS) >= 4096:
+                    _GOOD_IDS.clear()
+                _GOOD_IDS.add(id)
         if self._tool is not None:
             from ._tools import asked
 
@@ -586,7 +594,11 @@ def interrupt(payload: Any = None, *, id: str, deadline: Any = None) -> Any:
         RuntimeError: if called outside a running node.
         TypeError: if an ``on_interrupt`` hook returns an awaitable.
     """
-    return _current("interrupt()").interrupt(payload, id=id, deadline=deadline)
+    ctx = CURRENT_TASK.get()  # what _current() does, inline (a question a leg)
+    if ctx is None:
+        raise RuntimeError("interrupt() was called outside a running node; call it from node "
+                           "code")
+    return ctx.interrupt(payload, id=id, deadline=deadline)
 
 
 def emit(value: Any, *, channel: str = "custom") -> None:
