@@ -12,7 +12,7 @@ an earlier test imported or left running changes them: trio, a live task), after
 Issue 29's third pass took them 519 → 336 (one-node) and 1,271 → 888 (round trip); its fifth
 194 and 552 (the in-memory store answers the claim, the run id and the resume's read at once,
 ``StoreFeatures.in_process``); with the lean step's second pass, 175 and 474; its sixth
-140 and 350 (a one-task pause with its events numbered, not built; a fresh run's first
+140 and 352 (a one-task pause with its events numbered, not built; a fresh run's first
 checkpoint through the store's step sink; the resume's read and checks, the store's
 lookups, the sync entry and the clock reads without calls they did not need). The bounds
 leave room for other Pythons' asyncio (3.12 keeps two task registries) and catch any return
@@ -100,7 +100,7 @@ _COUNT = textwrap.dedent('''
 def test_a_run_s_fixed_cost_stays_down() -> None:
     """A one-node run makes at most 150 Python calls (519 before issue 29's third pass, 336
     after it, 175 after its fifth, 140 after its sixth) and an interrupt round trip at most
-    375 (1,271, then 888, 474, 350)."""
+    375 (1,271, then 888, 474, 352)."""
     found = subprocess.run([sys.executable, "-c", _COUNT], capture_output=True, text=True,
                            timeout=120, check=False)
     assert found.returncode == 0, found.stderr

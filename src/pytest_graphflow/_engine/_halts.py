@@ -196,12 +196,10 @@ async def pause_one(run: RunState, writer: CheckpointWriter, end: LegEnd, out: O
     tasks = pos.tasks
     assert out.interrupt is not None
     interrupts = [out.interrupt, *out.more] if out.more else [out.interrupt]
-    if out.failed_attempts or out.custom:
-        numbers.seq += task_event_count(out)
-    else:
-        numbers.seq += 2  # node_start, interrupt
+    # the task's events (node_start, interrupt and what it emitted or retried), then
+    # checkpoint_saved and run_end
+    numbers.skip((task_event_count(out) if out.failed_attempts or out.custom else 2) + 2)
     cid = numbers.next_checkpoint_id()
-    numbers.seq += 2  # checkpoint_saved, run_end
     nodes: list[str] = []
     for task in tasks:
         nodes += (task.node,)  # (not a comprehension: no call)

@@ -336,7 +336,7 @@ class Runner:
                 self._quiet_since = progress.started_at
             return []
         if not spec.record_events and spec.resumed_from is not None and not spec.expired:
-            numbers.seq += 1  # invoke()'s resumed leg: run_start numbered, not built
+            numbers.skip(1)  # invoke()'s resumed leg: run_start numbered, not built
             if type(clock) is VirtualClock:
                 self._quiet_since = progress.started_at
             return []
