@@ -22,11 +22,11 @@ from ..errors import (
     RunTimedOut,
 )
 from ._outcome import Outcome
-from ._report import edge_events, task_events, task_output
+from ._report import edge_events, task_event_count, task_events, task_output
 from ._run_state import LegStatus, RunState
 from ._writer import CheckpointWriter, LegEnd, attach_run_error
 
-__all__ = ["HaltHandler"]
+__all__ = ["HaltHandler", "pause_one"]
 
 
 class HaltHandler:
@@ -183,3 +183,28 @@ class HaltHandler:
             raise
         await self.end.finish(status, error, interrupts=interrupts, breakpoint=breakpoint)
         return run.stamp(events)
+
+
+async def pause_one(run: RunState, writer: CheckpointWriter, end: LegEnd, out: Outcome
+                    ) -> list[Any]:
+    """What :meth:`HaltHandler.halt` does for a batch of one task that asked (``out``, its
+    ``interrupt`` set) when the leg builds no event (``invoke``): the events are numbered,
+    not built — the task's (as ``task_events`` numbers them), ``checkpoint_saved`` and
+    ``run_end`` — and the same checkpoint is saved before the leg ends (C5)."""
+    pos, numbers = run.pos, run.numbers
+    step = pos.step
+    tasks = pos.tasks
+    assert out.interrupt is not None
+    interrupts = [out.interrupt, *out.more] if out.more else [out.interrupt]
+    # the task's events (node_start, interrupt and what it emitted or retried), then
+    # checkpoint_saved and run_end
+    numbers.skip((task_event_count(out) if out.failed_attempts or out.custom else 2) + 2)
+    cid = numbers.next_checkpoint_id()
+    nodes: list[str] = []
+    for task in tasks:
+        nodes += (task.node,)  # (not a comprehension: no call)
+    await writer.save(cid, step=step, next_step=step, tasks=list(tasks), completed={},
+                      node_ids=nodes, status="interrupted",
+                      interrupts=interrupts, error=None)
+    await end.finish("interrupted", None, interrupts=interrupts)
+    return []

@@ -46,6 +46,9 @@ from ._writer import CheckpointWriter, LegEnd
 
 __all__ = ["LeanSteps", "lean_leg"]
 
+_UNASKED: Any = object()
+"""``LeanSteps.sink`` not asked of the store yet."""
+
 _ROUTE_KEYS = (str, int, bool)
 """Types of a route's pick looked up in a branch's mapping without ``_pick``."""
 
@@ -72,7 +75,9 @@ class LeanSteps:
         self.writer = writer
         self.end = end
         spec = run.spec
-        self.owns_entropy = spec.seed is not None and isinstance(spec.clock, VirtualClock)
+        clock = spec.clock
+        self.owns_entropy = spec.seed is not None and (
+            type(clock) is VirtualClock or isinstance(clock, VirtualClock))
         self.recorded: list[Any] | None = [] if run.numbers.lazy or spec.store_only else None
         """A recording leg's unbuilt events of the plain steps run in this piece (the runner
         hands them to the recording with the piece's own, first, or when the piece raises);
@@ -83,6 +88,8 @@ class LeanSteps:
         reads them (no recording leg): the runner's commit of a piece
         (``Runner._persist``), which each lean step calls with its dumped events
         (:mod:`._stored`) before it goes on to the next."""
+        self._sink_fn: Any = _UNASKED
+        """The store's save of a lean step's checkpoint, once asked (:meth:`sink`)."""
 
     def take_recorded(self) -> list[Any]:
         """The unbuilt events of the steps run since the last call (none unless recorded)."""
@@ -250,11 +257,14 @@ class LeanSteps:
             return res
         return await res  # type: ignore[no-any-return]
 
-    async def run_from(self, record: TaskRecord, spec: NodeSpec) -> Outcome | None:
+    async def run_from(self, record: TaskRecord, spec: NodeSpec, at: datetime | None = None
+                       ) -> Outcome | None:
         """Run the superstep of ``record`` (the only task of the leg's next batch, a sync
         node without retries, its checks before a superstep passed), then the plain steps
         after it. ``None``: every step it ran is committed (the caller's piece ends there);
-        an :class:`Outcome`: the last step's task needs the general path.
+        an :class:`Outcome`: the last step's task needs the general path. ``at``: the
+        leg's virtual clock's time, read by the caller with nothing run since that could
+        move it.
 
         The task's context (current task, wall clock, entropy) is set once and stays set
         from one step to the next (each step sets the task's own), reset before anything
@@ -269,7 +279,7 @@ class LeanSteps:
         leg = run.spec
         pos, numbers, progress, flight = run.pos, run.numbers, run.progress, run.flight
         graph = leg.graph
-        facts = _facts(graph)
+        facts = graph.__dict__.get("_lean_facts") or _facts(graph)
         codec, nodes, reducers = graph.codec, graph.nodes, graph.reducers
         joins = graph.joins
         plain, every_step = codec.plain, graph.every_step
@@ -279,7 +289,9 @@ class LeanSteps:
         claim, budget, before = leg.claim, leg.max_supersteps, leg.break_before
         writer = self.writer
         adopt_fields, fence = writer.adopt, writer.fence
-        sink = self._sink()
+        sink = self._sink_fn
+        if sink is _UNASKED:
+            sink = self.sink()
         persist = self.persist
         times = StepTimes() if persist is not None else None
         run_id = leg.run_id
@@ -288,12 +300,14 @@ class LeanSteps:
         # step's save and the next node's start): one read serves both, and the claim's
         # renewal cannot have come due while ``now()`` gives the same instant back.
         virtual = type(clock) is VirtualClock
-        now = clock.now() if virtual else None
+        now = (clock.now() if at is None else at) if virtual else None
         seen = now
         log, n = pos.visited.snapshot()
         owned = n == len(log)  # the leg's log ends at its snapshot: steps append to it
         whole = parts is not None and len(pos.state) == parts[2]
         tokens: tuple[Any, Any, Any] | None = None
+        copied: Any = None  # the copy of the leg's answers the last step saved, and their
+        copied_count = 0    # number then
         try:
             while True:
                 name = record.node
@@ -429,13 +443,21 @@ class LeanSteps:
                         pairs: tuple[str, ...] = ()  # flat: one tuple for the collector
                         for task in next_tasks:
                             pairs += (task.task_id, task.node)
-                        answers = run.answers
+                        answers: Any = run.answers
+                        if answers:
+                            # The leg's answers only grow (a hook's answer is added, none is
+                            # changed): one copy serves every step until one is added.
+                            count = len(answers)
+                            if count != copied_count:
+                                copied, copied_count = jcopy(answers), count
+                            answers = copied
+                        else:
+                            answers = None
                         # NotImplemented: the sink declined (a FaultyStore given a rule
                         # since it was fetched): this save and the next go the general way.
                         sunk = sink(cid, name, step, numbers.parent_id,
                                     clock.now() if now is None else now, new_state, status,
-                                    pairs, log, n, arrivals,
-                                    jcopy(answers) if answers else None, numbers.seq,
+                                    pairs, log, n, arrivals, answers, numbers.seq,
                                     numbers.cp_counter, numbers.task_counter) \
                             is not NotImplemented
                         if not sunk:
@@ -457,9 +479,12 @@ class LeanSteps:
                                 await writer.put(fields)
                             numbers.saved(cid)
                 if finished:
-                    _unset(tokens)
-                    tokens = None
-                    await self.end.finish("completed", None)
+                    if tokens is not None:  # the in-memory store's own save ran, or none:
+                        _unset(tokens)      # nothing moved a virtual clock since ``now``
+                        tokens = None
+                        await self.end.finish("completed", None, at=now)
+                    else:
+                        await self.end.finish("completed", None)
                 if persist is not None:  # the store commits the step now, its events dumped
                     assert done_at is not None
                     assert times is not None
@@ -505,19 +530,27 @@ class LeanSteps:
                     return None  # (an external task's start is recorded before it runs)
                 progress.supersteps += 1
         finally:
-            _unset(tokens)
+            if tokens is not None:
+                _unset(tokens)
 
-    def _sink(self) -> Any:
+    def sink(self) -> Any:
         """The store's save for a lean step's checkpoint (the in-memory store's
-        ``step_sink``), or ``None``: the writer's fast save or its general one."""
+        ``step_sink``), or ``None``: the writer's fast save or its general one. Asked of the
+        store once a leg (what it depends on is fixed for the leg)."""
+        sink = self._sink_fn
+        if sink is not _UNASKED:
+            return sink
         writer = self.writer
         leg = self.run.spec
         if not leg.features.step_sink or not writer.plain_leg:
-            return None
-        graph = leg.graph
-        store: Any = leg.store  # declares step_sink (StoreFeatures.step_sink)
-        return store.step_sink(leg.run_id, leg.thread_id, graph.graph_id, graph.revision,
-                               leg.tenant_id, writer.fence)
+            sink = None
+        else:
+            graph = leg.graph
+            store: Any = leg.store  # declares step_sink (StoreFeatures.step_sink)
+            sink = store.step_sink(leg.run_id, leg.thread_id, graph.graph_id, graph.revision,
+                                   leg.tenant_id, writer.fence)
+        self._sink_fn = sink
+        return sink
 
 
 def _model(parts: Any, state: dict[str, Any]) -> BaseModel:

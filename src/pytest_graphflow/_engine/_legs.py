@@ -153,7 +153,8 @@ class Legs:
 
     def wall(self) -> tuple[bool, Callable[[], None] | None]:
         clock = self.host.clock
-        if isinstance(clock, VirtualClock) and clock.patch_wall_clock:
+        if (type(clock) is VirtualClock or isinstance(clock, VirtualClock)) \
+                and clock.patch_wall_clock:
             return True, functools.partial(_wallclock.deactivate, _wallclock.activate())
         return False, None
 
@@ -208,8 +209,8 @@ class Legs:
         patch = {} if input is None or (type(input) is dict and not input) \
             else state_from_input(graph, input)
         # checked before a claim or a patch is taken
-        stops = breakpoints(graph, opts) if opts.get("interrupt_before") \
-            or opts.get("interrupt_after") else _NO_STOPS
+        stops = breakpoints(graph, opts) if opts["interrupt_before"] \
+            or opts["interrupt_after"] else _NO_STOPS  # (run_options() sets both)
         run_id, token = await self.new_run_id()
         self.book.graphs.ran(run_id, compiled)  # a resume by id alone uses this very graph
         tenant = opts["tenant_id"]
@@ -280,7 +281,7 @@ class Legs:
         """The checkpoint ``ref`` names: a run's latest, or a checkpoint by id. ``kept``: the
         caller only reads it, so a store that keeps it in this process may hand over its own
         (``StoreFeatures.in_process``) instead of a copy."""
-        if not isinstance(ref, str):
+        if type(ref) is not str and not isinstance(ref, str):
             raise InvalidArgument(f"expected a run id or checkpoint id, got {ref!r}")
         store: Any = self.store
         cp: Checkpoint | None = store.kept_latest(ref) if kept and self.quick \
@@ -311,9 +312,11 @@ class Legs:
         checkpoint it saved last) holding a claim of the store's: what the runtime already
         knows of ``cp`` (see :meth:`unchanged`)."""
         runner = self.book.live.get(cp.run_id)
-        if runner is None or not runner.done:
+        if runner is None:
             return None
         run = runner.run
+        if run.outcome is None:  # not runner.done
+            return None
         claim = run.spec.claim
         if run.numbers.checkpoint_id != cp.id or claim is None or claim.token is None:
             return None
@@ -335,7 +338,8 @@ class Legs:
                   held: Runner | None = None) -> CompiledGraph:
         if graph is None:
             graph = self.book.graphs.for_checkpoint(cp)  # the run's own compile, or refused
-        if held is not None and self.policy(graph) is held.run.spec.graph:
+        if held is not None and (graph if self.host.checkpoint_policy is None
+                                 else self.policy(graph)) is held.run.spec.graph:
             # ``cp`` is the checkpoint this runtime's last leg saved under this very graph.
             self.book.graphs.ran(cp.run_id, graph)
             return graph
@@ -396,12 +400,14 @@ class Legs:
             self.deadlines(cp, resume)
         seen = cp.id if recover is None and ref == cp.run_id else await self.view(cp, recover)
         clock = self.host.clock
-        vclock = clock if isinstance(clock, VirtualClock) else None
+        vclock = clock if type(clock) is VirtualClock or isinstance(clock, VirtualClock) \
+            else None
         virtual = vclock is not None
         # A fresh virtual clock continues from the checkpoint, so time never goes back within
         # a run's log (C10), and the claim is taken at that time; the clock moves there only
         # once the leg is admitted (a refused call changes nothing, the clock included).
-        behind = virtual and clock.now() < cp.timestamp
+        read_at = cp.timestamp
+        behind = virtual and clock.now() < read_at
         claim = await self.claim(cp.thread_id, cp.run_id, tenant,
                                  cp.timestamp if behind else None)
         try:
@@ -429,7 +435,7 @@ class Legs:
                     answered = check_resumable(cp, resume)
                 if not (unchanged and virtual):
                     self.deadlines(cp, resume)
-                if isinstance(resume, ExpiryResume):
+                if type(resume) is not Resume and isinstance(resume, ExpiryResume):
                     expired = expiry_answers(cp, resume, graph, self.now(cp))
             # Resumed from a checkpoint that is not the thread's latest (time travel): the
             # leg's first checkpoint branches on purpose (seed 004's ParentNotLatest).
@@ -465,8 +471,8 @@ class Legs:
             if resume is not None and resume.update is not None:
                 state = apply_update(graph, state, resume.update)[0]
             # checked before the wall-clock patch is taken
-            stops = breakpoints(graph, opts) if opts.get("interrupt_before") \
-                or opts.get("interrupt_after") else _NO_STOPS
+            stops = breakpoints(graph, opts) if opts["interrupt_before"] \
+                or opts["interrupt_after"] else _NO_STOPS  # (run_options() sets both)
             records = self.book.records
             if cp.run_id not in records:  # a run this runtime let go of, or never ran
                 found = await self.find_record(cp.run_id)
@@ -477,8 +483,8 @@ class Legs:
             raise
         on_done = None
         try:
-            if vclock is not None:
-                catch_up(vclock, since)
+            if vclock is not None and (behind or since != read_at):
+                catch_up(vclock, since)  # (else the clock is at or past ``since`` already)
             wall, on_done = self.wall()
             travelled = bool(cp.metadata.get("time_travel")) or (
                 latest is not None and latest.id != cp.id)
@@ -556,7 +562,7 @@ class Legs:
         runtime's books, and show it to the runtime's ``on_leg`` observer."""
         host, book = self.host, self.book
         records = book.records
-        record = records.get(run_id)
+        record = records[run_id] if run_id in records else None  # noqa: SIM401 (no call)
         if record is None:
             record = records[run_id] = RunRecord(
                 run_id=run_id, thread_id=thread_id, graph_id=graph.graph_id,
@@ -577,13 +583,19 @@ class Legs:
             leg.lazy = not opts.get("record_events", True)  # only the leg reads its events
         middleware, guardrails = host.middleware, host.guardrails
         features = self.features
+        cancel_at = opts.get("cancel_at")
+        deadlines: dict[str, datetime] = {}  # of the questions the leg resumed with
+        if resumed is not None:
+            for question in resumed.interrupts:
+                if question.deadline is not None:
+                    deadlines[question.key] = question.deadline
         spec = LegSpec(
             graph=graph, store=self.store, features=features, clock=host.clock,
             seed=host.seed, run_id=run_id, thread_id=thread_id, tenant_id=tenant,
             max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
             on_interrupt=opts["on_interrupt"], wall_clock=wall,
             record_events=opts.get("record_events", True) or leg is not None
-            or opts.get("cancel_at") is not None,
+            or cancel_at is not None,
             break_before=graph.interrupt_before | stops[0],
             break_after=graph.interrupt_after | stops[1],
             hooks=hook_table(graph, middleware, guardrails) if middleware or guardrails
@@ -591,16 +603,15 @@ class Legs:
             subgraph_runner=self.subgraphs, record=record, leg=leg,
             thread_explicit=thread_explicit, resumed_from=None if resumed is None else resumed.id,
             time_travel=time_travel, branch=branch, expired=expired,
-            deadlines={} if resumed is None or not resumed.interrupts else {
-                i.key: i.deadline for i in resumed.interrupts if i.deadline is not None},
+            deadlines=deadlines,
             stepping=STEPPING.get(), cancel_after=opts.get("cancel_after"),
-            cancel_at=opts.get("cancel_at"),
+            cancel_at=cancel_at,
         )
         run = RunState(spec, state, checkpoint=resumed, answers=answers, seq=seq,
                        cp_counter=cp_counter, task_counter=task_counter)
         runner = Runner(run, release=claim.release, on_done=on_done)
         live = book.live
-        if live:
+        if live and not (run_id in live and len(live) == 1):  # (that one is replaced)
             for done in [r for r, other in live.items() if other.run.outcome is not None]:
                 del live[done]
         live[run_id] = runner
@@ -648,14 +659,17 @@ def check_resumable(cp: Checkpoint, resume: Resume | None, *, claimed: bool = Tr
     if cp.status == "completed":
         raise NotSuspended(f"run {cp.run_id} completed (checkpoint {cp.id}); there is "
                            "nothing to resume. Start a new run on its thread instead")
-    answering = resume is not None and resume.has_answers
+    # Resume.has_answers (read without a call for a Resume itself)
+    answering = resume is not None and (
+        (resume._has_value or resume.answers is not None) if type(resume) is Resume
+        else resume.has_answers)
     if cp.status == "interrupted" and not cp.interrupts:
         if answering:  # paused for a breakpoint: nothing to answer
             raise ResumeError(f"run {cp.run_id} paused for a breakpoint (checkpoint "
                               f"{cp.id}); it has no interrupts to answer, resume it "
                               "without a Resume")
     elif cp.status == "interrupted":
-        if resume is None or not resume.has_answers:
+        if resume is None or not answering:
             keys = [i.key for i in cp.interrupts]
             raise ResumeError(f"run {cp.run_id} is paused at interrupts {keys}; resume it "
                               "with Resume(value) or Resume(answers={key: ...})")

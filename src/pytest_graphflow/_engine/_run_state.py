@@ -250,7 +250,7 @@ class Position:
             self.step = 0
             self.tasks: list[TaskRecord] = []
             self.completed: dict[str, TaskOutput] = {}
-            self.visited = Visited([])
+            self.visited = Visited([], 0)
             self.arrivals: dict[str, list[str]] = {}
             self.passed: set[str] = set()
             return

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -31,7 +32,7 @@ from .._records._events import (
     NodeStart,
     RunStart,
 )
-from .._records._json import DumpedEvents
+from .._records._json import DumpedEvents, jcopy
 from .._time._clock import VirtualClock
 from ..errors import (
     GraphExecutionError,
@@ -44,7 +45,7 @@ from ..errors import (
 from ._batch import BatchRunner, PlainBatch
 from ._commit import Committer
 from ._fault import unexpected
-from ._halts import HaltHandler
+from ._halts import HaltHandler, pause_one
 from ._lean import LeanSteps, lean_leg
 from ._merge import merge_patches
 from ._outcome import Outcome
@@ -78,6 +79,9 @@ class Runner:
         self.lean = LeanSteps(run, self.writer, self.end, self._persist) \
             if lean_leg(run) else None
         """Runs the leg's plain one-task supersteps (``invoke`` on the in-memory store)."""
+        self._quiet_since: datetime | None = None
+        """When the leg began on a virtual clock, if nothing that could move it ran since
+        (set by :meth:`_begin` for the lean step's start)."""
         self._committed_record: dict[str, Any] | None = None
         """The run record this leg's last commit wrote (a step that does not change it does
         not send it again)."""
@@ -155,8 +159,9 @@ class Runner:
                 if not items and self.lean is not None and not spec.record_events \
                         and not spec.stepping and run.outcome is None:
                     # invoke(): nothing to hand out, no time passed (no node ran): the first
-                    # superstep is the same piece
-                    items = await self._superstep()
+                    # superstep is the same piece, at the time the leg started (a virtual
+                    # clock moved by nothing since)
+                    items = await self._superstep(self._quiet_since)
             else:
                 items = await self._superstep()
             if spec.durable:
@@ -314,8 +319,39 @@ class Runner:
             tasks, cid = numbers.plain_step(2 if saves else 1, entry, saves)
             pos.tasks.extend(tasks)
             if cid is not None:
-                await self.writer.save(cid, step=-1, next_step=pos.step, tasks=pos.tasks,
-                                       node_ids=[], status="completed" if empty else "running")
+                lean = self.lean
+                sink = None if lean is None else lean.sink()
+                sunk = False
+                if sink is not None:  # the in-memory store's save of a lean step's checkpoint
+                    pairs: tuple[str, ...] = ()
+                    for task in tasks:
+                        pairs += (task.task_id, task.node)
+                    log, n = pos.visited.snapshot()
+                    answers = run.answers
+                    virtual = type(clock) is VirtualClock  # (nothing moved it since)
+                    # NotImplemented: the sink declined (a FaultyStore given a rule since it
+                    # was fetched): the general save below.
+                    sunk = sink(cid, None, -1, numbers.parent_id,
+                                progress.started_at if virtual else clock.now(), pos.state,
+                                "completed" if empty else "running", pairs, log, n,
+                                pos.arrivals, jcopy(answers) if answers else None,
+                                numbers.seq, numbers.cp_counter, numbers.task_counter) \
+                        is not NotImplemented
+                    if sunk:
+                        numbers.saved(cid)
+                        if virtual:
+                            self._quiet_since = progress.started_at
+                if not sunk:
+                    await self.writer.save(cid, step=-1, next_step=pos.step, tasks=pos.tasks,
+                                           node_ids=[],
+                                           status="completed" if empty else "running")
+            elif type(clock) is VirtualClock:
+                self._quiet_since = progress.started_at
+            return []
+        if not spec.record_events and spec.resumed_from is not None and not spec.expired:
+            numbers.skip(1)  # invoke()'s resumed leg: run_start numbered, not built
+            if type(clock) is VirtualClock:
+                self._quiet_since = progress.started_at
             return []
         events: list[Any] = [numbers.event(
             RunStart, pos.step, graph_id=graph.graph_id, revision=graph.revision,
@@ -374,7 +410,9 @@ class Runner:
                 tasks.append(numbers.new_task(expansion["node"], None, item, True))
         tasks.sort(key=lambda t: order[t.node].index)
 
-    async def _superstep(self) -> list[Any]:
+    async def _superstep(self, at: datetime | None = None) -> list[Any]:
+        """The next superstep; ``at``: the leg's virtual clock's time, read with nothing run
+        since (the lean step's start)."""
         run = self.run
         spec, pos, progress = run.spec, run.pos, run.progress
         graph = spec.graph
@@ -407,12 +445,15 @@ class Runner:
             await self._record_in_flight(tasks)
         if not pos.completed and len(tasks) == 1:
             node = graph.nodes[tasks[0].node]
-            if run.runs_inline(node):
+            # run.runs_inline(node), without its call when the leg has no hooks
+            if (not node.is_async and node.retry is None) if spec.hooks is None \
+                    else run.runs_inline(node):
                 # The common step: one sync node, run inline.
                 if self.lean is not None:  # invoke(): it and the plain steps after it
-                    lean = await self.lean.run_from(tasks[0], node)
+                    lean = await self.lean.run_from(tasks[0], node,
+                                                    None if spec.durable else at)
                     if lean is None:
-                        return self.lean.take_recorded()
+                        return self.lean.take_recorded() if self.lean.recorded else []
                     out = lean
                 else:
                     out = await self.batches.run_inline(tasks[0], node)
@@ -488,6 +529,9 @@ class Runner:
             return await self.halts.stop(outcomes, timed_out=timed_out)
         if len(outcomes) == 1 and outcomes[0].kind == "interrupt":
             # one task asking: nothing to merge, no edge error (what follows decides so)
+            only = outcomes[0]
+            if not self.run.numbers.record_events and only.interrupt is not None:
+                return await pause_one(self.run, self.writer, self.end, only)  # invoke()
             return await self.halts.halt(outcomes, outcomes)
         halting = [o for o in outcomes if o.kind == "interrupt"
                    or (o.kind == "error" and (o.spec.on_error is None or o.fatal))]

@@ -9,6 +9,8 @@ claiming and checking the thread) is ``Legs`` in ``_legs``; argument and option 
 from __future__ import annotations
 
 import functools
+import sys
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar, Unpack
@@ -30,7 +32,7 @@ from .._stores._features import StoreFeatures, check_store, features_of
 from .._stores._protocol import CheckpointStore
 from .._stores._waiting import Waiting, check_waiting
 from .._time._clock import Clock, RealClock, VirtualClock
-from .._time._hooks import install_hooks
+from .._time._hooks import INSTALLED, install_hooks
 from .._time._loops import in_running_loop, run_sync_owned
 from ..errors import (
     CheckpointNotFound,
@@ -160,8 +162,11 @@ class GraphRuntime:
         # waiting for the garbage collector (the default path makes one runtime per run).
         host: LegHost = weakref.proxy(self)
         self._legs = Legs(host, self._book, _SUBGRAPHS, store, features)
-        install_hooks()  # the first runtime patches the sleeps (importing patches nothing)
-        install_blocking_sleep_warning()
+        # The first runtime patches the sleeps (importing patches nothing).
+        if not INSTALLED[0] or (not INSTALLED[1] and "trio" in sys.modules):
+            install_hooks()
+        if not getattr(time.sleep, "__graphflow__", False):  # (else it is installed)
+            install_blocking_sleep_warning()
 
     def __repr__(self) -> str:
         tenant = "" if self.tenant_id is None else f", tenant_id={self.tenant_id!r}"
@@ -329,7 +334,8 @@ class GraphRuntime:
         """Synchronous :meth:`ainvoke` (runs an event loop of ``backend``)."""
         return run_sync_owned(
             functools.partial(self.ainvoke, graph, input, thread_id=thread_id, **options),
-            self.clock, self.backend, what="invoke()", instead=_INSTEAD_INVOKE)
+            self.clock, self.backend, what="invoke()", instead=_INSTEAD_INVOKE,
+            coroutine=True)
 
     def resume(
         self,
@@ -343,7 +349,8 @@ class GraphRuntime:
         return run_sync_owned(
             functools.partial(self.aresume, run_or_checkpoint_id, resume, graph=graph,
                               **options),
-            self.clock, self.backend, what="resume()", instead=_INSTEAD_RESUME)
+            self.clock, self.backend, what="resume()", instead=_INSTEAD_RESUME,
+            coroutine=True)
 
     async def start(
         self,

@@ -149,11 +149,12 @@ def _result(runner: Runner) -> GraphResult[Any]:
     assert outcome is not None  # only an ended leg has a result
     status = outcome.status
     bp = outcome.breakpoint
+    step = run.pos.step - (1 if status == "completed" or (
+        status == "interrupted" and bp is not None and bp.when == "after") else 0)
     return GraphResult._lazy(
         functools.partial(_model_of, run.spec.graph), run.pos.state,
         status=status, run_id=run.run_id,
-        thread_id=run.thread_id, step=max(run.pos.step - (1 if status == "completed" or (
-            status == "interrupted" and bp is not None and bp.when == "after") else 0), 0),
+        thread_id=run.thread_id, step=step if step > 0 else 0,  # (max(step, 0), no call)
         checkpoint_id=outcome.checkpoint_id,
         interrupts={i.key: i for i in outcome.interrupts} if outcome.interrupts else {},
         error=outcome.error if status in ("failed", "cancelled") else None,

@@ -153,18 +153,7 @@ def failed(
     """Fill in ``out`` for an exception the node's attempt ``attempt`` raised: ``False`` for
     one that is not the task's to report (it propagates); ``out.kind == "retry"`` when the
     node's retry policy takes it (the caller sleeps and runs it again)."""
-    if isinstance(exc, ChildRaised):
-        # Not a failure of the node: the run ends with that exception (C6/C7), after
-        # the batch ran to the end, the first in declared order (see _after_batch).
-        out.kind = "edge_error"
-        out.error = exc.error
-    elif isinstance(exc, ChildPaused):
-        out.kind = "interrupt"  # no question: the run pauses as for a breakpoint
-        out.breakpoint = exc.breakpoint
-    elif isinstance(exc, TimeoutSignal):
-        expire(graph, out, exc.key, ctx.run_id, attempt, clock.now())
-        return True
-    elif isinstance(exc, _InterruptSignal):
+    if isinstance(exc, _InterruptSignal):  # first, the most common (no kind below is one)
         if ctx._tool is not None and ctx._tool.failure is not None:
             _tool_failed(out, ctx, attempt, clock)
             return True
@@ -179,6 +168,17 @@ def failed(
             out.kind = "interrupt"
             out.interrupt = exc.interrupt
             out.more = exc.more
+    elif isinstance(exc, ChildRaised):
+        # Not a failure of the node: the run ends with that exception (C6/C7), after
+        # the batch ran to the end, the first in declared order (see _after_batch).
+        out.kind = "edge_error"
+        out.error = exc.error
+    elif isinstance(exc, ChildPaused):
+        out.kind = "interrupt"  # no question: the run pauses as for a breakpoint
+        out.breakpoint = exc.breakpoint
+    elif isinstance(exc, TimeoutSignal):
+        expire(graph, out, exc.key, ctx.run_id, attempt, clock.now())
+        return True
     elif isinstance(exc, MiddlewareFailed):  # the hook's failure, not the node's: no retry
         if ctx._tool is not None and ctx._tool.failure is not None:
             _tool_failed(out, ctx, attempt, clock)

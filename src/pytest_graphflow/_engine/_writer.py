@@ -44,7 +44,9 @@ class CheckpointWriter:
         spec = run.spec
         store: Any = spec.store
         claim = spec.claim
-        self.fence = None if claim is None else claim.fence
+        # claim.fence, read without the property's call
+        self.fence = (claim.thread_id, claim.token) if claim is not None and claim.fenced \
+            and claim.token is not None else None
         """The leg's claim as ``(thread_id, token)`` on a store that checks it."""
         features = spec.features
         # A store with the fast save (the in-memory store, and a FaultyStore over one while
@@ -211,15 +213,17 @@ class LegEnd:
 
     async def finish(self, status: LegStatus, error: BaseException | None, *,
                      interrupts: Sequence[Interrupt] = (),
-                     breakpoint: Breakpoint | None = None) -> None:
+                     breakpoint: Breakpoint | None = None,
+                     at: datetime | None = None) -> None:
         """The leg ended with ``status`` (and ``error``, the first one wins), paused at
-        ``interrupts`` or a ``breakpoint``.
+        ``interrupts`` or a ``breakpoint``; ``at``: the time it ended, when the caller read
+        the clock then (else it is read here).
 
         The claim is released here, unless the leg's last piece is still to be committed
         (a durable store's commit carries the claim's token): then by :meth:`release`.
         """
         run = self.run
-        ended_at = run.clock.now()
+        ended_at = run.clock.now() if at is None else at
         prior = run.outcome
         if prior is not None and prior.error is not None:
             error = prior.error

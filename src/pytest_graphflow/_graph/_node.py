@@ -29,6 +29,9 @@ __all__ = ["PAUSE", "EdgeContext", "NodeContext", "Resume", "TaskLeg", "answer_k
            "interrupt", "match_answers"]
 
 _ID_RE = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+_GOOD_IDS: set[str] = set()
+"""Interrupt ids that passed :data:`_ID_RE` (a node asks with the same few literals: a set
+lookup, no call, after the first time); cleared when it grows past 4,096."""
 
 
 class _Pause:
@@ -467,9 +470,14 @@ class NodeContext:
 
     def interrupt(self, payload: Any = None, *, id: str, deadline: Any = None) -> Any:
         """Pause this node until answered; see :func:`interrupt`."""
-        if not isinstance(id, str) or not _ID_RE.match(id):
-            raise ValueError(f"interrupt id {id!r} is invalid: use a non-empty id of letters, "
-                             "digits, '_', '.' and '-'")
+        if type(id) is not str or id not in _GOOD_IDS:
+            if not isinstance(id, str) or not _ID_RE.match(id):
+                raise ValueError(f"interrupt id {id!r} is invalid: use a non-empty id of "
+                                 "letters, digits, '_', '.' and '-'")
+            if type(id) is str:
+                if len(_GOOD_IDS) >= 4096:
+                    _GOOD_IDS.clear()
+                _GOOD_IDS.add(id)
         if self._tool is not None:
             from ._tools import asked
 
@@ -482,10 +490,11 @@ class NodeContext:
                 "interrupt() call of a node its own id"
             )
         self._used.add(id)
-        key = f"{self.task_id}:{id}"
+        record = self._record  # its task id and node, read without the properties' calls
+        key = f"{record.task_id}:{id}"
         due = None
         if deadline is not None:  # checked before an answer is returned: a bad one always fails
-            due = deadline_at(self.clock.now(), deadline, self.node, id)
+            due = deadline_at(self.clock.now(), deadline, record.node, id)
         answers: dict[str, Any] = self._leg.answers
         if key in answers:
             answer = answers[key]
@@ -495,11 +504,11 @@ class NodeContext:
         try:
             payload = to_json_value(payload)
         except NotJSONError as exc:
-            raise TypeError(f"interrupt payload of node {self.node!r} has no JSON form: "
+            raise TypeError(f"interrupt payload of node {record.node!r} has no JSON form: "
                             f"{exc}") from None
         if due is not None:  # asked again (a partial resume): the first deadline stands
             due = self._leg.deadlines.get(key, due)
-        pending = Interrupt(key=key, id=id, node=self.node, task_id=self.task_id,
+        pending = Interrupt(key=key, id=id, node=record.node, task_id=record.task_id,
                             payload=payload, deadline=due)
         hook = self._leg.on_interrupt
         if hook is not None:
@@ -585,7 +594,11 @@ def interrupt(payload: Any = None, *, id: str, deadline: Any = None) -> Any:
         RuntimeError: if called outside a running node.
         TypeError: if an ``on_interrupt`` hook returns an awaitable.
     """
-    return _current("interrupt()").interrupt(payload, id=id, deadline=deadline)
+    ctx = CURRENT_TASK.get()  # what _current() does, inline (a question a leg)
+    if ctx is None:
+        raise RuntimeError("interrupt() was called outside a running node; call it from node "
+                           "code")
+    return ctx.interrupt(payload, id=id, deadline=deadline)
 
 
 def emit(value: Any, *, channel: str = "custom") -> None:

@@ -56,6 +56,17 @@ def to_json_value(value: Any, *, exact: bool = True) -> Any:
         if t is str and not value.isascii():
             _check_text(value)
         return value
+    if t is dict:  # a flat dict of ASCII keys and plain values: its copy, without the walks
+        flat: dict[str, Any] = {}
+        for k, v in value.items():
+            kind = type(v)
+            if type(k) is not str or kind not in _SCALAR_TYPES or not k.isascii() or (
+                    kind is str and not v.isascii()) or (
+                    kind is float and (v != v or v in _INFINITIES)):
+                break
+            flat[k] = v
+        else:
+            return flat
     try:
         if exact:
             refuse_lossy(value, 0)

@@ -124,7 +124,10 @@ def check_ttl(ttl: object, where: str) -> float:
 def store_claim_ttl(store: object) -> float:
     """The claim ttl ``store`` sets (its ``claim_ttl``), or :data:`DEFAULT_CLAIM_TTL` for a
     store that sets none: what a runtime given no ``claim_ttl`` of its own uses."""
-    ttl = getattr(store, "claim_ttl", None)
+    try:  # (not getattr(): no call)
+        ttl = store.claim_ttl  # type: ignore[attr-defined]
+    except AttributeError:
+        ttl = None
     if type(ttl) is float and 0 < ttl < _INF:  # the usual store's
         return ttl
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < float("inf"):

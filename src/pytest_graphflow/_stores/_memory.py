@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from operator import itemgetter
 from typing import Any
 
 from .._records._checkpoint import Checkpoint, TaskRecord
 from .._records._checks import check_id
-from .._records._fast import make
+from .._records._fast import make, plain_tasks, template
 from .._records._ids import derived_hex
 from .._records._json import DumpedEvents, jcopy
 from ..errors import CheckpointNotFound, ForkTargetExists, ThreadBusy
@@ -39,6 +39,7 @@ _Normalised = list[tuple[int, dict[str, Any]]]
 """Events as ``(seq, JSON form)`` pairs."""
 
 _WHERE = "the in-memory store"
+_TASK_FIELDS = template(TaskRecord)[1]
 
 
 class _Draft(dict[str, Any]):
@@ -83,14 +84,13 @@ class _Draft(dict[str, Any]):
         except AttributeError:
             pass
         fields = dict(self)
-        for name in ("node_ids", "interrupts"):
-            if type(fields.get(name)) is tuple:
-                fields[name] = list(fields[name])
+        if type(fields["node_ids"]) is tuple:
+            fields["node_ids"] = list(fields["node_ids"])
+        if type(fields["interrupts"]) is tuple:
+            fields["interrupts"] = list(fields["interrupts"])
         tasks = fields["tasks"]
         if type(tasks) is tuple:
-            fields["tasks"] = [make(TaskRecord, task_id=task_id, node=node, item=None,
-                                    has_item=False, checkpoint_id_before=None, failure=None)
-                               for task_id, node in tasks]
+            fields["tasks"] = plain_tasks(TaskRecord, _TASK_FIELDS, tasks)
         visited = fields["visited"]
         if self._visited_n >= 0:
             fields["visited"] = tuple(visited[:self._visited_n])
@@ -131,9 +131,10 @@ class _Step(tuple[Any, ...]):
         return self[15][1]  # type: ignore[no-any-return]
 
     @property
-    def node_ids(self) -> tuple[str]:
-        """The step's one node."""
-        return (self[1],)
+    def node_ids(self) -> tuple[str, ...]:
+        """The step's one node (none for a run's first checkpoint, before any node)."""
+        node = self[1]
+        return () if node is None else (node,)
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -151,12 +152,12 @@ class _Step(tuple[Any, ...]):
         run_id, thread_id, graph_id, revision, tenant_id = const
         cp = make(
             Checkpoint, id=cid, run_id=run_id, thread_id=thread_id, graph_id=graph_id,
-            revision=revision, node_id=node, node_ids=[node], step=step, parent_id=parent,
+            revision=revision, node_id=node, node_ids=[] if node is None else [node],
+            step=step, parent_id=parent,
             timestamp=timestamp, state=state, format_version=1, status=status,
             next_step=step + 1,
-            tasks=[make(TaskRecord, task_id=task_id, node=name, item=None, has_item=False,
-                        checkpoint_id_before=None, failure=None)
-                   for task_id, name in zip(tasks[::2], tasks[1::2], strict=True)],
+            tasks=plain_tasks(TaskRecord, _TASK_FIELDS, zip(tasks[::2], tasks[1::2],
+                                                            strict=True)),
             completed={}, interrupts=[], answers={} if answers is None else answers,
             visited=tuple(log[:n]), arrivals=arrivals, next_seq=next_seq, error=None,
             tenant_id=tenant_id,
@@ -296,13 +297,15 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
             draft["visited"], draft._visited_n = visited.snapshot()
         if fence is not None:
             thread = draft["thread_id"]
-            claim = self._claims.get(thread)
+            claims = self._claims  # (``in`` and a subscript, not get(): no call)
+            claim = claims[thread] if thread in claims else None  # noqa: SIM401
             holder, token = fence
             if claim is None or holder != thread or type(token) is not int \
                     or claim.token != token:
                 self._fenced(fence, thread, draft["id"])
             # Seed 004's lineage (check_lineage), when the parent is not the latest.
-            latest = self._thread_latest.get(thread)
+            latest_of = self._thread_latest
+            latest = latest_of[thread] if thread in latest_of else None  # noqa: SIM401
             parent = draft["parent_id"]
             if parent is not None and latest is not None and parent != latest:
                 self._lineage(thread, [draft])
@@ -350,7 +353,8 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
             sink(cid, node, step, parent_id, timestamp, state, status, tasks, log, n,
                  arrivals, answers, next_seq, cp_counter, task_counter)
 
-        (``tasks`` as one flat tuple ``(task_id, node, task_id, node...)`` of plain tasks,
+        (``node`` ``None`` for a fresh run's first checkpoint, step -1, before any node;
+        ``tasks`` as one flat tuple ``(task_id, node, task_id, node...)`` of plain tasks,
         the visited nodes as ``log[:n]``, ``answers`` ``None`` for none), with the checks
         and the indexes
         :meth:`adopt_fields` gives the same checkpoint given as its fields. ``None`` on a
@@ -421,31 +425,32 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         else:
             cid, run_id = checkpoint.id, checkpoint.run_id
             thread_id, timestamp = checkpoint.thread_id, checkpoint.timestamp
+        # Lookups with ``in`` and a subscript, not get(): no call (a save of every halt).
         by_id = self._by_id
-        old = by_id.get(cid)
+        old = by_id[cid] if cid in by_id else None  # noqa: SIM401
         if old is not None and (old.run_id != run_id or old.thread_id != thread_id):
             self._unindex(old)
         self._order += 1
         by_id[cid] = checkpoint
         self._orders[cid] = self._order
         by_run, by_thread = self._by_run, self._by_thread
-        ids = by_run.get(run_id)
-        if ids is None:
-            ids = by_run[run_id] = {}
-        ids[cid] = None
-        ids = by_thread.get(thread_id)
-        if ids is None:
-            ids = by_thread[thread_id] = {}
-        ids[cid] = None
+        if run_id in by_run:
+            by_run[run_id][cid] = None
+        else:
+            by_run[run_id] = {cid: None}
+        if thread_id in by_thread:
+            by_thread[thread_id][cid] = None
+        else:
+            by_thread[thread_id] = {cid: None}
         # The run's and the thread's latest (what _newest says, inline: once a step).
         latest = self._latest
-        current = latest.get(run_id)
+        current = latest[run_id] if run_id in latest else None  # noqa: SIM401
         if current is None or (current != cid and timestamp >= by_id[current].timestamp):
             latest[run_id] = cid
         elif current == cid:
             self._newest(latest, by_run, run_id, checkpoint)
         latest = self._thread_latest
-        current = latest.get(thread_id)
+        current = latest[thread_id] if thread_id in latest else None  # noqa: SIM401
         if current is None or (current != cid and timestamp >= by_id[current].timestamp):
             latest[thread_id] = cid
         elif current == cid:
@@ -736,11 +741,14 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         """
         if now.tzinfo is not UTC:
             now = rules.utc_now(now, "claim")
-        claims = self._claims
-        claim = rules.take_claim(thread_id, run_id, claims.get(thread_id),
-                                 self._claim_tokens.get(thread_id, 0), now, ttl)
+        claims, tokens = self._claims, self._claim_tokens  # (``in``, not get(): no call)
+        last = tokens[thread_id] if thread_id in tokens else 0  # noqa: SIM401
+        if thread_id in claims:
+            claim = rules.take_claim(thread_id, run_id, claims[thread_id], last, now, ttl)
+        else:  # take_claim's answer for a thread no claim holds
+            claim = rules.Claim(run_id, last + 1, now + timedelta(seconds=ttl), ttl)
         claims[thread_id] = claim
-        self._claim_tokens[thread_id] = claim.token
+        tokens[thread_id] = claim.token
         return claim.token
 
     def has_run(self, run_id: str) -> bool:
@@ -751,10 +759,10 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
     def kept_latest(self, run_id: str) -> Checkpoint | None:
         """The run's most recent checkpoint as the store keeps it, or ``None`` (internal: the
         runtime reads it to resume and never changes it; :meth:`latest` gives a copy)."""
-        cid = self._latest.get(run_id)
-        if cid is None:
+        latest = self._latest
+        if run_id not in latest:
             return None
-        kept = self._by_id[cid]
+        kept = self._by_id[latest[run_id]]
         kind = type(kept)
         # a draft or a lean step: the checkpoint it builds once (never handed out but here)
         return kept.checkpoint() if kind is _Draft or kind is _Step else kept  # type: ignore[union-attr,return-value]
@@ -762,9 +770,9 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
     def release_now(self, thread_id: str, token: int) -> None:
         """:meth:`release` as the runtime calls it (internal), at once; a token that is no
         longer the thread's claim releases nothing (the thread is someone else's)."""
-        claim = self._claims.get(thread_id)
-        if claim is not None and claim.token == token:
-            del self._claims[thread_id]
+        claims = self._claims
+        if thread_id in claims and claims[thread_id].token == token:
+            del claims[thread_id]
 
     async def renew(self, thread_id: str, token: int, *, now: datetime) -> None:
         """Extend the claim ``token`` by its ttl from ``now``.

@@ -16,9 +16,12 @@ from ._entropy import install_entropy_hooks
 from ._sched import install_sleep_hooks, install_trio_sleep_hooks
 from ._vloop import install_thread_guards, install_trio_thread_guards
 
-__all__ = ["install_hooks"]
+__all__ = ["INSTALLED", "install_hooks"]
 
 _done = [False, False]  # asyncio side, trio side
+INSTALLED = _done
+"""What :func:`install_hooks` installed, ``[asyncio side, trio side]`` (read it without a
+call: once the asyncio side is in and trio is not imported, there is nothing to do)."""
 
 
 def install_hooks() -> None:

@@ -117,10 +117,11 @@ async def _called(fn: Callable[[], Awaitable[T]]) -> T:
 
 
 def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]], *,
-              owned: bool = False, outside: bool = False) -> T:
+              owned: bool = False, outside: bool = False, coroutine: bool = False) -> T:
     """Run ``fn()`` to its end on the calling thread's virtual loop, reading ``clock``;
     ``owned``: the loop is the runtime's own (:data:`LOOP_OWNED` is set in the call's task);
-    ``outside``: the caller made sure no loop runs on this thread.
+    ``outside``: the caller made sure no loop runs on this thread; ``coroutine``: ``fn`` is
+    an ``async def`` (or a partial of one): calling it runs no code.
 
     Raises:
         RuntimeError: when called from a running event loop (as ``asyncio.run`` does).
@@ -128,13 +129,18 @@ def run_owned(clock: VirtualClock, fn: Callable[[], Awaitable[T]], *,
     if not outside and asyncio._get_running_loop() is not None:
         raise RuntimeError("the sync API cannot be called from a running event loop; "
                            "await the async method (ainvoke, aresume, atrace) instead")
-    holder: _Holder | None = getattr(_local, "holder", None)
+    try:  # (no getattr() call: the thread has its holder but the first time)
+        holder: _Holder | None = _local.holder
+    except AttributeError:
+        holder = None
     if holder is None or holder.loop._closed:  # type: ignore[attr-defined]
         loop = _thread_loop(clock)
     else:  # _thread_loop(), inline (every call)
         loop = holder.loop
         loop._vclock = clock
-    coro = _called(fn)
+    # ``coroutine``: fn() only makes the coroutine (an ``async def``'s call), so it may be
+    # made here; else it is called inside the task, as asyncio.run calls its coroutine.
+    coro: Any = fn() if coroutine else _called(fn)
     # The call's task runs in a copy of the caller's context, as asyncio.run's does.
     context = contextvars.copy_context()
     if owned:
@@ -229,7 +235,7 @@ def in_running_loop() -> bool:
 
 def run_sync_owned(fn: Callable[[], Awaitable[T]], clock: Any, backend: str = "asyncio",
                    *, what: str = "this synchronous call",
-                   instead: str = "its async twin") -> T:
+                   instead: str = "its async twin", coroutine: bool = False) -> T:
     """Run ``fn()`` to its end on a loop owned by ``clock``, as the sync API does.
 
     Under a :class:`VirtualClock` the loop reads the virtual clock (timers, cancel scopes and
@@ -238,6 +244,7 @@ def run_sync_owned(fn: Callable[[], Awaitable[T]], clock: Any, backend: str = "a
     thread's virtual loop (:func:`run_owned`). Under any other clock it is a plain
     ``anyio.run``. ``GraphRuntime``'s sync API and every whole-run testing tool
     (``explore``, the checkers, ``record_run_sync``) run through this one function.
+    ``coroutine``: ``fn`` is an ``async def`` (or a partial of one), see :func:`run_owned`.
 
     Raises:
         SyncCallInEventLoop: when called inside a running event loop; ``what`` and
@@ -256,7 +263,7 @@ def run_sync_owned(fn: Callable[[], Awaitable[T]], clock: Any, backend: str = "a
         return anyio.run(fn, backend=backend)
     vclock = clock
     if backend == "asyncio":  # the thread's virtual loop, reused
-        return run_owned(vclock, fn, owned=True, outside=True)
+        return run_owned(vclock, fn, owned=True, outside=True, coroutine=coroutine)
 
     async def owned() -> T:
         token = LOOP_OWNED.set(vclock)
