@@ -214,8 +214,12 @@ def test_the_fixture_round_trip_costs_little_over_a_bare_runtime(pytester: pytes
     fixture's round trip 696): the FaultyStore passes ``in_process`` and ``step_sink`` on,
     each answer logged as the call it stands for and declined while a rule watches it, and
     a recording leg runs its plain steps in one piece; 183 (696 -> 707) once those answers
-    logged their time through ``_when`` instead of six inline copies of it. The ceiling sits
-    about 20% above the difference measured last."""
+    logged their time through ``_when`` instead of six inline copies of it. Then 217 (bare
+    524 -> 402, the fixture's 707 -> 619, run alone; 503 and 751 inside the whole suite,
+    whose in-process sessions pay more calls on both sides) once a bare ``invoke`` paused a
+    lone asking task through ``pause_one`` (events numbered, not built), which a recording
+    leg cannot take: it records them. The ceiling sits about 20% above the difference
+    measured last."""
     pytester.makepyfile(test_counted_round_trips=ROUND_TRIPS)
     result = run("-q", "-s", "-p", "no:xdist")
     result.assert_outcomes(passed=4)
@@ -223,7 +227,7 @@ def test_the_fixture_round_trip_costs_little_over_a_bare_runtime(pytester: pytes
              for m in re.finditer(r"ROUND TRIP (\d+) (\d+)", result.stdout.str())]
     assert len(pairs) == 4
     extra = min(ours - bare for bare, ours in pairs[1:])
-    assert extra <= 215, pairs
+    assert extra <= 260, pairs
 
 
 def test_the_plugin_hooks_no_fixture_setup_and_only_optional_call_hooks(
