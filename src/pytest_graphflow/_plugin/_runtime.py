@@ -81,16 +81,22 @@ class RecordingRuntime(GraphRuntime):
         observer: Observer | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(store, checkpoint_policy=checkpoint_policy, on_leg=self._record,
-                         **kwargs)
-        self._observers: list[Observer] = [] if observer is None else [observer]
-        self._recordings: deque[RunRecording] = deque(maxlen=_KEEP)
-        self._closers: list[Callable[[], None]] = []
+        observers: list[Observer] = [] if observer is None else [observer]
+        recordings: deque[RunRecording] = deque(maxlen=_KEEP)
 
-    def _record(self, leg: RunLeg) -> None:
-        self._recordings.append(leg)
-        for observer in self._observers:
-            observer(leg)
+        def record(leg: RunLeg) -> None:
+            recordings.append(leg)
+            for seen in observers:
+                seen(leg)
+
+        # ``on_leg`` holds the runtime's recordings, not the runtime: no reference cycle, so
+        # a test's runtime, store and runs go when the test lets go of them (a bound method
+        # here made every runtime cyclic garbage, ~200 objects a test left to the collector).
+        super().__init__(store, checkpoint_policy=checkpoint_policy, on_leg=record, **kwargs)
+        self._observers = observers
+        self._recordings = recordings
+        self._closers: list[Callable[[], None]] = []
+        self._record = record
 
     # ----------------------------------------------------------------- recordings
 

@@ -129,9 +129,13 @@ def existing_state(item: pytest.Item) -> ItemState | None:
 
 
 def finish_item(item: pytest.Item) -> None:
-    """After a test: close its store and the stores the session factory opened for it."""
+    """After a test (its reports made): close its store and the stores the session factory
+    opened for it, and let go of what the test ran — its state leaves the item, which pytest
+    keeps to the session's end (a session of thousands of tests would otherwise keep every
+    test's runtime, store and recorded runs alive, and the collector would walk them all)."""
     state = existing_state(item)
     if state is not None:
+        del item.stash[ITEM_STATE]
         owned, state.owned = state.owned, []
         closers, state.closers = state.closers, []
         try:

@@ -12,6 +12,7 @@ The rules API lives in :mod:`._rules`, how one call goes through the rules in
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -438,9 +439,17 @@ class FaultyStore(FaultyRules):
         if name[0] == "_" or not callable(value) or not _is_async(inner, name, value):
             return value  # a setting (``claim_ttl``, read every leg), a plain method
         method: Callable[..., Awaitable[Any]] = value
+        # Kept on the instance, so it holds the wrapper weakly: no reference cycle (a test's
+        # store then goes with the test, not at the collector's next full pass).
+        ref = weakref.ref(self)
 
         async def forwarded(*args: Any, **kwargs: Any) -> Any:
-            return await self._call(name, method, args, kwargs)
+            faulty = ref()
+            if faulty is None:
+                raise ReferenceError(f"FaultyStore.{name}: the FaultyStore it was taken from "
+                                     "is gone; keep a reference to the store while you "
+                                     "call its methods")
+            return await faulty._call(name, method, args, kwargs)
 
         forwarded.__name__ = name
         forwarded.__qualname__ = f"FaultyStore.{name}"
