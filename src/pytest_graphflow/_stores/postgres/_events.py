@@ -8,7 +8,9 @@ seq is the one with the greatest ``seq`` not above it: one probe of the primary 
 step's events are one row in its commit statement (:data:`INSERT`), written only when no
 row of the run reaches into the step's seqs and none is below the run's compaction point
 (:data:`CLEAR`); anything else (an event overwriting a recorded seq, one below the point)
-is merged here, under the run's events lock, in a transaction (:func:`write_events`).
+is merged here, under the run's events lock, in a transaction (:func:`write_events`). The
+step's statement asks :data:`CLEAR` with that lock taken shared, so a merge and a step that
+found its seqs clear never run at once: their rows cannot overlap.
 """
 
 from __future__ import annotations
@@ -27,12 +29,11 @@ Batch = tuple[int, int, str, str]
 
 INSERT = "INSERT INTO events (run_id, seq, last_seq, seqs, data) VALUES (%s, %s, %s, %s, %s)"
 
-CLEAR = ("COALESCE((SELECT last_seq FROM events WHERE run_id = %s AND seq <= %s ORDER BY seq "
-         "DESC LIMIT 1), %s - 1) < %s AND %s >= COALESCE((SELECT earliest_seq FROM "
-         "event_compactions WHERE run_id = %s), 0)")
+CLEAR = "events_clear(%s, %s, %s)"
 """True when a row of the run's events spanning ``first..last`` may be inserted as it is: no
-row of the run reaches into it, and it starts at or after the compaction point. Parameters
-(:func:`clear_params`): run id, last, first, first, first, run id."""
+row of the run reaches into it, and it starts at or after the compaction point; asked under
+the run's events lock, taken shared until the statement's transaction ends (see
+:data:`._schema.EVENTS_CLEAR`). Parameters (:func:`clear_params`): run id, first, last."""
 
 _COUNTED = "SELECT COALESCE(SUM(array_length(string_to_array(seqs, ','), 1)), 0) FROM d"
 """How many events (not rows) the rows deleted by a ``d AS (DELETE ... RETURNING seqs)`` held."""
@@ -53,7 +54,7 @@ _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 
 def clear_params(run_id: str, first: int, last: int) -> tuple[Any, ...]:
     """The parameters of :data:`CLEAR`."""
-    return (run_id, last, first, first, first, run_id)
+    return (run_id, first, last)
 
 
 def batch(rows: _Rows) -> Batch:
