@@ -1,9 +1,9 @@
 """The PostgreSQL store's event log under concurrent writers (issue 29, schema version 3): a
 fenced step's events row and an unfenced ``record_events`` merge on overlapping seqs of one
-run, on two connections at once, never leave overlapping rows. A step asks whether its seqs
-are clear under the run's events lock (taken shared; the merge takes it exclusive) with a
-snapshot taken after the lock is granted, so it waits for a merge in progress and then sees
-its row."""
+run, on two connections at once, never leave overlapping rows. The merge marks the run's
+claim rows under the run's events lock; a step holds its claim row share-locked, so it waits
+for a merge under way, and one whose snapshot missed a merge's commit finds the claim row it
+locked newer than the one its snapshot sees, and merges too."""
 
 from __future__ import annotations
 
@@ -29,13 +29,13 @@ pytestmark = pytest.mark.anyio
 
 
 def _wait_until_waiting(dsn: str, pid: int, timeout: float) -> bool:
-    """Whether the backend ``pid`` came to wait for an advisory lock within ``timeout``."""
+    """Whether the backend ``pid`` came to wait for a lock within ``timeout``."""
     end = time.monotonic() + timeout
     with psycopg.connect(dsn, autocommit=True) as conn:
         while time.monotonic() < end:
-            row = conn.execute("SELECT wait_event FROM pg_stat_activity WHERE pid = %s",
+            row = conn.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
                                (pid,)).fetchone()
-            if row is not None and row[0] == "advisory":
+            if row is not None and row[0] == "Lock":
                 return True
             time.sleep(0.01)
     return False
@@ -46,9 +46,10 @@ async def test_a_step_waits_for_a_merge_in_progress_and_their_rows_never_overlap
 ) -> None:
     """A ``record_events`` of seqs 4..6 holds its transaction open (its merged row written,
     not committed) while the claim holder commits a step of seqs 3..5 on another connection:
-    the step waits for the merge, then finds seq 4 recorded and merges (its events overwrite
-    4 and 5). Before the fix the step inserted its row 3..5 at once (its snapshot did not see
-    the merge's row 4..6) and the log held two overlapping rows."""
+    the step waits for the merge (the claim row it marked), then, its snapshot older than the
+    merge's commit, merges instead of inserting (its events overwrite 4 and 5). Before the
+    fix the step inserted its row 3..5 at once (its snapshot did not see the merge's row
+    4..6) and the log held two overlapping rows."""
     stepper, recorder = make_pg_store(), make_pg_store()
     run, thread = "run-race", "thread-race"
     token = await stepper.claim(thread, run, now=T0)
@@ -151,12 +152,12 @@ async def test_steps_and_record_events_racing_on_two_connections_never_overlap(
 
 def _layout(dsn: str, schema: str) -> tuple[str, bool, bool]:
     """The schema's version, whether it has the ``checkpoints_order`` index and whether it
-    has the ``events_clear`` function."""
+    has the ``claims_run`` index."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(
             f"SELECT (SELECT value FROM {schema}.meta WHERE key = 'schema_version'), "
-            "to_regclass(%s) IS NOT NULL, to_regprocedure(%s) IS NOT NULL",
-            (f"{schema}.checkpoints_order", f"{schema}.events_clear(text, bigint, bigint)"),
+            "to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL",
+            (f"{schema}.checkpoints_order", f"{schema}.claims_run"),
         ).fetchone()
     assert row is not None
     return row
@@ -166,11 +167,10 @@ async def test_a_version_2_schema_migrates_in_place_and_a_failed_migration_leave
     postgres_dsn: str, fresh_pg_schema: str, monkeypatch: pytest.MonkeyPatch,
     make_cp: Callable[..., Any],
 ) -> None:
-    """A version-2 schema (the ``checkpoints_order`` index, no ``events_clear``) becomes
-    version 3 when a store opens: the index dropped, the function created, its rows read
+    """A version-2 schema (the ``checkpoints_order`` index, no ``claims_run``) becomes
+    version 3 when a store opens: the one index dropped, the other created, its rows read
     back as they were and new steps written on them; a migration that fails leaves version
-    2 as it was. ``drop()`` removes the function with the tables, and the schema with
-    them."""
+    2 as it was. ``drop()`` removes the tables and the schema."""
     schema = fresh_pg_schema
     with PostgresCheckpointStore(postgres_dsn, schema=schema) as store:
         await store.save(make_cp("cp-1", run="run-m", thread="thread-m"))
@@ -178,7 +178,7 @@ async def test_a_version_2_schema_migrates_in_place_and_a_failed_migration_leave
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:  # as a version-2 build left it
         conn.execute(f"SET search_path = {schema}")
         conn.execute("CREATE INDEX checkpoints_order ON checkpoints (ts_us, save_order)")
-        conn.execute("DROP FUNCTION events_clear(TEXT, BIGINT, BIGINT)")
+        conn.execute("DROP INDEX claims_run")
         conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     assert _layout(postgres_dsn, schema) == ("2", True, False)
     monkeypatch.setitem(_pgschema.MIGRATIONS, 2, [*_pgschema.MIGRATIONS[2], "SELECT 1/0"])

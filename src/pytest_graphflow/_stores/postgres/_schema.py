@@ -15,29 +15,17 @@ from ...errors import InvalidArgument, UnsupportedFormat
 from ._conn import Cursor
 from ._queue import QUEUE_SCHEMA
 
-__all__ = ["EVENTS_CLEAR", "MIGRATIONS", "OWN_TABLES", "SCHEMA_VERSION", "drop_tables",
+__all__ = ["CLAIMS_RUN_INDEX", "MIGRATIONS", "OWN_TABLES", "SCHEMA_VERSION", "drop_tables",
            "ensure_schema"]
 
 SCHEMA_VERSION = 3
 """The layout of the tables this build writes and reads (3: no ``checkpoints_order`` index,
-and the function :data:`EVENTS_CLEAR` a step's statement calls; 2: a run's events written
-together are one row of ``events``; 1: one row an event)."""
+an index of claims by run; 2: a run's events written together are one row of ``events``; 1:
+one row an event)."""
 
-EVENTS_CLEAR = """CREATE OR REPLACE FUNCTION events_clear(r TEXT, f BIGINT, l BIGINT)
-RETURNS BOOLEAN LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-    PERFORM pg_advisory_xact_lock_shared(hashtextextended('graphflow-events:' || r, 0));
-    RETURN COALESCE((SELECT last_seq FROM events WHERE run_id = r AND seq <= l
-                     ORDER BY seq DESC LIMIT 1), f - 1) < f
-       AND f >= COALESCE((SELECT earliest_seq FROM event_compactions WHERE run_id = r), 0);
-END $$"""
-"""Whether a row of run ``r``'s events spanning seqs ``f..l`` may be inserted as it is (no
-row of the run reaches into it, and it starts at or after the compaction point), asked under
-the run's events lock taken shared: the merge (:func:`._events.write_events`) and compaction
-take it exclusive, so none runs while a step that found its seqs clear has not committed,
-and a step waits for one that runs. The function is ``VOLATILE``: its query takes a snapshot
-after the lock is granted (in ``READ COMMITTED``), so it sees the rows of a merge that
-committed while the step's statement waited, which the statement's own snapshot does not."""
+CLAIMS_RUN_INDEX = "CREATE INDEX IF NOT EXISTS claims_run ON claims (run_id)"
+"""The claims of a run: an unfenced merge of its events marks them (see
+:func:`._events.write_events`)."""
 
 WAITING_INDEX = ('CREATE INDEX IF NOT EXISTS checkpoints_waiting ON checkpoints '
                  '(thread_id COLLATE "C") WHERE status = \'interrupted\'')
@@ -107,17 +95,14 @@ _CREATE = [
         expires_us BIGINT,
         ttl DOUBLE PRECISION
     )""",
+    CLAIMS_RUN_INDEX,
     *QUEUE_SCHEMA,
-    EVENTS_CLEAR,
 ]
 
 OWN_TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", " ".join(_CREATE)))
 """The tables a store creates in its schema (``meta`` first)."""
 
 _SEQUENCES = tuple(re.findall(r"CREATE SEQUENCE IF NOT EXISTS (\w+)", " ".join(_CREATE)))
-
-_FUNCTIONS = ("events_clear(TEXT, BIGINT, BIGINT)",)
-"""The functions a store creates in its schema (by signature)."""
 
 _RELATIONS = (
     "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -131,10 +116,10 @@ MIGRATIONS: dict[int, list[str]] = {
         "UPDATE events SET last_seq = seq, seqs = seq::text",
         "ALTER TABLE events ALTER COLUMN last_seq SET NOT NULL, "
         "ALTER COLUMN seqs SET NOT NULL, DROP COLUMN type"],
-    # 2 -> 3: a step's statement asks whether its events' seqs are clear under the run's
-    # events lock (a function); no read needs the index of all checkpoints by save order
-    # (an unfiltered ``list`` sorts), and each step inserted into it.
-    2: ["DROP INDEX IF EXISTS checkpoints_order", EVENTS_CLEAR],
+    # 2 -> 3: no read needs the index of all checkpoints by save order (an unfiltered
+    # ``list`` sorts), and each step inserted into it; an unfenced merge of a run's events
+    # finds the run's claims by an index.
+    2: ["DROP INDEX IF EXISTS checkpoints_order", CLAIMS_RUN_INDEX],
 }
 """``MIGRATIONS[n]``: the statements that turn schema version ``n`` into ``n + 1``.
 
@@ -227,8 +212,6 @@ async def drop_tables(cur: Cursor, schema: str) -> None:
         await cur.execute(f"DROP TABLE IF EXISTS {schema}.{table}")
     for sequence in _SEQUENCES:
         await cur.execute(f"DROP SEQUENCE IF EXISTS {schema}.{sequence}")
-    for function in _FUNCTIONS:
-        await cur.execute(f"DROP FUNCTION IF EXISTS {schema}.{function}")
     if schema == "public":
         return
     await cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
