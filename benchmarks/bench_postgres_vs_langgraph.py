@@ -26,8 +26,12 @@ asserted anywhere.
 shared machine, unlike time): each step statement of graphflow's chain (sync API) is first
 run under ``EXPLAIN (ANALYZE, BUFFERS, WAL)`` in a transaction rolled back, then for real;
 the medians of its WAL records, WAL bytes and shared buffers touched are printed (the
-commit's own WAL record not included). It reaches into the store's internals (the step's
-one call to the server) to see the statement.
+commit's own WAL record not included), with its planning and execution times when planned
+afresh (the times are noisy; the real step does not plan: see the next counts). Then, on
+real steps: statements sent a step (each one round trip) and how the server ran the step's
+prepared statement (``pg_prepared_statements``: runs a step of its kept generic plan, and of
+a plan made for the call). It reaches into the store's internals (the step's one call to the
+server) to see the statement.
 """
 
 from __future__ import annotations
@@ -168,10 +172,15 @@ def measure_sync(dsn: str, nodes: int, repeat: int) -> dict[str, float]:
 
 def explain_counts(dsn: str, nodes: int, runs: int = 5) -> dict[str, float]:
     """The medians, over the step statements of ``runs`` chains, of what ``EXPLAIN (ANALYZE,
-    BUFFERS, WAL)`` reports for them: WAL records, WAL bytes, shared buffers touched."""
+    BUFFERS, WAL)`` reports for them: WAL records, WAL bytes, shared buffers touched, and the
+    planning and execution times of the statement planned afresh (what an unprepared text
+    costs every step); then what the real steps did: statements sent a step, and how the
+    server ran the step's prepared statement (``pg_prepared_statements``: executions with
+    its kept generic plan, and with a plan made for the call)."""
     import statistics
 
-    found: list[tuple[int, int, int]] = []
+    found: list[tuple[float, ...]] = []
+    sent = [0]
     with PostgresCheckpointStore(dsn, schema=f"bench_{uuid.uuid4().hex[:8]}") as store:
         pg = store._pg
         real = pg.fetch_one
@@ -185,22 +194,53 @@ def explain_counts(dsn: str, nodes: int, runs: int = 5) -> dict[str, float]:
             top = row[0][0]["Plan"]
             # The data-modifying CTEs run after the top node: their counts are their own.
             parts = [top, *(p for p in top.get("Plans", []) if p["Node Type"] == "ModifyTable")]
-            found.append(tuple(sum(p.get(k, 0) for p in parts) for k in (  # type: ignore[arg-type]
-                "WAL Records", "WAL Bytes", "Shared Hit Blocks")))
+            found.append((*(float(sum(p.get(k, 0) for p in parts)) for k in (
+                "WAL Records", "WAL Bytes", "Shared Hit Blocks")),
+                1000 * row[0][0]["Planning Time"], 1000 * row[0][0]["Execution Time"]))
             return await real(sql, params)
 
-        pg.fetch_one = explained  # type: ignore[method-assign]
+        async def counted(sql: str, params: Any) -> Any:
+            sent[0] += 1
+            return await real(sql, params)
+
         try:
             runtime = GraphRuntime(store, max_supersteps=100_000)
             graph = gf_chain(nodes, "pgchain")
+            pg.fetch_one = explained  # type: ignore[method-assign]
             runtime.invoke(graph)  # warm-up
             found.clear()
             for _ in range(runs):
                 runtime.invoke(graph)
+            pg.fetch_one = counted  # type: ignore[method-assign]
+            conn = pg.sync_connection()
+            for _ in range(5):  # prepared at its fifth use on the connection
+                runtime.invoke(graph)
+            before = _prepared_step(conn)
+            sent[0] = 0
+            for _ in range(runs):
+                runtime.invoke(graph)
+            after = _prepared_step(conn)
         finally:
+            pg.fetch_one = real  # type: ignore[method-assign]
             store.drop()
-    return {label: statistics.median(f[i] for f in found) for i, label in
-            enumerate(("WAL records", "WAL bytes", "shared buffers"))}
+    counts = {label: statistics.median(f[i] for f in found) for i, label in
+              enumerate(("WAL records", "WAL bytes", "shared buffers", "planning us (afresh)",
+                         "execution us"))}
+    steps = runs * nodes
+    counts["step statements"] = sent[0] / steps
+    counts["generic plan runs"] = (after[0] - before[0]) / steps
+    counts["custom plan runs"] = (after[1] - before[1]) / steps
+    return counts
+
+
+def _prepared_step(conn: Any) -> tuple[int, int]:
+    """The generic and custom plan executions of the prepared step statement(s) (a step with
+    a checkpoint and events) on ``conn``."""
+    rows = conn.execute(
+        "SELECT COALESCE(SUM(generic_plans), 0), COALESCE(SUM(custom_plans), 0) FROM "
+        "pg_prepared_statements WHERE statement LIKE 'WITH claim AS%%' AND statement LIKE "
+        "'%%INSERT INTO checkpoints%%' AND statement LIKE '%%INSERT INTO events%%'").fetchone()
+    return int(rows[0]), int(rows[1])
 
 
 def main() -> None:
@@ -224,7 +264,7 @@ def main() -> None:
     try:
         if args.explain:
             for label, value in explain_counts(dsn, args.nodes).items():
-                print(f"a step's statement: {label:15s} {value:8.1f}")
+                print(f"a step's statement: {label:20s} {value:8.2f}")
             return
         results = asyncio.run(measure(dsn, args.nodes, args.repeat))
         if args.sync:

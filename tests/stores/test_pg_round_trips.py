@@ -11,8 +11,19 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
+
+from pytest_graphflow import (
+    END,
+    START,
+    Graph,
+    GraphRuntime,
+    PostgresCheckpointStore,
+    VirtualClock,
+)
 
 _COUNTER = """
 import asyncio, collections, json, sys
@@ -117,3 +128,55 @@ def test_a_durable_step_is_one_round_trip_claim_check_included(
         # it was five round trips before issue 29's fifth pass) and the release (one
         # statement).
         assert sent[f"{path}/5"] == 5 + 1 + 1 + 2 + 1, (path, sent)
+
+
+_STEP_SHAPE = ("SELECT name, generic_plans, custom_plans FROM pg_prepared_statements "
+               "WHERE statement LIKE 'WITH claim AS%%' AND statement LIKE '%%INSERT INTO "
+               "checkpoints%%' AND statement LIKE '%%INSERT INTO events%%' AND statement NOT "
+               "LIKE '%%INSERT INTO runs%%'")
+
+
+def test_a_step_statement_is_prepared_once_and_runs_its_generic_plan(
+    postgres_dsn: str, pg_schema: str
+) -> None:
+    """The step's statement has one text whatever its events or checkpoint (their values
+    travel as parameters), so psycopg prepares it once per connection (at its fifth use)
+    and the server then runs the generic plan it keeps: no planning a step. Counted in
+    ``pg_prepared_statements`` on the store's connection, after three runs of 12 steps: one
+    prepared statement of the step's shape, the server's first five executions custom
+    plans (how PostgreSQL decides); then two more runs: every step of that shape runs the
+    same prepared statement's generic plan."""
+    class Counter(BaseModel):
+        n: int = 0
+
+    g = Graph("prepared12", Counter)
+    prev = START
+    for i in range(12):
+        g.node(f"n{i}", lambda s: {"n": s.n + 1})
+        g.edge(prev, f"n{i}")
+        prev = f"n{i}"
+    graph = g.edge(prev, END).compile(checkpoint_policy="every_step")
+    with PostgresCheckpointStore(postgres_dsn, schema=pg_schema) as store:
+        runtime = GraphRuntime(store, clock=VirtualClock(), seed=0)
+        conn = store._pg.sync_connection()
+        for _ in range(3):  # warm: the text prepared at its fifth use, five custom plans
+            assert runtime.invoke(graph).data == {"n": 12}
+        before = conn.execute(_STEP_SHAPE).fetchall()
+        texts: list[str] = []
+        real = store._pg.fetch_one
+
+        async def counted(sql: str, params: Any) -> Any:
+            if "INSERT INTO events" in sql and "INSERT INTO runs" not in sql:
+                texts.append(sql)
+            return await real(sql, params)
+
+        store._pg.fetch_one = counted  # type: ignore[method-assign]
+        for _ in range(2):
+            assert runtime.invoke(graph).data == {"n": 12}
+        after = conn.execute(_STEP_SHAPE).fetchall()
+    assert len(set(texts)) == 1
+    assert len(texts) >= 2 * 10, len(texts)
+    assert len(before) == len(after) == 1, (before, after)
+    assert before[0][0] == after[0][0]  # the same prepared statement
+    assert after[0][2] == before[0][2] <= 5  # no custom plan after the first five
+    assert after[0][1] - before[0][1] == len(texts)  # every step of the shape: the generic plan

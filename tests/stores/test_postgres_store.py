@@ -208,7 +208,7 @@ async def test_a_schema_of_a_newer_build_is_refused_and_left_alone(
     with psycopg.connect(postgres_dsn) as conn:
         conn.execute(f"UPDATE {fresh_pg_schema}.meta SET value = '99'")
     with pytest.raises(UnsupportedFormat, match=r"schema version 99; this build of "
-                       r"pytest-graphflow reads schema version 2"):
+                       r"pytest-graphflow reads schema version 3"):
         PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema)
     assert _version(postgres_dsn, fresh_pg_schema) == "99"
 
@@ -219,11 +219,11 @@ async def test_an_older_schema_is_migrated_once_when_a_store_opens(
 ) -> None:
     with PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema) as old:
         await old.save(make_cp("cp-1"))
-    monkeypatch.setattr(_pgschema, "SCHEMA_VERSION", 3)
-    monkeypatch.setitem(_pgschema.MIGRATIONS, 2, ["ALTER TABLE runs ADD COLUMN note TEXT"])
+    monkeypatch.setattr(_pgschema, "SCHEMA_VERSION", 4)
+    monkeypatch.setitem(_pgschema.MIGRATIONS, 3, ["ALTER TABLE runs ADD COLUMN note TEXT"])
     with PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema) as new:
         assert [c.id for c in await new.list()] == ["cp-1"]  # the data survived
-    assert _version(postgres_dsn, fresh_pg_schema) == "3"
+    assert _version(postgres_dsn, fresh_pg_schema) == "4"
     PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema).close()  # not run twice
     with psycopg.connect(postgres_dsn) as conn:
         conn.execute(f"SELECT note FROM {fresh_pg_schema}.runs")

@@ -22,6 +22,8 @@ from ._conn import Cursor
 
 __all__ = ["PgClaims"]
 
+_EVENTS_SHARED = "SELECT pg_advisory_xact_lock_shared(hashtextextended(%s, 0))"
+
 
 class PgClaims:
     """The claim operations of :class:`PostgresCheckpointStore` (a mixin)."""
@@ -92,6 +94,9 @@ class PgClaims:
                 await cur.execute("INSERT INTO claims (thread_id, token) VALUES (%s, COALESCE("
                                   "(SELECT value::bigint FROM meta WHERE key = %s), 0)) "
                                   "ON CONFLICT (thread_id) DO NOTHING", (thread_id, TOKEN_FLOOR))
+                # The run's events lock, shared, before the claim row (see
+                # ``_events.MARK_CLAIMS``): a merge of the run's events under way ends first.
+                await cur.execute(_EVENTS_SHARED, (f"graphflow-events:{run_id}",))
                 current, last = await self._claim_row(cur, thread_id)
                 claim = rules.take_claim(thread_id, run_id, current, last, moment, seconds)
                 await self._put_claim(cur, thread_id, claim)

@@ -27,7 +27,7 @@ from .._args import check_commit, check_nesting
 from .._protocol import Fence
 from .._wire import dumped_row, event_row
 from ._conn import Cursor, PgConnections
-from ._events import CLEAR, batch, clear_params, write_events
+from ._events import CLEAR, batch, clear_params, lock_events, write_events
 
 __all__ = ["NODE_IDS", "PgCommits"]
 
@@ -74,8 +74,12 @@ _LATEST = ("SELECT id FROM checkpoints WHERE thread_id = %s ORDER BY ts_us DESC,
 def _fence(events: bool) -> str:
     # ``ok``: the claim is held, the thread's latest is the step's parent (or the commit's
     # lineage needs no parent) and, with events, their row may be inserted as it is.
-    clear = f"clear AS (SELECT {CLEAR} AS c), " if events else ""
-    return ("WITH claim AS (SELECT run_id, token FROM claims WHERE thread_id = %s FOR SHARE), "
+    # With events, ``clear`` also asks that the claim row locked is the version the
+    # statement's snapshot sees: an unfenced merge committed since marks it (MARK_CLAIMS).
+    clear = (f"clear AS (SELECT {CLEAR} AND (SELECT v FROM claim) = (SELECT xmin FROM claims "
+             "WHERE thread_id = %s) AS c), " if events else "")
+    return ("WITH claim AS (SELECT run_id, token, xmin AS v FROM claims WHERE thread_id = %s "
+            "FOR SHARE), "
             f"latest AS ({_LATEST}), {clear}"
             "held AS (SELECT 1 FROM claim WHERE run_id IS NOT NULL AND token = %s), "
             "ok AS (SELECT 1 FROM held WHERE (%s OR (SELECT id FROM latest) IS NOT DISTINCT "
@@ -121,6 +125,7 @@ def _fenced_statement(
     if rows:
         first, last, seqs, data = batch(rows)
         params.extend(clear_params(run_id, first, last))
+        params.append(thread_id)
     params.extend((token, free, latest))
     if cp_row is not None:
         params.extend(cp_row)
@@ -210,6 +215,8 @@ class PgCommits:
             rules.check_lineage(thread_id, found_latest, cps, pairs)
             latest = found_latest
         async with self._tx() as cur:
+            if rows:  # the events lock before the claim row, as an unfenced merge takes them
+                await lock_events(cur, run_id, mark=False)
             await cur.execute("SELECT run_id, token FROM claims WHERE thread_id = %s FOR SHARE",
                               (thread_id,))
             found = await cur.fetchone()
@@ -222,7 +229,7 @@ class PgCommits:
             for cp_row in cp_rows:
                 await cur.execute(self._UPSERT, cp_row)
             if rows:
-                await write_events(cur, run_id, rows)
+                await write_events(cur, run_id, rows, fenced=True)
             if record is not None:
                 await self._write_run(cur, record)
 

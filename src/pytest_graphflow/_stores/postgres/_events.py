@@ -8,7 +8,9 @@ seq is the one with the greatest ``seq`` not above it: one probe of the primary 
 step's events are one row in its commit statement (:data:`INSERT`), written only when no
 row of the run reaches into the step's seqs and none is below the run's compaction point
 (:data:`CLEAR`); anything else (an event overwriting a recorded seq, one below the point)
-is merged here, under the run's events lock, in a transaction (:func:`write_events`).
+is merged here, under the run's events lock, in a transaction (:func:`write_events`). An
+unfenced merge marks the run's claim rows first (:data:`MARK_CLAIMS`), which a step under
+way or one that could not see the merge notices: their rows cannot overlap.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from typing import Any
 
 from ._conn import Cursor
 
-__all__ = ["CLEAR", "COUNT_DELETED", "INSERT", "Batch", "batch", "compact", "read_events",
-           "write_events"]
+__all__ = ["CLEAR", "COUNT_DELETED", "INSERT", "MARK_CLAIMS", "Batch", "batch", "compact",
+           "lock_events", "read_events", "write_events"]
 
 _Rows = list[tuple[str, int, Any, str]]
 Batch = tuple[int, int, str, str]
@@ -31,8 +33,21 @@ CLEAR = ("COALESCE((SELECT last_seq FROM events WHERE run_id = %s AND seq <= %s 
          "DESC LIMIT 1), %s - 1) < %s AND %s >= COALESCE((SELECT earliest_seq FROM "
          "event_compactions WHERE run_id = %s), 0)")
 """True when a row of the run's events spanning ``first..last`` may be inserted as it is: no
-row of the run reaches into it, and it starts at or after the compaction point. Parameters
-(:func:`clear_params`): run id, last, first, first, first, run id."""
+row of the run reaches into it, and it starts at or after the compaction point (as the
+statement's snapshot sees the log: the step's statement adds that no merge committed after
+it, see :data:`MARK_CLAIMS`). Parameters (:func:`clear_params`): run id, last, first, first,
+first, run id."""
+
+MARK_CLAIMS = "UPDATE claims SET token = token WHERE run_id = %s"
+"""An unfenced merge (``record_events``, ``compact_events``) marks the run's claim rows (a new
+row version) under the run's events lock, before it reads the log: a step of the run holds
+its claim row share-locked for its statement, so the merge waits for a step under way (and
+then reads its row); a step whose snapshot was taken before the merge committed locks the
+marked row's new version (PostgreSQL's read-committed re-check), unlike the version its
+snapshot sees, and merges in a transaction instead of inserting its row (its
+``(SELECT xmin ...)`` comparison). A claim of the run takes the events lock shared first
+(:meth:`..._claims.PgClaims.claim`), so a run claimed while a merge is under way is marked
+by it or claimed after it."""
 
 _COUNTED = "SELECT COALESCE(SUM(array_length(string_to_array(seqs, ','), 1)), 0) FROM d"
 """How many events (not rows) the rows deleted by a ``d AS (DELETE ... RETURNING seqs)`` held."""
@@ -77,13 +92,22 @@ def _split(seqs: str, data: str) -> zip[tuple[int, str]]:
     return zip(map(int, seqs.split(",")), data.split("\n"), strict=True)
 
 
-async def write_events(cur: Cursor, run_id: str, rows: _Rows) -> None:
+async def lock_events(cur: Cursor, run_id: str, *, mark: bool) -> None:
+    """Take the run's events lock (exclusive, until the caller's transaction ends); with
+    ``mark``, an unfenced writer's, also mark the run's claim rows (:data:`MARK_CLAIMS`)."""
+    await cur.execute(_LOCK, (f"graphflow-events:{run_id}",))
+    if mark:
+        await cur.execute(MARK_CLAIMS, (run_id,))
+
+
+async def write_events(cur: Cursor, run_id: str, rows: _Rows, *, fenced: bool = False) -> None:
     """Write event rows of ``run_id`` (an event with a recorded seq overwrites it; those
     below the compaction point are dropped), merging the rows they reach into one, in the
-    caller's transaction, under the run's events lock (which compaction takes too)."""
+    caller's transaction, under the run's events lock (which compaction takes too); an
+    unfenced writer (not ``fenced``: not under the run's claim) marks the run's claims."""
     if not rows:
         return
-    await cur.execute(_LOCK, (f"graphflow-events:{run_id}",))
+    await lock_events(cur, run_id, mark=not fenced)
     await cur.execute("SELECT earliest_seq FROM event_compactions WHERE run_id = %s", (run_id,))
     found = await cur.fetchone()
     if found is not None:

@@ -15,11 +15,17 @@ from ...errors import InvalidArgument, UnsupportedFormat
 from ._conn import Cursor
 from ._queue import QUEUE_SCHEMA
 
-__all__ = ["MIGRATIONS", "OWN_TABLES", "SCHEMA_VERSION", "drop_tables", "ensure_schema"]
+__all__ = ["CLAIMS_RUN_INDEX", "MIGRATIONS", "OWN_TABLES", "SCHEMA_VERSION", "drop_tables",
+           "ensure_schema"]
 
-SCHEMA_VERSION = 2
-"""The layout of the tables this build writes and reads (2: a run's events written together
-are one row of ``events``; 1: one row an event)."""
+SCHEMA_VERSION = 3
+"""The layout of the tables this build writes and reads (3: no ``checkpoints_order`` index,
+an index of claims by run; 2: a run's events written together are one row of ``events``; 1:
+one row an event)."""
+
+CLAIMS_RUN_INDEX = "CREATE INDEX IF NOT EXISTS claims_run ON claims (run_id)"
+"""The claims of a run: an unfenced merge of its events marks them (see
+:func:`._events.write_events`)."""
 
 WAITING_INDEX = ('CREATE INDEX IF NOT EXISTS checkpoints_waiting ON checkpoints '
                  '(thread_id COLLATE "C") WHERE status = \'interrupted\'')
@@ -47,7 +53,6 @@ _CREATE = [
     )""",
     "CREATE INDEX IF NOT EXISTS checkpoints_run ON checkpoints (run_id, ts_us, save_order)",
     "CREATE INDEX IF NOT EXISTS checkpoints_thread ON checkpoints (thread_id, ts_us, save_order)",
-    "CREATE INDEX IF NOT EXISTS checkpoints_order ON checkpoints (ts_us, save_order)",
     WAITING_INDEX,
     # Events written together (a step's) are one row: ``seq`` and ``last_seq`` the first and
     # last of their seqs, ``seqs`` all of them in order (comma-separated), ``data`` their JSON
@@ -90,6 +95,7 @@ _CREATE = [
         expires_us BIGINT,
         ttl DOUBLE PRECISION
     )""",
+    CLAIMS_RUN_INDEX,
     *QUEUE_SCHEMA,
 ]
 
@@ -110,6 +116,10 @@ MIGRATIONS: dict[int, list[str]] = {
         "UPDATE events SET last_seq = seq, seqs = seq::text",
         "ALTER TABLE events ALTER COLUMN last_seq SET NOT NULL, "
         "ALTER COLUMN seqs SET NOT NULL, DROP COLUMN type"],
+    # 2 -> 3: no read needs the index of all checkpoints by save order (an unfiltered
+    # ``list`` sorts), and each step inserted into it; an unfenced merge of a run's events
+    # finds the run's claims by an index.
+    2: ["DROP INDEX IF EXISTS checkpoints_order", CLAIMS_RUN_INDEX],
 }
 """``MIGRATIONS[n]``: the statements that turn schema version ``n`` into ``n + 1``.
 

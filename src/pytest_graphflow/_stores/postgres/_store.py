@@ -43,7 +43,7 @@ from ._claims import PgClaims
 from ._commit import NODE_IDS, PgCommits
 from ._conn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
 from ._delete import delete_thread
-from ._events import compact, read_events, write_events
+from ._events import compact, lock_events, read_events, write_events
 from ._queue import PgQueue
 from ._schema import SCHEMA_VERSION, drop_tables, ensure_schema
 
@@ -494,7 +494,7 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
         check_id(run_id, "run_id", "compact_events")
         before = rules.check_before_seq(before_seq)
         async with self._tx() as cur:
-            await cur.execute(_ADVISORY, _lock_key("events", run_id))
+            await lock_events(cur, run_id, mark=True)
             if before <= await self._earliest(cur, run_id):
                 return 0
             await cur.execute(
