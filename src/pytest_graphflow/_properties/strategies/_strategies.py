@@ -330,10 +330,13 @@ def _behaviour(choose: Choose, b: _Builder, name: str, flags: dict[str, bool]) -
         d["writes"] = bool(io & 2)
         d["log"] = bool(io & 4) and b.reducers
     route_bit = io & 1 == 1
-    # interrupts and the twin (top, 0..11) | sleep (2 bits) | emits (2 bits).
+    # interrupts and the twin (top, 0..11) | sleep (2 bits) | emits (2 bits). The top field:
+    # 0..7 no interrupt of its own (7: the twin alone), 8..9 one id, 10..11 two ids; odd
+    # values from 7 up are the twin: one node in four (it was one in two, every odd value,
+    # which made two nodes in three ask for input and the checks pay a resume for each).
     act = choose(0, 12 * 16 - 1)
     asks = act >> 4
-    n, twin = asks >> 1, asks & 1 == 1
+    n, twin = asks >> 1, asks & 1 == 1 and asks >= 7
     if flags["interrupts"]:
         d["interrupts"] = [f"q{i}" for i in range(max(0, n - 3))]
     if flags["sleeps"]:
@@ -395,6 +398,13 @@ def _route(choose: Choose, b: _Builder, name: str, flags: dict[str, bool], bit: 
 _BUILDING: ContextVar[_Builder] = ContextVar("graphflow_building")
 
 
+_HEAD = 4 * 32 - 1
+"""The largest value of a node's head choice: "one more node?" (top, 0..3: 0 is no, so a
+graph stops after a node one time in four; one in five before, while Hypothesis's mutator,
+copying runs of node spans into the graphs it mutates, already grows them toward
+``max_nodes``) | how the node is reached (5 bits)."""
+
+
 @st.composite
 def _node(draw: Any) -> bool:
     return _one_node(draw)
@@ -411,8 +421,8 @@ def _one_node(draw: Any) -> bool:
         _no_more(draw)
         return False
     choose = _chooser(draw)
-    # One choice: "one more node?" (top, 0..4: 0 is no) | how it is reached (5 bits).
-    head = choose(0, 5 * 32 - 1)
+    # One choice: "one more node?" (top, 0..3: 0 is no) | how it is reached (5 bits).
+    head = choose(0, _HEAD)
     if not (head >> 5 or i < b.min_nodes):
         return False
     _attach(choose, b, name, flags, head & 31)
@@ -427,7 +437,7 @@ def _no_more(draw: Any) -> None:
     graph of ``max_nodes`` nodes came out one choice short and no node of it could be cut."""
     data = getattr(draw, "__self__", None)
     if _Data is not None and isinstance(data, _Data):
-        data.draw_integer(0, 5 * 32 - 1, forced=0)
+        data.draw_integer(0, _HEAD, forced=0)
 
 
 _NODE = _node()
