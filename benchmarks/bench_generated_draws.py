@@ -9,7 +9,8 @@ test call. Two views, both deterministic for a given build and Hypothesis versio
 * **Under Hypothesis**: the drawing half of ``bench_generated_split.py``'s test (a plain
   ``@given(spec=graphs(max_nodes=6), data=st.data())`` under the ``graphflow-ci`` profile,
   ``max_examples`` raised to ``--graphs``, inputs and answers drawn from ``data`` with their
-  labels) without the check: Hypothesis's test calls and overruns, the mean graph size,
+  labels) without the check: Hypothesis's test calls and overruns, the mean graph size
+  and interrupt points (what a check's cost grows with),
   the choices per test call and per graph of six nodes, and cProfile's Python calls per
   example (engine included), after a first run that pays the imports. The profile is
   derandomized, and its seed comes from the test function's code, so one run is one sample
@@ -62,6 +63,7 @@ def under_hypothesis(examples: int, seeds: int) -> dict[str, float]:
             data.draw(resume_answers(spec), label="answers")
             tally["examples"] += 1
             tally["nodes"] += spec.size
+            tally["points"] += len(spec.interrupt_points)
             if spec.size == 6:
                 tally["six"] += 1
                 tally["six_choices"] += len(data.conjecture_data.choices)
@@ -86,6 +88,7 @@ def under_hypothesis(examples: int, seeds: int) -> dict[str, float]:
         "test calls": tally["calls"],
         "overruns": tally["overruns"],
         "nodes a graph": tally["nodes"] / n,
+        "interrupt points a graph": tally["points"] / n,
         "choices a test call": tally["choices"] / tally["calls"],
         "choices a 6-node graph": tally["six_choices"] / max(1, tally["six"]),
         "Python calls an example": pstats.Stats(profile).total_calls / n,  # type: ignore[attr-defined]

@@ -13,6 +13,10 @@ try:  # the choice sequence's own draws (see _chooser)
     from hypothesis.internal.conjecture.data import ConjectureData as _Data
 except ImportError:  # pragma: no cover - a Hypothesis without it: strategies only
     _Data = None  # type: ignore[assignment,misc]
+try:  # the span label Hypothesis's mutator leaves alone (see _nodes_in_spans)
+    from hypothesis.internal.conjecture.data import UNIQUE_COLLECTION_LABEL as _UNMUTATED
+except ImportError:  # pragma: no cover - a Hypothesis without it: the nodes are mutated
+    _UNMUTATED = None  # type: ignore[assignment]
 
 from ..._stores._plan import FaultPlan
 from ..._stores.faults._faults import Fault
@@ -330,10 +334,13 @@ def _behaviour(choose: Choose, b: _Builder, name: str, flags: dict[str, bool]) -
         d["writes"] = bool(io & 2)
         d["log"] = bool(io & 4) and b.reducers
     route_bit = io & 1 == 1
-    # interrupts and the twin (top, 0..11) | sleep (2 bits) | emits (2 bits).
+    # interrupts and the twin (top, 0..11) | sleep (2 bits) | emits (2 bits). The top field:
+    # 0..7 no interrupt of its own (7: the twin alone), 8..9 one id, 10..11 two ids; odd
+    # values from 7 up are the twin: one node in four (it was one in two, every odd value,
+    # which made two nodes in three ask for input and the checks pay a resume for each).
     act = choose(0, 12 * 16 - 1)
     asks = act >> 4
-    n, twin = asks >> 1, asks & 1 == 1
+    n, twin = asks >> 1, asks & 1 == 1 and asks >= 7
     if flags["interrupts"]:
         d["interrupts"] = [f"q{i}" for i in range(max(0, n - 3))]
     if flags["sleeps"]:
@@ -395,6 +402,11 @@ def _route(choose: Choose, b: _Builder, name: str, flags: dict[str, bool], bit: 
 _BUILDING: ContextVar[_Builder] = ContextVar("graphflow_building")
 
 
+_HEAD = 5 * 32 - 1
+"""The largest value of a node's head choice: "one more node?" (top, 0..4: 0 is no, so a
+graph stops after a node one time in five) | how the node is reached (5 bits)."""
+
+
 @st.composite
 def _node(draw: Any) -> bool:
     return _one_node(draw)
@@ -412,7 +424,7 @@ def _one_node(draw: Any) -> bool:
         return False
     choose = _chooser(draw)
     # One choice: "one more node?" (top, 0..4: 0 is no) | how it is reached (5 bits).
-    head = choose(0, 5 * 32 - 1)
+    head = choose(0, _HEAD)
     if not (head >> 5 or i < b.min_nodes):
         return False
     _attach(choose, b, name, flags, head & 31)
@@ -427,7 +439,7 @@ def _no_more(draw: Any) -> None:
     graph of ``max_nodes`` nodes came out one choice short and no node of it could be cut."""
     data = getattr(draw, "__self__", None)
     if _Data is not None and isinstance(data, _Data):
-        data.draw_integer(0, 5 * 32 - 1, forced=0)
+        data.draw_integer(0, _HEAD, forced=0)
 
 
 _NODE = _node()
@@ -449,9 +461,23 @@ _NODES = _nodes()
 def _nodes_in_spans(data: Any, draw: Any) -> None:
     """What ``draw(_NODES)`` does, with the spans opened by hand: the same spans (labels,
     nesting, one pair a node), the same choices, without a composite's draw around each
-    (its checks, its recorded value: some 40 Python calls a node)."""
+    (its checks, its recorded value: some 40 Python calls a node).
+
+    The node spans sit inside one span labelled as a unique collection's, the one label
+    Hypothesis's mutator skips the spans inside of (the shrinker reads no such label: its
+    passes see the same spans). The mutator copies a span over another of its label: here
+    a run of nested node spans into the graph, or one node over another. After each new
+    example it ran up to five such copies, so three examples in four were copies of a few
+    drawn graphs grown toward ``max_nodes`` (4.2 nodes against 3.2 drawn), and each copy
+    cost its replay through the example tree on top of its run: 1,800 of the 4,400 Python
+    calls an example cost. Now every example is a graph drawn afresh; the shape a copy
+    made on purpose, two siblings asking the same ids, is a targeted draw (``_behaviour``).
+    """
     nodes_label, node_label = _NODES.label, _NODE.label
     depth = 0
+    if _UNMUTATED is not None:
+        data.start_span(_UNMUTATED)
+        depth += 1
     try:
         while True:
             data.start_span(nodes_label)
