@@ -234,3 +234,52 @@ def test_compiling_a_generated_graph_stays_lean() -> None:
     calls = pstats.Stats(profile).total_calls / 5  # type: ignore[attr-defined]
     # 431 measured; 1,012 with a signature per node and route and a codec per compile.
     assert calls <= 520, calls
+
+
+# ------------------------------------------------- comparing two logs, and fresh runtimes
+
+
+def _logs_of_every_kind() -> list[list[Any]]:
+    """Logs holding every event kind a generated graph yields: custom events, retried and
+    failed attempts routed on, interrupts and the resumed legs, an expansion's tasks."""
+    from pytest_graphflow._properties.runs._drive import _fresh_after, _on_owned_loop, _runtime
+    from pytest_graphflow._properties.runs._drive import drive as drive_run
+    from pytest_graphflow._properties.strategies._genspec import Failure
+
+    spec = GraphSpec(
+        nodes=(
+            SpecNode("n0", writes=True, emits=True, route="expand", expand_to="n1", items=2),
+            SpecNode("n1", writes=True, worker=True, sleep=1.0, interrupts=("q",),
+                     children=("n2",)),
+            SpecNode("n2", writes=True, log=True, retry=2, fail=Failure(1),
+                     children=("n3",)),
+            SpecNode("n3", writes=True, fail=Failure(1), on_error="n4"),
+            SpecNode("n4", writes=True, log=True),
+        ),
+        entry=("n0",),
+    )
+    graph = spec.compile()
+    logs = []
+    for fresh in (None, _fresh_after):
+        rt = _runtime(None, 0, wall=False)
+
+        async def go(r: GraphRuntime, fresh: Any = fresh) -> Any:
+            return await drive_run(r, graph, {"x": 1}, {"n1:q": 3}, fresh=fresh)
+
+        logs.append(_on_owned_loop(rt, go).events)
+    return logs
+
+
+def test_one_json_array_compares_two_logs_as_their_lines_do() -> None:
+    from pytest_graphflow._properties.runs._drive import _lines, _log_json
+
+    same, fresh = _logs_of_every_kind()
+    kinds = {e.type for e in same}
+    assert {"custom", "error", "interrupt", "node_end", "edge_transition",
+            "checkpoint_saved"} <= kinds, kinds
+    for log in (same, fresh, same[:3], []):
+        assert _log_json(log).decode() == "[" + ",".join(_lines(log)) + "]"
+    # resuming in a fresh runtime over the same store (its check and features handed over)
+    # logs what resuming in the same runtime does
+    assert _log_json(same) == _log_json(fresh)
+    assert _log_json(same) != _log_json(same[:-1])
