@@ -34,7 +34,7 @@ from pydantic import BaseModel
 
 from pytest_graphflow import END, START, Graph, GraphRuntime, VirtualClock
 from pytest_graphflow._graph._builder import _arity
-from pytest_graphflow._properties.strategies._genspec import GraphSpec, SpecNode
+from pytest_graphflow._properties.strategies._genspec import Failure, GraphSpec, SpecNode
 from pytest_graphflow.errors import InvalidArgument
 from pytest_graphflow.invariants import check_interrupt_resume_equivalence
 
@@ -244,7 +244,6 @@ def _logs_of_every_kind() -> list[list[Any]]:
     failed attempts routed on, interrupts and the resumed legs, an expansion's tasks."""
     from pytest_graphflow._properties.runs._drive import _fresh_after, _on_owned_loop, _runtime
     from pytest_graphflow._properties.runs._drive import drive as drive_run
-    from pytest_graphflow._properties.strategies._genspec import Failure
 
     spec = GraphSpec(
         nodes=(
@@ -283,3 +282,71 @@ def test_one_json_array_compares_two_logs_as_their_lines_do() -> None:
     # logs what resuming in the same runtime does
     assert _log_json(same) == _log_json(fresh)
     assert _log_json(same) != _log_json(same[:-1])
+
+
+_FAILING = {
+    # A node failing once, then retried: each failed attempt's error is kept on the outcome.
+    "retried": GraphSpec(
+        nodes=(SpecNode("n0", writes=True, sleep=1.0, retry=2, fail=Failure(1)),
+               SpecNode("n1", writes=True, sleep=2.0)),
+        entry=("n0", "n1")),
+    # A failure routed on to another node: the outcome keeps the error.
+    "routed": GraphSpec(
+        nodes=(SpecNode("n0", writes=True, sleep=1.0, fail=Failure(1), on_error="n1"),
+               SpecNode("n1", writes=True)),
+        entry=("n0",)),
+    # An async node interrupting while another sleeps on.
+    "interrupted": GraphSpec(
+        nodes=(SpecNode("n0", writes=True, sleep=1.0, interrupts=("q",)),
+               SpecNode("n1", writes=True, sleep=2.0, log=True)),
+        entry=("n0", "n1")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_FAILING))
+def test_a_node_error_kept_on_its_outcome_leaves_no_cycle(name: str) -> None:
+    # A node's error is kept (its outcome's error, a failed attempt's): its traceback keeps
+    # the frame of execute(), which held the outcome (a cycle), and the sleeper in that frame
+    # held the node's task (so every task of the process stayed until the collector ran, and
+    # each call on the thread's loop looked through all of them for tasks left running).
+    spec = _FAILING[name]
+    assert check_interrupt_resume_equivalence(spec, {"x": 1}, {"n0:q": 2}) == []
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        assert check_interrupt_resume_equivalence(spec, {"x": 1}, {"n0:q": 2}) == []
+        left = gc.collect()
+    finally:
+        if was:
+            gc.enable()
+    assert left == 0
+
+
+def test_a_failed_run_leaves_no_task_to_the_collector() -> None:
+    # A run failing with a node's error keeps it (NodeFailed's cause) in a cycle the
+    # collector frees; the node's task is not in it: the sleeper holds its task weakly, so
+    # the task goes when it ends and the thread's loop finds no task of the run afterwards.
+    import asyncio
+
+    spec = GraphSpec(
+        nodes=(SpecNode("n0", writes=True, sleep=1.0, fail=Failure(None), children=("n1",)),
+               SpecNode("n1", writes=True, sleep=1.0)),
+        entry=("n0", "n1"))
+    assert check_interrupt_resume_equivalence(spec, {"x": 1}) == []
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        assert check_interrupt_resume_equivalence(spec, {"x": 1}) == []
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            assert gc.collect() > 0  # the failure's cycle (not this test's subject)
+            tasks = [o for o in gc.garbage if isinstance(o, asyncio.Task)]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+    finally:
+        if was:
+            gc.enable()
+    assert tasks == []

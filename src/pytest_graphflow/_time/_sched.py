@@ -18,6 +18,7 @@ import asyncio
 import heapq
 import math
 import sys
+import weakref
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, NamedTuple
@@ -377,12 +378,15 @@ class BatchScheduler:
         """
         current_task = self.kinds.current_task
         take_turn = self.kinds.take_turn
-        owner = current_task()  # called from the node's own task
+        # Called from the node's own task. Held weakly: a failed node's traceback keeps its
+        # frames, and so this function, alive until the collector runs; the task (and all it
+        # holds) then goes when it ends, not with the collector.
+        owner = weakref.ref(current_task())
 
         async def sleep(delay: float) -> None:
             if not delay >= 0:
                 raise ValueError(f"sleep length must be non-negative, got {delay!r}")
-            if current_task() is not owner:
+            if current_task() is not owner():
                 token = NODE_SLEEPER.set(None)
                 try:
                     await anyio.sleep(delay)
