@@ -369,12 +369,13 @@ class BatchScheduler:
     def finished(self, key: int) -> None:
         """Task ``key`` is done for good: pass the baton on; stop the keeper (and the
         daemons, before time could jump to their timers) after the last."""
+        done = self._done  # (``remaining``, inline: this runs once a task)
         if key not in self._daemons:
-            self._done.add(key)
-            if self.remaining == 0:
+            done.add(key)
+            if len(self.order_keys) == len(done):
                 self._stop_daemons()
         self.release(key)
-        if self.remaining == 0 and self.keeper_scope is not None:
+        if self.keeper_scope is not None and len(self.order_keys) == len(done):
             self.keeper_scope.cancel()
 
     async def keeper(self) -> None:
