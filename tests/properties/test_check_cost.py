@@ -350,3 +350,42 @@ def test_a_failed_run_leaves_no_task_to_the_collector() -> None:
         if was:
             gc.enable()
     assert tasks == []
+
+
+# ------------------------------------------------------------- a check's calls, pinned
+
+
+_PAUSING = GraphSpec(
+    nodes=(
+        SpecNode("n0", writes=True, sleep=1.0, interrupts=("q",), children=("n2",)),
+        SpecNode("n1", writes=True, sleep=2.5, log=True, children=("n2",)),
+        SpecNode("n2", reads=("v_n0", "v_n1"), writes=True, sleep=1.0, log=True),
+    ),
+    entry=("n0", "n1"),
+)
+_CHAIN = GraphSpec(
+    nodes=(SpecNode("n0", writes=True, sleep=1.0, children=("n1",)),
+           SpecNode("n1", writes=True, sleep=0.5, log=True)),
+    entry=("n0",),
+)
+
+
+@pytest.mark.parametrize(("spec", "answers", "ceiling"), [
+    # Two async nodes in a batch, one asking, then a third: (b) pauses and resumes, (c) in
+    # fresh runtimes, (a) answers at once. 7,274 calls before issue 29's gencheck pass (the
+    # checkers' calls per event, anyio's Event as the baton, two cancel scopes a batch, a
+    # fresh runtime checking its store again); 6,252 after.
+    pytest.param(_PAUSING, {"n0:q": 7}, 6_600, id="pausing-batch"),
+    # A lone async node, then another: the run never pauses, so it runs once. 1,380 -> 1,143.
+    pytest.param(_CHAIN, {}, 1_250, id="async-chain"),
+])
+def test_checking_a_small_async_graph_stays_lean(spec: GraphSpec, answers: dict[str, Any],
+                                                 ceiling: int) -> None:
+    assert check_interrupt_resume_equivalence(spec, {"x": 1}, answers) == []  # warm
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(5):
+        assert check_interrupt_resume_equivalence(spec, {"x": 1}, answers) == []
+    profile.disable()
+    calls = pstats.Stats(profile).total_calls / 5  # type: ignore[attr-defined]
+    assert calls <= ceiling, calls
