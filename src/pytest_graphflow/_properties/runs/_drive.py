@@ -227,15 +227,15 @@ def _fresh_after(previous: GraphRuntime) -> GraphRuntime:
     """A new runtime over the same store, its clock going on where the previous one stopped
     (the same virtual clock: the owned loop reads it)."""
     assert isinstance(previous.clock, VirtualClock)
-    store, features = previous.store, previous.store_features
-    if features.clock_binding:
+    store = previous.store
+    if previous.store_features.clock_binding:
         return _runtime(store, previous.seed or 0, previous.clock, previous.backend)
-    # The store passed GraphRuntime's check when the first runtime took it, and its features
-    # were read then: the new runtime takes both as they are (checking the store again and
-    # reading its features cost ~75 calls; a store binding a clock is handed over anew).
+    # The store passed GraphRuntime's check when the first runtime took it: the new runtime,
+    # made over a default store, is handed it through the ``store`` setter (which reads its
+    # features, without checking the store again: ~65 calls fewer). A store binding a clock
+    # is given to GraphRuntime(store=...), which binds it.
     fresh = _runtime(None, previous.seed or 0, previous.clock, previous.backend)
-    fresh._store, fresh._features = store, features
-    fresh._legs.use_store(store, features)
+    fresh.store = store
     return fresh
 
 
