@@ -234,3 +234,27 @@ def test_violations_read_well() -> None:
     assert "> #7" in text
     assert "#5" in text
     assert "#9" in text
+
+
+def test_a_retry_error_without_a_node_start_is_reported_not_raised() -> None:
+    # A malformed log: a task's first event is a retry error (no node_start), and the leg
+    # ends without its result. The checkers report, never raise: C2 names the retry error.
+    from pytest_graphflow._records._events import ErrorEvent
+
+    i = find(E, "node_start", "plan")
+    retry = ErrorEvent(run_id=E[i].run_id, seq=E[i].seq, step=E[i].step, time=E[i].time,
+                       node="plan", task_id=E[i].task_id, error_type="Boom", message="boom",
+                       attempt=1, will_retry=True)
+    events = [*E[:i], retry, *[e for e in E[i + 1:find(E, "run_start", leg=1)]
+                               if e.task_id != E[i].task_id]]
+    found = [v for v in check_invariants(events, graph=GRAPH) if v.rule == "C2"]
+    assert [v.index for v in found] == [i, i], format_violations(found, events)
+    assert "without a running attempt" in found[0].message
+    assert "reported no node_end" in found[1].message
+
+
+def test_a_log_given_as_an_iterator_is_checked_like_the_list() -> None:
+    mutated = move(find(E, "node_start", "c", leg=0), find(E, "node_start", "a", leg=0) + 1)(E)
+    assert check_invariants(iter(mutated), graph=GRAPH) == check_invariants(mutated,
+                                                                              graph=GRAPH)
+    assert check_invariants(iter(E), graph=GRAPH) == []

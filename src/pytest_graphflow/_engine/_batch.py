@@ -568,46 +568,49 @@ class BatchRunner:
         if handlers is not None:
             assert sched is not None
             handlers.append(sched.stall)
-        with kinds.cancel_scope() as scope:
-            if deadline is not None:
-                scope.deadline = anyio.current_time() + max(0.0, deadline)
-            flight.scope = scope
-            if flight.cancel_requested:
-                scope.cancel()
-            try:
-                # A lone exception leaves the task group as itself, as a sync node's would
-                # (the except below; no context manager of its own: a generator a batch).
-                async with kinds.task_group() as tg:
-                    if renewing and sched is None:
-                        tg.start_soon(renew)
-                    for i in order:
-                        if i != host and i not in events_hosted:
-                            tg.start_soon(run_one, i)
-                    if sched is not None:
-                        # The renewal and the keeper take no task until they have work.
-                        if renewing:
-                            assert claim is not None
-                            sched.daemon(_RENEWER, renew_scope, claim.ttl / 3,
-                                         lambda: tg.start_soon(renew))
-                        if sched.loop_deadline is not None:
-                            sched.start_keeper = lambda: tg.start_soon(sched.keeper)
-                        sched.start()
-                    if host is not None:
-                        await _InContext(run_one(host))
-                    elif hosted:
-                        await host_all()
-            except BaseExceptionGroup as group:
-                if len(group.exceptions) == 1:
-                    raise group.exceptions[0] from None
-                raise
-            finally:
-                flight.scope = None
+        # The batch's cancel scope is its task group's own (one scope entered, not two): the
+        # run's deadline, a stall and a cancel request cancel it, and its cancelled_caught
+        # tells a timeout apart, as an enclosing scope's did.
+        try:
+            # A lone exception leaves the task group as itself, as a sync node's would
+            # (the except below; no context manager of its own: a generator a batch).
+            async with kinds.task_group() as tg:
+                scope = tg.cancel_scope  # (trio's task group makes it on entering)
+                if deadline is not None:
+                    scope.deadline = anyio.current_time() + max(0.0, deadline)
+                flight.scope = scope
+                if flight.cancel_requested:
+                    scope.cancel()
+                if renewing and sched is None:
+                    tg.start_soon(renew)
+                for i in order:
+                    if i != host and i not in events_hosted:
+                        tg.start_soon(run_one, i)
                 if sched is not None:
-                    # Its lambda holds the scheduler: a cycle left to the collector otherwise.
-                    sched.start_keeper = None
-                if handlers is not None:
-                    assert sched is not None
-                    handlers.remove(sched.stall)
+                    # The renewal and the keeper take no task until they have work.
+                    if renewing:
+                        assert claim is not None
+                        sched.daemon(_RENEWER, renew_scope, claim.ttl / 3,
+                                     lambda: tg.start_soon(renew))
+                    if sched.loop_deadline is not None:
+                        sched.start_keeper = lambda: tg.start_soon(sched.keeper)
+                    sched.start()
+                if host is not None:
+                    await _InContext(run_one(host))
+                elif hosted:
+                    await host_all()
+        except BaseExceptionGroup as group_error:
+            if len(group_error.exceptions) == 1:
+                raise group_error.exceptions[0] from None
+            raise
+        finally:
+            flight.scope = None
+            if sched is not None:
+                # Its lambda holds the scheduler: a cycle left to the collector otherwise.
+                sched.start_keeper = None
+            if handlers is not None:
+                assert sched is not None
+                handlers.remove(sched.stall)
         if stalled:
             names = [tasks[i].node for i in stalled[0]]
             for i in stalled[0]:

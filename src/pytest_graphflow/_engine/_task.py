@@ -84,7 +84,11 @@ async def execute(
             if not failed(graph, spec, out, ctx, exc, attempt, clock, model):
                 raise
             if out.kind != "retry":
-                return out
+                # The error's traceback keeps this frame: without ``out`` (which keeps the
+                # error), so the two make no reference cycle left to the collector.
+                box = [out]
+                del out
+                return box.pop()
             out.kind = "cancelled"
             out.failed_attempts = [*out.failed_attempts, (attempt_start, clock.now(), exc)]
             retry = spec.retry
@@ -94,6 +98,11 @@ async def execute(
             ctx._used = None  # a new attempt runs the node from the top
             ctx._tool = None  # its tool calls count from 0 again (recorded ones replay)
             model = make_input()
+    if out.failed_attempts:  # their errors' tracebacks keep this frame: not ``out`` (above)
+        box = [out]
+        del out
+        return await settle(graph, spec, box.pop(), result, ctx, clock, state, hooks, model,
+                            attempt)
     return await settle(graph, spec, out, result, ctx, clock, state, hooks, model, attempt)
 
 

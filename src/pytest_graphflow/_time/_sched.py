@@ -18,6 +18,7 @@ import asyncio
 import heapq
 import math
 import sys
+import weakref
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, NamedTuple
@@ -108,12 +109,14 @@ class Backend(NamedTuple):
     each costs more than the object made. A batch asks once (:func:`backend`) and uses these.
     """
 
-    event: Callable[[], anyio.Event]
+    event: Callable[[], Any]
+    """The baton's event: anyio's on trio; on asyncio a :class:`_Baton`, which one task
+    waits on (what anyio's event does there, without its layers)."""
     cancel_scope: Callable[[], anyio.CancelScope]
     task_group: Callable[[], anyio.abc.TaskGroup]
     current_task: Callable[[], object]
     """The running task itself (what ``anyio.get_current_task().id`` identifies)."""
-    take_turn: Callable[[anyio.Event], Awaitable[None]]
+    take_turn: Callable[[Any], Awaitable[None]]
     """``await take_turn(event)``: wait for the baton's event (:func:`_take_turn`)."""
 
 
@@ -131,14 +134,17 @@ def backend() -> Backend:
     found = _BACKENDS.get(name)
     if found is None:
         current: Callable[[], object]
-        take: Callable[[anyio.Event], Awaitable[None]]
+        take: Callable[[Any], Awaitable[None]]
+        event: Callable[[], Any]
         if name == "trio":
             current = sys.modules["trio"].lowlevel.current_task
             take = _wait
+            event = type(anyio.Event())
         else:
             current = asyncio.current_task
             take = _take_turn
-        found = _BACKENDS[name] = Backend(type(anyio.Event()), type(anyio.CancelScope()),
+            event = _Baton
+        found = _BACKENDS[name] = Backend(event, type(anyio.CancelScope()),
                                           type(anyio.create_task_group()), current, take)
     return found
 
@@ -147,7 +153,36 @@ async def _wait(ev: anyio.Event) -> None:
     await ev.wait()
 
 
-async def _take_turn(ev: anyio.Event) -> None:
+class _Baton:
+    """The baton's event on asyncio: what anyio's ``Event`` is there (an ``asyncio.Event``
+    behind a wrapper), for the one task that waits on it, in a few attributes. Set once;
+    :func:`_take_turn` waits on it as ``Event.wait`` would (a turn of the loop when it is
+    set already, else a future of the loop that :meth:`set` resolves)."""
+
+    __slots__ = ("_fut", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._fut: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        """Hand the baton over: wake the task waiting, if one is."""
+        if not self._set:
+            self._set = True
+            fut = self._fut
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+
+    def is_set(self) -> bool:
+        """Whether the baton was handed over."""
+        return self._set
+
+    async def wait(self) -> None:
+        """Wait for the baton (``anyio.Event.wait`` on asyncio)."""
+        await _take(self)
+
+
+async def _take_turn(ev: _Baton) -> None:
     """Wait for ``ev``, the baton handed to this task (asyncio).
 
     When the scheduler set it already (a lone task's start, its wake-up after a sleep),
@@ -156,7 +191,7 @@ async def _take_turn(ev: anyio.Event) -> None:
     for a cancellation (what the turn would have delivered). A turn that could run anything
     else (a task the node started, a callback, a due timer) is taken as before.
     """
-    if ev.is_set():
+    if ev._set:
         loop: Any = asyncio.get_running_loop()
         ready = getattr(loop, "_ready", None)  # asyncio's own loops (not uvloop's, say)
         scheduled = getattr(loop, "_scheduled", None)
@@ -164,16 +199,29 @@ async def _take_turn(ev: anyio.Event) -> None:
                 and (not scheduled or scheduled[0]._when > loop.time())):
             await _checkpoint_if_cancelled()
             return
-    await ev.wait()
+    await _take(ev)
 
 
-def _asyncio_checkpoint_if_cancelled() -> Callable[[], Awaitable[None]]:
+async def _take(ev: _Baton) -> None:
+    """``anyio.Event.wait`` on asyncio for a :class:`_Baton`: one turn of the loop when it is
+    set (anyio's checkpoint), else wait on a future of the loop (``asyncio.Event.wait``)."""
+    if ev._set:
+        await _checkpoint()
+        return
+    fut = ev._fut = asyncio.get_running_loop().create_future()
+    try:
+        await fut
+    finally:
+        ev._fut = None
+
+
+def _asyncio_checkpoints() -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
     from anyio._backends._asyncio import AsyncIOBackend
 
-    return AsyncIOBackend.checkpoint_if_cancelled
+    return AsyncIOBackend.checkpoint_if_cancelled, AsyncIOBackend.checkpoint
 
 
-_checkpoint_if_cancelled = _asyncio_checkpoint_if_cancelled()
+_checkpoint_if_cancelled, _checkpoint = _asyncio_checkpoints()
 
 
 _HOSTED: Any = object()
@@ -217,12 +265,12 @@ class BatchScheduler:
         self.keeper_scope: anyio.CancelScope | None = None
         self._forever: list[int] = []
         self.order: list[int] = []
-        self._ready: list[tuple[int, anyio.Event | None]] = []
+        self._ready: list[tuple[int, Any]] = []
         """The tasks ready to run, in the order they became ready (the seeded pick's list)."""
-        self._ready_daemons: list[tuple[int, anyio.Event | None]] = []
+        self._ready_daemons: list[tuple[int, Any]] = []
         """The daemons ready to run, in that order: each goes before any task, without a draw.
         Kept apart so that a pick does not scan the batch's ready tasks for a daemon."""
-        self._timers: list[tuple[int, int, int, anyio.Event | None]] = []
+        self._timers: list[tuple[int, int, int, Any]] = []
         self._counter = 0
         self._running: int | None = None
         self._closed = False
@@ -232,12 +280,12 @@ class BatchScheduler:
         self._spawn: dict[int, Callable[[], object]] = {}
         self.spawned: set[int] = set()
         """Daemons whose task was started (the others have nothing to cancel)."""
-        self.host_event: anyio.Event | None = None
+        self.host_event: Any = None
         """The event the coroutine running the hosted tasks waits on (:meth:`register_hosted`)."""
         self.host_key: int | None = None
         """The hosted task that holds the baton."""
 
-    def register(self, key: int) -> anyio.Event:
+    def register(self, key: int) -> Any:
         """Register a task before the batch starts; it waits on the returned event."""
         ev = self.kinds.event()
         self._ready.append((key, ev))
@@ -321,12 +369,13 @@ class BatchScheduler:
     def finished(self, key: int) -> None:
         """Task ``key`` is done for good: pass the baton on; stop the keeper (and the
         daemons, before time could jump to their timers) after the last."""
+        done = self._done  # (``remaining``, inline: this runs once a task)
         if key not in self._daemons:
-            self._done.add(key)
-            if self.remaining == 0:
+            done.add(key)
+            if len(self.order_keys) == len(done):
                 self._stop_daemons()
         self.release(key)
-        if self.remaining == 0 and self.keeper_scope is not None:
+        if self.keeper_scope is not None and len(self.order_keys) == len(done):
             self.keeper_scope.cancel()
 
     async def keeper(self) -> None:
@@ -377,12 +426,15 @@ class BatchScheduler:
         """
         current_task = self.kinds.current_task
         take_turn = self.kinds.take_turn
-        owner = current_task()  # called from the node's own task
+        # Called from the node's own task. Held weakly: a failed node's traceback keeps its
+        # frames, and so this function, alive until the collector runs; the task (and all it
+        # holds) then goes when it ends, not with the collector.
+        owner = weakref.ref(current_task())
 
         async def sleep(delay: float) -> None:
             if not delay >= 0:
                 raise ValueError(f"sleep length must be non-negative, got {delay!r}")
-            if current_task() is not owner:
+            if current_task() is not owner():
                 token = NODE_SLEEPER.set(None)
                 try:
                     await anyio.sleep(delay)
@@ -470,7 +522,7 @@ class BatchScheduler:
         self.order.append(key)
         self._run(key, ev)
 
-    def _run(self, key: int, ev: anyio.Event | None) -> None:
+    def _run(self, key: int, ev: Any) -> None:
         """Hand the baton to ``key`` (a task, or a daemon)."""
         self._running = key
         if ev is None:  # a daemon's first turn: start its task, which holds the baton

@@ -16,7 +16,7 @@ from ..._records._events import EventBase
 from ._deadline import check_deadlines
 from ._durable import check_c5, check_c6, check_c7, check_c8, check_c9, check_c10
 from ._join import check_join_arrivals
-from ._legs import Leg, Violation, legs_shared, normalise_events, short, split_legs
+from ._legs import _SHARED, Leg, Violation, normalise_events, share_legs, short, split_legs
 from ._order import check_c1, check_c2, check_c3, check_c4
 from ._tools import check_tool_replays
 
@@ -70,9 +70,12 @@ def check_invariants(
         resumed_by_run_id: later legs were resumed by run id (C8, C10), not time travel.
     """
     evs = normalise_events(events)
-    with legs_shared(evs):
+    token = share_legs(evs)  # (legs_shared, without a context manager's calls)
+    try:
         return _check_all(evs, graph, None if store_log is None else list(store_log),
                           stream_raised, resumed_by_run_id)
+    finally:
+        _SHARED.reset(token)
 
 
 def _check_all(evs: list[EventBase], graph: CompiledGraph | None, log: list[Any] | None,

@@ -58,7 +58,7 @@ def check_c5(
                                  "preceded by the checkpoint_saved of the checkpoint to resume "
                                  "from"))
             continue
-        halts = [i for i, e in leg.indexed() if halting(e) and e.step == end.step]
+        halts = [i for i, e in leg.indexed() if e.step == end.step and halting(e)]
         for i in halts:
             if i > leg.end - 2:
                 out.append(Violation("C5", i, "a halting event comes after its checkpoint_saved"))
@@ -193,7 +193,7 @@ def check_c9(events: Sequence[EventBase], *, graph: CompiledGraph | None = None)
         done = {e.task_id: e for e in prev.events
                 if type(e) is NodeEnd and e.step == step and e.task_id}
         halted = {e.task_id for e in prev.events
-                  if halting(e) and e.step == step and e.task_id}
+                  if e.step == step and e.task_id and halting(e)}
         for i, e in leg.indexed():
             if type(e) is not NodeEnd or e.task_id is None:
                 continue

@@ -92,7 +92,7 @@ def check_join_arrivals(
                             "; an arrival was in an earlier leg: did the resume lose the "
                             "join's arrivals (does the store keep Checkpoint.arrivals?)"
                             if lost else "")))
-            elif (starved := _starved(e)) is not None:
+            elif type(e) is ErrorEvent and (starved := _starved(e)) is not None:
                 join, missing = starved
                 for source in missing:
                     seen = pending.get(join, {}).get(source)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
+from itertools import pairwise, repeat
 from typing import Any
 
 from ..._records._events import (
@@ -80,11 +81,11 @@ class Leg:
 
 
 def normalise_events(events: Iterable[Any]) -> list[EventBase]:
-    """Events as models: wire-form dicts and JSON strings are parsed."""
-    out: list[EventBase] = []
-    for e in events:
-        out.append(e if isinstance(e, EventBase) else parse_event(e))
-    return out
+    """Events as models: wire-form dicts and JSON strings are parsed (a new list)."""
+    out = list(events)
+    if all(map(isinstance, out, repeat(EventBase))):
+        return out  # a run's own log: models already (no call per event)
+    return [e if isinstance(e, EventBase) else parse_event(e) for e in out]
 
 
 _SHARED: ContextVar[tuple[Sequence[EventBase], list[Leg]] | None] = ContextVar(
@@ -95,11 +96,16 @@ _SHARED: ContextVar[tuple[Sequence[EventBase], list[Leg]] | None] = ContextVar(
 def legs_shared(events: Sequence[EventBase]) -> Iterator[None]:
     """Within the block, :func:`split_legs` of ``events`` (that very list, unchanged) splits
     it once: ``check_invariants`` runs a dozen checkers over one log, each splitting it."""
-    token = _SHARED.set((events, _split(events)))
+    token = share_legs(events)
     try:
         yield
     finally:
         _SHARED.reset(token)
+
+
+def share_legs(events: Sequence[EventBase]) -> Token[Any]:
+    """:func:`legs_shared` without its context manager: the token to reset ``_SHARED`` with."""
+    return _SHARED.set((events, _split(events)))
 
 
 def split_legs(events: Sequence[EventBase]) -> list[Leg]:
@@ -111,12 +117,13 @@ def split_legs(events: Sequence[EventBase]) -> list[Leg]:
 
 
 def _split(events: Sequence[EventBase]) -> list[Leg]:
-    legs: list[Leg] = []
-    for i, e in enumerate(events):
-        if type(e) is RunStart or not legs:
-            legs.append(Leg(i, []))
-        legs[-1].events.append(e)
-    return legs
+    if not events:
+        return []
+    starts = [i for i, e in enumerate(events) if type(e) is RunStart]
+    if not starts or starts[0] != 0:
+        starts.insert(0, 0)  # a prefix before any run_start is a leg
+    starts.append(len(events))
+    return [Leg(a, list(events[a:b])) for a, b in pairwise(starts)]
 
 
 def halting(e: EventBase) -> bool:

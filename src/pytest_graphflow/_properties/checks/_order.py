@@ -21,9 +21,19 @@ from ..._records._events import (
     RunEnd,
     RunStart,
 )
-from ._legs import Leg, Violation, halting, split_legs, terminal
+from ._legs import Leg, Violation, split_legs
 
 __all__ = ["check_c1", "check_c2", "check_c3", "check_c4"]
+
+_RESULTS: frozenset[type] = frozenset((NodeEnd, InterruptEvent))
+"""Event types that are always a task's result (an ``error`` is one when final:
+:func:`._legs.terminal`, tested inline here: a call per event otherwise)."""
+
+_UNTASKED_C2: frozenset[type] = frozenset((CheckpointSaved, RunEnd, RunStart, InterruptExpired))
+"""Event types C2 leaves out even when they carry a task id."""
+
+_UNTASKED_C4: frozenset[type] = frozenset((CheckpointSaved, RunEnd, InterruptExpired))
+"""Event types that belong to no task's block in C4."""
 
 
 # --------------------------------------------------------------------------- C1
@@ -69,13 +79,14 @@ def check_c2(events: Sequence[EventBase]) -> list[Violation]:
     for leg in split_legs(events):
         state: dict[str, str] = {}
         where: dict[str, int] = {}
-        for i, e in leg.indexed():
+        e: Any  # (narrowed by ``t``, its type, which mypy does not follow)
+        for i, e in enumerate(leg.events, leg.start):
             tid = e.task_id
-            if tid is None or type(e) in (CheckpointSaved, RunEnd, RunStart,
-                                             InterruptExpired):
+            t = type(e)
+            if tid is None or t in _UNTASKED_C2:
                 continue
-            s = state.get(tid, "idle")
-            if type(e) is NodeStart:
+            s = state[tid] if tid in state else "idle"  # noqa: SIM401 (no call an event)
+            if t is NodeStart:
                 if s == "running":
                     out.append(Violation("C2", i, f"task {tid} ({e.node}) started again "
                                          "before reporting a result"))
@@ -83,24 +94,26 @@ def check_c2(events: Sequence[EventBase]) -> list[Violation]:
                     out.append(Violation("C2", i, f"task {tid} ({e.node}) started again after "
                                          "its result in the same leg"))
                 state[tid], where[tid] = "running", i
-            elif type(e) is ErrorEvent and e.will_retry:
+            elif t is ErrorEvent and e.will_retry:
                 if s != "running":
                     out.append(Violation("C2", i, f"retry error of task {tid} ({e.node}) "
                                          "without a running attempt"))
                 state[tid] = "retrying"
-            elif terminal(e):
+                if tid not in where:  # (a retry error without a node_start: C2 above)
+                    where[tid] = i
+            elif t in _RESULTS or (t is ErrorEvent and tid is not None and not e.will_retry):
                 if s == "idle":
-                    out.append(Violation("C2", i, f"{e.type} of task {tid} ({e.node}) without "  # type: ignore[attr-defined]
+                    out.append(Violation("C2", i, f"{e.type} of task {tid} ({e.node}) without "
                                          "a node_start"))
                 elif s == "retrying":
-                    out.append(Violation("C2", i, f"{e.type} of task {tid} ({e.node}) after a "  # type: ignore[attr-defined]
+                    out.append(Violation("C2", i, f"{e.type} of task {tid} ({e.node}) after a "
                                          "retry error, without the next attempt's node_start"))
                 elif s == "done":
-                    out.append(Violation("C2", i, f"a second result ({e.type}) for task {tid} "  # type: ignore[attr-defined]
+                    out.append(Violation("C2", i, f"a second result ({e.type}) for task {tid} "
                                          f"({e.node})"))
                 state[tid] = "done"
-            elif type(e) is not EdgeTransition and s != "running":
-                out.append(Violation("C2", i, f"{e.type} of task {tid} ({e.node}) outside its "  # type: ignore[attr-defined]
+            elif t is not EdgeTransition and s != "running":
+                out.append(Violation("C2", i, f"{e.type} of task {tid} ({e.node}) outside its "
                                      "node_start..result span"))
         for tid, s in state.items():
             if s in ("running", "retrying") and leg.run_end is not None:
@@ -128,11 +141,14 @@ def check_c3(events: Sequence[EventBase]) -> list[Violation]:
         rs = leg.run_start
         resumed_outside = rs is not None and rs.resumed_from is not None and n == 0
         first_step = next((e.step for e in leg.events if type(e) is NodeStart), None)
-        for i, e in leg.indexed():
-            if terminal(e) or (type(e) is ErrorEvent and e.routed_to is not None):
+        e: Any  # (narrowed by ``t``, its type, which mypy does not follow)
+        for i, e in enumerate(leg.events, leg.start):
+            t = type(e)
+            if t in _RESULTS or (t is ErrorEvent and (
+                    (e.task_id is not None and not e.will_retry) or e.routed_to is not None)):
                 assert e.task_id is not None
                 results[e.task_id] = (i, e.node or "", e)
-            if type(e) is EdgeTransition:
+            if t is EdgeTransition:
                 src = results.get(e.task_id or "")
                 if src is None:
                     out.append(Violation("C3", i, f"edge {e.source} -> {e.target} (task "
@@ -146,7 +162,7 @@ def check_c3(events: Sequence[EventBase]) -> list[Violation]:
                     out.append(Violation("C3", i, f"edge {e.source} -> {e.target} after "
                                          f"{e.source} halted ({src[2].type})"))
                 pending.setdefault(e.target, []).append(e.step)
-            elif type(e) is NodeStart and e.attempt == 1:
+            elif t is NodeStart and e.attempt == 1:
                 node = e.node or ""
                 entry = e.step == 0  # reached from START, which has no edge events
                 if entry or (resumed_outside and e.step == first_step):
@@ -164,17 +180,38 @@ def check_c3(events: Sequence[EventBase]) -> list[Violation]:
 # --------------------------------------------------------------------------- C4
 
 
-def _blocks(leg: Leg) -> list[tuple[int, int, str, list[tuple[int, EventBase]]]]:
-    """Contiguous runs of one task's events: ``(first index, step, task_id, events)``."""
-    blocks: list[tuple[int, int, str, list[tuple[int, EventBase]]]] = []
-    for i, e in leg.indexed():
-        if e.task_id is None or type(e) in (CheckpointSaved, RunEnd, InterruptExpired):
-            blocks.append((i, e.step, "", [(i, e)]))
+def _blocks(leg: Leg) -> list[tuple[int, int, str, bool, str]]:
+    """Contiguous runs of one task's events: ``(first index, step, task_id, halted, node)``
+    (``task_id`` ``""`` for an event of no task; ``halted``: a halting event is in the run;
+    ``node``: the first node the run names)."""
+    blocks: list[tuple[int, int, str, bool, str]] = []
+    first = step = 0
+    tid: str | None = None  # the open run's task ("": an event of no task); None: none yet
+    halted = False
+    node = ""
+    e: Any  # (narrowed by ``t``, its type, which mypy does not follow)
+    for i, e in enumerate(leg.events, leg.start):
+        t = type(e)
+        etid = e.task_id
+        if etid is None or t in _UNTASKED_C4:
+            if tid is not None:
+                blocks.append((first, step, tid, halted, node))
+            blocks.append((i, e.step, "", False, ""))
+            tid = None
             continue
-        if blocks and blocks[-1][2] == e.task_id:
-            blocks[-1][3].append((i, e))
+        if tid is not None and tid == etid:
+            pass
         else:
-            blocks.append((i, e.step, e.task_id, [(i, e)]))
+            if tid is not None:
+                blocks.append((first, step, tid, halted, node))
+            first, step, tid, halted, node = i, e.step, etid, False, ""
+        if not node and e.node:
+            node = e.node
+        if not halted and (t is InterruptEvent or (
+                t is ErrorEvent and not e.will_retry and e.routed_to is None)):
+            halted = True  # (halting(e): the task id is set here)
+    if tid is not None:
+        blocks.append((first, step, tid, halted, node))
     return blocks
 
 
@@ -191,23 +228,31 @@ def check_c4(events: Sequence[EventBase], *, graph: CompiledGraph | None = None)
     for leg in split_legs(events):
         seen: dict[str, int] = {}
         finished: dict[int, Any] = {}
-        for _, e in leg.indexed():
-            if type(e) is NodeEnd:
-                prev = finished.get(e.step)
-                finished[e.step] = e.finished_at if prev is None else max(prev, e.finished_at)
         first_start: dict[int, int] = {}
-        for i, e in leg.indexed():
-            if type(e) is NodeStart:
-                first_start.setdefault(e.step, i)
-        for i, e in leg.indexed():
-            latest = finished.get(e.step)
-            if latest is not None and e.time < latest and i >= first_start.get(e.step, i + 1):
-                out.append(Violation("C4", i, f"{e.type} of step {e.step} yielded at "  # type: ignore[attr-defined]
-                                     f"{e.time.isoformat()}, before a task of the step "
-                                     f"finished ({latest.isoformat()})"))
-                break
+        e: Any  # (narrowed by ``t``, its type, which mypy does not follow)
+        for i, e in enumerate(leg.events, leg.start):
+            t = type(e)
+            if t is NodeEnd:
+                s = e.step
+                if s in finished:
+                    prev = finished[s]
+                    finished[s] = e.finished_at if prev is None else max(prev, e.finished_at)
+                else:
+                    finished[s] = e.finished_at
+            elif t is NodeStart and e.step not in first_start:
+                first_start[e.step] = i
+        if finished and first_start:
+            for i, e in enumerate(leg.events, leg.start):
+                s = e.step
+                if s in finished and s in first_start and i >= first_start[s]:
+                    latest = finished[s]
+                    if latest is not None and e.time < latest:
+                        out.append(Violation("C4", i, f"{e.type} of step {e.step} yielded at "
+                                             f"{e.time.isoformat()}, before a task of the step "
+                                             f"finished ({latest.isoformat()})"))
+                        break
         by_step: dict[int, list[tuple[int, str, str, bool]]] = {}
-        for first, step, tid, evs in _blocks(leg):
+        for first, step, tid, halted, node in _blocks(leg):
             if not tid:
                 continue
             if tid in seen:
@@ -215,9 +260,10 @@ def check_c4(events: Sequence[EventBase], *, graph: CompiledGraph | None = None)
                                      f"another task's (its block began at #{seen[tid]})"))
                 continue
             seen[tid] = first
-            halted = any(halting(ev) for _, ev in evs)
-            node = next((ev.node for _, ev in evs if ev.node), "")
-            by_step.setdefault(step, []).append((first, tid, node or "", halted))
+            if step in by_step:
+                by_step[step].append((first, tid, node, halted))
+            else:
+                by_step[step] = [(first, tid, node, halted)]
         for step, tasks in by_step.items():
             seen_halt: str | None = None
             for first, tid, node, halted in tasks:
@@ -226,7 +272,7 @@ def check_c4(events: Sequence[EventBase], *, graph: CompiledGraph | None = None)
                 elif seen_halt is not None:
                     out.append(Violation("C4", first, f"step {step}: {node} (task {tid}) "
                                          f"completed but comes after halting node {seen_halt}"))
-            if order is None:
+            if order is None or len(tasks) < 2:
                 continue
             for group in (False, True):
                 idx = [(first, node) for first, _, node, h in tasks if h is group]

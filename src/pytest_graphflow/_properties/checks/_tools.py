@@ -9,6 +9,7 @@ executed call gave.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import repeat
 from typing import Any
 
 from ..._graph._primitives import REPLAYED_EFFECTS
@@ -33,8 +34,11 @@ def check_tool_replays(events: Iterable[Any]) -> list[Violation]:
     key: check the legs resumed by run id.
     """
     out: list[Violation] = []
+    evs = normalise_events(events)
+    if not any(map(isinstance, evs, repeat(ToolCallEvent))):
+        return out  # no tool call (most runs): no call per event
     executed: dict[str, tuple[int, ToolCallEvent]] = {}
-    for i, e in enumerate(normalise_events(events)):
+    for i, e in enumerate(evs):
         if not isinstance(e, ToolCallEvent) or e.effect not in REPLAYED_EFFECTS:
             continue
         first = executed.get(e.key)
