@@ -65,6 +65,12 @@ def _arity(fn: Callable[..., Any], what: str) -> int:
         found = _code_arity(fn)
         if found:
             return found
+    return _signature_arity(fn, what)
+
+
+def _signature_arity(fn: Callable[..., Any], what: str) -> int:
+    """:func:`_arity` as ``inspect.signature`` gives it (any callable; the reference rule
+    :func:`_code_arity` follows for plain functions)."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):  # builtins without a signature: assume (state)
