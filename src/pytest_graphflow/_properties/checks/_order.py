@@ -199,9 +199,7 @@ def _blocks(leg: Leg) -> list[tuple[int, int, str, bool, str]]:
             blocks.append((i, e.step, "", False, ""))
             tid = None
             continue
-        if tid is not None and tid == etid:
-            pass
-        else:
+        if tid != etid:  # a new run begins (``etid`` is a task's: never None here)
             if tid is not None:
                 blocks.append((first, step, tid, halted, node))
             first, step, tid, halted, node = i, e.step, etid, False, ""
