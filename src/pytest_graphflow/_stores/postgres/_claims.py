@@ -19,10 +19,9 @@ from ...errors import StaleClaim
 from .. import _claims as rules
 from .._deletion import TOKEN_FLOOR
 from ._conn import Cursor
+from ._events import share_events_lock
 
 __all__ = ["PgClaims"]
-
-_EVENTS_SHARED = "SELECT pg_advisory_xact_lock_shared(hashtextextended(%s, 0))"
 
 
 class PgClaims:
@@ -96,7 +95,7 @@ class PgClaims:
                                   "ON CONFLICT (thread_id) DO NOTHING", (thread_id, TOKEN_FLOOR))
                 # The run's events lock, shared, before the claim row (see
                 # ``_events.MARK_CLAIMS``): a merge of the run's events under way ends first.
-                await cur.execute(_EVENTS_SHARED, (f"graphflow-events:{run_id}",))
+                await share_events_lock(cur, run_id)
                 current, last = await self._claim_row(cur, thread_id)
                 claim = rules.take_claim(thread_id, run_id, current, last, moment, seconds)
                 await self._put_claim(cur, thread_id, claim)

@@ -21,7 +21,7 @@ from typing import Any
 from ._conn import Cursor
 
 __all__ = ["CLEAR", "COUNT_DELETED", "INSERT", "MARK_CLAIMS", "Batch", "batch", "compact",
-           "lock_events", "read_events", "write_events"]
+           "lock_events", "read_events", "share_events_lock", "write_events"]
 
 _Rows = list[tuple[str, int, Any, str]]
 Batch = tuple[int, int, str, str]
@@ -64,6 +64,7 @@ _AROUND = f"{_FROM} AND seq <= %s ORDER BY seq"
 """:data:`_FROM`, up to seq ``hi``."""
 
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+_LOCK_SHARED = "SELECT pg_advisory_xact_lock_shared(hashtextextended(%s, 0))"
 
 
 def clear_params(run_id: str, first: int, last: int) -> tuple[Any, ...]:
@@ -95,9 +96,19 @@ def _split(seqs: str, data: str) -> zip[tuple[int, str]]:
 async def lock_events(cur: Cursor, run_id: str, *, mark: bool) -> None:
     """Take the run's events lock (exclusive, until the caller's transaction ends); with
     ``mark``, an unfenced writer's, also mark the run's claim rows (:data:`MARK_CLAIMS`)."""
-    await cur.execute(_LOCK, (f"graphflow-events:{run_id}",))
+    await cur.execute(_LOCK, (_lock_key(run_id),))
     if mark:
         await cur.execute(MARK_CLAIMS, (run_id,))
+
+
+async def share_events_lock(cur: Cursor, run_id: str) -> None:
+    """Take the run's events lock shared (until the caller's transaction ends): a claim of
+    the run waits for a merge of its events under way (see :data:`MARK_CLAIMS`)."""
+    await cur.execute(_LOCK_SHARED, (_lock_key(run_id),))
+
+
+def _lock_key(run_id: str) -> str:
+    return f"graphflow-events:{run_id}"
 
 
 async def write_events(cur: Cursor, run_id: str, rows: _Rows, *, fenced: bool = False) -> None:
