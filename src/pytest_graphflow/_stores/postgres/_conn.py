@@ -21,12 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import re
+import select
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Iterable,
+    Sequence,
+)
 from contextlib import asynccontextmanager, suppress
+from time import monotonic
 from typing import Any, Protocol, TypeVar, cast
 
 import psycopg
+from psycopg.waiting import Ready, Wait
 from psycopg_pool import AsyncConnectionPool
 
 __all__ = ["Cursor", "PgConnections", "check_schema_name", "on_plain_asyncio", "run_now"]
@@ -145,6 +156,33 @@ _HOT_USES = 10_000
 pool's lifetime and health rules apply to it as to the others)."""
 
 
+_QUICK_WAIT = 0.002
+"""Seconds the store's only operation in flight on the loop waits for its answer without
+giving the loop a turn (see ``PgConnections.fetch_one``): a step's statement is answered in
+a fraction of that; a slower one (a lock wait, a busy server) is waited for as any other."""
+
+_MAX_BUSY = 0.005
+"""Seconds of quick waits after which the next statement waits on the loop (a turn for the
+loop's other tasks): the bound psycopg's own waits keep (``psycopg.waiting.MAX_BUSY_TIME``)."""
+
+_WAIT_R, _WAIT_W = int(Wait.R), int(Wait.W)
+_READY_R, _READY_W = int(Ready.R), int(Ready.W)
+_NOTHING: tuple[int, ...] = ()
+
+_Gen = Generator[Any, Any, Any]
+
+
+def _resumed(gen: _Gen, state: Any) -> _Gen:
+    """A psycopg generator that waited for ``state`` already, to be finished by psycopg's
+    own waiting (on the loop, with its handling of a cancellation)."""
+    while True:
+        ready = yield state
+        try:
+            state = gen.send(ready)
+        except StopIteration as done:
+            return done.value
+
+
 # In pipeline mode, BEGIN and COMMIT are sent as statements: psycopg's transaction() waits
 # for the server at BEGIN (one more round trip) to learn the transaction's state.
 _BEGIN, _COMMIT, _ROLLBACK = b"BEGIN", b"COMMIT", b"ROLLBACK"
@@ -208,6 +246,10 @@ class PgConnections:
         self._pool_loop: asyncio.AbstractEventLoop | None = None
         self._hot: _Hot | None = None
         self._hot_uses = 0
+        self._out = 0
+        self._busy_since = 0.0
+        self.quick_answers = 0
+        """Statements answered within the quick wait (counted for tests and benchmarks)."""
         self.closed = False
 
     @property
@@ -307,7 +349,12 @@ class PgConnections:
         if self._on_pool_loop():
             aconn, acur = await self._take()
             try:
-                await acur.execute(query, params)
+                late = self._quick(aconn, acur, query, params) if self._out == 1 else False
+                if late is False:
+                    await acur.execute(query, params)
+                elif late is not True:
+                    await aconn.wait(late)
+                    self._busy_since = monotonic()
                 return await acur.fetchone()
             finally:
                 await self._give_back(aconn, acur)
@@ -318,16 +365,55 @@ class PgConnections:
         self._local.cur = spare
         return row
 
+    def _quick(self, aconn: psycopg.AsyncConnection[Any], acur: psycopg.AsyncCursor[Any],
+               query: str, params: Sequence[Any]) -> _Gen | bool:
+        """Send a statement (the store's only operation in flight on the loop) and wait up to
+        :data:`_QUICK_WAIT` for its answer without a turn of the loop, as a sync connection
+        waits. Returns ``True`` when it was answered in that time, a generator for psycopg to
+        finish on the loop (``aconn.wait``) when not, ``False`` when nothing was sent (the
+        caller runs the statement as usual): after :data:`_MAX_BUSY` of quick answers, so the
+        loop's other tasks get a turn at least that often.
+
+        A wait on the loop costs more Python than a step's own work (a reader, a future, a
+        timer and two turns of the loop a statement); this is psycopg's own sending, reading
+        and error handling (the generator of ``AsyncCursor.execute``), driven by a ``select``.
+        """
+        now = monotonic()
+        fd = aconn.pgconn.socket
+        if now - self._busy_since >= _MAX_BUSY or fd >= 1024 or aconn.lock.locked():
+            self._busy_since = now  # the caller's wait gives the loop a turn
+            return False
+        gen = acur._execute_gen(query, params)
+        try:
+            state = next(gen)
+            end = now + _QUICK_WAIT
+            while True:
+                reads, writes, _ = select.select(
+                    (fd,) if state & _WAIT_R else _NOTHING,
+                    (fd,) if state & _WAIT_W else _NOTHING, _NOTHING,
+                    max(0.0, end - monotonic()))
+                if not reads and not writes:
+                    return _resumed(gen, state)
+                state = gen.send((_READY_R if reads else 0) | (_READY_W if writes else 0))
+        except StopIteration:
+            self.quick_answers += 1
+            return True
+
     async def _take(self) -> _Hot:
         """A connection of the pool and a cursor on it: the hot one when no other operation
         of the loop has it (no pool checkout: its lock, bookkeeping and logging cost more
         than a step's own Python), else one checked out of the pool."""
+        self._out += 1
         hot = self._hot
         if hot is not None:
             self._hot = None
             return hot
         assert self._pool is not None
-        aconn = await self._pool.getconn()
+        try:
+            aconn = await self._pool.getconn()
+        except BaseException:
+            self._out -= 1
+            raise
         return aconn, aconn.cursor()
 
     async def _give_back(self, aconn: psycopg.AsyncConnection[Any],
@@ -337,6 +423,7 @@ class PgConnections:
         cancellation, or one kept for :data:`_HOT_USES` operations) goes back to the pool,
         whose checks and reset apply as for any connection."""
         self._hot_uses += 1
+        self._out -= 1
         if (self._hot is None and self._pool is not None and not aconn.closed
                 and aconn.pgconn.transaction_status == _IDLE and self._hot_uses < _HOT_USES):
             self._hot = (aconn, acur)
