@@ -88,7 +88,7 @@ async def test_a_step_takes_no_turn_of_the_loop(make_pg_store: MakeStore, always
         assert store._pg.quick_answers - answered >= 2 * (5 + 25)  # every step of the runs
         monkeypatch.setattr(_conn, "_MAX_BUSY", 0.0)  # every statement waits on the loop
         on_loop = await _turns_a_step(runtime)
-    assert on_loop >= 2  # psycopg's wait: a reader, a timer and two turns a statement
+    assert on_loop >= 1.5  # psycopg's wait: a reader, a timer, about two turns a statement
     assert quick <= 0.1  # none a step (a run now and then takes one more turn)
 
 

@@ -37,8 +37,11 @@ from time import monotonic
 from typing import Any, Protocol, TypeVar, cast
 
 import psycopg
+from psycopg.generators import execute as _execute
 from psycopg.waiting import Ready, Wait
 from psycopg_pool import AsyncConnectionPool
+
+from ._prepared import Statement, Statements, first_row, prepared_done
 
 __all__ = ["Cursor", "PgConnections", "check_schema_name", "on_plain_asyncio", "run_now"]
 
@@ -250,6 +253,7 @@ class PgConnections:
         self._busy_since = 0.0
         self.quick_answers = 0
         """Statements answered within the quick wait (counted for tests and benchmarks)."""
+        self._statements = Statements()
         self.closed = False
 
     @property
@@ -344,20 +348,23 @@ class PgConnections:
         return cur
 
     async def fetch_one(self, query: str, params: Sequence[Any]) -> Any:
-        """Run one statement (its own transaction) and return its first row: what
-        :meth:`one` does, without a context manager's calls (a step's commit)."""
+        """Run one statement (its own transaction) and return its first row (a step's
+        commit): prepared and sent straight through libpq (:mod:`._prepared`) when its
+        parameters allow, else through psycopg's cursor; on the async pool, the store's only
+        operation in flight waits for its answer without a turn of the loop (:meth:`_quick`).
+        """
+        statement = self._statements.statement(query, params)
         if self._on_pool_loop():
             aconn, acur = await self._take()
             try:
-                late = self._quick(aconn, acur, query, params) if self._out == 1 else False
-                if late is False:
+                if statement is None:
                     await acur.execute(query, params)
-                elif late is not True:
-                    await aconn.wait(late)
-                    self._busy_since = monotonic()
-                return await acur.fetchone()
+                    return await acur.fetchone()
+                return await self._run_async(aconn, statement, params)
             finally:
                 await self._give_back(aconn, acur)
+        if statement is not None:
+            return self._run_sync(self.sync_connection(), statement, params)
         spare = self._spare_cursor()
         cur = spare._cur
         cur.execute(query, params)
@@ -365,25 +372,67 @@ class PgConnections:
         self._local.cur = spare
         return row
 
-    def _quick(self, aconn: psycopg.AsyncConnection[Any], acur: psycopg.AsyncCursor[Any],
-               query: str, params: Sequence[Any]) -> _Gen | bool:
-        """Send a statement (the store's only operation in flight on the loop) and wait up to
-        :data:`_QUICK_WAIT` for its answer without a turn of the loop, as a sync connection
-        waits. Returns ``True`` when it was answered in that time, a generator for psycopg to
-        finish on the loop (``aconn.wait``) when not, ``False`` when nothing was sent (the
-        caller runs the statement as usual): after :data:`_MAX_BUSY` of quick answers, so the
-        loop's other tasks get a turn at least that often.
+    def _run_sync(self, conn: psycopg.Connection[Any], statement: Statement,
+                  params: Sequence[Any]) -> Any:
+        """:meth:`fetch_one` on a sync connection (psycopg's wait: Ctrl-C cancels)."""
+        pgconn = conn.pgconn
+        for retry in (False, True):
+            names, tx = self._statements.on(conn)
+            values = tx.dump_sequence(params, statement.formats)
+            if statement.name not in names:
+                pgconn.send_prepare(statement.name, statement.text, statement.types)
+                prepared_done(conn.wait(_execute(pgconn)))
+                names.add(statement.name)
+            pgconn.send_query_prepared(statement.name, values)
+            try:
+                return first_row(conn.wait(_execute(pgconn)), tx)
+            except psycopg.errors.InvalidSqlStatementName:
+                if retry:  # pragma: no cover - dropped twice in a row
+                    raise
+                self._statements.forget(conn)  # DEALLOCATE ALL or DISCARD ALL: prepare again
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _run_async(self, aconn: psycopg.AsyncConnection[Any], statement: Statement,
+                         params: Sequence[Any]) -> Any:
+        """:meth:`fetch_one` on a connection of the pool."""
+        pgconn = aconn.pgconn
+        for retry in (False, True):
+            names, tx = self._statements.on(aconn)
+            values = tx.dump_sequence(params, statement.formats)
+            if statement.name not in names:
+                pgconn.send_prepare(statement.name, statement.text, statement.types)
+                prepared_done(await aconn.wait(_execute(pgconn)))
+                names.add(statement.name)
+            pgconn.send_query_prepared(statement.name, values)
+            late = self._quick(aconn, _execute(pgconn))
+            if type(late) is not list:
+                late = await aconn.wait(late)
+                self._busy_since = monotonic()
+            try:
+                return first_row(late, tx)
+            except psycopg.errors.InvalidSqlStatementName:
+                if retry:  # pragma: no cover - dropped twice in a row
+                    raise
+                self._statements.forget(aconn)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _quick(self, aconn: psycopg.AsyncConnection[Any], gen: _Gen) -> Any:
+        """Wait up to :data:`_QUICK_WAIT` for the answer ``gen`` (psycopg's generator of a
+        statement sent) reads, without a turn of the loop, as a sync connection waits, when
+        it is the store's only operation in flight on the loop: the answer (a list of
+        results) when it came in that time, else a generator for psycopg to finish on the
+        loop (``aconn.wait``). After :data:`_MAX_BUSY` of quick answers the next statement
+        waits on the loop, so the loop's other tasks get a turn at least that often.
 
         A wait on the loop costs more Python than a step's own work (a reader, a future, a
-        timer and two turns of the loop a statement); this is psycopg's own sending, reading
-        and error handling (the generator of ``AsyncCursor.execute``), driven by a ``select``.
+        timer and two turns of the loop a statement).
         """
         now = monotonic()
         fd = aconn.pgconn.socket
-        if now - self._busy_since >= _MAX_BUSY or fd >= 1024 or aconn.lock.locked():
+        if (self._out != 1 or now - self._busy_since >= _MAX_BUSY or fd >= 1024
+                or aconn.lock.locked()):
             self._busy_since = now  # the caller's wait gives the loop a turn
-            return False
-        gen = acur._execute_gen(query, params)
+            return gen
         try:
             state = next(gen)
             end = now + _QUICK_WAIT
@@ -395,9 +444,9 @@ class PgConnections:
                 if not reads and not writes:
                     return _resumed(gen, state)
                 state = gen.send((_READY_R if reads else 0) | (_READY_W if writes else 0))
-        except StopIteration:
+        except StopIteration as done:
             self.quick_answers += 1
-            return True
+            return done.value
 
     async def _take(self) -> _Hot:
         """A connection of the pool and a cursor on it: the hot one when no other operation

@@ -1,0 +1,125 @@
+"""A step's statement straight through libpq (issue 29): prepared once per connection under a
+name of the store's, its parameters dumped and its row loaded by psycopg's own adapters.
+
+psycopg's cursor costs a step more Python than the step's own work (query conversion, its
+prepared-statement bookkeeping, a cursor's result state); this is what is left of it: the
+statement's ``%s`` become ``$n`` once, the parameters are dumped as text by the connection's
+``Transformer`` (psycopg's dumpers: the same texts, the same refusals, a NUL in a text
+included), the server told their types at preparation (``int`` as ``bigint``, ``bool`` as
+``boolean``, the rest left to infer, as psycopg leaves a ``str``), and the row is loaded by
+its loaders. A parameter of another Python type than the statement was prepared with is left
+to psycopg's cursor. Sending and waiting are psycopg's own (``psycopg.generators.execute``),
+and so are its errors (``psycopg.errors.error_from_result``: a ``UniqueViolation`` is one).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from itertools import count
+from typing import Any
+from weakref import WeakKeyDictionary
+
+import psycopg
+from psycopg import pq
+from psycopg.abc import Transformer
+from psycopg.adapt import PyFormat
+from psycopg.adapt import Transformer as _Transformer
+
+__all__ = ["Statement", "Statements", "first_row", "prepared_done"]
+
+_TYPES = {bool: 16, int: 20}
+"""The type the server is told of a parameter, by its Python type (0: the server infers)."""
+
+_OK = pq.ExecStatus.TUPLES_OK
+_DONE = pq.ExecStatus.COMMAND_OK
+_PLACEHOLDER = re.compile(r"%s")
+
+
+class Statement:
+    """One statement of the store's: its name on a connection, its ``$n`` text, the types
+    of its parameters, and the Python types of the parameters it has been called with."""
+
+    __slots__ = ("formats", "kinds", "name", "text", "types")
+
+    def __init__(self, name: bytes, text: bytes, params: Sequence[Any]) -> None:
+        self.name = name
+        self.text = text
+        self.types = [_TYPES.get(type(p), 0) for p in params]
+        self.formats = [PyFormat.TEXT] * len(params)
+        self.kinds: set[tuple[type, ...]] = {tuple(map(type, params))}
+
+    def fits(self, params: Sequence[Any]) -> bool:
+        """Whether ``params`` can be sent as the statement was prepared: each an ``int``,
+        a ``bool`` where it was, anything else (or ``None``) where the server infers."""
+        kinds = tuple(map(type, params))
+        if kinds in self.kinds:
+            return True
+        if len(kinds) != len(self.types) or any(
+                _TYPES.get(k, 0) != t for k, t in zip(kinds, self.types, strict=True)
+                if k is not type(None)):
+            return False
+        self.kinds.add(kinds)
+        return True
+
+
+class Statements:
+    """The store's statements sent this way, and what each connection has prepared (and the
+    ``Transformer`` it dumps and loads with)."""
+
+    def __init__(self) -> None:
+        self._by_query: dict[str, Statement | None] = {}
+        self._names = count()
+        self._on: WeakKeyDictionary[Any, tuple[set[bytes], Transformer]] = WeakKeyDictionary()
+
+    def statement(self, query: str, params: Sequence[Any]) -> Statement | None:
+        """The statement of ``query`` with ``params``, or ``None`` when it cannot be sent
+        this way (a ``%`` that is not a placeholder, a parameter of another type)."""
+        found = self._by_query.get(query)
+        if found is not None:
+            return found if found.fits(params) else None
+        if query in self._by_query or query.count("%") != query.count("%s"):
+            self._by_query[query] = None
+            return None
+        n = count(1)
+        text = _PLACEHOLDER.sub(lambda _: f"${next(n)}", query)
+        found = Statement(f"graphflow_{next(self._names)}".encode(), text.encode(), params)
+        self._by_query[query] = found
+        return found
+
+    def on(self, conn: Any) -> tuple[set[bytes], Transformer]:
+        """The names prepared on ``conn`` and its ``Transformer``."""
+        known = self._on.get(conn)
+        if known is None:
+            known = self._on[conn] = (set(), _Transformer(conn))
+        return known
+
+    def forget(self, conn: Any) -> None:
+        """Forget what ``conn`` has prepared (the server dropped it: ``DEALLOCATE ALL``)."""
+        self._on.pop(conn, None)
+
+
+def prepared_done(results: list[Any]) -> None:
+    """Check the answer to a ``Prepare``.
+
+    Raises:
+        psycopg.Error: the server's error.
+    """
+    for res in results:
+        if res.status != _DONE:
+            raise psycopg.errors.error_from_result(res, encoding="utf-8")
+
+
+def first_row(results: list[Any], tx: Transformer) -> Any:
+    """The first row of a statement's answer (a tuple, as psycopg's cursor gives it).
+
+    Raises:
+        psycopg.Error: the server's error (a ``UniqueViolation``, ...).
+    """
+    res = results[-1]
+    if res.status != _OK:
+        raise psycopg.errors.error_from_result(res, encoding="utf-8")
+    if res.ntuples == 0:
+        return None
+    tx.set_pgresult(res)
+    return tx.load_row(0, tuple)

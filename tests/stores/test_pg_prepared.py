@@ -1,0 +1,179 @@
+"""A step's statement goes straight through libpq, prepared once per connection, its
+parameters and row through psycopg's own adapters (issue 29: calls a step on the async pool
+336 -> 158, on the sync connection 190 -> 151). What is stored is byte for byte what
+psycopg's cursor stores; what psycopg refuses is refused; a statement the server dropped is
+prepared again."""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+from pydantic import BaseModel
+
+from pytest_graphflow import (
+    END,
+    START,
+    Graph,
+    GraphRuntime,
+    PostgresCheckpointStore,
+    VirtualClock,
+)
+from pytest_graphflow._stores.postgres import _conn
+from pytest_graphflow._stores.postgres._prepared import Statements
+
+MakeStore = Callable[..., PostgresCheckpointStore]
+
+
+class _Text(BaseModel):
+    n: int = 0
+    text: str = ""
+
+
+def _graph(steps: int, name: str = "prepared") -> Any:
+    g = Graph(name, _Text)
+    prev = START
+    for i in range(steps):
+        node = f"n{i}.a-b_c"
+        g.node(node, lambda s: {"n": s.n + 1, "text": s.text + "é✓😀\"\\\n"})
+        g.edge(prev, node)
+        prev = node
+    return g.edge(prev, END).compile(checkpoint_policy="every_step")
+
+
+_TABLES = {
+    "checkpoints": "save_order", "events": "run_id, seq", "runs": "first_order",
+    "claims": "thread_id", "event_compactions": "run_id",
+}
+
+
+def _dump(store: PostgresCheckpointStore) -> dict[str, list[str]]:
+    """Every row the store wrote, as the server's text of it."""
+    with psycopg.connect(store.dsn, autocommit=True) as conn:
+        return {table: [r[0] for r in conn.execute(
+            f"SELECT t::text FROM {store.schema}.{table} t ORDER BY {order}")]
+            for table, order in _TABLES.items()}
+
+
+def _through_psycopg(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every statement through psycopg's cursor (the path before)."""
+    monkeypatch.setattr(Statements, "statement", lambda self, query, params: None)
+
+
+def test_the_prepared_path_stores_the_same_bytes(
+    make_pg_store: MakeStore, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dumps = []
+    for name in ("prepared", "cursor"):
+        if name == "cursor":
+            _through_psycopg(monkeypatch)
+        store = make_pg_store(schema=f"{pg_schema}_{name}")
+        runtime = GraphRuntime(store, clock=VirtualClock(), seed=3)
+        assert runtime.invoke(_graph(6)).data["n"] == 6
+        runtime.invoke(_graph(2, "second"))
+        dumps.append(_dump(store))
+        store.drop()
+    assert all(dumps[0][table] for table in ("checkpoints", "events", "runs", "claims"))
+    assert dumps[0] == dumps[1]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_values_and_refusals_are_psycopgs(
+    make_pg_store: MakeStore, anyio_backend: str
+) -> None:
+    sql = "SELECT %s::text, %s::bigint, %s::boolean, %s::text"
+    values = ["héllo ✓ 😀 \"'\\", 2**40, True, None]
+    store = make_pg_store()
+    on_pool = make_pg_store()
+    await on_pool.aopen()
+    try:
+        for pg in (store._pg, on_pool._pg):  # the sync connection, then the pool's
+            assert await pg.fetch_one(sql, values) == tuple(values)
+            assert await pg.fetch_one(sql, ["", -1, False, "x"]) == ("", -1, False, "x")
+            with pytest.raises(psycopg.DataError, match="NUL"):
+                await pg.fetch_one(sql, ["a\x00b", 1, True, None])
+            # Another type where an int was: through psycopg's cursor, as it was.
+            assert await pg.fetch_one(sql, ["a", "7", True, None]) == ("a", 7, True, None)
+            assert await pg.fetch_one("SELECT 1 WHERE false", []) is None
+    finally:
+        await on_pool.aclose()
+
+
+def test_a_statement_is_typed_by_its_first_call() -> None:
+    statements = Statements()
+    first = statements.statement("SELECT %s, %s, %s, %s", [1, "a", None, True])
+    assert first is not None
+    assert first.text == b"SELECT $1, $2, $3, $4"
+    assert first.types == [20, 0, 0, 16]
+    assert statements.statement("SELECT %s, %s, %s, %s", [2, None, "b", False]) is first
+    assert statements.statement("SELECT %s, %s, %s, %s", [True, "a", None, True]) is None
+    assert statements.statement("SELECT %s, %s, %s, %s", [1, 2, None, True]) is None
+    assert statements.statement("SELECT %s, %s, %s, %s", [1, "a", None]) is None
+    assert statements.statement("SELECT 5 %% 2, %s", [1]) is None  # a % not a placeholder
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_statement_the_server_dropped_is_prepared_again(
+    make_pg_store: MakeStore, anyio_backend: str
+) -> None:
+    store = make_pg_store()
+    on_pool = make_pg_store()
+    await on_pool.aopen()
+    try:
+        assert await store._pg.fetch_one("SELECT %s::int + 1", [1]) == (2,)
+        store._pg.sync_connection().execute("DEALLOCATE ALL")
+        assert await store._pg.fetch_one("SELECT %s::int + 1", [2]) == (3,)
+        assert await on_pool._pg.fetch_one("SELECT %s::int + 1", [1]) == (2,)
+        hot = on_pool._pg._hot
+        assert hot is not None
+        await hot[0].execute("DEALLOCATE ALL")
+        assert await on_pool._pg.fetch_one("SELECT %s::int + 1", [2]) == (3,)
+    finally:
+        await on_pool.aclose()
+
+
+def _calls(fn: Callable[[], Any]) -> int:
+    profile = cProfile.Profile()
+    profile.enable()
+    fn()
+    profile.disable()
+    return int(pstats.Stats(profile).total_calls)  # type: ignore[attr-defined]
+
+
+def test_calls_a_step_on_the_sync_connection(make_pg_store: MakeStore) -> None:
+    store = make_pg_store()
+    runtime = GraphRuntime(store, clock=VirtualClock())
+    short, long = _graph(5, "short"), _graph(25, "long")
+    runtime.invoke(short)
+    runtime.invoke(long)
+    per_step = (_calls(lambda: runtime.invoke(long)) - _calls(lambda: runtime.invoke(short))) / 20
+    assert per_step <= 175, per_step  # 190 through psycopg's cursor, 151 now
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_calls_a_step_on_the_async_pool(
+    make_pg_store: MakeStore, monkeypatch: pytest.MonkeyPatch, anyio_backend: str
+) -> None:
+    monkeypatch.setattr(_conn, "_QUICK_WAIT", 30.0)  # however slow the host
+    monkeypatch.setattr(_conn, "_MAX_BUSY", 3600.0)
+    async with make_pg_store() as store:
+        runtime = GraphRuntime(store)
+        short, long = _graph(5, "short"), _graph(25, "long")
+        await runtime.ainvoke(short, {})
+        await runtime.ainvoke(long, {})
+        counts = []
+        for graph in (long, short):
+            profile = cProfile.Profile()
+            profile.enable()
+            await runtime.ainvoke(graph, {})
+            profile.disable()
+            counts.append(pstats.Stats(profile).total_calls)  # type: ignore[attr-defined]
+    per_step = (counts[0] - counts[1]) / 20
+    assert per_step <= 185, per_step  # 336 through psycopg's cursor and the loop, 158 now
