@@ -18,10 +18,13 @@ from ..._records._checks import check_id
 from ...errors import StaleClaim
 from .. import _claims as rules
 from .._deletion import TOKEN_FLOOR
-from ._conn import Cursor
+from ._conn import Cursor, PgConnections
 from ._events import share_events_lock
 
 __all__ = ["PgClaims"]
+
+_RELEASE = ("UPDATE claims SET run_id = NULL, expires_us = NULL, ttl = NULL WHERE thread_id = %s "
+            "AND token = %s AND run_id IS NOT NULL RETURNING 1")
 
 
 class PgClaims:
@@ -34,6 +37,8 @@ class PgClaims:
 
     def _one(self) -> AbstractAsyncContextManager[Cursor]:  # pragma: no cover - the store's
         raise NotImplementedError
+
+    _pg: PgConnections
 
     @staticmethod
     async def _claim_row(
@@ -129,12 +134,9 @@ class PgClaims:
         check_id(thread_id, "thread_id", "release")
         token = rules.check_token(token, "release")
         # One statement (one round trip): it frees the row only while ``token`` holds it.
+        if await self._pg.fetch_one(_RELEASE, (thread_id, token)) is not None:
+            return
         async with self._one() as cur:
-            await cur.execute("UPDATE claims SET run_id = NULL, expires_us = NULL, ttl = NULL "
-                              "WHERE thread_id = %s AND token = %s AND run_id IS NOT NULL",
-                              (thread_id, token))
-            if cur.rowcount == 1:
-                return
             current = (await self._claim_row(cur, thread_id, lock=""))[0]
         rules.current_or_stale(thread_id, token, current)
         raise StaleClaim(thread_id, token, None)  # pragma: no cover - released meanwhile

@@ -4,7 +4,9 @@ Every store operation is one transaction on a cursor this module hands out:
 
 - on the asyncio loop the store was opened on (``async with store`` / ``await store.aopen()``),
   a connection of a :class:`psycopg_pool.AsyncConnectionPool`: queries wait without blocking
-  the loop, and concurrent runs in one process use several connections;
+  the loop (a step's statement, the store's only operation in flight, waits up to
+  :data:`_QUICK_WAIT` before it does), and concurrent runs in one process use several
+  connections;
 - anywhere else (trio, the sync API's short-lived loops, the testing runtime's virtual-time
   loop) a synchronous connection per thread, called inside the async methods as the SQLite
   store does: the query never yields, so virtual time never moves under it and no worker

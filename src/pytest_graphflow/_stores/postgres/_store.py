@@ -71,6 +71,12 @@ _UPSERT = (
 )
 
 
+_GET = f"SELECT {_COLUMNS} FROM checkpoints WHERE id = %s"
+_LATEST_OF_RUN = f"SELECT {_COLUMNS} FROM checkpoints WHERE run_id = %s {_NEWEST}"
+_LATEST_OF_NODE = (f"SELECT {_COLUMNS} FROM checkpoints WHERE run_id = %s AND (node_id = %s "
+                   f"OR %s = ANY(node_ids)) {_NEWEST}")
+
+
 def _row(cp: Checkpoint) -> tuple[Any, ...]:
     return (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, json.dumps(cp.node_ids),
             cp.step,
@@ -209,6 +215,11 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
         row = await cur.fetchone()
         return None if row is None else _parse(row)
 
+    async def _read_one(self, sql: str, params: tuple[Any, ...]) -> Checkpoint | None:
+        """The checkpoint one statement reads (a statement of its own, as a step's is sent)."""
+        row = await self._pg.fetch_one(sql, params)
+        return None if row is None else _parse(row)
+
     @staticmethod
     def _checkpoint_row(cp: Checkpoint) -> tuple[Any, ...]:
         return _row(cp)
@@ -240,16 +251,12 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
             UnsupportedFormat: it was written in another format version.
         """
         check_id(checkpoint_id, "checkpoint_id", "get")
-        async with self._one() as cur:
-            return await self._first(cur, f"SELECT {_COLUMNS} FROM checkpoints WHERE id = %s",
-                                     (checkpoint_id,))
+        return await self._read_one(_GET, (checkpoint_id,))
 
     async def latest(self, run_id: str) -> Checkpoint | None:
         """The run's most recent checkpoint (latest timestamp, then saved last), or ``None``."""
         check_id(run_id, "run_id", "latest")
-        async with self._one() as cur:
-            return await self._first(
-                cur, f"SELECT {_COLUMNS} FROM checkpoints WHERE run_id = %s {_NEWEST}", (run_id,))
+        return await self._read_one(_LATEST_OF_RUN, (run_id,))
 
     async def load(self, run_id: str, node_id: str | None = None) -> Checkpoint | None:
         """The run's most recent checkpoint, or the most recent one for ``node_id`` (its
@@ -258,10 +265,7 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
         if node_id is None:
             return await self.latest(run_id)
         check_id(node_id, "node_id", "load")
-        async with self._one() as cur:
-            return await self._first(
-                cur, f"SELECT {_COLUMNS} FROM checkpoints WHERE run_id = %s AND (node_id = %s "
-                f"OR %s = ANY(node_ids)) {_NEWEST}", (run_id, node_id, node_id))
+        return await self._read_one(_LATEST_OF_NODE, (run_id, node_id, node_id))
 
     def checkpointed_runs(self) -> list[str]:
         """The ids of the runs that have checkpoints, in the order they were first saved."""
