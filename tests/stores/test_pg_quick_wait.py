@@ -151,3 +151,41 @@ async def test_a_statement_answered_late_lets_the_loop_run(
         assert ticks == 20
         assert [c.id for c in await store.list("run-a")] == ["cp-0", "cp-1"]
         assert store._pg._out == 0
+
+
+async def test_a_distant_server_holds_the_loop_once_not_every_step(
+    make_pg_store: MakeStore, monkeypatch: pytest.MonkeyPatch, anyio_backend: str,
+) -> None:
+    """A server that never answers within the quick wait (as one across a network would not)
+    costs one quick wait, then every statement waits on the loop: the loop is not held for the
+    quick wait at every step. An answer within the quick wait again lets the next wait
+    quickly."""
+    monkeypatch.setattr(_conn, "_MAX_BUSY", 3600.0)
+    distant = [False]
+    waits_for_answer = [0]
+    real = _conn.select.select
+
+    def select(r: Any, w: Any, x: Any, timeout: float | None = None) -> Any:
+        if r:
+            waits_for_answer[0] += 1
+            if distant[0]:  # the answer is not there within the quick wait
+                return [], [], []
+        return real(r, w, x, timeout)
+
+    monkeypatch.setattr(_conn.select, "select", select)
+    async with make_pg_store() as store:
+        runtime = GraphRuntime(store)
+        await runtime.ainvoke(_chain(3), {})  # warm: connections, prepared statements
+        distant[0] = True
+        monkeypatch.setattr(_conn, "_QUICK_WAIT", 1e-9)  # no answer on the loop is as quick
+        waits_for_answer[0] = 0
+        answered = store._pg.quick_answers
+        await runtime.ainvoke(_chain(12), {})
+        assert store._pg.quick_answers == answered
+        assert waits_for_answer[0] == 1  # the first statement's quick wait, then the loop's
+        assert store._pg._slow
+        distant[0] = False
+        monkeypatch.setattr(_conn, "_QUICK_WAIT", 30.0)  # answers are quick again
+        await runtime.ainvoke(_chain(12), {})
+        assert not store._pg._slow
+        assert store._pg.quick_answers - answered >= 10  # the waits after the first quick again

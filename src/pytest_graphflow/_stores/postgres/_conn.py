@@ -161,10 +161,12 @@ _HOT_USES = 10_000
 pool's lifetime and health rules apply to it as to the others)."""
 
 
-_QUICK_WAIT = 0.002
+_QUICK_WAIT = 0.001
 """Seconds the store's only operation in flight on the loop waits for its answer without
-giving the loop a turn (see ``PgConnections.fetch_one``): a step's statement is answered in
-a fraction of that; a slower one (a lock wait, a busy server) is waited for as any other."""
+giving the loop a turn (see ``PgConnections.fetch_one``): a step's statement on a server
+nearby is answered in a fraction of that; a slower one (a lock wait, a busy or distant server)
+is waited for as any other, and the waits after it stay on the loop until an answer comes
+within this time again (a distant server never holds the loop more than once)."""
 
 _MAX_BUSY = 0.005
 """Seconds of quick waits after which the next statement waits on the loop (a turn for the
@@ -253,6 +255,7 @@ class PgConnections:
         self._hot_uses = 0
         self._out = 0
         self._busy_since = 0.0
+        self._slow = False
         self.quick_answers = 0
         """Statements answered within the quick wait (counted for tests and benchmarks)."""
         self._statements = Statements()
@@ -406,10 +409,13 @@ class PgConnections:
                 prepared_done(await aconn.wait(_execute(pgconn)))
                 names.add(statement.name)
             pgconn.send_query_prepared(statement.name, values)
+            sent = monotonic()
             late = self._quick(aconn, _execute(pgconn))
             if type(late) is not list:
                 late = await aconn.wait(late)
-                self._busy_since = monotonic()
+                self._busy_since = now = monotonic()
+                if self._slow and now - sent < _QUICK_WAIT:
+                    self._slow = False  # answered quickly again: the next may wait quickly
             try:
                 return first_row(late, tx)
             except psycopg.errors.InvalidSqlStatementName:
@@ -431,7 +437,7 @@ class PgConnections:
         """
         now = monotonic()
         fd = aconn.pgconn.socket
-        if (self._out != 1 or now - self._busy_since >= _MAX_BUSY or fd >= 1024
+        if (self._slow or self._out != 1 or now - self._busy_since >= _MAX_BUSY or fd >= 1024
                 or aconn.lock.locked()):
             self._busy_since = now  # the caller's wait gives the loop a turn
             return gen
@@ -443,7 +449,8 @@ class PgConnections:
                     (fd,) if state & _WAIT_R else _NOTHING,
                     (fd,) if state & _WAIT_W else _NOTHING, _NOTHING,
                     max(0.0, end - monotonic()))
-                if not reads and not writes:
+                if not reads and not writes:  # late: this and the next waits on the loop
+                    self._slow = True
                     return _resumed(gen, state)
                 state = gen.send((_READY_R if reads else 0) | (_READY_W if writes else 0))
         except StopIteration as done:
