@@ -157,7 +157,13 @@ async def _cancelled_parts() -> tuple[list[str], str]:
 
 
 def test_a_cancelled_batch_ends_as_with_start_soon(request: pytest.FixtureRequest) -> None:
+    # The batch's body (running its first task) is cancelled before its other tasks, as
+    # anyio's task handles order it: a task of the group's scope itself, in a set with the
+    # body's, was cancelled first one run in two, its exit handing the turn on and virtual
+    # time jumping to the body's wake-up (the checkpoint stamped 3s, not 1s).
     lean = anyio.run(_cancelled_parts)
+    for _ in range(9):
+        assert anyio.run(_cancelled_parts) == lean
     assert lean[1] == "cancelled"
     assert '"c@0.5"' in lean[0][-1], lean[0][-1]  # (the gate holds the baton: a waits)
     request.getfixturevalue("anyio_spawn")
@@ -197,18 +203,29 @@ def _calls(graph: Any) -> float:
     return pstats.Stats(profile).total_calls / 3  # type: ignore[attr-defined, no-any-return]
 
 
-def test_a_batch_task_costs_few_calls() -> None:
+def _per_task() -> float:
+    return (_calls(_fan(9)) - _calls(_fan(3))) / 6
+
+
+def test_a_batch_task_costs_few_calls(request: pytest.FixtureRequest) -> None:
     # Each task past the first of a batch of async nodes, each sleeping once: its task,
     # its turns, its sleep, its node and its events. 275 calls a task with anyio's
     # start_soon (a task handle, a cancel scope and an event each, sniffio asked for both)
-    # and anyio.sleep's backend look-up; 189 without.
-    per_task = (_calls(_fan(9)) - _calls(_fan(3))) / 6
-    assert per_task <= 205, per_task
+    # and anyio.sleep's backend look-up; 217 without (the task's own cancel scope stays).
+    # (Run alone; a whole session's imports and leftovers move both by a few calls.)
+    lean = _per_task()
+    assert lean <= 235, lean
+    request.getfixturevalue("anyio_spawn")
+    assert lean <= _per_task() - 45
 
 
-def test_a_lone_async_node_takes_no_turn_to_leave_its_batch() -> None:
+def test_a_lone_async_node_takes_no_turn_to_leave_its_batch(
+        request: pytest.FixtureRequest) -> None:
     # One async node, alone in its batch, run in the batch's own body: nothing else is
     # ready or due when it ends, so its group leaves without a turn of the loop. 483 calls
     # a run before (anyio's exit takes a shielded checkpoint: a cancel scope, a sleep, a
-    # turn; anyio.sleep asks sniffio); 405 now.
-    assert _calls(_fan(1)) <= 430
+    # turn; anyio.sleep asks sniffio); 405 now (run alone).
+    lean = _calls(_fan(1))
+    assert lean <= 460, lean
+    request.getfixturevalue("anyio_spawn")
+    assert lean <= _calls(_fan(1)) - 60

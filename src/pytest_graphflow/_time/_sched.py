@@ -207,9 +207,10 @@ def _spawn_asyncio(tg: Any, fn: Callable[..., Any], *args: Any) -> None:
     anyio 4's ``start_soon`` wraps each task's coroutine in a handle that makes a cancel
     scope and an event of its own (each asking sniffio for the backend), enters that scope in
     the task and names the task: some 60 Python calls a task, more than a small node costs.
-    Here the task is made as anyio made it before the handles (a task of the loop, in the
-    group's cancel scope, which cancels it) and ends as anyio's own ``task_done`` ends it:
-    its error collected by the group, the group's scope cancelled. A loop with a task factory
+    Here the task is made as the handle makes it (a task of the loop, in the group's cancel
+    scope, running its coroutine in a scope of its own: :func:`_scoped`), without the
+    handle, its event and the backend look-ups, and ends as anyio's own ``task_done`` ends
+    it: its error collected by the group, the group's scope cancelled. A loop with a task factory
     of its own (eager tasks, say) keeps ``start_soon``.
     """
     loop = asyncio.get_running_loop()
@@ -217,11 +218,20 @@ def _spawn_asyncio(tg: Any, fn: Callable[..., Any], *args: Any) -> None:
     if loop.get_task_factory() is not None or not scope._active:
         tg.start_soon(fn, *args)  # (a closed group raises there, as it should)
         return
-    task = asyncio.Task(fn(*args), loop=loop)
+    task = asyncio.Task(_scoped(type(scope), fn(*args)), loop=loop)
     _task_states[task] = _TaskState(id(scope._host_task), scope)
     scope._tasks.add(task)
     tg._tasks.add(task)
     task.add_done_callback(functools.partial(_asyncio_task_done, tg))
+
+
+async def _scoped(scope: Callable[[], Any], coro: Awaitable[Any]) -> None:
+    """A task's coroutine in a cancel scope of its own, a child of its group's: as anyio's
+    task handle runs it. The group's cancellation reaches the tasks in the order anyio gives
+    it: the task running the group's body first (the scope's own), then each child's scope
+    (a batch's body runs its first task: its node unwinds before the others')."""
+    with scope():
+        await coro
 
 
 def _asyncio_group_class() -> Callable[[], anyio.abc.TaskGroup]:
