@@ -20,7 +20,7 @@ from .._records._fast import _new, _set_dict, _set_extra, _set_fields_set, _set_
 from .._time._clock import VirtualClock
 from .._time._entropy import ENTROPY
 from .._time._rng import ScheduleRng
-from .._time._sched import NODE_SLEEPER, BatchScheduler, backend
+from .._time._sched import NODE_SLEEPER, Backend, BatchScheduler, backend
 from .._time._vloop import LOOP_OWNED, loop_clock, loop_deadline_ns, stall_handlers
 from .._time._wallclock import NODE_CLOCK
 from ..errors import (
@@ -113,6 +113,9 @@ class BatchRunner:
         self.owns_entropy = spec.seed is not None and isinstance(spec.clock, VirtualClock)
         self.lean: LeanSteps | None = None
         """Runs the tasks of a batch of sync nodes when the leg takes lean steps."""
+        self._kinds: Backend | None = None
+        """The running backend's makers, asked for once a leg (a leg runs on one backend):
+        where trio is imported, asking is a sniffio look-up."""
 
     def _context(self, record: TaskRecord) -> NodeContext:
         """What the task of ``record`` sees as ``ctx`` in the current superstep."""
@@ -422,7 +425,9 @@ class BatchRunner:
             rng = None if len(to_run) == 1 else random.Random()
         stalled: list[list[int]] = []
         sched: BatchScheduler | None = None
-        kinds = backend()  # anyio's makers, without a backend look-up per object
+        kinds = self._kinds  # anyio's makers, without a backend look-up per object
+        if kinds is None:
+            kinds = self._kinds = backend()
         if isinstance(clock, VirtualClock):
             owned = LOOP_OWNED.get() is clock or loop_clock() is clock
 
@@ -459,6 +464,7 @@ class BatchRunner:
         running = [len(to_run)]
         owns_entropy = self.owns_entropy
         take_turn = kinds.take_turn
+        spawn = kinds.spawn
 
         async def renew() -> None:
             # SPEC §5: the claim is renewed while the run is live, on the runtime's clock.
@@ -582,18 +588,18 @@ class BatchRunner:
                 if flight.cancel_requested:
                     scope.cancel()
                 if renewing and sched is None:
-                    tg.start_soon(renew)
+                    spawn(tg, renew)
                 for i in order:
                     if i != host and i not in events_hosted:
-                        tg.start_soon(run_one, i)
+                        spawn(tg, run_one, i)
                 if sched is not None:
                     # The renewal and the keeper take no task until they have work.
                     if renewing:
                         assert claim is not None
                         sched.daemon(_RENEWER, renew_scope, claim.ttl / 3,
-                                     lambda: tg.start_soon(renew))
+                                     lambda: spawn(tg, renew))
                     if sched.loop_deadline is not None:
-                        sched.start_keeper = lambda: tg.start_soon(sched.keeper)
+                        sched.start_keeper = lambda: spawn(tg, sched.keeper)
                     sched.start()
                 if host is not None:
                     await _InContext(run_one(host))

@@ -226,6 +226,11 @@ def in_running_loop() -> bool:
         return False  # nothing else could be running here
     import sniffio
 
+    if sniffio.thread_local.name is not None \
+            or sniffio.current_async_library_cvar.get() is not None:
+        return True  # (what sniffio reads first: trio sets the thread's)
+    if "curio" not in sys.modules:
+        return False  # (sniffio's last look: asyncio's running loop is none, checked above)
     try:
         sniffio.current_async_library()
     except sniffio.AsyncLibraryNotFoundError:

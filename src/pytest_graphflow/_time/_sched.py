@@ -15,6 +15,7 @@ context says it is a node task under a scheduler, and defers to the original oth
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import math
 import sys
@@ -65,6 +66,32 @@ def install_sleep_hooks() -> None:
     from anyio._backends import _asyncio as anyio_asyncio
 
     _patch_backend(anyio_asyncio.AsyncIOBackend)
+    _patch_anyio_sleep()
+
+
+def _patch_anyio_sleep() -> None:
+    """Patch ``anyio.sleep`` itself: in a node task it goes to the node's sleeper at once.
+
+    ``anyio.sleep`` asks sniffio for the running backend, then calls the backend's sleep,
+    which the backend patches send to the same sleeper: some eight calls a sleep that a node
+    task never needs (its sleeper is the same whichever the backend). Anywhere else it is
+    anyio's own. Code that imported the function before the patch (``from anyio import
+    sleep``) still reaches the sleeper through the backend patches.
+    """
+    from anyio._core import _eventloop
+
+    original = _eventloop.sleep
+
+    async def sleep(delay: float) -> None:
+        sleeper = NODE_SLEEPER.get()
+        if sleeper is None:
+            return await original(delay)
+        await sleeper(delay)
+
+    sleep.__wrapped__ = original  # type: ignore[attr-defined]
+    sleep.__doc__ = original.__doc__
+    sleep.__module__ = original.__module__
+    anyio.sleep = sleep
 
 
 def install_trio_sleep_hooks() -> None:
@@ -118,6 +145,9 @@ class Backend(NamedTuple):
     """The running task itself (what ``anyio.get_current_task().id`` identifies)."""
     take_turn: Callable[[Any], Awaitable[None]]
     """``await take_turn(event)``: wait for the baton's event (:func:`_take_turn`)."""
+    spawn: Callable[..., None]
+    """``spawn(tg, fn, *args)``: start ``fn(*args)`` as a task of the task group ``tg`` (what
+    ``tg.start_soon`` does; on asyncio without anyio's layers: :func:`_spawn_asyncio`)."""
 
 
 _BACKENDS: dict[str, Backend] = {}
@@ -128,14 +158,14 @@ def backend() -> Backend:
     backend, as anyio's own factories make them)."""
     name = "asyncio"
     if "trio" in sys.modules:  # else nothing but asyncio can be running (and sniffio, which
-        import sniffio  # trio needs, may not be installed)
-
-        name = sniffio.current_async_library()
+        name = _running_library()  # trio needs, may not be installed)
     found = _BACKENDS.get(name)
     if found is None:
         current: Callable[[], object]
         take: Callable[[Any], Awaitable[None]]
         event: Callable[[], Any]
+        spawn: Callable[..., None] = _start_soon
+        group: Callable[[], anyio.abc.TaskGroup] = type(anyio.create_task_group())
         if name == "trio":
             current = sys.modules["trio"].lowlevel.current_task
             take = _wait
@@ -144,9 +174,141 @@ def backend() -> Backend:
             current = asyncio.current_task
             take = _take_turn
             event = _Baton
-        found = _BACKENDS[name] = Backend(event, type(anyio.CancelScope()),
-                                          type(anyio.create_task_group()), current, take)
+            if _asyncio_group_known(anyio.create_task_group()):
+                spawn = _spawn_asyncio
+                group = _asyncio_group_class()
+        found = _BACKENDS[name] = Backend(event, type(anyio.CancelScope()), group, current,
+                                          take, spawn)
     return found
+
+
+def _start_soon(tg: Any, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    tg.start_soon(fn, *args)
+
+
+def _asyncio_group_known(tg: Any) -> bool:
+    """Whether anyio's asyncio task group (and cancel scope) are laid out as
+    :func:`_spawn_asyncio` expects: the group waits for its own set of tasks through
+    ``_on_completed_fut`` (anyio 4.x); any other layout keeps ``tg.start_soon``."""
+    if _task_states is None:  # pragma: no cover - another anyio
+        return False
+    scope = getattr(tg, "cancel_scope", None)
+    return (isinstance(getattr(tg, "_tasks", None), set)
+            and isinstance(getattr(tg, "_exceptions", None), list)
+            and "_on_completed_fut" in getattr(tg, "__dict__", ())
+            and isinstance(getattr(scope, "_tasks", None), set)
+            and hasattr(scope, "_host_task") and hasattr(scope, "_active")
+            and hasattr(type(scope), "_effectively_cancelled"))
+
+
+def _spawn_asyncio(tg: Any, fn: Callable[..., Any], *args: Any) -> None:
+    """``tg.start_soon(fn, *args)`` on asyncio, without anyio's per-task layers.
+
+    anyio 4's ``start_soon`` wraps each task's coroutine in a handle that makes a cancel
+    scope and an event of its own (each asking sniffio for the backend), enters that scope in
+    the task and names the task: some 60 Python calls a task, more than a small node costs.
+    Here the task is made as the handle makes it (a task of the loop, in the group's cancel
+    scope, running its coroutine in a scope of its own: :func:`_scoped`), without the
+    handle, its event and the backend look-ups, and ends as anyio's own ``task_done`` ends
+    it: its error collected by the group, the group's scope cancelled. A loop with a task factory
+    of its own (eager tasks, say) keeps ``start_soon``.
+    """
+    loop = asyncio.get_running_loop()
+    scope = tg.cancel_scope
+    if loop.get_task_factory() is not None or not scope._active:
+        tg.start_soon(fn, *args)  # (a closed group raises there, as it should)
+        return
+    task = asyncio.Task(_scoped(type(scope), fn(*args)), loop=loop)
+    _task_states[task] = _TaskState(id(scope._host_task), scope)
+    scope._tasks.add(task)
+    tg._tasks.add(task)
+    task.add_done_callback(functools.partial(_asyncio_task_done, tg))
+
+
+async def _scoped(scope: Callable[[], Any], coro: Awaitable[Any]) -> None:
+    """A task's coroutine in a cancel scope of its own, a child of its group's: as anyio's
+    task handle runs it. The group's cancellation reaches the tasks in the order anyio gives
+    it: the task running the group's body first (the scope's own), then each child's scope
+    (a batch's body runs its first task: its node unwinds before the others')."""
+    with scope():
+        await coro
+
+
+def _asyncio_group_class() -> Callable[[], anyio.abc.TaskGroup]:
+    """anyio's asyncio task group, leaving without a turn of the loop that would come
+    straight back (see :func:`_take_turn`).
+
+    A group that started no task (a batch whose one task ran in the group's body) gives the
+    loop a turn as it leaves (anyio's ``cancel_shielded_checkpoint``). A shielded turn
+    delivers no cancellation: it only lets the loop run what else is ready or due. When
+    nothing is (no ready callback, no timer due), the turn would only come straight back,
+    and the group leaves its scope at once; otherwise, and whenever it has tasks, an error
+    or a cancellation to see to, it leaves as anyio's does.
+    """
+    from anyio._backends._asyncio import TaskGroup
+
+    class _TaskGroup(TaskGroup):
+        async def __aexit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> bool:
+            if exc_val is None and not self._tasks and not self._exceptions \
+                    and not self.cancel_scope.cancel_called:
+                loop: Any = asyncio.get_running_loop()
+                ready = getattr(loop, "_ready", None)  # asyncio's own loops
+                scheduled = getattr(loop, "_scheduled", None)
+                if (ready is not None and scheduled is not None and not ready
+                        and (not scheduled or scheduled[0]._when > loop.time())):
+                    del self._exceptions  # (as anyio's own exit lets go of them)
+                    return self.cancel_scope.__exit__(None, None, None)
+            return await super().__aexit__(exc_type, exc_val, exc_tb)
+
+    return _TaskGroup
+
+
+def _asyncio_task_done(tg: Any, task: asyncio.Task[Any]) -> None:
+    """anyio's ``TaskGroup._spawn.task_done`` for a task of :func:`_spawn_asyncio`."""
+    state = _task_states.pop(task, None)
+    if state is not None and state.cancel_scope is not None:
+        state.cancel_scope._tasks.discard(task)
+    tasks = tg._tasks
+    tasks.discard(task)
+    waiting = tg._on_completed_fut
+    if waiting is not None and not tasks and not waiting.done():
+        waiting.set_result(None)
+    try:
+        exc: BaseException | None = task.exception()
+    except asyncio.CancelledError as cancelled:
+        while isinstance(cancelled.__context__, asyncio.CancelledError):
+            cancelled = cancelled.__context__
+        exc = cancelled
+    if exc is not None:
+        if not isinstance(exc, asyncio.CancelledError):
+            tg._exceptions.append(exc)
+        if not tg.cancel_scope._effectively_cancelled:
+            tg.cancel_scope.cancel()
+
+
+def _anyio_task_states() -> tuple[Any, Any]:
+    try:
+        from anyio._backends._asyncio import TaskState, _task_states
+    except ImportError:  # pragma: no cover - another anyio: _spawn_asyncio is not used
+        return None, None
+    return TaskState, _task_states
+
+
+_TaskState, _task_states = _anyio_task_states()
+
+
+def _running_library() -> str:
+    """``sniffio.current_async_library()``, its answers read in place: the thread's or the
+    context's library when one set it (trio does), else asyncio inside an asyncio task."""
+    import sniffio
+
+    name = sniffio.thread_local.name or sniffio.current_async_library_cvar.get()
+    if name is not None:
+        return name
+    loop = asyncio._get_running_loop()
+    if loop is not None and asyncio.current_task(loop) is not None:
+        return "asyncio"
+    return sniffio.current_async_library()  # (curio, or no library: sniffio's own answer)
 
 
 async def _wait(ev: anyio.Event) -> None:

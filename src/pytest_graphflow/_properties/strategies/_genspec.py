@@ -353,36 +353,48 @@ def _as_int(value: Any) -> int:
 def _node_function(
     n: SpecNode, index: int, calls: list[Any] | None
 ) -> Callable[..., Any]:
+    # What the body reads of ``n``, once (it runs on every call of the node): its calls
+    # are the node's own (interrupt, emit, the planned failure, the patch), in that order.
+    name, reads, interrupts, fail = n.name, n.reads, n.interrupts, n.fail
+    start = index + 1
+    value_key = f"v_{name}" if n.writes else None
+    loop_key = f"c_{name}" if n.route == "loop" else None
+
     def body(state: BaseModel, ctx: NodeContext) -> Any:
-        record = (n.name, ctx.task_id, ctx.step, ctx.attempt)
-        try:
-            answers = [interrupt({"node": n.name, "id": i}, id=i) for i in n.interrupts]
-        except BaseException:
-            if calls is not None:
-                calls.append((*record, "interrupted"))
-            raise
+        answers: Sequence[Any] = ()
+        if interrupts:
+            try:
+                answers = [interrupt({"node": name, "id": i}, id=i) for i in interrupts]
+            except BaseException:
+                if calls is not None:
+                    calls.append((name, ctx.task_id, ctx.step, ctx.attempt, "interrupted"))
+                raise
         if n.emits:
-            ctx.emit({"node": n.name, "attempt": ctx.attempt})
-        if n.fail is not None and n.fail.fails(ctx.attempt):
+            ctx.emit({"node": name, "attempt": ctx.attempt})
+        if fail is not None and fail.fails(ctx.attempt):
             if calls is not None:
-                calls.append((*record, "failed"))
-            raise PlannedFailure(f"node {n.name!r} fails on attempt {ctx.attempt} (planned)")
-        value = index + 1 + sum(_as_int(getattr(state, k)) for k in n.reads)
-        value += sum(answer_number(a) for a in answers)
+                calls.append((name, ctx.task_id, ctx.step, ctx.attempt, "failed"))
+            raise PlannedFailure(f"node {name!r} fails on attempt {ctx.attempt} (planned)")
+        value = start
+        for k in reads:  # (_as_int, inline for a plain int)
+            v = getattr(state, k)
+            value += v if type(v) is int else _as_int(v)
+        for a in answers:  # (answer_number, inline for a plain int)
+            value += a % 1000 if type(a) is int else answer_number(a)
         patch: dict[str, Any] = {}
-        if n.writes:
-            patch[f"v_{n.name}"] = value % 1000
+        if value_key is not None:
+            patch[value_key] = value % 1000
         if n.log:
-            patch["log"] = [n.name]
+            patch["log"] = [name]
         if n.worker and "log" in type(state).model_fields:
-            patch["log"] = [f"{n.name}:{ctx.item}"]
-        if n.route == "loop":
-            patch[f"c_{n.name}"] = getattr(state, f"c_{n.name}") + 1
+            patch["log"] = [f"{name}:{ctx.item}"]
+        if loop_key is not None:
+            patch[loop_key] = getattr(state, loop_key) + 1
         if calls is not None:
-            calls.append((*record, "ok"))
+            calls.append((name, ctx.task_id, ctx.step, ctx.attempt, "ok"))
         if n.route == "expand":
             assert n.expand_to is not None
-            items = [f"{n.name}.{j}" for j in range(n.items)]
+            items = [f"{name}.{j}" for j in range(n.items)]
             return Expand(n.expand_to, items, update=patch or None)
         if n.route == "goto":
             assert n.route_key is not None
