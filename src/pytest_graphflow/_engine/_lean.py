@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from .._graph._builder import END, Branch, CompiledGraph, NodeSpec
 from .._graph._node import CURRENT_TASK, EdgeContext, NodeContext, Visited
 from .._records._checkpoint import TaskRecord
-from .._records._fast import _new, _set
+from .._records._fast import _new, _set_dict, _set_extra, _set_fields_set, _set_private
 from .._records._json import jcopy
 from .._time._clock import VirtualClock
 from .._time._entropy import ENTROPY
@@ -168,18 +168,23 @@ class LeanSteps:
     def _route(self, record: TaskRecord, spec: NodeSpec, ctx: NodeContext,
                started_at: datetime, patch: dict[str, Any] | None, state: dict[str, Any],
                step: int, visited: Visited, targets: Sequence[str],
-               branches: Sequence[Branch], whole: bool = False) -> Any:
+               branches: Sequence[Branch], whole: bool = False, checked: bool = False
+               ) -> Any:
         """What ``decide_edges`` does after a node of ``branches`` returned ``patch``, with an
         :class:`Outcome` only when needed; answers as :meth:`call` (``whole``: ``state``
-        has every field of a plain schema). Leaves the current task unset (``None``): edge
-        functions run outside the node (the caller restores it)."""
-        graph = self.run.spec.graph
-        done_at = self.run.spec.clock.now()  # the node's end, before its routes run
+        has every field of a plain schema; ``checked``: the caller checked ``patch`` inline,
+        plain writes of keys without a reducer, on a plain schema). Leaves the current task
+        unset (``None``): edge functions run outside the node (the caller restores it)."""
+        leg = self.run.spec
+        graph, clock = leg.graph, leg.clock
+        # The node's end, before its routes run (a virtual clock's kept instant, inline).
+        done_at = clock._now if type(clock) is VirtualClock and clock._now_ns == clock._ns \
+            else clock.now()
         codec = graph.codec
         name = record.node
         try:
             plain = patch and codec.plain
-            if plain:
+            if plain and not checked:
                 reducers = graph.reducers
                 for key in patch:  # type: ignore[union-attr]
                     if key in reducers:
@@ -187,7 +192,21 @@ class LeanSteps:
                         break
             if plain:
                 merged = {**state, **patch}  # type: ignore[dict-item]  # checked as written
-                view: Any = _model(codec.parts, merged) if whole else codec.model_of(merged)
+                view: Any
+                if whole:  # what _model does, inline (one call fewer a step)
+                    model_cls, copies, _count, fields_set = codec.parts  # type: ignore[misc]
+                    data = dict(merged)
+                    for key, copy in copies:
+                        value = data[key]
+                        if value is not None:
+                            data[key] = copy(value)
+                    view = _new(model_cls)
+                    _set_dict(view, data)
+                    _set_fields_set(view, fields_set)
+                    _set_extra(view, None)
+                    _set_private(view, None)
+                else:
+                    view = codec.model_of(merged)
             else:
                 blame = [(name, patch)]
                 merged = merge_patches(graph, state, blame, parallel=False)
@@ -199,7 +218,7 @@ class LeanSteps:
             out.kind = "error"
             out.error = exc
             return out
-        picks = list(targets)
+        picks = list(targets) if targets else []
         ectx = None  # made for the first route that takes it
         CURRENT_TASK.set(None)  # edge functions run outside the node
         for i, branch in enumerate(branches):
@@ -220,10 +239,10 @@ class LeanSteps:
             mapping = branch.mapping
             if mapping is None and type(picked) is str \
                     and (picked in branch.targets or picked == END):
-                picks.append(picked)
+                picks += (picked,)  # not append: one call fewer
             elif mapping is not None and type(picked) in _ROUTE_KEYS \
                     and picked in mapping:
-                picks.append(mapping[picked])
+                picks += (mapping[picked],)
             else:  # an Expand, a list, an unknown route, an awaitable: as decide_edges
                 out = _outcome(record, spec, ctx, started_at, done_at, patch)
                 out.kind = "done"
@@ -300,11 +319,14 @@ class LeanSteps:
         # step's save and the next node's start): one read serves both, and the claim's
         # renewal cannot have come due while ``now()`` gives the same instant back.
         virtual = type(clock) is VirtualClock
+        kept: Any = clock  # when virtual: its kept instant is read inline (no call)
         now = (clock.now() if at is None else at) if virtual else None
         seen = now
         log, n = pos.visited.snapshot()
         owned = n == len(log)  # the leg's log ends at its snapshot: steps append to it
         whole = parts is not None and len(pos.state) == parts[2]
+        if parts is not None:
+            model_cls, copies, _count, fields_set = parts
         tokens: tuple[Any, Any, Any] | None = None
         copied: Any = None  # the copy of the leg's answers the last step saved, and their
         copied_count = 0    # number then
@@ -316,8 +338,17 @@ class LeanSteps:
                 model = pos.model
                 if model is not None:
                     pos.model = None
-                elif whole:  # what model_of does for a whole plain state
-                    model = _model(parts, state)
+                elif whole:  # what _model does, inline (one call fewer a step)
+                    data = dict(state)
+                    for key, copy in copies:
+                        value = data[key]
+                        if value is not None:
+                            data[key] = copy(value)
+                    model = _new(model_cls)
+                    _set_dict(model, data)
+                    _set_fields_set(model, fields_set)
+                    _set_extra(model, None)
+                    _set_private(model, None)
                 else:
                     model = model_of(state)
                 started_at = clock.now() if now is None else now
@@ -363,7 +394,7 @@ class LeanSteps:
                         new_state = {**state, **patch} if patch else state
                     else:
                         res = self._route(record, spec, ctx, started_at, patch, state, step,
-                                          visited, fact[0], fact[1], whole)
+                                          visited, fact[0], fact[1], whole, True)
                         if type(res) is not tuple:
                             return res if type(res) is Outcome else await res
                         patch, targets, merged, done_at = res
@@ -416,10 +447,10 @@ class LeanSteps:
                 saving = every_step or spec.checkpoint or (
                     finished and (numbers.parent_id is not None or leg.thread_explicit))
                 first_seq = numbers.seq
-                next_tasks, cid = numbers.plain_step(seq + saving + finished, scheduled,
-                                                     saving)
+                next_tasks, cid, pairs = numbers.plain_step(seq + saving + finished,
+                                                            scheduled, saving)
                 if owned:
-                    log.append(name)
+                    log += (name,)  # not append: one call fewer
                     n += 1
                     visited = Visited(log, n)
                 else:
@@ -435,14 +466,13 @@ class LeanSteps:
                 now = None
                 if cid is not None:
                     status = "completed" if finished else "running"
-                    now = clock.now() if virtual else None
+                    # clock.now(), inline: a virtual clock's instant is kept until it moves
+                    now = (kept._now if kept._now_ns == kept._ns else clock.now()) \
+                        if virtual else None
                     sunk = False
                     if sink is not None and not (run.tool_calls or pos.passed
                                                  or run.child_threads
                                                  or run.parent_command is not None):
-                        pairs: tuple[str, ...] = ()  # flat: one tuple for the collector
-                        for task in next_tasks:
-                            pairs += (task.task_id, task.node)
                         answers: Any = run.answers
                         if answers:
                             # The leg's answers only grow (a hook's answer is added, none is
@@ -509,7 +539,11 @@ class LeanSteps:
 
                 # The next superstep: lean too only if every check before it is plain (what
                 # Runner._advance and _superstep check, in their order); else the next piece.
-                if len(next_tasks) != 1 or pos.completed or flight.cancel_requested \
+                try:  # exactly one task next (not len(): one call fewer)
+                    (record,) = next_tasks
+                except ValueError:
+                    return None
+                if pos.completed or flight.cancel_requested \
                         or progress.deadline_ns is not None or progress.deadline is not None \
                         or (budget is not None and progress.supersteps >= budget):
                     return None
@@ -521,7 +555,6 @@ class LeanSteps:
                     if claim.due():
                         return None
                     seen = now
-                record = next_tasks[0]
                 if before and record.node in before:
                     return None
                 spec = nodes[record.node]
@@ -551,22 +584,6 @@ class LeanSteps:
                                    leg.tenant_id, writer.fence)
         self._sink_fn = sink
         return sink
-
-
-def _model(parts: Any, state: dict[str, Any]) -> BaseModel:
-    """What ``StateCodec.model_of`` does for a whole ``state`` of a plain schema whose
-    ``parts`` are ``codec.parts``: a fresh model of its own copy."""
-    data = dict(state)
-    for key, copy in parts[1]:
-        value = data[key]
-        if value is not None:
-            data[key] = copy(value)
-    model = _new(parts[0])
-    _set(model, "__dict__", data)
-    _set(model, "__pydantic_fields_set__", parts[3])
-    _set(model, "__pydantic_extra__", None)
-    _set(model, "__pydantic_private__", None)
-    return model  # type: ignore[no-any-return]
 
 
 def _unset(tokens: tuple[Any, Any, Any] | None) -> None:

@@ -311,28 +311,32 @@ class Numbering:
                     failure=failure)
 
     def plain_step(self, count: int, nodes: Sequence[str], checkpoint: bool
-                   ) -> tuple[list[TaskRecord], str | None]:
+                   ) -> tuple[list[TaskRecord], str | None, tuple[str, ...]]:
         """Number a lean step at once (``_lean``): ``count`` events, a new task of each of
         ``nodes`` (as :meth:`new_task` makes them) and, with ``checkpoint``, a checkpoint id
-        (counted in ``count`` by the caller)."""
+        (counted in ``count`` by the caller). Also gives the tasks as the in-memory store's
+        step sink takes them: one flat tuple ``(task_id, node, task_id, node...)``."""
         self.seq += count
         hexid = self.hex
         tasks: list[TaskRecord] = []
+        pairs: tuple[str, ...] = ()  # flat: one tuple for the collector
         for node in nodes:
-            self.task_counter += 1
+            self.task_counter = counter = self.task_counter + 1
+            task_id = f"task-{hexid}-{counter}"
+            pairs += (task_id, node)
             # What adopt() does, inline (a lean step makes one a step).
             task = _new(TaskRecord)
             _set_dict(task, {
-                "task_id": f"task-{hexid}-{self.task_counter}", "node": node, "item": None,
+                "task_id": task_id, "node": node, "item": None,
                 "has_item": False, "checkpoint_id_before": None, "failure": None})
             _set_fields_set(task, _TASK_FIELDS)
             _set_extra(task, None)
             _set_private(task, None)
             tasks += (task,)  # not tasks.append: one call fewer
         if not checkpoint:
-            return tasks, None
-        self.cp_counter += 1
-        return tasks, f"cp-{hexid}-{self.cp_counter}"
+            return tasks, None, pairs
+        self.cp_counter = counter = self.cp_counter + 1
+        return tasks, f"cp-{hexid}-{counter}", pairs
 
     def event(self, cls: type[EventBase], step: int, **fields: Any) -> Any:
         """The next event of the leg (numbered even when events are not recorded)."""

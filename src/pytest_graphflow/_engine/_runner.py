@@ -316,16 +316,13 @@ class Runner:
             # nothing built but the tasks and the checkpoint.
             empty = not entry
             saves = graph.every_step or (empty and spec.thread_explicit)
-            tasks, cid = numbers.plain_step(2 if saves else 1, entry, saves)
+            tasks, cid, pairs = numbers.plain_step(2 if saves else 1, entry, saves)
             pos.tasks.extend(tasks)
             if cid is not None:
                 lean = self.lean
                 sink = None if lean is None else lean.sink()
                 sunk = False
                 if sink is not None:  # the in-memory store's save of a lean step's checkpoint
-                    pairs: tuple[str, ...] = ()
-                    for task in tasks:
-                        pairs += (task.task_id, task.node)
                     log, n = pos.visited.snapshot()
                     answers = run.answers
                     virtual = type(clock) is VirtualClock  # (nothing moved it since)
