@@ -77,7 +77,7 @@ def test_the_fixture_runtime_built_from_its_parts_is_the_checked_one(
     settings = _settings(policy, start)
     seen: list[Any] = []
     first = plugin_runtime.memory_runtime(settings, seen.append)  # checked, answer kept
-    assert plugin_runtime._MEMORY_FEATURES == {policy: first.store_features}
+    assert {policy: first.store_features} == plugin_runtime._MEMORY_FEATURES
     quick = plugin_runtime.memory_runtime(settings, seen.append)  # built from the parts
     checked = _checked(settings, seen.append)
     for runtime in (first, quick):
