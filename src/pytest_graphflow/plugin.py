@@ -474,7 +474,10 @@ def graph_runtime() -> RecordingRuntime:
     from ._plugin._state import running_item, runtime_for
 
     item = running_item()  # not ``request``: taking it costs pytest ~90 calls a test
-    if getattr(getattr(item, "function", None), "is_hypothesis_test", False):
+    # The test's function as pytest holds it (``item.function`` is a property over a property:
+    # three calls a test); a method of a class forwards the flag from its function.
+    function = getattr(item, "_obj", None) or getattr(item, "function", None)
+    if getattr(function, "is_hypothesis_test", False):
         pytest.fail(
             "graph_runtime is one runtime per test, but a Hypothesis @given test runs many "
             "examples: they would share its clock, store and runs. Take "

@@ -98,11 +98,30 @@ def looping(policy: Any = "on_halt") -> Any:
     return make
 
 
+def asking() -> CompiledGraph:
+    """A node that emits, fails once (retried), then asks: a lone asking task with events of
+    its own before the interrupt (the recording pause builds them as ``halt`` does)."""
+    tries: dict[str, int] = {}
+
+    def ask(s: State) -> dict[str, Any]:
+        emit({"try": tries.get("n", 0)}, channel="notes")
+        tries["n"] = tries.get("n", 0) + 1
+        if tries["n"] == 1:
+            raise ValueError("first try fails")
+        return {"log": [str(interrupt({"n": s.n}, id="go"))]}
+
+    g = Graph("asking_lazy", State)
+    g.node("start", lambda s: {"n": s.n + 1})
+    g.node("ask", ask, retry=Retry(attempts=2, backoff=0))
+    g.edge(START, "start").edge("start", "ask").edge("ask", END)
+    return g.compile()
+
+
 def _lines(legs: list[Any]) -> list[str]:
     return [e.model_dump_json() for leg in legs for e in leg.events]
 
 
-@pytest.mark.parametrize("make", [approval, busy, looping(), looping("every_step"),
+@pytest.mark.parametrize("make", [approval, busy, asking, looping(), looping("every_step"),
                                   looping("never")])
 @pytest.mark.parametrize("seed", [0, 7])
 def test_lazy_recordings_are_the_events_the_eager_path_builds(make: Any, seed: int) -> None:
@@ -122,6 +141,35 @@ def test_lazy_recordings_are_the_events_the_eager_path_builds(make: Any, seed: i
                                                         for leg in eager.recordings]
     # the store's call log reads the same whichever way the events were recorded
     assert lazy.store.calls == eager.store.calls  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3])
+@pytest.mark.parametrize("kind", ["reject", "crash"])
+def test_a_recording_pause_whose_save_fails_records_what_the_eager_path_does(
+        nth: int, kind: str) -> None:
+    """``invoke`` pausing on a recording runtime (``pause_one``, events unbuilt) and
+    ``trace`` (``halt``, events built) when the store refuses a save, the pause's (3rd)
+    included: the same error, recorded events, visited nodes and store calls."""
+    seen = []
+    for way in ("invoke", "trace"):
+        runtime = make_graph_runtime(seed=2)
+        faults = runtime.store_faults
+        assert faults is not None
+        if kind == "reject":
+            faults.reject_save(nth=nth)
+        else:
+            faults.crash_at("save", nth=nth)
+        try:
+            getattr(runtime, way)(approval(), {"n": 1})
+        except BaseException as exc:  # a StoreFault, a SimulatedCrash
+            outcome = repr(exc)
+        else:
+            outcome = "returned"
+        seen.append((outcome, _lines(runtime.recordings),
+                     [(leg.visited, repr(leg.error)) for leg in runtime.recordings],
+                     [str(call) for call in faults.calls]))
+    assert seen[0] == seen[1]
+    assert seen[0][0] != "returned"
 
 
 class Plain(BaseModel):

@@ -205,18 +205,42 @@ def test_a_sync_call_in_an_async_test_says_to_await_the_async_twin(
     assert "Already running" not in result.stdout.str()
 
 
-def test_graph_runtime_in_a_given_test_points_to_the_factory(graph_project: pytest.Pytester,
-                                                             run: Run) -> None:
-    graph_project.makepyfile(test_given=dedent("""
+GIVEN_TESTS = {
+    "module": """
         from hypothesis import given, strategies as st
         from gf_graphs import fan
 
         @given(n=st.integers(0, 3))
         def test_n(graph_runtime, n):
             graph_runtime.trace(fan(), {"n": n})
-    """))
+
+        def test_plain(graph_runtime):
+            graph_runtime.trace(fan(), {"n": 1})
+    """,
+    "class": """
+        from hypothesis import given, strategies as st
+        from gf_graphs import fan
+
+        class TestIt:
+            @given(n=st.integers(0, 3))
+            def test_n(self, graph_runtime, n):
+                graph_runtime.trace(fan(), {"n": n})
+
+            def test_plain(self, graph_runtime):
+                graph_runtime.trace(fan(), {"n": 1})
+    """,
+}
+
+
+@pytest.mark.parametrize("where", sorted(GIVEN_TESTS))
+def test_graph_runtime_in_a_given_test_points_to_the_factory(graph_project: pytest.Pytester,
+                                                             run: Run, where: str) -> None:
+    """A ``@given`` test function, or method of a test class, asking for ``graph_runtime``
+    is refused with the way out; a plain test beside it is not."""
+    body = dedent(GIVEN_TESTS[where])
+    graph_project.makepyfile(test_given=body)
     result = run("test_given.py")
-    result.assert_outcomes(errors=1)
+    result.assert_outcomes(errors=1, passed=1)
     result.stdout.fnmatch_lines([
         "*graph_runtime is one runtime per test, but a Hypothesis @given test runs many "
         "examples*graph_runtime_factory*",

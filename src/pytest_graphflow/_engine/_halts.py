@@ -188,18 +188,29 @@ class HaltHandler:
 async def pause_one(run: RunState, writer: CheckpointWriter, end: LegEnd, out: Outcome
                     ) -> list[Any]:
     """What :meth:`HaltHandler.halt` does for a batch of one task that asked (``out``, its
-    ``interrupt`` set) when the leg builds no event (``invoke``): the events are numbered,
-    not built — the task's (as ``task_events`` numbers them), ``checkpoint_saved`` and
-    ``run_end`` — and the same checkpoint is saved before the leg ends (C5)."""
+    ``interrupt`` set) when the leg builds no event (``invoke``), or only the unbuilt
+    ``LazyEvent`` entries of its recording (``invoke`` on the testing runtime): the task's
+    events (as ``task_events`` makes or numbers them), ``checkpoint_saved`` and ``run_end``,
+    and the same checkpoint saved before the leg ends (C5)."""
     pos, numbers = run.pos, run.numbers
     step = pos.step
     tasks = pos.tasks
     assert out.interrupt is not None
     interrupts = [out.interrupt, *out.more] if out.more else [out.interrupt]
-    # the task's events (node_start, interrupt and what it emitted or retried), then
-    # checkpoint_saved and run_end
-    numbers.skip((task_event_count(out) if out.failed_attempts or out.custom else 2) + 2)
-    cid = numbers.next_checkpoint_id()
+    events: list[Any] = []
+    recording = numbers.record_events
+    if recording:  # the events halt() reports, unbuilt (a recording leg's, see _lazy)
+        task_events(run, out, step, events)
+        cid = numbers.next_checkpoint_id()
+        events.append(numbers.event(CheckpointSaved, step, checkpoint_id=cid))
+        events.append(numbers.event(RunEnd, step, status="interrupted",
+                                    state=run.copy_state(pos.state), error_type=None,
+                                    breakpoint=None))
+    else:
+        # the task's events (node_start, interrupt and what it emitted or retried), then
+        # checkpoint_saved and run_end
+        numbers.skip((task_event_count(out) if out.failed_attempts or out.custom else 2) + 2)
+        cid = numbers.next_checkpoint_id()
     nodes: list[str] = []
     for task in tasks:
         nodes += (task.node,)  # (not a comprehension: no call)
@@ -207,4 +218,4 @@ async def pause_one(run: RunState, writer: CheckpointWriter, end: LegEnd, out: O
                       node_ids=nodes, status="interrupted",
                       interrupts=interrupts, error=None)
     await end.finish("interrupted", None, interrupts=interrupts)
-    return []
+    return run.stamp(events) if recording else events

@@ -575,12 +575,11 @@ class Legs:
         leg: RunLeg | None = None
         on_leg = host.on_leg
         if on_leg is not None:  # an observer sees every leg's events
-            leg = RunLeg(
-                graph=graph, run_id=run_id, resumed=resumed is not None, seed=host.seed,
-                initial_state=None if resumed is not None else jcopy(state),
-                answers=jcopy(answers) if resumed is not None and answers else {},
-                store=self.store)
-            leg.lazy = not opts.get("record_events", True)  # only the leg reads its events
+            leg = RunLeg._started(
+                graph, run_id, resumed is not None, host.seed,
+                None if resumed is not None else jcopy(state),
+                jcopy(answers) if resumed is not None and answers else {}, self.store,
+                not opts.get("record_events", True))  # lazy: only the leg reads its events
         middleware, guardrails = host.middleware, host.guardrails
         features = self.features
         cancel_at = opts.get("cancel_at")

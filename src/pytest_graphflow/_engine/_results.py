@@ -264,15 +264,31 @@ class RunLeg:
     """Whether the runtime may hand this leg :class:`LazyEvent` entries (set by the runtime
     when the call that ran it reads no events: ``invoke``, ``resume``, ``step``)."""
 
+    @classmethod
+    def _started(cls, graph: CompiledGraph, run_id: str, resumed: bool, seed: int | None,
+                 initial_state: dict[str, Any] | None, answers: dict[str, Any], store: Any,
+                 lazy: bool) -> RunLeg:
+        """The leg the runtime shows its ``on_leg`` observer as the leg starts (internal):
+        what ``RunLeg(graph=..., ..., store=store)`` makes, with ``lazy`` set, its fields
+        set directly (the dataclass's ``__init__`` goes through the ``events`` and
+        ``visited`` properties: a few calls a leg, every leg of every test)."""
+        leg = cls.__new__(cls)
+        leg.__dict__.update(
+            graph=graph, run_id=run_id, resumed=resumed, seed=seed, events=[], _unbuilt=None,
+            error=None, visited=[], initial_state=initial_state, answers=answers, store=store,
+            lazy=lazy)
+        return leg
+
     def _note(self, items: list[Any], visited: Visited) -> None:
         """The runner's report of one piece of the leg: its events and step markers (events
         maybe unbuilt), and the nodes visited so far (a snapshot, listed when read)."""
         d = self.__dict__
-        log: list[Any] = d["events"]
-        if d.get("_unbuilt") is None:
-            d["_unbuilt"] = len(log)
-        log.extend([i for i in items if type(i) is not StepState])
-        self._reached(visited)
+        if items:
+            log: list[Any] = d["events"]
+            if d["_unbuilt"] is None:
+                d["_unbuilt"] = len(log)
+            log.extend([i for i in items if type(i) is not StepState])
+        d["_visited_at"] = visited  # (what _reached does, without the call)
 
     def _reached(self, visited: Visited) -> None:
         """The nodes visited so far (kept as the run's snapshot, a list only when read)."""

@@ -527,8 +527,10 @@ class Runner:
         if len(outcomes) == 1 and outcomes[0].kind == "interrupt":
             # one task asking: nothing to merge, no edge error (what follows decides so)
             only = outcomes[0]
-            if not self.run.numbers.record_events and only.interrupt is not None:
-                return await pause_one(self.run, self.writer, self.end, only)  # invoke()
+            numbers = self.run.numbers
+            if (not numbers.record_events or numbers.lazy) and only.interrupt is not None:
+                # invoke(), on a bare or a recording runtime
+                return await pause_one(self.run, self.writer, self.end, only)
             return await self.halts.halt(outcomes, outcomes)
         halting = [o for o in outcomes if o.kind == "interrupt"
                    or (o.kind == "error" and (o.spec.on_error is None or o.fatal))]

@@ -133,30 +133,56 @@ class GraphRuntime:
         if not (on_interrupt is None and tenant_id is None and claim_ttl is None
                 and on_leg is None and backend == "asyncio" and type(clock) in _CLOCKS):
             check_constructor(clock, on_interrupt, tenant_id, claim_ttl, backend, on_leg)
+        if checkpoint_policy is not None and checkpoint_policy not in POLICIES:
+            raise InvalidArgument(f"GraphRuntime(checkpoint_policy={checkpoint_policy!r}): use "
+                                  f"one of {sorted(POLICIES)} or None")
+        hooks: tuple[tuple[Middleware, ...], tuple[Guardrail, ...]] = ((), ()) \
+            if middleware is None and guardrails is None \
+            else checked_hooks(middleware, guardrails, "GraphRuntime")
+        self._set_up(store, features, clock if clock is not None else RealClock(), seed,
+                     checkpoint_policy, on_leg, max_supersteps=max_supersteps, timeout=timeout,
+                     on_interrupt=on_interrupt, tenant_id=tenant_id,
+                     claim_ttl=None if claim_ttl is None else float(claim_ttl),
+                     backend=backend, hooks=hooks)
+
+    def _set_up(
+        self,
+        store: CheckpointStore,
+        features: StoreFeatures,
+        clock: Clock,
+        seed: int | None,
+        checkpoint_policy: CheckpointPolicy | None,
+        on_leg: Callable[[RunLeg], None] | None,
+        *,
+        max_supersteps: int | None = 1000,
+        timeout: float | None = None,
+        on_interrupt: Callable[[Interrupt], Any] | None = None,
+        tenant_id: str | None = None,
+        claim_ttl: float | None = None,
+        backend: str = "asyncio",
+        hooks: tuple[tuple[Middleware, ...], tuple[Guardrail, ...]] = ((), ()),
+    ) -> None:
+        """The runtime's parts, from arguments already checked and the store's features
+        already read (internal): what ``__init__`` does after its checks, and all a caller
+        that made the parts itself does (the plugin's runtime of a test: its checks cost a
+        few dozen calls a test, and their answer is the same for every test)."""
         self._store = store
         self._features = features
-        self.clock: Clock = clock if clock is not None else RealClock()
+        self.clock: Clock = clock
         self.seed = seed
         self.max_supersteps = max_supersteps
         self.timeout = timeout
         self.on_interrupt = on_interrupt
         self.tenant_id = tenant_id
-        self._claim_ttl = None if claim_ttl is None else float(claim_ttl)
+        self._claim_ttl = claim_ttl
         self.backend = backend
-        if checkpoint_policy is not None and checkpoint_policy not in POLICIES:
-            raise InvalidArgument(f"GraphRuntime(checkpoint_policy={checkpoint_policy!r}): use "
-                                  f"one of {sorted(POLICIES)} or None")
         self.checkpoint_policy = checkpoint_policy
         self.on_leg = on_leg
-        if middleware is None and guardrails is None:
-            self.middleware: tuple[Middleware, ...] = ()
-            self.guardrails: tuple[Guardrail, ...] = ()
-        else:
-            self.middleware, self.guardrails = checked_hooks(middleware, guardrails,
-                                                             "GraphRuntime")
+        self.middleware: tuple[Middleware, ...] = hooks[0]
+        self.guardrails: tuple[Guardrail, ...] = hooks[1]
         self._book = RunBook(IdSource(None) if seed is None else SeededIds(seed))
         if features.clock_binding:
-            store.bind_clock(self.clock)  # type: ignore[attr-defined]
+            store.bind_clock(clock)  # type: ignore[attr-defined]
         # The preparer of legs sees the runtime through a weak proxy: no reference cycle,
         # so a runtime and everything of its runs go as soon as the caller drops it, without
         # waiting for the garbage collector (the default path makes one runtime per run).

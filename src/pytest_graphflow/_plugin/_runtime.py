@@ -29,6 +29,7 @@ from .._stores.faults._store import FaultyStore
 from .._time._clock import VirtualClock
 
 if TYPE_CHECKING:
+    from .._stores._features import StoreFeatures
     from .._stores._protocol import CheckpointStore
     from .._stores.postgres._store import PostgresCheckpointStore
     from ._marker import TestSettings
@@ -81,6 +82,26 @@ class RecordingRuntime(GraphRuntime):
         observer: Observer | None = None,
         **kwargs: Any,
     ) -> None:
+        # (the recorder first: ``GraphRuntime.__init__`` hands it to the legs it prepares)
+        on_leg = self._recorder(observer)
+        super().__init__(store, checkpoint_policy=checkpoint_policy, on_leg=on_leg, **kwargs)
+
+    @classmethod
+    def _of_parts(cls, store: CheckpointStore, features: StoreFeatures, clock: VirtualClock,
+                  seed: int, checkpoint_policy: Policy | None, observer: Observer
+                  ) -> RecordingRuntime:
+        """The runtime ``RecordingRuntime(store, clock=clock, seed=seed,
+        checkpoint_policy=checkpoint_policy, observer=observer)`` builds, when the caller
+        made ``store`` and ``clock`` itself and knows ``features`` are the store's
+        (internal: the ``graph_runtime`` fixture's, whose checks answer the same for every
+        test)."""
+        runtime = cls.__new__(cls)
+        runtime._set_up(store, features, clock, seed, checkpoint_policy,
+                        runtime._recorder(observer))
+        return runtime
+
+    def _recorder(self, observer: Observer | None) -> Callable[[RunLeg], None]:
+        """This runtime's recordings and observers, and the ``on_leg`` that feeds them."""
         observers: list[Observer] = [] if observer is None else [observer]
         recordings: deque[RunRecording] = deque(maxlen=_KEEP)
 
@@ -92,11 +113,11 @@ class RecordingRuntime(GraphRuntime):
         # ``on_leg`` holds the runtime's recordings, not the runtime: no reference cycle, so
         # a test's runtime, store and runs go when the test lets go of them (a bound method
         # here made every runtime cyclic garbage, ~200 objects a test left to the collector).
-        super().__init__(store, checkpoint_policy=checkpoint_policy, on_leg=record, **kwargs)
         self._observers = observers
         self._recordings = recordings
         self._closers: list[Callable[[], None]] = []
         self._record = record
+        return record
 
     # ----------------------------------------------------------------- recordings
 
@@ -323,9 +344,21 @@ def memory_runtime(settings: TestSettings, observer: Observer) -> RecordingRunti
     :class:`FaultyStore` over a fresh in-memory store, on a fresh virtual clock), made
     as the part fixtures make them, in one place (internal)."""
     clock = VirtualClock(settings.start)
-    return RecordingRuntime(
-        FaultyStore(InMemoryCheckpointStore(), clock=clock), clock=clock, seed=settings.seed,
-        checkpoint_policy=settings.checkpoint_policy, observer=observer)
+    store = FaultyStore(InMemoryCheckpointStore(), clock=clock)
+    features = _MEMORY_FEATURES.get(settings.checkpoint_policy)
+    if features is not None:  # the checks' answer for these parts, found by the first test
+        return RecordingRuntime._of_parts(store, features, clock, settings.seed,
+                                          settings.checkpoint_policy, observer)
+    runtime = RecordingRuntime(store, clock=clock, seed=settings.seed,
+                               checkpoint_policy=settings.checkpoint_policy, observer=observer)
+    _MEMORY_FEATURES[settings.checkpoint_policy] = runtime.store_features
+    return runtime
+
+
+_MEMORY_FEATURES: dict[Policy | None, StoreFeatures] = {}
+"""What a ``FaultyStore`` over a fresh :class:`InMemoryCheckpointStore` supports, as
+``GraphRuntime`` found it having checked the store (and the checkpoint policy: by policy),
+once per process: the same classes, unchanged instances, the same answer every test."""
 
 
 def open_test_postgres_store(dsn: str | None) -> PostgresCheckpointStore:

@@ -1,0 +1,104 @@
+"""The ``graph_runtime`` fixture's runtime is built without the constructor's checks once the
+first test's checks have answered (issue 29: ~30 calls a test): built so, it is the runtime
+the checked constructor builds from the same parts, and it runs the same."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from pytest_graphflow import (
+    END,
+    START,
+    FaultyStore,
+    Graph,
+    GraphRuntime,
+    InMemoryCheckpointStore,
+    Resume,
+    VirtualClock,
+    interrupt,
+)
+from pytest_graphflow._plugin import _runtime as plugin_runtime
+from pytest_graphflow._plugin._marker import TestSettings
+from pytest_graphflow.testing import RecordingRuntime
+
+
+class S(BaseModel):
+    n: int = 0
+    answer: str = ""
+
+
+def _graph() -> Any:
+    g = Graph("parts_approval", S)
+    g.node("draft", lambda s: {"n": s.n + 1})
+    g.node("approve", lambda s: {"answer": interrupt({"draft": s.n}, id="ok")})
+    g.node("publish", lambda s: {"n": s.n + 10})
+    g.edge(START, "draft").edge("draft", "approve").edge("approve", "publish")
+    return g.edge("publish", END).compile()
+
+
+def _settings(policy: Any, start: datetime | None) -> TestSettings:
+    return TestSettings(seed=11, seed_from_marker=False, seed_from_snapshot=False, start=start,
+                        store="memory", checkpoint_policy=policy)
+
+
+def _checked(settings: TestSettings, observer: Any) -> RecordingRuntime:
+    """What ``memory_runtime`` built before: every part through the checked constructor."""
+    clock = VirtualClock(settings.start)
+    return RecordingRuntime(FaultyStore(InMemoryCheckpointStore(), clock=clock), clock=clock,
+                            seed=settings.seed, checkpoint_policy=settings.checkpoint_policy,
+                            observer=observer)
+
+
+def _plain(runtime: GraphRuntime) -> dict[str, Any]:
+    """The runtime's settings and the kinds of its parts (not the parts themselves: each
+    runtime has its own store, clock, books and recorder)."""
+    return {name: (value if isinstance(value, (int, float, str, tuple, type(None)))
+                   else type(value).__name__) for name, value in vars(runtime).items()}
+
+
+def _round_trip(runtime: RecordingRuntime) -> tuple[Any, ...]:
+    paused = runtime.invoke(_graph(), {"n": 2})
+    done = runtime.resume(paused.run_id, Resume("yes"))
+    faults = runtime.store_faults
+    assert faults is not None
+    return (paused.run_id, done.data, [str(call) for call in faults.calls],
+            [e.model_dump_json() for leg in runtime.recordings for e in leg.events])
+
+
+@pytest.mark.parametrize("policy", [None, "every_step", "never"])
+@pytest.mark.parametrize("start", [None, datetime(2030, 1, 2, tzinfo=UTC)])
+def test_the_fixture_runtime_built_from_its_parts_is_the_checked_one(
+        policy: Any, start: datetime | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plugin_runtime, "_MEMORY_FEATURES", {})
+    settings = _settings(policy, start)
+    seen: list[Any] = []
+    first = plugin_runtime.memory_runtime(settings, seen.append)  # checked, answer kept
+    assert {policy: first.store_features} == plugin_runtime._MEMORY_FEATURES
+    quick = plugin_runtime.memory_runtime(settings, seen.append)  # built from the parts
+    checked = _checked(settings, seen.append)
+    for runtime in (first, quick):
+        assert _plain(runtime) == _plain(checked)
+        assert runtime.store_features is checked.store_features
+        assert runtime.clock.now() == checked.clock.now()  # type: ignore[attr-defined]
+        assert runtime.store_faults is not None
+        assert runtime.store_faults.clock is runtime.clock
+        assert runtime.claim_ttl == checked.claim_ttl
+    assert _round_trip(quick) == _round_trip(checked) == _round_trip(first)
+    # the observer sees each leg of each runtime, as the checked constructor's does
+    assert len(seen) == 6
+    assert [leg.run_id for leg in quick.recordings] == [leg.run_id
+                                                        for leg in checked.recordings]
+
+
+def test_a_policy_is_checked_by_the_constructor_before_its_answer_is_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each checkpoint policy goes through the checked constructor once: a bad one raises
+    there and leaves nothing kept (the marker refuses it before any test runs anyway)."""
+    monkeypatch.setattr(plugin_runtime, "_MEMORY_FEATURES", {})
+    with pytest.raises(Exception, match="checkpoint_policy"):
+        plugin_runtime.memory_runtime(_settings("sometimes", None), lambda leg: None)
+    assert plugin_runtime._MEMORY_FEATURES == {}
