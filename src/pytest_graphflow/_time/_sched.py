@@ -81,6 +81,15 @@ def _patch_anyio_sleep() -> None:
     from anyio._core import _eventloop
 
     original = _eventloop.sleep
+    sleep = _deferring(original)
+    sleep.__doc__ = original.__doc__
+    sleep.__module__ = original.__module__
+    anyio.sleep = sleep  # type: ignore[assignment]
+
+
+def _deferring(original: Callable[[float], Awaitable[None]]) -> Callable[[float], Any]:
+    """``original`` (a sleep of one argument), deferring to the node's sleeper in a node
+    task under a virtual clock."""
 
     async def sleep(delay: float) -> None:
         sleeper = NODE_SLEEPER.get()
@@ -89,9 +98,7 @@ def _patch_anyio_sleep() -> None:
         await sleeper(delay)
 
     sleep.__wrapped__ = original  # type: ignore[attr-defined]
-    sleep.__doc__ = original.__doc__
-    sleep.__module__ = original.__module__
-    anyio.sleep = sleep
+    return sleep
 
 
 def install_trio_sleep_hooks() -> None:
@@ -103,16 +110,7 @@ def install_trio_sleep_hooks() -> None:
     import trio
     from anyio._backends import _trio as anyio_trio
 
-    original_trio_sleep = trio.sleep
-
-    async def trio_sleep(seconds: float) -> None:
-        sleeper = NODE_SLEEPER.get()
-        if sleeper is None:
-            return await original_trio_sleep(seconds)
-        await sleeper(seconds)
-
-    trio_sleep.__wrapped__ = original_trio_sleep  # type: ignore[attr-defined]
-    trio.sleep = trio_sleep
+    trio.sleep = _deferring(trio.sleep)  # type: ignore[assignment]
     _patch_backend(anyio_trio.TrioBackend)
 
 
