@@ -39,11 +39,10 @@ from time import monotonic
 from typing import Any, Protocol, TypeVar, cast
 
 import psycopg
-from psycopg.generators import execute as _execute
 from psycopg.waiting import Ready, Wait
 from psycopg_pool import AsyncConnectionPool
 
-from ._prepared import Statement, Statements, first_row, prepared_done
+from ._prepared import Statement, Statements
 
 __all__ = ["Cursor", "PgConnections", "check_schema_name", "on_plain_asyncio", "run_now"]
 
@@ -380,57 +379,42 @@ class PgConnections:
     def _run_sync(self, conn: psycopg.Connection[Any], statement: Statement,
                   params: Sequence[Any]) -> Any:
         """:meth:`fetch_one` on a sync connection (psycopg's wait: Ctrl-C cancels)."""
-        pgconn = conn.pgconn
-        for retry in (False, True):
-            names, tx = self._statements.on(conn)
-            values = tx.dump_sequence(params, statement.formats)
-            if statement.name not in names:
-                pgconn.send_prepare(statement.name, statement.text, statement.types)
-                prepared_done(conn.wait(_execute(pgconn)))
-                names.add(statement.name)
-            pgconn.send_query_prepared(statement.name, values)
-            try:
-                return first_row(conn.wait(_execute(pgconn)), tx)
-            except psycopg.errors.InvalidSqlStatementName:
-                if retry:  # pragma: no cover - dropped twice in a row
-                    raise
-                self._statements.forget(conn)  # DEALLOCATE ALL or DISCARD ALL: prepare again
-        raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            return conn.wait(self._statements.exchange(conn, statement, params))
+        except psycopg.errors.InvalidSqlStatementName:  # DEALLOCATE ALL or DISCARD ALL
+            self._statements.forget(conn)  # prepare it again
+            return conn.wait(self._statements.exchange(conn, statement, params))
 
     async def _run_async(self, aconn: psycopg.AsyncConnection[Any], statement: Statement,
                          params: Sequence[Any]) -> Any:
         """:meth:`fetch_one` on a connection of the pool."""
-        pgconn = aconn.pgconn
-        for retry in (False, True):
-            names, tx = self._statements.on(aconn)
-            values = tx.dump_sequence(params, statement.formats)
-            if statement.name not in names:
-                pgconn.send_prepare(statement.name, statement.text, statement.types)
-                prepared_done(await aconn.wait(_execute(pgconn)))
-                names.add(statement.name)
-            pgconn.send_query_prepared(statement.name, values)
-            sent = monotonic()
-            late = self._quick(aconn, _execute(pgconn))
-            if type(late) is not list:
-                late = await aconn.wait(late)
-                self._busy_since = now = monotonic()
-                if self._slow and now - sent < _QUICK_WAIT:
-                    self._slow = False  # answered quickly again: the next may wait quickly
-            try:
-                return first_row(late, tx)
-            except psycopg.errors.InvalidSqlStatementName:
-                if retry:  # pragma: no cover - dropped twice in a row
-                    raise
-                self._statements.forget(aconn)
-        raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            return await self._wait_async(aconn, statement, params)
+        except psycopg.errors.InvalidSqlStatementName:
+            self._statements.forget(aconn)
+            return await self._wait_async(aconn, statement, params)
 
-    def _quick(self, aconn: psycopg.AsyncConnection[Any], gen: _Gen) -> Any:
-        """Wait up to :data:`_QUICK_WAIT` for the answer ``gen`` (psycopg's generator of a
-        statement sent) reads, without a turn of the loop, as a sync connection waits, when
-        it is the store's only operation in flight on the loop: the answer (a list of
-        results) when it came in that time, else a generator for psycopg to finish on the
-        loop (``aconn.wait``). After :data:`_MAX_BUSY` of quick answers the next statement
-        waits on the loop, so the loop's other tasks get a turn at least that often.
+    async def _wait_async(self, aconn: psycopg.AsyncConnection[Any], statement: Statement,
+                          params: Sequence[Any]) -> Any:
+        """The statement's row, waited for quickly (:meth:`_quick`) or on the loop."""
+        sent = monotonic()
+        answered, found = self._quick(aconn, self._statements.exchange(aconn, statement, params))
+        if answered:
+            return found
+        row = await aconn.wait(found)
+        self._busy_since = now = monotonic()
+        if self._slow and now - sent < _QUICK_WAIT:
+            self._slow = False  # answered quickly again: the next may wait quickly
+        return row
+
+    def _quick(self, aconn: psycopg.AsyncConnection[Any], gen: _Gen) -> tuple[bool, Any]:
+        """Wait up to :data:`_QUICK_WAIT` for the answer ``gen`` (a psycopg-style generator:
+        :meth:`~._prepared.Statements.exchange`) reads, without a turn of the loop, as a sync
+        connection waits, when it is the store's only operation in flight on the loop:
+        ``(True, answer)`` when it came in that time, else ``(False, generator)`` for psycopg
+        to finish on the loop (``aconn.wait``). After :data:`_MAX_BUSY` of quick answers the
+        next statement waits on the loop, so the loop's other tasks get a turn at least that
+        often.
 
         A wait on the loop costs more Python than a step's own work (a reader, a future, a
         timer and two turns of the loop a statement).
@@ -440,7 +424,7 @@ class PgConnections:
         if (self._slow or self._out != 1 or now - self._busy_since >= _MAX_BUSY or fd >= 1024
                 or aconn.lock.locked()):
             self._busy_since = now  # the caller's wait gives the loop a turn
-            return gen
+            return False, gen
         try:
             state = next(gen)
             end = now + _QUICK_WAIT
@@ -451,11 +435,11 @@ class PgConnections:
                     max(0.0, end - monotonic()))
                 if not reads and not writes:  # late: this and the next waits on the loop
                     self._slow = True
-                    return _resumed(gen, state)
+                    return False, _resumed(gen, state)
                 state = gen.send((_READY_R if reads else 0) | (_READY_W if writes else 0))
         except StopIteration as done:
             self.quick_answers += 1
-            return done.value
+            return True, done.value
 
     async def _take(self) -> _Hot:
         """A connection of the pool and a cursor on it: the hot one when no other operation

@@ -15,7 +15,7 @@ and so are its errors (``psycopg.errors.error_from_result``: a ``UniqueViolation
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from itertools import count
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -25,8 +25,9 @@ from psycopg import pq
 from psycopg.abc import Transformer
 from psycopg.adapt import PyFormat
 from psycopg.adapt import Transformer as _Transformer
+from psycopg.generators import execute as _execute
 
-__all__ = ["Statement", "Statements", "first_row", "prepared_done"]
+__all__ = ["Statement", "Statements"]
 
 _TYPES = {bool: 16, int: 20}
 """The type the server is told of a parameter, by its Python type (0: the server infers)."""
@@ -94,12 +95,32 @@ class Statements:
             known = self._on[conn] = (set(), _Transformer(conn))
         return known
 
+    def exchange(self, conn: Any, statement: Statement,
+                 params: Sequence[Any]) -> Generator[Any, Any, Any]:
+        """``statement`` run on ``conn`` with ``params``, as a generator of psycopg's kind
+        (what to wait for out, readiness in; ``conn.wait`` drives it): prepared first if the
+        connection has not prepared it, then sent; it returns the answer's first row.
+
+        Raises:
+            psycopg.Error: the server's error (``InvalidSqlStatementName``: the server
+                dropped the statement; :meth:`forget` the connection's and run it again).
+        """
+        names, tx = self.on(conn)
+        pgconn = conn.pgconn
+        values = tx.dump_sequence(params, statement.formats)
+        if statement.name not in names:
+            pgconn.send_prepare(statement.name, statement.text, statement.types)
+            _prepared_done((yield from _execute(pgconn)))
+            names.add(statement.name)
+        pgconn.send_query_prepared(statement.name, values)
+        return _first_row((yield from _execute(pgconn)), tx)
+
     def forget(self, conn: Any) -> None:
         """Forget what ``conn`` has prepared (the server dropped it: ``DEALLOCATE ALL``)."""
         self._on.pop(conn, None)
 
 
-def prepared_done(results: list[Any]) -> None:
+def _prepared_done(results: list[Any]) -> None:
     """Check the answer to a ``Prepare``.
 
     Raises:
@@ -110,7 +131,7 @@ def prepared_done(results: list[Any]) -> None:
             raise psycopg.errors.error_from_result(res, encoding="utf-8")
 
 
-def first_row(results: list[Any], tx: Transformer) -> Any:
+def _first_row(results: list[Any], tx: Transformer) -> Any:
     """The first row of a statement's answer (a tuple, as psycopg's cursor gives it).
 
     Raises:
