@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 
 import psycopg
 import pytest
-from pydantic import BaseModel
 
-from pytest_graphflow import END, START, Graph, GraphRuntime, PostgresCheckpointStore
+from graphflow_chains import counting_chain
+from pytest_graphflow import GraphRuntime, PostgresCheckpointStore
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow.errors import CheckpointNotFound, ThreadBusy
 
@@ -23,18 +23,8 @@ MakeStore = Callable[..., PostgresCheckpointStore]
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-class _Count(BaseModel):
-    n: int = 0
-
-
 def _chain(steps: int) -> object:
-    g = Graph(f"pgconn{steps}", _Count)
-    prev = START
-    for i in range(steps):
-        g.node(f"n{i}", lambda s: {"n": s.n + 1})
-        g.edge(prev, f"n{i}")
-        prev = f"n{i}"
-    return g.edge(prev, END).compile(checkpoint_policy="every_step")
+    return counting_chain("pgconn", steps)
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

@@ -15,12 +15,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from pydantic import BaseModel
 
+from graphflow_chains import counting_chain
 from pytest_graphflow import (
-    END,
-    START,
-    Graph,
     GraphRuntime,
     InMemoryCheckpointStore,
     PostgresCheckpointStore,
@@ -36,18 +33,8 @@ T0 = datetime(2025, 1, 1, tzinfo=UTC)
 pytestmark = pytest.mark.anyio
 
 
-class _N(BaseModel):
-    n: int = 0
-
-
 def _chain(steps: int) -> Any:
-    g = Graph(f"evchain{steps}", _N)
-    prev = START
-    for i in range(steps):
-        g.node(f"n{i}", lambda s: {"n": s.n + 1})
-        g.edge(prev, f"n{i}")
-        prev = f"n{i}"
-    return g.edge(prev, END).compile(checkpoint_policy="every_step")
+    return counting_chain("evchain", steps)
 
 
 def _rows(dsn: str, schema: str, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:

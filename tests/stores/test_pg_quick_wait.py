@@ -16,9 +16,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from pydantic import BaseModel
 
-from pytest_graphflow import END, START, Graph, GraphRuntime, PostgresCheckpointStore
+from graphflow_chains import counting_chain
+from pytest_graphflow import GraphRuntime, PostgresCheckpointStore
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores.postgres import _conn
 
@@ -29,18 +29,8 @@ T0 = datetime(2025, 1, 1, tzinfo=UTC)
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
 
 
-class _Count(BaseModel):
-    n: int = 0
-
-
 def _chain(steps: int) -> Any:
-    g = Graph(f"quick{steps}", _Count)
-    prev = START
-    for i in range(steps):
-        g.node(f"n{i}", lambda s: {"n": s.n + 1})
-        g.edge(prev, f"n{i}")
-        prev = f"n{i}"
-    return g.edge(prev, END).compile(checkpoint_policy="every_step")
+    return counting_chain("quick", steps)
 
 
 @pytest.fixture

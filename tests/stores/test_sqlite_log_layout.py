@@ -16,6 +16,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
+from graphflow_chains import counting_chain
 from pytest_graphflow import (
     END,
     START,
@@ -41,13 +42,7 @@ class Counter(BaseModel):
 
 
 def _chain(steps: int) -> Any:
-    g = Graph(f"chain{steps}", Counter)
-    prev = START
-    for i in range(steps):
-        g.node(f"n{i}", lambda s: {"n": s.n + 1})
-        g.edge(prev, f"n{i}")
-        prev = f"n{i}"
-    return g.edge(prev, END).compile(checkpoint_policy="every_step")
+    return counting_chain("chain", steps)
 
 
 def _approval() -> Any:
