@@ -236,9 +236,10 @@ class BatchRunner:
         started, finished = batch.started, batch.finished
         owns_entropy = self.owns_entropy
         # The batch's tasks all start from its state: a whole state of a plain schema gets
-        # each task's model built here (as model_of builds it: a fresh copy each). This is
-        # _lean._model written out: the call would be one of a task's eight (measured:
-        # 8.0 -> 9.04 calls a task at 10,000 wide, over test_lean_batch's ceiling of 9).
+        # each task's model built here (as StateCodec.model_of and _fast.adopt build it: a
+        # fresh copy each), written out as the lean step writes it: the call would be one of
+        # a task's eight (measured: 8.0 -> 9.04 calls a task at 10,000 wide, over
+        # test_lean_batch's ceiling of 9).
         parts = codec.parts
         whole = parts is not None and len(state) == parts[2]
         cls, copiers, _, every = parts if parts is not None else (BaseModel, (), 0, set())

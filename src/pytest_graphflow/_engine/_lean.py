@@ -193,7 +193,7 @@ class LeanSteps:
             if plain:
                 merged = {**state, **patch}  # type: ignore[dict-item]  # checked as written
                 view: Any
-                if whole:  # what _model does, inline (one call fewer a step)
+                if whole:  # StateCodec.model_of of a whole state, inline (fewer calls a step)
                     model_cls, copies, _count, fields_set = codec.parts  # type: ignore[misc]
                     data = dict(merged)
                     for key, copy in copies:
@@ -338,7 +338,7 @@ class LeanSteps:
                 model = pos.model
                 if model is not None:
                     pos.model = None
-                elif whole:  # what _model does, inline (one call fewer a step)
+                elif whole:  # StateCodec.model_of of a whole state, inline (fewer calls a step)
                     data = dict(state)
                     for key, copy in copies:
                         value = data[key]
