@@ -22,7 +22,7 @@ from ..errors import GraphExecutionError, GraphflowError, InvalidArgument
 from ._results import GraphResult, StepState
 from ._runner import Runner
 
-__all__ = ["MODES", "RunHandle", "RunStream", "drain", "run_to_end"]
+__all__ = ["MODES", "RunHandle", "RunStream", "collect", "drain", "run_to_end"]
 
 MODES = ("events", "updates", "values", "custom", "debug")
 
@@ -105,16 +105,20 @@ class RunStream:
             runner = await self._ensure()
             if runner.done:
                 raise StopAsyncIteration
-            items = await runner.advance()
-            if self._mode == "events":
-                for item in items:
-                    if type(item) is StepState:
-                        self.states.append(item)
-                    else:
-                        buf.append(item)
-            else:
-                buf.extend(_to_views(items, self._mode, runner))
+            self._hand_out(await runner.advance(), runner, buf)
         return buf.popleft()
+
+    def _hand_out(self, items: list[Any], runner: Runner, out: Any) -> None:
+        """Append a piece's ``items`` to ``out`` as the stream hands them out (its step states
+        kept in :attr:`states`; other modes' views made of them)."""
+        if self._mode == "events":
+            for item in items:
+                if type(item) is StepState:
+                    self.states.append(item)
+                else:
+                    out.append(item)
+        else:
+            out.extend(_to_views(items, self._mode, runner))
 
     async def aclose(self) -> None:
         """Close the run if it has not ended (it stays resumable)."""
@@ -225,6 +229,16 @@ async def run_to_end(runner: Runner) -> GraphResult[Any]:
             runner.abandon()
         raise
     return _result(runner)
+
+
+async def collect(stream: RunStream, into: list[Any]) -> None:
+    """Run ``stream``'s run to its end, appending to ``into`` what iterating it gives, a piece
+    at a time (no ``__anext__`` an item); a crash leaves in ``into`` the pieces before it."""
+    into.extend(stream._buf)
+    stream._buf.clear()
+    runner = await stream._ensure()
+    while not runner.done:
+        stream._hand_out(await runner.advance(), runner, into)
 
 
 async def drain(stream: RunStream) -> GraphResult[Any]:

@@ -31,9 +31,9 @@ from typing import Any
 
 from pydantic import BaseModel, SerializeAsAny, TypeAdapter
 
-from ..._engine._results import GraphResult, StepState
+from ..._engine._results import GraphResult
 from ..._engine._runtime import GraphRuntime
-from ..._engine._stream import RunStream
+from ..._engine._stream import RunStream, collect
 from ..._graph._builder import CompiledGraph
 from ..._graph._node import Resume, answer_keys
 from ..._records._events import EventBase, Interrupt, NodeEnd, RunStart
@@ -223,26 +223,13 @@ async def drive(
 
 async def _consume(stream: RunStream, d: Drive) -> None:
     """``async for event in stream: d.events.append(event)`` (and ``d.run_id`` from its
-    ``run_start``), a piece at a time: the run's runner is advanced as ``__anext__``
-    advances it, each piece's events appended at once instead of handed out one by one
-    (what ``drain`` does, keeping the events). A crash leaves the pieces seen before it."""
-    events = d.events
-    if stream._mode != "events":  # pragma: no cover - drive streams events
-        async for event in stream:
-            if d.run_id is None and isinstance(event, RunStart):
-                d.run_id = event.run_id
-            events.append(event)
-        return
-    runner = await stream._ensure()
-    while not runner.done:
-        items = await runner.advance()
-        for item in items:
-            if type(item) is StepState:
-                stream.states.append(item)
-                continue
-            if d.run_id is None and isinstance(item, RunStart):
-                d.run_id = item.run_id
-            events.append(item)
+    ``run_start``), a piece at a time (:func:`~..._engine._stream.collect`). A crash leaves
+    the pieces seen before it."""
+    try:
+        await collect(stream, d.events)
+    finally:
+        if d.run_id is None:
+            d.run_id = next((e.run_id for e in d.events if isinstance(e, RunStart)), None)
 
 
 def _fresh_after(previous: GraphRuntime) -> GraphRuntime:
