@@ -102,3 +102,23 @@ def test_a_policy_is_checked_by_the_constructor_before_its_answer_is_kept(
     with pytest.raises(Exception, match="checkpoint_policy"):
         plugin_runtime.memory_runtime(_settings("sometimes", None), lambda leg: None)
     assert plugin_runtime._MEMORY_FEATURES == {}
+
+
+@pytest.mark.parametrize("resumed", [False, True])
+def test_a_leg_made_for_the_observer_is_the_leg_the_dataclass_makes(resumed: bool) -> None:
+    """``RunLeg._started`` sets the leg's fields itself (no property setters): it must set
+    every field the dataclass's constructor sets, to the same values — a field added to
+    ``RunLeg`` and not to ``_started`` fails here, not in a user's observer."""
+    from pytest_graphflow._engine._results import RunLeg
+
+    graph, store = _graph(), InMemoryCheckpointStore()
+    initial = None if resumed else {"n": 1, "answer": ""}
+    answers = {"ok": "yes"} if resumed else {}
+    fast = RunLeg._started(graph, "run-1", resumed, 7, initial, answers, store, True)
+    made = RunLeg(graph=graph, run_id="run-1", resumed=resumed, seed=7,
+                  initial_state=initial, answers=answers, store=store)
+    made.lazy = True
+    assert vars(fast) == vars(made)
+    assert fast == made
+    assert fast.events == []
+    assert fast.visited == []
