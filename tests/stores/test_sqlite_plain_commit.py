@@ -7,7 +7,10 @@ checkpoint, a NaN — with nothing written."""
 
 from __future__ import annotations
 
+import cProfile
+import pstats
 import sqlite3
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -116,3 +119,74 @@ async def test_a_warm_commit_is_refused_as_the_general_one_is(tmp_path: Path, ca
         await store.commit(THREAD, token, run_id=RUN, checkpoints=[_cp(3)],
                            events=DumpedEvents(_events(3)))  # the right one goes on
         assert [c.id for c in await store.list(RUN)] == ["cp-0", "cp-1", "cp-2", "cp-3"]
+
+
+async def _steps_then(path: Path, dumped: bool, last: Checkpoint, after: int) -> None:
+    """Warm steps past a fold, then ``last`` (through the plain commit when ``dumped``),
+    then one more step."""
+    with SQLiteCheckpointStore(path) as store:
+        token = await store.claim(THREAD, RUN, now=T0)
+        for n in range(after):
+            await store.commit(THREAD, token, run_id=RUN, checkpoints=[_cp(n)],
+                               events=DumpedEvents(_events(n)) if dumped else _events(n))
+        events = [{"seq": 3 * after, "type": "checkpoint_saved", "run_id": RUN,
+                   "checkpoint_id": last.id}]
+        await store.commit(THREAD, token, run_id=RUN, checkpoints=[last],
+                           events=DumpedEvents(events) if dumped else events)
+        events = _events(after + 1)
+        events[2]["checkpoint_id"] = "cp-next"
+        nxt = _cp(after + 1, parent=last.id).model_copy(update={"id": "cp-next"})
+        await store.commit(THREAD, token, run_id=RUN, checkpoints=[nxt],
+                           events=DumpedEvents(events) if dumped else events)
+
+
+@pytest.mark.parametrize("case", ["folded id", "nodes"])
+async def test_a_plain_step_the_short_path_hands_on_stores_the_general_bytes(
+        tmp_path: Path, case: str) -> None:
+    # A checkpoint whose id the indexed table holds already (folded there) replaces that
+    # row; one with several nodes gets their rows: both as the general commit writes them.
+    after = FOLD_AT + 3
+    latest = f"cp-{after - 1}"
+    if case == "folded id":
+        last = _cp(1, parent=latest).model_copy(
+            update={"timestamp": T0 + timedelta(seconds=after)})
+    else:
+        last = _cp(after, parent=latest).model_copy(
+            update={"node_id": "a", "node_ids": ["a", "b"]})
+    await _steps_then(tmp_path / "plain.db", True, last, after)
+    await _steps_then(tmp_path / "general.db", False, last, after)
+    plain, general = _rows(tmp_path / "plain.db"), _rows(tmp_path / "general.db")
+    assert plain == general
+    with SQLiteCheckpointStore(tmp_path / "plain.db", readonly=True) as store:
+        listed = [c.id for c in await store.list(RUN)]
+        assert listed[-2:] == [last.id, "cp-next"]
+        assert listed.count(last.id) == 1
+        if case == "nodes":
+            assert (await store.load(RUN, "b")) is not None
+
+
+def _calls(fn: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[int]]:
+    async def counted() -> int:
+        profile = cProfile.Profile()
+        profile.enable()
+        await fn()
+        profile.disable()
+        return int(pstats.Stats(profile).total_calls)  # type: ignore[attr-defined]
+    return counted
+
+
+async def test_calls_a_plain_commit(tmp_path: Path) -> None:
+    # The runtime's step commits through the store's short path: checks, one serialisation
+    # each of the checkpoint and the events, four statements (counted, not timed).
+    with SQLiteCheckpointStore(tmp_path / "s.db") as store:
+        token = await store.claim(THREAD, RUN, now=T0)
+        await _warm(store, token, 2)
+        steps = [(_cp(n), DumpedEvents(_events(n))) for n in range(2, 34)]
+
+        async def commits() -> None:
+            for cp, events in steps:
+                await store.commit(THREAD, token, run_id=RUN, checkpoints=[cp],
+                                   events=events)
+
+        per_commit = await _calls(commits)() / len(steps)
+    assert per_commit <= 49, per_commit  # 51.6 before the short path wrote the row itself

@@ -81,7 +81,10 @@ class Known:
     def saved(self, cid: str, ts_us: int, seq: int, done: int) -> None:
         """A checkpoint of the thread was written as piece ``seq``, the log folded up to
         ``done``."""
-        self.placed(seq, done)
+        if done != self.done:  # folded (as placed() does)
+            self.live.clear()
+            self.done = done
+        self.top = seq
         self.live.add(cid)
         if self.latest is None or (ts_us, seq) > (self.at, self.order):
             self.latest, self.at, self.order = cid, ts_us, seq

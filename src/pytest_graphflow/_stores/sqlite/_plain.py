@@ -15,8 +15,6 @@ reads and checks it all and raises what it raises.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
 
 from pydantic_core import to_json
 
@@ -46,15 +44,11 @@ def plain_rows(facts: Known | None, thread_id: object, token: object, run_id: ob
     if parent is not None and latest is not None and parent != latest \
             and cp.id != latest and not cp.metadata.get("branch"):
         return None  # the general commit raises ParentNotLatest
-    piece = _piece(events, cp.id, latest)
-    return None if piece is None else (cp, piece)
-
-
-def _piece(events: Sequence[dict[str, Any]], cid: str, latest: str | None) -> Piece | None:
-    """The events as the log keeps them (:class:`~._tail.Piece`), each serialised as
-    :func:`~.._wire.dumped_row` does and the keys as ``json.dumps`` writes them; ``None``
-    when one holds a NaN or an infinity, or the events break seed 004's order or name
-    another checkpoint."""
+    # The events as the log keeps them (:class:`~._tail.Piece`), each serialised as
+    # :func:`~.._wire.dumped_row` does and the keys as ``json.dumps`` writes them; none when
+    # one holds a NaN or an infinity, or they break seed 004's order or name another
+    # checkpoint.
+    cid = cp.id
     keys: list[str] = []
     previous = -1
     for event in events:
@@ -75,7 +69,7 @@ def _piece(events: Sequence[dict[str, Any]], cid: str, latest: str | None) -> Pi
     text = b"\n".join([to_json(event, inf_nan_mode="constants") for event in events])
     if b"NaN" in text or b"Infinity" in text:
         return None
-    return Piece(f"[{', '.join(keys)}]", text.decode())
+    return cp, Piece(f"[{', '.join(keys)}]", text.decode())
 
 
 _QUOTED: dict[str, str] = {}

@@ -39,7 +39,7 @@ from ._log import SQLiteLog
 from ._plain import plain_rows
 from ._rows import SELECT, PathWriter, decode, encode, with_tail
 from ._schema import SCHEMA_VERSION
-from ._tail import LIVE, Piece, put_piece
+from ._tail import FOLD_AT, LIVE, PUT_NEW, Piece, put_piece
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
 
@@ -156,6 +156,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         db, self.readonly, snapshot = open_store(self.path, readonly=readonly,
                                                  synchronous=synchronous)
         self._db = db
+        self._cur = db.cursor()
         if snapshot is not None:  # a copy it reads (see docs/stores.md): removed on close
             self._snapshot = weakref.finalize(self, shutil.rmtree, snapshot, True)
         self._paths = PathWriter()
@@ -372,12 +373,29 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         self._facts = None  # kept only when this commit succeeds
         db = self._begin()
         try:
-            version = db.execute(VERSION).fetchone()[0]
+            version = self._cur.execute(VERSION).fetchone()[0]
             if version != facts.version:
                 self._rollback(db)
                 return False
-            seq, done, older = self._write(db, cp, data, events,
-                                           (facts.top, facts.done, None), version, ts_us)
+            seq = facts.top + 1
+            if seq - FOLD_AT > facts.done or (cp.node_ids and cp.node_ids != [cp.node_id]):
+                # the log is folded first, or the nodes get rows: the general write
+                seq, done, older = self._write(db, cp, data, events,
+                                               (facts.top, facts.done, None), version, ts_us)
+            else:
+                # _write's row, written unless the indexed table has the id (the log's live
+                # rows do not: plain_rows checked)
+                visited = cp.visited
+                path_id, tail = self._paths.place(db, cp.run_id, visited, version)
+                done, older = facts.done, False
+                if not self._cur.execute(PUT_NEW, (
+                        seq % FOLD_AT, seq, cp.run_id, cp.id, cp.thread_id, ts_us, cp.node_id,
+                        cp.status, cp.tenant_id, cp.graph_id, cp.step, cp.timestamp.isoformat(),
+                        cp.format_version, path_id, len(visited),
+                        with_tail(data, tail), *events)).rowcount:
+                    # the id is stored: the general write replaces its row (nothing written)
+                    seq, done, older = self._write(db, cp, data, events,
+                                                   (facts.top, done, True), version, ts_us)
             facts.saved(cp.id, ts_us, seq, done)
         except BaseException as exc:
             failure = self._undo(db, exc)

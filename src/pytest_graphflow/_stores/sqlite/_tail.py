@@ -28,8 +28,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["FOLDED", "FOLD_AT", "LIVE", "LOG_COLUMNS", "PLACE", "Piece", "fold", "put_piece",
-           "tail_events"]
+__all__ = ["FOLDED", "FOLD_AT", "LIVE", "LOG_COLUMNS", "PLACE", "PUT_NEW", "Piece", "fold",
+           "put_piece", "tail_events"]
 
 FOLD_AT = 64
 """Slots of the log: pieces it holds before a commit folds them into the indexed tables
@@ -50,12 +50,13 @@ _PUT = ("INSERT OR REPLACE INTO log (slot, seq, run_id, "
         f"{LOG_COLUMNS}, ev_keys, events, slots) "
         f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {FOLD_AT})")
 
-_PUT_NEW = ("INSERT OR REPLACE INTO log (slot, seq, run_id, "
+PUT_NEW = ("INSERT OR REPLACE INTO log (slot, seq, run_id, "
             f"{LOG_COLUMNS}, ev_keys, events, slots) "
             f"SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {FOLD_AT} "
             "WHERE NOT EXISTS (SELECT 1 FROM checkpoints WHERE id = ?4)")
 """:data:`_PUT` unless the checkpoint's id is in the indexed table (one statement where a
-check and a write were two)."""
+check and a write were two). Its values: the slot, the seq, the run id, the
+:data:`LOG_COLUMNS`, the events' keys and text."""
 
 _NO_CHECKPOINT = (None,) * 13
 
@@ -105,7 +106,7 @@ def put_piece(db: sqlite3.Connection, run_id: str, checkpoint: Sequence[Any] | N
         text = "\n".join(e[3] for e in events)
     values = (seq % FOLD_AT, seq, run_id, *(checkpoint or _NO_CHECKPOINT), keys, text)
     if new and checkpoint is not None:
-        if not db.execute(_PUT_NEW, values).rowcount:
+        if not db.execute(PUT_NEW, values).rowcount:
             return None
     else:
         db.execute(_PUT, values)

@@ -40,6 +40,9 @@ class SQLiteTransactions(ClosingStore):
     path: str
     readonly: bool
     _db: sqlite3.Connection | None
+    _cur: sqlite3.Cursor
+    """One cursor of the connection for the statements of a transaction's bounds and of a
+    plain commit (``Connection.execute`` makes a cursor a statement)."""
     _paths: PathWriter
     _facts: Known | None = None
     """What this connection's last commit left in the file, while nothing else wrote it
@@ -88,12 +91,14 @@ class SQLiteTransactions(ClosingStore):
         Raises:
             StoreFileError: the store is read-only, or SQLite refused (a lock timeout).
         """
-        db = self._conn
+        db = self._db
+        if db is None:
+            db = self._conn  # raises: the store is closed
         if self.readonly:
             raise file_error(self.path, "is open read-only", "open it without readonly=True "
                              "(and with write access to the file and its directory) to write")
         try:
-            db.execute("BEGIN IMMEDIATE")
+            self._cur.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             raise self._failure(exc) from None
         return db
@@ -109,7 +114,7 @@ class SQLiteTransactions(ClosingStore):
     def _end(self, db: sqlite3.Connection) -> None:
         """``COMMIT`` (rolled back, and a ``StoreFileError``, when SQLite refuses)."""
         try:
-            db.execute("COMMIT")
+            self._cur.execute("COMMIT")
         except sqlite3.Error as exc:
             self._rollback(db)
             raise self._failure(exc) from None
