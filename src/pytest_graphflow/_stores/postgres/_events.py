@@ -21,7 +21,8 @@ from typing import Any
 from ._conn import Cursor
 
 __all__ = ["CLEAR", "COUNT_DELETED", "INSERT", "MARK_CLAIMS", "Batch", "batch", "compact",
-           "lock_events", "read_events", "share_events_lock", "write_events"]
+           "events_lock_key", "lock_events", "read_events", "share_events_lock",
+           "write_events"]
 
 _Rows = list[tuple[str, int, Any, str]]
 Batch = tuple[int, int, str, str]
@@ -96,7 +97,7 @@ def _split(seqs: str, data: str) -> zip[tuple[int, str]]:
 async def lock_events(cur: Cursor, run_id: str, *, mark: bool) -> None:
     """Take the run's events lock (exclusive, until the caller's transaction ends); with
     ``mark``, an unfenced writer's, also mark the run's claim rows (:data:`MARK_CLAIMS`)."""
-    await cur.execute(_LOCK, (_lock_key(run_id),))
+    await cur.execute(_LOCK, (events_lock_key(run_id),))
     if mark:
         await cur.execute(MARK_CLAIMS, (run_id,))
 
@@ -104,10 +105,11 @@ async def lock_events(cur: Cursor, run_id: str, *, mark: bool) -> None:
 async def share_events_lock(cur: Cursor, run_id: str) -> None:
     """Take the run's events lock shared (until the caller's transaction ends): a claim of
     the run waits for a merge of its events under way (see :data:`MARK_CLAIMS`)."""
-    await cur.execute(_LOCK_SHARED, (_lock_key(run_id),))
+    await cur.execute(_LOCK_SHARED, (events_lock_key(run_id),))
 
 
-def _lock_key(run_id: str) -> str:
+def events_lock_key(run_id: str) -> str:
+    """The key of the run's events lock (a transaction-scoped advisory lock)."""
     return f"graphflow-events:{run_id}"
 
 
