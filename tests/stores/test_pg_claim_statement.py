@@ -9,6 +9,8 @@ replaced by "nothing written"), and compares the claim rows, the tokens and the 
 
 from __future__ import annotations
 
+import cProfile
+import pstats
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -18,14 +20,14 @@ import psycopg
 import pytest
 
 from pytest_graphflow import PostgresCheckpointStore
-from pytest_graphflow._stores.postgres import _claims
-from pytest_graphflow._stores.postgres._conn import PgConnections
+from pytest_graphflow._stores.postgres import _claims, _conn
+from pytest_graphflow._stores.postgres._conn import PgConnections, run_now
 from pytest_graphflow.errors import ThreadBusy
 
 MakeStore = Callable[..., PostgresCheckpointStore]
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
-pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("anyio_backend", ["asyncio"])]
+on_asyncio = pytest.mark.parametrize("anyio_backend", ["asyncio"])
 
 
 @pytest.fixture
@@ -81,6 +83,8 @@ async def _story(store: PostgresCheckpointStore) -> list[Any]:
     return out
 
 
+@pytest.mark.anyio
+@on_asyncio
 async def test_a_claim_writes_and_answers_what_the_transaction_does(
     make_pg_store: MakeStore, postgres_dsn: str, takes: list[Any]
 ) -> None:
@@ -128,6 +132,8 @@ def _hold_then(dsn: str, schema: str, lock_sql: str, then: Callable[[psycopg.Con
         ready.set()
 
 
+@pytest.mark.anyio
+@on_asyncio
 async def test_a_row_deleted_while_the_statement_waited_is_claimed_above_its_tokens(
     make_pg_store: MakeStore, postgres_dsn: str, takes: list[Any]
 ) -> None:
@@ -160,6 +166,8 @@ async def test_a_row_deleted_while_the_statement_waited_is_claimed_above_its_tok
     assert await store.current_claim("t-1") == ("run-b", new, T0 + timedelta(seconds=10))
 
 
+@pytest.mark.anyio
+@on_asyncio
 async def test_a_merge_of_the_runs_events_under_way_sends_the_claim_to_wait_for_it(
     make_pg_store: MakeStore, postgres_dsn: str, takes: list[Any]
 ) -> None:
@@ -180,3 +188,38 @@ async def test_a_merge_of_the_runs_events_under_way_sends_the_claim_to_wait_for_
     assert not failures, failures
     assert takes == [None]
     assert await store.current_claim("t-1") == ("run-a", token, T0 + timedelta(seconds=10))
+
+
+
+def test_calls_a_claim_of_a_new_thread_on_the_sync_connection(make_pg_store: MakeStore) -> None:
+    """What the client does for a claim of a new thread, counted (cProfile): one statement
+    through libpq, not a transaction in pipeline mode through psycopg's cursor."""
+    store = make_pg_store()
+    for i in range(3):  # warm: the connection, the statement prepared
+        run_now(store.claim(f"t-{i}", f"run-{i}", now=T0))
+    profile = cProfile.Profile()
+    profile.enable()
+    for i in range(3, 23):
+        run_now(store.claim(f"t-{i}", f"run-{i}", now=T0))
+    profile.disable()
+    per_claim = int(pstats.Stats(profile).total_calls) / 20  # type: ignore[attr-defined]
+    assert per_claim <= 60, per_claim  # 443 as a transaction in pipeline mode, 35 now
+
+
+@pytest.mark.anyio
+@on_asyncio
+async def test_calls_a_claim_of_a_new_thread_on_the_async_pool(
+    make_pg_store: MakeStore, monkeypatch: pytest.MonkeyPatch, anyio_backend: str
+) -> None:
+    monkeypatch.setattr(_conn, "_QUICK_WAIT", 30.0)  # however slow the host
+    monkeypatch.setattr(_conn, "_MAX_BUSY", 3600.0)
+    async with make_pg_store() as store:
+        for i in range(3):
+            await store.claim(f"t-{i}", f"run-{i}", now=T0)
+        profile = cProfile.Profile()
+        profile.enable()
+        for i in range(3, 23):
+            await store.claim(f"t-{i}", f"run-{i}", now=T0)
+        profile.disable()
+    per_claim = int(pstats.Stats(profile).total_calls) / 20  # type: ignore[attr-defined]
+    assert per_claim <= 80, per_claim  # 779 as a transaction in pipeline mode, 42 now

@@ -16,6 +16,7 @@ way or one that could not see the merge notices: their rows cannot overlap.
 from __future__ import annotations
 
 import json
+from operator import itemgetter
 from typing import Any
 
 from ._conn import Cursor
@@ -73,14 +74,17 @@ def clear_params(run_id: str, first: int, last: int) -> tuple[Any, ...]:
     return (run_id, last, first, first, first, run_id)
 
 
+_SEQ, _TEXT = itemgetter(1), itemgetter(3)
+
+
 def batch(rows: _Rows) -> Batch:
     """The row of event rows ``(run_id, seq, type, data)``: by seq, the last of a seq given
     twice kept (as writing them one by one would)."""
-    seqs = [r[1] for r in rows]
-    texts = [r[3] for r in rows]
+    seqs = list(map(_SEQ, rows))
+    texts = list(map(_TEXT, rows))
     if sorted(set(seqs)) != seqs:
         return _row(dict(zip(seqs, texts, strict=True)))
-    return seqs[0], seqs[-1], ",".join([str(s) for s in seqs]), "\n".join(texts)
+    return seqs[0], seqs[-1], ",".join(map(str, seqs)), "\n".join(texts)
 
 
 def _row(by_seq: dict[int, str]) -> Batch:
