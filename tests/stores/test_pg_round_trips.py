@@ -123,11 +123,10 @@ def test_a_durable_step_is_one_round_trip_claim_check_included(
         per_step = (sent[f"{path}/15"] - sent[f"{path}/5"]) / 10
         assert per_step == 1, (path, sent)
         # What a run pays once: the step before the first node (its checkpoint), the read
-        # that picks a free run id, the claim (a transaction in pipeline mode: BEGIN, the
-        # insert and the locking read in one round trip, the update and COMMIT in one more;
-        # it was five round trips before issue 29's fifth pass) and the release (one
-        # statement).
-        assert sent[f"{path}/5"] == 5 + 1 + 1 + 2 + 1, (path, sent)
+        # that picks a free run id, the claim of its new thread (one statement; it was five
+        # round trips before issue 29's fifth pass, two in pipeline mode before its eighth)
+        # and the release (one statement).
+        assert sent[f"{path}/5"] == 5 + 1 + 1 + 1 + 1, (path, sent)
 
 
 _STEP_SHAPE = ("SELECT name, generic_plans, custom_plans FROM pg_prepared_statements "

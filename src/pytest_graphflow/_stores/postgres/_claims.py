@@ -1,9 +1,11 @@
 """Thread claims with fencing tokens in PostgreSQL (seed 004), decided by the shared rules of
 :mod:`.._claims` under a row lock on the thread's claim row.
 
-``claim`` and ``renew`` each lock the row (``SELECT ... FOR UPDATE``, after making sure it
-exists), decide with the rules, write and commit: two processes claiming one thread at once
-are serialised by the server, and exactly one of them gets it. ``release`` is one conditional
+A free or new thread is claimed in one statement (:data:`_TAKE`: it inserts the row, or
+updates a released or expired one, and answers the token; one round trip). Any other claim,
+and ``renew``, lock the row (``SELECT ... FOR UPDATE``, after making sure it exists), decide
+with the rules, write and commit: two processes claiming one thread at once are serialised by
+the server, and exactly one of them gets it. ``release`` is one conditional
 ``UPDATE`` (one round trip) that frees the row only while the token holds it. A commit fenced
 by a token locks the row in share mode (:meth:`PgClaims._fence`), so no claim can change
 hands between the check and the write of the same transaction.
@@ -19,9 +21,32 @@ from ...errors import StaleClaim
 from .. import _claims as rules
 from .._deletion import TOKEN_FLOOR
 from ._conn import Cursor, PgConnections
-from ._events import share_events_lock
+from ._events import events_lock_key, share_events_lock
 
 __all__ = ["PgClaims"]
+
+_TAKE = (
+    "WITH lock AS (SELECT pg_try_advisory_xact_lock_shared(hashtextextended(%s, 0)) AS got), "
+    "seen AS (SELECT 1 FROM claims WHERE thread_id = %s), "
+    "ins AS (INSERT INTO claims (thread_id, token, run_id, expires_us, ttl) SELECT %s, "
+    "COALESCE((SELECT value::bigint FROM meta WHERE key = %s), 0) + 1, %s, %s, %s "
+    "WHERE (SELECT got FROM lock) AND NOT EXISTS (SELECT 1 FROM seen) "
+    "ON CONFLICT (thread_id) DO NOTHING RETURNING token), "
+    "upd AS (UPDATE claims SET run_id = %s, token = token + 1, expires_us = %s, ttl = %s "
+    "WHERE (SELECT got FROM lock) AND thread_id = %s AND (run_id IS NULL OR expires_us <= %s) "
+    "RETURNING token) "
+    "SELECT token FROM ins UNION ALL SELECT token FROM upd")
+"""A free or new thread's claim in one statement (one round trip), or nothing written.
+
+It takes the run's events lock shared without waiting (``_events.MARK_CLAIMS``: a merge of
+the run's events under way makes it write nothing), then either inserts the thread's row
+when the statement's snapshot has none (its token above every deleted thread's,
+:data:`TOKEN_FLOOR`; a row another claim inserted meanwhile makes it write nothing), or
+updates the row it has when the claim on it was released or expired (locked, and re-checked
+on its newest version: a row deleted meanwhile, or claimed by another, is not written). The
+token and expiry are the ones :func:`.._claims.take_claim` gives. It answers the new token,
+or no row when it wrote nothing: :meth:`PgClaims.claim` then decides in a transaction (and
+refuses a live claim with ``ThreadBusy``)."""
 
 _RELEASE = ("UPDATE claims SET run_id = NULL, expires_us = NULL, ttl = NULL WHERE thread_id = %s "
             "AND token = %s AND run_id IS NOT NULL RETURNING 1")
@@ -90,9 +115,18 @@ class PgClaims:
         check_id(run_id, "run_id", "claim")
         moment = rules.utc_now(now, "claim")
         seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
+        # A free or new thread: one statement. The claim it writes is take_claim's.
+        taken = rules.take_claim(thread_id, run_id, None, 0, moment, seconds)
+        expires = rules.to_micros(taken.expires_at)
+        found = await self._pg.fetch_one(_TAKE, (
+            events_lock_key(run_id), thread_id, thread_id, TOKEN_FLOOR, run_id, expires,
+            seconds, run_id, expires, seconds, thread_id, rules.to_micros(moment)))
+        if found is not None:
+            return int(found[0])
         while True:
-            # Pipelined: BEGIN, the insert and the locking read in one round trip, the
-            # update and COMMIT in one more.
+            # Anything else (a live claim, a row the statement could not take): pipelined,
+            # BEGIN, the insert and the locking read in one round trip, the update and COMMIT
+            # in one more.
             async with self._tx(pipeline=True) as cur:
                 # A new row starts above every deleted thread's tokens (see _deletion).
                 await cur.execute("INSERT INTO claims (thread_id, token) VALUES (%s, COALESCE("

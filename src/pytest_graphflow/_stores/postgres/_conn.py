@@ -358,7 +358,7 @@ class PgConnections:
         operation in flight waits for its answer without a turn of the loop (:meth:`_quick`).
         """
         statement = self._statements.statement(query, params)
-        if self._on_pool_loop():
+        if self._pool is not None and self._on_pool_loop():  # no call on a sync store
             aconn, acur = await self._take()
             try:
                 if statement is None:

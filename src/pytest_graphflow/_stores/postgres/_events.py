@@ -16,12 +16,14 @@ way or one that could not see the merge notices: their rows cannot overlap.
 from __future__ import annotations
 
 import json
+from operator import itemgetter
 from typing import Any
 
 from ._conn import Cursor
 
 __all__ = ["CLEAR", "COUNT_DELETED", "INSERT", "MARK_CLAIMS", "Batch", "batch", "compact",
-           "lock_events", "read_events", "share_events_lock", "write_events"]
+           "events_lock_key", "lock_events", "read_events", "share_events_lock",
+           "write_events"]
 
 _Rows = list[tuple[str, int, Any, str]]
 Batch = tuple[int, int, str, str]
@@ -72,14 +74,17 @@ def clear_params(run_id: str, first: int, last: int) -> tuple[Any, ...]:
     return (run_id, last, first, first, first, run_id)
 
 
+_SEQ, _TEXT = itemgetter(1), itemgetter(3)
+
+
 def batch(rows: _Rows) -> Batch:
     """The row of event rows ``(run_id, seq, type, data)``: by seq, the last of a seq given
     twice kept (as writing them one by one would)."""
-    seqs = [r[1] for r in rows]
-    texts = [r[3] for r in rows]
+    seqs = list(map(_SEQ, rows))
+    texts = list(map(_TEXT, rows))
     if sorted(set(seqs)) != seqs:
         return _row(dict(zip(seqs, texts, strict=True)))
-    return seqs[0], seqs[-1], ",".join([str(s) for s in seqs]), "\n".join(texts)
+    return seqs[0], seqs[-1], ",".join(map(str, seqs)), "\n".join(texts)
 
 
 def _row(by_seq: dict[int, str]) -> Batch:
@@ -96,7 +101,7 @@ def _split(seqs: str, data: str) -> zip[tuple[int, str]]:
 async def lock_events(cur: Cursor, run_id: str, *, mark: bool) -> None:
     """Take the run's events lock (exclusive, until the caller's transaction ends); with
     ``mark``, an unfenced writer's, also mark the run's claim rows (:data:`MARK_CLAIMS`)."""
-    await cur.execute(_LOCK, (_lock_key(run_id),))
+    await cur.execute(_LOCK, (events_lock_key(run_id),))
     if mark:
         await cur.execute(MARK_CLAIMS, (run_id,))
 
@@ -104,10 +109,11 @@ async def lock_events(cur: Cursor, run_id: str, *, mark: bool) -> None:
 async def share_events_lock(cur: Cursor, run_id: str) -> None:
     """Take the run's events lock shared (until the caller's transaction ends): a claim of
     the run waits for a merge of its events under way (see :data:`MARK_CLAIMS`)."""
-    await cur.execute(_LOCK_SHARED, (_lock_key(run_id),))
+    await cur.execute(_LOCK_SHARED, (events_lock_key(run_id),))
 
 
-def _lock_key(run_id: str) -> str:
+def events_lock_key(run_id: str) -> str:
+    """The key of the run's events lock (a transaction-scoped advisory lock)."""
     return f"graphflow-events:{run_id}"
 
 

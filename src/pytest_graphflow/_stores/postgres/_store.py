@@ -77,8 +77,26 @@ _LATEST_OF_NODE = (f"SELECT {_COLUMNS} FROM checkpoints WHERE run_id = %s AND (n
                    f"OR %s = ANY(node_ids)) {_NEWEST}")
 
 
+_NODE_IDS_JSON: dict[tuple[str, ...], str] = {}
+"""The JSON text of each list of node ids seen (a graph's few: a step's list is one of its
+nodes' or supersteps'), kept up to :data:`_NODE_IDS_KEPT` of them."""
+
+_NODE_IDS_KEPT = 4096
+
+
+def _node_ids_json(node_ids: list[str]) -> str:
+    """``json.dumps(node_ids)``, once per list of node ids."""
+    key = tuple(node_ids)
+    text = _NODE_IDS_JSON.get(key)
+    if text is None:
+        if len(_NODE_IDS_JSON) >= _NODE_IDS_KEPT:
+            _NODE_IDS_JSON.clear()
+        text = _NODE_IDS_JSON[key] = json.dumps(node_ids)
+    return text
+
+
 def _row(cp: Checkpoint) -> tuple[Any, ...]:
-    return (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, json.dumps(cp.node_ids),
+    return (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, _node_ids_json(cp.node_ids),
             cp.step,
             rules.to_micros(cp.timestamp), cp.status, cp.tenant_id, cp.format_version,
             checkpoint_json(cp, "the PostgreSQL store"))
@@ -220,9 +238,8 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
         row = await self._pg.fetch_one(sql, params)
         return None if row is None else _parse(row)
 
-    @staticmethod
-    def _checkpoint_row(cp: Checkpoint) -> tuple[Any, ...]:
-        return _row(cp)
+    _checkpoint_row = staticmethod(_row)
+    """A checkpoint's row of parameters (``_row`` itself: no call in between a step)."""
 
     async def save(self, checkpoint: Checkpoint, *, fence: Fence | None = None) -> None:
         """Persist ``checkpoint``; one with the same id is overwritten (and counts as saved last).
