@@ -300,6 +300,12 @@ class LeanSteps:
         step is committed here, through the runner's ``_persist``, with its events dumped
         at once (:mod:`._stored`), and the loop goes on as on the in-memory store; a task
         of an ``external`` node is left to the runner, which records its start first.
+        There, on the real clock, a step reads the time twice (inline): the node's start
+        and its end, the end also the checkpoint's ``timestamp`` and the step's events'
+        ``time`` (the checkpoint is only pended for the commit in between: the general
+        path's separate reads would differ by the microseconds that takes); its checkpoint
+        is built as :meth:`CheckpointWriter.put` builds it, inline, and it is numbered as
+        :meth:`Numbering.plain_step` numbers it, inline (on every store).
         """
         run = self.run
         leg = run.spec
@@ -545,8 +551,15 @@ class LeanSteps:
                     if sunk:  # Numbering.saved, inline
                         numbers.parent_id = numbers.checkpoint_id = cid
                     else:
-                        _unset(tokens)  # a store's own code runs without the task's context
-                        tokens = None
+                        # A store's own code runs without the task's context: _unset, inline.
+                        if tokens is not None:
+                            t1, t2, t3 = tokens
+                            if t3 is not None:
+                                ENTROPY.reset(t3)
+                            if t2 is not None:
+                                NODE_CLOCK.reset(t2)
+                            CURRENT_TASK.reset(t1)
+                            tokens = None
                         fields = writer.plain_fields(cid, step, next_tasks, name, status,
                                                      new_state, visited, arrivals, now)
                         if fields is None:
