@@ -40,10 +40,12 @@ from pytest_graphflow import (
     GraphRuntime,
     InMemoryCheckpointStore,
     Reducer,
+    SQLiteCheckpointStore,
     VirtualClock,
     emit,
     interrupt,
 )
+from pytest_graphflow._graph._node import NodeContext, Visited
 
 
 class S(BaseModel):
@@ -231,6 +233,57 @@ def test_a_chain_step_makes_the_same_calls_at_any_length() -> None:
     assert loop[2] - loop[1] == loop[1] - loop[0]
     assert (chain[1] - chain[0]) / 100 <= 8
     assert (loop[1] - loop[0]) / 100 <= 13
+
+
+def _slots(obj: object) -> dict[str, Any]:
+    """Every slot of ``obj`` (a slotted object) and its value."""
+    names = {name for klass in type(obj).__mro__ for name in getattr(klass, "__slots__", ())}
+    return {name: getattr(obj, name) for name in sorted(names)}
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_the_lean_step_builds_a_context_and_a_path_as_their_classes_do(
+        store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lean loop builds each node's ``NodeContext`` and the run's ``Visited`` path
+    without their ``__init__`` (no frame a step): each holds what its class would have put
+    in it, slot for slot, and the loop made every step's context itself."""
+    seen: list[tuple[NodeContext, dict[str, Any], dict[str, Any]]] = []
+
+    def node(s: S, ctx: NodeContext) -> dict[str, Any]:
+        # (before anything reads them: reading the path fills its cache)
+        seen.append((ctx, _slots(ctx), _slots(ctx._visited)))
+        return {"n": s.n + 1}
+
+    g = Graph("ctx", S)
+    prev = START
+    for i in range(6):
+        g.node(f"n{i}", node)
+        g.edge(prev, f"n{i}")
+        prev = f"n{i}"
+    graph = g.edge(prev, END).compile(checkpoint_policy="every_step")
+    made = []
+    init = NodeContext.__init__
+
+    def counted(self: NodeContext, *args: Any) -> None:
+        made.append(args)
+        init(self, *args)
+
+    monkeypatch.setattr(NodeContext, "__init__", counted)
+    with SQLiteCheckpointStore(tmp_path / "ctx.db") if store == "sqlite" \
+            else InMemoryCheckpointStore() as kept:
+        result = GraphRuntime(kept, clock=VirtualClock(), seed=0).invoke(graph, {})
+    assert result.state.n == 6
+    assert made == []  # every context the lean loop's own
+    monkeypatch.setattr(NodeContext, "__init__", init)
+    for step, (ctx, slots, path) in enumerate(seen):
+        assert type(ctx) is NodeContext
+        assert ctx.step == step
+        assert slots == _slots(NodeContext(slots["_leg"], slots["_record"], slots["step"],
+                                           slots["_visited"]))
+        assert path == _slots(Visited(path["_log"], path["_n"]))
+        assert path["_n"] == step
+    assert [c.visited for c, _, _ in seen] == [tuple(f"n{i}" for i in range(k))
+                                               for k in range(6)]
 
 
 def test_a_batch_task_makes_the_same_calls_at_any_width() -> None:

@@ -383,7 +383,20 @@ class LeanSteps:
                 started_at = now if now is not None else from_ts(real_now() / 1e9, UTC) \
                     if real else clock.now()
                 step, visited = pos.step, pos.visited
-                ctx = NodeContext(run, record, step, visited)
+                # NodeContext(run, record, step, visited), inline: its slots set as its
+                # __init__ sets them, without the class call's __init__ frame.
+                ctx = _new(NodeContext)
+                ctx._leg = run
+                ctx._record = record
+                ctx.step = step
+                ctx.attempt = 1
+                ctx._visited = visited
+                ctx._used = None
+                ctx._custom = []
+                ctx._rng = None
+                ctx._erng = None
+                ctx._artifacts = []
+                ctx._tool = None
                 if tokens is None:
                     tokens = (CURRENT_TASK.set(ctx),
                               NODE_CLOCK.set(clock) if wall else None,  # type: ignore[arg-type]
@@ -508,7 +521,10 @@ class LeanSteps:
                 if owned:
                     log += (name,)  # not append: one call fewer
                     n += 1
-                    visited = Visited(log, n)
+                    visited = _new(Visited)  # Visited(log, n), inline (no __init__ frame)
+                    visited._log = log
+                    visited._n = n
+                    visited._cache = None
                 else:
                     visited = visited.extend((name,))
                     log, n = visited.snapshot()
