@@ -42,7 +42,7 @@ DEFINED_IN = "_engine/_run_state.py"
 PARTS: dict[str, tuple[type, set[str]]] = {
     "spec": (LegSpec, set()),
     "pos": (Position, {"_engine/_commit.py", "_engine/_lean.py"}),
-    "numbers": (Numbering, set()),
+    "numbers": (Numbering, {"_engine/_lean.py"}),
     "progress": (Progress, {"_engine/_runner.py", "_engine/_lean.py"}),
     "flight": (Flight, {"_engine/_batch.py"}),
     "outcome": (LegOutcome, set()),

@@ -40,10 +40,12 @@ from pytest_graphflow import (
     GraphRuntime,
     InMemoryCheckpointStore,
     Reducer,
+    SQLiteCheckpointStore,
     VirtualClock,
     emit,
     interrupt,
 )
+from pytest_graphflow._graph._node import NodeContext, Visited
 
 
 class S(BaseModel):
@@ -217,20 +219,71 @@ def _calls(graph: CompiledGraph) -> int:
 def test_a_chain_step_makes_the_same_calls_at_any_length() -> None:
     """Nothing a step does grows with the run: the calls 100 more steps make are the same
     from 100 to 200 steps as from 200 to 300, on a chain and on a loop through a route. A
-    lean chain step makes 10 on CPython 3.11 (a step of the general path made 86, the first
+    lean chain step makes 8 on CPython 3.11 (a step of the general path made 86, the first
     lean step 46, the second 13 with its model built inline, 14 with the stores' sinks, 10
-    with the model, the virtual clock's read and the log's append inline again), a step
-    through a route 15 (112, then 58, then 21, 22, then 15): the node, its context (two
-    context variables set), its model's and next task's ``object.__new__``, the numbering
-    (``plain_step``, ``saved``: only ``Numbering`` changes it), the visited log and the
-    store's save; a route adds itself, its call, its view's ``object.__new__``, a
-    context variable unset and a ``len``."""
+    with the model, the virtual clock's read and the log's append inline again, 8 with the
+    numbering inline), a step through a route 13 (112, then 58, then 21, 22, 15, then 13):
+    the node, its context (two context variables set), its model's and next task's
+    ``object.__new__`` and the store's save (the numbering, ``Numbering.plain_step`` and
+    ``saved``, and the visited log inline); a route adds itself, its call, its view's
+    ``object.__new__``, a context variable unset and a ``len``."""
     chain = [_calls(_chain(n)) for n in (100, 200, 300)]
     loop = [_calls(_loop(n)) for n in (100, 200, 300)]
     assert chain[2] - chain[1] == chain[1] - chain[0]
     assert loop[2] - loop[1] == loop[1] - loop[0]
-    assert (chain[1] - chain[0]) / 100 <= 10
-    assert (loop[1] - loop[0]) / 100 <= 15
+    assert (chain[1] - chain[0]) / 100 <= 8
+    assert (loop[1] - loop[0]) / 100 <= 13
+
+
+def _slots(obj: object) -> dict[str, Any]:
+    """Every slot of ``obj`` (a slotted object) and its value."""
+    names = {name for klass in type(obj).__mro__ for name in getattr(klass, "__slots__", ())}
+    return {name: getattr(obj, name) for name in sorted(names)}
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_the_lean_step_builds_a_context_and_a_path_as_their_classes_do(
+        store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lean loop builds each node's ``NodeContext`` and the run's ``Visited`` path
+    without their ``__init__`` (no frame a step): each holds what its class would have put
+    in it, slot for slot, and the loop made every step's context itself."""
+    seen: list[tuple[NodeContext, dict[str, Any], dict[str, Any]]] = []
+
+    def node(s: S, ctx: NodeContext) -> dict[str, Any]:
+        # (before anything reads them: reading the path fills its cache)
+        seen.append((ctx, _slots(ctx), _slots(ctx._visited)))
+        return {"n": s.n + 1}
+
+    g = Graph("ctx", S)
+    prev = START
+    for i in range(6):
+        g.node(f"n{i}", node)
+        g.edge(prev, f"n{i}")
+        prev = f"n{i}"
+    graph = g.edge(prev, END).compile(checkpoint_policy="every_step")
+    made = []
+    init = NodeContext.__init__
+
+    def counted(self: NodeContext, *args: Any) -> None:
+        made.append(args)
+        init(self, *args)
+
+    monkeypatch.setattr(NodeContext, "__init__", counted)
+    with SQLiteCheckpointStore(tmp_path / "ctx.db") if store == "sqlite" \
+            else InMemoryCheckpointStore() as kept:
+        result = GraphRuntime(kept, clock=VirtualClock(), seed=0).invoke(graph, {})
+    assert result.state.n == 6
+    assert made == []  # every context the lean loop's own
+    monkeypatch.setattr(NodeContext, "__init__", init)
+    for step, (ctx, slots, path) in enumerate(seen):
+        assert type(ctx) is NodeContext
+        assert ctx.step == step
+        assert slots == _slots(NodeContext(slots["_leg"], slots["_record"], slots["step"],
+                                           slots["_visited"]))
+        assert path == _slots(Visited(path["_log"], path["_n"]))
+        assert path["_n"] == step
+    assert [c.visited for c, _, _ in seen] == [tuple(f"n{i}" for i in range(k))
+                                               for k in range(6)]
 
 
 def test_a_batch_task_makes_the_same_calls_at_any_width() -> None:

@@ -22,24 +22,31 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
 
 from .._graph._builder import END, Branch, CompiledGraph, NodeSpec
 from .._graph._node import CURRENT_TASK, EdgeContext, NodeContext, Visited
-from .._records._checkpoint import TaskRecord
-from .._records._fast import _new, _set_dict, _set_extra, _set_fields_set, _set_private
+from .._records._checkpoint import Checkpoint, TaskRecord
+from .._records._fast import (
+    _new,
+    _set_dict,
+    _set_extra,
+    _set_fields_set,
+    _set_private,
+    every_field,
+)
 from .._records._json import jcopy
-from .._time._clock import VirtualClock
+from .._time._clock import _REAL, RealClock, VirtualClock
 from .._time._entropy import ENTROPY
 from .._time._wallclock import NODE_CLOCK
 from ..errors import GraphflowError
 from ._lazy import lean_step_events
 from ._merge import merge_patches, normalize_patch
 from ._outcome import Outcome
-from ._run_state import RunState
+from ._run_state import _TASK_FIELDS, RunState
 from ._stored import StepTimes, stored_step_events
 from ._task import _pick, failed, finish_inline, in_task_scope
 from ._writer import CheckpointWriter, LegEnd
@@ -293,6 +300,12 @@ class LeanSteps:
         step is committed here, through the runner's ``_persist``, with its events dumped
         at once (:mod:`._stored`), and the loop goes on as on the in-memory store; a task
         of an ``external`` node is left to the runner, which records its start first.
+        There, on the real clock, a step reads the time twice (inline): the node's start
+        and its end, the end also the checkpoint's ``timestamp`` and the step's events'
+        ``time`` (the checkpoint is only pended for the commit in between: the general
+        path's separate reads would differ by the microseconds that takes); its checkpoint
+        is built as :meth:`CheckpointWriter.put` builds it, inline, and it is numbered as
+        :meth:`Numbering.plain_step` numbers it, inline (on every store).
         """
         run = self.run
         leg = run.spec
@@ -308,18 +321,34 @@ class LeanSteps:
         claim, budget, before = leg.claim, leg.max_supersteps, leg.break_before
         writer = self.writer
         adopt_fields, fence = writer.adopt, writer.fence
+        # A deferred leg's checkpoint made as CheckpointWriter.put makes it, inline, once
+        # the first step found plain_fields gives every field (None: not asked yet).
+        inline_put: bool | None = None
+        snapshots = writer._snapshots
+        cp_count, cp_names = every_field(Checkpoint)
         sink = self._sink_fn
         if sink is _UNASKED:
             sink = self.sink()
         persist = self.persist
         times = StepTimes() if persist is not None else None
         run_id = leg.run_id
+        hexid = numbers.hex
+        task_fields = _TASK_FIELDS
         wall, owns = leg.wall_clock, self.owns_entropy
         # A virtual clock's time moves only when something moves it (never between a
         # step's save and the next node's start): one read serves both, and the claim's
         # renewal cannot have come due while ``now()`` gives the same instant back.
         virtual = type(clock) is VirtualClock
         kept: Any = clock  # when virtual: its kept instant is read inline (no call)
+        # The real clock's read (RealClock.now), inline: two calls, not three. On a store
+        # that commits each step, the step's end is also its checkpoint's time and its
+        # events' (nothing but the pending checkpoint's making runs between the reads the
+        # general path makes): two reads a step, not four.
+        real = type(clock) is RealClock
+        real_now, mono_ns = _REAL[0], _REAL[1]
+        from_ts = _REAL[2].fromtimestamp
+        reuse_end = real and persist is not None
+        claim_real = claim is not None and type(claim.clock) is RealClock
         now = (clock.now() if at is None else at) if virtual else None
         seen = now
         log, n = pos.visited.snapshot()
@@ -351,9 +380,23 @@ class LeanSteps:
                     _set_private(model, None)
                 else:
                     model = model_of(state)
-                started_at = clock.now() if now is None else now
+                started_at = now if now is not None else from_ts(real_now() / 1e9, UTC) \
+                    if real else clock.now()
                 step, visited = pos.step, pos.visited
-                ctx = NodeContext(run, record, step, visited)
+                # NodeContext(run, record, step, visited), inline: its slots set as its
+                # __init__ sets them, without the class call's __init__ frame.
+                ctx = _new(NodeContext)
+                ctx._leg = run
+                ctx._record = record
+                ctx.step = step
+                ctx.attempt = 1
+                ctx._visited = visited
+                ctx._used = None
+                ctx._custom = []
+                ctx._rng = None
+                ctx._erng = None
+                ctx._artifacts = []
+                ctx._tool = None
                 if tokens is None:
                     tokens = (CURRENT_TASK.set(ctx),
                               NODE_CLOCK.set(clock) if wall else None,  # type: ignore[arg-type]
@@ -424,7 +467,10 @@ class LeanSteps:
                     whole = parts is not None and len(new_state) == parts[2]
                 recorded = self.recorded
                 if recorded is not None and done_at is None:
-                    done_at = clock.now()  # the node's end, as the general path reports it
+                    # The node's end, as the general path reports it (clock.now(), inline).
+                    done_at = (kept._now if kept._now_ns == kept._ns else clock.now()) \
+                        if virtual else from_ts(real_now() / 1e9, UTC) if real \
+                        else clock.now()
                 arrivals = pos.arrivals
                 if joins:
                     if fact[3]:
@@ -446,13 +492,39 @@ class LeanSteps:
                 finished = not scheduled and not arrivals
                 saving = every_step or spec.checkpoint or (
                     finished and (numbers.parent_id is not None or leg.thread_explicit))
+                # Numbering.plain_step, inline: the step's events, a new task of each
+                # scheduled node (as new_task makes it) and, when it saves, a checkpoint id;
+                # the tasks also as the in-memory store's sink takes them (flat pairs).
                 first_seq = numbers.seq
-                next_tasks, cid, pairs = numbers.plain_step(seq + saving + finished,
-                                                            scheduled, saving)
+                numbers.seq = first_seq + seq + saving + finished
+                next_tasks: list[TaskRecord] = []
+                pairs: tuple[str, ...] = ()
+                counter = numbers.task_counter
+                for node in scheduled:
+                    counter += 1
+                    task_id = f"task-{hexid}-{counter}"
+                    pairs += (task_id, node)
+                    task = _new(TaskRecord)
+                    _set_dict(task, {
+                        "task_id": task_id, "node": node, "item": None,
+                        "has_item": False, "checkpoint_id_before": None, "failure": None})
+                    _set_fields_set(task, task_fields)
+                    _set_extra(task, None)
+                    _set_private(task, None)
+                    next_tasks += (task,)  # not append: one call fewer
+                numbers.task_counter = counter
+                if saving:
+                    numbers.cp_counter = counter = numbers.cp_counter + 1
+                    cid = f"cp-{hexid}-{counter}"
+                else:
+                    cid = None
                 if owned:
                     log += (name,)  # not append: one call fewer
                     n += 1
-                    visited = Visited(log, n)
+                    visited = _new(Visited)  # Visited(log, n), inline (no __init__ frame)
+                    visited._log = log
+                    visited._n = n
+                    visited._cache = None
                 else:
                     visited = visited.extend((name,))
                     log, n = visited.snapshot()
@@ -468,7 +540,7 @@ class LeanSteps:
                     status = "completed" if finished else "running"
                     # clock.now(), inline: a virtual clock's instant is kept until it moves
                     now = (kept._now if kept._now_ns == kept._ns else clock.now()) \
-                        if virtual else None
+                        if virtual else done_at if reuse_end else None
                     sunk = False
                     if sink is not None and not (run.tool_calls or pos.passed
                                                  or run.child_threads
@@ -492,11 +564,18 @@ class LeanSteps:
                             is not NotImplemented
                         if not sunk:
                             sink = None
-                    if sunk:
-                        numbers.saved(cid)
+                    if sunk:  # Numbering.saved, inline
+                        numbers.parent_id = numbers.checkpoint_id = cid
                     else:
-                        _unset(tokens)  # a store's own code runs without the task's context
-                        tokens = None
+                        # A store's own code runs without the task's context: _unset, inline.
+                        if tokens is not None:
+                            t1, t2, t3 = tokens
+                            if t3 is not None:
+                                ENTROPY.reset(t3)
+                            if t2 is not None:
+                                NODE_CLOCK.reset(t2)
+                            CURRENT_TASK.reset(t1)
+                            tokens = None
                         fields = writer.plain_fields(cid, step, next_tasks, name, status,
                                                      new_state, visited, arrivals, now)
                         if fields is None:
@@ -506,8 +585,20 @@ class LeanSteps:
                                               visited=visited, arrivals=arrivals)
                         else:
                             if adopt_fields is None or not adopt_fields(fields, fence):
-                                await writer.put(fields)
-                            numbers.saved(cid)
+                                if inline_put is None:  # once a leg (the fields are fixed)
+                                    inline_put = leg.deferred and len(fields) == cp_count
+                                if inline_put:  # a deferred leg: what put() and make() do
+                                    if not snapshots:
+                                        fields["visited"] = visited.as_tuple()
+                                    cp = _new(Checkpoint)
+                                    _set_dict(cp, fields)
+                                    _set_fields_set(cp, cp_names)
+                                    _set_extra(cp, None)
+                                    _set_private(cp, None)
+                                    progress.pending += (cp,)  # committed with the events
+                                else:
+                                    await writer.put(fields)
+                            numbers.parent_id = numbers.checkpoint_id = cid  # (saved())
                 if finished:
                     if tokens is not None:  # the in-memory store's own save ran, or none:
                         _unset(tokens)      # nothing moved a virtual clock since ``now``
@@ -521,8 +612,11 @@ class LeanSteps:
                     if tokens is not None:  # a store's own code runs without the context
                         _unset(tokens)
                         tokens = None
+                    # The events' time: the checkpoint's (a virtual clock's kept instant, or
+                    # the real clock's step end), else the clock's now.
                     await persist(stored_step_events(
-                        times, run_id, clock.now(), first_seq, step, name, record.task_id,
+                        times, run_id, clock.now() if now is None else now, first_seq, step,
+                        name, record.task_id,
                         patch, started_at, done_at, targets, cid, finished,
                         new_state if finished else None))
                 elif recorded is not None:  # the step's events, for the recording or the store
@@ -552,8 +646,12 @@ class LeanSteps:
                 elif now is None:
                     now = clock.now()
                 if claim is not None and (now is None or now is not seen):
-                    if claim.due():
-                        return None
+                    # Claim.due(), inline (one call, not three, a step on a real clock).
+                    if claim._local is None and not claim.released and claim.lost is None:
+                        held = (mono_ns() / 1e9 if claim_real else claim.clock.monotonic()) \
+                            - claim._renewed_at
+                        if held >= claim.ttl / 3:
+                            return None
                     seen = now
                 if before and record.node in before:
                     return None

@@ -12,8 +12,9 @@ part                      what it holds                   who assigns its fields
 :class:`Position`         state, step, tasks, completed,  the committer (``_commit``), and
                           visited, arrivals               the lean step (``_lean``) for the
                                                           steps it commits itself
-:class:`Numbering`        event ``seq``, checkpoint and   its own methods only
-                          task counters, parent chain
+:class:`Numbering`        event ``seq``, checkpoint and   its own methods, and the lean
+                          task counters, parent chain     step (``_lean``) for the steps
+                                                          it numbers itself
 :class:`Progress`         started, supersteps, deadline,  the loop (``_runner``), and the
                           checkpoints awaiting commit     lean step for the steps it runs
 :class:`Flight`           the running batch, its scope,   the batch runner (``_batch``)

@@ -85,6 +85,9 @@ class Runner:
         self._committed_record: dict[str, Any] | None = None
         """The run record this leg's last commit wrote (a step that does not change it does
         not send it again)."""
+        self._committed_from: tuple[Any, ...] | None = None
+        """The :class:`RunRecord`'s fields :attr:`_committed_record` was made of: while
+        they are the same objects, the record is not made again to be compared."""
 
     def __getattr__(self, name: str) -> Any:
         # Reached only for what the instance lacks: a part not made yet.
@@ -278,9 +281,20 @@ class Runner:
                 assert run_record is not None
                 await store.record_run(run_record.as_dict())
             return
-        data = run_record.as_dict() if record and run_record is not None else None
-        if data is not None and data == self._committed_record:
-            data = None  # the leg committed this record already
+        data = None
+        if record and run_record is not None:
+            r = run_record
+            source = (r.run_id, r.thread_id, r.graph_id, r.revision, r.status, r.started_at,
+                      r.updated_at, r.tenant_id, r.error, r.legs)
+            known = self._committed_from
+            # Equal fields, the same datetimes: the same record (no as_dict(), no isoformat).
+            if known is None or source != known or source[5] is not known[5] \
+                    or source[6] is not known[6]:
+                data = r.as_dict()
+                if data == self._committed_record:
+                    data = None  # the leg committed this record already
+                    self._committed_from = source
+            # else: the leg committed this record already
         if not (progress.pending or events or data):
             return
         checkpoints, progress.pending = progress.pending, []
@@ -294,6 +308,7 @@ class Runner:
             raise
         if data is not None:
             self._committed_record = data
+            self._committed_from = source
 
     async def _begin(self) -> list[Any]:
         run = self.run

@@ -33,21 +33,15 @@ _PLAIN = (str, int, bool, type(None))
 
 
 class StepTimes:
-    """The JSON form of the clock's times (what a dump makes of a ``datetime``), the last one
-    kept: a virtual clock gives a step's times, and the next step's, as one object."""
+    """The JSON form of the events' time (what a dump makes of a ``datetime``), the last one
+    kept: a virtual clock gives a step's times, and the next step's, as one object
+    (:func:`stored_step_events` reads and fills it inline)."""
 
     __slots__ = ("moment", "text")
 
     def __init__(self) -> None:
         self.moment: object = None
         self.text: Any = None
-
-    def of(self, moment: datetime) -> Any:
-        """``moment`` as a dump writes it."""
-        if moment is not self.moment:
-            self.text = to_jsonable_python(moment)
-            self.moment = moment
-        return self.text
 
 
 def _dumped(cls: type[Any], fields: dict[str, Any]) -> dict[str, Any]:
@@ -64,41 +58,48 @@ def stored_step_events(
     """The dumped events of one committed lean step, numbered from ``seq`` and stamped
     ``now`` (the events :func:`~._lazy.lean_step_events` leaves unbuilt, built and dumped);
     ``state``: the run's state, when the step ended the run."""
-    # (the times' cache looked at inline: under a virtual clock the three are one object)
-    time = times.text if now is times.moment else times.of(now)
+    # The times' cache, looked at and filled inline (under a virtual clock the three are
+    # one object; under a real one, a durable step's end is its events' time).
+    if now is times.moment:
+        time = times.text
+    else:
+        times.text = time = to_jsonable_python(now)
+        times.moment = now
+    # (``out += (event,)``, not ``append``: one call fewer an event)
     out = DumpedEvents()
-    out.append({"node": node, "task_id": task_id, "type": "node_start", "attempt": 1,
-                "time": time, "seq": seq, "run_id": run_id, "step": step})
+    out += ({"node": node, "task_id": task_id, "type": "node_start", "attempt": 1,
+             "time": time, "seq": seq, "run_id": run_id, "step": step},)
     plain = True
     if patch:
-        for value in patch.values():
-            if type(value) not in _PLAIN:
+        for key in patch:  # (not values(): one call fewer)
+            if type(patch[key]) not in _PLAIN:
                 plain = False
                 break
     if plain:
-        out.append({"node": node, "task_id": task_id, "type": "node_end",
-                    "patch": dict(patch) if patch else patch, "replayed": False,
-                    "attempt": 1, "goto": None, "time": time, "seq": seq + 1,
-                    "run_id": run_id, "step": step,
-                    "started_at": time if started_at is now else times.of(started_at),
-                    "finished_at": time if finished_at is now else times.of(finished_at)})
+        out += ({"node": node, "task_id": task_id, "type": "node_end",
+                 "patch": dict(patch) if patch else patch, "replayed": False,
+                 "attempt": 1, "goto": None, "time": time, "seq": seq + 1,
+                 "run_id": run_id, "step": step,
+                 "started_at": time if started_at is now else to_jsonable_python(started_at),
+                 "finished_at": time if finished_at is now
+                 else to_jsonable_python(finished_at)},)
     else:
-        out.append(_dumped(NodeEnd, {
+        out += (_dumped(NodeEnd, {
             "node": node, "task_id": task_id, "patch": jcopy(patch), "replayed": False,
             "attempt": 1, "started_at": started_at, "finished_at": finished_at, "goto": None,
-            "seq": seq + 1, "run_id": run_id, "step": step, "time": now}))
+            "seq": seq + 1, "run_id": run_id, "step": step, "time": now}),)
     seq += 2
     for target in targets:
-        out.append({"node": node, "task_id": task_id, "type": "edge_transition",
-                    "time": time, "seq": seq, "run_id": run_id, "step": step,
-                    "source": node, "target": target})
+        out += ({"node": node, "task_id": task_id, "type": "edge_transition",
+                 "time": time, "seq": seq, "run_id": run_id, "step": step,
+                 "source": node, "target": target},)
         seq += 1
     if checkpoint_id is not None:
-        out.append({"node": None, "task_id": None, "type": "checkpoint_saved", "time": time,
-                    "seq": seq, "run_id": run_id, "step": step,
-                    "checkpoint_id": checkpoint_id})
+        out += ({"node": None, "task_id": None, "type": "checkpoint_saved", "time": time,
+                 "seq": seq, "run_id": run_id, "step": step,
+                 "checkpoint_id": checkpoint_id},)
         seq += 1
     if finished:
-        out.append(_dumped(RunEnd, {"status": "completed", "state": jcopy(state), "seq": seq,
-                                    "run_id": run_id, "step": step, "time": now}))
+        out += (_dumped(RunEnd, {"status": "completed", "state": jcopy(state), "seq": seq,
+                                 "run_id": run_id, "step": step, "time": now}),)
     return out

@@ -83,6 +83,14 @@ def plain_tasks(model: type[ModelT], fields_set: set[str],
     return out
 
 
+def every_field(cls: type[BaseModel]) -> tuple[int, set[str]]:
+    """The number of ``cls``'s fields and the shared set of their names: a ``dict`` of that
+    many of its fields, in any order, is the ``__dict__`` :func:`make` gives an instance
+    built from all of them (internal)."""
+    _static, _factories, count, every = _SPECS.get(cls) or _spec(cls)
+    return count, every
+
+
 def make(cls: type[ModelT], **fields: Any) -> ModelT:
     """An instance of ``cls`` from trusted ``fields`` (no validation)."""
     static, factories, count, every = _SPECS.get(cls) or _spec(cls)
