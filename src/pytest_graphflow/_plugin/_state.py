@@ -41,6 +41,7 @@ __all__ = [
     "fixture_value",
     "item_state",
     "parts_overridden",
+    "prefilled_runtime",
     "running_item",
     "runtime_for",
     "session_factory",
@@ -65,6 +66,8 @@ class ItemState:
         owned: runtimes the session factory made for the test, closed when it ends.
         clock, store, faults: the test's virtual clock, checkpoint store and FaultyStore,
             made on first use by ``graph_runtime`` or the part fixtures.
+        runtime: the ``graph_runtime`` made as the test started (see
+            :func:`prefilled_runtime`), or ``None``.
         closers: what closes the test's store when it ends (SQLite, PostgreSQL).
         dropped: legs run before the kept ones (not kept).
         record: whether ``--graphflow-record`` asks for the test's runs as history files.
@@ -84,6 +87,7 @@ class ItemState:
     store: CheckpointStore | None = None
     faults: FaultyStore | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
+    runtime: RecordingRuntime | None = None
 
     def observe(self, recording: RunRecording) -> None:
         """Observer given to every runtime made for the test."""
@@ -136,6 +140,7 @@ def finish_item(item: pytest.Item) -> None:
     state = existing_state(item)
     if state is not None:
         del item.stash[ITEM_STATE]
+        state.runtime = None  # (its recorder holds the state: no cycle left behind)
         owned, state.owned = state.owned, []
         closers, state.closers = state.closers, []
         try:
@@ -304,6 +309,20 @@ def runtime_for(item: pytest.Item) -> RecordingRuntime:
     )
     runtime.factory = session_factory(item.config)
     return runtime
+
+
+def prefilled_runtime(item: pytest.Item) -> RecordingRuntime | None:
+    """The ``graph_runtime`` of ``item`` made as the test starts (the plugin's protocol hook,
+    for a test taking ``graph_runtime`` itself), kept in its state for the fixture, when its
+    parts are the plugin's own in memory; else ``None`` (the fixture makes it in the setup,
+    asking pytest for the parts)."""
+    state = item_state(item)
+    if state.runtime is not None:
+        return state.runtime
+    if state.settings.store != "memory" or parts_overridden(item):
+        return None
+    state.runtime = runtime_for(item)
+    return state.runtime
 
 
 def session_factory(config: pytest.Config) -> GraphRuntimeFactory:
