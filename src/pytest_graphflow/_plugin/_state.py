@@ -68,6 +68,8 @@ class ItemState:
             made on first use by ``graph_runtime`` or the part fixtures.
         runtime: the ``graph_runtime`` made as the test started (see
             :func:`prefilled_runtime`), or ``None``.
+        harnesses: the LangGraph harnesses of the recorded legs, kept alive for
+            ``--graphflow-processes`` (a leg holds its harness weakly).
         closers: what closes the test's store when it ends (SQLite, PostgreSQL).
         dropped: legs run before the kept ones (not kept).
         record: whether ``--graphflow-record`` asks for the test's runs as history files.
@@ -88,6 +90,7 @@ class ItemState:
     faults: FaultyStore | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
     runtime: RecordingRuntime | None = None
+    harnesses: list[Any] = field(default_factory=list)
 
     def observe(self, recording: RunRecording) -> None:
         """Observer given to every runtime made for the test."""
@@ -96,6 +99,9 @@ class ItemState:
         self.runs.append(recording)
         if self.record or self.processes:
             self.recorded.append(recording)
+            harness = getattr(recording.graph, "harness", None)
+            if harness is not None and self.processes:  # replayed after the test's call
+                self.harnesses.append(harness)
 
 
 def item_state(item: pytest.Item) -> ItemState:
@@ -141,6 +147,7 @@ def finish_item(item: pytest.Item) -> None:
     if state is not None:
         del item.stash[ITEM_STATE]
         state.runtime = None  # (its recorder holds the state: no cycle left behind)
+        state.harnesses = []
         owned, state.owned = state.owned, []
         closers, state.closers = state.closers, []
         try:
