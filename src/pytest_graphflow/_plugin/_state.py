@@ -293,15 +293,7 @@ def runtime_for(item: pytest.Item) -> RecordingRuntime:
     state = item_state(item)
     if state.clock is None and state.store is None and state.faults is None \
             and state.settings.store == "memory" and not parts_overridden(item):
-        # The common test: its parts made here, in the order the part fixtures make them
-        # (one import, not one per part).
-        from ._runtime import memory_runtime
-
-        runtime = memory_runtime(state.settings, state.observe)
-        state.clock, state.faults = runtime.clock, runtime.store  # type: ignore[assignment]
-        state.store = state.faults.inner  # type: ignore[union-attr]
-        runtime.factory = session_factory(item.config)
-        return runtime
+        return _memory_runtime(state, item)
     from ._runtime import RecordingRuntime
 
     if parts_overridden(item):
@@ -326,10 +318,23 @@ def prefilled_runtime(item: pytest.Item) -> RecordingRuntime | None:
     state = item_state(item)
     if state.runtime is not None:
         return state.runtime
-    if state.settings.store != "memory" or parts_overridden(item):
+    if state.clock is not None or state.store is not None or state.faults is not None \
+            or state.settings.store != "memory" or parts_overridden(item):
         return None
-    state.runtime = runtime_for(item)
+    state.runtime = _memory_runtime(state, item)
     return state.runtime
+
+
+def _memory_runtime(state: ItemState, item: pytest.Item) -> RecordingRuntime:
+    """The common test's runtime: its parts (in memory, the plugin's own) made here, in the
+    order the part fixtures make them (one import, not one per part)."""
+    from ._runtime import memory_runtime
+
+    runtime = memory_runtime(state.settings, state.observe)
+    state.clock, state.faults = runtime.clock, runtime.store  # type: ignore[assignment]
+    state.store = state.faults.inner  # type: ignore[union-attr]
+    runtime.factory = session_factory(item.config)
+    return runtime
 
 
 def session_factory(config: pytest.Config) -> GraphRuntimeFactory:
