@@ -252,6 +252,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
     item.config.stash[CURRENT_ITEM] = item
     outer, RUNNING[0] = RUNNING[0], item
+    info = getattr(item, "_fixtureinfo", None)
+    if info is not None and "graph_runtime" in info.argnames:
+        _prefill_runtime(item, info)
     try:
         return (yield)
     finally:
@@ -471,19 +474,55 @@ def store_faults(request: pytest.FixtureRequest) -> FaultyStore:
 def graph_runtime() -> RecordingRuntime:
     """The deterministic runtime of the test (``store_faults``, ``virtual_clock``,
     ``graph_seed``). In a Hypothesis ``@given`` test use ``graph_runtime_factory`` instead."""
-    from ._plugin._state import running_item, runtime_for
+    from ._plugin._state import existing_state, running_item, runtime_for
 
     item = running_item()  # not ``request``: taking it costs pytest ~90 calls a test
-    # The test's function as pytest holds it (``item.function`` is a property over a property:
-    # three calls a test); a method of a class forwards the flag from its function.
-    function = getattr(item, "_obj", None) or getattr(item, "function", None)
-    if getattr(function, "is_hypothesis_test", False):
+    if _hypothesis_test(item):
         pytest.fail(
             "graph_runtime is one runtime per test, but a Hypothesis @given test runs many "
             "examples: they would share its clock, store and runs. Take "
             "graph_runtime_factory instead and call it once per example "
             "(runtime = graph_runtime_factory())", pytrace=False)
+    state = existing_state(item)
+    if state is not None and state.runtime is not None:  # made as the test started
+        return state.runtime
     return _shown(runtime_for(item))
+
+
+def _hypothesis_test(item: pytest.Item) -> bool:
+    """Whether ``item`` is a Hypothesis ``@given`` test."""
+    # The test's function as pytest holds it (``item.function`` is a property over a property:
+    # three calls a test); a method of a class forwards the flag from its function.
+    function = getattr(item, "_obj", None) or getattr(item, "function", None)
+    return bool(getattr(function, "is_hypothesis_test", False))
+
+
+def _prefill_runtime(item: pytest.Item, info: Any) -> None:
+    """Make the runtime of a test that takes ``graph_runtime`` itself as the test starts, and
+    hand it to pytest as the test's argument, when nothing asks for pytest's fixture
+    machinery: ``graph_runtime`` is the plugin's own (not overridden), its parts are the
+    plugin's and in memory, and neither ``--setup-show`` nor ``--setup-plan`` lists fixtures.
+    pytest then sets up no ``graph_runtime`` fixture for the test (its lookup, setup hooks
+    and finalizer cost ~170 Python calls a test, a fifth of a small test's whole cost); a
+    fixture or ``request.getfixturevalue`` asking for ``graph_runtime`` gets this runtime.
+    Anything unexpected leaves the test to the fixture, which reports it in the setup."""
+    defs = info.name2fixturedefs.get("graph_runtime")
+    if not defs or len(defs) != 1 or getattr(defs[0].func, "__module__", None) != __name__:
+        return
+    option = item.config.option
+    if getattr(option, "setupshow", False) or getattr(option, "setupplan", False):
+        return
+    funcargs = getattr(item, "funcargs", None)
+    if type(funcargs) is not dict or "graph_runtime" in funcargs or _hypothesis_test(item):
+        return
+    from ._plugin._state import prefilled_runtime
+
+    try:
+        runtime = prefilled_runtime(item)
+    except Exception:  # the fixture makes it again in the setup, which reports the error
+        return
+    if runtime is not None:
+        funcargs["graph_runtime"] = _shown(runtime)
 
 
 @pytest.fixture(scope="session")

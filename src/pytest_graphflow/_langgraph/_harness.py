@@ -687,12 +687,24 @@ def _watch_cancel_at(recorder: LegRecorder, test: Callable[[Any], bool], loop: A
 
 
 class _GraphView:
-    """What a :class:`RunLeg` needs of a graph (id, Mermaid), for a LangGraph graph."""
+    """What a :class:`RunLeg` needs of a graph (id, Mermaid), for a LangGraph graph, and the
+    harness that ran the leg, held weakly: a leg recorded by ``graph_runtime.langgraph(app)``
+    sits in the runtime's recordings, which the harness reaches through its ``on_leg``, so a
+    strong reference made the harness, its saver and its events cyclic garbage, left to the
+    collector after every use (whoever needs the harness past its user's last reference,
+    ``--graphflow-processes``, keeps it)."""
+
+    __slots__ = ("_graph", "_harness", "graph_id")
 
     def __init__(self, graph: Any, graph_id: str, harness: LangGraphHarness) -> None:
         self.graph_id = graph_id
         self._graph = graph
-        self.harness = harness
+        self._harness = weakref.ref(harness)
+
+    @property
+    def harness(self) -> LangGraphHarness | None:
+        """The harness that ran the leg, or ``None`` once nothing holds it."""
+        return self._harness()
 
     def mermaid(self, path: Any = None) -> str:
         """LangGraph's own Mermaid drawing of the graph (the path is not drawn)."""

@@ -41,6 +41,7 @@ __all__ = [
     "fixture_value",
     "item_state",
     "parts_overridden",
+    "prefilled_runtime",
     "running_item",
     "runtime_for",
     "session_factory",
@@ -65,6 +66,10 @@ class ItemState:
         owned: runtimes the session factory made for the test, closed when it ends.
         clock, store, faults: the test's virtual clock, checkpoint store and FaultyStore,
             made on first use by ``graph_runtime`` or the part fixtures.
+        runtime: the ``graph_runtime`` made as the test started (see
+            :func:`prefilled_runtime`), or ``None``.
+        harnesses: the LangGraph harnesses of the recorded legs, kept alive for
+            ``--graphflow-processes`` (a leg holds its harness weakly).
         closers: what closes the test's store when it ends (SQLite, PostgreSQL).
         dropped: legs run before the kept ones (not kept).
         record: whether ``--graphflow-record`` asks for the test's runs as history files.
@@ -84,6 +89,8 @@ class ItemState:
     store: CheckpointStore | None = None
     faults: FaultyStore | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
+    runtime: RecordingRuntime | None = None
+    harnesses: list[Any] = field(default_factory=list)
 
     def observe(self, recording: RunRecording) -> None:
         """Observer given to every runtime made for the test."""
@@ -92,6 +99,9 @@ class ItemState:
         self.runs.append(recording)
         if self.record or self.processes:
             self.recorded.append(recording)
+            harness = getattr(recording.graph, "harness", None)
+            if harness is not None and self.processes:  # replayed after the test's call
+                self.harnesses.append(harness)
 
 
 def item_state(item: pytest.Item) -> ItemState:
@@ -136,6 +146,8 @@ def finish_item(item: pytest.Item) -> None:
     state = existing_state(item)
     if state is not None:
         del item.stash[ITEM_STATE]
+        state.runtime = None  # (its recorder holds the state: no cycle left behind)
+        state.harnesses = []
         owned, state.owned = state.owned, []
         closers, state.closers = state.closers, []
         try:
@@ -281,15 +293,7 @@ def runtime_for(item: pytest.Item) -> RecordingRuntime:
     state = item_state(item)
     if state.clock is None and state.store is None and state.faults is None \
             and state.settings.store == "memory" and not parts_overridden(item):
-        # The common test: its parts made here, in the order the part fixtures make them
-        # (one import, not one per part).
-        from ._runtime import memory_runtime
-
-        runtime = memory_runtime(state.settings, state.observe)
-        state.clock, state.faults = runtime.clock, runtime.store  # type: ignore[assignment]
-        state.store = state.faults.inner  # type: ignore[union-attr]
-        runtime.factory = session_factory(item.config)
-        return runtime
+        return _memory_runtime(state, item)
     from ._runtime import RecordingRuntime
 
     if parts_overridden(item):
@@ -302,6 +306,33 @@ def runtime_for(item: pytest.Item) -> RecordingRuntime:
         store, clock=clock, seed=seed, checkpoint_policy=state.settings.checkpoint_policy,
         observer=state.observe,
     )
+    runtime.factory = session_factory(item.config)
+    return runtime
+
+
+def prefilled_runtime(item: pytest.Item) -> RecordingRuntime | None:
+    """The ``graph_runtime`` of ``item`` made as the test starts (the plugin's protocol hook,
+    for a test taking ``graph_runtime`` itself), kept in its state for the fixture, when its
+    parts are the plugin's own in memory; else ``None`` (the fixture makes it in the setup,
+    asking pytest for the parts)."""
+    state = item_state(item)
+    if state.runtime is not None:
+        return state.runtime
+    if state.clock is not None or state.store is not None or state.faults is not None \
+            or state.settings.store != "memory" or parts_overridden(item):
+        return None
+    state.runtime = _memory_runtime(state, item)
+    return state.runtime
+
+
+def _memory_runtime(state: ItemState, item: pytest.Item) -> RecordingRuntime:
+    """The common test's runtime: its parts (in memory, the plugin's own) made here, in the
+    order the part fixtures make them (one import, not one per part)."""
+    from ._runtime import memory_runtime
+
+    runtime = memory_runtime(state.settings, state.observe)
+    state.clock, state.faults = runtime.clock, runtime.store  # type: ignore[assignment]
+    state.store = state.faults.inner  # type: ignore[union-attr]
     runtime.factory = session_factory(item.config)
     return runtime
 
