@@ -1,6 +1,6 @@
 """The PostgreSQL store's plain step (``_stores/postgres/_plain.py``, issue 29): a commit of
 one checkpoint and the runtime's own events on the thread and run ids the store checked
-already skips the checks those ids passed (calls a step, sync 111 -> 76, async 121 -> 86).
+already skips the checks those ids passed (calls a step, sync 111 -> 67, async 121 -> 77).
 It stores the bytes the general commit stores, and every bad input it is handed is still
 refused with the general commit's error and message, nothing written."""
 

@@ -111,6 +111,9 @@ _STATEMENTS = {
 """The fenced statement of each shape (with a checkpoint, events, a run record), built once:
 the same string object every step (psycopg's cache of prepared statements hashes it once)."""
 
+_STEP = _STATEMENTS[True, True, False]
+"""A plain step's statement: a checkpoint and events, no run record."""
+
 
 def _fenced_statement(
     thread_id: str, token: int, run_id: str, cp_row: tuple[Any, ...] | None,
@@ -196,6 +199,11 @@ class PgCommits:
             cp_rows = [self._checkpoint_row(cp)]
             rows = pairs = record = None
             latest = cp.parent_id
+            first, last, seqs, data = piece  # _fenced_statement's parameters, in its order
+            sql = _STEP
+            params = [thread_id, thread_id, run_id, last, first, first, first, run_id,
+                      thread_id, token, free, latest, *cp_rows[0], run_id, first, last, seqs,
+                      data]
         else:
             cps, pairs, record = check_commit(thread_id, run_id, checkpoints, events, run,
                                               normalise=False)
@@ -219,10 +227,10 @@ class PgCommits:
                 rules.check_lineage(thread_id, latest, cps, pairs)
             except GraphflowError:  # judged below, once the claim is known to hold
                 free, latest = False, ""  # no checkpoint has this id: nothing is written
-        for _ in range(3) if len(cps) <= 1 else ():
             sql, params = _fenced_statement(thread_id, token, run_id,
                                             cp_rows[0] if cp_rows else None, piece, record,
                                             latest, free)
+        for _ in range(3) if len(cps) <= 1 else ():
             try:
                 current, holder, held, found_latest, written, clear = await self._pg.fetch_one(
                     sql, params)
@@ -239,6 +247,9 @@ class PgCommits:
                 pairs = [(e["seq"], e) for e in events]
             rules.check_lineage(thread_id, found_latest, cps, pairs)
             latest = found_latest
+            sql, params = _fenced_statement(thread_id, token, run_id,
+                                            cp_rows[0] if cp_rows else None, piece, record,
+                                            latest, free)
         if rows is None:  # the plain step's events, as the general commit serialises them
             rows = [dumped_row(run_id, e, e["seq"]) for e in events]
         if pairs is None:
