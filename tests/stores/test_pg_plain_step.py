@@ -1,6 +1,6 @@
 """The PostgreSQL store's plain step (``_stores/postgres/_plain.py``, issue 29): a commit of
 one checkpoint and the runtime's own events on the thread and run ids the store checked
-already skips the checks those ids passed (calls a step, sync 111 -> 67, async 121 -> 77).
+already skips the checks those ids passed (calls a step, sync 111 -> 59, async 121 -> 69).
 It stores the bytes the general commit stores, and every bad input it is handed is still
 refused with the general commit's error and message, nothing written."""
 
@@ -223,6 +223,8 @@ def test_the_plain_step_takes_only_the_runtimes_plain_step(make_cp: MakeCheckpoi
         {"events": DumpedEvents([_ev(3), _ev(3)])},
         {"events": DumpedEvents([_ev(3, x=float("inf"))])},
         {"events": DumpedEvents([_saved(3, "cp-1")])},
+        {"events": DumpedEvents([{"seq": 3, "run_id": "run-a"}])},
+        {"events": DumpedEvents([_ev(-1)])},
     ]
     for changes in refused:
         assert plain(**changes) is None, changes

@@ -55,17 +55,20 @@ def plain_step(ids: tuple[str, str] | None, checked_run: tuple[Any, ...], thread
     seqs: list[str] = []
     previous = -1
     for event in events:
-        seq = event["seq"]
+        try:
+            seq, kind = event["seq"], event["type"]  # every event the runtime dumps has both
+        except KeyError:
+            return None
         if type(seq) is not int or seq <= previous:
             return None
         previous = seq
-        if event.get("type") == "checkpoint_saved":
+        if kind == "checkpoint_saved":
             named = event.get("checkpoint_id")
             if named != cid:
                 if named is not None and named != parent:
                     return None  # the general commit judges it against the thread's latest
                 free = False
-        seqs.append(str(seq))
+        seqs += (str(seq),)  # no call a seq
     text = b"\n".join([to_json(event, inf_nan_mode="constants") for event in events])
     if b"NaN" in text or b"Infinity" in text:
         return None  # a real NaN is refused, a word in a text is not: the general commit's
