@@ -193,6 +193,37 @@ async def test_a_bad_step_after_plain_ones_is_refused_as_the_general_commit_refu
     assert found[0][0] == error.__name__
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_plain_step_rewriting_the_latest_goes_on_as_the_general_commit_does(
+    make_pg_store: MakeStore, pg_schema: str, make_cp: MakeCheckpoint,
+    monkeypatch: pytest.MonkeyPatch, anyio_backend: str,
+) -> None:
+    """A plain step whose statement finds another latest (the checkpoint it rewrites) checks
+    the lineage against it, and its taken id sends it to the transaction, which upserts."""
+    dumps = []
+    for how in ("plain", "general"):
+        taken = _spy(monkeypatch, general=how == "general")
+        store = make_pg_store(schema=f"{pg_schema}_{how}")
+        try:
+            token = await store.claim("thread-a", "run-a", now=T0)
+            await store.commit("thread-a", token, run_id="run-a",
+                               checkpoints=[make_cp("cp-1", at=1, node="a")],
+                               events=[_ev(0), _saved(1, "cp-1")], run={"run_id": "run-a"})
+            for at, state in ((2, {"n": 1}), (3, {"n": 2})):  # cp-2, then cp-2 rewritten
+                await store.commit(
+                    "thread-a", token, run_id="run-a",
+                    checkpoints=[make_cp("cp-2", at=at, parent_id="cp-1", node="a",
+                                         state=state)],
+                    events=DumpedEvents([_ev(at * 2), _saved(at * 2 + 1, "cp-2")]))
+            assert (await store.latest("run-a")).state == {"n": 2}  # type: ignore[union-attr]
+            dumps.append(_dump(store))
+        finally:
+            store.drop()
+        assert taken == [False, how == "plain", how == "plain"]
+    assert dumps[0] == dumps[1]
+
+
 def test_the_plain_step_takes_only_the_runtimes_plain_step(make_cp: MakeCheckpoint) -> None:
     """What ``plain_step`` leaves to the general commit (``None``), beside what it takes."""
     cp = make_cp("cp-3", at=3, parent_id="cp-2", node="a")
