@@ -27,7 +27,8 @@ from .._args import check_commit, check_nesting
 from .._protocol import Fence
 from .._wire import dumped_row, event_row
 from ._conn import Cursor, PgConnections
-from ._events import CLEAR, batch, clear_params, lock_events, write_events
+from ._events import CLEAR, Batch, batch, clear_params, lock_events, write_events
+from ._plain import plain_step
 
 __all__ = ["NODE_IDS", "PgCommits"]
 
@@ -110,30 +111,34 @@ _STATEMENTS = {
 """The fenced statement of each shape (with a checkpoint, events, a run record), built once:
 the same string object every step (psycopg's cache of prepared statements hashes it once)."""
 
+_STEP = _STATEMENTS[True, True, False]
+"""A plain step's statement: a checkpoint and events, no run record."""
+
 
 def _fenced_statement(
     thread_id: str, token: int, run_id: str, cp_row: tuple[Any, ...] | None,
-    rows: _Rows, record: dict[str, Any] | None = None, latest: str | None = None,
+    piece: Batch | None, record: dict[str, Any] | None = None, latest: str | None = None,
     free: bool = True,
 ) -> tuple[str, list[Any]]:
-    """The one statement writing a checkpoint (``cp_row``, if any), events and the run record
-    under the fence, when the thread's latest checkpoint is ``latest`` (what seed 004's checks
-    passed against); it returns the claim's token and run id, whether the fence held, the
-    thread's latest checkpoint id before the write, whether it wrote, and whether the events'
-    row could be inserted as it is (else the transaction path merges them)."""
+    """The one statement writing a checkpoint (``cp_row``, if any), the events' row
+    (``piece``, :func:`~._events.batch`'s, if any) and the run record under the fence, when
+    the thread's latest checkpoint is ``latest`` (what seed 004's checks passed against); it
+    returns the claim's token and run id, whether the fence held, the thread's latest
+    checkpoint id before the write, whether it wrote, and whether the events' row could be
+    inserted as it is (else the transaction path merges them)."""
     params: list[Any] = [thread_id, thread_id]
-    if rows:
-        first, last, seqs, data = batch(rows)
+    if piece is not None:
+        first, last, seqs, data = piece
         params.extend(clear_params(run_id, first, last))
         params.append(thread_id)
     params.extend((token, free, latest))
     if cp_row is not None:
         params.extend(cp_row)
-    if rows:
+    if piece is not None:
         params.extend((run_id, first, last, seqs, data))
     if record is not None:
         params.extend(_run_record_params(record))
-    return _STATEMENTS[cp_row is not None, bool(rows), record is not None], params
+    return _STATEMENTS[cp_row is not None, piece is not None, record is not None], params
 
 
 class PgCommits:
@@ -149,6 +154,13 @@ class PgCommits:
         raise NotImplementedError
 
     _pg: PgConnections
+
+    _checked_run: tuple[Any, ...]
+    """The run ids ``_checked`` checked last (:class:`~.._args.CheckedCheckpoints`')."""
+
+    _plain_ids: tuple[str, str] | None = None
+    """The ``(thread_id, run_id)`` the last general commit checked as ids: a plain step of
+    them skips those checks (:mod:`._plain`)."""
 
     _UPSERT: str = ""
     """The store's checkpoint upsert statement."""
@@ -176,30 +188,49 @@ class PgCommits:
             ParentNotLatest, MalformedCommit: seed 004's commit checks
                 (:func:`~.._claims.check_lineage`); nothing is written.
         """
-        cps, pairs, record = check_commit(thread_id, run_id, checkpoints, events, run,
-                                          normalise=False)
-        token = rules.check_token(token, "commit")
-        # Serialised once, by the rule the SQLite store uses (the runtime's own events only
-        # serialised: their values were checked where they entered the run).
-        row = dumped_row if type(events) is DumpedEvents else event_row
-        rows = [row(run_id, data, seq) for seq, data in pairs]
-        cp_rows = [self._checkpoint_row(self._checked(cp, "commit")) for cp in cps]
-        if type(events) is not DumpedEvents:  # not the runtime's commit: check its nesting
-            for cp, cp_row in zip(cps, cp_rows, strict=True):
-                check_nesting(cp, cp_row[-1], "commit")
-        # A step: one statement, one round trip, written when the thread's latest is the
-        # step's parent; another latest is judged by the shared rule, and once found sound,
-        # written against it.
-        free = rules.lineage_free(cps, pairs)
-        latest = cps[0].parent_id if cps else None
-        try:
-            rules.check_lineage(thread_id, latest, cps, pairs)
-        except GraphflowError:  # judged below, once the claim is known to hold
-            free, latest = False, ""  # no checkpoint has this id: nothing is written
-        for _ in range(3) if len(cps) <= 1 else ():
+        rows: _Rows | None
+        pairs: list[tuple[int, Any]] | None
+        piece: Batch | None
+        plain = plain_step(self._plain_ids, self._checked_run, thread_id, token, run_id,
+                           checkpoints, events, run)
+        if plain is not None:  # the runtime's plain step, its ids checked already
+            cp, piece, free = plain
+            cps: list[Any] = [cp]
+            cp_rows = [self._checkpoint_row(cp)]
+            rows = pairs = record = None
+            latest = cp.parent_id
+            first, last, seqs, data = piece  # _fenced_statement's parameters, in its order
+            sql = _STEP
+            params = [thread_id, thread_id, run_id, last, first, first, first, run_id,
+                      thread_id, token, free, latest, *cp_rows[0], run_id, first, last, seqs,
+                      data]
+        else:
+            cps, pairs, record = check_commit(thread_id, run_id, checkpoints, events, run,
+                                              normalise=False)
+            token = rules.check_token(token, "commit")
+            # Serialised once, by the rule the SQLite store uses (the runtime's own events
+            # only serialised: their values were checked where they entered the run).
+            row = dumped_row if type(events) is DumpedEvents else event_row
+            rows = [row(run_id, data, seq) for seq, data in pairs]
+            cp_rows = [self._checkpoint_row(self._checked(cp, "commit")) for cp in cps]
+            if type(events) is not DumpedEvents:  # not the runtime's commit: its nesting
+                for cp, cp_row in zip(cps, cp_rows, strict=True):
+                    check_nesting(cp, cp_row[-1], "commit")
+            self._plain_ids = (thread_id, run_id)  # both checked as ids
+            piece = batch(rows) if rows else None
+            # A step: one statement, one round trip, written when the thread's latest is
+            # the step's parent; another latest is judged by the shared rule, and once found
+            # sound, written against it.
+            free = rules.lineage_free(cps, pairs)
+            latest = cps[0].parent_id if cps else None
+            try:
+                rules.check_lineage(thread_id, latest, cps, pairs)
+            except GraphflowError:  # judged below, once the claim is known to hold
+                free, latest = False, ""  # no checkpoint has this id: nothing is written
             sql, params = _fenced_statement(thread_id, token, run_id,
-                                            cp_rows[0] if cp_rows else None, rows, record,
+                                            cp_rows[0] if cp_rows else None, piece, record,
                                             latest, free)
+        for _ in range(3) if len(cps) <= 1 else ():
             try:
                 current, holder, held, found_latest, written, clear = await self._pg.fetch_one(
                     sql, params)
@@ -212,8 +243,17 @@ class PgCommits:
                 return
             if not clear:  # events to merge into the log: the transaction below
                 break
+            if pairs is None:
+                pairs = [(e["seq"], e) for e in events]
             rules.check_lineage(thread_id, found_latest, cps, pairs)
             latest = found_latest
+            sql, params = _fenced_statement(thread_id, token, run_id,
+                                            cp_rows[0] if cp_rows else None, piece, record,
+                                            latest, free)
+        if rows is None:  # the plain step's events, as the general commit serialises them
+            rows = [dumped_row(run_id, e, e["seq"]) for e in events]
+        if pairs is None:
+            pairs = [(e["seq"], e) for e in events]
         async with self._tx() as cur:
             if rows:  # the events lock before the claim row, as an unfenced merge takes them
                 await lock_events(cur, run_id, mark=False)

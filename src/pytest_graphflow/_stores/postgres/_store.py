@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any
 
@@ -95,10 +95,20 @@ def _node_ids_json(node_ids: list[str]) -> str:
     return text
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def _row(cp: Checkpoint) -> tuple[Any, ...]:
-    return (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, _node_ids_json(cp.node_ids),
-            cp.step,
-            rules.to_micros(cp.timestamp), cp.status, cp.tenant_id, cp.format_version,
+    node_ids = cp.node_ids
+    ids = _NODE_IDS_JSON.get(tuple(node_ids))  # _node_ids_json's, without its call a step
+    if ids is None:
+        ids = _node_ids_json(node_ids)
+    moment = cp.timestamp
+    return (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, ids, cp.step,
+            rules.to_micros(moment) if moment.tzinfo is None else
+            (moment - _EPOCH) // _MICROSECOND,  # to_micros' of an aware time, inline
+            cp.status, cp.tenant_id, cp.format_version,
             checkpoint_json(cp, "the PostgreSQL store"))
 
 
