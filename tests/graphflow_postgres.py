@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -117,3 +118,20 @@ def make_pg_store(postgres_dsn: str, pg_schema: str) -> Iterator[Callable[..., o
     yield make
     for store in opened:
         store.close()
+
+
+_TABLES = {
+    "checkpoints": "save_order", "events": "run_id, seq", "runs": "first_order",
+    "claims": "thread_id", "event_compactions": "run_id",
+}
+
+
+def stored_rows(store: Any) -> dict[str, list[str]]:
+    """Every row a ``PostgresCheckpointStore`` wrote, table by table in a stable order, as
+    the server's text of it: two stores that wrote the same bytes give equal dicts."""
+    import psycopg
+
+    with psycopg.connect(store.dsn, autocommit=True) as conn:
+        return {table: [r[0] for r in conn.execute(
+            f"SELECT t::text FROM {store.schema}.{table} t ORDER BY {order}")]
+            for table, order in _TABLES.items()}

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 import pytest
 from pydantic import BaseModel
 
+from graphflow_postgres import stored_rows
 from pytest_graphflow import (
     END,
     START,
@@ -62,20 +62,6 @@ def _fan(width: int) -> Any:
     return g.edge("join", END).compile(checkpoint_policy="every_step")
 
 
-_TABLES = {
-    "checkpoints": "save_order", "events": "run_id, seq", "runs": "first_order",
-    "claims": "thread_id", "event_compactions": "run_id",
-}
-
-
-def _dump(store: PostgresCheckpointStore) -> dict[str, list[str]]:
-    """Every row the store wrote, as the server's text of it."""
-    with psycopg.connect(store.dsn, autocommit=True) as conn:
-        return {table: [r[0] for r in conn.execute(
-            f"SELECT t::text FROM {store.schema}.{table} t ORDER BY {order}")]
-            for table, order in _TABLES.items()}
-
-
 def _spy(monkeypatch: pytest.MonkeyPatch, *, general: bool) -> list[bool]:
     """``plain_step`` logged (whether it took each commit); with ``general``, it takes none."""
     taken: list[bool] = []
@@ -103,7 +89,7 @@ def test_the_plain_step_stores_the_bytes_the_general_commit_stores(
         runtime.invoke(_chain(3, "again"), thread_id="kept")  # a thread's second run
         # The words a NaN check looks for, in a text (not a number): the general commit's.
         runtime.invoke(_chain(3, "words", " NaN Infinity"))
-        dumps.append(_dump(store))
+        dumps.append(stored_rows(store))
         store.drop()
         if name == "plain":
             assert sum(taken) >= 9, taken  # the middle steps went the plain way
@@ -160,11 +146,11 @@ async def _refusal(store: PostgresCheckpointStore, make_cp: MakeCheckpoint,
     await store.commit("thread-a", token, run_id="run-a",  # a plain step
                        checkpoints=[make_cp("cp-2", at=2, parent_id="cp-1", node="a")],
                        events=DumpedEvents([_saved(2, "cp-2")]))
-    before = _dump(store)
+    before = stored_rows(store)
     args = {"token": token, **bad(make_cp, token)}
     with pytest.raises(GraphflowErrors) as caught:
         await store.commit(**args)
-    assert _dump(store) == before
+    assert stored_rows(store) == before
     return type(caught.value).__name__, str(caught.value)
 
 
@@ -217,7 +203,7 @@ async def test_a_plain_step_rewriting_the_latest_goes_on_as_the_general_commit_d
                                          state=state)],
                     events=DumpedEvents([_ev(at * 2), _saved(at * 2 + 1, "cp-2")]))
             assert (await store.latest("run-a")).state == {"n": 2}  # type: ignore[union-attr]
-            dumps.append(_dump(store))
+            dumps.append(stored_rows(store))
         finally:
             store.drop()
         assert taken == [False, how == "plain", how == "plain"]

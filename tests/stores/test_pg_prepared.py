@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from pydantic import BaseModel
 
+from graphflow_postgres import stored_rows
 from pytest_graphflow import (
     END,
     START,
@@ -45,20 +46,6 @@ def _graph(steps: int, name: str = "prepared") -> Any:
     return g.edge(prev, END).compile(checkpoint_policy="every_step")
 
 
-_TABLES = {
-    "checkpoints": "save_order", "events": "run_id, seq", "runs": "first_order",
-    "claims": "thread_id", "event_compactions": "run_id",
-}
-
-
-def _dump(store: PostgresCheckpointStore) -> dict[str, list[str]]:
-    """Every row the store wrote, as the server's text of it."""
-    with psycopg.connect(store.dsn, autocommit=True) as conn:
-        return {table: [r[0] for r in conn.execute(
-            f"SELECT t::text FROM {store.schema}.{table} t ORDER BY {order}")]
-            for table, order in _TABLES.items()}
-
-
 def _through_psycopg(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every statement through psycopg's cursor (the path before)."""
     monkeypatch.setattr(Statements, "statement", lambda self, query, params: None)
@@ -75,7 +62,7 @@ def test_the_prepared_path_stores_the_same_bytes(
         runtime = GraphRuntime(store, clock=VirtualClock(), seed=3)
         assert runtime.invoke(_graph(6)).data["n"] == 6
         runtime.invoke(_graph(2, "second"))
-        dumps.append(_dump(store))
+        dumps.append(stored_rows(store))
         store.drop()
     assert all(dumps[0][table] for table in ("checkpoints", "events", "runs", "claims"))
     assert dumps[0] == dumps[1]
