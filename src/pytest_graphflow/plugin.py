@@ -36,7 +36,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import pytest
 
@@ -474,7 +474,7 @@ def store_faults(request: pytest.FixtureRequest) -> FaultyStore:
 def graph_runtime() -> RecordingRuntime:
     """The deterministic runtime of the test (``store_faults``, ``virtual_clock``,
     ``graph_seed``). In a Hypothesis ``@given`` test use ``graph_runtime_factory`` instead."""
-    from ._plugin._state import existing_state, running_item, runtime_for
+    from ._plugin._state import running_item
 
     item = running_item()  # not ``request``: taking it costs pytest ~90 calls a test
     if _hypothesis_test(item):
@@ -483,10 +483,19 @@ def graph_runtime() -> RecordingRuntime:
             "examples: they would share its clock, store and runs. Take "
             "graph_runtime_factory instead and call it once per example "
             "(runtime = graph_runtime_factory())", pytrace=False)
-    state = existing_state(item)
-    if state is not None and state.runtime is not None:  # made as the test started
-        return state.runtime
-    return _shown(runtime_for(item))
+    return _test_runtime(item)
+
+
+def _test_runtime(item: pytest.Item) -> RecordingRuntime:
+    """The test's runtime, made once: by the fixture (asked by pytest, another fixture or
+    ``request.getfixturevalue``) or, for a test handed it without the fixture's machinery
+    (:func:`_prefill_runtime`), at the end of its setup."""
+    from ._plugin._state import item_state, runtime_for
+
+    state = item_state(item)
+    if state.runtime is None:
+        state.runtime = _shown(runtime_for(item))
+    return state.runtime
 
 
 def _hypothesis_test(item: pytest.Item) -> bool:
@@ -497,15 +506,28 @@ def _hypothesis_test(item: pytest.Item) -> bool:
     return bool(getattr(function, "is_hypothesis_test", False))
 
 
+class _Pending:
+    """What a test's ``graph_runtime`` argument holds from the start of its protocol to the
+    end of its setup, when :func:`_prefill_runtime` took it from pytest's fixtures."""
+
+    def __repr__(self) -> str:
+        return "<graph_runtime: made at the end of the test's setup>"
+
+
+_PENDING: Final = _Pending()
+
+
 def _prefill_runtime(item: pytest.Item, info: Any) -> None:
-    """Make the runtime of a test that takes ``graph_runtime`` itself as the test starts, and
-    hand it to pytest as the test's argument, when nothing asks for pytest's fixture
-    machinery: ``graph_runtime`` is the plugin's own (not overridden), its parts are the
+    """Take a test's ``graph_runtime`` argument from pytest's fixture machinery when nothing
+    asks for it: ``graph_runtime`` is the plugin's own (not overridden), its parts are the
     plugin's and in memory, and neither ``--setup-show`` nor ``--setup-plan`` lists fixtures.
     pytest then sets up no ``graph_runtime`` fixture for the test (its lookup, setup hooks
-    and finalizer cost ~170 Python calls a test, a fifth of a small test's whole cost); a
-    fixture or ``request.getfixturevalue`` asking for ``graph_runtime`` gets this runtime.
-    Anything unexpected leaves the test to the fixture, which reports it in the setup."""
+    and finalizer cost ~170 Python calls a test, a fifth of a small test's whole cost): the
+    argument holds :data:`_PENDING` until the end of the test's setup, when
+    :func:`pytest_runtest_setup` makes the runtime — after every other fixture, so a marker
+    a fixture applies (``request.applymarker(pytest.mark.graphflow(seed=5))``) is read as
+    before. A fixture or ``request.getfixturevalue`` asking for ``graph_runtime`` in the
+    setup gets the runtime the test then gets."""
     defs = info.name2fixturedefs.get("graph_runtime")
     if not defs or len(defs) != 1 or getattr(defs[0].func, "__module__", None) != __name__:
         return
@@ -515,14 +537,21 @@ def _prefill_runtime(item: pytest.Item, info: Any) -> None:
     funcargs = getattr(item, "funcargs", None)
     if type(funcargs) is not dict or "graph_runtime" in funcargs or _hypothesis_test(item):
         return
-    from ._plugin._state import prefilled_runtime
+    from ._plugin._state import in_memory_parts
 
-    try:
-        runtime = prefilled_runtime(item)
-    except Exception:  # the fixture makes it again in the setup, which reports the error
-        return
-    if runtime is not None:
-        funcargs["graph_runtime"] = _shown(runtime)
+    if in_memory_parts(item):
+        funcargs["graph_runtime"] = _PENDING
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """At the end of a test's setup, the runtime :func:`_prefill_runtime` left pending (a
+    runtime that cannot be made fails the setup, as the fixture's would)."""
+    result = yield
+    funcargs = getattr(item, "funcargs", None)
+    if funcargs is not None and funcargs.get("graph_runtime") is _PENDING:
+        funcargs["graph_runtime"] = _test_runtime(item)
+    return result
 
 
 @pytest.fixture(scope="session")

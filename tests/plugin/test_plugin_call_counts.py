@@ -234,18 +234,20 @@ def test_a_graph_runtime_test_costs_pytest_no_fixture_setup(pytester: pytest.Pyt
     """A test taking ``graph_runtime`` (an interrupt/resume round trip) over an empty test:
     every call of its protocol, measured at 858 calls while pytest set ``graph_runtime`` up
     as a fixture, 672 once the plugin made the runtime as the test starts and handed it to
-    pytest as the test's argument; its setup and teardown phases (pytest's fixture machinery:
-    the lookup, every plugin's setup hooks, the finalizer) 271 -> 0 over an empty test's.
-    The whole protocol is printed, not pinned (inside the whole suite an in-process session
-    pays ~130 calls more a test); the phases are pinned: the ceiling fails if pytest's
-    fixture machinery comes back."""
+    pytest as the test's argument, 742 since it makes it at the end of the test's setup
+    (after every other fixture: a marker a fixture applies is read, as the fixture read it);
+    its setup and teardown phases over an empty test's 271 (pytest's fixture machinery: the
+    lookup, every plugin's setup hooks, the finalizer, and the runtime's making) -> 0 -> 80
+    (the runtime's making alone). The whole protocol is printed, not pinned (inside the
+    whole suite an in-process session pays ~130 calls more a test); the phases are pinned:
+    the ceiling fails if pytest's fixture machinery comes back."""
     pytester.makepyfile(test_counted_approval=APPROVAL, test_counted_empty=EMPTY)
     ours = _counts(pytester, run, "test_counted_approval.py")
     empty = _counts(pytester, run, "test_counted_empty.py")
     extra = _per_test(ours["setup_teardown"]) - _per_test(empty["setup_teardown"])
     print("over an empty test: protocol",
           _per_test(ours["protocol"]) - _per_test(empty["protocol"]), "setup and teardown", extra)
-    assert extra <= 60, (ours["setup_teardown"], empty["setup_teardown"])
+    assert extra <= 110, (ours["setup_teardown"], empty["setup_teardown"])
 
 
 def test_the_fixture_round_trip_costs_little_over_a_bare_runtime(pytester: pytest.Pytester,

@@ -1,5 +1,6 @@
-"""A test that takes ``graph_runtime`` itself gets its runtime made as the test starts, handed
-to pytest as the test's argument (issue 29: pytest's fixture machinery cost ~170 calls a
+"""A test that takes ``graph_runtime`` itself gets its runtime without pytest's fixture
+machinery: made at the end of its setup, after every other fixture, and handed to the test
+as its argument (issue 29: pytest's fixture machinery cost ~170 calls a
 test). These tests pin that it is the runtime the fixture makes: the same parts, the same
 object wherever the test reaches it, the same runs; and that the fixture itself still makes
 it whenever pytest's machinery is asked for (an override, other stores, ``--setup-show``,
@@ -196,3 +197,30 @@ def test_a_runtime_that_cannot_be_made_fails_the_setup_not_the_session(
     result = run("-q")
     result.assert_outcomes(errors=1, passed=1)
     result.stdout.fnmatch_lines(["*ERROR at setup of test_broken*", "*no runtime today*"])
+
+
+def test_a_marker_a_fixture_applies_is_read_as_the_fixture_read_it(
+        pytester: pytest.Pytester, run: Run) -> None:
+    """``request.applymarker(pytest.mark.graphflow(seed=5))`` in an autouse fixture sets the
+    seed of a test taking ``graph_runtime`` itself: the runtime is made at the end of the
+    setup, after every fixture (it was made before them for a while, with the session's
+    seed), and a fixture taking ``graph_runtime`` gets that runtime too."""
+    pytester.makepyfile(test_applied="""
+        import pytest
+
+        @pytest.fixture(autouse=True)
+        def seeded(request):
+            request.applymarker(pytest.mark.graphflow(seed=5))
+
+        @pytest.fixture
+        def app(graph_runtime):
+            return graph_runtime
+
+        def test_seed(graph_runtime):
+            assert graph_runtime.seed == 5
+
+        def test_through_a_fixture(app, graph_runtime):
+            assert app is graph_runtime
+            assert graph_runtime.seed == 5
+    """)
+    run().assert_outcomes(passed=2)

@@ -39,9 +39,9 @@ __all__ = [
     "faults_for",
     "finish_item",
     "fixture_value",
+    "in_memory_parts",
     "item_state",
     "parts_overridden",
-    "prefilled_runtime",
     "running_item",
     "runtime_for",
     "session_factory",
@@ -66,8 +66,8 @@ class ItemState:
         owned: runtimes the session factory made for the test, closed when it ends.
         clock, store, faults: the test's virtual clock, checkpoint store and FaultyStore,
             made on first use by ``graph_runtime`` or the part fixtures.
-        runtime: the ``graph_runtime`` made as the test started (see
-            :func:`prefilled_runtime`), or ``None``.
+        runtime: the test's ``graph_runtime`` once made (by the fixture or at the end of
+            the test's setup), or ``None``.
         harnesses: the LangGraph harnesses of the recorded legs, kept alive for
             ``--graphflow-processes`` (a leg holds its harness weakly).
         closers: what closes the test's store when it ends (SQLite, PostgreSQL).
@@ -310,19 +310,22 @@ def runtime_for(item: pytest.Item) -> RecordingRuntime:
     return runtime
 
 
-def prefilled_runtime(item: pytest.Item) -> RecordingRuntime | None:
-    """The ``graph_runtime`` of ``item`` made as the test starts (the plugin's protocol hook,
-    for a test taking ``graph_runtime`` itself), kept in its state for the fixture, when its
-    parts are the plugin's own in memory; else ``None`` (the fixture makes it in the setup,
-    asking pytest for the parts)."""
-    state = item_state(item)
-    if state.runtime is not None:
-        return state.runtime
-    if state.clock is not None or state.store is not None or state.faults is not None \
-            or state.settings.store != "memory" or parts_overridden(item):
-        return None
-    state.runtime = _memory_runtime(state, item)
-    return state.runtime
+def in_memory_parts(item: pytest.Item) -> bool:
+    """Whether ``item``'s ``graph_runtime`` runs over the plugin's own parts in memory, as
+    far as its static markers tell (the session's store or the ``graphflow`` marker's, no
+    overridden part): read without fixing the test's settings, which a fixture may still
+    change with a marker before the runtime is made."""
+    if parts_overridden(item):
+        return False
+    from ._marker import _marked, marker_kwargs
+
+    store = None
+    if _marked(item):
+        try:
+            store = marker_kwargs(item).get("store")
+        except Exception:  # a bad marker: the fixture reports it in the setup
+            return False
+    return (store or item.config.stash[SESSION].store) == "memory"
 
 
 def _memory_runtime(state: ItemState, item: pytest.Item) -> RecordingRuntime:
