@@ -120,10 +120,11 @@ def make_pg_store(postgres_dsn: str, pg_schema: str) -> Iterator[Callable[..., o
         store.close()
 
 
-_TABLES = {
+_ROW_ORDER = {
     "checkpoints": "save_order", "events": "run_id, seq", "runs": "first_order",
     "claims": "thread_id", "event_compactions": "run_id",
 }
+"""The tables :func:`stored_rows` reads, each with the order its rows are read in."""
 
 
 def stored_rows(store: Any) -> dict[str, list[str]]:
@@ -134,4 +135,4 @@ def stored_rows(store: Any) -> dict[str, list[str]]:
     with psycopg.connect(store.dsn, autocommit=True) as conn:
         return {table: [r[0] for r in conn.execute(
             f"SELECT t::text FROM {store.schema}.{table} t ORDER BY {order}")]
-            for table, order in _TABLES.items()}
+            for table, order in _ROW_ORDER.items()}
