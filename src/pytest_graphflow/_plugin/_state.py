@@ -319,13 +319,11 @@ def in_memory_parts(item: pytest.Item) -> bool:
         return False
     from ._marker import _marked, marker_kwargs
 
-    store = None
-    if _marked(item):
-        try:
-            store = marker_kwargs(item).get("store")
-        except Exception:  # a bad marker: the fixture reports it in the setup
-            return False
-    return (store or item.config.stash[SESSION].store) == "memory"
+    try:  # the store as settings_for reads it
+        kwargs = marker_kwargs(item) if _marked(item) else {}
+    except Exception:  # a bad marker: the fixture reports it in the setup
+        return False
+    return bool(kwargs.get("store", item.config.stash[SESSION].store) == "memory")
 
 
 def _memory_runtime(state: ItemState, item: pytest.Item) -> RecordingRuntime:
