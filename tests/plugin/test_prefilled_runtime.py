@@ -90,7 +90,7 @@ def test_runs_as_the_fixture_makes_them(request):
 '''
 
 
-def test_the_runtime_made_as_the_test_starts_is_the_fixtures(pytester: pytest.Pytester,
+def test_the_runtime_handed_to_the_test_is_the_fixtures(pytester: pytest.Pytester,
                                                               run: Run) -> None:
     pytester.makeconftest(SETUP_SPY)
     pytester.makepyfile(test_prefilled=SAME_OBJECTS)
