@@ -32,6 +32,7 @@ from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._stores.sqlite import _file as _sqlite_file
 from pytest_graphflow._stores.sqlite import _rows as _sqlite_rows
 from pytest_graphflow._stores.sqlite._schema import APPLICATION_ID, SCHEMA_VERSION
+from pytest_graphflow._stores.sqlite._tail import unpack_events
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -518,9 +519,15 @@ def _v2_store(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         make_store(path)
     with SQLiteCheckpointStore(path) as store:
         store.vacuum()  # the log folded into the tables: version 2 had no log
+        db = store._conn  # nor event_pieces: an event a row
+        db.execute("BEGIN IMMEDIATE")
+        for (run,) in db.execute("SELECT DISTINCT run_id FROM event_pieces").fetchall():
+            unpack_events(db, run)
+        db.execute("COMMIT")
     db = sqlite3.connect(path)
     db.executescript("""
         BEGIN;
+        DROP TABLE event_pieces;
         DROP TABLE log;
         DELETE FROM meta WHERE key = 'log_folded';
         ALTER TABLE events RENAME TO events_new;

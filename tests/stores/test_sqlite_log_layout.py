@@ -1,7 +1,8 @@
-"""Schema versions 4 and 5 of the SQLite store (issue 29): a step is one row of the ``log``
-table, folded into the indexed tables every ``FOLD_AT`` pieces (16 in version 4, 64 in 5).
+"""Schema versions 4 to 6 of the SQLite store (issue 29): a step is one row of the ``log``
+table, folded into the indexed tables every ``FOLD_AT`` pieces (16 in version 4, 64 in 5;
+in 6 a piece's events are folded whole, one row of ``event_pieces``).
 What a user relies on: a step writes at most 3 WAL pages (counted, not timed), a file of
-schema version 3 or 4 opens and reads exactly as before (read-only as it is; writable
+schema version 3, 4 or 5 opens and reads exactly as before (read-only as it is; writable
 after a one-transaction migration), and every read gives the same answers whether the
 pieces it reads are folded or not."""
 
@@ -30,7 +31,7 @@ from pytest_graphflow import (
     interrupt,
 )
 from pytest_graphflow._stores.sqlite._schema import SCHEMA_VERSION
-from pytest_graphflow._stores.sqlite._tail import FOLD_AT
+from pytest_graphflow._stores.sqlite._tail import FOLD_AT, unpack_events
 
 _WAL_FRAME = 24  # bytes of a WAL frame's header, before its page
 
@@ -123,11 +124,36 @@ def _workload(path: Path) -> tuple[str, str]:
         return paused.run_id, paused.thread_id
 
 
+def _unpack_folded(path: Path) -> None:
+    """Move the folded pieces' events into ``events``, one row an event, and drop
+    ``event_pieces``, as a build before schema version 6 kept them (the log stays)."""
+    with SQLiteCheckpointStore(path) as store:
+        db = store._conn
+        db.execute("BEGIN IMMEDIATE")
+        for (run,) in db.execute("SELECT DISTINCT run_id FROM event_pieces").fetchall():
+            unpack_events(db, run)
+        db.execute("DROP TABLE event_pieces")
+        db.execute("COMMIT")
+
+
+def _as_version_5(path: Path) -> None:
+    """Rewrite a store file in the layout schema version 5 wrote: the folded events one a
+    row, no ``event_pieces``; the log's pieces stay where they are (not folded)."""
+    _unpack_folded(path)
+    db = sqlite3.connect(path)
+    try:
+        db.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+        db.commit()
+    finally:
+        db.close()
+
+
 def _as_version_3(path: Path) -> None:
     """Rewrite a store file in the layout schema version 3 wrote: every checkpoint and event
     in the indexed tables, no ``log`` table."""
     with SQLiteCheckpointStore(path) as store:
         store.vacuum()  # folds the log into the tables and empties it
+    _unpack_folded(path)
     db = sqlite3.connect(path)
     try:
         db.executescript("""
@@ -144,6 +170,7 @@ def _as_version_3(path: Path) -> None:
 def _as_version_4(path: Path) -> None:
     """Rewrite a store file in the layout schema version 4 wrote: the log's pieces stay
     where they are (not folded), its rows without ``slots``."""
+    _unpack_folded(path)
     db = sqlite3.connect(path)
     try:
         assert db.execute("SELECT COUNT(*) FROM log WHERE seq > COALESCE((SELECT CAST(value "
@@ -164,7 +191,7 @@ def _bytes(path: Path) -> dict[str, bytes]:
             if p.name.startswith(path.name)}
 
 
-def test_a_version_3_file_reads_the_same_and_migrates_to_version_4(tmp_path: Path) -> None:
+def test_a_version_3_file_reads_the_same_and_migrates_to_version_6(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     paused_run, thread = _workload(path)
     with SQLiteCheckpointStore(path, readonly=True) as reader:
@@ -189,9 +216,10 @@ def test_a_version_3_file_reads_the_same_and_migrates_to_version_4(tmp_path: Pat
         assert done.data == {"n": 10, "m": 2, "approved": True}
 
 
-def test_a_version_4_file_reads_the_same_and_migrates_to_version_5(tmp_path: Path) -> None:
+def test_a_version_4_file_reads_the_same_and_migrates_to_version_6(tmp_path: Path) -> None:
     """Version 5's log has 64 slots (16 before): a version-4 file reads as it is, and its
-    first writable open folds its log into the indexed tables and lays out the new log."""
+    first writable open folds its log into the indexed tables and lays out the new log
+    (and version 6's ``event_pieces``)."""
     path = tmp_path / "v4.db"
     paused_run, _ = _workload(path)
     with SQLiteCheckpointStore(path, readonly=True) as reader:
@@ -204,13 +232,49 @@ def test_a_version_4_file_reads_the_same_and_migrates_to_version_5(tmp_path: Pat
     with SQLiteCheckpointStore(path) as store:
         db = store._conn
         assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
-            == ("5",) == (str(SCHEMA_VERSION),)
+            == ("6",) == (str(SCHEMA_VERSION),)
         assert db.execute("SELECT COUNT(*) FROM log").fetchone() == (0,)
         assert anyio.run(_reads, store) == expected
         done = GraphRuntime(store, clock=VirtualClock(), seed=4).resume(
             paused_run, Resume(True), graph=_approval())
         assert done.status == "completed"
         assert done.data == {"n": 10, "m": 2, "approved": True}
+
+
+def test_a_version_5_file_reads_the_same_and_migrates_to_version_6(tmp_path: Path) -> None:
+    """Version 6 folds a piece's events whole into ``event_pieces``: a version-5 file (its
+    folded events one a row in ``events``, pieces in the log) reads as it is, and its first
+    writable open adds the empty table; the events folded before stay where they are and
+    read as before, merged with those folded after, by seq."""
+    path = tmp_path / "v5.db"
+    paused_run, _ = _workload(path)
+    with SQLiteCheckpointStore(path, readonly=True) as reader:
+        expected = anyio.run(_reads, reader)
+    _as_version_5(path)
+    before = _bytes(path)
+    with SQLiteCheckpointStore(path, readonly=True) as reader:
+        assert anyio.run(_reads, reader) == expected
+    assert _bytes(path) == before  # a read-only open of a version-5 file changes nothing
+    with SQLiteCheckpointStore(path) as store:
+        db = store._conn
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
+            == ("6",) == (str(SCHEMA_VERSION),)
+        assert db.execute("SELECT COUNT(*) FROM event_pieces").fetchone() == (0,)
+        old_rows = db.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+        assert old_rows > 0
+        assert anyio.run(_reads, store) == expected
+        done = GraphRuntime(store, clock=VirtualClock(), seed=4).resume(
+            paused_run, Resume(True), graph=_approval())
+        assert done.status == "completed"
+        expected_events = anyio.run(store.events, paused_run)
+        store.vacuum()  # the paused run's later pieces folded: its events in both tables
+        assert db.execute("SELECT COUNT(*) FROM event_pieces WHERE run_id = ?",
+                          (paused_run,)).fetchone()[0] > 0
+        assert db.execute("SELECT COUNT(*) FROM events WHERE run_id = ?",
+                          (paused_run,)).fetchone()[0] > 0
+        assert anyio.run(store.events, paused_run) == expected_events
+        assert [e["seq"] for e in expected_events] == sorted(
+            {e["seq"] for e in expected_events})
 
 
 def test_a_version_4_build_cannot_overwrite_a_version_5_log(tmp_path: Path) -> None:
@@ -335,3 +399,72 @@ async def test_a_read_sees_one_moment_while_another_store_folds_the_log(tmp_path
                 assert await read(run.run_id) == expected  # type: ignore[operator]
             finally:
                 reader._db = plain
+
+
+@pytest.mark.anyio
+async def test_a_fold_is_four_statements_however_many_events_it_moves(tmp_path: Path) -> None:
+    """Schema version 6: a fold copies the log's checkpoints and its pieces' events in two
+    statements, the events whole (one ``event_pieces`` row a piece): four statements for
+    a full log of pieces of four events each (was 258: one insert an event, a read of the pieces
+    into Python). The events read back the same before and after."""
+    from pytest_graphflow._stores.sqlite._tail import fold
+
+    path = tmp_path / "fold.db"
+    with SQLiteCheckpointStore(path) as store:
+        run = await GraphRuntime(store, clock=VirtualClock(), seed=0).ainvoke(
+            _chain(FOLD_AT - 2))  # nearly FOLD_AT pieces in the log, none folded
+        db = store._conn
+        live = db.execute("SELECT COUNT(*) FROM log WHERE events IS NOT NULL").fetchone()[0]
+        assert live >= FOLD_AT - 2
+        expected = await store.events(run.run_id)
+        assert len(expected) > 3 * FOLD_AT
+        seen: list[str] = []
+        db.execute("BEGIN IMMEDIATE")
+        db.set_trace_callback(seen.append)
+        fold(db, 0)
+        db.set_trace_callback(None)
+        db.execute("COMMIT")
+        assert len(seen) <= 4, seen
+        assert db.execute("SELECT COUNT(*) FROM event_pieces").fetchone() == (live,)
+        assert db.execute("SELECT COUNT(*) FROM events").fetchone() == (0,)
+        assert await store.events(run.run_id) == expected
+        assert await store.events(run.run_id, after_seq=100) == [
+            e for e in expected if e["seq"] > 100]
+
+
+@pytest.mark.anyio
+async def test_packed_events_read_compact_and_delete_as_events_one_a_row(
+        tmp_path: Path) -> None:
+    """The same events read the same from the log, from ``event_pieces`` and from
+    ``events`` (one a row): a seq written again in a later piece replaces the earlier one
+    wherever each is, a read from a seq inside a piece starts there, and compacting or
+    deleting counts each event once."""
+    path = tmp_path / "packed.db"
+    with SQLiteCheckpointStore(path) as store:
+        db = store._conn
+
+        async def write(seqs: range, tag: str) -> None:
+            await store.record_events("run-p", [{"seq": s, "type": "custom", "tag": tag}
+                                                for s in seqs])
+
+        await write(range(0, 10), "a")
+        await write(range(10, 20), "a")
+        await write(range(5, 15), "b")  # rewrites 5..14, across both earlier pieces
+        in_log = [await store.events("run-p"), await store.events("run-p", after_seq=12)]
+        assert [e["tag"] for e in in_log[0]] == ["a"] * 5 + ["b"] * 10 + ["a"] * 5
+        assert [e["seq"] for e in in_log[1]] == list(range(13, 20))
+        with store._folded():
+            pass
+        assert db.execute("SELECT COUNT(*), MIN(last), MAX(last) FROM event_pieces"
+                          ).fetchone() == (3, 9, 19)
+        assert [await store.events("run-p"), await store.events("run-p", after_seq=12)
+                ] == in_log
+        await write(range(18, 22), "c")  # in the log, newer than the folded pieces
+        both = await store.events("run-p")
+        assert [(e["seq"], e["tag"]) for e in both[-4:]] == [(18, "c"), (19, "c"), (20, "c"),
+                                                             (21, "c")]
+        assert await store.compact_events("run-p", 7) == 7  # seqs 0..6, each once
+        assert db.execute("SELECT COUNT(*) FROM event_pieces").fetchone() == (0,)
+        assert await store.events("run-p", after_seq=6) == both[7:]
+        with pytest.raises(EventsCompacted):
+            await store.events("run-p")

@@ -71,7 +71,7 @@ async def test_the_runtimes_steps_store_the_bytes_the_general_commit_stores(
     await _run(tmp_path / "general.db", False, steps)
     plain, general = _rows(tmp_path / "plain.db"), _rows(tmp_path / "general.db")
     assert plain == general
-    assert plain["events"]  # folded pieces
+    assert plain["event_pieces"]  # folded pieces
     assert plain["log"]  # and pieces in the log
 
 

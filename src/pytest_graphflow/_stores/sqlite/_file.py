@@ -18,12 +18,14 @@ import tempfile
 from pathlib import Path
 
 from ...errors import UnsupportedFormat
-from ._migrate import migrate_v1, migrate_v2, migrate_v3, migrate_v4
+from ._migrate import migrate_v1, migrate_v2, migrate_v3, migrate_v4, migrate_v5
 from ._schema import (
     APPLICATION_ID,
+    EVENT_PIECES,
     LAYOUT,
     LAYOUT_V3,
     LAYOUT_V4,
+    LAYOUT_V5,
     LOG,
     PASS_EXISTING,
     PASS_STORE,
@@ -102,9 +104,11 @@ def _identify(path: str, *, shown: str | None = None, readonly: bool = False) ->
             "Upgrade pytest-graphflow to open it."
         )
     expected = {1: V1_CHECKPOINTS, 2: LAYOUT["checkpoints"], 3: LAYOUT["checkpoints"],
-                4: LAYOUT["checkpoints"], SCHEMA_VERSION: LAYOUT["checkpoints"]}.get(version)
+                4: LAYOUT["checkpoints"], 5: LAYOUT["checkpoints"],
+                SCHEMA_VERSION: LAYOUT["checkpoints"]}.get(version)
     if expected is None or tables.get("checkpoints") != expected or (
-        version >= 2 and tables != {4: LAYOUT_V4, SCHEMA_VERSION: LAYOUT}.get(version, LAYOUT_V3)
+        version >= 2 and tables != {4: LAYOUT_V4, 5: LAYOUT_V5,
+                                    SCHEMA_VERSION: LAYOUT}.get(version, LAYOUT_V3)
     ):
         raise file_error(name, f"says schema version {version} but its tables have another "
                          "layout (changed by hand or by another program)",
@@ -132,9 +136,10 @@ def _writable(path: str) -> bool:
     return not os.path.exists(path) or os.access(path, os.W_OK)
 
 
-_READABLE = (2, 3, 4, SCHEMA_VERSION)
-"""Schema versions read as they are (opened read-only: no ``log`` table before version 4,
-so the connection gets an empty one of its own, see :func:`_open_readonly`)."""
+_READABLE = (2, 3, 4, 5, SCHEMA_VERSION)
+"""Schema versions read as they are (opened read-only: no ``log`` table before version 4
+and no ``event_pieces`` before version 6, so the connection gets empty ones of its own, see
+:func:`_open_readonly`)."""
 
 SYNCHRONOUS = ("normal", "full", "off")
 """The values of ``SQLiteCheckpointStore(synchronous=...)`` (SQLite's ``PRAGMA synchronous``)."""
@@ -194,6 +199,8 @@ def open_store(path: str, *, readonly: bool, synchronous: str = "normal"
             migrate_v3(db)
         elif version == 4:
             migrate_v4(db)
+        elif version == 5:
+            migrate_v5(db)
         db.execute(WAITING_INDEX)  # a file written before waiting() gets it (no-op after)
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")
@@ -293,6 +300,10 @@ def _open_readonly(path: str, *, shown: str | None = None) -> sqlite3.Connection
             # a file before schema version 4 has no log: an empty one of the connection's
             # own (in its temporary database; the file is not touched) reads the same
             db.execute(LOG.replace("TABLE IF NOT EXISTS", "TEMP TABLE", 1))
+        if db.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = 'event_pieces'"
+                      ).fetchone()[0] == 0:
+            # nor event_pieces before version 6 (its index is not needed: it stays empty)
+            db.execute(EVENT_PIECES[0].replace("TABLE IF NOT EXISTS", "TEMP TABLE", 1))
     except sqlite3.Error as exc:
         db.close()
         raise file_error(name, f"cannot be read read-only ({exc}): SQLite cannot open it or "

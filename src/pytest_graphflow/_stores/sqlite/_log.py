@@ -12,7 +12,7 @@ from ..._records._checks import check_id
 from .. import _claims as rules
 from .._args import check_events, check_run_record
 from .._wire import event_row
-from ._tail import put_piece, tail_events
+from ._tail import folded_events, put_piece, tail_events, unpack_events
 from ._tx import SQLiteTransactions
 
 __all__ = ["SQLiteLog"]
@@ -78,12 +78,14 @@ class SQLiteLog(SQLiteTransactions):
             with self._reading(self._conn):  # both tables as of one moment
                 rows = self._conn.execute("SELECT seq, data FROM events WHERE run_id = ? AND "
                                           "seq >= ? ORDER BY seq", (run_id, first)).fetchall()
-                tail = tail_events(self._conn, run_id)
+                tail = folded_events(self._conn, run_id, first)
+                tail += tail_events(self._conn, run_id)
         except sqlite3.ProgrammingError:
             raise
         except sqlite3.Error as exc:
             raise self._failure(exc) from None
-        if tail:  # the log's pieces are newer: a seq they hold replaces the indexed one
+        if tail:  # the folded pieces, then the log's, are newer: a seq they hold replaces
+            # the one before
             merged = dict(rows)
             merged.update((seq, data) for _, seq, _, data in tail if seq >= first)
             rows = sorted(merged.items())
@@ -99,6 +101,7 @@ class SQLiteLog(SQLiteTransactions):
         with self._folded() as db:
             if before <= self._earliest(db, run_id):
                 return 0
+            unpack_events(db, run_id)  # the run's events one a row: counted and deleted by seq
             db.execute("INSERT OR REPLACE INTO event_compactions VALUES (?, ?)", (run_id, before))
             removed: int = db.execute("DELETE FROM events WHERE run_id = ? AND seq < ?",
                                       (run_id, before)).rowcount

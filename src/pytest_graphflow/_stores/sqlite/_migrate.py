@@ -1,5 +1,10 @@
-"""Migrating a store file of schema version 1, 2, 3 or 4 to the current layout, in one
+"""Migrating a store file of schema version 1, 2, 3, 4 or 5 to the current layout, in one
 transaction.
+
+Version 5 has every table of version 6 but ``event_pieces`` (the folded pieces' events, one
+row a piece, see :mod:`._tail`): :func:`migrate_v5` adds it, empty, and nothing else moves
+(the events folded before stay in ``events``, where they read as before). Every migration
+adds it (:func:`_migration`).
 
 Version 4 has a ``log`` of 16 slots; version 5 one of 64, whose rows say so (``slots``):
 :func:`migrate_v4` folds the log into the indexed tables (where its pieces read exactly as
@@ -27,10 +32,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ._rows import PathWriter
-from ._schema import APPLICATION_ID, EVENTS_V3, LOG, SCHEMA_VERSION, create_statements
+from ._schema import (
+    APPLICATION_ID,
+    EVENT_PIECES,
+    EVENTS_V3,
+    LOG,
+    SCHEMA_VERSION,
+    create_statements,
+)
 from ._tail import fold
 
-__all__ = ["migrate_v1", "migrate_v2", "migrate_v3", "migrate_v4"]
+__all__ = ["migrate_v1", "migrate_v2", "migrate_v3", "migrate_v4", "migrate_v5"]
 
 _OLD_INDEXES = ("checkpoints_run", "checkpoints_thread", "checkpoints_order",
                 "checkpoint_nodes_run")
@@ -102,9 +114,18 @@ def migrate_v4(db: sqlite3.Connection) -> None:
     folded into the indexed tables, and the log of version 5, empty."""
     with _migration(db, "4") as mine:
         if mine:
+            for statement in EVENT_PIECES:  # where the fold puts the events
+                db.execute(statement)
             fold(db, erase=True)
             db.execute("DROP TABLE log")
             db.execute(LOG)
+
+
+def migrate_v5(db: sqlite3.Connection) -> None:
+    """Rewrite the version-5 store open on ``db`` in the current layout: add the empty
+    ``event_pieces`` table (done by :func:`_migration`)."""
+    with _migration(db, "5"):
+        pass
 
 
 @contextmanager
@@ -112,14 +133,16 @@ def _migration(db: sqlite3.Connection, version: str, *, unversioned: bool = Fals
                ) -> Iterator[bool]:
     """One migration's write transaction: yields whether the file is still at ``version``
     (a file with no version too, when ``unversioned``); else another process migrated it and
-    there is nothing to do. On success the file is stamped with the current version and
-    committed; on any error rolled back, as it was."""
+    there is nothing to do. On success the file gets ``event_pieces`` (schema version 6), is
+    stamped with the current version and committed; on any error rolled back, as it was."""
     db.execute("BEGIN IMMEDIATE")
     try:
         row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         mine = unversioned if row is None else row[0] == version
         yield mine
         if mine:
+            for statement in EVENT_PIECES:
+                db.execute(statement)
             db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                        (str(SCHEMA_VERSION),))
     except BaseException:

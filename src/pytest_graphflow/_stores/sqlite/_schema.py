@@ -9,9 +9,11 @@ from ...errors import StoreFileError
 __all__ = [
     "APPLICATION_ID",
     "EVENTS_V3",
+    "EVENT_PIECES",
     "LAYOUT",
     "LAYOUT_V3",
     "LAYOUT_V4",
+    "LAYOUT_V5",
     "LOG",
     "SCHEMA_VERSION",
     "V1_CHECKPOINTS",
@@ -21,15 +23,16 @@ __all__ = [
     "layout",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The layout of the tables this build writes and reads (1: before incremental paths; 2: a
 path segment per checkpoint, no tail in the row, events in a ``WITHOUT ROWID`` table; 3:
 rows keep their path's tail, see :mod:`._rows`, and events are a rowid table with a
 ``(run_id, seq)`` index; 4: the ``log`` table, see :mod:`._tail`, of 16 slots; 5: the log
 has 64 slots, and each of its rows says so in ``slots``, a column without a default, so a
 build that writes version 4 fails to write into it rather than overwrite a piece not folded
-yet). Versions 2 and 3 have the same columns; version 4 adds one table, version 5 a column
-of it.
+yet; 6: a fold moves a piece's events into ``event_pieces`` whole, see :mod:`._tail`).
+Versions 2 and 3 have the same columns; version 4 adds one table, version 5 a column of it,
+version 6 one table and its index.
 
 Why events have a row id: an event's JSON (a few hundred bytes) is too big for a ``WITHOUT
 ROWID`` b-tree, whose interior pages hold whole rows; a step's events then touched four
@@ -125,6 +128,14 @@ CREATE TABLE IF NOT EXISTS log (
     events TEXT,
     slots INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS event_pieces (
+    seq INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    last INTEGER NOT NULL,
+    ev_keys TEXT NOT NULL,
+    events TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS event_pieces_run ON event_pieces (run_id, last);
 CREATE TABLE IF NOT EXISTS claims (
     thread_id TEXT PRIMARY KEY,
     run_id TEXT,
@@ -146,6 +157,10 @@ EVENTS_V3 = next(s for s in _SCHEMA.split(";") if "TABLE IF NOT EXISTS events " 
 LOG = next(s for s in _SCHEMA.split(";") if "TABLE IF NOT EXISTS log " in s).strip()
 """The statement that creates the ``log`` table (schema version 5): the pieces written since
 the last fold, without an index (see :mod:`._tail`)."""
+
+EVENT_PIECES = [s.strip() for s in _SCHEMA.split(";") if "event_pieces" in s]
+"""The statements that create the ``event_pieces`` table and its index (schema version 6):
+the folded pieces' events as the log kept them, one row a piece (see :mod:`._tail`)."""
 
 V1_CHECKPOINTS = ["id", "run_id", "thread_id", "graph_id", "node_id", "node_ids", "step",
                    "timestamp", "ts_us", "save_order", "status", "tenant_id", "format_version",
@@ -182,10 +197,13 @@ def _expected_layout() -> dict[str, list[str]]:
 LAYOUT = _expected_layout()
 """The tables of a store file of this schema version and their columns."""
 
-LAYOUT_V3 = {table: columns for table, columns in LAYOUT.items() if table != "log"}
+LAYOUT_V5 = {table: columns for table, columns in LAYOUT.items() if table != "event_pieces"}
+"""The tables of a file of schema version 5 (no ``event_pieces``)."""
+
+LAYOUT_V3 = {table: columns for table, columns in LAYOUT_V5.items() if table != "log"}
 """The tables of a file of schema version 2 or 3 (no ``log``)."""
 
-LAYOUT_V4 = {**LAYOUT, "log": [c for c in LAYOUT["log"] if c != "slots"]}
+LAYOUT_V4 = {**LAYOUT_V5, "log": [c for c in LAYOUT["log"] if c != "slots"]}
 """The tables of a file of schema version 4 (its ``log`` has no ``slots``)."""
 
 

@@ -39,7 +39,7 @@ from ._log import SQLiteLog
 from ._plain import plain_rows
 from ._rows import SELECT, PathWriter, decode, encode, with_tail
 from ._schema import SCHEMA_VERSION
-from ._tail import FOLD_AT, LIVE, PUT_NEW, Piece, put_piece
+from ._tail import FOLD_AT, LIVE, PUT_NEW, Piece, put_piece, unpack_events
 
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
 
@@ -679,6 +679,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
             events = records = artifacts = 0
             for run in runs:
                 self._gc_paths(db, run, sorted({p for r, p in paths if r == run and p}))
+                unpack_events(db, run)  # one row an event: counted as they are deleted
                 events += db.execute("DELETE FROM events WHERE run_id = ?", (run,)).rowcount
                 db.execute("DELETE FROM event_compactions WHERE run_id = ?", (run,))
                 records += db.execute("DELETE FROM runs WHERE run_id = ?", (run,)).rowcount

@@ -6,18 +6,22 @@ commit. Now a piece (a step's checkpoint with the events that report it, or even
 one row of ``log``, a table of :data:`FOLD_AT` slots and no index, rewritten in place: a
 commit writes one page of it, plus the run record when that changes. When a piece would
 overwrite a slot that holds a piece not folded yet, the commit first folds the log: it moves
-the pieces into the indexed tables (``checkpoints``, ``events``) in bulk, where a few pages
-per index take many rows at once, and marks them folded (``meta.log_folded``, the last folded
+the pieces into the indexed tables in bulk, where a few pages per index take many rows at
+once (the checkpoints into ``checkpoints``; since schema version 6 each piece's events whole,
+as one row of ``event_pieces``), and marks them folded (``meta.log_folded``, the last folded
 seq). A plain chain then writes 2.7-2.8 pages a step. Slots are reused, never deleted, so the
 log's pages are not freed and allocated again (which writes the free list and the file's
 header at each turn).
 
 The log never holds more than :data:`FOLD_AT` live pieces, so reading it whole costs a
 bounded amount: every read looks at the indexed tables (as before) and at the log's live
-rows, which are the newer ones. A checkpoint id is in one place only (saving it again removes
-the older row wherever it is). Operations that change many rows (delete, prune, fork, thread
-deletion, compaction, vacuum) fold the log first, in their own transaction, and then work on
-the indexed tables alone. A reader that cannot write (``readonly=True``, the ``graphflow``
+rows, which are the newer ones. A run's events are read from ``events`` (one row an event:
+those folded before schema version 6, and those of a run compacted since), then from
+``event_pieces``, then from the log, each newer than the one before. A checkpoint id is in
+one place only (saving it again removes the older row wherever it is). Operations that
+change many rows (delete, prune, fork, thread deletion, compaction, vacuum) fold the log
+first, in their own transaction, and then work on the indexed tables alone. A reader that
+cannot write (``readonly=True``, the ``graphflow``
 command) reads the log as it is.
 """
 
@@ -29,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 __all__ = ["FOLDED", "FOLD_AT", "LIVE", "LOG_COLUMNS", "PLACE", "PUT_NEW", "Piece", "fold",
-           "put_piece", "tail_events"]
+           "folded_events", "put_piece", "tail_events", "unpack_events"]
 
 FOLD_AT = 64
 """Slots of the log: pieces it holds before a commit folds them into the indexed tables
@@ -126,41 +130,71 @@ def _events_of(pieces: list[tuple[str, str, str]]) -> list[_EventRow]:
 
 def fold(db: sqlite3.Connection, done: int | None = None, *, erase: bool = False
          ) -> int | None:
-    """Move the log's live pieces into the indexed tables, oldest first (a later piece's
-    event of the same seq replaces an earlier one, as the log's readers see it), and mark
-    them folded; ``erase``: then delete the log's rows (the folded pieces stay in the slots
-    until overwritten, so an operation that deletes data erases them). ``done``: the last
-    seq folded, when the caller read it in this transaction. In the caller's transaction.
+    """Move the log's live pieces into the indexed tables, oldest first, and mark them
+    folded: their checkpoints into ``checkpoints``, their events whole into
+    ``event_pieces`` (one row a piece, as the log keeps them; a later piece's event of the
+    same seq replaces an earlier one when read, as in the log); ``erase``: then delete the
+    log's rows (the folded pieces stay in the slots until overwritten, so an operation that
+    deletes data erases them). ``done``: the last seq folded, when the caller read it in
+    this transaction. In the caller's transaction. Two statements copy the rows: nothing
+    is read into Python.
 
     Returns:
         The last seq folded after it (``None`` when nothing was live and ``done`` was not
         given).
     """
     if done is None:
-        pieces = db.execute(f"SELECT seq, run_id, ev_keys, events FROM log WHERE {LIVE} "
-                            "ORDER BY seq").fetchall()
+        done = db.execute(f"SELECT {FOLDED}").fetchone()[0]
+        given = False
     else:
-        pieces = db.execute("SELECT seq, run_id, ev_keys, events FROM log WHERE seq > ? "
-                            "ORDER BY seq", (done,)).fetchall()
-    if not pieces:
+        given = True
+    (last,) = db.execute("SELECT MAX(seq) FROM log WHERE seq > ?", (done,)).fetchone()
+    if last is None:
         if erase:
             db.execute("DELETE FROM log")
-        return done
-    # The checkpoints are copied by SQLite itself; the events are split here.
+        return done if given else None
     db.execute(
         "INSERT INTO checkpoints (seq, run_id, id, thread_id, ts_us, node_id, status, "
         "tenant_id, graph_id, step, timestamp, format_version, path_id, path_len, data) "
         f"SELECT seq, run_id, {LOG_COLUMNS} FROM log WHERE id IS NOT NULL AND seq > ? "
-        "ORDER BY seq", (pieces[0][0] - 1,))
-    events = _events_of([(run_id, keys, text) for _, run_id, keys, text in pieces
-                         if text is not None])
+        "ORDER BY seq", (done,))
+    db.execute(_FOLD_EVENTS, (done,))
+    if erase:
+        db.execute("DELETE FROM log")
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('log_folded', ?)", (str(last),))
+    return int(last)
+
+
+_FOLD_EVENTS = (
+    "INSERT INTO event_pieces (seq, run_id, last, ev_keys, events) SELECT seq, run_id, "
+    "(SELECT MAX(json_extract(value, '$[0]')) FROM json_each(ev_keys)), ev_keys, events "
+    "FROM log WHERE events IS NOT NULL AND seq > ? ORDER BY seq")
+"""Copy the log's pieces with events after seq ``?`` into ``event_pieces``; ``last``: the
+highest seq of a piece's events (what a read from a seq on looks for)."""
+
+
+def folded_events(db: sqlite3.Connection, run_id: str, first: int) -> list[_EventRow]:
+    """The events of ``run_id`` in ``event_pieces`` from pieces holding an event of
+    ``seq >= first`` (oldest piece first; the pieces' other events too: the caller filters)."""
+    return _events_of([(run_id, keys, text) for keys, text in db.execute(
+        "SELECT ev_keys, events FROM event_pieces WHERE run_id = ? AND last >= ? "
+        "ORDER BY seq", (run_id, first))])
+
+
+def unpack_events(db: sqlite3.Connection, run_id: str) -> None:
+    """Move the folded pieces of ``run_id`` from ``event_pieces`` into ``events``, one row
+    an event, oldest piece first (a later event of the same seq replaces an earlier one):
+    for operations that count or delete a run's events by seq (compaction, thread
+    deletion). The log must be folded. In the caller's transaction."""
+    events = folded_events(db, run_id, _NO_SEQ)
     if events:
         db.executemany("INSERT OR REPLACE INTO events (run_id, seq, type, data) "
                        "VALUES (?, ?, ?, ?)", events)
-    if erase:
-        db.execute("DELETE FROM log")
-    db.execute("INSERT OR REPLACE INTO meta VALUES ('log_folded', ?)", (str(pieces[-1][0]),))
-    return int(pieces[-1][0])
+        db.execute("DELETE FROM event_pieces WHERE run_id = ?", (run_id,))
+
+
+_NO_SEQ = -(2 ** 63)
+"""Below every event's seq."""
 
 
 def tail_events(db: sqlite3.Connection, run_id: str) -> list[_EventRow]:
