@@ -57,6 +57,12 @@ _UNASKED: Any = object()
 """``LeanSteps.sink`` not asked of the store yet."""
 
 _ROUTE_KEYS = (str, int, bool)
+
+_TASK_TEMPLATE: dict[str, Any] = {"task_id": None, "node": None, "item": None,
+                                  "has_item": False, "checkpoint_id_before": None,
+                                  "failure": None}
+"""A plain task's fields (``Numbering.new_task``'s, in its order): the lean step copies it
+and sets the id and the node."""
 """Types of a route's pick looked up in a branch's mapping without ``_pick``."""
 
 
@@ -332,7 +338,9 @@ class LeanSteps:
         persist = self.persist
         times = StepTimes() if persist is not None else None
         run_id = leg.run_id
-        hexid = numbers.hex
+        # The ids' constant heads: a task's id and a checkpoint's are the head and the
+        # counter (what ``f"task-{hex}-{counter}"`` gives, one part fewer to format).
+        task_head, cp_head = f"task-{numbers.hex}-", f"cp-{numbers.hex}-"
         task_fields = _TASK_FIELDS
         wall, owns = leg.wall_clock, self.owns_entropy
         # A virtual clock's time moves only when something moves it (never between a
@@ -502,12 +510,15 @@ class LeanSteps:
                 counter = numbers.task_counter
                 for node in scheduled:
                     counter += 1
-                    task_id = f"task-{hexid}-{counter}"
+                    task_id = f"{task_head}{counter}"
                     pairs += (task_id, node)
                     task = _new(TaskRecord)
-                    _set_dict(task, {
-                        "task_id": task_id, "node": node, "item": None,
-                        "has_item": False, "checkpoint_id_before": None, "failure": None})
+                    # The plain task's fields, copied from their template (a copy of a dict
+                    # costs less than a literal of six keys; the same keys, in order).
+                    tdata = dict(_TASK_TEMPLATE)
+                    tdata["task_id"] = task_id
+                    tdata["node"] = node
+                    _set_dict(task, tdata)
                     _set_fields_set(task, task_fields)
                     _set_extra(task, None)
                     _set_private(task, None)
@@ -515,7 +526,7 @@ class LeanSteps:
                 numbers.task_counter = counter
                 if saving:
                     numbers.cp_counter = counter = numbers.cp_counter + 1
-                    cid = f"cp-{hexid}-{counter}"
+                    cid = f"{cp_head}{counter}"
                 else:
                     cid = None
                 if owned:
