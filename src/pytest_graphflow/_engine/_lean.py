@@ -368,9 +368,9 @@ class LeanSteps:
         copied: Any = None  # the copy of the leg's answers the last step saved, and their
         copied_count = 0    # number then
         try:
+            name = record.node  # the step's node and its facts (the next step's: set
+            fact = facts[name]  # where the loop decides to go on)
             while True:
-                name = record.node
-                fact = facts[name]
                 state = pos.state
                 model = pos.model
                 if model is not None:
@@ -664,12 +664,14 @@ class LeanSteps:
                         if held >= claim.ttl / 3:
                             return None
                     seen = now
-                if before and record.node in before:
+                # ``node``: the next task's (the one scheduled), read without its record
+                if before and node in before:
                     return None
-                spec = nodes[record.node]
-                if spec.is_async or spec.retry is not None or (
-                        persist is not None and spec.effect == "external"):
+                fact = facts[node]
+                if fact[5] or (persist is not None and fact[6]):
                     return None  # (an external task's start is recorded before it runs)
+                spec = nodes[node]
+                name = node
                 progress.supersteps += 1
         finally:
             if tokens is not None:
@@ -708,10 +710,12 @@ def _unset(tokens: tuple[Any, Any, Any] | None) -> None:
 
 def _facts(graph: CompiledGraph) -> dict[str, tuple[Any, ...]]:
     """What the lean step reads of each node of ``graph``, worked out once per graph:
-    ``(targets, branches, (events, scheduled), joins_from, fast)`` — its static targets, its
-    branches (``None``: none), the events and next nodes of a step through its static
-    edges, whether a join waits for it, and the types of the values each key it may write
-    takes as they are (``None``: the schema is not plain)."""
+    ``(targets, branches, (events, scheduled), joins_from, fast, held, external)`` — its
+    static targets, its branches (``None``: none), the events and next nodes of a step
+    through its static edges, whether a join waits for it, the types of the values each
+    key it may write takes as they are (``None``: the schema is not plain), whether it
+    cannot run inline (async, or with retries: ``held``), and whether its effect is
+    ``external``."""
     found: dict[str, tuple[Any, ...]] | None = graph.__dict__.get("_lean_facts")
     if found is None:
         found = graph.__dict__["_lean_facts"] = {
@@ -741,8 +745,10 @@ def _node_facts(graph: CompiledGraph, name: str) -> tuple[Any, ...]:
                 continue
             fast[key] = scalars & codec.passes[key] if key in codec.checked_on_write \
                 else scalars
+    spec = nodes[name]
     return (targets, graph.branches.get(name) or None, (2 + len(targets), scheduled),
-            bool(graph.joins_from.get(name)), fast)
+            bool(graph.joins_from.get(name)), fast, spec.is_async or spec.retry is not None,
+            spec.effect == "external")
 
 
 async def _routes(graph: CompiledGraph, out: Outcome, picked: Any, branches: Sequence[Branch],
