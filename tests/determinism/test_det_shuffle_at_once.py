@@ -80,12 +80,15 @@ def _shuffle_calls(width: int) -> int:
 
 
 def test_a_wide_shuffle_makes_the_same_few_calls_at_any_width() -> None:
-    """Drawn at once, a shuffle of 100 or 10,000 items makes 8 calls (the lanes made: the
-    shuffle, its draws, three conversions; kept: 5), not one a draw."""
-    _shuffle_calls(100)
+    """Drawn at once, a shuffle of 100, 1,000 or 10,000 items makes 8 calls (the lanes
+    made: the shuffle, its draws, three conversions), 5 with the lanes kept from the shuffle
+    before (up to ``_KEEP_LANES`` wide), not one a draw."""
+    assert _shuffle_calls(100) <= 8
     assert _shuffle_calls(100) <= 5  # the lanes kept from the call before
+    assert _shuffle_calls(1_000) <= 8
+    assert _shuffle_calls(1_000) <= 5
     assert _shuffle_calls(10_000) <= 8
-    assert _shuffle_calls(10_000) <= 5
+    assert _shuffle_calls(10_000) <= 8  # too wide to keep
 
 
 def test_a_fan_out_of_100_starts_its_tasks_in_the_reference_order() -> None:
