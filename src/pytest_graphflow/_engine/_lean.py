@@ -57,13 +57,13 @@ _UNASKED: Any = object()
 """``LeanSteps.sink`` not asked of the store yet."""
 
 _ROUTE_KEYS = (str, int, bool)
+"""Types of a route's pick looked up in a branch's mapping without ``_pick``."""
 
 _TASK_TEMPLATE: dict[str, Any] = {"task_id": None, "node": None, "item": None,
                                   "has_item": False, "checkpoint_id_before": None,
                                   "failure": None}
 """A plain task's fields (``Numbering.new_task``'s, in its order): the lean step copies it
 and sets the id and the node."""
-"""Types of a route's pick looked up in a branch's mapping without ``_pick``."""
 
 
 def lean_leg(run: RunState) -> bool:
