@@ -415,6 +415,42 @@ def test_each_task_sees_its_own_context_and_the_run_after_sees_none() -> None:
     assert CURRENT_TASK.get() is None
 
 
+def test_a_batch_builds_each_context_as_its_class_does(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """The lean batch builds each task's ``NodeContext`` without its ``__init__`` (no frame
+    a task): each holds what the class would have put in it, slot for slot."""
+    from pytest_graphflow._graph._node import NodeContext
+
+    seen: list[tuple[NodeContext, dict[str, Any]]] = []
+
+    def slots(obj: object) -> dict[str, Any]:
+        names = {n for klass in type(obj).__mro__ for n in getattr(klass, "__slots__", ())}
+        return {n: getattr(obj, n) for n in sorted(names)}
+
+    def worker(s: S, ctx: NodeContext) -> dict[str, Any]:
+        seen.append((ctx, slots(ctx)))
+        return {"log": [1]}
+
+    made = []
+    init = NodeContext.__init__
+
+    def counted(self: NodeContext, *args: Any) -> None:
+        made.append(args)
+        init(self, *args)
+
+    monkeypatch.setattr(NodeContext, "__init__", counted)
+    result = GraphRuntime(clock=VirtualClock(), seed=0).invoke(_fan([worker] * WIDTH), {})
+    assert result.status == "completed"
+    assert made == []  # every context the batch's own
+    monkeypatch.setattr(NodeContext, "__init__", init)
+    assert len(seen) == WIDTH
+    for ctx, got in seen:
+        assert type(ctx) is NodeContext
+        assert ctx.step == 1
+        assert got == slots(NodeContext(got["_leg"], got["_record"], got["step"],
+                                        got["_visited"]))
+
+
 def test_an_expansion_and_a_static_target_come_out_in_declared_order() -> None:
     """Seed 000: a batch's tasks are in declared node order, an expansion's in its items'
     order, whichever order the commit made them in."""

@@ -179,10 +179,9 @@ class BatchRunner:
         tasks = pos.tasks
         nodes = run.spec.graph.nodes
         names = list(map(_NODE, tasks))
-        for name in dict.fromkeys(names):  # run.runs_inline on a lean leg (no hooks), per node
-            spec = nodes[name]
-            if spec.is_async or spec.retry is not None:
-                return None
+        # run.runs_inline on a lean leg (no hooks), per node: one look for the batch
+        if not _inline_nodes(run.spec.graph).issuperset(names):
+            return None
         specs = list(map(nodes.__getitem__, names))
         order = list(range(len(tasks)))
         seed = run.spec.seed
@@ -282,7 +281,21 @@ class BatchRunner:
                     started[i] = started_at
                     finished[i] = now() if done_at is None else done_at
                     continue
-                ctx = NodeContext(run, record, step, visited)
+                # NodeContext(run, record, step, visited), inline: its slots set as its
+                # __init__ sets them, without the class call's __init__ frame (as the lean
+                # step makes it).
+                ctx = _new(NodeContext)
+                ctx._leg = run
+                ctx._record = record
+                ctx.step = step
+                ctx.attempt = 1
+                ctx._visited = visited
+                ctx._used = None
+                ctx._custom = []
+                ctx._rng = None
+                ctx._erng = None
+                ctx._artifacts = []
+                ctx._tool = None
                 token: Any = CURRENT_TASK.set(ctx)
                 if t_task is None:
                     t_task = token
@@ -313,11 +326,12 @@ class BatchRunner:
                     for key in result:
                         value = result[key]
                         kind = type(value)
-                        if key in scalars and kind in scalars[key] \
-                                and (kind is not str or value.isascii()):
-                            patch[key] = value
-                            continue
-                        if kind is list and key in lists:
+                        if kind is not list:  # (a list is never one of the scalars)
+                            if key in scalars and kind in scalars[key] \
+                                    and (kind is not str or value.isascii()):
+                                patch[key] = value
+                                continue
+                        elif key in lists:
                             passes = lists[key]
                             for item in value:
                                 kind = type(item)
@@ -653,6 +667,17 @@ def _facts(graph: CompiledGraph) -> dict[str, _Facts]:
     if found is None:
         found = graph.__dict__["_batch_facts"] = {
             name: _node_facts(graph, name) for name in graph.nodes}
+    return found
+
+
+def _inline_nodes(graph: CompiledGraph) -> frozenset[str]:
+    """The nodes of ``graph`` a lean leg (no hooks) runs inline: sync, without retries
+    (``RunState.runs_inline``'s answer there), worked out once per graph."""
+    found: frozenset[str] | None = graph.__dict__.get("_batch_inline")
+    if found is None:
+        found = graph.__dict__["_batch_inline"] = frozenset(
+            name for name, spec in graph.nodes.items()
+            if not spec.is_async and spec.retry is None)
     return found
 
 

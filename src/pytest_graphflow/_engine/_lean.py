@@ -59,6 +59,12 @@ _UNASKED: Any = object()
 _ROUTE_KEYS = (str, int, bool)
 """Types of a route's pick looked up in a branch's mapping without ``_pick``."""
 
+_TASK_TEMPLATE: dict[str, Any] = {"task_id": None, "node": None, "item": None,
+                                  "has_item": False, "checkpoint_id_before": None,
+                                  "failure": None}
+"""A plain task's fields (``Numbering.new_task``'s, in its order): the lean step copies it
+and sets the id and the node."""
+
 
 def lean_leg(run: RunState) -> bool:
     """Whether the leg's single-task supersteps may take the lean step: nobody reads its
@@ -332,7 +338,9 @@ class LeanSteps:
         persist = self.persist
         times = StepTimes() if persist is not None else None
         run_id = leg.run_id
-        hexid = numbers.hex
+        # The ids' constant heads: a task's id and a checkpoint's are the head and the
+        # counter (what ``f"task-{hex}-{counter}"`` gives, one part fewer to format).
+        task_head, cp_head = f"task-{numbers.hex}-", f"cp-{numbers.hex}-"
         task_fields = _TASK_FIELDS
         wall, owns = leg.wall_clock, self.owns_entropy
         # A virtual clock's time moves only when something moves it (never between a
@@ -360,9 +368,9 @@ class LeanSteps:
         copied: Any = None  # the copy of the leg's answers the last step saved, and their
         copied_count = 0    # number then
         try:
+            name = record.node  # the step's node and its facts (the next step's: set
+            fact = facts[name]  # where the loop decides to go on)
             while True:
-                name = record.node
-                fact = facts[name]
                 state = pos.state
                 model = pos.model
                 if model is not None:
@@ -502,12 +510,15 @@ class LeanSteps:
                 counter = numbers.task_counter
                 for node in scheduled:
                     counter += 1
-                    task_id = f"task-{hexid}-{counter}"
+                    task_id = f"{task_head}{counter}"
                     pairs += (task_id, node)
                     task = _new(TaskRecord)
-                    _set_dict(task, {
-                        "task_id": task_id, "node": node, "item": None,
-                        "has_item": False, "checkpoint_id_before": None, "failure": None})
+                    # The plain task's fields, copied from their template (a copy of a dict
+                    # costs less than a literal of six keys; the same keys, in order).
+                    tdata = dict(_TASK_TEMPLATE)
+                    tdata["task_id"] = task_id
+                    tdata["node"] = node
+                    _set_dict(task, tdata)
                     _set_fields_set(task, task_fields)
                     _set_extra(task, None)
                     _set_private(task, None)
@@ -515,7 +526,7 @@ class LeanSteps:
                 numbers.task_counter = counter
                 if saving:
                     numbers.cp_counter = counter = numbers.cp_counter + 1
-                    cid = f"cp-{hexid}-{counter}"
+                    cid = f"{cp_head}{counter}"
                 else:
                     cid = None
                 if owned:
@@ -653,12 +664,14 @@ class LeanSteps:
                         if held >= claim.ttl / 3:
                             return None
                     seen = now
-                if before and record.node in before:
+                # ``node``: the next task's (the one scheduled), read without its record
+                if before and node in before:
                     return None
-                spec = nodes[record.node]
-                if spec.is_async or spec.retry is not None or (
-                        persist is not None and spec.effect == "external"):
+                fact = facts[node]
+                if fact[5] or (persist is not None and fact[6]):
                     return None  # (an external task's start is recorded before it runs)
+                spec = nodes[node]
+                name = node
                 progress.supersteps += 1
         finally:
             if tokens is not None:
@@ -697,10 +710,12 @@ def _unset(tokens: tuple[Any, Any, Any] | None) -> None:
 
 def _facts(graph: CompiledGraph) -> dict[str, tuple[Any, ...]]:
     """What the lean step reads of each node of ``graph``, worked out once per graph:
-    ``(targets, branches, (events, scheduled), joins_from, fast)`` — its static targets, its
-    branches (``None``: none), the events and next nodes of a step through its static
-    edges, whether a join waits for it, and the types of the values each key it may write
-    takes as they are (``None``: the schema is not plain)."""
+    ``(targets, branches, (events, scheduled), joins_from, fast, held, external)`` — its
+    static targets, its branches (``None``: none), the events and next nodes of a step
+    through its static edges, whether a join waits for it, the types of the values each
+    key it may write takes as they are (``None``: the schema is not plain), whether it
+    cannot run inline (async, or with retries: ``held``), and whether its effect is
+    ``external``."""
     found: dict[str, tuple[Any, ...]] | None = graph.__dict__.get("_lean_facts")
     if found is None:
         found = graph.__dict__["_lean_facts"] = {
@@ -730,8 +745,10 @@ def _node_facts(graph: CompiledGraph, name: str) -> tuple[Any, ...]:
                 continue
             fast[key] = scalars & codec.passes[key] if key in codec.checked_on_write \
                 else scalars
+    spec = nodes[name]
     return (targets, graph.branches.get(name) or None, (2 + len(targets), scheduled),
-            bool(graph.joins_from.get(name)), fast)
+            bool(graph.joins_from.get(name)), fast, spec.is_async or spec.retry is not None,
+            spec.effect == "external")
 
 
 async def _routes(graph: CompiledGraph, out: Outcome, picked: Any, branches: Sequence[Branch],
