@@ -109,8 +109,10 @@ class SeededIds:
                 first = _first_hexes[self._seed] = (IdSource(self._seed), [])
             made = first[1]
             self._n = n + 1
-            if n < len(made):
-                return made[n]
+            try:
+                return made[n]  # (no len() call: made already, the usual case)
+            except IndexError:
+                pass
             source = first[0]
             while len(made) <= n:  # (one turn, unless the cache was cleared meanwhile)
                 made += (source.run_hex(),)  # (not append: no call)
