@@ -217,8 +217,9 @@ class Legs:
         explicit = thread_id is not None
         if thread_id is None:
             thread_id = f"thread-{token}"
-            base = (None if patch else graph.codec.defaults()) \
-                or graph.codec.dump(validate_state(graph, patch))
+            codec = graph.codec
+            base = (codec.started(patch) if patch else codec.defaults()) \
+                or codec.dump(validate_state(graph, patch))
             claim = await self.claim(thread_id, run_id, tenant)
         else:
             # A live run holding the thread is ThreadBusy, whatever the thread's checkpoints
@@ -272,8 +273,9 @@ class Legs:
             else:  # the thread's state was validated as it was written: only the input is
                 base = graph.codec.validate(base, [("<input>", patch)])[0]
         else:
-            base = (None if patch else graph.codec.defaults()) \
-                or graph.codec.dump(validate_state(graph, patch))
+            codec = graph.codec
+            base = (codec.started(patch) if patch else codec.defaults()) \
+                or codec.dump(validate_state(graph, patch))
         return base
 
     async def resolve(self, ref: str, tenant: str | None, *, kept: bool = False
