@@ -98,15 +98,16 @@ _COUNT = textwrap.dedent('''
 
 
 def test_a_run_s_fixed_cost_stays_down() -> None:
-    """A one-node run makes at most 150 Python calls (519 before issue 29's third pass, 336
-    after it, 175 after its fifth, 140 after its sixth) and an interrupt round trip at most
-    375 (1,271, then 888, 474, 352)."""
+    """A one-node run makes at most 145 Python calls (519 before issue 29's third pass, 336
+    after it, 175 after its fifth, 140 after its sixth, 138 -> 135 once ``run_options`` set
+    every option a leg reads, so the leg reads them without ``dict.get``) and an interrupt
+    round trip at most 360 (1,271, then 888, 474, 352, 339 -> 332)."""
     found = subprocess.run([sys.executable, "-c", _COUNT], capture_output=True, text=True,
                            timeout=120, check=False)
     assert found.returncode == 0, found.stderr
     one_node, round_trip = map(int, found.stdout.split())
-    assert one_node <= 150, one_node
-    assert round_trip <= 375, round_trip
+    assert one_node <= 145, one_node
+    assert round_trip <= 360, round_trip
 
 
 class S(BaseModel):
@@ -278,3 +279,17 @@ def test_a_flat_dict_s_json_value_is_what_the_general_walk_gives(value: dict[Any
         assert type(got) is type(expected)
         if type(got) is dict:
             assert got is not value
+
+
+@pytest.mark.parametrize("options", [{}, {"timeout": 5.0}, {"cancel_at": "node_end:a"}])
+def test_run_options_set_every_option_a_leg_reads(options: dict[str, object]) -> None:
+    """A leg reads its options by key, without ``dict.get`` (``Legs.start``,
+    ``_prepare_resume``): both of ``run_options``' ways set each, the usual call's included,
+    with the defaults a call that sets none runs with."""
+    from pytest_graphflow._engine._options import run_options
+
+    opts = run_options(GraphRuntime(clock=VirtualClock(), seed=0), options)
+    assert opts["record_events"] is True
+    assert opts["recover"] is None
+    assert opts["cancel_after"] is None
+    assert (opts["cancel_at"] is None) == ("cancel_at" not in options)  # (else its matcher)

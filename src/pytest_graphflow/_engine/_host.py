@@ -76,13 +76,17 @@ class LegHost(RunDefaults, Protocol):
 _FIRST_HEXES = 4
 """Run ids of a seed kept ready (a runtime mostly runs a few runs): the first ones."""
 
-_first_hexes: dict[int, tuple[str, ...]] = {}
+_first_hexes: dict[int, tuple[IdSource, list[str]]] = {}
+"""Each seed's first run ids made so far (at most :data:`_FIRST_HEXES`), and the
+``IdSource`` that makes the next of them: made one at a time, as runtimes ask (a test's
+runtime mostly has a seed of its own and runs one run: one id made, not four)."""
 
 
 class SeededIds:
     """The run ids of ``IdSource(seed)``, the same stream, without building a seeded random
     generator per runtime: the first :data:`_FIRST_HEXES` ids of each seed are made once per
-    process, and a runtime that goes beyond them continues an ``IdSource`` of its own."""
+    process (each when a runtime first asks for it), and a runtime that goes beyond them
+    continues an ``IdSource`` of its own."""
 
     __slots__ = ("_n", "_seed", "_source")
 
@@ -102,11 +106,17 @@ class SeededIds:
             if first is None:
                 if len(_first_hexes) >= 256:  # a bounded cache, like the seeded states
                     _first_hexes.clear()
-                made = IdSource(self._seed)
-                first = _first_hexes[self._seed] = tuple(
-                    made.run_hex() for _ in range(_FIRST_HEXES))
+                first = _first_hexes[self._seed] = (IdSource(self._seed), [])
+            made = first[1]
             self._n = n + 1
-            return first[n]
+            try:
+                return made[n]  # (no len() call: made already, the usual case)
+            except IndexError:
+                pass
+            source = first[0]
+            while len(made) <= n:  # (one turn, unless the cache was cleared meanwhile)
+                made += (source.run_hex(),)  # (not append: no call)
+            return made[n]
         source = self._source = IdSource(self._seed)
         for _ in range(_FIRST_HEXES):  # past the ids handed out already
             source.run_hex()

@@ -217,8 +217,9 @@ class Legs:
         explicit = thread_id is not None
         if thread_id is None:
             thread_id = f"thread-{token}"
-            base = (None if patch else graph.codec.defaults()) \
-                or graph.codec.dump(validate_state(graph, patch))
+            codec = graph.codec
+            base = (codec.started(patch) if patch else codec.defaults()) \
+                or codec.dump(validate_state(graph, patch))
             claim = await self.claim(thread_id, run_id, tenant)
         else:
             # A live run holding the thread is ThreadBusy, whatever the thread's checkpoints
@@ -272,8 +273,9 @@ class Legs:
             else:  # the thread's state was validated as it was written: only the input is
                 base = graph.codec.validate(base, [("<input>", patch)])[0]
         else:
-            base = (None if patch else graph.codec.defaults()) \
-                or graph.codec.dump(validate_state(graph, patch))
+            codec = graph.codec
+            base = (codec.started(patch) if patch else codec.defaults()) \
+                or codec.dump(validate_state(graph, patch))
         return base
 
     async def resolve(self, ref: str, tenant: str | None, *, kept: bool = False
@@ -383,7 +385,7 @@ class Legs:
         if "trio" in sys.modules:
             install_hooks()
         tenant = opts["tenant_id"]
-        recover: str | None = opts.get("recover")
+        recover: str | None = opts["recover"]  # (run_options() sets it, and the next)
         expired: tuple[dict[str, Any], list[Expired]] | None = None
         # Read only (a leg copies what it changes): the store's own checkpoint will do.
         cp = await self.resolve(ref, tenant, kept=True)
@@ -579,10 +581,10 @@ class Legs:
                 graph, run_id, resumed is not None, host.seed,
                 None if resumed is not None else jcopy(state),
                 jcopy(answers) if resumed is not None and answers else {}, self.store,
-                not opts.get("record_events", True))  # lazy: only the leg reads its events
+                not opts["record_events"])  # lazy: only the leg reads its events
         middleware, guardrails = host.middleware, host.guardrails
         features = self.features
-        cancel_at = opts.get("cancel_at")
+        cancel_at = opts["cancel_at"]  # (run_options() sets every option read here)
         deadlines: dict[str, datetime] = {}  # of the questions the leg resumed with
         if resumed is not None:
             for question in resumed.interrupts:
@@ -593,7 +595,7 @@ class Legs:
             seed=host.seed, run_id=run_id, thread_id=thread_id, tenant_id=tenant,
             max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
             on_interrupt=opts["on_interrupt"], wall_clock=wall,
-            record_events=opts.get("record_events", True) or leg is not None
+            record_events=opts["record_events"] or leg is not None
             or cancel_at is not None,
             break_before=graph.interrupt_before | stops[0],
             break_after=graph.interrupt_after | stops[1],
@@ -603,7 +605,7 @@ class Legs:
             thread_explicit=thread_explicit, resumed_from=None if resumed is None else resumed.id,
             time_travel=time_travel, branch=branch, expired=expired,
             deadlines=deadlines,
-            stepping=STEPPING.get(), cancel_after=opts.get("cancel_after"),
+            stepping=STEPPING.get(), cancel_after=opts["cancel_after"],
             cancel_at=cancel_at,
         )
         run = RunState(spec, state, checkpoint=resumed, answers=answers, seq=seq,

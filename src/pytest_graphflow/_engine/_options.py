@@ -86,8 +86,8 @@ def run_options(runtime: RunDefaults, options: Mapping[str, Any]) -> dict[str, A
             raise InvalidArgument(f"on_interrupt={on_interrupt!r} must be callable")
         return {"max_supersteps": max_supersteps, "timeout": timeout,
                 "on_interrupt": on_interrupt, "tenant_id": runtime.tenant_id,
-                "cancel_after": None, "interrupt_before": _NO_NODES,
-                "interrupt_after": _NO_NODES}
+                "cancel_after": None, "cancel_at": None, "interrupt_before": _NO_NODES,
+                "interrupt_after": _NO_NODES, "record_events": True, "recover": None}
     allowed = RunOptions.__optional_keys__
     unknown = sorted(set(options) - allowed)
     if unknown:
@@ -102,6 +102,7 @@ def run_options(runtime: RunDefaults, options: Mapping[str, Any]) -> dict[str, A
         "tenant_id": options.get("tenant_id", runtime.tenant_id),
         "cancel_after": check_cancel_after(options.get("cancel_after")),
         "cancel_at": check_cancel_at(options.get("cancel_at")),
+        "record_events": True, "recover": None,
     }
     for name in ("interrupt_before", "interrupt_after"):
         opts[name] = frozenset(node_names(options.get(name, ()), name))

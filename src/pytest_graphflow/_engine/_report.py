@@ -10,18 +10,19 @@ from .._records._events import (
     CustomEvent,
     EdgeTransition,
     ErrorEvent,
+    Interrupt,
     InterruptEvent,
     NodeEnd,
     NodeStart,
     ToolCallEvent,
     error_message,
 )
-from .._records._fast import make
+from .._records._fast import adopt, make
 from .._records._json import jcopy
 from ._outcome import Outcome
 from ._run_state import RunState
 
-__all__ = ["edge_events", "task_event_count", "task_events", "task_output"]
+__all__ = ["edge_events", "interrupt_copy", "task_event_count", "task_events", "task_output"]
 
 
 def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> None:
@@ -59,9 +60,8 @@ def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
             return
         # A subgraph node may surface several child interrupts, or none (a child breakpoint).
         asked = [] if out.interrupt is None else [out.interrupt, *out.more]
-        events.append(e(InterruptEvent, step, node=node, task_id=tid, interrupts=[
-            pending.model_copy(update={"payload": jcopy(pending.payload)})
-            for pending in asked]))
+        events.append(e(InterruptEvent, step, node=node, task_id=tid,
+                        interrupts=[interrupt_copy(pending) for pending in asked]))
     elif kind == "error":
         err = out.error
         events.append(e(ErrorEvent, step, node=node, task_id=tid,
@@ -70,6 +70,21 @@ def task_events(run: RunState, out: Outcome, step: int, events: list[Any]) -> No
     else:  # cancelled
         events.append(e(ErrorEvent, step, node=node, task_id=tid, error_type="Cancelled",
                         message=f"task {tid} was cancelled", attempt=out.attempt))
+
+
+def interrupt_copy(pending: Interrupt) -> Interrupt:
+    """The interrupt an ``interrupt`` event carries: ``pending`` with a copy of its payload
+    (what ``pending.model_copy(update={"payload": jcopy(pending.payload)})`` gives: the
+    same fields, ``payload`` among those set), built without pydantic's copy (a dozen calls
+    an interrupt; a subclass, or one with extra or private attributes, takes that way)."""
+    if type(pending) is not Interrupt or pending.__pydantic_extra__ is not None \
+            or pending.__pydantic_private__ is not None:
+        return pending.model_copy(update={"payload": jcopy(pending.payload)})
+    data = pending.__dict__.copy()
+    payload = data["payload"]
+    if payload is not None and type(payload) is not str:
+        data["payload"] = jcopy(payload)
+    return adopt(Interrupt, data, pending.__pydantic_fields_set__ | {"payload"})
 
 
 def task_event_count(out: Outcome) -> int:

@@ -158,6 +158,24 @@ def construct(model: type[BaseModel], data: dict[str, Any]) -> BaseModel:
 
 _UNSET = object()
 
+_KEYED_CONFIG = frozenset({"title", "extra", "frozen", "validate_assignment", "json_schema_extra",
+                           "protected_namespaces", "defer_build", "use_attribute_docstrings"})
+"""Model config keys that change no validated value (a plain schema's ``extra`` is
+``"ignore"`` or unset)."""
+
+
+def _keyed_input(model: type[BaseModel]) -> bool:
+    """Whether a plain ``model`` validates an input key by key as a whole validation does:
+    no config that changes a value (``str_to_lower``, ``allow_inf_nan``...), no field read
+    under an alias or with a discriminator, none left out of the dump (``exclude``); a
+    plain schema has no ``Strict`` or other constraint (see :meth:`StateCodec.started`)."""
+    if not set(model.model_config) <= _KEYED_CONFIG:
+        return False
+    return all(info.alias is None and info.validation_alias is None
+               and info.discriminator is None and not info.exclude
+               and getattr(info, "exclude_if", None) is None
+               for info in model.model_fields.values())
+
 
 class StateCodec:
     """Validation and copies of one state schema (internal)."""
@@ -239,6 +257,36 @@ class StateCodec:
             if value is not None:
                 fields[name] = copy(value)
         return fields
+
+    def started(self, patch: dict[str, Any]) -> dict[str, Any] | None:
+        """The state a new run starts from with the input ``patch`` (its JSON form, checked
+        by ``state_from_input``): what ``dump(model_validated(patch))`` gives, built key by
+        key when that is sure to be the same — fixed defaults (:meth:`defaults`), a schema
+        whose config and fields change no value and read no alias, and scalar input values
+        (a float finite: a whole model's JSON dump writes ``inf`` as ``null``). ``None``
+        otherwise, and for a value the field refuses: the caller validates the input as a
+        whole (its error names the key as it always did). A fresh copy each call."""
+        base = self.defaults()
+        if base is None or not patch:
+            return base
+        keyed = self.__dict__.get("_keyed", _UNSET)
+        if keyed is _UNSET:
+            keyed = self._keyed = _keyed_input(self.model)
+        if not keyed:
+            return None
+        validators = self._validators
+        for key, value in patch.items():
+            kind = type(value)
+            if kind is float:
+                if value - value != 0.0:  # inf or nan (nan - nan is nan; inf - inf is nan)
+                    return None
+            elif kind is not int and kind is not str and kind is not bool and value is not None:
+                return None
+            try:
+                base[key] = validators[key](value)
+            except ValidationError:
+                return None
+        return base
 
     def model_of(self, state: dict[str, Any]) -> BaseModel:
         """A fresh model of a valid ``state`` (its own copy: mutating it changes nothing)."""
