@@ -2,7 +2,7 @@
 server sets up afresh every step (its executor builds every node of the prepared plan each
 execution). The fence reads the claim row share-locked with the step's other reads in one
 row, and a checkpoint's ``node_ids`` arrive as an array literal (no JSON function scan):
-28 plan nodes a step -> 15, server instructions a step ~502 k -> ~434 k (callgrind, see
+28 plan nodes a step -> 15, server instructions a step ~480-503 k -> ~431-439 k (callgrind, see
 docs/performance.md). The same reads, locks and rows as before; these tests pin them."""
 
 from __future__ import annotations
