@@ -30,15 +30,22 @@ from ._conn import Cursor, PgConnections
 from ._events import CLEAR, Batch, batch, clear_params, lock_events, write_events
 from ._plain import plain_step
 
-__all__ = ["NODE_IDS", "PgCommits"]
+__all__ = ["NODE_IDS", "PgCommits", "array_literal"]
 
 _Rows = list[tuple[str, int, Any, str]]
 
 
-NODE_IDS = ("ARRAY(SELECT t FROM json_array_elements_text(%s::json) WITH ORDINALITY AS "
-            "x(t, i) ORDER BY i)")
-"""A checkpoint's ``node_ids`` column from its JSON list (one text parameter, not an array
-psycopg dumps element by element)."""
+NODE_IDS = "%s::text[]"
+"""A checkpoint's ``node_ids`` column from its array literal (one text parameter, not an
+array psycopg dumps element by element; :func:`array_literal`)."""
+
+
+def array_literal(items: list[str]) -> str:
+    """The PostgreSQL array literal of the texts ``items``: each quoted, its ``"`` and ``\\``
+    escaped (read back as the same texts, whatever they hold)."""
+    quoted = [f'"{i.replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
+              for i in items]
+    return "{" + ",".join(quoted) + "}"
 
 
 _RUN_COLUMNS = ("thread_id", "graph_id", "status", "tenant_id", "updated_at")
@@ -59,8 +66,8 @@ _RUN_SETS = ", ".join(f"{c} = CASE WHEN %s THEN excluded.{c} ELSE runs.{c} END"
                       for c in _RUN_COLUMNS)
 
 _RUN_RECORD = (f"rr AS (INSERT INTO runs (run_id, {', '.join(_RUN_COLUMNS)}, data) SELECT %s, "
-               f"%s, %s, %s, %s, %s, %s FROM ok ON CONFLICT (run_id) DO UPDATE SET {_RUN_SETS}, "
-               f"data = {_MERGE})")
+               "%s, %s, %s, %s, %s, %s FROM fence WHERE ok ON CONFLICT (run_id) DO UPDATE SET "
+               f"{_RUN_SETS}, data = {_MERGE})")
 """The CTE that upserts a run record (merged into the stored one) under the fence."""
 
 
@@ -73,18 +80,19 @@ _LATEST = ("SELECT id FROM checkpoints WHERE thread_id = %s ORDER BY ts_us DESC,
            "save_order DESC LIMIT 1")
 
 def _fence(events: bool) -> str:
-    # ``ok``: the claim is held, the thread's latest is the step's parent (or the commit's
-    # lineage needs no parent) and, with events, their row may be inserted as it is.
-    # With events, ``clear`` also asks that the claim row locked is the version the
-    # statement's snapshot sees: an unfenced merge committed since marks it (MARK_CLAIMS).
-    clear = (f"clear AS (SELECT {CLEAR} AND (SELECT v FROM claim) = (SELECT xmin FROM claims "
-             "WHERE thread_id = %s) AS c), " if events else "")
-    return ("WITH claim AS (SELECT run_id, token, xmin AS v FROM claims WHERE thread_id = %s "
-            "FOR SHARE), "
-            f"latest AS ({_LATEST}), {clear}"
-            "held AS (SELECT 1 FROM claim WHERE run_id IS NOT NULL AND token = %s), "
-            "ok AS (SELECT 1 FROM held WHERE (%s OR (SELECT id FROM latest) IS NOT DISTINCT "
-            f"FROM %s){' AND (SELECT c FROM clear)' if events else ''})")
+    # ``claim``: the thread's claim row, share-locked (no row: the thread has none), with the
+    # thread's latest checkpoint, whether the claim is held and, with events, whether their
+    # row may be inserted as it is (``c``; it also asks that the claim row locked is the
+    # version the statement's snapshot sees: an unfenced merge committed since marks it,
+    # MARK_CLAIMS). ``fence`` adds ``ok``: held, and the thread's latest is the step's
+    # parent (or the commit's lineage needs no parent). One row read by each write and by
+    # the answer: a small plan, which the server sets up afresh every step.
+    clear = (f"{CLEAR} AND xmin = (SELECT xmin FROM claims AS snap WHERE snap.thread_id = %s) "
+             "AS c, " if events else "")
+    return (f"WITH claim AS MATERIALIZED (SELECT token, run_id, ({_LATEST}) AS latest, {clear}"
+            "run_id IS NOT NULL AND token = %s AS held FROM claims WHERE thread_id = %s "
+            "FOR SHARE), fence AS (SELECT *, held AND (%s OR latest IS NOT DISTINCT FROM %s)"
+            f"{' AND c' if events else ''} AS ok FROM claim)")
 
 
 # A plain insert (an upsert writes one more WAL record and probes the primary key first): a
@@ -92,20 +100,19 @@ def _fence(events: bool) -> str:
 _CP = ("cp AS (INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, "
        "node_ids, step, ts_us, save_order, status, tenant_id, format_version, data) "
        f"SELECT %s, %s, %s, %s, %s, {NODE_IDS}, %s, %s, nextval('save_order'), %s, %s, %s, %s "
-       "FROM ok)")
+       "FROM fence WHERE ok)")
 
 _EV = ("ev AS (INSERT INTO events (run_id, seq, last_seq, seqs, data) "
-       "SELECT %s, %s, %s, %s, %s FROM ok)")
+       "SELECT %s, %s, %s, %s, %s FROM fence WHERE ok)")
 """The step's events as one row (see :mod:`._events`), written when ``ok`` holds."""
 
 # Data-modifying CTEs run whether or not the final SELECT reads them (no RETURNING needed).
-_ANSWER = (" SELECT (SELECT token FROM claim), (SELECT run_id FROM claim), "
-           "EXISTS (SELECT 1 FROM held), (SELECT id FROM latest), EXISTS (SELECT 1 FROM ok)")
+_ANSWER = " SELECT token, run_id, held, latest, ok"
 
 _STATEMENTS = {
     (cp, ev, rr): ", ".join([_fence(ev), *([_CP] if cp else []), *([_EV] if ev else []),
                              *([_RUN_RECORD] if rr else [])])
-    + _ANSWER + (", (SELECT c FROM clear)" if ev else ", true")
+    + _ANSWER + (", c" if ev else ", true") + " FROM fence"
     for cp in (False, True) for ev in (False, True) for rr in (False, True)
 }
 """The fenced statement of each shape (with a checkpoint, events, a run record), built once:
@@ -126,12 +133,12 @@ def _fenced_statement(
     returns the claim's token and run id, whether the fence held, the thread's latest
     checkpoint id before the write, whether it wrote, and whether the events' row could be
     inserted as it is (else the transaction path merges them)."""
-    params: list[Any] = [thread_id, thread_id]
+    params: list[Any] = [thread_id]
     if piece is not None:
         first, last, seqs, data = piece
         params.extend(clear_params(run_id, first, last))
         params.append(thread_id)
-    params.extend((token, free, latest))
+    params.extend((token, thread_id, free, latest))
     if cp_row is not None:
         params.extend(cp_row)
     if piece is not None:
@@ -201,9 +208,8 @@ class PgCommits:
             latest = cp.parent_id
             first, last, seqs, data = piece  # _fenced_statement's parameters, in its order
             sql = _STEP
-            params = [thread_id, thread_id, run_id, last, first, first, first, run_id,
-                      thread_id, token, free, latest, *cp_rows[0], run_id, first, last, seqs,
-                      data]
+            params = [thread_id, run_id, last, first, first, first, run_id, thread_id, token,
+                      thread_id, free, latest, *cp_rows[0], run_id, first, last, seqs, data]
         else:
             cps, pairs, record = check_commit(thread_id, run_id, checkpoints, events, run,
                                               normalise=False)
@@ -232,11 +238,13 @@ class PgCommits:
                                             latest, free)
         for _ in range(3) if len(cps) <= 1 else ():
             try:
-                current, holder, held, found_latest, written, clear = await self._pg.fetch_one(
-                    sql, params)
+                found = await self._pg.fetch_one(sql, params)
             except psycopg.errors.UniqueViolation:  # the checkpoint's id is taken (the step
                 break  # inserts, not upserts: no speculative insertion), or a racing writer's
                 # events row starts at the same seq: the transaction below upserts and merges
+            if found is None:  # the thread has no claim row
+                raise StaleClaim(thread_id, token, None)
+            current, holder, held, found_latest, written, clear = found
             if not held:
                 raise StaleClaim(thread_id, token, None if holder is None else int(current))
             if written:

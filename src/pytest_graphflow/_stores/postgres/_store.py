@@ -40,7 +40,7 @@ from .._protocol import Fence
 from .._waiting import WaitingPage, check_waiting, waiting_row
 from .._wire import checkpoint_json, event_row
 from ._claims import PgClaims
-from ._commit import NODE_IDS, PgCommits
+from ._commit import NODE_IDS, PgCommits, array_literal
 from ._conn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
 from ._delete import delete_thread
 from ._events import compact, lock_events, read_events, write_events
@@ -78,20 +78,20 @@ _LATEST_OF_NODE = (f"SELECT {_COLUMNS} FROM checkpoints WHERE run_id = %s AND (n
 
 
 _NODE_IDS_JSON: dict[tuple[str, ...], str] = {}
-"""The JSON text of each list of node ids seen (a graph's few: a step's list is one of its
+"""The array literal of each list of node ids seen (a graph's few: a step's list is one of its
 nodes' or supersteps'), kept up to :data:`_NODE_IDS_KEPT` of them."""
 
 _NODE_IDS_KEPT = 4096
 
 
 def _node_ids_json(node_ids: list[str]) -> str:
-    """``json.dumps(node_ids)``, once per list of node ids."""
+    """The array literal of ``node_ids`` (:func:`._commit.array_literal`), once per list."""
     key = tuple(node_ids)
     text = _NODE_IDS_JSON.get(key)
     if text is None:
         if len(_NODE_IDS_JSON) >= _NODE_IDS_KEPT:
             _NODE_IDS_JSON.clear()
-        text = _NODE_IDS_JSON[key] = json.dumps(node_ids)
+        text = _NODE_IDS_JSON[key] = array_literal(node_ids)
     return text
 
 
