@@ -20,7 +20,7 @@ from .._stores._features import StoreFeatures
 from .._time._clock import Clock
 from ..errors import SimulatedCrash, StaleClaim, ThreadBusy
 
-__all__ = ["ThreadClaim", "local_holder", "take"]
+__all__ = ["ThreadClaim", "local_holder", "take", "take_fresh"]
 
 
 class _LocalClaims:
@@ -209,6 +209,28 @@ async def take(store: Any, features: StoreFeatures, clock: Clock, thread_id: str
         raise ThreadBusy(thread_id, holder.run_id)
     taken = table[thread_id] = ThreadClaim(store, clock, thread_id, run_id, ttl, None, table)
     return taken
+
+
+async def take_fresh(store: Any, features: StoreFeatures, clock: Clock, thread_id: str,
+                     run_id: str, ttl: float) -> ThreadClaim | None:
+    """:func:`take` for a new run on a store that claims a thread for a run id no checkpoint
+    has yet in one call (``StoreFeatures.folded_claims``, ``claim_fresh``); ``None`` when the
+    store holds a checkpoint of ``run_id`` (nothing claimed: the runtime tries another id).
+
+    Raises:
+        ThreadBusy: the run id is free and a claim on the thread is live.
+    """
+    now = clock.now()
+    token = await store.claim_fresh(thread_id, run_id, now=now, ttl=ttl)
+    if token is None:
+        return None
+    try:
+        return ThreadClaim(store, clock, thread_id, run_id, ttl, token, None,
+                           fencing=features.fencing)
+    except BaseException:  # the clock threw (seed 004): the claim is not kept
+        with anyio.CancelScope(shield=True):
+            await store.release(thread_id, token)
+        raise
 
 
 def local_holder(store: Any, thread_id: str) -> str | None:

@@ -42,7 +42,7 @@ from ..errors import (
     ThreadSuspended,
     UnsupportedFormat,
 )
-from ._claim import ThreadClaim, released_on_error, take
+from ._claim import ThreadClaim, released_on_error, take, take_fresh
 from ._expiry import ExpiryResume, check_deadlines, expiry_answers
 from ._fault import unexpected
 from ._hooks import hook_table
@@ -211,10 +211,21 @@ class Legs:
         # checked before a claim or a patch is taken
         stops = breakpoints(graph, opts) if opts["interrupt_before"] \
             or opts["interrupt_after"] else _NO_STOPS  # (run_options() sets both)
-        run_id, token = await self.new_run_id()
-        self.book.graphs.ran(run_id, compiled)  # a resume by id alone uses this very graph
         tenant = opts["tenant_id"]
         explicit = thread_id is not None
+        if self.features.folded_claims:  # the free run id and the claim: one store call
+            run_id, thread_id, base, claim = await self.claim_fresh(
+                compiled, graph, patch, thread_id, tenant)
+            if explicit:
+                try:
+                    base = await self.thread_base(graph, thread_id, tenant, patch)
+                except BaseException:
+                    await released_on_error(claim)
+                    raise
+            return await self.started(graph, run_id, thread_id, tenant, base, opts, stops,
+                                      claim, explicit)
+        run_id, token = await self.new_run_id()
+        self.book.graphs.ran(run_id, compiled)  # a resume by id alone uses this very graph
         if thread_id is None:
             thread_id = f"thread-{token}"
             codec = graph.codec
@@ -230,6 +241,14 @@ class Legs:
             except BaseException:
                 await released_on_error(claim)
                 raise
+        return await self.started(graph, run_id, thread_id, tenant, base, opts, stops, claim,
+                                  explicit)
+
+    async def started(self, graph: CompiledGraph, run_id: str, thread_id: str,
+                      tenant: str | None, base: Any, opts: dict[str, Any],
+                      stops: tuple[frozenset[str], frozenset[str]], claim: ThreadClaim,
+                      explicit: bool) -> Runner:
+        """A new run's first leg, its thread claimed and its base state read."""
         wall, on_done = self.wall()
         try:
             runner = self.start(graph, run_id, thread_id, tenant, base, opts, stops, wall,
@@ -240,6 +259,63 @@ class Legs:
             await released_on_error(claim)
             raise
         return runner
+
+    async def claim_fresh(
+        self,
+        compiled: CompiledGraph,
+        graph: CompiledGraph,
+        patch: dict[str, Any],
+        thread_id: str | None,
+        tenant: str | None,
+    ) -> tuple[str, str, Any, ThreadClaim]:
+        """A new run's id, thread, base state (of a new thread; ``None`` for a thread the
+        caller named: read once claimed) and claim, on a store that claims a thread for a
+        free run id in one call (``StoreFeatures.folded_claims``): :meth:`new_run_id`, then
+        :meth:`claim`, with a store call fewer. The same ids are drawn, and the same errors
+        raised in the same cases: a new thread's input is checked before it is claimed (a
+        refused input draws ids until a free one, as :meth:`new_run_id` did); a thread a
+        live leg of this runtime holds is not claimed (the run id is read as before)."""
+        ids, records = self.book.ids, self.book.records
+        store: Any = self.store
+        ran = self.book.graphs.ran
+        explicit = thread_id is not None
+        base: Any = None
+        checked = explicit  # a named thread's base is read once it is claimed
+        for _ in range(1000):
+            token = ids.run_hex()
+            run_id = f"run-{token}"
+            if run_id in records:
+                continue
+            thread = thread_id if thread_id is not None else f"thread-{token}"
+            if not checked:
+                try:
+                    base = (None if patch else graph.codec.defaults()) \
+                        or graph.codec.dump(validate_state(graph, patch))
+                except BaseException:
+                    if await store.latest(run_id) is not None:
+                        run_id = (await self.new_run_id())[0]
+                    ran(run_id, compiled)
+                    raise
+                checked = True
+            for runner in self.book.live.values():  # Legs.claim's check, this id's
+                if runner.run.outcome is None and (runner.run.thread_id == thread
+                                                   or runner.run.run_id == run_id):
+                    if await store.latest(run_id) is not None:
+                        break  # a taken id: the next one (new_run_id's order)
+                    ran(run_id, compiled)
+                    raise await self.busy(thread, runner.run_id, tenant)
+            else:
+                host = self.host
+                try:
+                    claim = await take_fresh(store, self.features, host.clock, thread,
+                                             run_id, host.claim_ttl)
+                except ThreadBusy as exc:
+                    ran(run_id, compiled)
+                    raise await self.busy(thread, exc.holder, tenant, exc) from None
+                if claim is not None:
+                    ran(run_id, compiled)  # a resume by id alone uses this very graph
+                    return run_id, thread, base, claim
+        raise GraphExecutionError("could not find a free run id")  # pragma: no cover
 
     async def thread_base(
         self,

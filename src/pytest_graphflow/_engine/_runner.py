@@ -298,10 +298,15 @@ class Runner:
         if not (progress.pending or events or data):
             return
         checkpoints, progress.pending = progress.pending, []
-        assert spec.claim is not None  # a deferred leg holds a fenced claim
+        claim = spec.claim
+        assert claim is not None  # a deferred leg holds a fenced claim
         try:
-            await store.commit(run.thread_id, spec.claim.token, run_id=run.run_id,
-                               checkpoints=checkpoints, events=events, run=data)
+            if run.outcome is not None and spec.features.folded_claims \
+                    and not claim.released:
+                await self._commit_releasing(checkpoints, events, data)
+            else:
+                await store.commit(run.thread_id, claim.token, run_id=run.run_id,
+                                   checkpoints=checkpoints, events=events, run=data)
         except Exception as exc:
             if run.outcome is not None:
                 self.end.refused(exc)
@@ -309,6 +314,21 @@ class Runner:
         if data is not None:
             self._committed_record = data
             self._committed_from = source
+
+    async def _commit_releasing(self, checkpoints: list[Any], events: Any,
+                                data: dict[str, Any] | None) -> None:
+        """The ended leg's last commit, which also releases its claim
+        (``StoreFeatures.folded_claims``): once it wrote, the claim is released and the leg's
+        release does nothing; a commit that raised released nothing (the leg's release, or
+        :meth:`_after_error`'s, does)."""
+        run = self.run
+        claim = run.spec.claim
+        assert claim is not None
+        store: Any = run.spec.store
+        await store.commit(run.thread_id, claim.token, run_id=run.run_id,
+                           checkpoints=checkpoints, events=events, run=data, release=True)
+        claim.released = True
+        self.end.released()
 
     async def _begin(self) -> list[Any]:
         run = self.run

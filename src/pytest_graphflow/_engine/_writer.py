@@ -294,6 +294,10 @@ class LegEnd:
         run.outcome = replace(prior, status="failed", error=store_error)
         self.update_record()
 
+    def released(self) -> None:
+        """The claim was released with the leg's last commit: :meth:`release` does nothing."""
+        self._release = None
+
     async def release(self) -> None:
         """Release the thread's claim (once)."""
         release, self._release = self._release, None

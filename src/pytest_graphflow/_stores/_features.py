@@ -70,6 +70,15 @@ class StoreFeatures:
             it (logging each answer as the call it stands for, declining while a rule
             watches that call); it counts only for the class that defines those methods
             itself.
+        folded_claims: a new run's claim and a leg's release ride on calls the runtime
+            makes anyway (a round trip each fewer on a server): ``claim_fresh(thread_id,
+            run_id, *, now, ttl=None)`` is ``claim`` for a run id no checkpoint has yet,
+            answering ``None`` (nothing written) when the store holds a checkpoint of
+            ``run_id`` (the runtime then tries another id); and ``commit(..., release=True)``
+            also releases the claim ``token``, in the same transaction, when it writes (a
+            commit that raises releases nothing). Needs ``claims`` and ``commit``; it counts
+            only when the store's class has ``claim_fresh`` and a ``commit`` taking
+            ``release`` (a wrapper forwarding to such a store does not).
     """
 
     claims: bool = False
@@ -90,6 +99,7 @@ class StoreFeatures:
     visited_snapshots: bool = False
     step_sink: bool = False
     in_process: bool = False
+    folded_claims: bool = False
 
 
 _NEEDS: dict[str, tuple[str, ...]] = {
@@ -107,6 +117,7 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "fields_save": ("adopt_fields",),
     "step_sink": ("step_sink",),
     "in_process": ("claim_now", "release_now", "has_run", "kept_latest"),
+    "folded_claims": ("claim_fresh", "commit"),
 }
 """The methods each declared feature needs (``fencing`` and ``history_pages`` are arguments of
 ``save`` and ``list``)."""
@@ -168,10 +179,29 @@ def features_of(store: Any) -> StoreFeatures:
     if declared.in_process and not cls.__dict__.keys() >= _IN_PROCESS:
         # a wrapper, or a subclass, passing the in-memory store's declaration on
         declared = _not_in_process(declared)
+    if declared.folded_claims and not _folds(cls):
+        declared = replace(declared, folded_claims=False)
     if declared.fencing and not checks_fencing(store):
         # an instance that says it does not fence, or carries a save without ``fence=``
         return replace(declared, fencing=False)
     return declared
+
+
+_FOLDS: dict[type, bool] = {}
+
+
+def _folds(cls: type) -> bool:
+    """Whether ``cls`` has ``claim_fresh`` and a ``commit`` taking ``release``
+    (``StoreFeatures.folded_claims``; decided once per class)."""
+    found = _FOLDS.get(cls)
+    if found is None:
+        commit = getattr(cls, "commit", None)
+        try:
+            takes = callable(commit) and "release" in inspect.signature(commit).parameters
+        except (TypeError, ValueError):  # pragma: no cover - a builtin commit
+            takes = False
+        found = _FOLDS[cls] = takes and callable(getattr(cls, "claim_fresh", None))
+    return found
 
 
 _IN_PROCESS = frozenset(_NEEDS["in_process"])

@@ -23,7 +23,7 @@ from .._deletion import TOKEN_FLOOR
 from ._conn import Cursor, PgConnections
 from ._events import events_lock_key, share_events_lock
 
-__all__ = ["PgClaims"]
+__all__ = ["RELEASE", "PgClaims"]
 
 _TAKE = (
     "WITH lock AS (SELECT pg_try_advisory_xact_lock_shared(hashtextextended(%s, 0)) AS got), "
@@ -48,8 +48,22 @@ token and expiry are the ones :func:`.._claims.take_claim` gives. It answers the
 or no row when it wrote nothing: :meth:`PgClaims.claim` then decides in a transaction (and
 refuses a live claim with ``ThreadBusy``)."""
 
+_GOT = "(SELECT got FROM lock)"
+_TAKE_FRESH = (
+    "WITH used AS (SELECT EXISTS (SELECT 1 FROM checkpoints WHERE run_id = %s) AS taken), "
+    + _TAKE[len("WITH "):].replace(_GOT, f"{_GOT} AND NOT (SELECT taken FROM used)")
+    + " UNION ALL SELECT -1 FROM used WHERE taken")
+""":data:`_TAKE` for a run id no checkpoint has yet (``claim_fresh``: the free-run-id read
+and the claim in one round trip). It writes nothing when a checkpoint of the run exists and
+answers ``-1`` then; else what :data:`_TAKE` answers. Built from :data:`_TAKE`'s text (its
+writes guarded by one more condition; the run id its first parameter), so a change to
+:data:`_TAKE` is a change to it."""
+assert _TAKE_FRESH.count("NOT (SELECT taken FROM used)") == 2  # both of _TAKE's writes
+
 _RELEASE = ("UPDATE claims SET run_id = NULL, expires_us = NULL, ttl = NULL WHERE thread_id = %s "
             "AND token = %s AND run_id IS NOT NULL RETURNING 1")
+RELEASE = _RELEASE
+"""The release of a claim ``token`` (frees the row only while the token holds it)."""
 
 
 class PgClaims:
@@ -144,6 +158,31 @@ class PgClaims:
             # decided from nothing could repeat a deleted thread's, and the update wrote
             # nothing (the transaction changed nothing); take the thread afresh, above the
             # floor that deletion raised.
+
+    async def claim_fresh(
+        self, thread_id: str, run_id: str, *, now: datetime, ttl: float | None = None
+    ) -> int | None:
+        """:meth:`claim` for a run id no checkpoint has yet: the new token, or ``None`` (nothing
+        written, the thread not even looked at) when the store holds a checkpoint of
+        ``run_id`` (``StoreFeatures.folded_claims``: a new run's free-run-id read and its
+        claim in one round trip).
+
+        Raises:
+            ThreadBusy: the run id is free and another run holds a live claim on the thread.
+        """
+        check_id(thread_id, "thread_id", "claim")
+        check_id(run_id, "run_id", "claim")
+        moment = rules.utc_now(now, "claim")
+        seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
+        taken = rules.take_claim(thread_id, run_id, None, 0, moment, seconds)
+        expires = rules.to_micros(taken.expires_at)
+        found = await self._pg.fetch_one(_TAKE_FRESH, (
+            run_id, events_lock_key(run_id), thread_id, thread_id, TOKEN_FLOOR, run_id,
+            expires, seconds, run_id, expires, seconds, thread_id, rules.to_micros(moment)))
+        if found is None:  # a claim the statement could not take: claim()'s own way
+            return await self.claim(thread_id, run_id, now=now, ttl=ttl)
+        token = int(found[0])
+        return None if token < 0 else token
 
     async def renew(self, thread_id: str, token: int, *, now: datetime) -> None:
         """Extend the claim ``token`` by its ttl from ``now``.

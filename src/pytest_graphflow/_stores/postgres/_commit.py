@@ -29,6 +29,7 @@ from .._wire import dumped_row, event_row
 from ._conn import Cursor, PgConnections
 from ._events import CLEAR, Batch, batch, clear_params, lock_events, write_events
 from ._plain import plain_step
+from ._release import release_in, releasing
 
 __all__ = ["NODE_IDS", "PgCommits", "array_literal"]
 
@@ -185,9 +186,12 @@ class PgCommits:
         checkpoints: Sequence[Checkpoint] = (),
         events: Sequence[dict[str, Any]] = (),
         run: dict[str, Any] | None = None,
+        release: bool = False,
     ) -> None:
         """Write ``checkpoints`` (in order), ``events`` and the run record ``run`` of
-        ``run_id`` atomically under the claim ``token`` on ``thread_id``.
+        ``run_id`` atomically under the claim ``token`` on ``thread_id``; ``release``: and
+        release the claim in the same transaction (a leg's last commit,
+        ``StoreFeatures.folded_claims``).
 
         Raises:
             StaleClaim: ``token`` is not the thread's current claim; nothing is written.
@@ -236,6 +240,8 @@ class PgCommits:
             sql, params = _fenced_statement(thread_id, token, run_id,
                                             cp_rows[0] if cp_rows else None, piece, record,
                                             latest, free)
+        if release:  # the leg's last commit: the release in its statement
+            sql, params = releasing(sql, params, thread_id, token, _ANSWER)
         for _ in range(3) if len(cps) <= 1 else ():
             try:
                 found = await self._pg.fetch_one(sql, params)
@@ -258,6 +264,8 @@ class PgCommits:
             sql, params = _fenced_statement(thread_id, token, run_id,
                                             cp_rows[0] if cp_rows else None, piece, record,
                                             latest, free)
+            if release:
+                sql, params = releasing(sql, params, thread_id, token, _ANSWER)
         if rows is None:  # the plain step's events, as the general commit serialises them
             rows = [dumped_row(run_id, e, e["seq"]) for e in events]
         if pairs is None:
@@ -280,6 +288,8 @@ class PgCommits:
                 await write_events(cur, run_id, rows, fenced=True)
             if record is not None:
                 await self._write_run(cur, record)
+            if release:
+                await release_in(cur, thread_id, token)
 
     def _checked(self, checkpoint: object, where: str) -> Checkpoint:  # pragma: no cover
         raise NotImplementedError
