@@ -15,8 +15,9 @@ _RELEASE_CTE = (", rel AS (UPDATE claims SET run_id = NULL, expires_us = NULL, t
                 "WHERE thread_id = %s AND token = %s AND run_id IS NOT NULL "
                 "AND EXISTS (SELECT 1 FROM fence WHERE ok))")
 """The release a leg's last commit carries (``commit(..., release=True)``): it frees the
-claim row when the commit's fence held and it wrote (the ``fence`` row's ``ok``), in the same statement; the
-commit's answer is the same (the CTE's update is not seen by the statement's reads)."""
+claim row when the commit's fence held and it wrote (the ``fence`` row's ``ok``), in the
+same statement; the commit's answer is the same (the CTE's update is not seen by the
+statement's reads)."""
 
 _RELEASING: dict[str, str] = {}
 
