@@ -4,20 +4,32 @@ the file and what to do, never a crash."""
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from graphflow_replay_graph import Payments, build, record
+from pydantic import BaseModel
 
 from pytest_graphflow import (
+    END,
     HISTORY_FORMAT_VERSION,
+    START,
+    Graph,
+    GraphRuntime,
     InvalidHistory,
+    SQLiteCheckpointStore,
     UnsupportedFormat,
+    VirtualClock,
     assert_replays,
     check_upgrade,
+    export_history,
     load_history,
 )
+from pytest_graphflow._records._json import MAX_DEPTH
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +117,63 @@ def test_unreadable_files_give_a_clear_error(
             read(path)
         assert text in str(caught.value)
         assert f"history file {path}" in str(caught.value)
+
+
+@pytest.fixture
+def raised_recursion_limit() -> Iterator[int]:
+    """A process that raised its recursion limit (as some libraries and users do): the JSON
+    reader then parses far deeper than its default limit lets it."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(50_000)
+    try:
+        yield 50_000
+    finally:
+        sys.setrecursionlimit(before)
+
+
+@pytest.mark.parametrize("levels", [120, 5000])
+def test_too_deep_files_are_refused_whatever_the_recursion_limit(
+    good: dict[str, Any], tmp_path: Path, raised_recursion_limit: int, levels: int
+) -> None:
+    # Parsed fine under the raised limit, the file is still no history: the same error as
+    # under the default limit, from every reader (it once loaded, order-dependently).
+    path = tmp_path / "deep.history.json"
+    path.write_bytes(_nested_inside(good, levels))
+    for read in (load_history, lambda p: assert_replays(p, build(Payments())),
+                 lambda p: check_upgrade(p, build(Payments()))):
+        with pytest.raises(InvalidHistory, match="nests too deeply to be a history"):
+            read(path)
+
+
+class Deep(BaseModel):
+    x: Any = None
+    y: Any = None
+
+
+def _nest(levels: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_the_deepest_values_a_run_takes_record_a_history_that_loads(tmp_path: Path) -> None:
+    # A state value nesting the runtime's limit (MAX_DEPTH, 100 levels) is a run's right:
+    # its history sits a few levels deeper and must load (the refusal above spares it).
+    g = Graph("deep", Deep)
+    g.node("a", lambda s: {"y": {"k": _nest(MAX_DEPTH - 1)}})
+    g.edge(START, "a")
+    g.edge("a", END)
+    graph = g.compile()
+    store = SQLiteCheckpointStore(tmp_path / "deep.db")
+    result = GraphRuntime(clock=VirtualClock(), seed=3, store=store).invoke(
+        graph, {"x": _nest(MAX_DEPTH)})
+    assert result.status == "completed"
+    history = anyio.run(lambda: export_history(store, result.run_id, seed=3))
+    path = history.save(tmp_path / "deep.history.json")
+    loaded = load_history(path)
+    assert loaded.dumps() == history.dumps()
+    assert loaded.parsed_checkpoints()[-1].state["y"] == {"k": _nest(MAX_DEPTH - 1)}
 
 
 def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ from typing import Any
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 __all__ = [
-    "MAX_DEPTH", "DumpedEvents", "NotJSONError", "jcopy", "lossy", "refuse_lossy",
-    "to_json_value", "utf8_text",
+    "MAX_DEPTH", "DumpedEvents", "NotJSONError", "jcopy", "lossy", "nests_deeper",
+    "refuse_lossy", "to_json_value", "utf8_text",
 ]
 
 MAX_DEPTH = 100
@@ -18,6 +18,23 @@ copies recurse; far deeper data would overflow them)."""
 _SCALARS = (str, int, float, bool, type(None))
 _SCALAR_TYPES = frozenset(_SCALARS)
 _INFINITIES = (float("inf"), float("-inf"))
+
+
+def nests_deeper(value: Any, limit: int) -> bool:
+    """Whether parsed JSON ``value`` nests lists and dicts more than ``limit`` levels (the
+    value itself is level 1), walked without recursion: a reader's own recursion limit
+    (raised by whoever runs it) never decides what passes."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        t = type(item)
+        if t is not dict and t is not list:
+            continue
+        if depth > limit:
+            return True
+        inner = item.values() if t is dict else item
+        stack.extend((v, depth + 1) for v in inner)
+    return False
 
 
 class NotJSONError(TypeError):

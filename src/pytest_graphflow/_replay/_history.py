@@ -23,13 +23,17 @@ from .._engine._upgrade import GraphContract
 from .._graph._builder import CompiledGraph
 from .._records._checkpoint import FORMAT_VERSION, Checkpoint
 from .._records._events import EventBase, parse_event
-from .._records._json import MAX_DEPTH
+from .._records._json import MAX_DEPTH, nests_deeper
 from ..errors import InvalidHistory, UnsupportedFormat
 
 __all__ = ["HISTORY_FORMAT_VERSION", "History", "load_history"]
 
 HISTORY_FORMAT_VERSION = 1
 """The history file format this build writes and reads."""
+
+_MAX_HISTORY_DEPTH = MAX_DEPTH + 10
+"""The deepest nesting a history file may have: its values' :data:`MAX_DEPTH` levels a few
+levels down (a run whose state nests that deep records a history 103 levels deep)."""
 
 SUFFIX = ".history.json"
 """What history files' names end with (``--graphflow-replay`` collects these)."""
@@ -241,15 +245,20 @@ def load_history(source: str | Path | dict[str, Any]) -> History:
                 f"history file {name} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
                 f"offset {exc.start}); history files are UTF-8 JSON: record it again with "
                 "--graphflow-record or graphflow export") from None
+        too_deep = InvalidHistory(
+            f"history file {name} nests too deeply to be a history (lists and objects "
+            "inside each other beyond what JSON readers follow; a history's values nest "
+            f"at most {MAX_DEPTH} levels)")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InvalidHistory(f"history file {name} is not JSON ({exc})") from None
         except RecursionError:
-            raise InvalidHistory(
-                f"history file {name} nests too deeply to be a history (lists and objects "
-                "inside each other beyond what JSON readers follow; a history's values nest "
-                f"at most {MAX_DEPTH} levels)") from None
+            raise too_deep from None
+        # Whatever recursion limit this process runs with (a raised one parses far deeper).
+        if text.count("[") + text.count("{") > _MAX_HISTORY_DEPTH \
+                and nests_deeper(data, _MAX_HISTORY_DEPTH):
+            raise too_deep
     if not isinstance(data, dict) or data.get("format") != "graphflow-history":
         raise InvalidHistory(
             f"history file {name} is not a graphflow history (it needs \"format\": "

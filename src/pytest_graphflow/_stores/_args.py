@@ -16,7 +16,7 @@ from typing import Any
 
 from .._records._checkpoint import Checkpoint
 from .._records._checks import check_id, check_optional_id
-from .._records._json import MAX_DEPTH
+from .._records._json import MAX_DEPTH, nests_deeper
 from ..errors import InvalidArgument
 from . import _claims as rules
 
@@ -152,13 +152,8 @@ def check_nesting(cp: Checkpoint, text: str, where: str) -> None:
     """
     if text.count("[") + text.count("{") <= MAX_CHECKPOINT_DEPTH:
         return
-    stack: list[tuple[Any, int]] = [(json.loads(text), 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > MAX_CHECKPOINT_DEPTH:
-            raise InvalidArgument(
-                f"{where}({cp.id!r}): the checkpoint nests deeper than {MAX_CHECKPOINT_DEPTH} "
-                f"levels of lists and dicts; a checkpoint's values nest at most {MAX_DEPTH} "
-                "levels (as the runtime requires of every state value)")
-        inner = value.values() if type(value) is dict else value
-        stack.extend((v, depth + 1) for v in inner if type(v) in (dict, list))
+    if nests_deeper(json.loads(text), MAX_CHECKPOINT_DEPTH):
+        raise InvalidArgument(
+            f"{where}({cp.id!r}): the checkpoint nests deeper than {MAX_CHECKPOINT_DEPTH} "
+            f"levels of lists and dicts; a checkpoint's values nest at most {MAX_DEPTH} "
+            "levels (as the runtime requires of every state value)")
