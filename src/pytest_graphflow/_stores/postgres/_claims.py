@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
+from typing import Any
 
 from ..._records._checks import check_id
 from ...errors import StaleClaim
@@ -113,6 +114,20 @@ class PgClaims:
         current = (await cls._claim_row(cur, thread_id, lock="FOR SHARE"))[0]
         return rules.current_or_stale(thread_id, token, current)
 
+    def _take_params(self, thread_id: str, run_id: str, now: datetime, ttl: float | None
+                     ) -> tuple[datetime, float, tuple[Any, ...]]:
+        """A claim's arguments checked: its moment, its ttl in seconds, and :data:`_TAKE`'s
+        parameters (the claim :func:`rules.take_claim` gives a free or new thread)."""
+        check_id(thread_id, "thread_id", "claim")
+        check_id(run_id, "run_id", "claim")
+        moment = rules.utc_now(now, "claim")
+        seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
+        taken = rules.take_claim(thread_id, run_id, None, 0, moment, seconds)
+        expires = rules.to_micros(taken.expires_at)
+        return moment, seconds, (
+            events_lock_key(run_id), thread_id, thread_id, TOKEN_FLOOR, run_id, expires,
+            seconds, run_id, expires, seconds, thread_id, rules.to_micros(moment))
+
     async def claim(
         self, thread_id: str, run_id: str, *, now: datetime, ttl: float | None = None
     ) -> int:
@@ -125,16 +140,9 @@ class PgClaims:
         Raises:
             ThreadBusy: another run holds a live claim on the thread.
         """
-        check_id(thread_id, "thread_id", "claim")
-        check_id(run_id, "run_id", "claim")
-        moment = rules.utc_now(now, "claim")
-        seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
+        moment, seconds, params = self._take_params(thread_id, run_id, now, ttl)
         # A free or new thread: one statement. The claim it writes is take_claim's.
-        taken = rules.take_claim(thread_id, run_id, None, 0, moment, seconds)
-        expires = rules.to_micros(taken.expires_at)
-        found = await self._pg.fetch_one(_TAKE, (
-            events_lock_key(run_id), thread_id, thread_id, TOKEN_FLOOR, run_id, expires,
-            seconds, run_id, expires, seconds, thread_id, rules.to_micros(moment)))
+        found = await self._pg.fetch_one(_TAKE, params)
         if found is not None:
             return int(found[0])
         while True:
@@ -170,15 +178,8 @@ class PgClaims:
         Raises:
             ThreadBusy: the run id is free and another run holds a live claim on the thread.
         """
-        check_id(thread_id, "thread_id", "claim")
-        check_id(run_id, "run_id", "claim")
-        moment = rules.utc_now(now, "claim")
-        seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
-        taken = rules.take_claim(thread_id, run_id, None, 0, moment, seconds)
-        expires = rules.to_micros(taken.expires_at)
-        found = await self._pg.fetch_one(_TAKE_FRESH, (
-            run_id, events_lock_key(run_id), thread_id, thread_id, TOKEN_FLOOR, run_id,
-            expires, seconds, run_id, expires, seconds, thread_id, rules.to_micros(moment)))
+        found = await self._pg.fetch_one(
+            _TAKE_FRESH, (run_id, *self._take_params(thread_id, run_id, now, ttl)[2]))
         if found is None:  # a claim the statement could not take: claim()'s own way
             return await self.claim(thread_id, run_id, now=now, ttl=ttl)
         token = int(found[0])
