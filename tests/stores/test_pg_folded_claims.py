@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from graphflow_chains import counting_chain
 from graphflow_postgres import stored_rows
 from pytest_graphflow import (
     END,
@@ -54,16 +55,6 @@ class S(BaseModel):
     answer: str = ""
 
 
-def _chain(steps: int, name: str = "chain") -> Any:
-    g = Graph(name, S)
-    prev = START
-    for i in range(steps):
-        g.node(f"n{i}", lambda s: {"n": s.n + 1})
-        g.edge(prev, f"n{i}")
-        prev = f"n{i}"
-    return g.edge(prev, END).compile(checkpoint_policy="every_step")
-
-
 def _approval() -> Any:
     g = Graph("approval", S)
     g.node("draft", lambda s: {"n": s.n + 1})
@@ -88,14 +79,14 @@ def _runs(store: PostgresCheckpointStore) -> list[str]:
     seen: list[str] = []
     for _ in range(2):
         runtime = GraphRuntime(store, clock=VirtualClock(), seed=7)
-        seen.append(runtime.invoke(_chain(3)).run_id)
+        seen.append(runtime.invoke(counting_chain("chain", 3)).run_id)
         try:  # a refused input on a new thread draws ids as before
-            runtime.invoke(_chain(1), {"n": "not a number"})
+            runtime.invoke(counting_chain("chain", 1), {"n": "not a number"})
         except Exception as exc:
             seen.append(type(exc).__name__)
-        seen.append(runtime.invoke(_chain(2)).run_id)
+        seen.append(runtime.invoke(counting_chain("chain", 2)).run_id)
         for _ in range(2):  # a named thread, claimed again by its next run
-            seen.append(runtime.invoke(_chain(2, "again"), thread_id="kept").run_id)
+            seen.append(runtime.invoke(counting_chain("again", 2), thread_id="kept").run_id)
         paused = runtime.invoke(_approval())
         seen.append(paused.status)
         done = runtime.resume(paused.run_id, Resume("yes"))
@@ -103,7 +94,7 @@ def _runs(store: PostgresCheckpointStore) -> list[str]:
         failed = runtime.invoke(_failing())
         seen.append(f"{failed.status} {failed.run_id}")
         try:  # a thread mid-execution: refused once claimed (and released)
-            runtime.invoke(_chain(1), thread_id=failed.thread_id)
+            runtime.invoke(counting_chain("chain", 1), thread_id=failed.thread_id)
         except Exception as exc:
             seen.append(type(exc).__name__)
     return seen
@@ -147,7 +138,7 @@ def test_async_runs_on_the_pool_store_what_the_unfolded_path_stores(
             seen = []
             for _ in range(2):
                 runtime = GraphRuntime(store, clock=VirtualClock(), seed=3)
-                seen.append((await runtime.ainvoke(_chain(2), {})).run_id)
+                seen.append((await runtime.ainvoke(counting_chain("chain", 2), {})).run_id)
                 paused = await runtime.ainvoke(_approval(), {}, thread_id="t")
                 done = await runtime.aresume(paused.run_id, Resume("ok"))
                 seen.append(f"{paused.status} {done.status} {done.data}")
@@ -246,7 +237,7 @@ def test_a_wrapper_keeps_the_calls_its_rules_watch(make_pg_store: MakeStore) -> 
     assert features_of(store).folded_claims
     assert not features_of(faulty).folded_claims
     start = faulty.call_count
-    GraphRuntime(faulty, clock=VirtualClock(), seed=1).invoke(_chain(1))
+    GraphRuntime(faulty, clock=VirtualClock(), seed=1).invoke(counting_chain("chain", 1))
     names = [call.op for call in faulty.calls_since(start)]
     assert names[:2] == ["latest", "claim"], names
     assert names[-1] == "release", names

@@ -8,8 +8,10 @@ pieces it reads are folded or not."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -191,54 +193,50 @@ def _bytes(path: Path) -> dict[str, bytes]:
             if p.name.startswith(path.name)}
 
 
-def test_a_version_3_file_reads_the_same_and_migrates_to_version_6(tmp_path: Path) -> None:
-    path = tmp_path / "old.db"
+@contextlib.contextmanager
+def _migrated(path: Path, downgrade: Callable[[Path], None], version: int
+              ) -> Iterator[tuple[SQLiteCheckpointStore, str]]:
+    """A workload's file turned into ``version``'s layout: it reads as it read before, a
+    read-only open changes none of its bytes, and its first writable open (yielded, with the
+    paused run) migrates it to the current schema and still reads the same."""
     paused_run, thread = _workload(path)
     with SQLiteCheckpointStore(path, readonly=True) as reader:
         expected = anyio.run(_reads, reader)  # read with the log not folded yet
     assert expected[paused_run]["nodes"]["ask"] is not None
     assert expected["waiting"] == [thread]
-    _as_version_3(path)
+    downgrade(path)
     before = _bytes(path)
     with SQLiteCheckpointStore(path, readonly=True) as reader:
         assert anyio.run(_reads, reader) == expected
-    assert _bytes(path) == before  # a read-only open of a version-3 file changes nothing
+    assert _bytes(path) == before, f"a read-only open of a version-{version} file wrote"
     with SQLiteCheckpointStore(path) as store:
+        assert store._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'"
+                                   ).fetchone() == ("6",) == (str(SCHEMA_VERSION),)
         assert anyio.run(_reads, store) == expected
-        version = store._conn.execute(
-            "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        assert version == (str(SCHEMA_VERSION),)
+        yield store, paused_run
+
+
+def _resumes(store: SQLiteCheckpointStore, paused_run: str) -> None:
+    """The paused run goes on from the migrated file."""
+    done = GraphRuntime(store, clock=VirtualClock(), seed=4).resume(
+        paused_run, Resume(True), graph=_approval())
+    assert done.status == "completed"
+    assert done.data == {"n": 10, "m": 2, "approved": True}
+
+
+def test_a_version_3_file_reads_the_same_and_migrates_to_version_6(tmp_path: Path) -> None:
+    with _migrated(tmp_path / "old.db", _as_version_3, 3) as (store, paused_run):
         assert store._conn.execute("SELECT COUNT(*) FROM log").fetchone() == (0,)
-        # and it goes on: the paused run resumes from the migrated file
-        done = GraphRuntime(store, clock=VirtualClock(), seed=4).resume(
-            paused_run, Resume(True), graph=_approval())
-        assert done.status == "completed"
-        assert done.data == {"n": 10, "m": 2, "approved": True}
+        _resumes(store, paused_run)
 
 
 def test_a_version_4_file_reads_the_same_and_migrates_to_version_6(tmp_path: Path) -> None:
     """Version 5's log has 64 slots (16 before): a version-4 file reads as it is, and its
     first writable open folds its log into the indexed tables and lays out the new log
     (and version 6's ``event_pieces``)."""
-    path = tmp_path / "v4.db"
-    paused_run, _ = _workload(path)
-    with SQLiteCheckpointStore(path, readonly=True) as reader:
-        expected = anyio.run(_reads, reader)
-    _as_version_4(path)
-    before = _bytes(path)
-    with SQLiteCheckpointStore(path, readonly=True) as reader:
-        assert anyio.run(_reads, reader) == expected
-    assert _bytes(path) == before  # a read-only open of a version-4 file changes nothing
-    with SQLiteCheckpointStore(path) as store:
-        db = store._conn
-        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
-            == ("6",) == (str(SCHEMA_VERSION),)
-        assert db.execute("SELECT COUNT(*) FROM log").fetchone() == (0,)
-        assert anyio.run(_reads, store) == expected
-        done = GraphRuntime(store, clock=VirtualClock(), seed=4).resume(
-            paused_run, Resume(True), graph=_approval())
-        assert done.status == "completed"
-        assert done.data == {"n": 10, "m": 2, "approved": True}
+    with _migrated(tmp_path / "v4.db", _as_version_4, 4) as (store, paused_run):
+        assert store._conn.execute("SELECT COUNT(*) FROM log").fetchone() == (0,)
+        _resumes(store, paused_run)
 
 
 def test_a_version_5_file_reads_the_same_and_migrates_to_version_6(tmp_path: Path) -> None:
@@ -246,26 +244,11 @@ def test_a_version_5_file_reads_the_same_and_migrates_to_version_6(tmp_path: Pat
     folded events one a row in ``events``, pieces in the log) reads as it is, and its first
     writable open adds the empty table; the events folded before stay where they are and
     read as before, merged with those folded after, by seq."""
-    path = tmp_path / "v5.db"
-    paused_run, _ = _workload(path)
-    with SQLiteCheckpointStore(path, readonly=True) as reader:
-        expected = anyio.run(_reads, reader)
-    _as_version_5(path)
-    before = _bytes(path)
-    with SQLiteCheckpointStore(path, readonly=True) as reader:
-        assert anyio.run(_reads, reader) == expected
-    assert _bytes(path) == before  # a read-only open of a version-5 file changes nothing
-    with SQLiteCheckpointStore(path) as store:
+    with _migrated(tmp_path / "v5.db", _as_version_5, 5) as (store, paused_run):
         db = store._conn
-        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
-            == ("6",) == (str(SCHEMA_VERSION),)
         assert db.execute("SELECT COUNT(*) FROM event_pieces").fetchone() == (0,)
-        old_rows = db.execute("SELECT COUNT(*) FROM events").fetchone()[0]
-        assert old_rows > 0
-        assert anyio.run(_reads, store) == expected
-        done = GraphRuntime(store, clock=VirtualClock(), seed=4).resume(
-            paused_run, Resume(True), graph=_approval())
-        assert done.status == "completed"
+        assert db.execute("SELECT COUNT(*) FROM events").fetchone()[0] > 0
+        _resumes(store, paused_run)
         expected_events = anyio.run(store.events, paused_run)
         store.vacuum()  # the paused run's later pieces folded: its events in both tables
         assert db.execute("SELECT COUNT(*) FROM event_pieces WHERE run_id = ?",
