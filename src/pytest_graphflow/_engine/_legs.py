@@ -684,9 +684,9 @@ class Legs:
             time_travel, branch, expired, deadlines, STEPPING.get(), opts["cancel_after"],
             cancel_at,
         )
-        run = RunState(spec, state, checkpoint=resumed, answers=answers, seq=seq,
-                       cp_counter=cp_counter, task_counter=task_counter)
-        runner = Runner(run, release=claim.release, on_done=on_done)
+        # (positional: keywords to a class go through a dict both ways)
+        run = RunState(spec, state, resumed, answers, seq, cp_counter, task_counter)
+        runner = Runner(run, claim.release, on_done)
         live = book.live
         if live and not (run_id in live and len(live) == 1):  # (that one is replaced)
             for done in [r for r, other in live.items() if other.run.outcome is not None]:

@@ -118,7 +118,6 @@ class Runner:
     def __init__(
         self,
         run: RunState,
-        *,
         release: Callable[[], Awaitable[None]] | None,
         on_done: Callable[[], None] | None,
     ) -> None:
