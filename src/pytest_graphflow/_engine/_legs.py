@@ -642,11 +642,11 @@ class Legs:
         records = book.records
         record = records[run_id] if run_id in records else None  # noqa: SIM401 (no call)
         if record is None:
+            # run_id, thread_id, graph_id, revision, status, started_at, updated_at,
+            # tenant_id (positional: keywords to a class go through a dict both ways)
             record = records[run_id] = RunRecord(
-                run_id=run_id, thread_id=thread_id, graph_id=graph.graph_id,
-                revision=graph.revision, status="running", started_at=host.clock.now(),
-                updated_at=None, tenant_id=tenant,
-            )
+                run_id, thread_id, graph.graph_id, graph.revision, "running",
+                host.clock.now(), None, tenant)
         else:
             record.status = "running"
             record.legs += 1

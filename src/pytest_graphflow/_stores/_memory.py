@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
 
@@ -751,7 +751,7 @@ class InMemoryCheckpointStore(CheckedCheckpoints, ClosingStore):
         if thread_id in claims:
             claim = rules.take_claim(thread_id, run_id, claims[thread_id], last, now, ttl)
         else:  # take_claim's answer for a thread no claim holds
-            claim = rules.Claim(run_id, last + 1, now + timedelta(seconds=ttl), ttl)
+            claim = rules.fresh_claim(run_id, last + 1, now, ttl)
         claims[thread_id] = claim
         tokens[thread_id] = claim.token
         return claim.token
