@@ -53,7 +53,7 @@ class ThreadClaim:
 
     def __init__(self, store: Any, clock: Clock, thread_id: str, run_id: str, ttl: float,
                  token: int | None, local: dict[str, ThreadClaim] | None,
-                 taken_at: float | None = None, *, fencing: bool = False,
+                 taken_at: float | None = None, fencing: bool = False,
                  quick: bool = False) -> None:
         self._store = store
         self.clock = clock
@@ -197,8 +197,9 @@ async def take(store: Any, features: StoreFeatures, clock: Clock, thread_id: str
                                       ttl=ttl)
         try:
             since = None if at is None else clock.monotonic() + (at - now).total_seconds()
+            # (positional: keywords to a class go through a dict both ways)
             return ThreadClaim(store, clock, thread_id, run_id, ttl, token, None, since,
-                               fencing=features.fencing, quick=quick)
+                               features.fencing, quick)
         except BaseException:  # the clock threw (seed 004): the claim is not kept
             with anyio.CancelScope(shield=True):
                 await store.release(thread_id, token)

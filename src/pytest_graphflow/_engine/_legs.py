@@ -642,11 +642,11 @@ class Legs:
         records = book.records
         record = records[run_id] if run_id in records else None  # noqa: SIM401 (no call)
         if record is None:
+            # run_id, thread_id, graph_id, revision, status, started_at, updated_at,
+            # tenant_id (positional: keywords to a class go through a dict both ways)
             record = records[run_id] = RunRecord(
-                run_id=run_id, thread_id=thread_id, graph_id=graph.graph_id,
-                revision=graph.revision, status="running", started_at=host.clock.now(),
-                updated_at=None, tenant_id=tenant,
-            )
+                run_id, thread_id, graph.graph_id, graph.revision, "running",
+                host.clock.now(), None, tenant)
         else:
             record.status = "running"
             record.legs += 1
@@ -666,27 +666,27 @@ class Legs:
             for question in resumed.interrupts:
                 if question.deadline is not None:
                     deadlines[question.key] = question.deadline
+        before, after = stops
+        # LegSpec's arguments, positional in its order (see LegSpec.__init__)
         spec = LegSpec(
-            graph=graph, store=self.store, features=features, clock=host.clock,
-            seed=host.seed, run_id=run_id, thread_id=thread_id, tenant_id=tenant,
-            max_supersteps=opts["max_supersteps"], timeout=opts["timeout"],
-            on_interrupt=opts["on_interrupt"], wall_clock=wall,
-            record_events=opts["record_events"] or leg is not None
-            or cancel_at is not None,
-            break_before=graph.interrupt_before | stops[0],
-            break_after=graph.interrupt_after | stops[1],
-            hooks=hook_table(graph, middleware, guardrails) if middleware or guardrails
-            or graph.middleware or graph.guardrails else None, claim=claim,
-            subgraph_runner=self.subgraphs, record=record, leg=leg,
-            thread_explicit=thread_explicit, resumed_from=None if resumed is None else resumed.id,
-            time_travel=time_travel, branch=branch, expired=expired,
-            deadlines=deadlines,
-            stepping=STEPPING.get(), cancel_after=opts["cancel_after"],
-            cancel_at=cancel_at,
+            graph, self.store, features, host.clock, host.seed, run_id, thread_id, tenant,
+            opts["max_supersteps"], opts["timeout"], opts["on_interrupt"], wall,
+            # record_events
+            opts["record_events"] or leg is not None or cancel_at is not None,
+            # break_before, break_after: the graph's own when the call sets none (no new set)
+            graph.interrupt_before | before if before else graph.interrupt_before,
+            graph.interrupt_after | after if after else graph.interrupt_after,
+            # hooks
+            hook_table(graph, middleware, guardrails) if middleware or guardrails
+            or graph.middleware or graph.guardrails else None,
+            claim, self.subgraphs, record, leg, thread_explicit,
+            None if resumed is None else resumed.id,  # resumed_from
+            time_travel, branch, expired, deadlines, STEPPING.get(), opts["cancel_after"],
+            cancel_at,
         )
-        run = RunState(spec, state, checkpoint=resumed, answers=answers, seq=seq,
-                       cp_counter=cp_counter, task_counter=task_counter)
-        runner = Runner(run, release=claim.release, on_done=on_done)
+        # (positional: keywords to a class go through a dict both ways)
+        run = RunState(spec, state, resumed, answers, seq, cp_counter, task_counter)
+        runner = Runner(run, claim.release, on_done)
         live = book.live
         if live and not (run_id in live and len(live) == 1):  # (that one is replaced)
             for done in [r for r, other in live.items() if other.run.outcome is not None]:

@@ -16,7 +16,7 @@ from .._records._fast import make
 from .._records._json import jcopy, to_json_value
 from .._time._shield import shielded
 from ..errors import SimulatedCrash
-from ._run_state import LegOutcome, LegStatus, RunState
+from ._run_state import LegOutcome, LegStatus, RunState, leg_outcome
 
 __all__ = ["CheckpointWriter", "LegEnd"]
 
@@ -227,8 +227,8 @@ class LegEnd:
         prior = run.outcome
         if prior is not None and prior.error is not None:
             error = prior.error
-        run.outcome = LegOutcome(status, error, tuple(interrupts), breakpoint,
-                                 run.numbers.checkpoint_id, ended_at)
+        run.outcome = leg_outcome(status, error, tuple(interrupts), breakpoint,
+                                  run.numbers.checkpoint_id, ended_at)
         record = run.spec.record
         if record is not None and error is None:  # update_record(), for an end without error
             record.status = status

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._records._events import Interrupt
+from .._records._fast import make
 from .._records._json import NotJSONError, jcopy, to_json_value
 from .._time._clock import Clock
 from .._time._rng import EntropyStream
@@ -508,8 +509,10 @@ class NodeContext:
                             f"{exc}") from None
         if due is not None:  # asked again (a partial resume): the first deadline stands
             due = self._leg.deadlines.get(key, due)
-        pending = Interrupt(key=key, id=id, node=record.node, task_id=record.task_id,
-                            payload=payload, deadline=due)
+        # Every field is known valid here (ids checked, payload JSON-normalised, ``due`` an
+        # aware datetime): what validation would build, without it.
+        pending = make(Interrupt, key=key, id=id, node=record.node, task_id=record.task_id,
+                       payload=payload, deadline=due)
         hook = self._leg.on_interrupt
         if hook is not None:
             answer = hook(pending)

@@ -47,6 +47,7 @@ __all__ = [
     "fence_token",
     "fork_patch",
     "fork_target_exists",
+    "fresh_claim",
     "from_micros",
     "lineage_free",
     "normalise_event",
@@ -90,6 +91,34 @@ class Claim:
     def as_tuple(self) -> tuple[str, int, datetime]:
         """``(run_id, token, expires_at)``, the form ``current_claim`` returns."""
         return (self.run_id, self.token, self.expires_at)
+
+
+_new_claim = object.__new__
+_DELTAS: dict[float, timedelta] = {}
+"""``timedelta(seconds=ttl)`` by ttl: a runtime's claims share one ttl (bounded, see
+:func:`fresh_claim`)."""
+
+
+def fresh_claim(run_id: str, token: int, now: datetime, ttl: float) -> Claim:
+    """``Claim(run_id, token, now + timedelta(seconds=ttl), ttl)`` made at less cost
+    (internal; every leg on a store that claims takes one): the ttl's ``timedelta`` kept
+    from the last claim with that ttl, and the frozen dataclass's fields set in its
+    ``__dict__`` instead of through ``object.__setattr__`` one at a time (~11,000 -> ~4,000
+    instructions). ``ttl``: a positive number of seconds, checked by the caller."""
+    deltas = _DELTAS
+    if ttl in deltas:  # (``in`` and a subscript, not get(): no call)
+        delta = deltas[ttl]
+    else:
+        if len(deltas) >= 64:
+            deltas.clear()
+        delta = deltas[ttl] = timedelta(seconds=ttl)
+    claim = _new_claim(Claim)
+    fields = claim.__dict__
+    fields["run_id"] = run_id
+    fields["token"] = token
+    fields["expires_at"] = now + delta
+    fields["ttl"] = ttl
+    return claim
 
 
 def utc_now(now: object, where: str) -> datetime:
@@ -170,7 +199,7 @@ def take_claim(
     if current is not None and current.live(now):
         raise ThreadBusy(thread_id, holder=current.run_id, expires_at=current.expires_at,
                          now=now)
-    return Claim(run_id, last_token + 1, now + timedelta(seconds=ttl), ttl)
+    return fresh_claim(run_id, last_token + 1, now, ttl)
 
 
 def current_or_stale(thread_id: str, token: int, current: Claim | None) -> Claim:
