@@ -8,7 +8,8 @@ step). At the commits named by ``--at`` the step's statement is first run once u
 ``EXPLAIN (ANALYZE, WAL)`` in a transaction rolled back (on a connection of its own: the
 statement's own WAL, whatever else the shared server writes), then as usual. Printed for
 each: the bytes of the statement's parameters, of the checkpoint's ``data`` column as
-stored, and the WAL records/bytes the statement wrote. Counts, not times.
+stored, and the WAL records/bytes the statement wrote, averaged over ``--window`` commits
+from there (a b-tree page split lands on one of them). Counts, not times.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5000)
     parser.add_argument("--at", default="10,1000,5000")
     parser.add_argument("--schema", default="bench_pg8")
+    parser.add_argument("--window", type=int, default=64,
+                        help="WAL averaged over this many commits from each --at")
     args = parser.parse_args()
     dsn = os.environ["GRAPHFLOW_POSTGRES_DSN"]
     at = {int(a) for a in args.at.split(",")}
@@ -72,17 +75,20 @@ def main() -> None:
         nonlocal commits
         if "INSERT INTO checkpoints" in query:
             commits += 1
-            if commits in at:
+            start = next((a for a in at if a <= commits < a + args.window), None)
+            if start is not None:
                 plan = spy.execute("EXPLAIN (ANALYZE, WAL, FORMAT JSON) " + query,
                                    params).fetchone()[0]
                 spy.rollback()
                 if os.environ.get("PLAN"):
                     print(json.dumps(plan, indent=1))
                 top = plan[0]["Plan"]
-                found[commits] = {"params": sum(_size(p) for p in params if p is not None),
-                                  **{k: _wal(top, f"WAL {w}") for k, w in (
-                                      ("wal_records", "Records"), ("wal_bytes", "Bytes"),
-                                      ("wal_fpi", "FPI"))}, "id": None}
+                seen = found.setdefault(start, {
+                    "params": sum(_size(p) for p in params if p is not None), "id": None,
+                    "wal_records": 0, "wal_bytes": 0, "wal_fpi": 0})
+                for k, w in (("wal_records", "Records"), ("wal_bytes", "Bytes"),
+                             ("wal_fpi", "FPI")):
+                    seen[k] += _wal(top, f"WAL {w}") / args.window
         return await real(query, params)
 
     store._pg.fetch_one = fetch_one  # type: ignore[method-assign]
