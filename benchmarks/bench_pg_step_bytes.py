@@ -1,9 +1,9 @@
 """What a PostgreSQL checkpoint costs at step k of one long run (issue 29: flat per step?)
 
     GRAPHFLOW_POSTGRES_DSN=... .venv/bin/python benchmarks/bench_pg_step_bytes.py \
-        [--steps 5000] [--at 10,1000,5000] [--schema bench_pg8]
+        [--steps 5000] [--at 10,1000,5000] [--width 1] [--schema bench_pg8]
 
-One run of a node looping on itself (a checkpoint a step, every step the runtime's plain
+One run of a ring of ``--width`` nodes (a checkpoint a step, every step the runtime's plain
 step). At the commits named by ``--at`` the step's statement is first run once under
 ``EXPLAIN (ANALYZE, WAL)`` in a transaction rolled back (on a connection of its own: the
 statement's own WAL, whatever else the shared server writes), then as usual. Printed for
@@ -15,6 +15,7 @@ from there (a b-tree page split lands on one of them). Counts, not times.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 from typing import Any
@@ -30,12 +31,18 @@ class S(BaseModel):
     limit: int = 0
 
 
-def loop() -> Any:
+def loop(width: int) -> Any:
+    """A ring of ``width`` nodes (``node-0``, ...), one a step, until ``n`` reaches
+    ``limit`` (one node: its path compresses well in TOAST; many: as a long chain's)."""
     g = Graph("loop", S)
-    g.node("step", lambda s: {"n": s.n + 1})
-    g.edge(START, "step")
-    g.branch("step", lambda s: "again" if s.n < s.limit else "done",
-             {"again": "step", "done": END})
+    names = [f"node-{i}" for i in range(width)]
+    for name in names:
+        g.node(name, lambda s: {"n": s.n + 1})
+    g.edge(START, names[0])
+    for a, b in itertools.pairwise(names):
+        g.edge(a, b)
+    g.branch(names[-1], lambda s: "again" if s.n < s.limit else "done",
+             {"again": names[0], "done": END})
     return g.compile(checkpoint_policy="every_step")
 
 
@@ -56,6 +63,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5000)
     parser.add_argument("--at", default="10,1000,5000")
     parser.add_argument("--schema", default="bench_pg8")
+    parser.add_argument("--width", type=int, default=1, help="nodes in the ring")
     parser.add_argument("--window", type=int, default=64,
                         help="WAL averaged over this many commits from each --at")
     args = parser.parse_args()
@@ -93,7 +101,7 @@ def main() -> None:
 
     store._pg.fetch_one = fetch_one  # type: ignore[method-assign]
     rt = GraphRuntime(store, max_supersteps=args.steps + 10)
-    rt.invoke(loop(), {"limit": args.steps}, thread_id="t-long")
+    rt.invoke(loop(args.width), {"limit": args.steps}, thread_id="t-long")
     for k in sorted(found):
         row = spy.execute("SELECT octet_length(data), id FROM checkpoints WHERE thread_id = "
                           "'t-long' ORDER BY ts_us, save_order OFFSET %s LIMIT 1",
@@ -105,8 +113,8 @@ def main() -> None:
                         "checkpoints").fetchone()
     paths = spy.execute("SELECT to_regclass('paths')").fetchone()[0]
     extra = spy.execute("SELECT pg_total_relation_size('paths')").fetchone()[0] if paths else 0
-    print(json.dumps({"steps": args.steps, "checkpoints_bytes": total[0], "rows": total[1],
-                      "paths_bytes": extra}))
+    print(json.dumps({"steps": args.steps, "width": args.width, "checkpoints_bytes": total[0],
+                      "rows": total[1], "paths_bytes": extra}))
     spy.close()
     store.close()
 
