@@ -241,7 +241,8 @@ class PgCommits:
             log, chain, cut, tail, path = self._paths.place(run_id, cp.visited)
             if cut:  # the row keeps the path's tail, the chain the rest
                 lean = self._checkpoint_row(cp, _NO_VISITED)
-                lean_row = (*lean[:-1], with_tail(lean[-1], tail))
+                text = lean[-1]
+                lean_row = (*lean[:-1], f"{text[:-1]},\"visited\":{tail}}}" if tail else text)
             else:
                 lean_row = self._checkpoint_row(cp)
             cp_rows = None

@@ -56,13 +56,13 @@ class PathBlocks:
         # run -> (log or tuple, chain id, the chain's length)
         self._last: dict[str, tuple[Sequence[str], int, int]] = {}
 
-    def place(self, run_id: str, visited: Any) -> tuple[Sequence[str], int, int,
-                                                        tuple[str, ...], Path]:
+    def place(self, run_id: str, visited: Any) -> tuple[Sequence[str], int, int, str, Path]:
         """``(nodes, chain, cut, tail, path)`` of a checkpoint whose path is ``visited``: its
-        prefix is the first ``cut`` nodes of ``chain`` (0: none yet), its ``tail`` the rest,
-        and ``path`` what the step's statement writes (a block, a new chain's first block,
-        or nothing; :data:`Path`). ``nodes``: the path's log (the runtime's snapshot) or
-        tuple, which :meth:`wrote` remembers."""
+        prefix is the first ``cut`` nodes of ``chain`` (0: none yet), ``tail`` the JSON array
+        of the rest (``""`` when ``cut`` is 0 or there is none: the row keeps its whole
+        path, or no tail), and ``path`` what the step's statement writes (a block, a new
+        chain's first block, or nothing; :data:`Path`). ``nodes``: the path's log (the
+        runtime's snapshot) or tuple, which :meth:`wrote` remembers."""
         nodes: Sequence[str]
         try:
             nodes, n = visited.snapshot()
@@ -71,9 +71,12 @@ class PathBlocks:
             n = len(nodes)
         cut = n - n % TAIL
         if cut == 0:
-            return nodes, 0, 0, tuple(nodes[:n]), (0, [], [0, 0])
-        tail = tuple(nodes[cut:n])
-        last = self._last.get(run_id)
+            return nodes, 0, 0, "", (0, [], [0, 0])
+        tail = _array(nodes[cut:n]) if cut < n else ""
+        try:
+            last = self._last[run_id]
+        except KeyError:
+            last = None
         if last is not None and last[2] <= cut and (
                 last[0] is nodes or (type(nodes) is tuple and type(last[0]) is tuple
                                      and nodes[:last[2]] == last[0][:last[2]])):
@@ -99,17 +102,17 @@ class PathBlocks:
 
 
 def _array(nodes: Sequence[str]) -> str:
+    """The JSON array of ``nodes`` (a slice of a log or a tuple)."""
     try:
-        return to_json(list(nodes)).decode()
+        return to_json(nodes).decode()
     except (PydanticSerializationError, UnicodeError, ValueError):  # a lone surrogate
         return json.dumps(list(nodes))
 
 
-def with_tail(data: str, tail: tuple[str, ...]) -> str:
-    """A checkpoint's JSON without ``visited`` (``data``) with the path's ``tail`` as it."""
-    if not tail:
-        return data
-    return f"{data[:-1]},\"visited\":{_array(tail)}}}"
+def with_tail(data: str, tail: str) -> str:
+    """A checkpoint's JSON without ``visited`` (``data``) with ``tail`` (a JSON array, or
+    ``""``: none) as it."""
+    return f"{data[:-1]},\"visited\":{tail}}}" if tail else data
 
 
 def joined(cp: Checkpoint, length: int, prefix: str | None) -> Checkpoint:
