@@ -32,10 +32,10 @@ class S(BaseModel):
 
 
 def loop(width: int) -> Any:
-    """A ring of ``width`` nodes (``node-0``, ...), one a step, until ``n`` reaches
+    """A ring of ``width`` nodes (``node-0``, ...; one: ``step``), one a step, until ``n`` reaches
     ``limit`` (one node: its path compresses well in TOAST; many: as a long chain's)."""
     g = Graph("loop", S)
-    names = [f"node-{i}" for i in range(width)]
+    names = ["step"] if width == 1 else [f"node-{i}" for i in range(width)]
     for name in names:
         g.node(name, lambda s: {"n": s.n + 1})
     g.edge(START, names[0])
