@@ -141,7 +141,7 @@ def test_calls_a_step_on_the_sync_connection(make_pg_store: MakeStore) -> None:
     runtime.invoke(long)
     per_step = (_calls(lambda: runtime.invoke(long)) - _calls(lambda: runtime.invoke(short))) / 20
     # 190 through psycopg's cursor, 149 at e2012b7, 122 at 5c2255f, 70 with the plain step,
-    # 75 with path blocks (pg8: placing the path, 2 a step, a tail's JSON past step 16; a
+    # 74 with path blocks (pg8: placing the path, 2 a step, a tail's JSON past step 16; a
     # row's bytes flat as the run grows)
     assert per_step <= 78, per_step
 
