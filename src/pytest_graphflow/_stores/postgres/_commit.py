@@ -146,6 +146,7 @@ block of its run's chain, the first of a new chain (:mod:`._paths`)."""
 _STEP = _STEPS[0]
 """A plain step's statement when no path block is due (most steps)."""
 
+
 def _fenced_statement(
     thread_id: str, token: int, run_id: str, cp_row: tuple[Any, ...] | None,
     piece: Batch | None, record: dict[str, Any] | None = None, latest: str | None = None,
