@@ -72,7 +72,8 @@ def fresh_pg_schema(postgres_dsn: str) -> Iterator[str]:
         conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
-_TABLES = ("checkpoints", "events", "event_compactions", "runs", "artifacts", "claims", "jobs")
+_TABLES = ("checkpoints", "paths", "events", "event_compactions", "runs", "artifacts", "claims",
+           "jobs")
 
 
 def empty_schema(dsn: str, schema: str) -> None:
@@ -122,7 +123,7 @@ def make_pg_store(postgres_dsn: str, pg_schema: str) -> Iterator[Callable[..., o
 
 _ROW_ORDER = {
     "checkpoints": "save_order", "events": "run_id, seq", "runs": "first_order",
-    "claims": "thread_id", "event_compactions": "run_id",
+    "claims": "thread_id", "event_compactions": "run_id", "paths": "chain, upto",
 }
 """The tables :func:`stored_rows` reads, each with the order its rows are read in."""
 

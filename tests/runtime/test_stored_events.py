@@ -311,9 +311,10 @@ def test_a_durable_leg_makes_its_run_record_once_a_change(
 
 def test_a_postgres_step_on_the_real_clock_reads_it_twice(
         make_pg_store: Callable[..., Any]) -> None:
-    """The same on PostgreSQL's sync connection: 62 calls a step on CPython 3.11 (114
-    before the store's plain step skipped the checks its ids passed, 123 before its leaner
-    step row), was 153."""
+    """The same on PostgreSQL's sync connection: 66.5 calls a step on CPython 3.11 (62
+    before schema version 4's path blocks placed each step's path and wrote its tail's JSON,
+    for a row's bytes flat as the run grows; 114 before the store's plain step skipped the
+    checks its ids passed, 123 before its leaner step row), was 153."""
     store = make_pg_store()
     runtime = GraphRuntime(store, clock=RealClock(), seed=0, max_supersteps=1_000)
     short, long = (_chain(n, lambda s: {"n": s.n + 1}) for n in (5, 45))
@@ -332,7 +333,7 @@ def test_a_postgres_step_on_the_real_clock_reads_it_twice(
             gc.enable()
         counts.append(pstats.Stats(profile).total_calls)  # type: ignore[attr-defined]
     per_step = (counts[0] - counts[1]) / 40
-    assert per_step <= 65, per_step
+    assert per_step <= 68, per_step
 
 
 @pytest.mark.parametrize("name", ["lean_chain", "lean_loop", "lean_commands", "long", "values",

@@ -189,7 +189,7 @@ async def test_a_version_2_schema_migrates_in_place_and_a_failed_migration_leave
 
     store = PostgresCheckpointStore(postgres_dsn, schema=schema)
     try:
-        assert _layout(postgres_dsn, schema) == ("3", False, True)
+        assert _layout(postgres_dsn, schema) == (str(_pgschema.SCHEMA_VERSION), False, True)
         assert [c.id for c in await store.list()] == ["cp-1"]
         token = await store.claim("thread-m", "run-m", now=T0)
         await store.commit("thread-m", token, run_id="run-m",

@@ -140,8 +140,10 @@ def test_calls_a_step_on_the_sync_connection(make_pg_store: MakeStore) -> None:
     runtime.invoke(short)
     runtime.invoke(long)
     per_step = (_calls(lambda: runtime.invoke(long)) - _calls(lambda: runtime.invoke(short))) / 20
-    # 190 through psycopg's cursor, 149 at e2012b7, 122 at 5c2255f, 70 with the plain step
-    assert per_step <= 73, per_step
+    # 190 through psycopg's cursor, 149 at e2012b7, 122 at 5c2255f, 70 with the plain step,
+    # 74 with path blocks (pg8: placing the path, 2 a step, a tail's JSON past step 16; a
+    # row's bytes flat as the run grows)
+    assert per_step <= 78, per_step
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
@@ -165,5 +167,5 @@ async def test_calls_a_step_on_the_async_pool(
             counts.append(pstats.Stats(profile).total_calls)  # type: ignore[attr-defined]
     per_step = (counts[0] - counts[1]) / 20
     # 336 through psycopg's cursor and the loop, 175 at e2012b7, 137 at 5c2255f, 85 with
-    # the plain step (``_stores/postgres/_plain.py``)
-    assert per_step <= 88, per_step
+    # the plain step (``_stores/postgres/_plain.py``), 90 with path blocks (pg8)
+    assert per_step <= 93, per_step

@@ -208,7 +208,7 @@ async def test_a_schema_of_a_newer_build_is_refused_and_left_alone(
     with psycopg.connect(postgres_dsn) as conn:
         conn.execute(f"UPDATE {fresh_pg_schema}.meta SET value = '99'")
     with pytest.raises(UnsupportedFormat, match=r"schema version 99; this build of "
-                       r"pytest-graphflow reads schema version 3"):
+                       f"pytest-graphflow reads schema version {_pgschema.SCHEMA_VERSION}"):
         PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema)
     assert _version(postgres_dsn, fresh_pg_schema) == "99"
 
@@ -219,11 +219,12 @@ async def test_an_older_schema_is_migrated_once_when_a_store_opens(
 ) -> None:
     with PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema) as old:
         await old.save(make_cp("cp-1"))
-    monkeypatch.setattr(_pgschema, "SCHEMA_VERSION", 4)
-    monkeypatch.setitem(_pgschema.MIGRATIONS, 3, ["ALTER TABLE runs ADD COLUMN note TEXT"])
+    now = _pgschema.SCHEMA_VERSION  # a build after this one, with one more migration
+    monkeypatch.setattr(_pgschema, "SCHEMA_VERSION", now + 1)
+    monkeypatch.setitem(_pgschema.MIGRATIONS, now, ["ALTER TABLE runs ADD COLUMN note TEXT"])
     with PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema) as new:
         assert [c.id for c in await new.list()] == ["cp-1"]  # the data survived
-    assert _version(postgres_dsn, fresh_pg_schema) == "4"
+    assert _version(postgres_dsn, fresh_pg_schema) == str(now + 1)
     PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema).close()  # not run twice
     with psycopg.connect(postgres_dsn) as conn:
         conn.execute(f"SELECT note FROM {fresh_pg_schema}.runs")

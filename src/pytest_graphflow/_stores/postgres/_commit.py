@@ -28,12 +28,15 @@ from .._protocol import Fence
 from .._wire import dumped_row, event_row
 from ._conn import Cursor, PgConnections
 from ._events import CLEAR, Batch, batch, clear_params, lock_events, write_events
+from ._paths import Path, PathBlocks, with_tail
 from ._plain import plain_step
 from ._release import release_in, releasing
 
 __all__ = ["NODE_IDS", "PgCommits", "array_literal"]
 
 _Rows = list[tuple[str, int, Any, str]]
+
+_NO_VISITED = {"visited"}
 
 
 NODE_IDS = "%s::text[]"
@@ -98,10 +101,23 @@ def _fence(events: bool) -> str:
 
 # A plain insert (an upsert writes one more WAL record and probes the primary key first): a
 # checkpoint whose id is taken fails the statement, and the transaction path upserts it.
-_CP = ("cp AS (INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, "
-       "node_ids, step, ts_us, save_order, status, tenant_id, format_version, data) "
-       f"SELECT %s, %s, %s, %s, %s, {NODE_IDS}, %s, %s, nextval('save_order'), %s, %s, %s, %s "
-       "FROM fence WHERE ok)")
+# Its path prefix (._paths): a chain's id and length; a new chain's id is the ``pa`` CTE's.
+def _cp(pa: int) -> str:
+    chain = "(SELECT chain FROM pa)" if pa == 2 else "%s"
+    return ("cp AS (INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, "
+            "node_ids, step, ts_us, save_order, status, tenant_id, format_version, data, "
+            f"path_chain, path_len) SELECT %s, %s, %s, %s, %s, {NODE_IDS}, %s, %s, "
+            f"nextval('save_order'), %s, %s, %s, %s, {chain}, %s FROM fence WHERE ok)")
+
+
+_PA = {
+    1: "pa AS (INSERT INTO paths (chain, upto, run_id, nodes) SELECT %s, %s, %s, %s "
+       "FROM fence WHERE ok)",
+    2: "pa AS (INSERT INTO paths (chain, upto, run_id, nodes) SELECT nextval('path_chains'), "
+       "%s, %s, %s FROM fence WHERE ok RETURNING chain)",
+}
+"""The path block a step adds (1: to its run's chain; 2: the first of a new chain, whose id
+the statement answers), written when ``ok`` holds (see :mod:`._paths`)."""
 
 _EV = ("ev AS (INSERT INTO events (run_id, seq, last_seq, seqs, data) "
        "SELECT %s, %s, %s, %s, %s FROM fence WHERE ok)")
@@ -111,42 +127,55 @@ _EV = ("ev AS (INSERT INTO events (run_id, seq, last_seq, seqs, data) "
 _ANSWER = " SELECT token, run_id, held, latest, ok"
 
 _STATEMENTS = {
-    (cp, ev, rr): ", ".join([_fence(ev), *([_CP] if cp else []), *([_EV] if ev else []),
-                             *([_RUN_RECORD] if rr else [])])
-    + _ANSWER + (", c" if ev else ", true") + " FROM fence"
+    (cp, ev, rr, pa): ", ".join([_fence(ev), *([_PA[pa]] if pa else []),
+                                 *([_cp(pa)] if cp else []), *([_EV] if ev else []),
+                                 *([_RUN_RECORD] if rr else [])])
+    + _ANSWER + (", c" if ev else ", true") + (", (SELECT chain FROM pa)" if pa == 2 else "")
+    + " FROM fence"
     for cp in (False, True) for ev in (False, True) for rr in (False, True)
+    for pa in ((0, 1, 2) if cp else (0,))
 }
-"""The fenced statement of each shape (with a checkpoint, events, a run record), built once:
-the same string object every step (psycopg's cache of prepared statements hashes it once)."""
+"""The fenced statement of each shape (with a checkpoint, events, a run record, a path
+block), built once: the same string object every step (psycopg's cache of prepared
+statements hashes it once)."""
 
-_STEP = _STATEMENTS[True, True, False]
-"""A plain step's statement: a checkpoint and events, no run record."""
+_STEPS = [_STATEMENTS[True, True, False, pa] for pa in (0, 1, 2)]
+"""A plain step's statements: a checkpoint and events, no run record; no path block, a
+block of its run's chain, the first of a new chain (:mod:`._paths`)."""
+
+_STEP = _STEPS[0]
+"""A plain step's statement when no path block is due (most steps)."""
 
 
 def _fenced_statement(
     thread_id: str, token: int, run_id: str, cp_row: tuple[Any, ...] | None,
     piece: Batch | None, record: dict[str, Any] | None = None, latest: str | None = None,
-    free: bool = True,
+    free: bool = True, path: Path = (0, [], [0, 0]),
 ) -> tuple[str, list[Any]]:
     """The one statement writing a checkpoint (``cp_row``, if any), the events' row
     (``piece``, :func:`~._events.batch`'s, if any) and the run record under the fence, when
     the thread's latest checkpoint is ``latest`` (what seed 004's checks passed against); it
     returns the claim's token and run id, whether the fence held, the thread's latest
     checkpoint id before the write, whether it wrote, and whether the events' row could be
-    inserted as it is (else the transaction path merges them)."""
+    inserted as it is (else the transaction path merges them); ``path``: the checkpoint's
+    path (:data:`._paths.Path`), its row ``cp_row`` the one :mod:`._paths` places."""
     params: list[Any] = [thread_id]
     if piece is not None:
         first, last, seqs, data = piece
         params.extend(clear_params(run_id, first, last))
         params.append(thread_id)
     params.extend((token, thread_id, free, latest))
+    pa = 0
     if cp_row is not None:
+        pa, block, cols = path
+        params.extend(block)
         params.extend(cp_row)
+        params.extend(cols)
     if piece is not None:
         params.extend((run_id, first, last, seqs, data))
     if record is not None:
         params.extend(_run_record_params(record))
-    return _STATEMENTS[cp_row is not None, piece is not None, record is not None], params
+    return _STATEMENTS[cp_row is not None, piece is not None, record is not None, pa], params
 
 
 class PgCommits:
@@ -173,8 +202,11 @@ class PgCommits:
     _UPSERT: str = ""
     """The store's checkpoint upsert statement."""
 
+    _paths: PathBlocks
+
     @staticmethod
-    def _checkpoint_row(cp: Checkpoint) -> tuple[Any, ...]:  # pragma: no cover - the store's
+    def _checkpoint_row(cp: Checkpoint, exclude: set[str] | None = None
+                        ) -> tuple[Any, ...]:  # pragma: no cover - the store's
         raise NotImplementedError
 
     async def commit(
@@ -207,13 +239,21 @@ class PgCommits:
         if plain is not None:  # the runtime's plain step, its ids checked already
             cp, piece, free = plain
             cps: list[Any] = [cp]
-            cp_rows = [self._checkpoint_row(cp)]
+            log, chain, cut, tail, path = self._paths.place(run_id, cp.visited)
+            if cut:  # the row keeps the path's tail, the chain the rest
+                lean = self._checkpoint_row(cp, _NO_VISITED)
+                text = lean[-1]
+                lean_row = (*lean[:-1], f"{text[:-1]},\"visited\":{tail}}}" if tail else text)
+            else:
+                lean_row = self._checkpoint_row(cp)
+            cp_rows = None
             rows = pairs = record = None
             latest = cp.parent_id
             first, last, seqs, data = piece  # _fenced_statement's parameters, in its order
-            sql = _STEP
+            sql = _STEPS[path[0]]
             params = [thread_id, run_id, last, first, first, first, run_id, thread_id, token,
-                      thread_id, free, latest, *cp_rows[0], run_id, first, last, seqs, data]
+                      thread_id, free, latest, *path[1], *lean_row, *path[2], run_id, first,
+                      last, seqs, data]
         else:
             cps, pairs, record = check_commit(thread_id, run_id, checkpoints, events, run,
                                               normalise=False)
@@ -237,23 +277,39 @@ class PgCommits:
                 rules.check_lineage(thread_id, latest, cps, pairs)
             except GraphflowError:  # judged below, once the claim is known to hold
                 free, latest = False, ""  # no checkpoint has this id: nothing is written
-            sql, params = _fenced_statement(thread_id, token, run_id,
-                                            cp_rows[0] if cp_rows else None, piece, record,
-                                            latest, free)
+            lean_row, path = None, (0, [], [0, 0])
+            log, chain, cut = (), 0, 0
+            if len(cps) == 1:
+                cp = cps[0]
+                log, chain, cut, tail, path = self._paths.place(run_id, cp.visited)
+                lean_row = cp_rows[0]
+                if cut:
+                    lean = self._checkpoint_row(cp, _NO_VISITED)
+                    lean_row = (*lean[:-1], with_tail(lean[-1], tail))
+            sql, params = _fenced_statement(thread_id, token, run_id, lean_row, piece, record,
+                                            latest, free, path)
         if release:  # the leg's last commit: the release in its statement
             sql, params = releasing(sql, params, thread_id, token, _ANSWER)
         for _ in range(3) if len(cps) <= 1 else ():
             try:
                 found = await self._pg.fetch_one(sql, params)
             except psycopg.errors.UniqueViolation:  # the checkpoint's id is taken (the step
-                break  # inserts, not upserts: no speculative insertion), or a racing writer's
-                # events row starts at the same seq: the transaction below upserts and merges
+                # inserts, not upserts: no speculative insertion), a racing writer's events
+                # row starts at the same seq, or the path block is there (a statement whose
+                # answer was lost): the transaction below upserts and merges
+                self._paths.forget(run_id)
+                break
+            except BaseException:
+                self._paths.forget(run_id)  # written or not: a new chain next time
+                raise
             if found is None:  # the thread has no claim row
                 raise StaleClaim(thread_id, token, None)
-            current, holder, held, found_latest, written, clear = found
+            current, holder, held, found_latest, written, clear = found[:6]
             if not held:
                 raise StaleClaim(thread_id, token, None if holder is None else int(current))
             if written:
+                if path[0]:
+                    self._paths.wrote(run_id, log, found[6] if path[0] == 2 else chain, cut)
                 return
             if not clear:  # events to merge into the log: the transaction below
                 break
@@ -261,13 +317,14 @@ class PgCommits:
                 pairs = [(e["seq"], e) for e in events]
             rules.check_lineage(thread_id, found_latest, cps, pairs)
             latest = found_latest
-            sql, params = _fenced_statement(thread_id, token, run_id,
-                                            cp_rows[0] if cp_rows else None, piece, record,
-                                            latest, free)
+            sql, params = _fenced_statement(thread_id, token, run_id, lean_row, piece, record,
+                                            latest, free, path)
             if release:
                 sql, params = releasing(sql, params, thread_id, token, _ANSWER)
         if rows is None:  # the plain step's events, as the general commit serialises them
             rows = [dumped_row(run_id, e, e["seq"]) for e in events]
+        if cp_rows is None:  # the transaction path keeps a row's whole path in its data
+            cp_rows = [self._checkpoint_row(cp) for cp in cps]
         if pairs is None:
             pairs = [(e["seq"], e) for e in events]
         async with self._tx() as cur:

@@ -60,6 +60,7 @@ async def delete_thread(cur: Cursor, thread_id: str, tenant: str | None,
         else:
             counts.append(cur.rowcount)
     await cur.execute("DELETE FROM event_compactions WHERE run_id = ANY(%s)", (ids,))
+    await cur.execute("DELETE FROM paths WHERE run_id = ANY(%s)", (ids,))
     await cur.execute("DELETE FROM claims WHERE thread_id = %s", (thread_id,))
     if last:
         await cur.execute(

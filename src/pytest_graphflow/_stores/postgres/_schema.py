@@ -15,11 +15,12 @@ from ...errors import InvalidArgument, UnsupportedFormat
 from ._conn import Cursor
 from ._queue import QUEUE_SCHEMA
 
-__all__ = ["CLAIMS_RUN_INDEX", "MIGRATIONS", "OWN_TABLES", "SCHEMA_VERSION", "drop_tables",
+__all__ = ["CLAIMS_RUN_INDEX", "MIGRATIONS", "OWN_TABLES", "PATHS", "SCHEMA_VERSION", "drop_tables",
            "ensure_schema"]
 
-SCHEMA_VERSION = 3
-"""The layout of the tables this build writes and reads (3: no ``checkpoints_order`` index,
+SCHEMA_VERSION = 4
+"""The layout of the tables this build writes and reads (4: a checkpoint's ``visited`` path
+kept as blocks of ``paths``, :mod:`._paths`; 3: no ``checkpoints_order`` index,
 an index of claims by run; 2: a run's events written together are one row of ``events``; 1:
 one row an event)."""
 
@@ -32,6 +33,26 @@ WAITING_INDEX = ('CREATE INDEX IF NOT EXISTS checkpoints_waiting ON checkpoints 
 """The partial index ``waiting()`` reads (the interrupted checkpoints, by thread id in
 ``"C"`` order). An index, not a table: the schema version stays; :func:`ensure_schema` adds
 it to a schema written before it, and a build without it does not see it."""
+
+PATHS = [
+    "CREATE SEQUENCE IF NOT EXISTS path_chains",
+    # A chain's blocks: ``upto`` the chain's length after the block, ``nodes`` the JSON array
+    # of the nodes it adds (see ._paths).
+    """CREATE TABLE IF NOT EXISTS paths (
+        chain BIGINT NOT NULL,
+        upto INTEGER NOT NULL,
+        run_id TEXT NOT NULL,
+        nodes TEXT NOT NULL,
+        PRIMARY KEY (chain, upto)
+    )""",
+    "CREATE INDEX IF NOT EXISTS paths_run ON paths (run_id)",
+]
+"""The path blocks' table (schema version 4), its index and its chains' sequence."""
+
+_PATH_COLUMNS = ("ALTER TABLE checkpoints ADD COLUMN IF NOT EXISTS path_chain BIGINT NOT NULL "
+                 "DEFAULT 0, ADD COLUMN IF NOT EXISTS path_len INTEGER NOT NULL DEFAULT 0")
+"""A checkpoint's path prefix: the first ``path_len`` nodes of the chain ``path_chain`` (0:
+none; the row's ``data`` holds its whole path, as every row of version 3 does)."""
 
 _CREATE = [
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -49,8 +70,11 @@ _CREATE = [
         status TEXT NOT NULL,
         tenant_id TEXT,
         format_version INTEGER NOT NULL,
-        data TEXT NOT NULL
+        data TEXT NOT NULL,
+        path_chain BIGINT NOT NULL DEFAULT 0,
+        path_len INTEGER NOT NULL DEFAULT 0
     )""",
+    *PATHS,
     "CREATE INDEX IF NOT EXISTS checkpoints_run ON checkpoints (run_id, ts_us, save_order)",
     "CREATE INDEX IF NOT EXISTS checkpoints_thread ON checkpoints (thread_id, ts_us, save_order)",
     WAITING_INDEX,
@@ -120,6 +144,10 @@ MIGRATIONS: dict[int, list[str]] = {
     # ``list`` sorts), and each step inserted into it; an unfenced merge of a run's events
     # finds the run's claims by an index.
     2: ["DROP INDEX IF EXISTS checkpoints_order", CLAIMS_RUN_INDEX],
+    # 3 -> 4: path blocks (._paths). The rows written before keep their whole path in
+    # ``data`` (``path_chain`` 0), which reads the same: no row is rewritten, and adding
+    # columns with a constant default rewrites no table.
+    3: [*PATHS, _PATH_COLUMNS],
 }
 """``MIGRATIONS[n]``: the statements that turn schema version ``n`` into ``n + 1``.
 

@@ -44,6 +44,7 @@ from ._commit import NODE_IDS, PgCommits, array_literal
 from ._conn import Cursor, PgConnections, check_schema_name, on_plain_asyncio, run_now
 from ._delete import delete_thread
 from ._events import compact, lock_events, read_events, write_events
+from ._paths import PREFIX, PathBlocks, joined
 from ._queue import PgQueue
 from ._schema import SCHEMA_VERSION, drop_tables, ensure_schema
 
@@ -56,13 +57,14 @@ _THREAD_LATEST = (
 
 _Records = list[dict[str, Any]]
 
-_COLUMNS = "id, format_version, data"
+_COLUMNS = f"id, format_version, data, path_len, {PREFIX}"
 _ORDER = "ORDER BY ts_us, save_order"
 _NEWEST = "ORDER BY ts_us DESC, save_order DESC LIMIT 1"
 _UPSERT = (
     "INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, node_ids, step, ts_us, "
     f"save_order, status, tenant_id, format_version, data) VALUES (%s, %s, %s, %s, %s, {NODE_IDS}, "
     "%s, %s, nextval('save_order'), %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET "
+    "path_chain = 0, path_len = 0, "
     "run_id = excluded.run_id, thread_id = excluded.thread_id, graph_id = excluded.graph_id, "
     "node_id = excluded.node_id, node_ids = excluded.node_ids, step = excluded.step, "
     "ts_us = excluded.ts_us, save_order = excluded.save_order, status = excluded.status, "
@@ -99,7 +101,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 
-def _row(cp: Checkpoint) -> tuple[Any, ...]:
+def _row(cp: Checkpoint, exclude: set[str] | None = None) -> tuple[Any, ...]:
     node_ids = cp.node_ids
     ids = _NODE_IDS_JSON.get(tuple(node_ids))  # _node_ids_json's, without its call a step
     if ids is None:
@@ -109,14 +111,15 @@ def _row(cp: Checkpoint) -> tuple[Any, ...]:
             rules.to_micros(moment) if moment.tzinfo is None else
             (moment - _EPOCH) // _MICROSECOND,  # to_micros' of an aware time, inline
             cp.status, cp.tenant_id, cp.format_version,
-            checkpoint_json(cp, "the PostgreSQL store"))
+            checkpoint_json(cp, "the PostgreSQL store", exclude))
 
 
-def _parse(row: tuple[str, int, str]) -> Checkpoint:
-    cid, version, data = row
+def _parse(row: tuple[str, int, str, int, str | None]) -> Checkpoint:
+    cid, version, data, length, prefix = row
     if version != FORMAT_VERSION:
         raise rules.unsupported_format(cid, version)
-    return Checkpoint.model_validate_json(data)
+    cp = Checkpoint.model_validate_json(data)
+    return joined(cp, length, prefix) if length else cp
 
 
 def _lock_key(kind: str, name: str) -> tuple[str]:
@@ -189,6 +192,7 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
         self.claim_ttl: float = rules.check_ttl(claim_ttl, "PostgresCheckpointStore")
         self.dsn: str = dsn
         self._pg = PgConnections(dsn, self.schema, pool_size)
+        self._paths = PathBlocks()
         try:
             run_now(self._pg.sync_tx(ensure_schema, self.schema, repr(self)))
         except BaseException:
