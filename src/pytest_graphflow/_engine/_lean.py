@@ -66,6 +66,68 @@ _TASK_TEMPLATE: dict[str, Any] = {"task_id": None, "node": None, "item": None,
 and sets the id and the node."""
 
 
+class _PlainTask:
+    """The next step's task as the lean loop holds it while the in-memory store's sink
+    saves its steps (the store takes the tasks as ``(task_id, node)`` pairs): a plain task,
+    its id and node, the other fields of :class:`TaskRecord` the class's (a plain task's
+    values), read as the record's are read (the node's context reads them, ``ctx.task_id``,
+    ``ctx.item``...). Without the pydantic model's four slot writes and its fields' dict,
+    about a tenth of a chain step's instructions.
+
+    It never leaves the loop: a task that goes on to the general path, the leg's tasks when
+    the loop ends (whatever ends it), and the tasks of a save the sink did not take are made
+    the :class:`TaskRecord` the loop would have made (:func:`_task_record`, :func:`_settled`,
+    :func:`_settle`); ``tests/runtime/test_lean_plain_task.py`` holds each exit to the
+    general path."""
+
+    __slots__ = ("node", "task_id")
+    node: str
+    task_id: str
+    item: Any = None
+    has_item: bool = False
+    checkpoint_id_before: str | None = None
+    failure: dict[str, Any] | None = None
+
+
+def _task_record(task_id: str, node: str) -> TaskRecord:
+    """A plain task's record, as ``Numbering.new_task`` makes it (its fields copied from
+    :data:`_TASK_TEMPLATE`, in its order)."""
+    task = _new(TaskRecord)
+    data = dict(_TASK_TEMPLATE)
+    data["task_id"] = task_id
+    data["node"] = node
+    _set_dict(task, data)
+    _set_fields_set(task, _TASK_FIELDS)
+    _set_extra(task, None)
+    _set_private(task, None)
+    return task
+
+
+def _settle(pos: Any) -> None:
+    """The leg's tasks (``pos.tasks``) as :class:`TaskRecord` objects, each
+    :class:`_PlainTask` among them made one (a step's tasks are all one or the other: the
+    callers look at the first)."""
+    pos.tasks = [_task_record(t.task_id, t.node) if type(t) is _PlainTask else t
+                 for t in pos.tasks]
+
+
+def _settled(run: Any, record: Any) -> TaskRecord:
+    """``record``, the running step's task, as a :class:`TaskRecord` (made from it when it
+    is a :class:`_PlainTask`, and put in its place among the leg's tasks): for an outcome
+    the general path takes."""
+    if type(record) is not _PlainTask:
+        return record  # type: ignore[no-any-return]
+    pos = run.pos
+    made = _task_record(record.task_id, record.node)
+    tasks = pos.tasks
+    if tasks[0] is record and tasks[-1] is record:  # the step's lone task (as ever)
+        pos.tasks = [made]
+    else:
+        pos.tasks = [made if t is record else t for t in tasks]
+        _settle(pos)
+    return made
+
+
 def lean_leg(run: RunState) -> bool:
     """Whether the leg's single-task supersteps may take the lean step: nobody reads its
     events (``invoke``), no breakpoint after a node, no middleware or guardrails, and a
@@ -468,8 +530,8 @@ class LeanSteps:
                                 mixed = True
                                 break
                         if mixed:  # a reducer, or the schema's validators: the committer merges
-                            return _done(record, spec, started_at, done_at or clock.now(),
-                                         patch, targets)
+                            return _done(_settled(run, record), spec, started_at,
+                                         done_at or clock.now(), patch, targets)
                         new_state = {**state, **patch}  # plain writes, each checked as written
                     # A state merged by the schema may leave a key out: model_of then.
                     whole = parts is not None and len(new_state) == parts[2]
@@ -482,17 +544,19 @@ class LeanSteps:
                 arrivals = pos.arrivals
                 if joins:
                     if fact[3]:
-                        return _done(record, spec, started_at, done_at or clock.now(), patch,
-                                     targets)
+                        return _done(_settled(run, record), spec, started_at,
+                                     done_at or clock.now(), patch, targets)
                     arrivals = {k: list(v) for k, v in arrivals.items()}
                 if fact[1] is None:  # static edges only: worked out once
-                    seq, scheduled = fact[2]
+                    seq, scheduled, lone = fact[2]
                 else:
                     count = len(targets)
                     seq = 2 + count  # node_start, node_end, an edge per target
                     if count == 1:
-                        scheduled = () if targets[0] == END else targets
+                        lone = targets[0] != END
+                        scheduled = targets if lone else ()
                     else:
+                        lone = False  # (a record each: one of them may be END)
                         scheduled = [t for t in targets if t != END]
                         if len(scheduled) > 1:
                             scheduled = sorted(dict.fromkeys(scheduled),
@@ -505,24 +569,39 @@ class LeanSteps:
                 # the tasks also as the in-memory store's sink takes them (flat pairs).
                 first_seq = numbers.seq
                 numbers.seq = first_seq + seq + saving + finished
-                next_tasks: list[TaskRecord] = []
-                pairs: tuple[str, ...] = ()
                 counter = numbers.task_counter
-                for node in scheduled:
+                next_tasks: list[Any]
+                pairs: tuple[str, ...]
+                if lone and sink is not None:
+                    # The next step's lone task, while the sink takes the tasks as pairs: a
+                    # _PlainTask (made a TaskRecord wherever it would leave the loop).
                     counter += 1
+                    (node,) = scheduled
                     task_id = f"{task_head}{counter}"
-                    pairs += (task_id, node)
-                    task = _new(TaskRecord)
-                    # The plain task's fields, copied from their template (a copy of a dict
-                    # costs less than a literal of six keys; the same keys, in order).
-                    tdata = dict(_TASK_TEMPLATE)
-                    tdata["task_id"] = task_id
-                    tdata["node"] = node
-                    _set_dict(task, tdata)
-                    _set_fields_set(task, task_fields)
-                    _set_extra(task, None)
-                    _set_private(task, None)
-                    next_tasks += (task,)  # not append: one call fewer
+                    pairs = (task_id, node)
+                    lone_task = _new(_PlainTask)
+                    lone_task.task_id = task_id
+                    lone_task.node = node
+                    next_tasks = [lone_task]
+                else:
+                    next_tasks = []
+                    pairs = ()
+                    for node in scheduled:
+                        counter += 1
+                        task_id = f"{task_head}{counter}"
+                        pairs += (task_id, node)
+                        # _task_record, inline (one call fewer a task): the plain task's
+                        # fields copied from their template (a copy of a dict costs less
+                        # than a literal of six keys; the same keys, in order)
+                        task = _new(TaskRecord)
+                        tdata = dict(_TASK_TEMPLATE)
+                        tdata["task_id"] = task_id
+                        tdata["node"] = node
+                        _set_dict(task, tdata)
+                        _set_fields_set(task, task_fields)
+                        _set_extra(task, None)
+                        _set_private(task, None)
+                        next_tasks += (task,)  # not append: one call fewer
                 numbers.task_counter = counter
                 if saving:
                     numbers.cp_counter = counter = numbers.cp_counter + 1
@@ -578,6 +657,11 @@ class LeanSteps:
                     if sunk:  # Numbering.saved, inline
                         numbers.parent_id = numbers.checkpoint_id = cid
                     else:
+                        if next_tasks and type(next_tasks[0]) is _PlainTask:
+                            # (the sink declined, or this step's checkpoint is not plain:
+                            # the writer reads its tasks)
+                            _settle(pos)
+                            next_tasks = pos.tasks
                         # A store's own code runs without the task's context: _unset, inline.
                         if tokens is not None:
                             t1, t2, t3 = tokens
@@ -676,6 +760,9 @@ class LeanSteps:
         finally:
             if tokens is not None:
                 _unset(tokens)
+            tasks: list[Any] = pos.tasks
+            if tasks and type(tasks[0]) is _PlainTask:  # (whatever ended the loop: the
+                _settle(pos)                             # general path reads the tasks)
 
     def sink(self) -> Any:
         """The store's save for a lean step's checkpoint (the in-memory store's
@@ -710,12 +797,12 @@ def _unset(tokens: tuple[Any, Any, Any] | None) -> None:
 
 def _facts(graph: CompiledGraph) -> dict[str, tuple[Any, ...]]:
     """What the lean step reads of each node of ``graph``, worked out once per graph:
-    ``(targets, branches, (events, scheduled), joins_from, fast, held, external)`` — its
-    static targets, its branches (``None``: none), the events and next nodes of a step
-    through its static edges, whether a join waits for it, the types of the values each
-    key it may write takes as they are (``None``: the schema is not plain), whether it
-    cannot run inline (async, or with retries: ``held``), and whether its effect is
-    ``external``."""
+    ``(targets, branches, (events, scheduled, lone), joins_from, fast, held, external)`` —
+    its static targets, its branches (``None``: none), the events and next nodes of a step
+    through its static edges (``lone``: exactly one), whether a join waits for it, the
+    types of the values each key it may write takes as they are (``None``: the schema is
+    not plain), whether it cannot run inline (async, or with retries: ``held``), and
+    whether its effect is ``external``."""
     found: dict[str, tuple[Any, ...]] | None = graph.__dict__.get("_lean_facts")
     if found is None:
         found = graph.__dict__["_lean_facts"] = {
@@ -746,7 +833,8 @@ def _node_facts(graph: CompiledGraph, name: str) -> tuple[Any, ...]:
             fast[key] = scalars & codec.passes[key] if key in codec.checked_on_write \
                 else scalars
     spec = nodes[name]
-    return (targets, graph.branches.get(name) or None, (2 + len(targets), scheduled),
+    return (targets, graph.branches.get(name) or None,
+            (2 + len(targets), scheduled, len(scheduled) == 1),
             bool(graph.joins_from.get(name)), fast, spec.is_async or spec.retry is not None,
             spec.effect == "external")
 
@@ -781,7 +869,11 @@ def _outcome(record: TaskRecord, spec: NodeSpec, ctx: NodeContext, started_at: d
              finished_at: datetime | None = None, patch: dict[str, Any] | None = None
              ) -> Outcome:
     """The task's outcome as ``execute`` builds it; with ``finished_at``, one whose node
-    returned (its attempt and end time set, and its ``patch``)."""
+    returned (its attempt and end time set, and its ``patch``). A lean loop's
+    :class:`_PlainTask` is made a :class:`TaskRecord` first (the context's too)."""
+    task: Any = record
+    if type(task) is _PlainTask:
+        record = ctx._record = _settled(ctx._leg, task)
     out = Outcome(record, spec)
     out.custom = ctx._custom
     out.artifacts = ctx._artifacts
