@@ -8,36 +8,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
+from graphflow_approval import approval_graph
 from pytest_graphflow import (
-    END,
-    START,
     FaultyStore,
-    Graph,
     GraphRuntime,
     InMemoryCheckpointStore,
     Resume,
     VirtualClock,
-    interrupt,
 )
 from pytest_graphflow._plugin import _runtime as plugin_runtime
 from pytest_graphflow._plugin._marker import TestSettings
 from pytest_graphflow.testing import RecordingRuntime
-
-
-class S(BaseModel):
-    n: int = 0
-    answer: str = ""
-
-
-def _graph() -> Any:
-    g = Graph("parts_approval", S)
-    g.node("draft", lambda s: {"n": s.n + 1})
-    g.node("approve", lambda s: {"answer": interrupt({"draft": s.n}, id="ok")})
-    g.node("publish", lambda s: {"n": s.n + 10})
-    g.edge(START, "draft").edge("draft", "approve").edge("approve", "publish")
-    return g.edge("publish", END).compile()
 
 
 def _settings(policy: Any, start: datetime | None) -> TestSettings:
@@ -61,7 +43,7 @@ def _plain(runtime: GraphRuntime) -> dict[str, Any]:
 
 
 def _round_trip(runtime: RecordingRuntime) -> tuple[Any, ...]:
-    paused = runtime.invoke(_graph(), {"n": 2})
+    paused = runtime.invoke(approval_graph("parts_approval"), {"n": 2})
     done = runtime.resume(paused.run_id, Resume("yes"))
     faults = runtime.store_faults
     assert faults is not None
@@ -111,7 +93,7 @@ def test_a_leg_made_for_the_observer_is_the_leg_the_dataclass_makes(resumed: boo
     ``RunLeg`` and not to ``_started`` fails here, not in a user's observer."""
     from pytest_graphflow._engine._results import RunLeg
 
-    graph, store = _graph(), InMemoryCheckpointStore()
+    graph, store = approval_graph("parts_approval"), InMemoryCheckpointStore()
     initial = None if resumed else {"n": 1, "answer": ""}
     answers = {"ok": "yes"} if resumed else {}
     fast = RunLeg._started(graph, "run-1", resumed, 7, initial, answers, store, True)

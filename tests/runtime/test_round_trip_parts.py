@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from graphflow_approval import approval_graph
 from pytest_graphflow import (
     END,
     START,
-    CompiledGraph,
     Graph,
     GraphRuntime,
     Resume,
@@ -46,16 +46,6 @@ class S(BaseModel):
     answer: str = ""
 
 
-def approval() -> CompiledGraph:
-    g = Graph("approval", S)
-    g.node("draft", lambda s: {"n": s.n + 1})
-    g.node("approve", lambda s: {"answer": interrupt({"draft": s.n}, id="ok")})
-    g.node("publish", lambda s: {"n": s.n + 10})
-    g.edge(START, "draft").edge("draft", "approve").edge("approve", "publish")
-    g.edge("publish", END)
-    return g.compile()
-
-
 def runtime() -> GraphRuntime:
     return GraphRuntime(clock=VirtualClock(), seed=0)
 
@@ -70,7 +60,7 @@ def test_runner_parts_are_made_once_when_first_read() -> None:
     leg's batch runner, halt handler and committer are still made when first read, once."""
     assert "__getattr__" not in vars(Runner)
     rt = runtime()
-    paused = rt.invoke(approval(), {})
+    paused = rt.invoke(approval_graph(), {})
     runner = leg(rt, paused.run_id)
     made = vars(runner)
     assert "committer" not in made  # a lean leg that paused never needed it
@@ -84,7 +74,7 @@ def test_runner_parts_are_made_once_when_first_read() -> None:
 def test_leg_spec_gets_each_argument_in_its_place() -> None:
     """``LegSpec`` takes its 29 arguments by position (one caller, ``Legs.start``): each
     attribute of a fresh and of a resumed leg holds what that leg is."""
-    graph = approval()
+    graph = approval_graph()
     rt = GraphRuntime(clock=VirtualClock(), seed=0, max_supersteps=50, timeout=9.0)
     paused = rt.invoke(graph, {}, thread_id="t-1", interrupt_after=["draft"])
     spec = leg(rt, paused.run_id).run.spec
@@ -125,7 +115,7 @@ def test_a_kept_checkpoint_is_the_model_make_builds() -> None:
     """The checkpoint a resume reads from the in-memory store's kept fields is the one
     ``make(Checkpoint, **fields)`` builds: the same fields, the same fields-set."""
     rt = runtime()
-    paused = rt.invoke(approval(), {})
+    paused = rt.invoke(approval_graph(), {})
     store: Any = rt.store
     kept = store.kept_latest(paused.run_id)
     fields = dict(kept.__dict__)
