@@ -31,7 +31,11 @@ def graphflow(*args: str, env: dict[str, str] | None = None,
     """``python -m pytest_graphflow ARGS`` in a fresh process."""
     full = {k: v for k, v in os.environ.items()
             if k not in ("NO_COLOR", "PY_COLORS", "FORCE_COLOR")}
-    full.update({"PYTHONPATH": str(HTML_TESTS), **(env or {})})
+    # The caller's path kept after ours: a checkout run with PYTHONPATH=<its src> (a git
+    # worktree beside an editable install) tests its own code in the child too.
+    kept = os.environ.get("PYTHONPATH")
+    full.update({"PYTHONPATH": os.pathsep.join([str(HTML_TESTS), *([kept] if kept else [])]),
+                 **(env or {})})
     return subprocess.run([sys.executable, "-m", "pytest_graphflow", *args], env=full,
                           capture_output=True, text=True, stdin=stdin, timeout=120,
                           check=False)

@@ -32,7 +32,8 @@ def spawn(
     return subprocess.Popen(
         [str(GRAPHFLOW), "worker", dsn, *graphs, "--schema", schema, "--claim-ttl", str(ttl),
          "--poll", "0.05", "--name", name, "--until-done", *options],
-        env={**os.environ, "PYTHONPATH": str(HERE), **env}, cwd=HERE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(  # the caller's path kept after
+            [str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])]), **env}, cwd=HERE,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
