@@ -65,6 +65,15 @@ _NO_STOPS: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
 """A leg's own breakpoints when the call sets none."""
 
 
+def input_base(graph: CompiledGraph, patch: dict[str, Any]) -> dict[str, Any]:
+    """A new thread's first state: the schema's defaults with the run's input (``patch``)
+    validated into them (key by key where :meth:`StateCodec.started` can, else the whole
+    model validated and dumped)."""
+    codec = graph.codec
+    return (codec.started(patch) if patch else codec.defaults()) \
+        or codec.dump(validate_state(graph, patch))
+
+
 class Legs:
     """Prepares the legs of a runtime's runs (owned by the runtime, one per runtime).
 
@@ -101,18 +110,24 @@ class Legs:
                 claim names when it expires, on this runtime's clock.
             TenantMismatch: the thread is busy and belongs to another tenant.
         """
-        live = self.book.live
-        if live:
-            for runner in live.values():
-                if runner.run.outcome is None and (runner.run.thread_id == thread_id
-                                                   or runner.run.run_id == run_id):
-                    raise await self.busy(thread_id, runner.run_id, tenant)
+        holder = self.live_holder(thread_id, run_id)
+        if holder is not None:
+            raise await self.busy(thread_id, holder.run_id, tenant)
         host = self.host
         try:
             return await take(self.store, self.features, host.clock,
                               thread_id, run_id, host.claim_ttl, at)
         except ThreadBusy as exc:
             raise await self.busy(thread_id, exc.holder, tenant, exc) from None
+
+    def live_holder(self, thread_id: str, run_id: str) -> Runner | None:
+        """The live leg of this runtime that holds ``thread_id`` or runs ``run_id``, if any
+        (a claim of either is refused before the store is asked)."""
+        for runner in self.book.live.values():
+            if runner.run.outcome is None and (runner.run.thread_id == thread_id
+                                               or runner.run.run_id == run_id):
+                return runner
+        return None
 
     async def busy(self, thread_id: str, holder: str | None, tenant: str | None,
                    refused: ThreadBusy | None = None) -> GraphflowError:
@@ -228,9 +243,7 @@ class Legs:
         self.book.graphs.ran(run_id, compiled)  # a resume by id alone uses this very graph
         if thread_id is None:
             thread_id = f"thread-{token}"
-            codec = graph.codec
-            base = (codec.started(patch) if patch else codec.defaults()) \
-                or codec.dump(validate_state(graph, patch))
+            base = input_base(graph, patch)
             claim = await self.claim(thread_id, run_id, tenant)
         else:
             # A live run holding the thread is ThreadBusy, whatever the thread's checkpoints
@@ -289,32 +302,29 @@ class Legs:
             thread = thread_id if thread_id is not None else f"thread-{token}"
             if not checked:
                 try:
-                    base = (None if patch else graph.codec.defaults()) \
-                        or graph.codec.dump(validate_state(graph, patch))
+                    base = input_base(graph, patch)
                 except BaseException:
                     if await store.latest(run_id) is not None:
                         run_id = (await self.new_run_id())[0]
                     ran(run_id, compiled)
                     raise
                 checked = True
-            for runner in self.book.live.values():  # Legs.claim's check, this id's
-                if runner.run.outcome is None and (runner.run.thread_id == thread
-                                                   or runner.run.run_id == run_id):
-                    if await store.latest(run_id) is not None:
-                        break  # a taken id: the next one (new_run_id's order)
-                    ran(run_id, compiled)
-                    raise await self.busy(thread, runner.run_id, tenant)
-            else:
-                host = self.host
-                try:
-                    claim = await take_fresh(store, self.features, host.clock, thread,
-                                             run_id, host.claim_ttl)
-                except ThreadBusy as exc:
-                    ran(run_id, compiled)
-                    raise await self.busy(thread, exc.holder, tenant, exc) from None
-                if claim is not None:
-                    ran(run_id, compiled)  # a resume by id alone uses this very graph
-                    return run_id, thread, base, claim
+            holder = self.live_holder(thread, run_id)  # Legs.claim's check, this id's
+            if holder is not None:
+                if await store.latest(run_id) is not None:
+                    continue  # a taken id: the next one (new_run_id's order)
+                ran(run_id, compiled)
+                raise await self.busy(thread, holder.run_id, tenant)
+            host = self.host
+            try:
+                claim = await take_fresh(store, self.features, host.clock, thread,
+                                         run_id, host.claim_ttl)
+            except ThreadBusy as exc:
+                ran(run_id, compiled)
+                raise await self.busy(thread, exc.holder, tenant, exc) from None
+            if claim is not None:
+                ran(run_id, compiled)  # a resume by id alone uses this very graph
+                return run_id, thread, base, claim
         raise GraphExecutionError("could not find a free run id")  # pragma: no cover
 
     async def thread_base(
@@ -349,9 +359,7 @@ class Legs:
             else:  # the thread's state was validated as it was written: only the input is
                 base = graph.codec.validate(base, [("<input>", patch)])[0]
         else:
-            codec = graph.codec
-            base = (codec.started(patch) if patch else codec.defaults()) \
-                or codec.dump(validate_state(graph, patch))
+            base = input_base(graph, patch)
         return base
 
     async def resolve(self, ref: str, tenant: str | None, *, kept: bool = False
