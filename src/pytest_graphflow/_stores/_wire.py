@@ -13,7 +13,7 @@ surrogate, and no nesting deeper than the serialiser follows.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
@@ -23,7 +23,10 @@ from .._records._json import NotJSONError, refuse_lossy, to_json_value
 from ..errors import InvalidArgument
 from . import _claims as rules
 
-__all__ = ["checkpoint_json", "dumped_row", "event_row", "parsed_event", "plain_run_record"]
+__all__ = [
+    "checkpoint_json", "dumped_row", "event_row", "nodes_array", "parsed_event",
+    "plain_run_record", "with_visited",
+]
 
 _SERIALIZER = Checkpoint.__pydantic_serializer__
 
@@ -43,6 +46,21 @@ def checkpoint_json(cp: Checkpoint, store: str, exclude: set[str] | None = None)
         raise InvalidArgument(f"save({cp.id!r}): the checkpoint cannot be stored in "
                               f"{store}: {str(exc)[:200]}") from None
     return data
+
+
+def nodes_array(nodes: Sequence[str]) -> str:
+    """The JSON array of ``nodes`` (node names: a slice of the runtime's visited log, or a
+    tuple), as the SQLite and PostgreSQL stores keep a checkpoint's path or its tail."""
+    try:
+        return to_json(nodes).decode()
+    except (PydanticSerializationError, UnicodeError, ValueError):  # a lone surrogate
+        return json.dumps(list(nodes))
+
+
+def with_visited(data: str, array: str) -> str:
+    """A checkpoint's JSON written without ``visited`` (``data``) with ``array`` (a JSON
+    array, :func:`nodes_array`'s; ``""``: none) as its ``visited``."""
+    return f"{data[:-1]},\"visited\":{array}}}" if array else data
 
 
 def event_row(run_id: str, event: object, seq: int | None = None

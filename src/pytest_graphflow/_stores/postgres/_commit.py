@@ -25,10 +25,10 @@ from ...errors import GraphflowError, StaleClaim
 from .. import _claims as rules
 from .._args import check_commit, check_nesting
 from .._protocol import Fence
-from .._wire import dumped_row, event_row
+from .._wire import dumped_row, event_row, with_visited
 from ._conn import Cursor, PgConnections
 from ._events import CLEAR, Batch, batch, clear_params, lock_events, write_events
-from ._paths import Path, PathBlocks, with_tail
+from ._paths import Path, PathBlocks
 from ._plain import plain_step
 from ._release import release_in, releasing
 
@@ -285,7 +285,7 @@ class PgCommits:
                 lean_row = cp_rows[0]
                 if cut:
                     lean = self._checkpoint_row(cp, _NO_VISITED)
-                    lean_row = (*lean[:-1], with_tail(lean[-1], tail))
+                    lean_row = (*lean[:-1], with_visited(lean[-1], tail))
             sql, params = _fenced_statement(thread_id, token, run_id, lean_row, piece, record,
                                             latest, free, path)
         if release:  # the leg's last commit: the release in its statement

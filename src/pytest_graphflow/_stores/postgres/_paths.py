@@ -22,12 +22,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic_core import PydanticSerializationError, to_json
-
 from ..._records._checkpoint import Checkpoint
 from ...errors import UnsupportedFormat
+from .._wire import nodes_array
 
-__all__ = ["PREFIX", "TAIL", "Path", "PathBlocks", "joined", "with_tail"]
+__all__ = ["PREFIX", "TAIL", "Path", "PathBlocks", "joined"]
 
 TAIL = 16
 """A row keeps at most ``TAIL - 1`` visited nodes itself; its path's prefix is a chain's."""
@@ -72,7 +71,7 @@ class PathBlocks:
         cut = n - n % TAIL
         if cut == 0:
             return nodes, 0, 0, "", (0, [], [0, 0])
-        tail = _array(nodes[cut:n]) if cut < n else ""
+        tail = nodes_array(nodes[cut:n]) if cut < n else ""
         try:
             last = self._last[run_id]
         except KeyError:
@@ -83,9 +82,9 @@ class PathBlocks:
             _, chain, upto = last
             if upto == cut:
                 return nodes, chain, cut, tail, (0, [], [chain, cut])
-            return nodes, chain, cut, tail, (1, [chain, cut, run_id, _array(nodes[upto:cut])],
+            return nodes, chain, cut, tail, (1, [chain, cut, run_id, nodes_array(nodes[upto:cut])],
                                              [chain, cut])
-        return nodes, 0, cut, tail, (2, [cut, run_id, _array(nodes[:cut])], [cut])
+        return nodes, 0, cut, tail, (2, [cut, run_id, nodes_array(nodes[:cut])], [cut])
 
     def wrote(self, run_id: str, log: Sequence[str], chain: int, cut: int) -> None:
         """A statement placed by :meth:`place` was committed: ``chain`` ends at ``cut``."""
@@ -99,20 +98,6 @@ class PathBlocks:
     def forget(self, run_id: str) -> None:
         """Drop the run's chain (a statement that may or may not have written it failed)."""
         self._last.pop(run_id, None)
-
-
-def _array(nodes: Sequence[str]) -> str:
-    """The JSON array of ``nodes`` (a slice of a log or a tuple)."""
-    try:
-        return to_json(nodes).decode()
-    except (PydanticSerializationError, UnicodeError, ValueError):  # a lone surrogate
-        return json.dumps(list(nodes))
-
-
-def with_tail(data: str, tail: str) -> str:
-    """A checkpoint's JSON without ``visited`` (``data``) with ``tail`` (a JSON array, or
-    ``""``: none) as it."""
-    return f"{data[:-1]},\"visited\":{tail}}}" if tail else data
 
 
 def joined(cp: Checkpoint, length: int, prefix: str | None) -> Checkpoint:

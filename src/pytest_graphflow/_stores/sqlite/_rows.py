@@ -191,7 +191,11 @@ def encode(path: str, cp: Checkpoint) -> str:
 
 
 def with_tail(data: str, tail: tuple[str, ...]) -> str:
-    """Row data ``data`` (from :func:`encode`) with the path's ``tail`` as its ``visited``."""
+    """Row data ``data`` (from :func:`encode`) with the path's ``tail`` as its ``visited``.
+
+    ``_wire.with_visited(data, _wire.nodes_array(tail))``, inline: every SQLite step with a
+    tail calls this, and the two calls would be two frames more a step (the call ceilings
+    of tests/stores/test_sqlite_plain_commit.py)."""
     if not tail:
         return data
     try:
