@@ -110,9 +110,10 @@ class Legs:
                 claim names when it expires, on this runtime's clock.
             TenantMismatch: the thread is busy and belongs to another tenant.
         """
-        holder = self.live_holder(thread_id, run_id)
-        if holder is not None:
-            raise await self.busy(thread_id, holder.run_id, tenant)
+        if self.book.live:  # (no call when no leg of this runtime is live)
+            holder = self.live_holder(thread_id, run_id)
+            if holder is not None:
+                raise await self.busy(thread_id, holder.run_id, tenant)
         host = self.host
         try:
             return await take(self.store, self.features, host.clock,
