@@ -242,7 +242,7 @@ class PgCommits:
             log, chain, cut, tail, path = self._paths.place(run_id, cp.visited)
             if cut:  # the row keeps the path's tail, the chain the rest
                 lean = self._checkpoint_row(cp, _NO_VISITED)
-                text = lean[-1]
+                text = lean[-1]  # with_visited(text, tail), inline (a frame a step fewer)
                 lean_row = (*lean[:-1], f"{text[:-1]},\"visited\":{tail}}}" if tail else text)
             else:
                 lean_row = self._checkpoint_row(cp)
