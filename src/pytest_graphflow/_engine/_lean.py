@@ -41,6 +41,7 @@ from .._records._fast import (
 from .._records._json import jcopy
 from .._time._clock import _REAL, RealClock, VirtualClock
 from .._time._entropy import ENTROPY
+from .._time._rng import EntropyStream
 from .._time._wallclock import NODE_CLOCK
 from ..errors import GraphflowError
 from ._lazy import lean_step_events
@@ -87,6 +88,35 @@ class _PlainTask:
     has_item: bool = False
     checkpoint_id_before: str | None = None
     failure: dict[str, Any] | None = None
+
+
+class _StepEntropy:
+    """What :data:`ENTROPY` holds while a lean loop runs its plain steps (set once a loop,
+    not once a step): an :class:`~.._time._entropy.EntropySource` whose stream is the
+    running task's, read from :data:`CURRENT_TASK` (which the loop sets each step anyway).
+    A context a node copies (``contextvars.copy_context``, ``loop.call_soon``, a thread or
+    a task started with its context) copies both variables, so the copy keeps drawing from
+    its own task's stream, whenever it runs: as when :data:`ENTROPY` held the task's context.
+
+    ``task`` (written each step) answers when :data:`CURRENT_TASK` holds no task of this
+    loop's leg: a runtime that does not own entropy run inside a node (its tasks draw from
+    the outer node's stream, as before). A step whose node has routes holds its own context
+    in :data:`ENTROPY` instead (its edge functions run with :data:`CURRENT_TASK` unset and
+    draw from the task's stream)."""
+
+    __slots__ = ("clock", "run", "task")
+
+    def __init__(self, run: RunState) -> None:
+        self.run = run
+        self.clock = run.clock
+        self.task: Any = None  # the running step's context (the loop sets it first)
+
+    def entropy_rng(self) -> EntropyStream:
+        """The running task's owned stream."""
+        task = CURRENT_TASK.get()
+        if task is None or task._leg is not self.run:
+            task = self.task
+        return task.entropy_rng()
 
 
 def _task_record(task_id: str, node: str) -> TaskRecord:
@@ -361,8 +391,10 @@ class LeanSteps:
         move it.
 
         The task's context (current task, wall clock, entropy) is set once and stays set
-        from one step to the next (each step sets the task's own), reset before anything
-        but the in-memory store's own save runs and when the loop ends.
+        from one step to the next (each step sets the task's own current task; the
+        entropy is the loop's :class:`_StepEntropy`, which reads it, except at a step whose
+        node routes), reset before anything but the in-memory store's own save runs and
+        when the loop ends.
 
         On a store that commits each step's checkpoint with its events (``persist``), each
         step is committed here, through the runner's ``_persist``, with its events dumped
@@ -427,6 +459,10 @@ class LeanSteps:
         if parts is not None:
             model_cls, copies, _count, fields_set = parts
         tokens: tuple[Any, Any, Any] | None = None
+        # The loop's entropy source (when it owns entropy) and whether ENTROPY holds a
+        # step's own context instead of it (a step with routes).
+        source: Any = _StepEntropy(run) if owns else None
+        direct = False
         copied: Any = None  # the copy of the leg's answers the last step saved, and their
         copied_count = 0    # number then
         try:
@@ -467,14 +503,25 @@ class LeanSteps:
                 ctx._erng = None
                 ctx._artifacts = []
                 ctx._tool = None
+                # ENTROPY holds the loop's _StepEntropy (set once, it reads CURRENT_TASK),
+                # or, for a step with routes, the task's context itself (``direct``).
                 if tokens is None:
+                    if owns:
+                        source.task = ctx
+                        direct = fact[1] is not None
                     tokens = (CURRENT_TASK.set(ctx),
                               NODE_CLOCK.set(clock) if wall else None,  # type: ignore[arg-type]
-                              ENTROPY.set(ctx) if owns else None)
+                              (ENTROPY.set(ctx if direct else source) if owns else None))
                 else:
                     CURRENT_TASK.set(ctx)
                     if owns:
-                        ENTROPY.set(ctx)
+                        source.task = ctx
+                        if fact[1] is not None:
+                            ENTROPY.set(ctx)
+                            direct = True
+                        elif direct:
+                            ENTROPY.set(source)
+                            direct = False
                 try:
                     fn = spec.fn
                     result = fn(model, ctx) if spec.arity == 2 else fn(model)
