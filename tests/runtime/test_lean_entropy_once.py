@@ -25,7 +25,7 @@ import pytest
 from pydantic import BaseModel
 
 from pytest_graphflow import END, START, CompiledGraph, Graph, GraphRuntime, VirtualClock
-from pytest_graphflow._engine import _lean
+from pytest_graphflow._engine import _batch, _lean
 from pytest_graphflow._time._entropy import ENTROPY
 
 Seen = list[tuple[Any, ...]]
@@ -41,7 +41,7 @@ def _draws() -> tuple[Any, ...]:
             random.Random().random(), random.gauss(0.0, 1.0))
 
 
-def _node(name: str, seen: Seen, later: Seen) -> Any:
+def _node(name: str, seen: Seen, later: Seen, writes: bool = True) -> Any:
     def node(s: S, ctx: Any) -> dict[str, Any]:
         seen.append((name, "node", *_draws()))
         # run after this node returns (the lean loop runs its later steps first)
@@ -53,7 +53,7 @@ def _node(name: str, seen: Seen, later: Seen) -> Any:
         worker.start()
         worker.join()
         seen.append((name, "thread", *out[0]))
-        return {"n": s.n + 1}
+        return {"n": s.n + 1} if writes else {}
     return node
 
 
@@ -108,6 +108,35 @@ def test_draws_in_nodes_routes_copies_and_threads_are_the_general_paths(routes: 
     assert all(soon[k] != now[k] for k in soon)
     if routes:
         assert [row[0] for row in seen if row[1] == "route"] == ["n1", "n4"]
+
+
+def _fan(seen: Seen, later: Seen, width: int = 6, routes: bool = True) -> CompiledGraph:
+    """``s`` then a batch of ``width`` sync nodes (every third routing to ``z``), then
+    ``z``: the batch runs through the lean batch's plain tasks (``_plain_tasks``)."""
+    g = Graph("entropy_fan", S)
+    g.node("s", _node("s", seen, later)).node("z", _node("z", seen, later))
+    names = [f"w{i}" for i in range(width)]
+    g.edge(START, "s").edge("s", names)
+    for i, name in enumerate(names):
+        g.node(name, _node(name, seen, later, writes=False))
+        if routes and i % 3 == 1:
+            g.branch(name, _route("z", seen), ["z"])
+        else:
+            g.edge(name, "z")
+    return g.edge("z", END).compile(checkpoint_policy="every_step")
+
+
+def test_a_batchs_draws_are_the_general_paths() -> None:
+    """The tasks of a batch of sync nodes: the same draws as a traced run's, in the nodes,
+    their routes, their copied contexts (run after the batch) and their threads."""
+    lean = _run(_fan, traced=False)
+    general = _run(_fan, traced=True)
+    assert lean == general
+    data, seen, later = lean
+    assert data["n"] == 2
+    assert len({row[2] for row in seen if row[1] == "node"}) == 8
+    assert len([row for row in later if row[1] == "soon"]) == 8
+    assert len([row for row in seen if row[1] == "route"]) == 2
 
 
 def test_a_run_without_a_seed_inside_a_node_draws_from_the_nodes_stream() -> None:
@@ -192,3 +221,28 @@ def test_entropy_is_set_once_a_loop(routes: bool, sets: int,
     data, _, _ = _run(plain_graph, traced=False)
     assert data["n"] == 24
     assert counting.sets == sets
+
+
+def test_entropy_is_set_once_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of 30 plain sync tasks sets ``ENTROPY`` once (30 times before this pass),
+    plus once for each of the two steps around it (``s``, then ``z``: a lean loop each)."""
+    counting = _CountingVar()
+    monkeypatch.setattr(_lean, "ENTROPY", counting)
+    monkeypatch.setattr(_batch, "ENTROPY", counting)
+
+    def plain(s: S) -> dict[str, Any]:
+        return {}
+
+    def fan_graph(seen: Seen, later: Seen) -> CompiledGraph:
+        g = Graph("plain_entropy_fan", S)
+        names = [f"w{i}" for i in range(30)]
+        g.node("s", plain).node("z", lambda s: {"n": 1})
+        g.edge(START, "s").edge("s", names)
+        for name in names:
+            g.node(name, plain)
+        g.edge(names, "z")
+        return g.edge("z", END).compile(checkpoint_policy="every_step")
+
+    data, _, _ = _run(fan_graph, traced=False)
+    assert data["n"] == 1
+    assert counting.sets == 3

@@ -27,7 +27,7 @@ from ..errors import (
     GraphflowError,
     VirtualDeadlock,
 )
-from ._lean import LeanSteps, _outcome
+from ._lean import LeanSteps, _outcome, _StepEntropy
 from ._merge import normalize_patch
 from ._outcome import Outcome
 from ._run_state import RunState
@@ -209,7 +209,9 @@ class BatchRunner:
         ``batch`` in; ``(k, outcome)`` when task ``order[k]`` does not (its outcome, as
         ``LeanSteps.call`` makes it). The context each task sees is the one ``run_inline``
         gives it; the variables are set once per task and reset once per batch (a task's
-        value replaces the one before it: nothing runs between them).
+        value replaces the one before it: nothing runs between them), the entropy once
+        per batch (its source reads the running task's context, which the current task's
+        variable holds).
 
         What a task of the general path gets from calls is done inline here: its input
         model (what ``StateCodec.model_of`` builds for a whole plain state), the check of
@@ -233,7 +235,10 @@ class BatchRunner:
         tasks, names, specs = batch.tasks, batch.names, batch.specs
         patches, targets = batch.patches, batch.targets
         started, finished = batch.started, batch.finished
-        owns_entropy = self.owns_entropy
+        # ENTROPY is set once a batch, to a source reading the running task's context
+        # (as the lean loop's steps: _lean._StepEntropy); a task whose node routes runs
+        # through LeanSteps.call, which holds its own context there.
+        source = _StepEntropy(run) if self.owns_entropy else None
         # The batch's tasks all start from its state: a whole state of a plain schema gets
         # each task's model built here (as StateCodec.model_of and _fast.adopt build it: a
         # fresh copy each), written out as the lean step writes it: the call would be one of
@@ -299,10 +304,10 @@ class BatchRunner:
                 token: Any = CURRENT_TASK.set(ctx)
                 if t_task is None:
                     t_task = token
-                if owns_entropy:
-                    token = ENTROPY.set(ctx)
+                if source is not None:  # ENTROPY holds it from the first task on
+                    source.task = ctx
                     if t_entropy is None:
-                        t_entropy = token
+                        t_entropy = ENTROPY.set(source)
                 used, model = model, None
                 try:
                     fn = spec.fn
