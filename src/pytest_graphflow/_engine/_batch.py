@@ -27,7 +27,7 @@ from ..errors import (
     GraphflowError,
     VirtualDeadlock,
 )
-from ._lean import LeanSteps, _outcome, _StepEntropy
+from ._lean import LeanSteps, _outcome
 from ._merge import normalize_patch
 from ._outcome import Outcome
 from ._run_state import RunState
@@ -238,7 +238,7 @@ class BatchRunner:
         # ENTROPY is set once a batch, to a source reading the running task's context
         # (as the lean loop's steps: _lean._StepEntropy); a task whose node routes runs
         # through LeanSteps.call, which holds its own context there.
-        source = _StepEntropy(run) if self.owns_entropy else None
+        source = lean.source
         # The batch's tasks all start from its state: a whole state of a plain schema gets
         # each task's model built here (as StateCodec.model_of and _fast.adopt build it: a
         # fresh copy each), written out as the lean step writes it: the call would be one of

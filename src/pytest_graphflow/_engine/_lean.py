@@ -109,7 +109,7 @@ class _StepEntropy:
     def __init__(self, run: RunState) -> None:
         self.run = run
         self.clock = run.clock
-        self.task: Any = None  # the running step's context (the loop sets it first)
+        self.task: Any = None  # the running task's context (the loop sets it first)
 
     def entropy_rng(self) -> EntropyStream:
         """The running task's owned stream."""
@@ -183,6 +183,14 @@ class LeanSteps:
         clock = spec.clock
         self.owns_entropy = spec.seed is not None and (
             type(clock) is VirtualClock or isinstance(clock, VirtualClock))
+        self.source: _StepEntropy | None = None
+        """What :data:`ENTROPY` holds while the leg's lean loops and batches run (when the
+        leg owns entropy): one a leg."""
+        if self.owns_entropy:  # _StepEntropy(run), inline (no __init__ frame)
+            source = self.source = _new(_StepEntropy)
+            source.run = run
+            source.clock = clock
+            source.task = None
         self.recorded: list[Any] | None = [] if run.numbers.lazy or spec.store_only else None
         """A recording leg's unbuilt events of the plain steps run in this piece (the runner
         hands them to the recording with the piece's own, first, or when the piece raises);
@@ -459,9 +467,9 @@ class LeanSteps:
         if parts is not None:
             model_cls, copies, _count, fields_set = parts
         tokens: tuple[Any, Any, Any] | None = None
-        # The loop's entropy source (when it owns entropy) and whether ENTROPY holds a
+        # The leg's entropy source (when it owns entropy) and whether ENTROPY holds a
         # step's own context instead of it (a step with routes).
-        source: Any = _StepEntropy(run) if owns else None
+        source: Any = self.source
         direct = False
         copied: Any = None  # the copy of the leg's answers the last step saved, and their
         copied_count = 0    # number then
