@@ -514,9 +514,10 @@ def test_a_task_of_a_100_wide_fan_out_makes_few_calls() -> None:
     their patches and read the virtual clock inline, 6 before ``ENTROPY`` was set once a
     batch), 7.5 a task all in (754 calls a run; 1,591, then 850 before): the node, its
     context and its context variable, its input model's ``__new__``, the next task's
-    record; the run's fixed cost spread over the rest."""
+    record; the run's fixed cost spread over the rest. (The run's count moves with what
+    the process ran before: 812 in a worker of the whole suite; the margin does not.)"""
     narrow, wider = _calls(_static_fan(100)), _calls(_static_fan(200))
-    assert narrow <= 800
+    assert narrow <= 900
     assert (wider - narrow) / 100 <= 6
 
 
