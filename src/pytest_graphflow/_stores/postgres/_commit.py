@@ -19,6 +19,7 @@ from typing import Any
 
 import psycopg
 
+from ..._graph._node import Visited
 from ..._records._checkpoint import Checkpoint
 from ..._records._json import DumpedEvents
 from ...errors import GraphflowError, StaleClaim
@@ -28,7 +29,7 @@ from .._protocol import Fence
 from .._wire import dumped_row, event_row, with_visited
 from ._conn import Cursor, PgConnections
 from ._events import CLEAR, Batch, batch, clear_params, lock_events, write_events
-from ._paths import Path, PathBlocks
+from ._paths import TAIL, Path, PathBlocks
 from ._plain import plain_step
 from ._release import release_in, releasing
 
@@ -262,8 +263,15 @@ class PgCommits:
             # only serialised: their values were checked where they entered the run).
             row = dumped_row if type(events) is DumpedEvents else event_row
             rows = [row(run_id, data, seq) for seq, data in pairs]
-            cp_rows = [self._checkpoint_row(self._checked(cp, "commit")) for cp in cps]
-            if type(events) is not DumpedEvents:  # not the runtime's commit: its nesting
+            checked = [self._checked(cp, "commit") for cp in cps]
+            # The runtime's one checkpoint past its path's first block (a leg's end, an
+            # interrupt): serialised once, as its lean row below (its node names are its
+            # graph's, so the whole row would serialise as the lean one does); the
+            # transaction path makes its whole row if it runs.
+            lean_only = (len(cps) == 1 and type(events) is DumpedEvents
+                         and type(cps[0].visited) is Visited and len(cps[0].visited) >= TAIL)
+            cp_rows = None if lean_only else [self._checkpoint_row(cp) for cp in checked]
+            if cp_rows is not None and type(events) is not DumpedEvents:  # not the runtime's
                 for cp, cp_row in zip(cps, cp_rows, strict=True):
                     check_nesting(cp, cp_row[-1], "commit")
             self._plain_ids = (thread_id, run_id)  # both checked as ids
@@ -282,10 +290,12 @@ class PgCommits:
             if len(cps) == 1:
                 cp = cps[0]
                 log, chain, cut, tail, path = self._paths.place(run_id, cp.visited)
-                lean_row = cp_rows[0]
                 if cut:
                     lean = self._checkpoint_row(cp, _NO_VISITED)
                     lean_row = (*lean[:-1], with_visited(lean[-1], tail))
+                else:
+                    assert cp_rows is not None  # a path shorter than TAIL: not lean_only
+                    lean_row = cp_rows[0]
             sql, params = _fenced_statement(thread_id, token, run_id, lean_row, piece, record,
                                             latest, free, path)
         if release:  # the leg's last commit: the release in its statement

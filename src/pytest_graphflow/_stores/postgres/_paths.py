@@ -22,6 +22,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic_core import PydanticSerializationError, to_json
+
+from ..._graph._node import Visited
 from ..._records._checkpoint import Checkpoint
 from ...errors import UnsupportedFormat
 from .._wire import nodes_array
@@ -45,6 +48,28 @@ of its run's chain, 2: a new chain's first block), the block's parameters, the r
 parameters (``path_chain``, ``path_len``; a new chain's id is the statement's)."""
 
 
+_NAME_JSON: dict[str, str] = {}
+"""A node name's JSON string, as :func:`~.._wire.nodes_array` writes it inside an array
+(names seen in tails; at most :data:`_NAMES_KEPT`)."""
+
+_NAMES_KEPT = 4096
+
+
+def _tail(names: Sequence[str]) -> str:
+    """``nodes_array(names)``, noting each name's JSON text when the array is written by
+    ``to_json`` (a name with a lone surrogate is never noted: a tail holding one is written
+    by ``nodes_array`` whole, as before)."""
+    text = nodes_array(names)
+    try:
+        parts = [to_json(name).decode() for name in names]
+    except (PydanticSerializationError, UnicodeError, ValueError):
+        return text
+    if len(_NAME_JSON) + len(parts) > _NAMES_KEPT:
+        _NAME_JSON.clear()
+    _NAME_JSON.update(zip(names, parts, strict=True))
+    return text
+
+
 class PathBlocks:
     """Where a store object's checkpoints keep their paths: the last chain it wrote for each
     run (a bounded number of runs), extended when the next checkpoint's path is the runtime's
@@ -63,15 +88,28 @@ class PathBlocks:
         chain's first block, or nothing; :data:`Path`). ``nodes``: the path's log (the
         runtime's snapshot) or tuple, which :meth:`wrote` remembers."""
         nodes: Sequence[str]
-        try:
-            nodes, n = visited.snapshot()
-        except AttributeError:
-            nodes = visited if type(visited) is tuple else tuple(visited)
-            n = len(nodes)
+        if type(visited) is Visited:  # its snapshot(), inline (a frame a step fewer)
+            nodes, n = visited._log, visited._n
+        else:
+            try:
+                nodes, n = visited.snapshot()
+            except AttributeError:
+                nodes = visited if type(visited) is tuple else tuple(visited)
+                n = len(nodes)
         cut = n - n % TAIL
         if cut == 0:
             return nodes, 0, 0, "", (0, [], [0, 0])
-        tail = nodes_array(nodes[cut:n]) if cut < n else ""
+        tail = ""
+        if cut < n:  # nodes_array(nodes[cut:n]) from its names' JSON texts, no call a step
+            tail = "["
+            for name in nodes[cut:n]:
+                try:
+                    tail += _NAME_JSON[name] + ","
+                except KeyError:
+                    tail = _tail(nodes[cut:n])
+                    break
+            else:
+                tail = tail[:-1] + "]"
         try:
             last = self._last[run_id]
         except KeyError:
