@@ -19,7 +19,6 @@ from typing import Any
 
 import psycopg
 
-from ..._graph._node import Visited
 from ..._records._checkpoint import Checkpoint
 from ..._records._json import DumpedEvents
 from ...errors import GraphflowError, StaleClaim
@@ -179,6 +178,15 @@ def _fenced_statement(
     return _STATEMENTS[cp_row is not None, piece is not None, record is not None, pa], params
 
 
+def _no_surrogate(visited: Sequence[str]) -> bool:
+    """Whether no node name of ``visited`` holds a surrogate (which UTF-8 refuses)."""
+    try:
+        "".join(visited).encode()
+    except UnicodeError:
+        return False
+    return True
+
+
 class PgCommits:
     """``commit`` and fenced ``save`` of :class:`PostgresCheckpointStore` (a mixin)."""
 
@@ -265,11 +273,12 @@ class PgCommits:
             rows = [row(run_id, data, seq) for seq, data in pairs]
             checked = [self._checked(cp, "commit") for cp in cps]
             # The runtime's one checkpoint past its path's first block (a leg's end, an
-            # interrupt): serialised once, as its lean row below (its node names are its
-            # graph's, so the whole row would serialise as the lean one does); the
-            # transaction path makes its whole row if it runs.
+            # interrupt): serialised once, as its lean row below, when its path holds no
+            # surrogate (the one thing the whole row's JSON refuses that the lean row's
+            # does not: the lean row's tail falls back to json.dumps); the transaction path
+            # makes the whole row if it runs.
             lean_only = (len(cps) == 1 and type(events) is DumpedEvents
-                         and type(cps[0].visited) is Visited and len(cps[0].visited) >= TAIL)
+                         and len(cps[0].visited) >= TAIL and _no_surrogate(cps[0].visited))
             cp_rows = None if lean_only else [self._checkpoint_row(cp) for cp in checked]
             if cp_rows is not None and type(events) is not DumpedEvents:  # not the runtime's
                 for cp, cp_row in zip(cps, cp_rows, strict=True):
@@ -294,7 +303,8 @@ class PgCommits:
                     lean = self._checkpoint_row(cp, _NO_VISITED)
                     lean_row = (*lean[:-1], with_visited(lean[-1], tail))
                 else:
-                    assert cp_rows is not None  # a path shorter than TAIL: not lean_only
+                    if cp_rows is None:  # the whole path in the row after all
+                        cp_rows = [self._checkpoint_row(cp)]
                     lean_row = cp_rows[0]
             sql, params = _fenced_statement(thread_id, token, run_id, lean_row, piece, record,
                                             latest, free, path)
