@@ -24,7 +24,6 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_json
 
-from ..._graph._node import Visited
 from ..._records._checkpoint import Checkpoint
 from ...errors import UnsupportedFormat
 from .._wire import nodes_array
@@ -88,14 +87,11 @@ class PathBlocks:
         chain's first block, or nothing; :data:`Path`). ``nodes``: the path's log (the
         runtime's snapshot) or tuple, which :meth:`wrote` remembers."""
         nodes: Sequence[str]
-        if type(visited) is Visited:  # its snapshot(), inline (a frame a step fewer)
-            nodes, n = visited._log, visited._n
-        else:
-            try:
-                nodes, n = visited.snapshot()
-            except AttributeError:
-                nodes = visited if type(visited) is tuple else tuple(visited)
-                n = len(nodes)
+        try:
+            nodes, n = visited.snapshot()
+        except AttributeError:
+            nodes = visited if type(visited) is tuple else tuple(visited)
+            n = len(nodes)
         cut = n - n % TAIL
         if cut == 0:
             return nodes, 0, 0, "", (0, [], [0, 0])
