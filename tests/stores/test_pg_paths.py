@@ -25,7 +25,10 @@ from pytest_graphflow import (
     PostgresCheckpointStore,
     VirtualClock,
 )
+from pytest_graphflow._graph._node import Visited
 from pytest_graphflow._records._checkpoint import Checkpoint
+from pytest_graphflow._stores._wire import nodes_array
+from pytest_graphflow._stores.postgres import _paths
 from pytest_graphflow._stores.postgres import _schema as _pgschema
 from pytest_graphflow._stores.postgres._paths import TAIL, PathBlocks
 
@@ -260,3 +263,79 @@ async def test_a_step_that_falls_back_to_the_transaction_keeps_its_whole_path(
     assert rows == [("cp-0", False, 0), ("cp-1", False, 0), ("cp-2", True, 32)]
     assert [upto for _, upto in chains] == [16, 32]  # cp-1's first chain, cp-2's own
     assert chains[0][0] != chains[1][0]
+
+
+@pytest.mark.parametrize("names", [NODES, ODD, ("é✓😀", "\udc80", "a"), ("\udc80",)])
+def test_a_tails_json_is_nodes_arrays_text(names: tuple[str, ...]) -> None:
+    """The tail a row keeps is built from its names' JSON texts, noted once (pg9: no
+    ``to_json`` call a step): the same text as ``nodes_array`` gives, cold or warm, from the
+    runtime's ``Visited`` log or a tuple; a tail holding a name ``to_json`` refuses (a lone
+    surrogate) is written by ``nodes_array`` whole, as before, however many of its other
+    names were noted."""
+    _paths._NAME_JSON.clear()
+    path = tuple(names[i % len(names)] for i in range(3 * TAIL + 5))
+    for visited in (path, Visited(list(path))):
+        for n in range(1, len(path) + 1):
+            nodes = visited[:n] if type(visited) is tuple else Visited(list(path), n)
+            cut = n - n % TAIL
+            tail = PathBlocks().place("run", nodes)[3]
+            assert tail == (nodes_array(path[cut:n]) if cut and cut < n else ""), n
+    assert ("\udc80" in names) is not all(name in _paths._NAME_JSON for name in names)
+
+
+class _Counted:
+    """The store's rows made, counted by the commit that made them."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.made = 0
+        row = PostgresCheckpointStore._checkpoint_row
+
+        def counted(cp: Checkpoint, exclude: set[str] | None = None) -> Any:
+            self.made += 1
+            return row(cp, exclude)
+
+        monkeypatch.setattr(PostgresCheckpointStore, "_checkpoint_row", staticmethod(counted))
+
+
+@pytest.mark.parametrize("fallback", [False, True])
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_commit_with_a_run_record_past_the_first_block_serialises_once(
+    make_pg_store: MakeStore, monkeypatch: pytest.MonkeyPatch, fallback: bool
+) -> None:
+    """The runtime's last commit of a leg (a run record with its one checkpoint) past step
+    ``TAIL`` serialises the checkpoint once, as its lean row (twice before pg9: the whole row
+    first); when its statement fails, the transaction path writes the whole row: either
+    way the checkpoint reads back as the runtime made it."""
+    store = make_pg_store()
+    counted = _Counted(monkeypatch)
+    made: list[tuple[int, int]] = []
+    commit = store.commit
+
+    async def watched(*args: Any, **kwargs: Any) -> None:
+        before = counted.made
+        await commit(*args, **kwargs)
+        if kwargs.get("run") is not None:
+            made.append((len(kwargs["checkpoints"][0].visited), counted.made - before))
+
+    real = store._pg.fetch_one
+
+    async def failing(sql: str, params: Any) -> Any:
+        if fallback and "INSERT INTO runs" in sql and "INSERT INTO checkpoints" in sql:
+            raise psycopg.errors.UniqueViolation("as if the checkpoint's id were taken")
+        return await real(sql, params)
+
+    monkeypatch.setattr(store, "commit", watched)
+    monkeypatch.setattr(store._pg, "fetch_one", failing)
+    runtime = GraphRuntime(store, clock=VirtualClock(), seed=3, max_supersteps=500)
+    result = await runtime.ainvoke(_loop(), {"limit": TAIL + 9})
+    monkeypatch.undo()
+    last = made[-1]
+    assert last[0] >= TAIL
+    assert last[1] == (2 if fallback else 1)  # the transaction path: its whole row too
+    latest = await store.latest(result.run_id)
+    assert latest is not None
+    assert len(latest.visited) >= TAIL + 9
+    assert latest.visited == tuple(itertools.islice(itertools.cycle(NODES), len(latest.visited)))
+    assert latest.model_dump() == (await runtime.history(result.run_id))[-1].model_dump()
+    store.drop()

@@ -28,7 +28,7 @@ from .._protocol import Fence
 from .._wire import dumped_row, event_row, with_visited
 from ._conn import Cursor, PgConnections
 from ._events import CLEAR, Batch, batch, clear_params, lock_events, write_events
-from ._paths import Path, PathBlocks
+from ._paths import TAIL, Path, PathBlocks
 from ._plain import plain_step
 from ._release import release_in, releasing
 
@@ -178,6 +178,15 @@ def _fenced_statement(
     return _STATEMENTS[cp_row is not None, piece is not None, record is not None, pa], params
 
 
+def _no_surrogate(visited: Sequence[str]) -> bool:
+    """Whether no node name of ``visited`` holds a surrogate (which UTF-8 refuses)."""
+    try:
+        "".join(visited).encode()
+    except UnicodeError:
+        return False
+    return True
+
+
 class PgCommits:
     """``commit`` and fenced ``save`` of :class:`PostgresCheckpointStore` (a mixin)."""
 
@@ -262,8 +271,16 @@ class PgCommits:
             # only serialised: their values were checked where they entered the run).
             row = dumped_row if type(events) is DumpedEvents else event_row
             rows = [row(run_id, data, seq) for seq, data in pairs]
-            cp_rows = [self._checkpoint_row(self._checked(cp, "commit")) for cp in cps]
-            if type(events) is not DumpedEvents:  # not the runtime's commit: its nesting
+            checked = [self._checked(cp, "commit") for cp in cps]
+            # The runtime's one checkpoint past its path's first block (a leg's end, an
+            # interrupt): serialised once, as its lean row below, when its path holds no
+            # surrogate (the one thing the whole row's JSON refuses that the lean row's
+            # does not: the lean row's tail falls back to json.dumps); the transaction path
+            # makes the whole row if it runs.
+            lean_only = (len(cps) == 1 and type(events) is DumpedEvents
+                         and len(cps[0].visited) >= TAIL and _no_surrogate(cps[0].visited))
+            cp_rows = None if lean_only else [self._checkpoint_row(cp) for cp in checked]
+            if cp_rows is not None and type(events) is not DumpedEvents:  # not the runtime's
                 for cp, cp_row in zip(cps, cp_rows, strict=True):
                     check_nesting(cp, cp_row[-1], "commit")
             self._plain_ids = (thread_id, run_id)  # both checked as ids
@@ -282,10 +299,13 @@ class PgCommits:
             if len(cps) == 1:
                 cp = cps[0]
                 log, chain, cut, tail, path = self._paths.place(run_id, cp.visited)
-                lean_row = cp_rows[0]
                 if cut:
                     lean = self._checkpoint_row(cp, _NO_VISITED)
                     lean_row = (*lean[:-1], with_visited(lean[-1], tail))
+                else:
+                    if cp_rows is None:  # the whole path in the row after all
+                        cp_rows = [self._checkpoint_row(cp)]
+                    lean_row = cp_rows[0]
             sql, params = _fenced_statement(thread_id, token, run_id, lean_row, piece, record,
                                             latest, free, path)
         if release:  # the leg's last commit: the release in its statement

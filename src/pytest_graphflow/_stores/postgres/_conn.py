@@ -25,6 +25,7 @@ import asyncio
 import re
 import select
 import threading
+from asyncio import _get_running_loop
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -154,6 +155,7 @@ class _SyncCursor:
 _Hot = tuple["psycopg.AsyncConnection[Any]", "psycopg.AsyncCursor[Any]"]
 
 _IDLE = psycopg.pq.TransactionStatus.IDLE
+_BAD = psycopg.pq.ConnStatus.BAD
 
 _HOT_USES = 10_000
 """Operations the hot connection serves before it goes back to the pool once (where the
@@ -254,6 +256,7 @@ class PgConnections:
         self._hot_uses = 0
         self._out = 0
         self._busy_since = 0.0
+        self._sent = 0.0
         self._slow = False
         self.quick_answers = 0
         """Statements answered within the quick wait (counted for tests and benchmarks)."""
@@ -356,19 +359,50 @@ class PgConnections:
         commit): prepared and sent straight through libpq (:mod:`._prepared`) when its
         parameters allow, else through psycopg's cursor; on the async pool, the store's only
         operation in flight waits for its answer without a turn of the loop (:meth:`_quick`).
+
+        The common cases (the hot connection of the pool; this thread's sync connection, open)
+        are written inline: :meth:`_take`, :meth:`_give_back`, :meth:`_run_async`
+        and :meth:`sync_connection` are each a frame a step (issue 29).
         """
         statement = self._statements.statement(query, params)
-        if self._pool is not None and self._on_pool_loop():  # no call on a sync store
-            aconn, acur = await self._take()
+        if self._pool is not None and _get_running_loop() is self._pool_loop:
+            hot = self._hot
+            if hot is None or statement is None:
+                return await self._fetch_pooled(query, params, statement)
+            self._hot = None  # _take's, inline
+            self._out += 1
+            aconn = hot[0]
             try:
-                if statement is None:
-                    await acur.execute(query, params)
-                    return await acur.fetchone()
-                return await self._run_async(aconn, statement, params)
+                answered, found = self._quick(
+                    aconn, self._statements.exchange(aconn, statement, params))
+                if not answered:
+                    found = await self._on_loop(aconn, found)
+            except psycopg.errors.InvalidSqlStatementName:  # DEALLOCATE ALL or DISCARD ALL
+                self._statements.forget(aconn)
+                found = await self._wait_async(aconn, statement, params)
             finally:
-                await self._give_back(aconn, acur)
+                self._hot_uses += 1  # _give_back's, inline, when the connection stays hot
+                if (self._hot is None and self._pool is not None and not aconn.closed
+                        and aconn.pgconn.transaction_status == _IDLE
+                        and self._hot_uses < _HOT_USES):
+                    self._out -= 1
+                    self._hot = hot
+                else:
+                    self._hot_uses -= 1
+                    await self._give_back(aconn, hot[1])
+            return found
         if statement is not None:
-            return self._run_sync(self.sync_connection(), statement, params)
+            try:
+                conn = self._local.conn  # sync_connection's, inline, when it is open
+            except AttributeError:
+                conn = None
+            if conn is None or conn.pgconn.status == _BAD or self.closed:
+                conn = self.sync_connection()
+            try:  # psycopg's wait: Ctrl-C cancels
+                return conn.wait(self._statements.exchange(conn, statement, params))
+            except psycopg.errors.InvalidSqlStatementName:  # DEALLOCATE ALL or DISCARD ALL
+                self._statements.forget(conn)  # prepare it again
+                return conn.wait(self._statements.exchange(conn, statement, params))
         spare = self._spare_cursor()
         cur = spare._cur
         cur.execute(query, params)
@@ -376,14 +410,18 @@ class PgConnections:
         self._local.cur = spare
         return row
 
-    def _run_sync(self, conn: psycopg.Connection[Any], statement: Statement,
-                  params: Sequence[Any]) -> Any:
-        """:meth:`fetch_one` on a sync connection (psycopg's wait: Ctrl-C cancels)."""
+    async def _fetch_pooled(self, query: str, params: Sequence[Any],
+                            statement: Statement | None) -> Any:
+        """:meth:`fetch_one` on a connection of the pool that is not the hot one (or a
+        statement psycopg's cursor sends)."""
+        aconn, acur = await self._take()
         try:
-            return conn.wait(self._statements.exchange(conn, statement, params))
-        except psycopg.errors.InvalidSqlStatementName:  # DEALLOCATE ALL or DISCARD ALL
-            self._statements.forget(conn)  # prepare it again
-            return conn.wait(self._statements.exchange(conn, statement, params))
+            if statement is None:
+                await acur.execute(query, params)
+                return await acur.fetchone()
+            return await self._run_async(aconn, statement, params)
+        finally:
+            await self._give_back(aconn, acur)
 
     async def _run_async(self, aconn: psycopg.AsyncConnection[Any], statement: Statement,
                          params: Sequence[Any]) -> Any:
@@ -397,13 +435,17 @@ class PgConnections:
     async def _wait_async(self, aconn: psycopg.AsyncConnection[Any], statement: Statement,
                           params: Sequence[Any]) -> Any:
         """The statement's row, waited for quickly (:meth:`_quick`) or on the loop."""
-        sent = monotonic()
         answered, found = self._quick(aconn, self._statements.exchange(aconn, statement, params))
         if answered:
             return found
-        row = await aconn.wait(found)
+        return await self._on_loop(aconn, found)
+
+    async def _on_loop(self, aconn: psycopg.AsyncConnection[Any], gen: _Gen) -> Any:
+        """The answer ``gen`` reads, waited for on the loop (psycopg's wait), after
+        :meth:`_quick` declined or timed out (it noted when the statement was sent)."""
+        row = await aconn.wait(gen)
         self._busy_since = now = monotonic()
-        if self._slow and now - sent < _QUICK_WAIT:
+        if self._slow and now - self._sent < _QUICK_WAIT:
             self._slow = False  # answered quickly again: the next may wait quickly
         return row
 
@@ -419,7 +461,7 @@ class PgConnections:
         A wait on the loop costs more Python than a step's own work (a reader, a future, a
         timer and two turns of the loop a statement).
         """
-        now = monotonic()
+        self._sent = now = monotonic()
         fd = aconn.pgconn.socket
         if (self._slow or self._out != 1 or now - self._busy_since >= _MAX_BUSY or fd >= 1024
                 or aconn.lock.locked()):

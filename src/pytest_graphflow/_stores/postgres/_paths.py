@@ -22,6 +22,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic_core import PydanticSerializationError, to_json
+
 from ..._records._checkpoint import Checkpoint
 from ...errors import UnsupportedFormat
 from .._wire import nodes_array
@@ -43,6 +45,28 @@ Path = tuple[int, list[Any], list[Any]]
 """A checkpoint's path in the step's statement: the ``pa`` shape (0: no block, 1: a block
 of its run's chain, 2: a new chain's first block), the block's parameters, the row's path
 parameters (``path_chain``, ``path_len``; a new chain's id is the statement's)."""
+
+
+_NAME_JSON: dict[str, str] = {}
+"""A node name's JSON string, as :func:`~.._wire.nodes_array` writes it inside an array
+(names seen in tails; at most :data:`_NAMES_KEPT`)."""
+
+_NAMES_KEPT = 4096
+
+
+def _tail(names: Sequence[str]) -> str:
+    """``nodes_array(names)``, noting each name's JSON text when the array is written by
+    ``to_json`` (a name with a lone surrogate is never noted: a tail holding one is written
+    by ``nodes_array`` whole, as before)."""
+    text = nodes_array(names)
+    try:
+        parts = [to_json(name).decode() for name in names]
+    except (PydanticSerializationError, UnicodeError, ValueError):
+        return text
+    if len(_NAME_JSON) + len(parts) > _NAMES_KEPT:
+        _NAME_JSON.clear()
+    _NAME_JSON.update(zip(names, parts, strict=True))
+    return text
 
 
 class PathBlocks:
@@ -71,7 +95,17 @@ class PathBlocks:
         cut = n - n % TAIL
         if cut == 0:
             return nodes, 0, 0, "", (0, [], [0, 0])
-        tail = nodes_array(nodes[cut:n]) if cut < n else ""
+        tail = ""
+        if cut < n:  # nodes_array(nodes[cut:n]) from its names' JSON texts, no call a step
+            tail = "["
+            for name in nodes[cut:n]:
+                try:
+                    tail += _NAME_JSON[name] + ","
+                except KeyError:
+                    tail = _tail(nodes[cut:n])
+                    break
+            else:
+                tail = tail[:-1] + "]"
         try:
             last = self._last[run_id]
         except KeyError:

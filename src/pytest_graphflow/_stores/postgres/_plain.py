@@ -53,6 +53,7 @@ def plain_step(ids: tuple[str, str] | None, checked_run: tuple[Any, ...], thread
     parent = cp.parent_id
     free = parent is None or bool(cp.metadata.get("branch"))
     seqs: list[str] = []
+    texts: list[bytes] = []
     previous = -1
     for event in events:
         try:
@@ -69,7 +70,8 @@ def plain_step(ids: tuple[str, str] | None, checked_run: tuple[Any, ...], thread
                     return None  # the general commit judges it against the thread's latest
                 free = False
         seqs += (str(seq),)  # no call a seq
-    text = b"\n".join([to_json(event, inf_nan_mode="constants") for event in events])
+        texts += (to_json(event, inf_nan_mode="constants"),)  # no comprehension's frame
+    text = b"\n".join(texts)
     if b"NaN" in text or b"Infinity" in text:
         return None  # a real NaN is refused, a word in a text is not: the general commit's
     first = events[0]["seq"]

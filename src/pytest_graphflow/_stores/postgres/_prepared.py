@@ -72,12 +72,21 @@ class Statements:
         self._by_query: dict[str, Statement | None] = {}
         self._names = count()
         self._on: WeakKeyDictionary[Any, tuple[set[bytes], Transformer]] = WeakKeyDictionary()
+        # The connection asked for last and its entry (``on`` without the weak dictionary's
+        # look-up, a frame and a weak reference a step).
+        self._last: Any = None
+        self._last_known: tuple[set[bytes], Transformer] | None = None
 
     def statement(self, query: str, params: Sequence[Any]) -> Statement | None:
         """The statement of ``query`` with ``params``, or ``None`` when it cannot be sent
         this way (a ``%`` that is not a placeholder, a parameter of another type)."""
-        found = self._by_query.get(query)
-        if found is not None:
+        try:
+            found = self._by_query[query]
+        except KeyError:
+            found = None
+        if found is not None:  # fits()'s common case inline (a frame a step fewer)
+            if tuple(map(type, params)) in found.kinds:
+                return found
             return found if found.fits(params) else None
         if query in self._by_query or query.count("%") != query.count("%s"):
             self._by_query[query] = None
@@ -90,9 +99,13 @@ class Statements:
 
     def on(self, conn: Any) -> tuple[set[bytes], Transformer]:
         """The names prepared on ``conn`` and its ``Transformer``."""
+        known = self._last_known if conn is self._last else None
+        if known is not None:
+            return known
         known = self._on.get(conn)
         if known is None:
             known = self._on[conn] = (set(), _Transformer(conn))
+        self._last, self._last_known = conn, known
         return known
 
     def exchange(self, conn: Any, statement: Statement,
@@ -105,7 +118,8 @@ class Statements:
             psycopg.Error: the server's error (``InvalidSqlStatementName``: the server
                 dropped the statement; :meth:`forget` the connection's and run it again).
         """
-        names, tx = self.on(conn)
+        known = self._last_known if conn is self._last else None  # on()'s, inline
+        names, tx = self.on(conn) if known is None else known
         pgconn = conn.pgconn
         values = tx.dump_sequence(params, statement.formats)
         if statement.name not in names:
@@ -118,6 +132,8 @@ class Statements:
     def forget(self, conn: Any) -> None:
         """Forget what ``conn`` has prepared (the server dropped it: ``DEALLOCATE ALL``)."""
         self._on.pop(conn, None)
+        if conn is self._last:
+            self._last = self._last_known = None
 
 
 def _prepared_done(results: list[Any]) -> None:

@@ -98,20 +98,27 @@ def _node_ids_json(node_ids: list[str]) -> str:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SERIALIZER = Checkpoint.__pydantic_serializer__
 _MICROSECOND = timedelta(microseconds=1)
 
 
 def _row(cp: Checkpoint, exclude: set[str] | None = None) -> tuple[Any, ...]:
     node_ids = cp.node_ids
-    ids = _NODE_IDS_JSON.get(tuple(node_ids))  # _node_ids_json's, without its call a step
-    if ids is None:
+    try:  # _node_ids_json's, without its call a step
+        ids = _NODE_IDS_JSON[tuple(node_ids)]
+    except KeyError:
         ids = _node_ids_json(node_ids)
     moment = cp.timestamp
+    try:  # checkpoint_json(cp, "the PostgreSQL store", exclude), inline (a frame a step fewer)
+        data: str = _SERIALIZER.to_json(cp, exclude=exclude, warnings=False).decode()
+        if not data.isascii():
+            data.encode("utf-8")
+    except (ValueError, UnicodeError, RecursionError):
+        data = checkpoint_json(cp, "the PostgreSQL store", exclude)  # raises its message
     return (cp.id, cp.run_id, cp.thread_id, cp.graph_id, cp.node_id, ids, cp.step,
             rules.to_micros(moment) if moment.tzinfo is None else
             (moment - _EPOCH) // _MICROSECOND,  # to_micros' of an aware time, inline
-            cp.status, cp.tenant_id, cp.format_version,
-            checkpoint_json(cp, "the PostgreSQL store", exclude))
+            cp.status, cp.tenant_id, cp.format_version, data)
 
 
 def _parse(row: tuple[str, int, str, int, str | None]) -> Checkpoint:
