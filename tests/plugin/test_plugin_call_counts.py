@@ -274,7 +274,9 @@ def test_the_fixture_round_trip_costs_little_over_a_bare_runtime(pytester: pytes
     dataclass's property setters. Then 178 (191 before, measured beside it; the fixture's
     570 -> 549, the bare 379 -> 371, run alone) once a recorded ``interrupt`` event copied
     its question without pydantic's ``model_copy`` and a fresh seed made only the run ids
-    its runtime took (one, not four). The ceiling sits about 20% above the difference
+    its runtime took (one, not four). Then 167 (the fixture's 545 -> 536, the bare 369,
+    run alone) once the FaultyStore forwarded ``claim_ttl`` without its ``__getattr__`` and
+    logged its quick answers' times inline. The ceiling sits about 20% above the difference
     measured last."""
     pytester.makepyfile(test_counted_round_trips=ROUND_TRIPS)
     result = run("-q", "-s", "-p", "no:xdist")
@@ -283,7 +285,7 @@ def test_the_fixture_round_trip_costs_little_over_a_bare_runtime(pytester: pytes
              for m in re.finditer(r"ROUND TRIP (\d+) (\d+)", result.stdout.str())]
     assert len(pairs) == 4
     extra = min(ours - bare for bare, ours in pairs[1:])
-    assert extra <= 215, pairs
+    assert extra <= 200, pairs
 
 
 def test_the_plugin_hooks_no_fixture_setup_and_only_optional_call_hooks(

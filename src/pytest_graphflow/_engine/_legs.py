@@ -384,10 +384,11 @@ class Legs:
                 "delete_thread). Pass the "
                 "run_id of run_start (or GraphResult.run_id) or a checkpoint id"
             )
-        if cp.tenant_id != tenant:
+        f = cp.__dict__  # (a model's fields read from its dict: see _prepare_resume)
+        if f["tenant_id"] != tenant:
             # Named by what the caller passed: no id of the other tenant's thread.
             raise TenantMismatch(ref, tenant, what="run or checkpoint")
-        if cp.format_version != FORMAT_VERSION:
+        if f["format_version"] != FORMAT_VERSION:
             raise UnsupportedFormat(
                 f"checkpoint {cp.id} has format_version {cp.format_version}; this build reads "
                 f"{FORMAT_VERSION}"
@@ -398,14 +399,15 @@ class Legs:
         """This runtime's last leg of ``cp``'s run, when that leg ended at ``cp`` (the
         checkpoint it saved last) holding a claim of the store's: what the runtime already
         knows of ``cp`` (see :meth:`unchanged`)."""
-        runner = self.book.live.get(cp.run_id)
+        f = cp.__dict__
+        runner = self.book.live.get(f["run_id"])
         if runner is None:
             return None
         run = runner.run
         if run.outcome is None:  # not runner.done
             return None
         claim = run.spec.claim
-        if run.numbers.checkpoint_id != cp.id or claim is None or claim.token is None:
+        if run.numbers.checkpoint_id != f["id"] or claim is None or claim.token is None:
             return None
         return runner
 
@@ -474,7 +476,11 @@ class Legs:
         expired: tuple[dict[str, Any], list[Expired]] | None = None
         # Read only (a leg copies what it changes): the store's own checkpoint will do.
         cp = await self.resolve(ref, tenant, kept=True)
-        held = self.held(cp) if recover is None and ref == cp.run_id else None
+        # The checkpoint's fields read from its dict: a pydantic model's class has a
+        # ``__getattr__``, so each ``cp.field`` takes the interpreter's slow attribute path
+        # (a few hundred machine instructions each, ~30 a resume).
+        f = cp.__dict__
+        held = self.held(cp) if recover is None and ref == f["run_id"] else None
         given = graph
         graph = self.graph_for(cp, given, held)
         if self.host.checkpoint_policy is not None:
@@ -485,7 +491,8 @@ class Legs:
         else:
             answered = check_resumable(cp, resume, claimed=False)
             self.deadlines(cp, resume)
-        seen = cp.id if recover is None and ref == cp.run_id else await self.view(cp, recover)
+        seen = f["id"] if recover is None and ref == f["run_id"] \
+            else await self.view(cp, recover)
         clock = self.host.clock
         vclock = clock if type(clock) is VirtualClock or isinstance(clock, VirtualClock) \
             else None
@@ -493,10 +500,10 @@ class Legs:
         # A fresh virtual clock continues from the checkpoint, so time never goes back within
         # a run's log (C10), and the claim is taken at that time; the clock moves there only
         # once the leg is admitted (a refused call changes nothing, the clock included).
-        read_at = cp.timestamp
+        read_at = f["timestamp"]
         behind = virtual and clock.now() < read_at
-        claim = await self.claim(cp.thread_id, cp.run_id, tenant,
-                                 cp.timestamp if behind else None)
+        claim = await self.claim(f["thread_id"], f["run_id"], tenant,
+                                 read_at if behind else None)
         try:
             # Read again under the claim: a run that advanced the thread between this call
             # reading it and claiming it must not be run a second time (seed 004). Unless
@@ -505,20 +512,22 @@ class Legs:
             unchanged = self.unchanged(held, claim)
             if not unchanged:
                 cp = await self.resolve(ref, tenant, kept=True)
+                f = cp.__dict__
                 if held is not None:  # its check against the graph was left to this read
                     graph = self.policy(self.graph_for(cp, given))
-            latest = cp if ref == cp.run_id else await self.store.latest(cp.run_id)
+            latest = cp if ref == f["run_id"] else await self.store.latest(f["run_id"])
+            latest_id = None if latest is None else f["id"] if latest is cp else latest.id
             if recover is not None:
                 last = await self.thread_latest(recover)
                 if last is not None and last.id != seen:
                     raise ThreadBusy(recover, last.run_id)
                 check_recoverable(recover, last)
             else:
-                if latest is not None and latest.id != seen:
-                    raise ThreadBusy(cp.thread_id, latest.run_id)
+                if latest is not None and latest_id != seen:
+                    raise ThreadBusy(f["thread_id"], latest.run_id)
                 # The same checkpoint, answers and (virtual) time as checked above give the
                 # same answer: only a claimed checkpoint that is not waiting is judged anew.
-                if not unchanged or cp.status != "interrupted":
+                if not unchanged or f["status"] != "interrupted":
                     answered = check_resumable(cp, resume)
                 if not (unchanged and virtual):
                     self.deadlines(cp, resume)
@@ -526,8 +535,8 @@ class Legs:
                     expired = expiry_answers(cp, resume, graph, self.now(cp))
             # Resumed from a checkpoint that is not the thread's latest (time travel): the
             # leg's first checkpoint branches on purpose (seed 004's ParentNotLatest).
-            branch, since = False, cp.timestamp
-            if recover is None and ref != cp.run_id:
+            branch, since = False, f["timestamp"]
+            if recover is None and ref != f["run_id"]:
                 top = await self.thread_latest(cp.thread_id)
                 if top is not None and top.id != cp.id:
                     # ... and a virtual clock goes on from the thread's latest, so the
@@ -536,24 +545,26 @@ class Legs:
         except BaseException:
             await released_on_error(claim)
             raise
-        answers = dict(cp.answers)
+        answers = dict(f["answers"])
+        status = f["status"]
         if expired is not None:
             answers.update(expired[0])
-        elif cp.status == "interrupted" and cp.interrupts:
+        elif status == "interrupted" and f["interrupts"]:
             assert resume is not None
-            answers.update(resume.resolve(cp.interrupts) if answered is None else answered)
-        elif cp.status == "failed":  # an unrouted expiry failed it: recovering asks again
+            answers.update(resume.resolve(f["interrupts"]) if answered is None else answered)
+        elif status == "failed":  # an unrouted expiry failed it: recovering asks again
             answers = {k: v for k, v in answers.items() if not is_expired_marker(v)}
-        cp_counter = int(cp.metadata.get("cp_counter", 0))
-        task_counter = int(cp.metadata.get("task_counter", 0))
-        seq = cp.next_seq
-        if latest is not None and latest.id != cp.id:
+        metadata = f["metadata"]
+        cp_counter = int(metadata.get("cp_counter", 0))
+        task_counter = int(metadata.get("task_counter", 0))
+        seq = f["next_seq"]
+        if latest is not None and latest_id != f["id"]:
             # Time travel: the run's log goes on after everything it already holds, so no
             # event number (and no id) of the original continuation is used twice (C10).
             cp_counter = max(cp_counter, int(latest.metadata.get("cp_counter", 0)))
             task_counter = max(task_counter, int(latest.metadata.get("task_counter", 0)))
             seq = max(seq, latest.next_seq)
-        state = cp.state
+        state = f["state"]
         try:
             if resume is not None and resume.update is not None:
                 state = apply_update(graph, state, resume.update)[0]
@@ -561,10 +572,10 @@ class Legs:
             stops = breakpoints(graph, opts) if opts["interrupt_before"] \
                 or opts["interrupt_after"] else _NO_STOPS  # (run_options() sets both)
             records = self.book.records
-            if cp.run_id not in records:  # a run this runtime let go of, or never ran
-                found = await self.find_record(cp.run_id)
+            if f["run_id"] not in records:  # a run this runtime let go of, or never ran
+                found = await self.find_record(f["run_id"])
                 if found is not None:
-                    records[cp.run_id] = found
+                    records[f["run_id"]] = found
         except BaseException:
             await released_on_error(claim)
             raise
@@ -573,10 +584,10 @@ class Legs:
             if vclock is not None and (behind or since != read_at):
                 catch_up(vclock, since)  # (else the clock is at or past ``since`` already)
             wall, on_done = self.wall()
-            travelled = bool(cp.metadata.get("time_travel")) or (
-                latest is not None and latest.id != cp.id)
+            travelled = bool(metadata.get("time_travel")) or (
+                latest is not None and latest_id != f["id"])
             runner = self.start(
-                graph, cp.run_id, cp.thread_id, cp.tenant_id, state, opts, stops, wall, claim,
+                graph, f["run_id"], f["thread_id"], f["tenant_id"], state, opts, stops, wall, claim,
                 on_done, resumed=cp, answers=answers, seq=seq, cp_counter=cp_counter,
                 task_counter=task_counter, expired=() if expired is None else tuple(expired[1]),
                 time_travel=travelled, branch=branch)
@@ -672,7 +683,7 @@ class Legs:
         cancel_at = opts["cancel_at"]  # (run_options() sets every option read here)
         deadlines: dict[str, datetime] = {}  # of the questions the leg resumed with
         if resumed is not None:
-            for question in resumed.interrupts:
+            for question in resumed.__dict__["interrupts"]:  # (see _prepare_resume)
                 if question.deadline is not None:
                     deadlines[question.key] = question.deadline
         before, after = stops
@@ -689,7 +700,7 @@ class Legs:
             hook_table(graph, middleware, guardrails) if middleware or guardrails
             or graph.middleware or graph.guardrails else None,
             claim, self.subgraphs, record, leg, thread_explicit,
-            None if resumed is None else resumed.id,  # resumed_from
+            None if resumed is None else resumed.__dict__["id"],  # resumed_from
             time_travel, branch, expired, deadlines, STEPPING.get(), opts["cancel_after"],
             cancel_at,
         )
@@ -742,19 +753,20 @@ def check_resumable(cp: Checkpoint, resume: Resume | None, *, claimed: bool = Tr
         the answers ``resume`` gives ``cp``'s questions (``Resume.resolve``) when it waits
         for answers, else ``None``.
     """
-    if cp.status == "completed":
+    status = cp.__dict__["status"]  # (a model's field read from its dict)
+    if status == "completed":
         raise NotSuspended(f"run {cp.run_id} completed (checkpoint {cp.id}); there is "
                            "nothing to resume. Start a new run on its thread instead")
     # Resume.has_answers (read without a call for a Resume itself)
     answering = resume is not None and (
         (resume._has_value or resume.answers is not None) if type(resume) is Resume
         else resume.has_answers)
-    if cp.status == "interrupted" and not cp.interrupts:
+    if status == "interrupted" and not cp.interrupts:
         if answering:  # paused for a breakpoint: nothing to answer
             raise ResumeError(f"run {cp.run_id} paused for a breakpoint (checkpoint "
                               f"{cp.id}); it has no interrupts to answer, resume it "
                               "without a Resume")
-    elif cp.status == "interrupted":
+    elif status == "interrupted":
         if resume is None or not answering:
             keys = [i.key for i in cp.interrupts]
             raise ResumeError(f"run {cp.run_id} is paused at interrupts {keys}; resume it "

@@ -113,14 +113,6 @@ class GraphResult(Generic[StateT]):
         result.__dict__.update(fields, _source=(model_of, state))
         return result
 
-    def __getattr__(self, name: str) -> Any:
-        # Only for what is not in the instance: a lazy result's state and data.
-        source = self.__dict__.get("_source") if name in ("state", "data") else None
-        if source is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        self._built(source)
-        return self.__dict__[name]
-
     def _built(self, source: tuple[Callable[[dict[str, Any]], Any], dict[str, Any]]) -> None:
         model_of, state = source
         own = self.__dict__
@@ -139,6 +131,33 @@ class GraphResult(Generic[StateT]):
         if self.error is not None and self.status in ("failed", "cancelled"):
             raise self.error
         return self
+
+
+class _Built:
+    """``GraphResult.state`` and ``.data`` of a lazy result, built when first read. A
+    non-data descriptor: once built (or set, as the dataclass's ``__init__`` sets them) the
+    instance's dict answers. Not ``GraphResult.__getattr__``: a class with one reads every
+    attribute through the interpreter's slow path (``result.status``, ``result.run_id``)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, result: GraphResult[Any] | None, owner: type | None = None) -> Any:
+        name = self.name
+        if result is None:  # the class has no value of it (a dataclass field, no default)
+            raise AttributeError(f"type object 'GraphResult' has no attribute {name!r}")
+        own = result.__dict__
+        source = own.get("_source")
+        if source is None:
+            raise AttributeError(f"{type(result).__name__!r} object has no attribute {name!r}")
+        result._built(source)
+        return own[name]
+
+
+GraphResult.state = _Built("state")  # type: ignore[misc]
+GraphResult.data = _Built("data")  # type: ignore[assignment]
 
 
 @dataclass

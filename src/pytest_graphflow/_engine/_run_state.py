@@ -258,13 +258,16 @@ class Position:
             self.arrivals: dict[str, list[str]] = {}
             self.passed: set[str] = set()
             return
-        cp = checkpoint
-        self.step = cp.next_step
-        self.tasks = list(cp.tasks)
-        self.completed = dict(cp.completed)
-        self.visited = Visited(list(cp.visited))
-        self.arrivals = {k: list(v) for k, v in cp.arrivals.items()} if cp.arrivals else {}
-        meta = cp.metadata
+        # The checkpoint's fields read from its dict (a pydantic model's attribute reads take
+        # the interpreter's slow path: its class has a ``__getattr__``).
+        cp = checkpoint.__dict__
+        self.step = cp["next_step"]
+        self.tasks = list(cp["tasks"])
+        self.completed = dict(cp["completed"])
+        self.visited = Visited(list(cp["visited"]))
+        arrivals = cp["arrivals"]
+        self.arrivals = {k: list(v) for k, v in arrivals.items()} if arrivals else {}
+        meta = cp["metadata"]
         self.passed = set(meta["breakpoint_passed"]) if "breakpoint_passed" in meta else set()
 
     def take_model(self) -> BaseModel | None:
@@ -515,7 +518,7 @@ class RunState:
         self.child_checkpoints: dict[str, str] = {}
         """The checkpoint each paused child stood at."""
         if checkpoint is not None:
-            meta = checkpoint.metadata
+            meta = checkpoint.__dict__["metadata"]  # (see Position)
             if "tool_calls" in meta:
                 self.tool_calls.update(meta["tool_calls"])
             if "subgraph_threads" in meta:

@@ -182,8 +182,8 @@ def _first_step(loop: Any, task: asyncio.Task[Any]) -> bool:
     if len(ready) != 1 or loop._debug or loop._stopping:
         return False  # only the call's own step is due: anything else, the loop's way
     hooks = sys.get_asyncgen_hooks()
-    sys.set_asyncgen_hooks(firstiter=loop._asyncgen_firstiter_hook,
-                           finalizer=loop._asyncgen_finalizer_hook)
+    # (positional: keywords to a C function build a dict both ways)
+    sys.set_asyncgen_hooks(loop._asyncgen_firstiter_hook, loop._asyncgen_finalizer_hook)
     loop._thread_id = threading.get_ident()  # is_running()
     asyncio.events._set_running_loop(loop)
     try:

@@ -214,8 +214,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             hooks = sys.get_asyncgen_hooks()
             try:
                 me._thread_id = threading.get_ident()
-                sys.set_asyncgen_hooks(firstiter=me._asyncgen_firstiter_hook,
-                                       finalizer=me._asyncgen_finalizer_hook)
+                sys.set_asyncgen_hooks(me._asyncgen_firstiter_hook,
+                                       me._asyncgen_finalizer_hook)
                 asyncio.events._set_running_loop(self)
                 while not task.done() and not me._stopping:
                     me._run_once()

@@ -59,15 +59,19 @@ def record_of(index: int, entry: list[Any]) -> StoreCall:
                      time=_time_of(entry[WHEN]))
 
 
-Summary = str | Callable[[], str] | None
-"""A call's argument summary: given, made on demand, or ``None`` (made from the arguments)."""
+Summary = str | Callable[[], str] | tuple[str, str] | None
+"""A call's argument summary: given, made on demand, a save's ``(checkpoint id, run id)``
+(made on demand: a tuple costs a save less than a closure), or ``None`` (made from the
+arguments)."""
 
 
 def summary_of(summary: Summary, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> str:
     """The summary text of a call."""
     if summary is None:
         return _summarize(args, kwargs or {})
-    return summary if isinstance(summary, str) else summary()
+    if type(summary) is tuple:  # a save's checkpoint and run
+        return f"{summary[0]} of run {summary[1]}"
+    return summary if isinstance(summary, str) else summary()  # type: ignore[operator]
 
 
 def as_record(index: int, call: StoreCall | list[Any]) -> StoreCall:

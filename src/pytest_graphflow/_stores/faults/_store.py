@@ -60,6 +60,10 @@ class FaultyStore(FaultyRules):
     """Its :meth:`list` takes no page arguments: the runtime reads whole lists through it, so
     the call log shows the same calls whatever the inner store."""
 
+    claim_ttl: float
+    """The inner store's ``claim_ttl`` (forwarded as ``__getattr__`` forwards any setting,
+    without its slow path: a runtime reads it every leg)."""
+
     def __init__(self, inner: CheckpointStore, *, clock: Clock | None = None) -> None:
         cls = type(inner)
         if cls in _COMPLETE and _PROTOCOL.isdisjoint(getattr(inner, "__dict__", _PROTOCOL)):
@@ -243,8 +247,10 @@ class FaultyStore(FaultyRules):
         """
         if self._rules or self._crash is not None or not self._memory:
             return False
-        call: list[Any] = ["save", (), None, lambda: f"{fields['id']} of run {fields['run_id']}",
-                           self._when(), "pending", None]
+        clock = self._vclock  # (self._when(), inline)
+        call: list[Any] = ["save", (), None, (fields["id"], fields["run_id"]),
+                           (clock, clock._ns) if clock is not None else self._now(),
+                           "pending", None]
         self._calls.append(call)
         try:
             self._inner.adopt_fields(fields, fence)  # type: ignore[attr-defined]
@@ -276,8 +282,10 @@ class FaultyStore(FaultyRules):
         (see above)."""
         if self._crash is not None or (self._rules and self._declines("claim")):
             return NotImplemented
+        clock = self._vclock  # (self._when(), inline)
         call: list[Any] = ["claim", (thread_id, run_id), {"now": now, "ttl": ttl}, None,
-                           self._when(), "pending", None]
+                           (clock, clock._ns) if clock is not None else self._now(),
+                           "pending", None]
         self._calls.append(call)
         try:
             token: int = self._inner.claim_now(  # type: ignore[attr-defined]
@@ -297,7 +305,10 @@ class FaultyStore(FaultyRules):
         claim = self._inner._claims.get(thread_id)  # type: ignore[attr-defined]
         if claim is None or claim.token != token:
             return NotImplemented
-        self._calls.append(["release", (thread_id, token), {}, None, self._when(), "ok", None])
+        clock = self._vclock  # (self._when(), inline)
+        self._calls.append(["release", (thread_id, token), {}, None,
+                            (clock, clock._ns) if clock is not None else self._now(), "ok",
+                            None])
         self._inner.release_now(thread_id, token)  # type: ignore[attr-defined]
         return None
 
@@ -340,8 +351,11 @@ class FaultyStore(FaultyRules):
         def sink(cid: str, *rest: Any) -> Any:
             if self._crash is not None or (self._rules and self._declines("save")):
                 return NotImplemented
-            call: list[Any] = ["save", (), None, lambda: f"{cid} of run {run_id}",
-                               self._when(), "pending", None]
+            # (the summary made when the log is read; self._when(), inline)
+            clock = self._vclock
+            call: list[Any] = ["save", (), None, (cid, run_id),
+                               (clock, clock._ns) if clock is not None else self._now(),
+                               "pending", None]
             log.append(call)
             try:
                 inner_sink(cid, *rest)
@@ -457,6 +471,28 @@ class FaultyStore(FaultyRules):
         self.__dict__[name] = forwarded  # found directly from now on
         return forwarded
 
+
+class _Setting:
+    """A setting of the inner store read through the wrapper (``FaultyStore.claim_ttl``): what
+    ``__getattr__`` gives for it, found without the failed lookup first. A non-data
+    descriptor, so a value set on the wrapper itself still wins, as before."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, store: FaultyStore | None, owner: type | None = None) -> Any:
+        if store is None:
+            return self
+        inner = store.__dict__.get("_inner")
+        value = getattr(inner, self.name) if inner is not None else None
+        if inner is None or callable(value):  # (not a setting: the general forwarding)
+            return store.__getattr__(self.name)
+        return value
+
+
+FaultyStore.claim_ttl = _Setting("claim_ttl")  # type: ignore[assignment]
 
 _COMPLETE: set[type] = set()
 """Store classes that have every protocol operation themselves."""
