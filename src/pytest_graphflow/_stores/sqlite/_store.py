@@ -44,6 +44,8 @@ from ._tail import FOLD_AT, LIVE, PUT_NEW, Piece, put_piece, unpack_events
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
 
 _ORDER = "ORDER BY ts_us, seq"
+_SERIALIZER = Checkpoint.__pydantic_serializer__
+_NO_VISITED = {"visited"}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _NEWEST = "ORDER BY ts_us DESC, seq DESC LIMIT 1"
@@ -374,7 +376,14 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         facts = self._facts
         assert facts is not None
         self._checked(cp, "commit")
-        data = encode(self.path, cp)
+        # encode(self.path, cp), inline (two frames and a repr fewer a step); what it refuses
+        # it is called for, to raise as it does
+        try:
+            data = _SERIALIZER.to_json(cp, exclude=_NO_VISITED, warnings=False).decode()
+            if not data.isascii():
+                data.encode("utf-8")
+        except (ValueError, UnicodeError, RecursionError):
+            data = encode(self.path, cp)
         # rules.to_micros and the row's ``timestamp`` (``isoformat()``), inline for the
         # runtime's aware UTC times: the text's first 19 characters (up to the second) are
         # kept from the last step in the same second (isoformat's formatting was ~11 k
