@@ -32,7 +32,7 @@ from .._features import StoreFeatures
 from .._protocol import Fence
 from .._waiting import WaitingPage, check_waiting, waiting_row
 from .._wire import dumped_row, event_row, plain_run_record
-from ._claims import SQLiteClaims, raise_token_floor
+from ._claims import RELEASE, SQLiteClaims, raise_token_floor
 from ._file import SYNCHRONOUS, open_store
 from ._known import VERSION, read_facts
 from ._log import SQLiteLog
@@ -118,9 +118,11 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
     features = StoreFeatures(claims=True, fencing=True, commit=True, events=True,
                              run_records=True, history_pages=True, artifacts=True, prune=True,
                              delete_thread=True, waiting=True, tenants=True,
-                             visited_snapshots=True)
+                             visited_snapshots=True, folded_claims=True)
     """Durable: claims with fencing, atomic commits of events and run records, paged history,
-    artifacts, prune, thread deletion and waiting runs. The runtime may hand this class (not
+    artifacts, prune, thread deletion and waiting runs; folded claims (a new run's
+    free-run-id read rides on its claim, a leg's release on its last commit: two
+    transactions fewer a run). The runtime may hand this class (not
     a subclass, which may read ``visited``: only the class itself declares features) its
     checkpoints with ``visited`` left as its snapshot of the run's log: the rows keep a path
     as segments, and building a tuple of every node so far at each step made a step's cost
@@ -298,10 +300,13 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         checkpoints: Sequence[Checkpoint] = (),
         events: Sequence[dict[str, Any]] = (),
         run: dict[str, Any] | None = None,
+        release: bool = False,
     ) -> None:
         """Write checkpoints, events and the run record of ``run_id`` under the claim
         ``token`` in one transaction, all or nothing (see
-        :class:`~pytest_graphflow._stores._protocol.ClaimingStore`).
+        :class:`~pytest_graphflow._stores._protocol.ClaimingStore`); ``release``: also
+        release the claim, in the same transaction (``StoreFeatures.folded_claims``; a
+        commit that raises releases nothing).
 
         The token is checked inside the transaction (``BEGIN IMMEDIATE`` holds the file's
         write lock), so no other process can take the claim between the check and the write.
@@ -312,7 +317,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
             ParentNotLatest, MalformedCommit: seed 004's commit checks
                 (:func:`~.._claims.check_lineage`); nothing is written.
         """
-        if run is None:
+        if run is None and not release:
             found = plain_rows(self._facts, thread_id, token, run_id, checkpoints, events)
             if found is not None and self._commit_plain(*found):
                 return
@@ -360,13 +365,17 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
                 self._put_run(db, *plain)
             elif record is not None:
                 self._put_run(db, record)
+            if release:  # the token was checked above
+                db.execute(RELEASE, (thread_id,))
         except BaseException as exc:
             failure = self._undo(db, exc)
             if failure is None:
                 raise
             raise failure from None
         self._end(db)
-        if not replaced:  # a rewritten id may have been the thread's latest: read it again
+        # a rewritten id may have been the thread's latest: read it again; a released
+        # claim: the next commit under its token must find it gone
+        if not replaced and not release:
             self._facts = facts
 
     def _commit_plain(self, cp: Checkpoint, events: Piece) -> bool:
