@@ -44,14 +44,16 @@ from ._tail import FOLD_AT, LIVE, PUT_NEW, Piece, put_piece, unpack_events
 __all__ = ["SCHEMA_VERSION", "SQLiteCheckpointStore"]
 
 _ORDER = "ORDER BY ts_us, seq"
-_SERIALIZER = Checkpoint.__pydantic_serializer__
-_NO_VISITED = {"visited"}
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
 _NEWEST = "ORDER BY ts_us DESC, seq DESC LIMIT 1"
 _PICK = "SELECT id, format_version, data, path_id, path_len, ts_us, seq FROM"
 """A checkpoint row (what :func:`decode` reads) and its order, from ``checkpoints`` or
 ``log`` (the pieces not folded yet, see :mod:`._tail`)."""
+_SERIALIZER = Checkpoint.__pydantic_serializer__
+_NO_VISITED = {"visited"}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+"""What the plain step's row takes inline: :func:`encode`'s serialiser and exclusion,
+:func:`~.._claims.to_micros`' epoch and unit."""
 _THREAD_LATEST = (
     "NOT EXISTS (SELECT 1 FROM checkpoints d WHERE d.thread_id = c.thread_id AND "
     "(d.ts_us > c.ts_us OR (d.ts_us = c.ts_us AND d.seq > c.seq)))")
@@ -134,7 +136,6 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
     _stamp_second: int | None = None
     _stamp_prefix = ""
     """The last plain step's second (since the epoch) and its ``isoformat`` up to it."""
-
 
     def __init__(
         self,
