@@ -69,16 +69,17 @@ def test_the_built_in_stores_declare_their_features(tmp_path: Any) -> None:
                                                                    step_sink=True, in_process=True)
     sqlite = SQLiteCheckpointStore(str(tmp_path / "s.db"))
     assert features_of(sqlite) == StoreFeatures(**both, events=True, run_records=True,
-                                                visited_snapshots=True)
+                                                visited_snapshots=True, folded_claims=True)
 
 
 def test_a_faulty_store_has_the_features_of_the_store_it_wraps(tmp_path: Any) -> None:
     inner = SQLiteCheckpointStore(str(tmp_path / "s.db"))
     # Its list takes no page arguments; it binds the runtime's clock and logs its calls; its
-    # rules may read a checkpoint's visited nodes.
+    # rules may read a checkpoint's visited nodes, and watch latest, claim and release (it
+    # does not fold claims).
     assert features_of(FaultyStore(inner)) == dataclasses.replace(
         features_of(inner), history_pages=False, clock_binding=True, call_log=True,
-        visited_snapshots=False)
+        visited_snapshots=False, folded_claims=False)
     assert features_of(FaultyStore(InMemoryCheckpointStore())).fields_save
     # Over the in-memory store it passes on the lean step's save and the answers at once,
     # each logged as the call it stands for (tests/faults/test_faulty_answers_at_once.py);

@@ -12,9 +12,10 @@ from ..._records._checks import check_id
 from ...errors import StaleClaim
 from .. import _claims as rules
 from .._deletion import TOKEN_FLOOR
+from ._tail import LIVE
 from ._tx import SQLiteTransactions
 
-__all__ = ["SQLiteClaims", "raise_token_floor", "token_floor"]
+__all__ = ["RELEASE", "SQLiteClaims", "raise_token_floor", "token_floor"]
 
 
 class SQLiteClaims(SQLiteTransactions):
@@ -79,6 +80,31 @@ class SQLiteClaims(SQLiteTransactions):
             self._put_claim(db, thread_id, claim)
         return claim.token
 
+    async def claim_fresh(
+        self, thread_id: str, run_id: str, *, now: datetime, ttl: float | None = None
+    ) -> int | None:
+        """:meth:`claim` for a run id no checkpoint has yet: the new token, or ``None``
+        (nothing written, the thread not even looked at) when the store holds a checkpoint
+        of ``run_id`` (``StoreFeatures.folded_claims``: a new run's free-run-id read rides on
+        its claim's transaction, one transaction fewer a run).
+
+        Raises:
+            ThreadBusy: the run id is free and a claim on the thread is live.
+        """
+        check_id(thread_id, "thread_id", "claim")
+        check_id(run_id, "run_id", "claim")
+        moment = rules.utc_now(now, "claim")
+        seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
+        with self._tx() as db:
+            if db.execute(_HAS_RUN, (run_id, run_id)).fetchone() is not None:
+                return None
+            current, last = self._claim_of(db, thread_id)
+            if not last:  # a thread never claimed, or deleted: above every deleted token
+                last = token_floor(db)
+            claim = rules.take_claim(thread_id, run_id, current, last, moment, seconds)
+            self._put_claim(db, thread_id, claim)
+        return claim.token
+
     async def renew(self, thread_id: str, token: int, *, now: datetime) -> None:
         """Extend the claim ``token`` by its ttl from ``now``.
 
@@ -102,14 +128,22 @@ class SQLiteClaims(SQLiteTransactions):
         token = rules.check_token(token, "release")
         with self._tx() as db:
             rules.current_or_stale(thread_id, token, self._claim_of(db, thread_id)[0])
-            db.execute("UPDATE claims SET run_id = NULL, expires_us = NULL, ttl = NULL "
-                       "WHERE thread_id = ?", (thread_id,))
+            db.execute(RELEASE, (thread_id,))
 
     async def current_claim(self, thread_id: str) -> tuple[str, int, datetime] | None:
         """``(run_id, token, expires_at)`` of the thread's claim (live or expired), or ``None``."""
         check_id(thread_id, "thread_id", "current_claim")
         found = self._claim_of(self._conn, thread_id)[0]
         return None if found is None else found.as_tuple()
+
+
+RELEASE = "UPDATE claims SET run_id = NULL, expires_us = NULL, ttl = NULL WHERE thread_id = ?"
+"""Free the thread's claim (its token checked by the caller, in its transaction)."""
+
+_HAS_RUN = ("SELECT 1 FROM checkpoints WHERE run_id = ? UNION ALL SELECT 1 FROM log WHERE "
+            f"id IS NOT NULL AND run_id = ? AND {LIVE} LIMIT 1")
+"""A row when the store holds a checkpoint of the run (indexed, or in the log's live rows:
+where :meth:`latest` looks)."""
 
 
 def token_floor(db: sqlite3.Connection) -> int:

@@ -17,7 +17,7 @@ import shutil
 import sqlite3
 import weakref
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from ..._records._checkpoint import Checkpoint
@@ -32,7 +32,7 @@ from .._features import StoreFeatures
 from .._protocol import Fence
 from .._waiting import WaitingPage, check_waiting, waiting_row
 from .._wire import dumped_row, event_row, plain_run_record
-from ._claims import SQLiteClaims, raise_token_floor
+from ._claims import RELEASE, SQLiteClaims, raise_token_floor
 from ._file import SYNCHRONOUS, open_store
 from ._known import VERSION, read_facts
 from ._log import SQLiteLog
@@ -48,6 +48,12 @@ _NEWEST = "ORDER BY ts_us DESC, seq DESC LIMIT 1"
 _PICK = "SELECT id, format_version, data, path_id, path_len, ts_us, seq FROM"
 """A checkpoint row (what :func:`decode` reads) and its order, from ``checkpoints`` or
 ``log`` (the pieces not folded yet, see :mod:`._tail`)."""
+_SERIALIZER = Checkpoint.__pydantic_serializer__
+_NO_VISITED = {"visited"}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+"""What the plain step's row takes inline: :func:`encode`'s serialiser and exclusion,
+:func:`~.._claims.to_micros`' epoch and unit."""
 _THREAD_LATEST = (
     "NOT EXISTS (SELECT 1 FROM checkpoints d WHERE d.thread_id = c.thread_id AND "
     "(d.ts_us > c.ts_us OR (d.ts_us = c.ts_us AND d.seq > c.seq)))")
@@ -114,9 +120,11 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
     features = StoreFeatures(claims=True, fencing=True, commit=True, events=True,
                              run_records=True, history_pages=True, artifacts=True, prune=True,
                              delete_thread=True, waiting=True, tenants=True,
-                             visited_snapshots=True)
+                             visited_snapshots=True, folded_claims=True)
     """Durable: claims with fencing, atomic commits of events and run records, paged history,
-    artifacts, prune, thread deletion and waiting runs. The runtime may hand this class (not
+    artifacts, prune, thread deletion and waiting runs; folded claims (a new run's
+    free-run-id read rides on its claim, a leg's release on its last commit: two
+    transactions fewer a run). The runtime may hand this class (not
     a subclass, which may read ``visited``: only the class itself declares features) its
     checkpoints with ``visited`` left as its snapshot of the run's log: the rows keep a path
     as segments, and building a tuple of every node so far at each step made a step's cost
@@ -125,6 +133,9 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
     supports_fencing = True
     """``save`` takes ``fence=(thread_id, token)`` and the store has ``commit``."""
 
+    _stamp_second: int | None = None
+    _stamp_prefix = ""
+    """The last plain step's second (since the epoch) and its ``isoformat`` up to it."""
 
     def __init__(
         self,
@@ -290,10 +301,13 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         checkpoints: Sequence[Checkpoint] = (),
         events: Sequence[dict[str, Any]] = (),
         run: dict[str, Any] | None = None,
+        release: bool = False,
     ) -> None:
         """Write checkpoints, events and the run record of ``run_id`` under the claim
         ``token`` in one transaction, all or nothing (see
-        :class:`~pytest_graphflow._stores._protocol.ClaimingStore`).
+        :class:`~pytest_graphflow._stores._protocol.ClaimingStore`); ``release``: also
+        release the claim, in the same transaction (``StoreFeatures.folded_claims``; a
+        commit that raises releases nothing).
 
         The token is checked inside the transaction (``BEGIN IMMEDIATE`` holds the file's
         write lock), so no other process can take the claim between the check and the write.
@@ -304,7 +318,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
             ParentNotLatest, MalformedCommit: seed 004's commit checks
                 (:func:`~.._claims.check_lineage`); nothing is written.
         """
-        if run is None:
+        if run is None and not release:
             found = plain_rows(self._facts, thread_id, token, run_id, checkpoints, events)
             if found is not None and self._commit_plain(*found):
                 return
@@ -352,13 +366,17 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
                 self._put_run(db, *plain)
             elif record is not None:
                 self._put_run(db, record)
+            if release:  # the token was checked above
+                db.execute(RELEASE, (thread_id,))
         except BaseException as exc:
             failure = self._undo(db, exc)
             if failure is None:
                 raise
             raise failure from None
         self._end(db)
-        if not replaced:  # a rewritten id may have been the thread's latest: read it again
+        # a rewritten id may have been the thread's latest: read it again; a released
+        # claim: the next commit under its token must find it gone
+        if not replaced and not release:
             self._facts = facts
 
     def _commit_plain(self, cp: Checkpoint, events: Piece) -> bool:
@@ -368,8 +386,31 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
         facts = self._facts
         assert facts is not None
         self._checked(cp, "commit")
-        data = encode(self.path, cp)
-        ts_us = rules.to_micros(cp.timestamp)
+        # encode(self.path, cp), inline (two frames and a repr fewer a step); what it refuses
+        # it is called for, to raise as it does
+        try:
+            data = _SERIALIZER.to_json(cp, exclude=_NO_VISITED, warnings=False).decode()
+            if not data.isascii():
+                data.encode("utf-8")
+        except (ValueError, UnicodeError, RecursionError):
+            data = encode(self.path, cp)
+        # rules.to_micros and the row's ``timestamp`` (``isoformat()``), inline for the
+        # runtime's aware UTC times: the text's first 19 characters (up to the second) are
+        # kept from the last step in the same second (isoformat's formatting was ~11 k
+        # instructions of a step's ~470 k).
+        ts = cp.timestamp
+        if ts.tzinfo is UTC:
+            ts_us = (ts - _EPOCH) // _MICROSECOND
+            second = ts_us // 1_000_000
+            micros = ts_us - second * 1_000_000
+            if second != self._stamp_second:
+                self._stamp_prefix = ts.isoformat(timespec="seconds")[:19]
+                self._stamp_second = second
+            stamp = f"{self._stamp_prefix}.{micros:06d}+00:00" if micros \
+                else f"{self._stamp_prefix}+00:00"
+        else:
+            ts_us = rules.to_micros(ts)
+            stamp = ts.isoformat()
         self._facts = None  # kept only when this commit succeeds
         db = self._begin()
         try:
@@ -390,7 +431,7 @@ class SQLiteCheckpointStore(SQLiteClaims, SQLiteLog, CheckedCheckpoints):
                 done, older = facts.done, False
                 if not self._cur.execute(PUT_NEW, (
                         seq % FOLD_AT, seq, cp.run_id, cp.id, cp.thread_id, ts_us, cp.node_id,
-                        cp.status, cp.tenant_id, cp.graph_id, cp.step, cp.timestamp.isoformat(),
+                        cp.status, cp.tenant_id, cp.graph_id, cp.step, stamp,
                         cp.format_version, path_id, len(visited),
                         with_tail(data, tail), *events)).rowcount:
                     # the id is stored: the general write replaces its row (nothing written)
