@@ -16,7 +16,6 @@ import cProfile
 import gc
 import operator
 import pstats
-import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -27,6 +26,7 @@ import pytest
 from pydantic import BaseModel
 from pydantic_core import to_json
 
+from graphflow_sqlite import sqlite_rows
 from pytest_graphflow import (
     END,
     START,
@@ -95,21 +95,11 @@ CASES = {
 }
 
 
-def _rows(path: Path) -> dict[str, list[Any]]:
-    db = sqlite3.connect(path)
-    try:
-        tables = [t for (t,) in db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        return {t: db.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in tables}
-    finally:
-        db.close()
-
-
 def _stored(path: Path, how: str, graph: CompiledGraph) -> dict[str, list[Any]]:
     with SQLiteCheckpointStore(path) as store:
         runtime = GraphRuntime(store, clock=VirtualClock(), seed=5, max_supersteps=1_000)
         getattr(runtime, how)(graph, {}, thread_id="t")
-    return _rows(path)
+    return sqlite_rows(path)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -130,7 +120,7 @@ def test_a_paused_and_resumed_run_stores_what_a_traced_one_stores(tmp_path: Path
             paused = getattr(paused, "result", paused)
             assert paused.status == "interrupted"
             runtime.resume(paused.run_id, Resume("yes"), graph=_asking())
-        files.append(_rows(path))
+        files.append(sqlite_rows(path))
     assert files[0] == files[1]
 
 

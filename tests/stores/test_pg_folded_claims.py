@@ -16,15 +16,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from graphflow_chains import counting_chain
+from graphflow_folded import every_leg_kind, paused_approval
 from graphflow_postgres import stored_rows
 from pytest_graphflow import (
-    END,
-    START,
     FaultyStore,
-    Graph,
     GraphRuntime,
     ParentNotLatest,
     PostgresCheckpointStore,
@@ -32,7 +29,6 @@ from pytest_graphflow import (
     StaleClaim,
     ThreadBusy,
     VirtualClock,
-    interrupt,
 )
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._records._json import DumpedEvents
@@ -50,56 +46,6 @@ class _Unfolded(PostgresCheckpointStore):
     features = replace(PostgresCheckpointStore.features, folded_claims=False)
 
 
-class S(BaseModel):
-    n: int = 0
-    answer: str = ""
-
-
-def _approval() -> Any:
-    g = Graph("approval", S)
-    g.node("draft", lambda s: {"n": s.n + 1})
-    g.node("approve", lambda s: {"answer": interrupt({"draft": s.n}, id="ok")})
-    g.edge(START, "draft").edge("draft", "approve").edge("approve", END)
-    return g.compile()
-
-
-def _failing() -> Any:
-    def boom(s: S) -> dict[str, Any]:
-        raise RuntimeError("boom")
-
-    g = Graph("failing", S)
-    g.node("a", lambda s: {"n": s.n + 1}).node("b", boom)
-    return g.edge(START, "a").edge("a", "b").edge("b", END).compile()
-
-
-def _runs(store: PostgresCheckpointStore) -> list[str]:
-    """Runs of every kind a leg starts and ends with, in two runtimes of one seed (the
-    second draws the first's run ids: taken in the store, it skips them); what each
-    gave."""
-    seen: list[str] = []
-    for _ in range(2):
-        runtime = GraphRuntime(store, clock=VirtualClock(), seed=7)
-        seen.append(runtime.invoke(counting_chain("chain", 3)).run_id)
-        try:  # a refused input on a new thread draws ids as before
-            runtime.invoke(counting_chain("chain", 1), {"n": "not a number"})
-        except Exception as exc:
-            seen.append(type(exc).__name__)
-        seen.append(runtime.invoke(counting_chain("chain", 2)).run_id)
-        for _ in range(2):  # a named thread, claimed again by its next run
-            seen.append(runtime.invoke(counting_chain("again", 2), thread_id="kept").run_id)
-        paused = runtime.invoke(_approval())
-        seen.append(paused.status)
-        done = runtime.resume(paused.run_id, Resume("yes"))
-        seen.append(f"{done.status} {done.data}")
-        failed = runtime.invoke(_failing())
-        seen.append(f"{failed.status} {failed.run_id}")
-        try:  # a thread mid-execution: refused once claimed (and released)
-            runtime.invoke(counting_chain("chain", 1), thread_id=failed.thread_id)
-        except Exception as exc:
-            seen.append(type(exc).__name__)
-    return seen
-
-
 def _released(row: str) -> bool:
     """Whether a claims row (its text) is released: no run, expiry nor ttl."""
     _thread, run, token, expires, ttl = row.strip("()").split(",")
@@ -114,7 +60,7 @@ def test_runs_store_the_bytes_and_draw_the_ids_of_the_unfolded_path(
         store = cls(postgres_dsn, schema=f"{pg_schema}_{cls.__name__.lower()}")
         try:
             assert features_of(store).folded_claims is (cls is PostgresCheckpointStore)
-            seen = _runs(store)
+            seen = every_leg_kind(store)
             rows = stored_rows(store)
             store.drop()
         finally:
@@ -139,7 +85,7 @@ def test_async_runs_on_the_pool_store_what_the_unfolded_path_stores(
             for _ in range(2):
                 runtime = GraphRuntime(store, clock=VirtualClock(), seed=3)
                 seen.append((await runtime.ainvoke(counting_chain("chain", 2), {})).run_id)
-                paused = await runtime.ainvoke(_approval(), {}, thread_id="t")
+                paused = await runtime.ainvoke(paused_approval(), {}, thread_id="t")
                 done = await runtime.aresume(paused.run_id, Resume("ok"))
                 seen.append(f"{paused.status} {done.status} {done.data}")
             rows = stored_rows(store)

@@ -7,28 +7,23 @@ released token commits nothing more."""
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from graphflow_chains import counting_chain
+from graphflow_folded import every_leg_kind
+from graphflow_sqlite import sqlite_rows
 from pytest_graphflow import (
-    END,
-    START,
-    Graph,
     GraphRuntime,
     ParentNotLatest,
-    Resume,
     SQLiteCheckpointStore,
     StaleClaim,
     ThreadBusy,
     VirtualClock,
-    interrupt,
 )
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._records._json import DumpedEvents
@@ -45,73 +40,14 @@ class _Unfolded(SQLiteCheckpointStore):
     features = replace(SQLiteCheckpointStore.features, folded_claims=False)
 
 
-class S(BaseModel):
-    n: int = 0
-    answer: str = ""
-
-
-def _approval() -> Any:
-    g = Graph("approval", S)
-    g.node("draft", lambda s: {"n": s.n + 1})
-    g.node("approve", lambda s: {"answer": interrupt({"draft": s.n}, id="ok")})
-    g.edge(START, "draft").edge("draft", "approve").edge("approve", END)
-    return g.compile()
-
-
-def _failing() -> Any:
-    def boom(s: S) -> dict[str, Any]:
-        raise RuntimeError("boom")
-
-    g = Graph("failing", S)
-    g.node("a", lambda s: {"n": s.n + 1}).node("b", boom)
-    return g.edge(START, "a").edge("a", "b").edge("b", END).compile()
-
-
-def _runs(store: SQLiteCheckpointStore) -> list[str]:
-    """Runs of every kind a leg starts and ends with, in two runtimes of one seed (the
-    second draws the first's run ids: taken in the store, it skips them); what each gave."""
-    seen: list[str] = []
-    for _ in range(2):
-        runtime = GraphRuntime(store, clock=VirtualClock(), seed=7)
-        seen.append(runtime.invoke(counting_chain("chain", 3)).run_id)
-        try:  # a refused input on a new thread draws ids as before
-            runtime.invoke(counting_chain("chain", 1), {"n": "not a number"})
-        except Exception as exc:
-            seen.append(type(exc).__name__)
-        seen.append(runtime.invoke(counting_chain("chain", 2)).run_id)
-        for _ in range(2):  # a named thread, claimed again by its next run
-            seen.append(runtime.invoke(counting_chain("again", 2), thread_id="kept").run_id)
-        paused = runtime.invoke(_approval())
-        seen.append(paused.status)
-        done = runtime.resume(paused.run_id, Resume("yes"))
-        seen.append(f"{done.status} {done.data}")
-        failed = runtime.invoke(_failing())
-        seen.append(f"{failed.status} {failed.run_id}")
-        try:  # a thread mid-execution: refused once claimed (and released)
-            runtime.invoke(counting_chain("chain", 1), thread_id=failed.thread_id)
-        except Exception as exc:
-            seen.append(type(exc).__name__)
-    return seen
-
-
-def _rows(path: Path) -> dict[str, list[Any]]:
-    db = sqlite3.connect(path)
-    try:
-        tables = [t for (t,) in db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        return {t: db.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in tables}
-    finally:
-        db.close()
-
-
 def test_runs_store_the_bytes_and_draw_the_ids_of_the_unfolded_path(tmp_path: Path) -> None:
     found = []
     for cls in (SQLiteCheckpointStore, _Unfolded):
         path = tmp_path / f"{cls.__name__}.db"
         with cls(path) as store:
             assert features_of(store).folded_claims is (cls is SQLiteCheckpointStore)
-            seen = _runs(store)
-        found.append((seen, _rows(path)))
+            seen = every_leg_kind(store)
+        found.append((seen, sqlite_rows(path)))
     (seen, rows), (seen_unfolded, rows_unfolded) = found
     assert "UpdateRejected" in seen, seen
     assert "MidExecution" in seen, seen

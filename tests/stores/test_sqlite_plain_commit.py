@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import cProfile
 import pstats
-import sqlite3
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from graphflow_sqlite import sqlite_rows
 from pytest_graphflow import SQLiteCheckpointStore
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._records._json import DumpedEvents
@@ -45,16 +45,6 @@ def _events(n: int) -> list[dict[str, Any]]:
              "checkpoint_id": f"cp-{n}"}]
 
 
-def _rows(path: Path) -> dict[str, list[Any]]:
-    db = sqlite3.connect(path)
-    try:
-        tables = [t for (t,) in db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        return {t: db.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in tables}
-    finally:
-        db.close()
-
-
 async def _run(path: Path, dumped: bool, steps: int) -> None:
     with SQLiteCheckpointStore(path) as store:
         token = await store.claim(THREAD, RUN, now=T0)
@@ -69,7 +59,7 @@ async def test_the_runtimes_steps_store_the_bytes_the_general_commit_stores(
     steps = 2 * FOLD_AT + 3  # folded twice, and pieces left in the log
     await _run(tmp_path / "plain.db", True, steps)
     await _run(tmp_path / "general.db", False, steps)
-    plain, general = _rows(tmp_path / "plain.db"), _rows(tmp_path / "general.db")
+    plain, general = sqlite_rows(tmp_path / "plain.db"), sqlite_rows(tmp_path / "general.db")
     assert plain == general
     assert plain["event_pieces"]  # folded pieces
     assert plain["log"]  # and pieces in the log
@@ -158,7 +148,7 @@ async def test_a_plain_step_the_short_path_hands_on_stores_the_general_bytes(
             update={"node_id": "a", "node_ids": ["a", "b"]})
     await _steps_then(tmp_path / "plain.db", True, last, after)
     await _steps_then(tmp_path / "general.db", False, last, after)
-    plain, general = _rows(tmp_path / "plain.db"), _rows(tmp_path / "general.db")
+    plain, general = sqlite_rows(tmp_path / "plain.db"), sqlite_rows(tmp_path / "general.db")
     assert plain == general
     with SQLiteCheckpointStore(tmp_path / "plain.db", readonly=True) as store:
         listed = [c.id for c in await store.list(RUN)]
@@ -251,7 +241,7 @@ async def test_the_plain_steps_events_and_times_are_the_general_bytes(
     # every step after the first (which reads what the file holds) took the short path
     assert len(taken) == (0 if case == "the word NaN" else len(times) - 1)
     await _odd_run(tmp_path / "general.db", False, times, case)
-    plain, general = _rows(tmp_path / "plain.db"), _rows(tmp_path / "general.db")
+    plain, general = sqlite_rows(tmp_path / "plain.db"), sqlite_rows(tmp_path / "general.db")
     assert plain == general
     stamps = [row[11] for row in sorted(plain["log"], key=lambda row: row[1])]
     assert stamps == [moment.isoformat() for moment in times]

@@ -68,17 +68,9 @@ class SQLiteClaims(SQLiteTransactions):
         Raises:
             ThreadBusy: a claim on the thread is live.
         """
-        check_id(thread_id, "thread_id", "claim")
-        check_id(run_id, "run_id", "claim")
-        moment = rules.utc_now(now, "claim")
-        seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
-        with self._tx() as db:
-            current, last = self._claim_of(db, thread_id)
-            if not last:  # a thread never claimed, or deleted: above every deleted token
-                last = token_floor(db)
-            claim = rules.take_claim(thread_id, run_id, current, last, moment, seconds)
-            self._put_claim(db, thread_id, claim)
-        return claim.token
+        token = self._take_claim(thread_id, run_id, now, ttl, fresh=False)
+        assert token is not None  # only a fresh claim answers None
+        return token
 
     async def claim_fresh(
         self, thread_id: str, run_id: str, *, now: datetime, ttl: float | None = None
@@ -91,12 +83,19 @@ class SQLiteClaims(SQLiteTransactions):
         Raises:
             ThreadBusy: the run id is free and a claim on the thread is live.
         """
+        return self._take_claim(thread_id, run_id, now, ttl, fresh=True)
+
+    def _take_claim(
+        self, thread_id: str, run_id: str, now: datetime, ttl: float | None, *, fresh: bool
+    ) -> int | None:
+        """:meth:`claim`'s and :meth:`claim_fresh`'s one transaction: ``None`` when ``fresh``
+        and the store holds a checkpoint of ``run_id``."""
         check_id(thread_id, "thread_id", "claim")
         check_id(run_id, "run_id", "claim")
         moment = rules.utc_now(now, "claim")
         seconds = self.claim_ttl if ttl is None else rules.check_ttl(ttl, "claim")
         with self._tx() as db:
-            if db.execute(_HAS_RUN, (run_id, run_id)).fetchone() is not None:
+            if fresh and db.execute(_HAS_RUN, (run_id, run_id)).fetchone() is not None:
                 return None
             current, last = self._claim_of(db, thread_id)
             if not last:  # a thread never claimed, or deleted: above every deleted token
