@@ -61,15 +61,19 @@ def postgres_dsn() -> Iterator[str]:
         cluster.stop()
 
 
+def _drop_schema(dsn: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
 @pytest.fixture
 def fresh_pg_schema(postgres_dsn: str) -> Iterator[str]:
     """The name of a schema that does not exist yet; dropped when the test ends."""
-    import psycopg
-
     name = f"t{os.getpid()}_{next(_counter)}"
     yield name
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+    _drop_schema(postgres_dsn, name)
 
 
 _TABLES = ("checkpoints", "paths", "events", "event_compactions", "runs", "artifacts", "claims",
@@ -92,14 +96,22 @@ def empty_schema(dsn: str, schema: str) -> None:
                          (str(SCHEMA_VERSION),))
 
 
-@pytest.fixture
-def pg_schema(postgres_dsn: str) -> Iterator[str]:
-    """This process's test schema, emptied when the test ends (creating a schema per test
-    costs ~0.2 s; emptying one, a few ms). Sequences keep counting, as they would in a
-    shared database."""
+@pytest.fixture(scope="session")
+def _pg_process_schema(postgres_dsn: str) -> Iterator[str]:
+    """This process's test schema's name, the schema dropped when the session ends (a
+    developer's long-lived server keeps no ``tests_<pid>`` schema per pytest worker)."""
     name = f"tests_{os.getpid()}"
     yield name
-    empty_schema(postgres_dsn, name)
+    _drop_schema(postgres_dsn, name)
+
+
+@pytest.fixture
+def pg_schema(postgres_dsn: str, _pg_process_schema: str) -> Iterator[str]:
+    """This process's test schema, emptied when the test ends (creating a schema per test
+    costs ~0.2 s; emptying one, a few ms) and dropped when the session ends. Sequences keep
+    counting, as they would in a shared database."""
+    yield _pg_process_schema
+    empty_schema(postgres_dsn, _pg_process_schema)
 
 
 @pytest.fixture
