@@ -15,35 +15,24 @@ from there (a b-tree page split lands on one of them). Counts, not times.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
+import sys
+from pathlib import Path
 from typing import Any
 
 import psycopg
-from pydantic import BaseModel
 
-from pytest_graphflow import END, START, Graph, GraphRuntime, PostgresCheckpointStore
+from pytest_graphflow import GraphRuntime, PostgresCheckpointStore
 
-
-class S(BaseModel):
-    n: int = 0
-    limit: int = 0
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from graphflow_chains import ring
 
 
 def loop(width: int) -> Any:
     """A ring of ``width`` nodes (``node-0``, ...; one: ``step``), one a step, until ``n`` reaches
     ``limit`` (one node: its path compresses well in TOAST; many: as a long chain's)."""
-    g = Graph("loop", S)
-    names = ["step"] if width == 1 else [f"node-{i}" for i in range(width)]
-    for name in names:
-        g.node(name, lambda s: {"n": s.n + 1})
-    g.edge(START, names[0])
-    for a, b in itertools.pairwise(names):
-        g.edge(a, b)
-    g.branch(names[-1], lambda s: "again" if s.n < s.limit else "done",
-             {"again": names[0], "done": END})
-    return g.compile(checkpoint_policy="every_step")
+    return ring("loop", ["step"] if width == 1 else [f"node-{i}" for i in range(width)])
 
 
 def _size(value: Any) -> int:

@@ -14,13 +14,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from pydantic import BaseModel
 
+from graphflow_chains import ring
 from graphflow_postgres import stored_rows
 from pytest_graphflow import (
-    END,
-    START,
-    Graph,
     GraphRuntime,
     PostgresCheckpointStore,
     VirtualClock,
@@ -36,11 +33,6 @@ MakeStore = Callable[..., PostgresCheckpointStore]
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-class _S(BaseModel):
-    n: int = 0
-    limit: int = 0
-
-
 NODES = ("n0.a-b_c", "_", "9", "a.b", "Z-z", "x_1", "q")
 """A graph's node names (letters, digits, ``_``, ``.``, ``-``)."""
 
@@ -50,15 +42,7 @@ ODD = ('a"b', "c\\d", "é✓😀", "x,y", "{z}", "sp ace", "[q]", "\\u0000", "\u
 
 def _loop(name: str = "loop") -> Any:
     """A ring of the :data:`NODES`, one a step, until ``n`` reaches ``limit``."""
-    g = Graph(name, _S)
-    for node in NODES:
-        g.node(node, lambda s: {"n": s.n + 1})
-    g.edge(START, NODES[0])
-    for a, b in itertools.pairwise(NODES):
-        g.edge(a, b)
-    g.branch(NODES[-1], lambda s: "again" if s.n < s.limit else "done",
-             {"again": NODES[0], "done": END})
-    return g.compile(checkpoint_policy="every_step")
+    return ring(name, NODES)
 
 
 def _old_layout(monkeypatch: pytest.MonkeyPatch) -> None:
