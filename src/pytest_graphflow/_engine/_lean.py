@@ -186,11 +186,8 @@ class LeanSteps:
         self.source: _StepEntropy | None = None
         """What :data:`ENTROPY` holds while the leg's lean loops and batches run (when the
         leg owns entropy): one a leg."""
-        if self.owns_entropy:  # _StepEntropy(run), inline (no __init__ frame)
-            source = self.source = _new(_StepEntropy)
-            source.run = run
-            source.clock = clock
-            source.task = None
+        if self.owns_entropy:
+            self.source = _StepEntropy(run)
         self.recorded: list[Any] | None = [] if run.numbers.lazy or spec.store_only else None
         """A recording leg's unbuilt events of the plain steps run in this piece (the runner
         hands them to the recording with the piece's own, first, or when the piece raises);

@@ -380,15 +380,14 @@ class PgConnections:
             except psycopg.errors.InvalidSqlStatementName:  # DEALLOCATE ALL or DISCARD ALL
                 self._statements.forget(aconn)
                 found = await self._wait_async(aconn, statement, params)
-            finally:
-                self._hot_uses += 1  # _give_back's, inline, when the connection stays hot
+            finally:  # _give_back's, inline, when the connection stays hot (its test)
                 if (self._hot is None and self._pool is not None and not aconn.closed
                         and aconn.pgconn.transaction_status == _IDLE
-                        and self._hot_uses < _HOT_USES):
+                        and self._hot_uses + 1 < _HOT_USES):
+                    self._hot_uses += 1
                     self._out -= 1
                     self._hot = hot
                 else:
-                    self._hot_uses -= 1
                     await self._give_back(aconn, hot[1])
             return found
         if statement is not None:
