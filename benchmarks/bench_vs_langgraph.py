@@ -333,16 +333,21 @@ def sqlite_row(repeat: int) -> Row:
                t / CHAIN * 1e6, "µs/step")
 
 
-def postgres_row(dsn: str, repeat: int) -> Row:
+def postgres_rows(dsn: str, repeat: int) -> list[Row]:
     """The chain on one PostgreSQL server: ``PostgresCheckpointStore`` against
     ``AsyncPostgresSaver``, both async on one loop with a connection pool, in WALL time (both
-    wait for the server): ``bench_postgres_vs_langgraph.py``'s measurement, 50 nodes."""
-    from bench_postgres_vs_langgraph import measure
+    wait for the server): ``bench_postgres_vs_langgraph.py``'s measurement, 50 nodes. Two
+    rows: LangGraph as shipped (``durability="async"``: a step's checkpoint is saved while the
+    next step runs) and like with like (``durability="sync"``: saved before the next step
+    runs, as graphflow's always is)."""
+    from bench_postgres_vs_langgraph import DURABLE, measure
 
     found = asyncio.run(measure(dsn, 50, max(5, repeat)))
-    return row("chain, PostgreSQL checkpoint per step (same server, wall)",
-               found["graphflow+PostgresCheckpointStore"],
-               found["langgraph+AsyncPostgresSaver"], "µs/step")
+    ours = found["graphflow+PostgresCheckpointStore"]
+    return [row("chain, PostgreSQL checkpoint per step (same server, wall)", ours,
+                found["langgraph+AsyncPostgresSaver"], "µs/step"),
+            row(f"  the same, LangGraph at {DURABLE} (like with like)", ours,
+                found[f"langgraph+AsyncPostgresSaver {DURABLE}"], "µs/step")]
 
 
 def micro_rows(repeat: int) -> list[Row]:
@@ -712,7 +717,7 @@ def main() -> None:
 
     if args.stores_only:
         print_rows([sqlite_row(args.repeat)]
-                   + ([postgres_row(args.dsn, args.repeat)] if args.dsn else []))
+                   + (postgres_rows(args.dsn, args.repeat) if args.dsn else []))
         return
 
     if args.bridge_only:
@@ -725,7 +730,7 @@ def main() -> None:
         return
     rows = micro_rows(args.repeat)
     if args.dsn:
-        rows.append(postgres_row(args.dsn, args.repeat))
+        rows += postgres_rows(args.dsn, args.repeat)
     else:
         print("(no PostgreSQL row: pass --dsn or set GRAPHFLOW_POSTGRES_DSN)")
     rows += scale_rows(args.repeat, WIDE, args.long)
