@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextvars
-import inspect
 import operator
 import random
 from collections.abc import Callable, Coroutine, Generator, Sequence
@@ -14,6 +13,7 @@ import anyio
 from pydantic import BaseModel
 
 from .._graph._builder import REPLAYED_EFFECTS, CompiledGraph, NodeSpec
+from .._graph._middleware import is_coroutine_function
 from .._graph._node import CURRENT_TASK, NodeContext
 from .._records._checkpoint import TaskRecord
 from .._records._fast import _new, _set_dict, _set_extra, _set_fields_set, _set_private
@@ -144,7 +144,7 @@ class BatchRunner:
         if not self.run.runs_inline(spec):
             return False
         branches = self.run.spec.graph.branches.get(spec.name, ())
-        return not any(inspect.iscoroutinefunction(b.route) for b in branches)
+        return not any(is_coroutine_function(b.route) for b in branches)
 
     def _input_factory(self, parallel: bool) -> Callable[[], BaseModel]:
         run = self.run
