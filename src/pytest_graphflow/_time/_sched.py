@@ -357,9 +357,33 @@ async def _take_turn(ev: _Baton) -> None:
         scheduled = getattr(loop, "_scheduled", None)
         if (ready is not None and scheduled is not None and not ready
                 and (not scheduled or scheduled[0]._when > loop.time())):
+            if _scopes_known and not _cancel_due(loop):
+                return
             await _checkpoint_if_cancelled()
             return
     await _take(ev)
+
+
+def _cancel_due(loop: Any) -> bool:
+    """Whether anyio's ``checkpoint_if_cancelled`` would act in the running task: a scope of
+    the task's, from its own out to the first shielded one, had its cancel called.
+
+    Its own walk, read in place: each scope's ``cancel_called`` and ``shield`` are properties
+    (two calls a scope, and a batch's task sits some scopes deep), the task's look-up another
+    three. A task anyio does not know has no scope to cancel.
+    """
+    task = _current_task(loop)
+    if task is None:
+        return False
+    state = _task_states_data.get(weakref.ref(task))
+    scope = None if state is None else state.cancel_scope
+    while scope is not None:
+        if scope._cancel_called:
+            return True
+        if scope._shield:
+            return False
+        scope = scope._parent_scope
+    return False
 
 
 async def _take(ev: _Baton) -> None:
@@ -382,6 +406,23 @@ def _asyncio_checkpoints() -> tuple[Callable[[], Awaitable[None]], Callable[[], 
 
 
 _checkpoint_if_cancelled, _checkpoint = _asyncio_checkpoints()
+
+_current_task = asyncio.current_task
+
+
+def _anyio_scopes_known() -> bool:
+    """Whether anyio's asyncio cancel scopes and task states are laid out as
+    :func:`_cancel_due` reads them (anyio 4.x); otherwise anyio's own check is called."""
+    from anyio._backends._asyncio import CancelScope
+
+    slots = getattr(CancelScope, "__slots__", ())
+    return (_TaskState is not None and "cancel_scope" in getattr(_TaskState, "__slots__", ())
+            and isinstance(getattr(_task_states, "data", None), dict)
+            and all(name in slots for name in ("_cancel_called", "_shield", "_parent_scope")))
+
+
+_scopes_known = _anyio_scopes_known()
+_task_states_data: dict[Any, Any] = _task_states.data if _scopes_known else {}
 
 
 _HOSTED: Any = object()
