@@ -83,7 +83,7 @@ def plain_rows(facts: Known | None, thread_id: object, token: object, run_id: ob
         text = text[1:-1].replace(b"},{", b"}\n{")
     else:
         text = b"\n".join([to_json(event) for event in events])
-    return cp, Piece(f"[{', '.join(keys)}]", text.decode())
+    return cp, Piece(f"[{', '.join(keys)}]", text.decode(), previous)
 
 
 _QUOTED: dict[str, str] = {}
