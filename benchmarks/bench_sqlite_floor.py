@@ -48,7 +48,7 @@ def step_floor(rounds: int) -> None:
     from chains import gf_chain
 
     from pytest_graphflow import GraphRuntime, SQLiteCheckpointStore
-    from pytest_graphflow._stores.sqlite._tail import _PUT_NEW, FOLD_AT
+    from pytest_graphflow._stores.sqlite._tail import FOLD_AT, PUT_NEW
 
     n = 50
     graph = gf_chain(n)
@@ -59,11 +59,11 @@ def step_floor(rounds: int) -> None:
         for i in range(10):
             durable.invoke(graph, thread_id=f"warm-{i}")
         db: sqlite3.Connection = store._conn
-        # the row as the store wrote it, less its last column (``slots``, a literal of the insert)
+        # the row as the store wrote it, less ``slots`` (a literal of the insert)
         row = db.execute("SELECT * FROM log WHERE id IS NOT NULL ORDER BY seq DESC LIMIT 1"
                          ).fetchone()
         db.execute("CREATE TABLE floor AS SELECT * FROM log WHERE 0")  # the store's log stays
-        put = _PUT_NEW.replace("INTO log", "INTO floor")
+        put = PUT_NEW.replace("INTO log", "INTO floor")
         times: dict[str, list[float]] = {"SQLite statements of a step alone": [],
                                           "a step over SQLiteCheckpointStore": [],
                                           "a step over the in-memory store": []}
@@ -74,7 +74,7 @@ def step_floor(rounds: int) -> None:
                 seq += 1
                 db.execute("BEGIN IMMEDIATE")
                 db.execute("PRAGMA data_version").fetchone()
-                db.execute(put, (seq % FOLD_AT, seq, row[2], f"floor-{seq}", *row[4:-1]))
+                db.execute(put, (seq % FOLD_AT, seq, row[2], f"floor-{seq}", *row[4:-2], row[-1]))
                 db.execute("COMMIT")
             times["SQLite statements of a step alone"].append(time.process_time() - t0)
             t0 = time.process_time()

@@ -18,7 +18,14 @@ import tempfile
 from pathlib import Path
 
 from ...errors import UnsupportedFormat
-from ._migrate import migrate_v1, migrate_v2, migrate_v3, migrate_v4, migrate_v5
+from ._migrate import (
+    migrate_v1,
+    migrate_v2,
+    migrate_v3,
+    migrate_v4,
+    migrate_v5,
+    migrate_v6,
+)
 from ._schema import (
     APPLICATION_ID,
     EVENT_PIECES,
@@ -26,6 +33,7 @@ from ._schema import (
     LAYOUT_V3,
     LAYOUT_V4,
     LAYOUT_V5,
+    LAYOUT_V6,
     LOG,
     PASS_EXISTING,
     PASS_STORE,
@@ -104,10 +112,10 @@ def _identify(path: str, *, shown: str | None = None, readonly: bool = False) ->
             "Upgrade pytest-graphflow to open it."
         )
     expected = {1: V1_CHECKPOINTS, 2: LAYOUT["checkpoints"], 3: LAYOUT["checkpoints"],
-                4: LAYOUT["checkpoints"], 5: LAYOUT["checkpoints"],
+                4: LAYOUT["checkpoints"], 5: LAYOUT["checkpoints"], 6: LAYOUT["checkpoints"],
                 SCHEMA_VERSION: LAYOUT["checkpoints"]}.get(version)
     if expected is None or tables.get("checkpoints") != expected or (
-        version >= 2 and tables != {4: LAYOUT_V4, 5: LAYOUT_V5,
+        version >= 2 and tables != {4: LAYOUT_V4, 5: LAYOUT_V5, 6: LAYOUT_V6,
                                     SCHEMA_VERSION: LAYOUT}.get(version, LAYOUT_V3)
     ):
         raise file_error(name, f"says schema version {version} but its tables have another "
@@ -136,10 +144,10 @@ def _writable(path: str) -> bool:
     return not os.path.exists(path) or os.access(path, os.W_OK)
 
 
-_READABLE = (2, 3, 4, 5, SCHEMA_VERSION)
+_READABLE = (2, 3, 4, 5, 6, SCHEMA_VERSION)
 """Schema versions read as they are (opened read-only: no ``log`` table before version 4
 and no ``event_pieces`` before version 6, so the connection gets empty ones of its own, see
-:func:`_open_readonly`)."""
+:func:`_open_readonly`; the log's ``last``, new in version 7, only a fold reads)."""
 
 SYNCHRONOUS = ("normal", "full", "off")
 """The values of ``SQLiteCheckpointStore(synchronous=...)`` (SQLite's ``PRAGMA synchronous``)."""
@@ -201,6 +209,8 @@ def open_store(path: str, *, readonly: bool, synchronous: str = "normal"
             migrate_v4(db)
         elif version == 5:
             migrate_v5(db)
+        elif version == 6:
+            migrate_v6(db)
         db.execute(WAITING_INDEX)  # a file written before waiting() gets it (no-op after)
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")

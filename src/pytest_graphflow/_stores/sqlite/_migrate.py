@@ -1,5 +1,10 @@
-"""Migrating a store file of schema version 1, 2, 3, 4 or 5 to the current layout, in one
+"""Migrating a store file of schema version 1, 2, 3, 4, 5 or 6 to the current layout, in one
 transaction.
+
+Version 6 has every column of version 7 but the log's ``last`` (its events' highest seq,
+which a fold copies into ``event_pieces``): :func:`migrate_v6` adds it and fills it in for
+the rows that have events, from their ``ev_keys``, as a fold of version 6 worked it out;
+nothing else moves. Every migration whose log lacks it adds it (:func:`_migration`).
 
 Version 5 has every table of version 6 but ``event_pieces`` (the folded pieces' events, one
 row a piece, see :mod:`._tail`): :func:`migrate_v5` adds it, empty, and nothing else moves
@@ -37,12 +42,13 @@ from ._schema import (
     EVENT_PIECES,
     EVENTS_V3,
     LOG,
+    LOG_LAST,
     SCHEMA_VERSION,
     create_statements,
 )
 from ._tail import fold
 
-__all__ = ["migrate_v1", "migrate_v2", "migrate_v3", "migrate_v4", "migrate_v5"]
+__all__ = ["migrate_v1", "migrate_v2", "migrate_v3", "migrate_v4", "migrate_v5", "migrate_v6"]
 
 _OLD_INDEXES = ("checkpoints_run", "checkpoints_thread", "checkpoints_order",
                 "checkpoint_nodes_run")
@@ -116,6 +122,7 @@ def migrate_v4(db: sqlite3.Connection) -> None:
         if mine:
             for statement in EVENT_PIECES:  # where the fold puts the events
                 db.execute(statement)
+            _log_last(db)  # what the fold copies
             fold(db, erase=True)
             db.execute("DROP TABLE log")
             db.execute(LOG)
@@ -128,13 +135,29 @@ def migrate_v5(db: sqlite3.Connection) -> None:
         pass
 
 
+def migrate_v6(db: sqlite3.Connection) -> None:
+    """Rewrite the version-6 store open on ``db`` in the current layout: the log's ``last``
+    added and filled in (done by :func:`_migration`)."""
+    with _migration(db, "6"):
+        pass
+
+
+def _log_last(db: sqlite3.Connection) -> None:
+    """Give the ``log`` of a file before schema version 7 its ``last`` column, filled in (a
+    no-op for a log that has it). In the caller's transaction."""
+    if not any(c[1] == "last" for c in db.execute("PRAGMA table_info('log')")):
+        for statement in LOG_LAST:
+            db.execute(statement)
+
+
 @contextmanager
 def _migration(db: sqlite3.Connection, version: str, *, unversioned: bool = False
                ) -> Iterator[bool]:
     """One migration's write transaction: yields whether the file is still at ``version``
     (a file with no version too, when ``unversioned``); else another process migrated it and
-    there is nothing to do. On success the file gets ``event_pieces`` (schema version 6), is
-    stamped with the current version and committed; on any error rolled back, as it was."""
+    there is nothing to do. On success the file gets ``event_pieces`` (schema version 6) and
+    the log's ``last`` (version 7), is stamped with the current version and committed; on any
+    error rolled back, as it was."""
     db.execute("BEGIN IMMEDIATE")
     try:
         row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
@@ -143,6 +166,7 @@ def _migration(db: sqlite3.Connection, version: str, *, unversioned: bool = Fals
         if mine:
             for statement in EVENT_PIECES:
                 db.execute(statement)
+            _log_last(db)
             db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                        (str(SCHEMA_VERSION),))
     except BaseException:
