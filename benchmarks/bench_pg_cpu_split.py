@@ -27,15 +27,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
-from bench_postgres_vs_langgraph import lg_schema_for
+from bench_postgres_vs_langgraph import lg_schema_for, server
 from chains import gf_chain, lg_chain
 
 from pytest_graphflow import GraphRuntime, PostgresCheckpointStore
@@ -124,19 +122,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--dsn", default=os.environ.get("GRAPHFLOW_POSTGRES_DSN"))
     args = parser.parse_args()
-    cluster = None
-    dsn = args.dsn
-    if not dsn:
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-        from graphflow_pgcluster import ThrowawayCluster
-
-        cluster = ThrowawayCluster().start()
-        dsn = cluster.dsn
-    try:
+    with server(args.dsn) as dsn:
         results = measure(dsn, args.nodes, args.repeat)
-    finally:
-        if cluster is not None:
-            cluster.stop()
     print(f"{'us a step (best round)':58s} {'wall':>8s} {'client':>8s} {'backend':>8s}")
     for label, (wall, client, backend) in results.items():
         print(f"{label:58s} {wall:8.1f} {client:8.1f} {backend:8.1f}")

@@ -49,8 +49,8 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack, ExitStack
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -275,6 +275,23 @@ def _prepared_step(conn: Any) -> tuple[int, int]:
     return int(rows[0]), int(rows[1])
 
 
+@contextmanager
+def server(dsn: str | None) -> Iterator[str]:
+    """``dsn``, or else a throwaway cluster's, started for the block and stopped after it
+    (it needs the PostgreSQL server package)."""
+    if dsn:
+        yield dsn
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from graphflow_pgcluster import ThrowawayCluster
+
+    cluster = ThrowawayCluster().start()
+    try:
+        yield cluster.dsn
+    finally:
+        cluster.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=50)
@@ -285,15 +302,7 @@ def main() -> None:
     parser.add_argument("--explain", action="store_true",
                         help="print what the server does for a step (counted), not times")
     args = parser.parse_args()
-    cluster = None
-    dsn = args.dsn
-    if not dsn:
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-        from graphflow_pgcluster import ThrowawayCluster
-
-        cluster = ThrowawayCluster().start()
-        dsn = cluster.dsn
-    try:
+    with server(args.dsn) as dsn:
         if args.explain:
             for label, value in explain_counts(dsn, args.nodes).items():
                 print(f"a step's statement: {label:20s} {value:8.2f}")
@@ -301,9 +310,6 @@ def main() -> None:
         results = asyncio.run(measure(dsn, args.nodes, args.repeat))
         if args.sync:
             results.update(measure_sync(dsn, args.nodes, args.repeat))
-    finally:
-        if cluster is not None:
-            cluster.stop()
     for label, us in results.items():
         print(f"chain   {label:62s} {us:8.1f} us/step")
     ours = "graphflow+PostgresCheckpointStore"
