@@ -10,6 +10,7 @@ __all__ = [
     "APPLICATION_ID",
     "EVENTS_V3",
     "EVENT_PIECES",
+    "LAST_OF_KEYS",
     "LAYOUT",
     "LAYOUT_V3",
     "LAYOUT_V4",
@@ -164,9 +165,12 @@ LOG = next(s for s in _SCHEMA.split(";") if "TABLE IF NOT EXISTS log " in s).str
 """The statement that creates the ``log`` table (schema version 7): the pieces written since
 the last fold, without an index (see :mod:`._tail`)."""
 
+LAST_OF_KEYS = "(SELECT MAX(json_extract(value, '$[0]')) FROM json_each(ev_keys))"
+"""A ``log`` row's highest event seq worked out of its ``ev_keys`` (what its ``last`` holds
+since schema version 7), as an SQL expression."""
+
 LOG_LAST = ["ALTER TABLE log ADD COLUMN last INTEGER",
-            "UPDATE log SET last = (SELECT MAX(json_extract(value, '$[0]')) "
-            "FROM json_each(ev_keys)) WHERE events IS NOT NULL"]
+            f"UPDATE log SET last = {LAST_OF_KEYS} WHERE events IS NOT NULL"]
 """The statements that give a ``log`` of schema version 5 or 6 the ``last`` of version 7,
 filled in for every row that has events."""
 

@@ -32,6 +32,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from ._schema import LAST_OF_KEYS
+
 __all__ = ["FOLDED", "FOLD_AT", "LIVE", "LOG_COLUMNS", "PLACE", "PUT_NEW", "Piece", "fold",
            "folded_events", "put_piece", "tail_events", "unpack_events"]
 
@@ -186,15 +188,13 @@ _FOLD_CHECKPOINTS = (
 
 _FOLD_EVENTS = (
     "INSERT INTO event_pieces (seq, run_id, last, ev_keys, events) " + _oldest_first(
-        "seq, run_id, COALESCE(last, (SELECT MAX(json_extract(value, '$[0]')) FROM "
-        "json_each(ev_keys))), ev_keys, events", "events IS NOT NULL"))
+        f"seq, run_id, COALESCE(last, {LAST_OF_KEYS}), ev_keys, events", "events IS NOT NULL"))
 """Copy the log's live pieces with events (from seq ``?1``, in slot ``?2``) into
-``event_pieces``; ``last``: the
-highest seq of a piece's events (what a read from a seq on looks for), as the log row keeps
-it since schema version 7 (worked out of ``ev_keys`` with ``json_each`` before: about
-19 k CPU instructions a piece, a third of the fold's cost). A row without it (written by a
-process of a version-6 build that opened the file before it was migrated) gets it worked
-out as before (``COALESCE`` evaluates that only then)."""
+``event_pieces``; ``last``: the highest seq of a piece's events (what a read from a seq on
+looks for), as the log row keeps it since schema version 7 (worked out of ``ev_keys`` with
+``json_each`` before: about 19 k CPU instructions a piece, a third of the fold's cost). A
+row without it (written by a process of a version-6 build that opened the file before it
+was migrated) gets it worked out as before (``COALESCE`` evaluates that only then)."""
 
 
 def folded_events(db: sqlite3.Connection, run_id: str, first: int) -> list[_EventRow]:
