@@ -33,7 +33,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from bench_postgres_vs_langgraph import lg_schema_for, server
+from bench_postgres_vs_langgraph import LG_RUNS, lg_schema_for, server
 from chains import gf_chain, lg_chain
 
 from pytest_graphflow import GraphRuntime, PostgresCheckpointStore
@@ -86,7 +86,7 @@ def measure(dsn: str, nodes: int, repeat: int) -> dict[str, tuple[float, float, 
             saver.setup()
             app = lg_chain(nodes, saver)
 
-            for durability in ("async", "sync"):
+            for durability, label in LG_RUNS:
                 def lg(durability: Any = durability) -> None:
                     for _ in range(rounds):
                         config = {"configurable": {"thread_id": uuid.uuid4().hex},
@@ -95,7 +95,7 @@ def measure(dsn: str, nodes: int, repeat: int) -> dict[str, tuple[float, float, 
                         assert out["n"] == nodes
 
                 lg()
-                sides[f"langgraph+PostgresSaver (sync), durability={durability!r}"] = (
+                sides[f"langgraph+PostgresSaver (sync){label}"] = (
                     lg, conn.info.backend_pid, rounds * nodes)
         floor = stack.enter_context(psycopg.connect(dsn, autocommit=True, prepare_threshold=0))
         trips = 10 * rounds * nodes  # a round trip is short: as many as make a round long
