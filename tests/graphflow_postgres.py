@@ -149,3 +149,27 @@ def stored_rows(store: Any) -> dict[str, list[str]]:
         return {table: [r[0] for r in conn.execute(
             f"SELECT t::text FROM {store.schema}.{table} t ORDER BY {order}")]
             for table, order in _ROW_ORDER.items()}
+
+
+def watch_statements(monkeypatch: pytest.MonkeyPatch, pg: Any,
+                     seen: Callable[[str, Any], None]) -> None:
+    """Call ``seen(sql, params)`` once before each statement ``pg`` (a store's ``_pg``) runs,
+    through ``fetch_one`` or ``send_one``, until ``monkeypatch`` undoes it (a statement
+    ``send_one`` declined, then run by ``fetch_one``, is seen once)."""
+    fetch, send = pg.fetch_one, pg.send_one
+    declined: list[Any] = [None]
+
+    async def fetch_one(sql: str, params: Any) -> Any:
+        if declined[0] is None or params != declined[0]:
+            seen(sql, params)
+        declined[0] = None
+        return await fetch(sql, params)
+
+    def send_one(sql: str, params: Any) -> Any:
+        seen(sql, params)
+        sent = send(sql, params)
+        declined[0] = params if sent is None else None
+        return sent
+
+    monkeypatch.setattr(pg, "fetch_one", fetch_one)
+    monkeypatch.setattr(pg, "send_one", send_one)

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from graphflow_chains import ring
-from graphflow_postgres import stored_rows
+from graphflow_postgres import stored_rows, watch_statements
 from pytest_graphflow import (
     GraphRuntime,
     PostgresCheckpointStore,
@@ -51,7 +51,11 @@ def _old_layout(monkeypatch: pytest.MonkeyPatch) -> None:
         nodes = tuple(visited)
         return nodes, 0, 0, nodes, (0, [], [0, 0])
 
+    def shape(visited: Any) -> Any:  # (a plain step's: its row, before its block)
+        return tuple(visited), 0, ""
+
     monkeypatch.setattr(PathBlocks, "place", place)
+    monkeypatch.setattr(PathBlocks, "shape", staticmethod(shape))
 
 
 def _dumps(cps: list[Checkpoint | None]) -> list[dict[str, Any] | None]:
@@ -131,17 +135,12 @@ def _sizes(dsn: str, schema: str, thread: str) -> list[int]:
 
 
 def test_a_rows_bytes_stay_flat_as_the_run_grows_in_one_statement_a_step(
-    make_pg_store: MakeStore, postgres_dsn: str, pg_schema: str
+    make_pg_store: MakeStore, postgres_dsn: str, pg_schema: str,
+    monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = make_pg_store()
     sent: list[str] = []
-    real = store._pg.fetch_one
-
-    async def fetch_one(sql: str, params: Any) -> Any:
-        sent.append(sql)
-        return await real(sql, params)
-
-    store._pg.fetch_one = fetch_one  # type: ignore[method-assign]
+    watch_statements(monkeypatch, store._pg, lambda sql, _params: sent.append(sql))
     runtime = GraphRuntime(store, clock=VirtualClock(), seed=3, max_supersteps=2000)
     steps = 7 * 150
     runtime.invoke(_loop(), {"limit": steps}, thread_id="long")

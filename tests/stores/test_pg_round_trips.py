@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from graphflow_postgres import watch_statements
 from pytest_graphflow import (
     END,
     START,
@@ -137,7 +138,7 @@ _STEP_SHAPE = ("SELECT name, generic_plans, custom_plans FROM pg_prepared_statem
 
 
 def test_a_step_statement_is_prepared_once_and_runs_its_generic_plan(
-    postgres_dsn: str, pg_schema: str
+    postgres_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The step's statement has one text whatever its events or checkpoint (their values
     travel as parameters), so psycopg prepares it once per connection (at its fifth use)
@@ -163,14 +164,12 @@ def test_a_step_statement_is_prepared_once_and_runs_its_generic_plan(
             assert runtime.invoke(graph).data == {"n": 12}
         before = conn.execute(_STEP_SHAPE).fetchall()
         texts: list[str] = []
-        real = store._pg.fetch_one
 
-        async def counted(sql: str, params: Any) -> Any:
+        def counted(sql: str, params: Any) -> None:
             if "INSERT INTO events" in sql and "INSERT INTO runs" not in sql:
                 texts.append(sql)
-            return await real(sql, params)
 
-        store._pg.fetch_one = counted  # type: ignore[method-assign]
+        watch_statements(monkeypatch, store._pg, counted)
         for _ in range(2):
             assert runtime.invoke(graph).data == {"n": 12}
         after = conn.execute(_STEP_SHAPE).fetchall()

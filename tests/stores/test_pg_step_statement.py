@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from graphflow_chains import counting_chain
-from graphflow_postgres import stored_rows
+from graphflow_postgres import stored_rows, watch_statements
 from pytest_graphflow import GraphRuntime, PostgresCheckpointStore, StaleClaim, VirtualClock
 from pytest_graphflow._records._checkpoint import Checkpoint
 from pytest_graphflow._records._json import DumpedEvents
@@ -87,9 +87,8 @@ def _step_plans(store: PostgresCheckpointStore, monkeypatch: pytest.MonkeyPatch
     a transaction rolled back before the statement runs for real (whole-table reads off)."""
     plans: list[dict[str, Any]] = []
     pg = store._pg
-    real = pg.fetch_one
 
-    async def explained(sql: str, params: Any) -> Any:
+    def explained(sql: str, params: Any) -> None:
         if sql is _commit._STEP:
             conn = pg.sync_connection()
             with conn.transaction(force_rollback=True):
@@ -101,9 +100,8 @@ def _step_plans(store: PostgresCheckpointStore, monkeypatch: pytest.MonkeyPatch
                                    + sql, params).fetchone()
             assert row is not None
             plans.append(row[0][0]["Plan"])
-        return await real(sql, params)
 
-    monkeypatch.setattr(pg, "fetch_one", explained)
+    watch_statements(monkeypatch, pg, explained)
     return plans
 
 

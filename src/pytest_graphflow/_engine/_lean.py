@@ -175,7 +175,8 @@ class LeanSteps:
     batches of sync nodes (see the module)."""
 
     def __init__(self, run: RunState, writer: CheckpointWriter, end: LegEnd,
-                 persist: Callable[[list[Any]], Awaitable[None]] | None = None) -> None:
+                 persist: Callable[[list[Any]], Awaitable[None]] | None = None,
+                 send: Callable[[Any], Any] | None = None) -> None:
         self.run = run
         self.writer = writer
         self.end = end
@@ -198,6 +199,11 @@ class LeanSteps:
         reads them (no recording leg): the runner's commit of a piece
         (``Runner._persist``), which each lean step calls with its dumped events
         (:mod:`._stored`) before it goes on to the next."""
+        self.send = send if self.persist is not None else None
+        """On a store that sends a plain step's commit without waiting for its answer
+        (``StoreFeatures.sent_commits``): the runner's send of a step
+        (``Runner._send_step``), used when the next step's node is ``pure``: that node runs
+        while the commit is on the wire, and its step is undone if the commit fails."""
         self._sink_fn: Any = _UNASKED
         """The store's save of a lean step's checkpoint, once asked (:meth:`sink`)."""
 
@@ -470,6 +476,11 @@ class LeanSteps:
         direct = False
         copied: Any = None  # the copy of the leg's answers the last step saved, and their
         copied_count = 0    # number then
+        # The last step's commit, sent without its answer read (``send``), and the run as
+        # it was then (restored if that commit fails).
+        send = self.send
+        pending: Any = None
+        mark: Any = None
         try:
             name = record.node  # the step's node and its facts (the next step's: set
             fact = facts[name]  # where the loop decides to go on)
@@ -561,14 +572,28 @@ class LeanSteps:
                         res = self._route(record, spec, ctx, started_at, patch, state, step,
                                           visited, fact[0], fact[1], whole, True)
                         if type(res) is not tuple:
-                            return res if type(res) is Outcome else await res
+                            if type(res) is Outcome:
+                                return res
+                            if pending is not None:  # the commit first: the rest may write
+                                _unset(tokens)
+                                tokens = None
+                                waiting, pending = pending, None
+                                await self._answered(waiting, mark)
+                            return await res  # type: ignore[no-any-return]
                         patch, targets, merged, done_at = res
                         new_state = merged if patch else state
                 else:
                     res = self._after(record, spec, ctx, started_at, result, model, state,
                                       step, visited)
                     if type(res) is not tuple:
-                        return res if type(res) is Outcome else await res
+                        if type(res) is Outcome:
+                            return res
+                        if pending is not None:  # the commit first: the rest may write
+                            _unset(tokens)
+                            tokens = None
+                            waiting, pending = pending, None
+                            await self._answered(waiting, mark)
+                        return await res  # type: ignore[no-any-return]
                     patch, targets, merged, done_at = res
                     # Commit: what Committer.commit_one does for this task.
                     if not patch:
@@ -725,6 +750,9 @@ class LeanSteps:
                             tokens = None
                         fields = writer.plain_fields(cid, step, next_tasks, name, status,
                                                      new_state, visited, arrivals, now)
+                        if pending is not None and (fields is None or not inline_put):
+                            waiting, pending = pending, None  # the store's turn
+                            await self._answered(waiting, mark)
                         if fields is None:
                             await writer.save(cid, step=step, next_step=step + 1,
                                               tasks=next_tasks, node_ids=[name],
@@ -747,6 +775,11 @@ class LeanSteps:
                                     await writer.put(fields)
                             numbers.parent_id = numbers.checkpoint_id = cid  # (saved())
                 if finished:
+                    if pending is not None:  # the run ends: the last commit's answer first
+                        _unset(tokens)
+                        tokens = None
+                        waiting, pending = pending, None
+                        await self._answered(waiting, mark)
                     if tokens is not None:  # the in-memory store's own save ran, or none:
                         _unset(tokens)      # nothing moved a virtual clock since ``now``
                         tokens = None
@@ -761,11 +794,25 @@ class LeanSteps:
                         tokens = None
                     # The events' time: the checkpoint's (a virtual clock's kept instant, or
                     # the real clock's step end), else the clock's now.
-                    await persist(stored_step_events(
+                    dumped = stored_step_events(
                         times, run_id, clock.now() if now is None else now, first_seq, step,
                         name, record.task_id,
                         patch, started_at, done_at, targets, cid, finished,
-                        new_state if finished else None))
+                        new_state if finished else None)
+                    # A pure node next: its step is worked out while this commit is on the
+                    # wire (undone if the commit fails: ``mark``, the run as it is now).
+                    # Made ready (serialised) first, sent once the last step's is answered.
+                    ready = send(dumped) if send is not None and lone \
+                        and facts[scheduled[0]][7] else None
+                    if pending is not None:
+                        waiting, pending = pending, None
+                        await self._answered(waiting, mark)
+                    if ready is not None and ready.send():
+                        progress.pending = []  # (the sent commit holds them)
+                        pending = ready
+                        mark = _mark(run)
+                    else:
+                        await persist(dumped)
                 elif recorded is not None:  # the step's events, for the recording or the store
                     assert done_at is not None
                     recorded.extend(lean_step_events(
@@ -812,9 +859,25 @@ class LeanSteps:
         finally:
             if tokens is not None:
                 _unset(tokens)
-            tasks: list[Any] = pos.tasks
-            if tasks and type(tasks[0]) is _PlainTask:  # (whatever ended the loop: the
-                _settle(pos)                             # general path reads the tasks)
+            try:
+                if pending is not None:  # whatever ended the loop: the commit's answer first
+                    waiting, pending = pending, None
+                    await self._answered(waiting, mark)
+            finally:
+                tasks: list[Any] = pos.tasks
+                if tasks and type(tasks[0]) is _PlainTask:  # (whatever ended the loop: the
+                    _settle(pos)                             # general path reads the tasks)
+
+    async def _answered(self, sent: Any, mark: tuple[Any, ...]) -> None:
+        """Await the commit ``sent`` (``Runner._send_step``'s); when it fails, the run's
+        position, numbering and progress are put back as they were when it was sent
+        (``mark``: what the step after it changed is undone), then its error is raised, as
+        the commit raised it where it was asked for (C6)."""
+        try:
+            await sent.settled()
+        except BaseException:
+            _restore(self.run, mark)
+            raise
 
     def sink(self) -> Any:
         """The store's save for a lean step's checkpoint (the in-memory store's
@@ -836,6 +899,25 @@ class LeanSteps:
         return sink
 
 
+def _mark(run: RunState) -> tuple[Any, ...]:
+    """What a lean step changes of ``run`` (its position, numbering and progress), as it is
+    now: :func:`_restore` puts it back."""
+    pos, numbers = run.pos, run.numbers
+    return (pos.visited, pos.state, pos.model, pos.arrivals, pos.tasks, pos.step,
+            numbers.seq, numbers.task_counter, numbers.cp_counter, numbers.parent_id,
+            numbers.checkpoint_id, run.progress.supersteps)
+
+
+def _restore(run: RunState, mark: tuple[Any, ...]) -> None:
+    """Put back what :func:`_mark` kept of ``run``; the checkpoints pending for the next
+    commit are dropped (the commit that failed took the earlier ones)."""
+    pos, numbers, progress = run.pos, run.numbers, run.progress
+    (pos.visited, pos.state, pos.model, pos.arrivals, pos.tasks, pos.step, numbers.seq,
+     numbers.task_counter, numbers.cp_counter, numbers.parent_id, numbers.checkpoint_id,
+     progress.supersteps) = mark
+    progress.pending = []
+
+
 def _unset(tokens: tuple[Any, Any, Any] | None) -> None:
     """Reset the task context ``run_from`` set (``tokens``), if it is set."""
     if tokens is not None:
@@ -849,12 +931,13 @@ def _unset(tokens: tuple[Any, Any, Any] | None) -> None:
 
 def _facts(graph: CompiledGraph) -> dict[str, tuple[Any, ...]]:
     """What the lean step reads of each node of ``graph``, worked out once per graph:
-    ``(targets, branches, (events, scheduled, lone), joins_from, fast, held, external)`` —
+    ``(targets, branches, (events, scheduled, lone), joins_from, fast, held, external,
+    pure)`` —
     its static targets, its branches (``None``: none), the events and next nodes of a step
     through its static edges (``lone``: exactly one), whether a join waits for it, the
     types of the values each key it may write takes as they are (``None``: the schema is
     not plain), whether it cannot run inline (async, or with retries: ``held``), and
-    whether its effect is ``external``."""
+    whether its effect is ``external`` or ``pure``."""
     found: dict[str, tuple[Any, ...]] | None = graph.__dict__.get("_lean_facts")
     if found is None:
         found = graph.__dict__["_lean_facts"] = {
@@ -888,7 +971,7 @@ def _node_facts(graph: CompiledGraph, name: str) -> tuple[Any, ...]:
     return (targets, graph.branches.get(name) or None,
             (2 + len(targets), scheduled, len(scheduled) == 1),
             bool(graph.joins_from.get(name)), fast, spec.is_async or spec.retry is not None,
-            spec.effect == "external")
+            spec.effect == "external", spec.effect == "pure")
 
 
 async def _routes(graph: CompiledGraph, out: Outcome, picked: Any, branches: Sequence[Branch],

@@ -49,7 +49,7 @@ from ._halts import HaltHandler, pause_one
 from ._lean import LeanSteps, lean_leg
 from ._merge import merge_patches
 from ._outcome import Outcome
-from ._results import LazyEvent, StepState
+from ._results import LazyEvent, RunRecord, StepState
 from ._run_state import LegSpec, RunState
 from ._task import route_expand
 from ._writer import CheckpointWriter, LegEnd
@@ -124,7 +124,9 @@ class Runner:
         self.run = run
         self.writer = CheckpointWriter(run)
         self.end = LegEnd(run, release, on_done)
-        self.lean = LeanSteps(run, self.writer, self.end, self._persist) \
+        self.lean = LeanSteps(
+            run, self.writer, self.end, self._persist,
+            self._send_step if run.spec.features.sent_commits else None) \
             if lean_leg(run) else None
         """Runs the leg's plain one-task supersteps (``invoke`` on the in-memory store)."""
         self._quiet_since: datetime | None = None
@@ -315,20 +317,9 @@ class Runner:
                 assert run_record is not None
                 await store.record_run(run_record.as_dict())
             return
-        data = None
+        data = source = None
         if record and run_record is not None:
-            r = run_record
-            source = (r.run_id, r.thread_id, r.graph_id, r.revision, r.status, r.started_at,
-                      r.updated_at, r.tenant_id, r.error, r.legs)
-            known = self._committed_from
-            # Equal fields, the same datetimes: the same record (no as_dict(), no isoformat).
-            if known is None or source != known or source[5] is not known[5] \
-                    or source[6] is not known[6]:
-                data = r.as_dict()
-                if data == self._committed_record:
-                    data = None  # the leg committed this record already
-                    self._committed_from = source
-            # else: the leg committed this record already
+            data, source = self._record_change(run_record)
         if not (progress.pending or events or data):
             return
         checkpoints, progress.pending = progress.pending, []
@@ -348,6 +339,41 @@ class Runner:
         if data is not None:
             self._committed_record = data
             self._committed_from = source
+
+    def _record_change(self, r: RunRecord) -> tuple[dict[str, Any] | None, tuple[Any, ...]]:
+        """The run record ``r`` as a commit writes it, ``None`` when the leg committed this
+        record already, and the fields it was made of (see :attr:`_committed_from`)."""
+        source = (r.run_id, r.thread_id, r.graph_id, r.revision, r.status, r.started_at,
+                  r.updated_at, r.tenant_id, r.error, r.legs)
+        known = self._committed_from
+        # Equal fields, the same datetimes: the same record (no as_dict(), no isoformat).
+        if known is not None and source == known and source[5] is known[5] \
+                and source[6] is known[6]:
+            return None, source
+        data = r.as_dict()
+        if data == self._committed_record:
+            self._committed_from = source
+            return None, source  # the leg committed this record already
+        return data, source
+
+    def _send_step(self, events: DumpedEvents) -> Any:
+        """:meth:`_persist` of a lean step's ``events`` (with its pending checkpoint) on a
+        store that sends a plain step's commit without waiting for its answer
+        (``StoreFeatures.sent_commits``): the store's commit, made ready (its ``send()``
+        sends it, its ``settled()`` finishes it; the lean loop calls both, and empties the
+        pending checkpoints once sent); ``None`` when it is not such a commit (the run
+        record changed, or the store declined): :meth:`_persist` it."""
+        run = self.run
+        spec, progress = run.spec, run.progress
+        run_record = spec.record
+        if run.outcome is not None or not spec.deferred or len(progress.pending) != 1 or (
+                run_record is not None and self._record_change(run_record)[0] is not None):
+            return None
+        claim = spec.claim
+        assert claim is not None  # a deferred leg holds a fenced claim
+        store: Any = spec.store  # declares sent_commits
+        return store.commit_sent(run.thread_id, claim.token, run_id=run.run_id,
+                                 checkpoints=progress.pending, events=events)
 
     async def _commit_releasing(self, checkpoints: list[Any], events: Any,
                                 data: dict[str, Any] | None) -> None:

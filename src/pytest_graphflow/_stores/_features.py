@@ -79,6 +79,14 @@ class StoreFeatures:
             commit that raises releases nothing). Needs ``claims`` and ``commit``; it counts
             only when the store's class has ``claim_fresh`` and a ``commit`` taking
             ``release`` (a wrapper forwarding to such a store does not).
+        sent_commits: ``commit_sent(thread_id, token, *, run_id, checkpoints, events)``
+            sends a run's plain step (one checkpoint, its events) without waiting for the
+            answer and returns an object whose ``await settled()`` finishes it as
+            ``commit`` would (raising what it raises), or ``None`` (nothing sent:
+            ``commit`` it). The runtime runs the next step's ``pure`` node meanwhile and
+            settles before anything else (its events, any other node, the run's end); a
+            save that fails undoes that node's step. The PostgreSQL store's; it counts
+            only for the class that defines ``commit_sent`` (a wrapper does not pass it on).
     """
 
     claims: bool = False
@@ -100,6 +108,7 @@ class StoreFeatures:
     step_sink: bool = False
     in_process: bool = False
     folded_claims: bool = False
+    sent_commits: bool = False
 
 
 _NEEDS: dict[str, tuple[str, ...]] = {
@@ -181,6 +190,8 @@ def features_of(store: Any) -> StoreFeatures:
         declared = _not_in_process(declared)
     if declared.folded_claims and not _folds(cls):
         declared = replace(declared, folded_claims=False)
+    if declared.sent_commits and "commit_sent" not in dir(cls):
+        declared = replace(declared, sent_commits=False)
     if declared.fencing and not checks_fencing(store):
         # an instance that says it does not fence, or carries a save without ``fence=``
         return replace(declared, fencing=False)

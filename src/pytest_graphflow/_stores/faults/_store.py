@@ -138,6 +138,7 @@ class FaultyStore(FaultyRules):
                 wrapped = _WRAPPED[features, quick] = replace(
                     features, history_pages=False, clock_binding=True, call_log=True,
                     visited_snapshots=False, step_sink=quick and features.step_sink,
+                    sent_commits=False,
                     in_process=quick and features.in_process)
             found = (wrapped, checks_fencing(inner))
             if shared:

@@ -31,8 +31,9 @@ from ._events import CLEAR, Batch, batch, clear_params, lock_events, write_event
 from ._paths import TAIL, Path, PathBlocks
 from ._plain import plain_step
 from ._release import release_in, releasing
+from ._sent import Sent
 
-__all__ = ["NODE_IDS", "PgCommits", "array_literal"]
+__all__ = ["NODE_IDS", "PgCommits", "SentCommit", "array_literal"]
 
 _Rows = list[tuple[str, int, Any, str]]
 
@@ -246,23 +247,14 @@ class PgCommits:
         plain = plain_step(self._plain_ids, self._checked_run, thread_id, token, run_id,
                            checkpoints, events, run)
         if plain is not None:  # the runtime's plain step, its ids checked already
-            cp, piece, free = plain
-            cps: list[Any] = [cp]
-            log, chain, cut, tail, path = self._paths.place(run_id, cp.visited)
-            if cut:  # the row keeps the path's tail, the chain the rest
-                lean = self._checkpoint_row(cp, _NO_VISITED)
-                text = lean[-1]  # with_visited(text, tail), inline (a frame a step fewer)
-                lean_row = (*lean[:-1], f"{text[:-1]},\"visited\":{tail}}}" if tail else text)
-            else:
-                lean_row = self._checkpoint_row(cp)
+            cps: list[Any] = [plain[0]]
+            piece, free = plain[1], plain[2]
+            log, cut, lean_row = self._plain_row(plain[0])
+            sql, params, chain, path = self._plain_statement(thread_id, token, run_id, plain,
+                                                             log, cut, lean_row)
             cp_rows = None
             rows = pairs = record = None
-            latest = cp.parent_id
-            first, last, seqs, data = piece  # _fenced_statement's parameters, in its order
-            sql = _STEPS[path[0]]
-            params = [thread_id, run_id, last, first, first, first, run_id, thread_id, token,
-                      thread_id, free, latest, *path[1], *lean_row, *path[2], run_id, first,
-                      last, seqs, data]
+            latest = plain[0].parent_id
         else:
             cps, pairs, record = check_commit(thread_id, run_id, checkpoints, events, run,
                                               normalise=False)
@@ -322,15 +314,11 @@ class PgCommits:
             except BaseException:
                 self._paths.forget(run_id)  # written or not: a new chain next time
                 raise
-            if found is None:  # the thread has no claim row
-                raise StaleClaim(thread_id, token, None)
-            current, holder, held, found_latest, written, clear = found[:6]
-            if not held:
-                raise StaleClaim(thread_id, token, None if holder is None else int(current))
-            if written:
+            if _written(found, thread_id, token):
                 if path[0]:
                     self._paths.wrote(run_id, log, found[6] if path[0] == 2 else chain, cut)
                 return
+            found_latest, clear = found[3], found[5]
             if not clear:  # events to merge into the log: the transaction below
                 break
             if pairs is None:
@@ -368,6 +356,49 @@ class PgCommits:
             if release:
                 await release_in(cur, thread_id, token)
 
+    def _plain_row(self, cp: Checkpoint) -> tuple[Any, int, tuple[Any, ...]]:
+        """``(log, cut, row)`` of the runtime's plain step's checkpoint ``cp``: its path's
+        log and cut (:meth:`PathBlocks.shape`) and its row, keeping the path's tail when
+        the path is cut."""
+        log, cut, tail = self._paths.shape(cp.visited)
+        if cut:  # the row keeps the path's tail, the chain the rest
+            lean = self._checkpoint_row(cp, _NO_VISITED)
+            text = lean[-1]  # with_visited(text, tail), inline (a frame a step fewer)
+            return log, cut, (*lean[:-1], f"{text[:-1]},\"visited\":{tail}}}" if tail else text)
+        return log, cut, self._checkpoint_row(cp)
+
+    def _plain_statement(self, thread_id: str, token: int, run_id: str,
+                         plain: tuple[Checkpoint, Batch, bool], log: Any, cut: int,
+                         lean_row: tuple[Any, ...]) -> tuple[str, list[Any], int, Path]:
+        """The step statement of the runtime's plain step ``plain`` (:func:`plain_step`'s
+        answer; its checkpoint's :meth:`_plain_row` ``log``, ``cut`` and ``lean_row``):
+        ``(sql, params, chain, path)``, its path placed by the chain the store last wrote
+        (:meth:`PathBlocks.block`)."""
+        cp, piece, free = plain
+        chain, path = self._paths.block(run_id, log, cut)
+        first, last, seqs, data = piece  # _fenced_statement's parameters, in its order
+        params = [thread_id, run_id, last, first, first, first, run_id, thread_id, token,
+                  thread_id, free, cp.parent_id, *path[1], *lean_row, *path[2], run_id, first,
+                  last, seqs, data]
+        return _STEPS[path[0]], params, chain, path
+
+    def commit_sent(self, thread_id: str, token: int, *, run_id: str,
+                    checkpoints: Sequence[Checkpoint], events: Sequence[dict[str, Any]]
+                    ) -> SentCommit | None:
+        """:meth:`commit` of the runtime's plain step (one checkpoint and its dumped events,
+        no run record, of the run and thread the last commit checked), made ready to be
+        sent without waiting for its answer (``StoreFeatures.sent_commits``): its rows
+        serialised now, its statement sent by :meth:`SentCommit.send` (once the commit
+        before it is settled), its answer read by :meth:`SentCommit.settled`, which the
+        runtime awaits before anything depends on it. ``None``: not such a step:
+        :meth:`commit` it."""
+        plain = plain_step(self._plain_ids, self._checked_run, thread_id, token, run_id,
+                           checkpoints, events, None)
+        if plain is None:
+            return None
+        return SentCommit(self, plain, self._plain_row(plain[0]),
+                          (thread_id, token, run_id, checkpoints, events))
+
     def _checked(self, checkpoint: object, where: str) -> Checkpoint:  # pragma: no cover
         raise NotImplementedError
 
@@ -380,3 +411,78 @@ class PgCommits:
         await self.commit(checkpoint.thread_id, token, run_id=checkpoint.run_id,
                           checkpoints=[checkpoint])
 
+
+
+def _written(found: Any, thread_id: str, token: int) -> bool:
+    """Whether a step statement's answer ``found`` (its row) says it wrote.
+
+    Raises:
+        StaleClaim: the thread has no claim row, or ``token`` is not its claim's.
+    """
+    if found is None:  # the thread has no claim row
+        raise StaleClaim(thread_id, token, None)
+    current, holder, held, _latest, written = found[:5]
+    if not held:
+        raise StaleClaim(thread_id, token, None if holder is None else int(current))
+    return bool(written)
+
+
+class SentCommit:
+    """A plain step's commit (:meth:`PgCommits.commit_sent`): serialised, then sent
+    (:meth:`send`), then settled (:meth:`settled`)."""
+
+    __slots__ = ("args", "placed", "plain", "row", "sent", "store")
+
+    def __init__(self, store: PgCommits, plain: tuple[Checkpoint, Batch, bool],
+                 row: tuple[Any, int, tuple[Any, ...]],
+                 args: tuple[str, int, str, Sequence[Checkpoint], Sequence[dict[str, Any]]]
+                 ) -> None:
+        self.store = store
+        self.plain = plain
+        self.row = row
+        self.args = args
+        self.sent: Sent | None = None
+        self.placed: tuple[Any, int, int, int] = ((), 0, 0, 0)
+
+    def send(self) -> bool:
+        """Send the step's statement, its path placed by the chains written so far (the
+        commit before it settled); ``False``: nothing was sent (its connection cannot take
+        it now: ``commit`` it)."""
+        store = self.store
+        thread_id, token, run_id, _cps, _events = self.args
+        log, cut, lean_row = self.row
+        sql, params, chain, path = store._plain_statement(thread_id, token, run_id,
+                                                          self.plain, log, cut, lean_row)
+        sent = store._pg.send_one(sql, params)
+        if sent is None:
+            return False
+        self.sent = sent
+        self.placed = (log, chain, cut, path[0])
+        return True
+
+    async def settled(self) -> None:
+        """Read the sent commit's answer and finish it as :meth:`PgCommits.commit` does:
+        written, or done again by ``commit`` when the statement did not write (a lineage to
+        judge, events to merge, an id taken), which judges it the general way.
+
+        Raises:
+            StaleClaim, ParentNotLatest, psycopg.Error: what ``commit`` raises.
+        """
+        store = self.store
+        thread_id, token, run_id, checkpoints, events = self.args
+        assert self.sent is not None  # (sent)
+        try:
+            found = await store._pg.answer(self.sent)
+        except psycopg.errors.UniqueViolation:  # (commit's case: nothing was written)
+            store._paths.forget(run_id)
+        except BaseException:
+            store._paths.forget(run_id)  # written or not: a new chain next time
+            raise
+        else:
+            if _written(found, thread_id, token):
+                log, chain, cut, kind = self.placed
+                if kind:
+                    store._paths.wrote(run_id, log, found[6] if kind == 2 else chain, cut)
+                return
+        await store.commit(thread_id, token, run_id=run_id, checkpoints=checkpoints,
+                           events=events)

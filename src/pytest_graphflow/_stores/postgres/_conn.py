@@ -44,6 +44,7 @@ from psycopg.waiting import Ready, Wait
 from psycopg_pool import AsyncConnectionPool
 
 from ._prepared import Statement, Statements
+from ._sent import Sent
 
 __all__ = ["Cursor", "PgConnections", "check_schema_name", "on_plain_asyncio", "run_now"]
 
@@ -261,6 +262,11 @@ class PgConnections:
         self.quick_answers = 0
         """Statements answered within the quick wait (counted for tests and benchmarks)."""
         self._statements = Statements()
+        self._pending: Sent | None = None
+        """The statement sent on the hot connection whose answer is not read yet."""
+        self.unread = 0
+        """Statements sent whose answers are not read yet, on any thread (:meth:`send_one`):
+        while it is 0, an operation has none to read first."""
         self.closed = False
 
     @property
@@ -271,6 +277,8 @@ class PgConnections:
         """This thread's synchronous connection (opened, or reopened when it broke)."""
         if self.closed:
             raise psycopg.OperationalError("the PostgreSQL store is closed; open a new one")
+        if self.unread:
+            self._read_local()
         conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
         if conn is None or conn.closed or conn.broken:
             conn = psycopg.connect(self.dsn, options=self._options, autocommit=True)
@@ -366,6 +374,8 @@ class PgConnections:
         """
         statement = self._statements.statement(query, params)
         if self._pool is not None and _get_running_loop() is self._pool_loop:
+            if self._pending is not None:  # a step's statement sent: its answer first
+                await self._read_pooled(self._pending)
             hot = self._hot
             if hot is None or statement is None:
                 return await self._fetch_pooled(query, params, statement)
@@ -391,6 +401,8 @@ class PgConnections:
                     await self._give_back(aconn, hot[1])
             return found
         if statement is not None:
+            if self.unread:  # a step's statement sent on this thread: its answer first
+                self._read_local()
             try:
                 conn = self._local.conn  # sync_connection's, inline, when it is open
             except AttributeError:
@@ -408,6 +420,105 @@ class PgConnections:
         row = cur.fetchone()
         self._local.cur = spare
         return row
+
+    def send_one(self, query: str, params: Sequence[Any]) -> Sent | None:
+        """Send one statement (its own transaction) as :meth:`fetch_one` would, without
+        waiting for its answer (:meth:`answer` reads it; see :mod:`._sent`): on this
+        thread's open sync connection, or the pool's hot connection on the pool's loop,
+        when the connection has prepared the statement and has no other answer to read.
+        ``None``: nothing was sent (:meth:`fetch_one` then)."""
+        statement = self._statements.statement(query, params)
+        if statement is None or self.closed:
+            return None
+        hot: Any = None
+        if self._pool is not None and _get_running_loop() is self._pool_loop:
+            hot = self._hot
+            if hot is None or self._pending is not None:
+                return None
+            conn = hot[0]
+            if conn.lock.locked():  # (psycopg's own operation on it, as _quick declines)
+                return None
+        else:
+            conn = self._local.__dict__.get("conn")
+            if conn is None or conn.pgconn.status == _BAD \
+                    or self._local.__dict__.get("pending") is not None:
+                return None
+        try:
+            tx = self._statements.send(conn, statement, params)
+        except psycopg.Error:  # nothing queued: fetch_one runs it (and says what failed)
+            return None
+        if tx is None:  # not prepared on this connection yet: fetch_one prepares it
+            return None
+        sent = Sent(conn, hot, tx, statement, params)
+        self.unread += 1
+        if hot is not None:
+            self._hot = None  # _take's: the connection is the statement's until answered
+            self._out += 1
+            self._pending = sent
+        else:
+            self._local.pending = sent
+        return sent
+
+    async def answer(self, sent: Sent) -> Any:
+        """The first row of the answer to ``sent`` (:meth:`send_one`), read now unless an
+        operation on its connection read it first.
+
+        Raises:
+            psycopg.Error: the server's error, or the connection's.
+        """
+        if not sent.done:
+            if sent.hot is None:
+                self._read_local()
+            else:
+                await self._read_pooled(sent)
+        if sent.error is not None:
+            raise sent.error
+        return sent.row
+
+    def _read_local(self) -> None:
+        """Read the answer to the statement sent on this thread's sync connection, if one
+        is unread (kept in its :class:`Sent`)."""
+        sent: Sent | None = self._local.__dict__.pop("pending", None)
+        if sent is None:
+            return
+        self.unread -= 1
+        sent.done = True
+        conn = sent.conn
+        try:  # psycopg's wait: Ctrl-C cancels
+            try:
+                sent.row = conn.wait(self._statements.answer(conn, sent.tx))
+            except psycopg.errors.InvalidSqlStatementName:  # DEALLOCATE ALL: prepared again
+                self._statements.forget(conn)
+                sent.row = conn.wait(self._statements.exchange(conn, sent.statement,
+                                                               sent.params))
+        except BaseException as exc:  # kept for answer(); Ctrl-C goes on at once
+            sent.error = exc
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _read_pooled(self, sent: Sent) -> None:
+        """Read the answer to the statement sent on the hot connection (kept in ``sent``)
+        and give the connection back, as :meth:`fetch_one` does once answered."""
+        if sent.done:
+            return
+        sent.done = True
+        self._pending = None
+        self.unread -= 1
+        aconn = sent.conn
+        try:
+            try:
+                answered, found = self._quick(aconn, self._statements.answer(aconn, sent.tx))
+                sent.row = found if answered else await self._on_loop(aconn, found)
+            except psycopg.errors.InvalidSqlStatementName:  # DEALLOCATE ALL: prepared again
+                self._statements.forget(aconn)
+                sent.row = await self._wait_async(aconn, sent.statement, sent.params)
+        except BaseException as exc:  # kept for answer(); a cancellation goes on at once
+            sent.error = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            assert sent.hot is not None  # (sent on the hot connection)
+            await self._give_back(aconn, sent.hot[1])
 
     async def _fetch_pooled(self, query: str, params: Sequence[Any],
                             statement: Statement | None) -> Any:
@@ -486,6 +597,8 @@ class PgConnections:
         """A connection of the pool and a cursor on it: the hot one when no other operation
         of the loop has it (no pool checkout: its lock, bookkeeping and logging cost more
         than a step's own Python), else one checked out of the pool."""
+        if self._pending is not None:  # a step's statement sent: its answer first
+            await self._read_pooled(self._pending)
         self._out += 1
         hot = self._hot
         if hot is not None:
@@ -532,6 +645,8 @@ class PgConnections:
 
     async def aclose(self) -> None:
         """Close the pool (on its loop) and every sync connection."""
+        if self._pending is not None:
+            await self._read_pooled(self._pending)
         pool, self._pool = self._pool, None
         if pool is not None:
             await self._drop_hot(pool)

@@ -85,7 +85,16 @@ class PathBlocks:
         of the rest (``""`` when ``cut`` is 0 or there is none: the row keeps its whole
         path, or no tail), and ``path`` what the step's statement writes (a block, a new
         chain's first block, or nothing; :data:`Path`). ``nodes``: the path's log (the
-        runtime's snapshot) or tuple, which :meth:`wrote` remembers."""
+        runtime's snapshot) or tuple, which :meth:`wrote` remembers. :meth:`shape`, then
+        :meth:`block`."""
+        nodes, cut, tail = self.shape(visited)
+        chain, path = self.block(run_id, nodes, cut)
+        return nodes, chain, cut, tail, path
+
+    @staticmethod
+    def shape(visited: Any) -> tuple[Sequence[str], int, str]:
+        """``(nodes, cut, tail)`` of :meth:`place`: what the path alone decides (the row's
+        tail), whatever chains the store wrote."""
         nodes: Sequence[str]
         try:
             nodes, n = visited.snapshot()
@@ -93,10 +102,8 @@ class PathBlocks:
             nodes = visited if type(visited) is tuple else tuple(visited)
             n = len(nodes)
         cut = n - n % TAIL
-        if cut == 0:
-            return nodes, 0, 0, "", (0, [], [0, 0])
         tail = ""
-        if cut < n:  # nodes_array(nodes[cut:n]) from its names' JSON texts, no call a step
+        if 0 < cut < n:  # nodes_array(nodes[cut:n]) from its names' JSON texts, no call a step
             tail = "["
             for name in nodes[cut:n]:
                 try:
@@ -106,6 +113,13 @@ class PathBlocks:
                     break
             else:
                 tail = tail[:-1] + "]"
+        return nodes, cut, tail
+
+    def block(self, run_id: str, nodes: Sequence[str], cut: int) -> tuple[int, Path]:
+        """``(chain, path)`` of :meth:`place` for the path ``nodes`` cut at ``cut``
+        (:meth:`shape`'s): by the chain the store last wrote for ``run_id``."""
+        if cut == 0:
+            return 0, (0, [], [0, 0])
         try:
             last = self._last[run_id]
         except KeyError:
@@ -115,10 +129,9 @@ class PathBlocks:
                                      and nodes[:last[2]] == last[0][:last[2]])):
             _, chain, upto = last
             if upto == cut:
-                return nodes, chain, cut, tail, (0, [], [chain, cut])
-            return nodes, chain, cut, tail, (1, [chain, cut, run_id, nodes_array(nodes[upto:cut])],
-                                             [chain, cut])
-        return nodes, 0, cut, tail, (2, [cut, run_id, nodes_array(nodes[:cut])], [cut])
+                return chain, (0, [], [chain, cut])
+            return chain, (1, [chain, cut, run_id, nodes_array(nodes[upto:cut])], [chain, cut])
+        return 0, (2, [cut, run_id, nodes_array(nodes[:cut])], [cut])
 
     def wrote(self, run_id: str, log: Sequence[str], chain: int, cut: int) -> None:
         """A statement placed by :meth:`place` was committed: ``chain`` ends at ``cut``."""

@@ -129,6 +129,36 @@ class Statements:
         pgconn.send_query_prepared(statement.name, values)
         return _first_row((yield from _execute(pgconn)), tx)
 
+    def send(self, conn: Any, statement: Statement, params: Sequence[Any]) -> Transformer | None:
+        """:meth:`exchange`'s first half, when ``conn`` has prepared ``statement``: its
+        parameters dumped and the statement sent (flushed as far as the socket takes it;
+        :meth:`answer` sends the rest); the ``Transformer`` to read its answer with.
+        ``None``: the connection has not prepared it (:meth:`exchange` then).
+
+        Raises:
+            psycopg.Error: the parameters' dump, or the connection's (a broken one).
+        """
+        known = self._last_known if conn is self._last else None  # on()'s, inline
+        names, tx = self.on(conn) if known is None else known
+        if statement.name not in names:
+            return None
+        pgconn = conn.pgconn
+        pgconn.send_query_prepared(statement.name, tx.dump_sequence(params, statement.formats))
+        # libpq sends a query of this size only when asked (below its buffer's threshold):
+        # on the wire now, so the server works on it while the caller goes on
+        pgconn.flush()
+        return tx
+
+    @staticmethod
+    def answer(conn: Any, tx: Transformer) -> Generator[Any, Any, Any]:
+        """:meth:`exchange`'s second half: the answer to the statement :meth:`send` sent on
+        ``conn``, as a generator of psycopg's kind; it returns the answer's first row.
+
+        Raises:
+            psycopg.Error: the server's error (as :meth:`exchange`).
+        """
+        return _first_row((yield from _execute(conn.pgconn)), tx)
+
     def forget(self, conn: Any) -> None:
         """Forget what ``conn`` has prepared (the server dropped it: ``DEALLOCATE ALL``)."""
         self._on.pop(conn, None)

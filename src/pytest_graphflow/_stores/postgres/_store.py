@@ -174,10 +174,11 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
     features = StoreFeatures(claims=True, fencing=True, commit=True, events=True,
                              run_records=True, history_pages=True, artifacts=True, prune=True,
                              delete_thread=True, queue=True, waiting=True, tenants=True,
-                             folded_claims=True)
+                             folded_claims=True, sent_commits=True)
     """Durable: claims with fencing, atomic commits of events and run records, paged history,
     artifacts, prune, thread deletion, waiting runs and the workers' queue; a new run's
-    free-run-id read rides on its claim, a leg's release on its last commit."""
+    free-run-id read rides on its claim, a leg's release on its last commit; a plain step's
+    commit is sent and answered while the next step's ``pure`` node runs."""
 
     _UPSERT = _UPSERT
 

@@ -1,0 +1,358 @@
+"""A plain step's commit on PostgreSQL is sent, and the next step's ``pure`` node runs while the
+server writes it (``StoreFeatures.sent_commits``, issue 29): the same rows and events as when
+each commit is waited for, a rejected commit raised where it was asked for (C6: "a ``save``
+the store rejects ends the run: the stream raises that same exception where the runtime asked
+for the checkpoint"), and no node of another effect class run before its predecessor's
+commit returned.
+
+Every test runs against a real server and compares with the same run whose commits are each
+waited for (the feature turned off on the store's class, as a store without it runs)."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psycopg
+import pytest
+
+from graphflow_chains import Count
+from graphflow_postgres import stored_rows, watch_statements
+from pytest_graphflow import (
+    END,
+    START,
+    FaultyStore,
+    Graph,
+    GraphRuntime,
+    PostgresCheckpointStore,
+    StaleClaim,
+    VirtualClock,
+)
+from pytest_graphflow._stores._features import features_of
+
+HERE = Path(__file__).parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+import sent_worker  # noqa: E402
+
+MakeStore = Callable[..., PostgresCheckpointStore]
+
+NODES = ("a", "b", "c", "d", "e", "f")
+
+
+@pytest.fixture(params=["sent", "waited"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``sent``: the store as shipped; ``waited``: each commit waited for."""
+    if request.param == "waited":
+        monkeypatch.setattr(PostgresCheckpointStore, "features", dataclasses.replace(
+            PostgresCheckpointStore.features, sent_commits=False))
+    return str(request.param)
+
+
+def _chain(name: str, hooks: dict[str, Callable[[Count], None]],
+           effects: dict[str, str] | None = None) -> Any:
+    """``NODES`` in a row, each adding one to ``n`` after its hook (if any) ran."""
+    g = Graph(name, Count)
+    prev = START
+
+    def node(hook: Callable[[Count], None] | None) -> Callable[[Count], dict[str, int]]:
+        def run(s: Count) -> dict[str, int]:
+            if hook is not None:
+                hook(s)
+            return {"n": s.n + 1}
+        return run
+
+    for name_ in NODES:
+        g.node(name_, node(hooks.get(name_)), effect=(effects or {}).get(name_, "pure"))
+        g.edge(prev, name_)
+        prev = name_
+    return g.edge(prev, END).compile(checkpoint_policy="every_step")
+
+
+@contextmanager
+def _fresh(make_pg_store: MakeStore, schema: str) -> Iterator[PostgresCheckpointStore]:
+    """A store in a schema of its own, dropped after."""
+    store = make_pg_store(schema=schema)
+    try:
+        yield store
+    finally:
+        store.drop()
+
+
+def _sent_count(monkeypatch: pytest.MonkeyPatch, store: PostgresCheckpointStore) -> list[int]:
+    """How many step commits went on the wire without their answer read (``send_one``
+    taking them), as a one-item list the run fills."""
+    sent = [0]
+    real = store._pg.send_one
+
+    def send_one(sql: str, params: Any) -> Any:
+        found = real(sql, params)
+        sent[0] += found is not None
+        return found
+
+    monkeypatch.setattr(store._pg, "send_one", send_one)
+    return sent
+
+
+def test_a_run_writes_the_same_rows_with_its_commits_sent(
+    make_pg_store: MakeStore, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = {}
+    for name in ("sent", "waited"):
+        if name == "waited":
+            monkeypatch.setattr(PostgresCheckpointStore, "features", dataclasses.replace(
+                PostgresCheckpointStore.features, sent_commits=False))
+        with _fresh(make_pg_store, f"{pg_schema}_{name}") as store:
+            sent = _sent_count(monkeypatch, store)
+            runtime = GraphRuntime(store, clock=VirtualClock(), seed=3)
+            for i in range(3):
+                assert runtime.invoke(_chain("g", {}), thread_id=f"t{i}").data == {"n": 6}
+            rows[name] = stored_rows(store)
+            # Each step but the run's last (nothing runs after it) and the first run's
+            # first (its statement not prepared yet on the connection) goes on the wire
+            # while the next node runs.
+            assert sent[0] == (3 * 5 - 1 if name == "sent" else 0), sent
+    assert rows["sent"] == rows["waited"]
+    assert len(rows["sent"]["checkpoints"]) == 3 * 7
+
+
+class _Thief:
+    """Takes the thread's claim from under the run (a new token, as another process's claim
+    would be) the first time node ``c`` runs: that step's commit is refused (``StaleClaim``).
+    Not a pure node's doing: ``c`` is declared ``write``, so it starts once ``b``'s commit
+    returned (a pure node runs while it is on the wire: the theft could beat it)."""
+
+    def __init__(self, store: PostgresCheckpointStore) -> None:
+        self.store = store
+        self.done = False
+
+    def __call__(self, _s: Count) -> None:
+        if self.done:
+            return
+        self.done = True
+        with psycopg.connect(self.store.dsn, autocommit=True) as conn:
+            conn.execute(f"UPDATE {self.store.schema}.claims SET token = token + 100")
+
+
+class _Trigger:
+    """A server-side refusal: a trigger raising for the checkpoint of step 2 (node ``c``'s;
+    the run's first is step -1), dropped before the run is resumed."""
+
+    def __init__(self, store: PostgresCheckpointStore) -> None:
+        self.store = store
+        with psycopg.connect(store.dsn, autocommit=True) as conn:
+            conn.execute(f"""
+                CREATE OR REPLACE FUNCTION {store.schema}.refuse() RETURNS trigger AS $$
+                BEGIN
+                    IF NEW.step = 2 THEN RAISE EXCEPTION 'refused: step %', NEW.step; END IF;
+                    RETURN NEW;
+                END $$ LANGUAGE plpgsql""")
+            conn.execute(f"CREATE TRIGGER refuse BEFORE INSERT ON {store.schema}.checkpoints "
+                         f"FOR EACH ROW EXECUTE FUNCTION {store.schema}.refuse()")
+
+    def __call__(self, _s: Count) -> None:
+        pass
+
+    def drop(self) -> None:
+        with psycopg.connect(self.store.dsn, autocommit=True) as conn:
+            conn.execute(f"DROP TRIGGER refuse ON {self.store.schema}.checkpoints")
+            conn.execute(f"DROP FUNCTION {self.store.schema}.refuse()")
+
+
+@pytest.mark.parametrize("refusal", ["stale_claim", "server_error"])
+@pytest.mark.parametrize("next_effect", ["pure", "write"])
+def test_a_refused_commit_ends_the_run_where_it_was_asked_for_and_changes_nothing(
+    make_pg_store: MakeStore, pg_schema: str, monkeypatch: pytest.MonkeyPatch,
+    refusal: str, next_effect: str
+) -> None:
+    """Node ``c``'s commit is refused. The run raises the store's own exception, and the
+    store holds exactly what the same run holds when each commit is waited for; resumed, the
+    run ends with the same rows too. The node after ``c`` (``d``) may have run once while the
+    commit was on the wire when it is ``pure`` (a pure node may run again: C9), never when
+    it is of another effect class."""
+    seen: dict[str, Any] = {}
+    for name in ("sent", "waited"):
+        if name == "waited":
+            monkeypatch.setattr(PostgresCheckpointStore, "features", dataclasses.replace(
+                PostgresCheckpointStore.features, sent_commits=False))
+        with _fresh(make_pg_store, f"{pg_schema}_{name}") as store:
+            calls = {"d": 0}
+
+            def count(_s: Count, calls: dict[str, int] = calls) -> None:
+                calls["d"] += 1
+
+            refuse = _Thief(store) if refusal == "stale_claim" else _Trigger(store)
+            graph = _chain(f"g-{refusal}-{next_effect}", {"c": refuse, "d": count},
+                           {"c": "write", "d": next_effect})
+            runtime = GraphRuntime(store, clock=VirtualClock(), seed=5)
+            expected = StaleClaim if refusal == "stale_claim" \
+                else psycopg.errors.RaiseException
+            with pytest.raises(expected) as caught:
+                runtime.invoke(graph, thread_id="t")
+            run_id = store.checkpointed_runs()[0]
+            seen[name] = {"error": (type(caught.value), str(caught.value)),
+                          "rows": stored_rows(store), "d": calls["d"]}
+            # Resumed (the thread's claim freed, the trigger dropped): the same end.
+            with psycopg.connect(store.dsn, autocommit=True) as conn:
+                conn.execute(f"DELETE FROM {store.schema}.claims")
+            if isinstance(refuse, _Trigger):
+                refuse.drop()
+            assert runtime.resume(run_id).data == {"n": 6}
+            seen[name]["resumed"] = stored_rows(store)
+    sent, waited = seen["sent"], seen["waited"]
+    assert sent["error"] == waited["error"]
+    assert sent["rows"] == waited["rows"]
+    assert sent["resumed"] == waited["resumed"]
+    # Nothing of c's step or after it was written: its checkpoint is not there.
+    assert len(sent["rows"]["checkpoints"]) == 3  # a, b and the run's first (START)
+    assert waited["d"] == 0
+    if next_effect == "pure":
+        assert sent["d"] == 1  # ran while c's commit was on the wire, its step undone
+    else:
+        assert sent["d"] == 0
+
+
+def test_a_node_of_another_effect_class_sees_its_predecessors_commit(
+    make_pg_store: MakeStore, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every node that is not ``pure`` starts after the commit of the step before it
+    returned: another connection already reads that step's checkpoint."""
+    store = make_pg_store()
+    sent = _sent_count(monkeypatch, store)
+    found: list[tuple[int, int]] = []
+
+    def look(s: Count) -> None:
+        with psycopg.connect(store.dsn, autocommit=True) as conn:
+            row = conn.execute(f"SELECT count(*) FROM {store.schema}.checkpoints").fetchone()
+        assert row is not None
+        found.append((s.n, row[0]))
+
+    effects = {"b": "read", "d": "write", "f": "human"}
+    graph = _chain("g-effects", {"b": look, "d": look, "f": look}, effects)
+    runtime = GraphRuntime(store, clock=VirtualClock(), seed=1)
+    assert runtime.invoke(graph, thread_id="t").data == {"n": 6}
+    # n steps run before the node: the run's first checkpoint and one a step, all committed
+    assert found == [(1, 2), (3, 4), (5, 6)]
+    # (the pure nodes before b, d and f ran with their predecessor's commit on the wire)
+    assert sent[0] == (2 if mode == "sent" else 0)
+
+
+def test_a_pure_node_may_read_the_store_while_the_commit_before_it_is_on_the_wire(
+    make_pg_store: MakeStore, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection carries one statement at a time: a node reading the store through it
+    (``checkpointed_runs`` runs on this thread's connection) reads the step's answer first,
+    and sees the store with that commit in it."""
+    store = make_pg_store()
+    sent = _sent_count(monkeypatch, store)
+    runs: list[list[str]] = []
+    graph = _chain("g-reads", {n: lambda _s: runs.append(store.checkpointed_runs())
+                               for n in NODES})
+    runtime = GraphRuntime(store, clock=VirtualClock(), seed=2)
+    result = runtime.invoke(graph, thread_id="t")
+    assert result.data == {"n": 6}
+    assert runs == [[result.run_id]] * len(NODES)
+    assert sent[0] == (4 if mode == "sent" else 0)
+    assert len(stored_rows(store)["checkpoints"]) == 7
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_on_the_async_pool_a_refused_commit_changes_nothing(
+    make_pg_store: MakeStore, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same on the async pool's hot connection (``ainvoke`` on the loop the store was
+    opened on)."""
+    seen = {}
+    for name in ("sent", "waited"):
+        if name == "waited":
+            monkeypatch.setattr(PostgresCheckpointStore, "features", dataclasses.replace(
+                PostgresCheckpointStore.features, sent_commits=False))
+        async with make_pg_store(schema=f"{pg_schema}_{name}") as store:
+            sent = _sent_count(monkeypatch, store)
+            calls = {"d": 0}
+
+            def count(_s: Count, calls: dict[str, int] = calls) -> None:
+                calls["d"] += 1
+
+            graph = _chain("g-pool", {"c": _Thief(store), "d": count}, {"c": "write"})
+            runtime = GraphRuntime(store, seed=5)
+            assert (await runtime.ainvoke(_chain("g-warm", {}), thread_id="w")).data["n"] == 6
+            with pytest.raises(StaleClaim):
+                await runtime.ainvoke(graph, thread_id="t")
+            rows = stored_rows(store)
+            seen[name] = (len(rows["checkpoints"]), calls["d"], sent[0])
+            store.drop()
+    # The warm run's 7 checkpoints and a, b's and the first of the refused run.
+    assert seen["sent"][:1] == seen["waited"][:1] == (10,)
+    # d ran once, its step undone; the warm run's commits sent but its first (not prepared
+    # yet) and last, and a's (not b's: c is not pure) and c's (refused)
+    assert seen["sent"][1:] == (1, 4 + 2)
+    assert seen["waited"][1:] == (0, 0)
+
+
+def test_a_faulty_store_over_postgres_waits_for_each_commit(
+    make_pg_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wrapper does not pass the feature on: its rules see every commit as it is made."""
+    store = make_pg_store()
+    assert features_of(store).sent_commits
+    faulty = FaultyStore(store)
+    assert not features_of(faulty).sent_commits
+    sent = _sent_count(monkeypatch, store)
+    statements: list[str] = []
+    watch_statements(monkeypatch, store._pg, lambda sql, _p: statements.append(sql))
+    assert GraphRuntime(faulty, clock=VirtualClock(), seed=1).invoke(
+        _chain("g-faulty", {}), thread_id="t").data == {"n": 6}
+    assert sent[0] == 0
+    assert statements
+
+
+@pytest.mark.parametrize("die_at", [1, 2, 3])
+def test_a_process_killed_while_a_commit_is_on_the_wire_loses_nothing(
+    postgres_dsn: str, fresh_pg_schema: str, tmp_path: Path, die_at: int
+) -> None:
+    """A real process SIGKILLs itself in ``close`` (pure) of its ``die_at``-th run, while
+    ``settle``'s commit is on the wire, its answer never read. Whatever the server made of
+    it, the thread recovers from the last checkpoint written and completes, the runs before
+    are intact, and ``charge`` (external, checkpointed before) ran exactly once a run."""
+    log = tmp_path / "effects.log"
+    log.touch()
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "sent_worker.py"), postgres_dsn, fresh_pg_schema,
+         str(log), str(die_at), "4"], capture_output=True, text=True, timeout=120,
+        check=False)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    closes = [line.split("\t") for line in Path(f"{log}.close").read_text().splitlines()]
+    assert closes == [[f"t{n}", "1"] for n in range(die_at)]  # each with settle's unread
+    killed = f"t{die_at - 1}"
+    with PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema) as store:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:  # as if it expired
+            conn.execute(f"DELETE FROM {fresh_pg_schema}.claims")
+        # The statement was on the wire whole when the process died: the server wrote it
+        # (its answer went nowhere), so the run recovers after settle, not before it.
+        before = anyio.run(lambda: store.list(thread_id=killed))
+        assert before[-1].node_id == "settle"
+        assert before[-1].state["settled"]
+        runtime = GraphRuntime(store)
+        result = runtime.recover(killed, graph=sent_worker.tail)
+        assert result.status == "completed"
+        assert result.data["closed"]
+        assert result.data["settled"]
+        assert result.data["effect"] == f"{killed}:{die_at - 1}"
+        for n in range(die_at):
+            cps = anyio.run(lambda n=n: store.list(thread_id=f"t{n}"))
+            assert cps[-1].status == "completed"
+            events = anyio.run(store.events, cps[-1].run_id)
+            assert [e["seq"] for e in events] == list(range(len(events)))
+            assert events[-1]["type"] == "run_end"
+    effects = Counter(line.split("\t")[0] for line in log.read_text().splitlines())
+    assert effects == Counter(f"t{n}" for n in range(die_at))  # once a run, none twice
