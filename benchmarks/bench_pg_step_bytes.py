@@ -15,6 +15,7 @@ from there (a b-tree page split lands on one of them). Counts, not times.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -64,6 +65,10 @@ def main() -> None:
     spy.execute(f"SET search_path = {args.schema}")
     spy.commit()
     found: dict[int, dict[str, Any]] = {}
+    # Each step's statement through fetch_one (not sent ahead: StoreFeatures.sent_commits),
+    # so each one is explained here; the statements are the same either way.
+    PostgresCheckpointStore.features = dataclasses.replace(
+        PostgresCheckpointStore.features, sent_commits=False)
     store = PostgresCheckpointStore(dsn, schema=args.schema)
     real = store._pg.fetch_one
     commits = 0
