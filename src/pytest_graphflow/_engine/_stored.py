@@ -16,14 +16,15 @@ holds each dump to the long way's.
 
 A plain step's events also come as the JSON text the store keeps (``DumpedEvents.text``,
 one event a line), written from the same values as the dicts: ``to_json`` of the four
-dicts, in the store, was ~45 k of a step's ~410 k instructions; their text here is ~15 k.
-Each string goes in between quotes as it is, which is ``to_json``'s text when JSON escapes
-nothing in it: printable ASCII but ``"`` and ``\\``. The step's strings are checked at once
-(the times need no check: pydantic writes a ``datetime`` in digits and ``-:.+TZ``); when one
-needs escaping, the ``node_end`` is serialised by ``to_json`` if only its patch's strings do,
-and the step has no text otherwise. An int is written as ``str`` writes it, as ``to_json``
-does (``str`` refuses ints of more digits than ``sys.get_int_max_str_digits()``: no text).
-``tests/runtime/test_stored_text.py`` holds the text to ``to_json``'s.
+dicts and its cut into lines, in the store, was ~46 k of a SQLite step's ~410 k
+instructions; their text here is ~23 k. Each string goes in between quotes as it is, which
+is ``to_json``'s text when JSON escapes nothing in it: printable ASCII but ``"`` and
+``\\``. The step's strings are checked at once (the times need no check: pydantic writes a
+``datetime`` in digits and ``-:.+TZ``); when one needs escaping, the ``node_end`` is
+serialised by ``to_json`` if only its patch's strings do, and the step has no text
+otherwise. An int is written as ``str`` writes it, as ``to_json`` does (``str`` refuses
+ints of more digits than ``sys.get_int_max_str_digits()``: no text).
+``tests/properties/test_stored_text.py`` holds the text to ``to_json``'s.
 """
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ def stored_step_events(
         elif words and _quoted(strings := f"{run_id}{node}{task_id}{names}") \
                 == f'"{strings}"':  # only the patch's do: its node_end serialised alone
             try:
-                second = to_json(out[1]).decode()  # (no float in it: no NaN)
+                second = to_json(out[1], inf_nan_mode="constants").decode()  # (as
+                # dumped_row writes it; it holds no float, so no NaN)
             except PydanticSerializationError:  # a lone surrogate: the store refuses it
                 return out
         else:
