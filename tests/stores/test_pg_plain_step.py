@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from pydantic_core import to_json
 
 from graphflow_postgres import stored_rows
 from pytest_graphflow import (
@@ -98,6 +99,30 @@ def test_the_plain_step_stores_the_bytes_the_general_commit_stores(
             assert not any(taken)
     assert all(dumps[0][table] for table in ("checkpoints", "events", "runs", "claims"))
     assert dumps[0] == dumps[1]
+
+
+def test_the_plain_step_keeps_the_events_as_the_runtime_wrote_them(
+    make_pg_store: MakeStore, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain step's events come written as JSON text (``DumpedEvents.text``): the plain
+    step serialises none of them (it called ``to_json`` once an event), also when their
+    strings need escaping (the runtime serialised the ``node_end`` alone); the bytes are
+    the general commit's (the test above)."""
+    taken = _spy(monkeypatch, general=False)
+    serialised: list[int] = []
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        serialised.append(1)
+        return to_json(*args, **kwargs)
+
+    monkeypatch.setattr(_plain, "to_json", counted)
+    store = make_pg_store(schema=f"{pg_schema}_text")
+    try:
+        runtime = GraphRuntime(store, clock=VirtualClock(), seed=5)
+        assert runtime.invoke(_chain(8, "chain")).data["n"] == 8
+    finally:
+        store.drop()
+    assert sum(taken) >= 6, taken
+    assert serialised == []
 
 
 def _ev(seq: int, **fields: Any) -> dict[str, Any]:

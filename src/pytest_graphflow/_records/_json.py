@@ -52,6 +52,13 @@ class DumpedEvents(list[dict[str, Any]]):
     of dicts they are.
     """
 
+    text: str | None = None
+    """The events' JSON texts, one a line, when whoever made them wrote them too (a lean
+    step's, :func:`~.._engine._stored.stored_step_events`): each exactly what
+    :func:`~.._stores._wire.dumped_row` stores for its event, which then holds no NaN or
+    infinity. ``None``: not written (a store serialises the events). Set once, on events
+    nobody changes after."""
+
 
 def to_json_value(value: Any, *, exact: bool = True) -> Any:
     """Return ``value`` in its JSON form (pydantic models, tuples, datetimes converted).

@@ -7,11 +7,11 @@ to comparing with them: the checkpoint is a :class:`Checkpoint` of that run and 
 run, thread, graph and tenant ids the store checked (``_checked``'s memo), its own id and node
 id pass :func:`~..._records._checks.check_id`'s common case, the events' seqs strictly
 increase and a ``checkpoint_saved`` event names the checkpoint or its parent. The events are
-serialised together, each as :func:`~.._wire.dumped_row` does, into the row the general
-commit builds (:func:`~._events.batch`): the same text. Anything else — a NaN or an
-infinity in an event, a run record, several checkpoints, an event naming another
-checkpoint, an id that is not plainly printable — is left to the general commit, which
-checks it all and raises what it raises.
+serialised together, each as :func:`~.._wire.dumped_row` does (or come written so:
+``DumpedEvents.text``), into the row the general commit builds (:func:`~._events.batch`):
+the same text. Anything else — a NaN or an infinity in an event, a run record, several
+checkpoints, an event naming another checkpoint, an id that is not plainly printable — is
+left to the general commit, which checks it all and raises what it raises.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ def plain_step(ids: tuple[str, str] | None, checked_run: tuple[Any, ...], thread
     free = parent is None or bool(cp.metadata.get("branch"))
     seqs: list[str] = []
     texts: list[bytes] = []
+    written = events.text  # the events' texts, when the runtime wrote them (one a line)
     previous = -1
     for event in events:
         try:
@@ -70,9 +71,12 @@ def plain_step(ids: tuple[str, str] | None, checked_run: tuple[Any, ...], thread
                     return None  # the general commit judges it against the thread's latest
                 free = False
         seqs += (str(seq),)  # no call a seq
-        texts += (to_json(event, inf_nan_mode="constants"),)  # no comprehension's frame
-    text = b"\n".join(texts)
-    if b"NaN" in text or b"Infinity" in text:
-        return None  # a real NaN is refused, a word in a text is not: the general commit's
+        if written is None:
+            texts += (to_json(event, inf_nan_mode="constants"),)  # no comprehension's frame
+    if written is None:
+        text = b"\n".join(texts)
+        if b"NaN" in text or b"Infinity" in text:
+            return None  # a real NaN is refused, a word in a text is not: the general's
+        written = text.decode()
     first = events[0]["seq"]
-    return cp, (first, previous, ",".join(seqs), text.decode()), free
+    return cp, (first, previous, ",".join(seqs), written), free

@@ -4,12 +4,12 @@ A step of a run over a SQLite store commits one checkpoint and the events that r
 (:class:`~..._records._json.DumpedEvents`) under the claim its previous commit checked. When
 this connection's facts about the file (:mod:`._known`) are of that thread, run and token,
 the commit's checks come down to comparing with them: the checkpoint is of the run and
-thread whose ids were checked, the events are the runtime's own (each is only serialised,
-as :func:`~.._wire.dumped_row` does), and seed 004's lineage checks
-(:func:`~.._claims.check_lineage`) hold against the facts' latest checkpoint. Anything else
-— a NaN or an infinity in an event, a parent that is not the latest, events out of order, a
-run record, compacted events, a rewritten id — is left to the general commit, which
-reads and checks it all and raises what it raises.
+thread whose ids were checked, the events are the runtime's own (each only serialised, as
+:func:`~.._wire.dumped_row` does, or written already: ``DumpedEvents.text``), and seed
+004's lineage checks (:func:`~.._claims.check_lineage`) hold against the facts' latest
+checkpoint. Anything else — a NaN or an infinity in an event, a parent that is not the
+latest, events out of order, a run record, compacted events, a rewritten id — is left to the
+general commit, which reads and checks it all and raises what it raises.
 """
 
 from __future__ import annotations
@@ -66,25 +66,30 @@ def plain_rows(facts: Known | None, thread_id: object, token: object, run_id: ob
         keys = f"{keys}, [{seq}, {quoted}]"
     if not keys:
         return None
-    # All the events in one serialisation (one call, not one an event), then cut where one
-    # ends and the next begins: each is an object, so the list's text is ``[`` the objects
-    # joined by ``,`` ``]``, and there are exactly ``len(events) - 1`` places where ``},{``
-    # occurs at its top level. When it occurs anywhere else too (a nested list of objects,
-    # a string), the count is higher, and each event is serialised alone. The same bytes
-    # either way (tests/stores/test_sqlite_plain_commit.py).
-    text = to_json(events[:], inf_nan_mode="constants")  # (a list: not the subclass)
-    # A NaN or an infinity: the bytes "N" (78) and "I" (73) are looked for first, as neither
-    # is in a plain step's events. An int is found with one memchr; ``bytes in bytes`` first
-    # tries its argument as an int and formats the TypeError it then drops (~1.7 k
-    # instructions each).
-    if (78 in text and b"NaN" in text) or (73 in text and b"Infinity" in text):
-        return None
-    if text.count(b"},{") == len(events) - 1:
-        text = text[1:-1].replace(b"},{", b"}\n{")
-    else:
-        text = b"\n".join([to_json(event) for event in events])
+    # The events' texts as the runtime wrote them (``DumpedEvents.text``: each as
+    # dumped_row serialises it, one a line), or all the events in one serialisation (one
+    # call, not one an event), then cut where one ends and the next begins: each is an
+    # object, so the list's text is ``[`` the objects joined by ``,`` ``]``, and there are
+    # exactly ``len(events) - 1`` places where ``},{`` occurs at its top level. When it
+    # occurs anywhere else too (a nested list of objects, a string), the count is higher,
+    # and each event is serialised alone. The same bytes either way
+    # (tests/stores/test_sqlite_plain_commit.py).
+    text = events.text
+    if text is None:
+        data = to_json(events[:], inf_nan_mode="constants")  # (a list: not the subclass)
+        # A NaN or an infinity: the bytes "N" (78) and "I" (73) are looked for first, as
+        # neither is in a plain step's events. An int is found with one memchr; ``bytes in
+        # bytes`` first tries its argument as an int and formats the TypeError it then
+        # drops (~1.7 k instructions each).
+        if (78 in data and b"NaN" in data) or (73 in data and b"Infinity" in data):
+            return None
+        if data.count(b"},{") == len(events) - 1:
+            data = data[1:-1].replace(b"},{", b"}\n{")
+        else:
+            data = b"\n".join([to_json(event) for event in events])
+        text = data.decode()
     # (the NamedTuple made by tuple.__new__: its generated __new__ is a Python frame)
-    return cp, _tuple_new(Piece, (f"[{keys[2:]}]", text.decode(), previous))
+    return cp, _tuple_new(Piece, (f"[{keys[2:]}]", text, previous))
 
 
 _QUOTED: dict[str, str] = {}
