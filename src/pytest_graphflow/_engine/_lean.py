@@ -563,28 +563,17 @@ class LeanSteps:
                         else:
                             patch = None
                             break
-                if patch is not None:
-                    if fact[1] is None:  # static edges only
-                        targets: Any = fact[0]
-                        merged, done_at = None, None
-                        new_state = {**state, **patch} if patch else state
-                    else:
-                        res = self._route(record, spec, ctx, started_at, patch, state, step,
-                                          visited, fact[0], fact[1], whole, True)
-                        if type(res) is not tuple:
-                            if type(res) is Outcome:
-                                return res
-                            if pending is not None:  # the commit first: the rest may write
-                                _unset(tokens)
-                                tokens = None
-                                waiting, pending = pending, None
-                                await self._answered(waiting, mark)
-                            return await res  # type: ignore[no-any-return]
-                        patch, targets, merged, done_at = res
-                        new_state = merged if patch else state
-                else:
-                    res = self._after(record, spec, ctx, started_at, result, model, state,
-                                      step, visited)
+                if patch is not None and fact[1] is None:  # static edges only
+                    targets: Any = fact[0]
+                    merged, done_at = None, None
+                    new_state = {**state, **patch} if patch else state
+                else:  # a route to run (the plain patch checked), or the patch to check
+                    routed = patch is not None
+                    res = self._route(record, spec, ctx, started_at, patch, state, step,
+                                      visited, fact[0], fact[1], whole, True) \
+                        if routed else self._after(
+                            record, spec, ctx, started_at, result, model, state, step,
+                            visited)
                     if type(res) is not tuple:
                         if type(res) is Outcome:
                             return res
@@ -610,8 +599,9 @@ class LeanSteps:
                             return _done(_settled(run, record), spec, started_at,
                                          done_at or clock.now(), patch, targets)
                         new_state = {**state, **patch}  # plain writes, each checked as written
-                    # A state merged by the schema may leave a key out: model_of then.
-                    whole = parts is not None and len(new_state) == parts[2]
+                    if not routed:  # (a plain patch's merge keeps every key: still whole)
+                        # A state merged by the schema may leave a key out: model_of then.
+                        whole = parts is not None and len(new_state) == parts[2]
                 recorded = self.recorded
                 if recorded is not None and done_at is None:
                     # The node's end, as the general path reports it (clock.now(), inline).
