@@ -14,6 +14,7 @@ import dataclasses
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ from pytest_graphflow import (
     VirtualClock,
 )
 from pytest_graphflow._stores._features import features_of
+from pytest_graphflow._stores.postgres._conn import run_now
 
 HERE = Path(__file__).parent
 if str(HERE) not in sys.path:
@@ -356,3 +358,33 @@ def test_a_process_killed_while_a_commit_is_on_the_wire_loses_nothing(
             assert events[-1]["type"] == "run_end"
     effects = Counter(line.split("\t")[0] for line in log.read_text().splitlines())
     assert effects == Counter(f"t{n}" for n in range(die_at))  # once a run, none twice
+
+
+def test_a_sent_statements_answer_is_read_on_the_thread_that_sent_it(
+    make_pg_store: MakeStore
+) -> None:
+    """A sync connection is its thread's: asked for from another thread, the answer is
+    refused with an error saying where to read it (not mistaken for a missing row), and it
+    is still there for the thread that sent it."""
+    store = make_pg_store()
+    pg = store._pg
+    sql = "SELECT %s::int + 1"
+    assert run_now(pg.fetch_one(sql, [1])) == (2,)  # prepared on this thread's connection
+    sent = pg.send_one(sql, [41])
+    assert sent is not None
+    errors: list[BaseException] = []
+
+    def elsewhere() -> None:
+        try:
+            run_now(pg.answer(sent))
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join()
+    assert len(errors) == 1
+    assert isinstance(errors[0], RuntimeError)
+    assert "another thread" in str(errors[0])
+    assert run_now(pg.answer(sent)) == (42,)
+    assert pg.unread == 0

@@ -469,6 +469,10 @@ class PgConnections:
         if not sent.done:
             if sent.hot is None:
                 self._read_local()
+                if not sent.done:  # (its connection is another thread's: read it there)
+                    raise RuntimeError("a PostgreSQL statement's answer was asked for on "
+                                       "another thread than the one that sent it; await "
+                                       "it on the thread that runs the run")
             else:
                 await self._read_pooled(sent)
         if sent.error is not None:
