@@ -388,3 +388,38 @@ def test_a_sent_statements_answer_is_read_on_the_thread_that_sent_it(
     assert "another thread" in str(errors[0])
     assert run_now(pg.answer(sent)) == (42,)
     assert pg.unread == 0
+
+
+def test_an_interrupt_after_sent_commits_pauses_and_resumes_as_when_each_is_waited_for(
+    make_pg_store: MakeStore, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pure node that interrupts runs while its predecessor's commit is on the wire; the
+    pause is saved after that commit was answered (C5), and the paused run, its resume and
+    the rows are those of the run whose commits are each waited for."""
+    from pytest_graphflow import Resume, interrupt
+
+    seen = {}
+    for name in ("sent", "waited"):
+        if name == "waited":
+            monkeypatch.setattr(PostgresCheckpointStore, "features", dataclasses.replace(
+                PostgresCheckpointStore.features, sent_commits=False))
+        with _fresh(make_pg_store, f"{pg_schema}_{name}") as store:
+            sent = _sent_count(monkeypatch, store)
+
+            def ask(s: Count) -> None:
+                if interrupt({"n": s.n}, id="ok") != "yes":
+                    raise AssertionError("not approved")
+
+            runtime = GraphRuntime(store, clock=VirtualClock(), seed=9)
+            graph = _chain("g-ask", {"d": ask})
+            for i in range(2):  # (the first run prepares the statement)
+                paused = runtime.invoke(graph, thread_id=f"t{i}")
+                assert paused.status == "interrupted"
+                assert [p.payload for p in paused.interrupts.values()] == [{"n": 3}]
+                done = runtime.resume(paused.run_id, Resume("yes"))
+                assert done.status == "completed"
+                assert done.data == {"n": 6}
+            seen[name] = (stored_rows(store), sent[0])
+    assert seen["sent"][0] == seen["waited"][0]
+    assert seen["sent"][1] > 0
+    assert seen["waited"][1] == 0
