@@ -190,7 +190,7 @@ def features_of(store: Any) -> StoreFeatures:
         declared = _not_in_process(declared)
     if declared.folded_claims and not _folds(cls):
         declared = replace(declared, folded_claims=False)
-    if declared.sent_commits and "commit_sent" not in dir(cls):
+    if declared.sent_commits and not _has(cls, "commit_sent"):
         declared = replace(declared, sent_commits=False)
     if declared.fencing and not checks_fencing(store):
         # an instance that says it does not fence, or carries a save without ``fence=``
