@@ -50,12 +50,18 @@ MakeStore = Callable[..., PostgresCheckpointStore]
 NODES = ("a", "b", "c", "d", "e", "f")
 
 
+def _each_commit_waited(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's class without ``sent_commits`` (until ``monkeypatch`` undoes it): each
+    commit waited for, as a store without the feature runs."""
+    monkeypatch.setattr(PostgresCheckpointStore, "features", dataclasses.replace(
+        PostgresCheckpointStore.features, sent_commits=False))
+
+
 @pytest.fixture(params=["sent", "waited"])
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """``sent``: the store as shipped; ``waited``: each commit waited for."""
     if request.param == "waited":
-        monkeypatch.setattr(PostgresCheckpointStore, "features", dataclasses.replace(
-            PostgresCheckpointStore.features, sent_commits=False))
+        _each_commit_waited(monkeypatch)
     return str(request.param)
 
 
@@ -110,8 +116,7 @@ def test_a_run_writes_the_same_rows_with_its_commits_sent(
     rows = {}
     for name in ("sent", "waited"):
         if name == "waited":
-            monkeypatch.setattr(PostgresCheckpointStore, "features", dataclasses.replace(
-                PostgresCheckpointStore.features, sent_commits=False))
+            _each_commit_waited(monkeypatch)
         with _fresh(make_pg_store, f"{pg_schema}_{name}") as store:
             sent = _sent_count(monkeypatch, store)
             runtime = GraphRuntime(store, clock=VirtualClock(), seed=3)
@@ -183,8 +188,7 @@ def test_a_refused_commit_ends_the_run_where_it_was_asked_for_and_changes_nothin
     seen: dict[str, Any] = {}
     for name in ("sent", "waited"):
         if name == "waited":
-            monkeypatch.setattr(PostgresCheckpointStore, "features", dataclasses.replace(
-                PostgresCheckpointStore.features, sent_commits=False))
+            _each_commit_waited(monkeypatch)
         with _fresh(make_pg_store, f"{pg_schema}_{name}") as store:
             calls = {"d": 0}
 
@@ -276,8 +280,7 @@ async def test_on_the_async_pool_a_refused_commit_changes_nothing(
     seen = {}
     for name in ("sent", "waited"):
         if name == "waited":
-            monkeypatch.setattr(PostgresCheckpointStore, "features", dataclasses.replace(
-                PostgresCheckpointStore.features, sent_commits=False))
+            _each_commit_waited(monkeypatch)
         async with make_pg_store(schema=f"{pg_schema}_{name}") as store:
             sent = _sent_count(monkeypatch, store)
             calls = {"d": 0}
@@ -401,8 +404,7 @@ def test_an_interrupt_after_sent_commits_pauses_and_resumes_as_when_each_is_wait
     seen = {}
     for name in ("sent", "waited"):
         if name == "waited":
-            monkeypatch.setattr(PostgresCheckpointStore, "features", dataclasses.replace(
-                PostgresCheckpointStore.features, sent_commits=False))
+            _each_commit_waited(monkeypatch)
         with _fresh(make_pg_store, f"{pg_schema}_{name}") as store:
             sent = _sent_count(monkeypatch, store)
 
