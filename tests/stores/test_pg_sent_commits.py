@@ -57,6 +57,14 @@ def _each_commit_waited(monkeypatch: pytest.MonkeyPatch) -> None:
         PostgresCheckpointStore.features, sent_commits=False))
 
 
+def _both_ways(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A test's rounds: ``"sent"`` (the store as shipped), then ``"waited"`` (each commit
+    waited for, from then on)."""
+    yield "sent"
+    _each_commit_waited(monkeypatch)
+    yield "waited"
+
+
 @pytest.fixture(params=["sent", "waited"])
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """``sent``: the store as shipped; ``waited``: each commit waited for."""
@@ -114,9 +122,7 @@ def test_a_run_writes_the_same_rows_with_its_commits_sent(
     make_pg_store: MakeStore, pg_schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rows = {}
-    for name in ("sent", "waited"):
-        if name == "waited":
-            _each_commit_waited(monkeypatch)
+    for name in _both_ways(monkeypatch):
         with _fresh(make_pg_store, f"{pg_schema}_{name}") as store:
             sent = _sent_count(monkeypatch, store)
             runtime = GraphRuntime(store, clock=VirtualClock(), seed=3)
@@ -186,9 +192,7 @@ def test_a_refused_commit_ends_the_run_where_it_was_asked_for_and_changes_nothin
     commit was on the wire when it is ``pure`` (a pure node may run again: C9), never when
     it is of another effect class."""
     seen: dict[str, Any] = {}
-    for name in ("sent", "waited"):
-        if name == "waited":
-            _each_commit_waited(monkeypatch)
+    for name in _both_ways(monkeypatch):
         with _fresh(make_pg_store, f"{pg_schema}_{name}") as store:
             calls = {"d": 0}
 
@@ -278,9 +282,7 @@ async def test_on_the_async_pool_a_refused_commit_changes_nothing(
     """The same on the async pool's hot connection (``ainvoke`` on the loop the store was
     opened on)."""
     seen = {}
-    for name in ("sent", "waited"):
-        if name == "waited":
-            _each_commit_waited(monkeypatch)
+    for name in _both_ways(monkeypatch):
         async with make_pg_store(schema=f"{pg_schema}_{name}") as store:
             sent = _sent_count(monkeypatch, store)
             calls = {"d": 0}
@@ -402,9 +404,7 @@ def test_an_interrupt_after_sent_commits_pauses_and_resumes_as_when_each_is_wait
     from pytest_graphflow import Resume, interrupt
 
     seen = {}
-    for name in ("sent", "waited"):
-        if name == "waited":
-            _each_commit_waited(monkeypatch)
+    for name in _both_ways(monkeypatch):
         with _fresh(make_pg_store, f"{pg_schema}_{name}") as store:
             sent = _sent_count(monkeypatch, store)
 
