@@ -118,8 +118,9 @@ def test_the_step_statement_plan_stays_small_and_reads_what_it_read(
     assert len(plans) >= 3
     for plan in plans:
         nodes = _nodes(plan)
-        # Ceiling (history: 28 nodes a step -> 15, this pass).
-        assert len(nodes) <= 15, [n["Node Type"] for n in nodes]
+        # Ceiling (history: 28 nodes a step -> 15 (tenth pass) -> 14, the save order the
+        # column's default: no subquery scan for a ``nextval`` in the insert's select list).
+        assert len(nodes) <= 14, [n["Node Type"] for n in nodes]
         # Every read the fence made before, each by its index: the claim row (share-locked)
         # and its snapshot version, the thread's latest, the run's event row before the
         # step's seqs and its compaction point; the two inserts.
@@ -168,3 +169,56 @@ async def test_a_plain_step_on_a_thread_without_a_claim_row_is_stale(
     assert str(caught.value) == str(StaleClaim("thread-a", token, None))
     assert sent == [_commit._STEP]
     assert stored_rows(store) == before
+
+
+def _has_default(dsn: str, schema: str) -> bool:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT atthasdef FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+                           "AND attname = 'save_order'", (f"{schema}.checkpoints",)).fetchone()
+    assert row is not None
+    return bool(row[0])
+
+
+def test_a_schema_written_before_the_save_orders_default_gets_it_and_keeps_its_version(
+    postgres_dsn: str, fresh_pg_schema: str
+) -> None:
+    """The step statement leaves ``save_order`` to the column's default. A schema an older
+    build wrote (no default; same version) gets it when a store opens it; the rows written
+    before keep their order, the old build's insert (naming ``nextval``) still runs, and the
+    order of every checkpoint, whichever way it was written, is the order of the writes."""
+    from pytest_graphflow._stores.postgres._schema import SCHEMA_VERSION
+
+    graph = counting_chain("chain", 3)
+    with PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema) as store:
+        assert _has_default(postgres_dsn, fresh_pg_schema)  # a new schema has it
+        GraphRuntime(store, clock=VirtualClock(start=T0), seed=1).invoke(graph)
+    with psycopg.connect(postgres_dsn) as conn:  # as an older build wrote it
+        conn.execute(f"ALTER TABLE {fresh_pg_schema}.checkpoints ALTER save_order DROP DEFAULT")
+    assert not _has_default(postgres_dsn, fresh_pg_schema)
+    with PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema) as store:
+        assert _has_default(postgres_dsn, fresh_pg_schema)
+        rt = GraphRuntime(store, clock=VirtualClock(start=T0), seed=2)
+        rt.invoke(graph)
+        with psycopg.connect(postgres_dsn) as conn:  # the old build's insert, save order named
+            conn.execute(f"INSERT INTO {fresh_pg_schema}.checkpoints (id, run_id, thread_id, "
+                         "graph_id, node_ids, step, ts_us, save_order, status, "
+                         "format_version, data) SELECT 'cp-old', run_id, thread_id, graph_id, "
+                         "node_ids, step, ts_us, nextval('" + fresh_pg_schema + ".save_order'), "
+                         "status, format_version, data FROM " + fresh_pg_schema
+                         + ".checkpoints ORDER BY save_order DESC LIMIT 1")
+        rt.invoke(graph)
+        with psycopg.connect(postgres_dsn) as conn:
+            rows = conn.execute(f"SELECT run_id, id, save_order FROM {fresh_pg_schema}."
+                                "checkpoints ORDER BY save_order").fetchall()
+            (version,) = conn.execute(f"SELECT value FROM {fresh_pg_schema}.meta WHERE key = "
+                                      "'schema_version'").fetchone() or (None,)
+    assert version == str(SCHEMA_VERSION)
+    orders = [r[2] for r in rows]
+    assert orders == sorted(set(orders))  # distinct, every one drawn from the sequence
+    # three runs of a start checkpoint and three steps each, and the old build's row, in
+    # the order they were written: the runs one after another, the old row between
+    runs = [r[0] for r in rows if r[1] != "cp-old"]
+    assert len(runs) == 12
+    assert len(set(runs)) == 3
+    assert runs == sorted(runs, key=runs.index)  # each run's rows together
+    assert [r[1] for r in rows].index("cp-old") == 8

@@ -103,12 +103,13 @@ def _fence(events: bool) -> str:
 # A plain insert (an upsert writes one more WAL record and probes the primary key first): a
 # checkpoint whose id is taken fails the statement, and the transaction path upserts it.
 # Its path prefix (._paths): a chain's id and length; a new chain's id is the ``pa`` CTE's.
+# Its save order is the column's default (_schema.SAVE_ORDER_DEFAULT).
 def _cp(pa: int) -> str:
     chain = "(SELECT chain FROM pa)" if pa == 2 else "%s"
     return ("cp AS (INSERT INTO checkpoints (id, run_id, thread_id, graph_id, node_id, "
-            "node_ids, step, ts_us, save_order, status, tenant_id, format_version, data, "
-            f"path_chain, path_len) SELECT %s, %s, %s, %s, %s, {NODE_IDS}, %s, %s, "
-            f"nextval('save_order'), %s, %s, %s, %s, {chain}, %s FROM fence WHERE ok)")
+            "node_ids, step, ts_us, status, tenant_id, format_version, data, path_chain, "
+            f"path_len) SELECT %s, %s, %s, %s, %s, {NODE_IDS}, %s, %s, %s, %s, %s, %s, "
+            f"{chain}, %s FROM fence WHERE ok)")
 
 
 _PA = {

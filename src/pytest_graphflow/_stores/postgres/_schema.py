@@ -34,6 +34,13 @@ WAITING_INDEX = ('CREATE INDEX IF NOT EXISTS checkpoints_waiting ON checkpoints 
 ``"C"`` order). An index, not a table: the schema version stays; :func:`ensure_schema` adds
 it to a schema written before it, and a build without it does not see it."""
 
+SAVE_ORDER_DEFAULT = ("ALTER TABLE checkpoints ALTER COLUMN save_order SET DEFAULT "
+                      "nextval('save_order')")
+"""A checkpoint's ``save_order`` drawn by the insert's default (a step's statement names no
+``nextval``: the server's plan keeps no subquery scan for it). A default, not a table: the
+schema version stays; :func:`ensure_schema` adds it to a schema written before it, and a build
+that names ``save_order`` in its inserts writes the same rows with it or without."""
+
 PATHS = [
     "CREATE SEQUENCE IF NOT EXISTS path_chains",
     # A chain's blocks: ``upto`` the chain's length after the block, ``nodes`` the JSON array
@@ -66,7 +73,7 @@ _CREATE = [
         node_ids TEXT[] NOT NULL,
         step INTEGER NOT NULL,
         ts_us BIGINT NOT NULL,
-        save_order BIGINT NOT NULL,
+        save_order BIGINT NOT NULL DEFAULT nextval('save_order'),
         status TEXT NOT NULL,
         tenant_id TEXT,
         format_version INTEGER NOT NULL,
@@ -198,12 +205,17 @@ async def ensure_schema(cur: Cursor, schema: str, where: str) -> int:
     if found != SCHEMA_VERSION:
         await cur.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'",
                           (str(SCHEMA_VERSION),))
-    # A schema written before waiting() gets its index (looked up first: creating takes a
-    # lock that would wait for the writers of a busy store).
-    await cur.execute("SELECT to_regclass(%s)", (f"{schema}.checkpoints_waiting",))
+    # A schema written before waiting() gets its index, one written before the save order's
+    # default gets it (looked up first: each change takes a lock that would wait for the
+    # writers of a busy store).
+    await cur.execute("SELECT to_regclass(%s), (SELECT atthasdef FROM pg_attribute WHERE "
+                      "attrelid = to_regclass(%s) AND attname = 'save_order')",
+                      (f"{schema}.checkpoints_waiting", f"{schema}.checkpoints"))
     row = await cur.fetchone()
     if row is None or row[0] is None:
         await cur.execute(WAITING_INDEX)
+    if row is None or not row[1]:
+        await cur.execute(SAVE_ORDER_DEFAULT)
     return found
 
 
