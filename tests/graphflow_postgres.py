@@ -165,9 +165,9 @@ def watch_statements(monkeypatch: pytest.MonkeyPatch, pg: Any,
         declined[0] = None
         return await fetch(sql, params)
 
-    def send_one(sql: str, params: Any) -> Any:
+    def send_one(sql: str, params: Any, ready: Any = None) -> Any:
         seen(sql, params)
-        sent = send(sql, params)
+        sent = send(sql, params, ready)
         declined[0] = params if sent is None else None
         return sent
 

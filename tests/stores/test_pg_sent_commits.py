@@ -105,13 +105,15 @@ def _fresh(make_pg_store: MakeStore, schema: str) -> Iterator[PostgresCheckpoint
 
 def _sent_count(monkeypatch: pytest.MonkeyPatch, store: PostgresCheckpointStore) -> list[int]:
     """How many step commits went on the wire without their answer read (``send_one``
-    taking them), as a one-item list the run fills."""
-    sent = [0]
+    taking them), and how many of those with their statement made ahead (while the commit
+    before was on the wire), as a two-item list the run fills."""
+    sent = [0, 0]
     real = store._pg.send_one
 
-    def send_one(sql: str, params: Any) -> Any:
-        found = real(sql, params)
+    def send_one(sql: str, params: Any, ready: Any = None) -> Any:
+        found = real(sql, params, ready)
         sent[0] += found is not None
+        sent[1] += found is not None and ready is not None
         return found
 
     monkeypatch.setattr(store._pg, "send_one", send_one)
@@ -133,8 +135,43 @@ def test_a_run_writes_the_same_rows_with_its_commits_sent(
             # first (its statement not prepared yet on the connection) goes on the wire
             # while the next node runs.
             assert sent[0] == (3 * 5 - 1 if name == "sent" else 0), sent
+            assert sent[1] == sent[0], sent  # each made while the one before was on the wire
     assert rows["sent"] == rows["waited"]
     assert len(rows["sent"]["checkpoints"]) == 3 * 7
+
+
+def test_a_commit_made_ahead_is_made_again_when_the_one_before_wrote_a_path_block(
+    make_pg_store: MakeStore, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step's statement is made (its path placed, its parameters dumped) while the commit
+    before it is on the wire; a path placed by the chain that commit extends (a block every
+    16 steps, ``_paths``) is placed again once it is written. The rows are those of each
+    commit waited for."""
+    long = Graph("long", Count)
+    prev = START
+    for i in range(40):
+        long.node(f"n{i}", lambda s: {"n": s.n + 1}, effect="pure")
+        long.edge(prev, f"n{i}")
+        prev = f"n{i}"
+    graph = long.edge(prev, END).compile(checkpoint_policy="every_step")
+    rows = {}
+    for name in _both_ways(monkeypatch):
+        with _fresh(make_pg_store, f"{pg_schema}_{name}") as store:
+            sent = _sent_count(monkeypatch, store)
+            runtime = GraphRuntime(store, clock=VirtualClock(), seed=3)
+            for i in range(2):
+                assert runtime.invoke(graph, thread_id=f"t{i}").data == {"n": 40}
+            rows[name] = stored_rows(store)
+            if name == "sent":
+                # 2 runs of 40 steps, each step's commit sent but the run's last and, in
+                # the first run, those of a statement the connection had not prepared yet
+                # (the first step's, the first block's, the first new chain's: 3); each
+                # made ahead but the step after a block, in the second run (2; in the
+                # first the block's commit was waited for, its path written before)
+                assert sent == [2 * 39 - 3, 2 * 39 - 3 - 2], sent
+    assert rows["sent"] == rows["waited"]
+    assert [n for n in rows["sent"] if n == "paths"] == ["paths"]
+    assert len(rows["sent"]["paths"]) == 2 * 2
 
 
 class _Thief:

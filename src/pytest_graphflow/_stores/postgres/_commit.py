@@ -432,7 +432,7 @@ class SentCommit:
     """A plain step's commit (:meth:`PgCommits.commit_sent`): serialised, then sent
     (:meth:`send`), then settled (:meth:`settled`)."""
 
-    __slots__ = ("args", "placed", "plain", "row", "sent", "store")
+    __slots__ = ("ahead", "args", "placed", "plain", "row", "sent", "store")
 
     def __init__(self, store: PgCommits, plain: tuple[Checkpoint, Batch, bool],
                  row: tuple[Any, int, tuple[Any, ...]],
@@ -444,6 +444,14 @@ class SentCommit:
         self.args = args
         self.sent: Sent | None = None
         self.placed: tuple[Any, int, int, int] = ((), 0, 0, 0)
+        # Its statement made now, while the commit before it is on the wire: its path placed
+        # by the chain last written (right unless that commit changes it: ``seen``) and its
+        # parameters dumped for the connection (``send`` then only sends them).
+        thread_id, token, run_id, _cps, _events = args
+        log, cut, lean_row = row
+        seen = store._paths.seen(run_id)
+        made = store._plain_statement(thread_id, token, run_id, plain, log, cut, lean_row)
+        self.ahead = (seen, made, store._pg.ready_one(made[0], made[1]))
 
     def send(self) -> bool:
         """Send the step's statement, its path placed by the chains written so far (the
@@ -452,9 +460,12 @@ class SentCommit:
         store = self.store
         thread_id, token, run_id, _cps, _events = self.args
         log, cut, lean_row = self.row
-        sql, params, chain, path = store._plain_statement(thread_id, token, run_id,
-                                                          self.plain, log, cut, lean_row)
-        sent = store._pg.send_one(sql, params)
+        seen, (sql, params, chain, path), dumped = self.ahead
+        if store._paths.seen(run_id) is not seen:  # the commit before wrote a block (or not)
+            sql, params, chain, path = store._plain_statement(thread_id, token, run_id,
+                                                              self.plain, log, cut, lean_row)
+            dumped = None
+        sent = store._pg.send_one(sql, params, dumped)
         if sent is None:
             return False
         self.sent = sent

@@ -155,6 +155,10 @@ class _SyncCursor:
 
 _Hot = tuple["psycopg.AsyncConnection[Any]", "psycopg.AsyncCursor[Any]"]
 
+Dumped = tuple[Statement, Any, Any]
+"""A statement made ready ahead (:meth:`PgConnections.ready_one`): the statement, the
+connection it would go on, its parameters dumped for that connection."""
+
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _BAD = psycopg.pq.ConnStatus.BAD
 
@@ -421,13 +425,39 @@ class PgConnections:
         self._local.cur = spare
         return row
 
-    def send_one(self, query: str, params: Sequence[Any]) -> Sent | None:
+    def ready_one(self, query: str, params: Sequence[Any]) -> Dumped | None:
+        """:meth:`send_one`'s own work done ahead, while the statement before it is still
+        unanswered: the statement, the connection it would go on (this thread's sync
+        connection, or the pool's hot one, or the one the pool's unanswered statement
+        holds) and its parameters dumped for it. ``None``: nothing made ahead
+        (:meth:`send_one` does it all)."""
+        statement = self._statements.statement(query, params)
+        if statement is None:
+            return None
+        conn: Any
+        if self._pool is not None and _get_running_loop() is self._pool_loop:
+            pending, hot = self._pending, self._hot
+            conn = pending.conn if pending is not None else None if hot is None else hot[0]
+        else:
+            conn = self._local.__dict__.get("conn")
+        if conn is None:
+            return None
+        try:
+            values = self._statements.dump(conn, statement, params)
+        except psycopg.Error:  # send_one dumps them again, and says what failed
+            return None
+        return None if values is None else (statement, conn, values)
+
+    def send_one(self, query: str, params: Sequence[Any],
+                 ready: Dumped | None = None) -> Sent | None:
         """Send one statement (its own transaction) as :meth:`fetch_one` would, without
         waiting for its answer (:meth:`answer` reads it; see :mod:`._sent`): on this
         thread's open sync connection, or the pool's hot connection on the pool's loop,
         when the connection has prepared the statement and has no other answer to read.
-        ``None``: nothing was sent (:meth:`fetch_one` then)."""
-        statement = self._statements.statement(query, params)
+        ``ready``: :meth:`ready_one`'s for the same ``query`` and ``params`` (its values
+        are sent when the statement goes on its connection). ``None``: nothing was sent
+        (:meth:`fetch_one` then)."""
+        statement = self._statements.statement(query, params) if ready is None else ready[0]
         if statement is None or self.closed:
             return None
         hot: Any = None
@@ -444,7 +474,9 @@ class PgConnections:
                     or self._local.__dict__.get("pending") is not None:
                 return None
         try:
-            tx = self._statements.send(conn, statement, params)
+            tx = self._statements.send(conn, statement, params,
+                                       None if ready is None or ready[1] is not conn
+                                       else ready[2])
         except psycopg.Error:  # nothing queued: fetch_one runs it (and says what failed)
             return None
         if tx is None:  # not prepared on this connection yet: fetch_one prepares it

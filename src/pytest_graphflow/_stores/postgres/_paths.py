@@ -133,6 +133,12 @@ class PathBlocks:
             return chain, (1, [chain, cut, run_id, nodes_array(nodes[upto:cut])], [chain, cut])
         return 0, (2, [cut, run_id, nodes_array(nodes[:cut])], [cut])
 
+    def seen(self, run_id: str) -> object:
+        """What :meth:`block` places ``run_id``'s next path by (the chain last written for
+        it): the same object until :meth:`wrote` or :meth:`forget` changes it, so a path
+        placed ahead is still right while it is."""
+        return self._last.get(run_id)
+
     def wrote(self, run_id: str, log: Sequence[str], chain: int, cut: int) -> None:
         """A statement placed by :meth:`place` was committed: ``chain`` ends at ``cut``."""
         if chain == 0:

@@ -129,11 +129,13 @@ class Statements:
         pgconn.send_query_prepared(statement.name, values)
         return _first_row((yield from _execute(pgconn)), tx)
 
-    def send(self, conn: Any, statement: Statement, params: Sequence[Any]) -> Transformer | None:
+    def send(self, conn: Any, statement: Statement, params: Sequence[Any],
+             values: Any = None) -> Transformer | None:
         """:meth:`exchange`'s first half, when ``conn`` has prepared ``statement``: its
-        parameters dumped and the statement sent (flushed as far as the socket takes it;
-        :meth:`answer` sends the rest); the ``Transformer`` to read its answer with.
-        ``None``: the connection has not prepared it (:meth:`exchange` then).
+        parameters dumped (or their ``values`` :meth:`dump` made for ``conn``) and the
+        statement sent (flushed as far as the socket takes it; :meth:`answer` sends the
+        rest); the ``Transformer`` to read its answer with. ``None``: the connection has not
+        prepared it (:meth:`exchange` then).
 
         Raises:
             psycopg.Error: the parameters' dump, or the connection's (a broken one).
@@ -143,11 +145,26 @@ class Statements:
         if statement.name not in names:
             return None
         pgconn = conn.pgconn
-        pgconn.send_query_prepared(statement.name, tx.dump_sequence(params, statement.formats))
+        if values is None:
+            values = tx.dump_sequence(params, statement.formats)
+        pgconn.send_query_prepared(statement.name, values)
         # libpq sends a query of this size only when asked (below its buffer's threshold):
         # on the wire now, so the server works on it while the caller goes on
         pgconn.flush()
         return tx
+
+    def dump(self, conn: Any, statement: Statement, params: Sequence[Any]) -> Any:
+        """``params`` dumped for ``statement`` on ``conn`` ahead of :meth:`send`; ``None``
+        when ``conn`` has not prepared it.
+
+        Raises:
+            psycopg.Error: the parameters' dump.
+        """
+        known = self._last_known if conn is self._last else None  # on()'s, inline
+        names, tx = self.on(conn) if known is None else known
+        if statement.name not in names:
+            return None
+        return tx.dump_sequence(params, statement.formats)
 
     @staticmethod
     def answer(conn: Any, tx: Transformer) -> Generator[Any, Any, Any]:
