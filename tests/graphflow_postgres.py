@@ -155,7 +155,7 @@ def watch_statements(monkeypatch: pytest.MonkeyPatch, pg: Any,
                      seen: Callable[[str, Any], None]) -> None:
     """Call ``seen(sql, params)`` once before each statement ``pg`` (a store's ``_pg``) runs,
     through ``fetch_one`` or ``send_one``, until ``monkeypatch`` undoes it (a statement
-    ``send_one`` declined, then run by ``fetch_one``, is seen once)."""
+    ``send_one`` declined, then asked again or run by ``fetch_one``, is seen once)."""
     fetch, send = pg.fetch_one, pg.send_one
     declined: list[Any] = [None]
 
@@ -166,7 +166,8 @@ def watch_statements(monkeypatch: pytest.MonkeyPatch, pg: Any,
         return await fetch(sql, params)
 
     def send_one(sql: str, params: Any, ready: Any = None) -> Any:
-        seen(sql, params)
+        if declined[0] is None or params != declined[0]:  # (declined behind another, then
+            seen(sql, params)                             # asked again alone: seen once)
         sent = send(sql, params, ready)
         declined[0] = params if sent is None else None
         return sent

@@ -379,7 +379,9 @@ def test_a_postgres_step_on_the_real_clock_reads_it_twice(
     it, settle it and mark the run's position; ~50 us of the server's time hidden a step);
     63.4 with the step's events handed over as text (s42); 70.7 with each step's statement
     made ahead while the commit before it is on the wire (s44: its path placed and its
-    parameters dumped off the server's wait)."""
+    parameters dumped off the server's wait); 79.7 with two commits on the wire in libpq's
+    pipeline mode (s44: a sync point sent and read a statement; the server no longer waits
+    for the client between two pure steps)."""
     store = make_pg_store()
     runtime = GraphRuntime(store, clock=RealClock(), seed=0, max_supersteps=1_000)
     short, long = (_chain(n, lambda s: {"n": s.n + 1}) for n in (5, 45))
@@ -398,7 +400,7 @@ def test_a_postgres_step_on_the_real_clock_reads_it_twice(
             gc.enable()
         counts.append(pstats.Stats(profile).total_calls)  # type: ignore[attr-defined]
     per_step = (counts[0] - counts[1]) / 40
-    assert per_step <= 71, per_step
+    assert per_step <= 80, per_step
 
 
 @pytest.mark.parametrize("name", ["lean_chain", "lean_loop", "lean_commands", "long", "values",

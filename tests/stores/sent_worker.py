@@ -1,12 +1,14 @@
 """A process that dies while a step's commit is on the wire (``test_pg_sent_commits.py``).
 
-    python sent_worker.py DSN SCHEMA LOG DIE_AT RUNS
+    python sent_worker.py DSN SCHEMA LOG DIE_AT RUNS [GRAPH]
 
 Runs ``tail`` (``prepare`` → ``charge``, external: one line appended to ``LOG`` a call →
 ``settle`` → ``close``, pure) ``RUNS`` times with the sync API on a PostgreSQL store, on
 threads ``t0``, ``t1``, ...; ``close`` runs while ``settle``'s commit is sent and its answer
 not read yet, notes in ``LOG.close`` how many of the store's statements are unread, and in
-its ``DIE_AT``-th call SIGKILLs its own process.
+its ``DIE_AT``-th call SIGKILLs its own process. ``GRAPH`` ``behind``: ``behind`` instead
+(``close`` not the last: ``tidy``, pure, after it, notes and dies instead), so that two commits
+are on the wire when it runs (``settle``'s and ``close``'s behind it).
 """
 
 from __future__ import annotations
@@ -68,13 +70,30 @@ g.edge(START, "prepare").edge("prepare", "charge").edge("charge", "settle")
 tail = g.edge("settle", "close").edge("close", END).compile()
 
 
-def main(dsn: str, schema: str, log: str, die_at: int, runs: int) -> None:
+def tidy(state: Job, ctx: Any) -> dict[str, Any]:
+    close(state, ctx)  # (notes the commits unread and dies where close would)
+    return {"log": state.log}
+
+
+b = Graph("behind", Job)
+b.node("prepare", prepare)
+b.node("charge", charge, effect="external")
+b.node("settle", settle)
+b.node("close", lambda s: {"closed": True})
+b.node("tidy", tidy)
+b.edge(START, "prepare").edge("prepare", "charge").edge("charge", "settle")
+behind = b.edge("settle", "close").edge("close", "tidy").edge("tidy", END).compile()
+
+
+def main(dsn: str, schema: str, log: str, die_at: int, runs: int, graph: str = "tail") -> None:
     DIE_AT[0] = die_at
     with PostgresCheckpointStore(dsn, schema=schema) as store:
         runtime = GraphRuntime(store)
         for n in range(runs):
-            runtime.invoke(tail, {"n": n, "log": log}, thread_id=f"t{n}")
+            runtime.invoke(behind if graph == "behind" else tail, {"n": n, "log": log},
+                           thread_id=f"t{n}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
+         *sys.argv[6:7])

@@ -122,13 +122,16 @@ def test_a_durable_step_is_one_round_trip_claim_check_included(
         sent = json.load(f)
     for path in ("pool", "sync"):
         per_step = (sent[f"{path}/15"] - sent[f"{path}/5"]) / 10
-        assert per_step == 1, (path, sent)
+        # At most one: a step's statement is sent behind the last one's while that one is
+        # unanswered (pipeline mode), so an answer may already be in when it is read (the
+        # client then reads two at once: fewer waits than statements).
+        assert 0 < per_step <= 1, (path, sent)
         # What a run pays once: the step before the first node (its checkpoint) and the
         # claim of its new thread, the read that picks a free run id in the same statement
         # (five round trips before issue 29's fifth pass, two in pipeline mode before its
         # eighth, the read one more before its tenth); the release rides on the last step's
         # statement (one round trip more before the tenth pass).
-        assert sent[f"{path}/5"] == 5 + 1 + 1, (path, sent)
+        assert sent[f"{path}/5"] <= 5 + 1 + 1, (path, sent)
 
 
 _STEP_SHAPE = ("SELECT name, generic_plans, custom_plans FROM pg_prepared_statements "

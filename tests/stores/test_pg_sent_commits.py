@@ -402,6 +402,50 @@ def test_a_process_killed_while_a_commit_is_on_the_wire_loses_nothing(
     assert effects == Counter(f"t{n}" for n in range(die_at))  # once a run, none twice
 
 
+@pytest.mark.parametrize("die_at", [1, 2, 3])
+def test_a_process_killed_with_two_commits_on_the_wire_loses_nothing(
+    postgres_dsn: str, fresh_pg_schema: str, tmp_path: Path, die_at: int
+) -> None:
+    """The same with two commits on the wire, the second sent behind the first (a pure
+    node's step, PostgreSQL's pipeline): the process dies in ``tidy`` (pure) with
+    ``settle``'s and ``close``'s answers unread. The server wrote what it had whole in
+    order — ``close``'s only if ``settle``'s, both or neither or ``settle``'s alone (a
+    statement still in the server's socket when the dead client's reset reached it is
+    not run) — so the thread's checkpoints are the run's steps in order up to one, with no
+    gap; the thread recovers from the last, completes, and ``charge`` (external, its commit
+    answered before anything was sent behind it) ran exactly once a run."""
+    log = tmp_path / "effects.log"
+    log.touch()
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "sent_worker.py"), postgres_dsn, fresh_pg_schema,
+         str(log), str(die_at), "4", "behind"], capture_output=True, text=True, timeout=120,
+        check=False)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    closes = [line.split("\t") for line in Path(f"{log}.close").read_text().splitlines()]
+    assert closes == [[f"t{n}", "2"] for n in range(die_at)]  # settle's and close's unread
+    killed = f"t{die_at - 1}"
+    with PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema) as store:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:  # as if it expired
+            conn.execute(f"DELETE FROM {fresh_pg_schema}.claims")
+        before = anyio.run(lambda: store.list(thread_id=killed))
+        steps = [cp.node_id for cp in before]
+        assert steps in ([None, "prepare", "charge"], [None, "prepare", "charge", "settle"],
+                         [None, "prepare", "charge", "settle", "close"]), steps
+        result = GraphRuntime(store).recover(killed, graph=sent_worker.behind)
+        assert result.status == "completed"
+        assert result.data["closed"]
+        assert result.data["settled"]
+        assert result.data["effect"] == f"{killed}:{die_at - 1}"
+        for n in range(die_at):
+            cps = anyio.run(lambda n=n: store.list(thread_id=f"t{n}"))
+            assert cps[-1].status == "completed"
+            events = anyio.run(store.events, cps[-1].run_id)
+            assert [e["seq"] for e in events] == list(range(len(events)))
+            assert events[-1]["type"] == "run_end"
+    effects = Counter(line.split("\t")[0] for line in log.read_text().splitlines())
+    assert effects == Counter(f"t{n}" for n in range(die_at))  # once a run, none twice
+
+
 def test_a_sent_statements_answer_is_read_on_the_thread_that_sent_it(
     make_pg_store: MakeStore
 ) -> None:
@@ -462,3 +506,70 @@ def test_an_interrupt_after_sent_commits_pauses_and_resumes_as_when_each_is_wait
     assert seen["sent"][0] == seen["waited"][0]
     assert seen["sent"][1] > 0
     assert seen["waited"][1] == 0
+
+
+def _two_in_flight(pg: Any, sql: str, first: Any, second: Any) -> tuple[Any, Any]:
+    """Send ``sql`` with ``[first]`` and then ``[second]`` behind it on one connection;
+    a third is declined (two at most on the wire)."""
+    a = pg.send_one(sql, [first])
+    b = pg.send_one(sql, [second])
+    assert a is not None
+    assert b is not None
+    assert pg.send_one(sql, [0]) is None
+    return a, b
+
+
+async def _pipeline_cases(pg: Any, conn: Any, dealloc: Callable[[], Any]) -> None:
+    """Two statements on the wire at once: each its own transaction, answered in order
+    (the second read first reads the first), an error in one not the other's, the server's
+    forgetting of the prepared statement (``DEALLOCATE ALL``) met by preparing it again
+    and running both again in order; then the connection out of pipeline mode, usable by
+    psycopg's own operations."""
+    sql = "SELECT 100 / %s::int"
+    assert await pg.fetch_one(sql, [1]) == (100,)  # prepared on this connection
+    a, b = _two_in_flight(pg, sql, 50, 20)
+    assert await pg.answer(b) == (5,)  # (a read first, kept)
+    assert a.done
+    assert await pg.answer(a) == (2,)
+    a, b = _two_in_flight(pg, sql, 0, 25)
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        await pg.answer(a)
+    assert await pg.answer(b) == (4,)
+    await dealloc()
+    a, b = _two_in_flight(pg, sql, 10, 4)
+    assert await pg.answer(a) == (10,)
+    assert await pg.answer(b) == (25,)
+    assert conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF
+    assert pg.unread == 0
+
+
+def test_two_statements_on_the_wire_on_a_threads_connection(make_pg_store: MakeStore) -> None:
+    store = make_pg_store()
+    pg = store._pg
+    conn = pg.sync_connection()
+
+    async def dealloc() -> None:
+        conn.execute("DEALLOCATE ALL")
+
+    run_now(_pipeline_cases(pg, conn, dealloc))
+    assert conn.execute("SELECT 7").fetchone() == (7,)  # psycopg's own cursor
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_two_statements_on_the_wire_on_the_pools_hot_connection(
+    make_pg_store: MakeStore, anyio_backend: str
+) -> None:
+    async with make_pg_store() as store:
+        pg = store._pg
+        assert await pg.fetch_one("SELECT %s::int", [1]) == (1,)  # the hot connection
+        hot = pg._hot
+        assert hot is not None
+
+        async def dealloc() -> None:
+            await hot[0].execute("DEALLOCATE ALL")
+
+        await _pipeline_cases(pg, hot[0], dealloc)
+        assert pg._hot is not None
+        assert pg._hot[0] is hot[0]  # given back once both were read
+        assert await (await hot[0].execute("SELECT 7")).fetchone() == (7,)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any
 
@@ -476,11 +477,11 @@ class LeanSteps:
         direct = False
         copied: Any = None  # the copy of the leg's answers the last step saved, and their
         copied_count = 0    # number then
-        # The last step's commit, sent without its answer read (``send``), and the run as
-        # it was then (restored if that commit fails).
+        # The steps' commits sent without their answers read (``send``), oldest first, each
+        # with the run as it was then (restored if that commit fails) and whether its node
+        # is pure (only such a step's commit has another sent behind it).
         send = self.send
-        pending: Any = None
-        mark: Any = None
+        pending: list[tuple[Any, tuple[Any, ...], bool]] = []
         try:
             name = record.node  # the step's node and its facts (the next step's: set
             fact = facts[name]  # where the loop decides to go on)
@@ -577,11 +578,10 @@ class LeanSteps:
                     if type(res) is not tuple:
                         if type(res) is Outcome:
                             return res
-                        if pending is not None:  # the commit first: the rest may write
+                        if pending:  # the commits first: the rest may write
                             _unset(tokens)
                             tokens = None
-                            waiting, pending = pending, None
-                            await self._answered(waiting, mark)
+                            await self._answered(pending, len(pending))
                         return await res  # type: ignore[no-any-return]
                     patch, targets, merged, done_at = res
                     # Commit: what Committer.commit_one does for this task.
@@ -740,9 +740,8 @@ class LeanSteps:
                             tokens = None
                         fields = writer.plain_fields(cid, step, next_tasks, name, status,
                                                      new_state, visited, arrivals, now)
-                        if pending is not None and (fields is None or not inline_put):
-                            waiting, pending = pending, None  # the store's turn
-                            await self._answered(waiting, mark)
+                        if pending and (fields is None or not inline_put):
+                            await self._answered(pending, len(pending))  # the store's turn
                         if fields is None:
                             await writer.save(cid, step=step, next_step=step + 1,
                                               tasks=next_tasks, node_ids=[name],
@@ -765,11 +764,10 @@ class LeanSteps:
                                     await writer.put(fields)
                             numbers.parent_id = numbers.checkpoint_id = cid  # (saved())
                 if finished:
-                    if pending is not None:  # the run ends: the last commit's answer first
+                    if pending:  # the run ends: the commits' answers first
                         _unset(tokens)
                         tokens = None
-                        waiting, pending = pending, None
-                        await self._answered(waiting, mark)
+                        await self._answered(pending, len(pending))
                     if tokens is not None:  # the in-memory store's own save ran, or none:
                         _unset(tokens)      # nothing moved a virtual clock since ``now``
                         tokens = None
@@ -790,19 +788,34 @@ class LeanSteps:
                         patch, started_at, done_at, targets, cid, finished,
                         new_state if finished else None)
                     # A pure node next: its step is worked out while this commit is on the
-                    # wire (undone if the commit fails: ``mark``, the run as it is now).
-                    # Made ready (serialised) first, sent once the last step's is answered.
+                    # wire (undone if the commit fails: the run as it is now, kept with it).
+                    # Made ready (serialised) first, sent behind the last step's while
+                    # that one is unanswered (the store's ``send_behind``; when that step's
+                    # node is pure: another's effects are written before more is run), else
+                    # once it is.
                     ready = send(dumped) if send is not None and lone \
                         and facts[scheduled[0]][7] else None
-                    if pending is not None:
-                        waiting, pending = pending, None
-                        await self._answered(waiting, mark)
-                    if ready is not None and ready.send():
-                        progress.pending = []  # (the sent commit holds them)
-                        pending = ready
-                        mark = _mark(run)
-                    else:
+                    if ready is None:
+                        if pending:
+                            await self._answered(pending, len(pending))
                         await persist(dumped)
+                    else:
+                        if len(pending) >= _SENT_AHEAD:
+                            await self._answered(pending, 1)
+                        if not pending:
+                            went = ready.send()
+                        elif pending[-1][2] and (behind := getattr(
+                                ready, "send_behind", None)) is not None \
+                                and behind(pending[-1][0]):
+                            went = True
+                        else:  # not behind it: once the commits on the wire are answered
+                            await self._answered(pending, len(pending))
+                            went = ready.send()
+                        if went:
+                            progress.pending = []  # (the sent commit holds them)
+                            pending.append((ready, _mark(run), fact[7]))
+                        else:
+                            await persist(dumped)
                 elif recorded is not None:  # the step's events, for the recording or the store
                     assert done_at is not None
                     recorded.extend(lean_step_events(
@@ -850,24 +863,34 @@ class LeanSteps:
             if tokens is not None:
                 _unset(tokens)
             try:
-                if pending is not None:  # whatever ended the loop: the commit's answer first
-                    waiting, pending = pending, None
-                    await self._answered(waiting, mark)
+                if pending:  # whatever ended the loop: the commits' answers first
+                    await self._answered(pending, len(pending))
             finally:
                 tasks: list[Any] = pos.tasks
                 if tasks and type(tasks[0]) is _PlainTask:  # (whatever ended the loop: the
                     _settle(pos)                             # general path reads the tasks)
 
-    async def _answered(self, sent: Any, mark: tuple[Any, ...]) -> None:
-        """Await the commit ``sent`` (``Runner._send_step``'s); when it fails, the run's
-        position, numbering and progress are put back as they were when it was sent
-        (``mark``: what the step after it changed is undone), then its error is raised, as
-        the commit raised it where it was asked for (C6)."""
-        try:
-            await sent.settled()
-        except BaseException:
-            _restore(self.run, mark)
-            raise
+    async def _answered(self, pending: list[tuple[Any, tuple[Any, ...], bool]], n: int
+                        ) -> None:
+        """Await the ``n`` oldest commits of ``pending`` (``Runner._send_step``'s, each with
+        the run as it was when it was sent), in order, taking them off it. When one fails,
+        the run's position, numbering and progress are put back as they were when it was
+        sent (what the steps after it changed is undone), the commits sent behind it are
+        dropped (their answers read: each statement's fence refused it, its parent not
+        written), and its error is raised, as the commit raised it where it was asked for
+        (C6)."""
+        for _ in range(n):
+            sent, mark, _pure = pending.pop(0)
+            try:
+                await sent.settled()
+            except BaseException:
+                _restore(self.run, mark)
+                later = [behind for behind, _mark, _pure in pending]
+                pending.clear()
+                for behind in later:
+                    with suppress(Exception):
+                        await behind.dropped()
+                raise
 
     def sink(self) -> Any:
         """The store's save for a lean step's checkpoint (the in-memory store's
@@ -887,6 +910,11 @@ class LeanSteps:
                                    leg.tenant_id, writer.fence)
         self._sink_fn = sink
         return sink
+
+
+_SENT_AHEAD = 2
+"""How many of a run's commits the lean loop keeps on the wire unanswered (a store's
+``send_behind`` lets the next go behind the last; PostgreSQL's pipeline holds two)."""
 
 
 def _mark(run: RunState) -> tuple[Any, ...]:

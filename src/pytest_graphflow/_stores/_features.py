@@ -85,8 +85,13 @@ class StoreFeatures:
             ``commit`` would (raising what it raises), or ``None`` (nothing sent:
             ``commit`` it). The runtime runs the next step's ``pure`` node meanwhile and
             settles before anything else (its events, any other node, the run's end); a
-            save that fails undoes that node's step. The PostgreSQL store's; it counts
-            only for the class that defines ``commit_sent`` (a wrapper does not pass it on).
+            save that fails undoes that node's step. An object that also has
+            ``send_behind(before)`` (``True``: sent while ``before``, the run's last commit
+            sent, is unanswered; its own write must depend on ``before``'s) and
+            ``await dropped()`` (read the answer of one sent behind a commit that failed,
+            nothing more) lets the runtime keep two of a run's commits on the wire when the
+            first is a ``pure`` node's step. The PostgreSQL store's; it counts only for the
+            class that defines ``commit_sent`` (a wrapper does not pass it on).
     """
 
     claims: bool = False

@@ -472,6 +472,27 @@ class SentCommit:
         self.placed = (log, chain, cut, path[0])
         return True
 
+    def send_behind(self, before: SentCommit) -> bool:
+        """:meth:`send` while ``before`` (the run's commit sent just before it) is still
+        unanswered: on the same connection, after it (libpq's pipeline; the server runs
+        them in order, each its own transaction). Its fence refuses it unless ``before``
+        wrote (its parent is ``before``'s checkpoint), so it writes nothing if that one does
+        not, and :meth:`settled` then commits it the general way. ``False``: not now — its
+        path is placed by the chain ``before`` writes a block of, or its lineage is free of
+        the thread's latest (its fence would not wait for ``before``'s checkpoint) — or
+        its connection cannot take it; the caller settles ``before`` first."""
+        if before.placed[3] or self.plain[2]:
+            return False
+        return self.send()
+
+    async def dropped(self) -> None:
+        """Read the answer to this commit, sent behind one that failed, and do nothing else
+        (its fence refused it: its parent was not written; the run that sent it is put
+        back to before either)."""
+        self.store._paths.forget(self.args[2])
+        if self.sent is not None:
+            await self.store._pg.answer(self.sent)
+
     async def settled(self) -> None:
         """Read the sent commit's answer and finish it as :meth:`PgCommits.commit` does:
         written, or done again by ``commit`` when the statement did not write (a lineage to

@@ -163,6 +163,11 @@ _IDLE = psycopg.pq.TransactionStatus.IDLE
 _BAD = psycopg.pq.ConnStatus.BAD
 
 _HOT_USES = 10_000
+
+IN_FLIGHT = 2
+"""How many statements :meth:`PgConnections.send_one` keeps unanswered on a connection: one
+the server runs while the next waits in its socket, so it starts that one without waiting
+for the client (libpq's pipeline mode)."""
 """Operations the hot connection serves before it goes back to the pool once (where the
 pool's lifetime and health rules apply to it as to the others)."""
 
@@ -266,8 +271,13 @@ class PgConnections:
         self.quick_answers = 0
         """Statements answered within the quick wait (counted for tests and benchmarks)."""
         self._statements = Statements()
-        self._pending: Sent | None = None
-        """The statement sent on the hot connection whose answer is not read yet."""
+        self._queue: list[Sent] = []
+        """The statements sent on the hot connection whose answers are not read yet, in the
+        order sent (at most :data:`IN_FLIGHT`; the connection is theirs until then)."""
+        self._reading: asyncio.Future[None] | None = None
+        """Set while a task reads answers of the queue (:meth:`_read_pooled`): another task
+        waits for it before reading any (one reader of a connection at a time), and no
+        statement is sent meanwhile."""
         self.unread = 0
         """Statements sent whose answers are not read yet, on any thread (:meth:`send_one`):
         while it is 0, an operation has none to read first."""
@@ -378,8 +388,8 @@ class PgConnections:
         """
         statement = self._statements.statement(query, params)
         if self._pool is not None and _get_running_loop() is self._pool_loop:
-            if self._pending is not None:  # a step's statement sent: its answer first
-                await self._read_pooled(self._pending)
+            if self._queue:  # a step's statement sent: its answer first
+                await self._read_pooled(self._queue[-1])
             hot = self._hot
             if hot is None or statement is None:
                 return await self._fetch_pooled(query, params, statement)
@@ -436,8 +446,8 @@ class PgConnections:
             return None
         conn: Any
         if self._pool is not None and _get_running_loop() is self._pool_loop:
-            pending, hot = self._pending, self._hot
-            conn = pending.conn if pending is not None else None if hot is None else hot[0]
+            queue, hot = self._queue, self._hot
+            conn = queue[0].conn if queue else None if hot is None else hot[0]
         else:
             conn = self._local.__dict__.get("conn")
         if conn is None:
@@ -453,7 +463,9 @@ class PgConnections:
         """Send one statement (its own transaction) as :meth:`fetch_one` would, without
         waiting for its answer (:meth:`answer` reads it; see :mod:`._sent`): on this
         thread's open sync connection, or the pool's hot connection on the pool's loop,
-        when the connection has prepared the statement and has no other answer to read.
+        when the connection has prepared the statement and fewer than :data:`IN_FLIGHT`
+        statements sent on it are unanswered (libpq's pipeline mode: each its own
+        transaction, answered in order).
         ``ready``: :meth:`ready_one`'s for the same ``query`` and ``params`` (its values
         are sent when the statement goes on its connection). ``None``: nothing was sent
         (:meth:`fetch_one` then)."""
@@ -461,17 +473,25 @@ class PgConnections:
         if statement is None or self.closed:
             return None
         hot: Any = None
+        queue: list[Sent] | None
         if self._pool is not None and _get_running_loop() is self._pool_loop:
-            hot = self._hot
-            if hot is None or self._pending is not None:
-                return None
+            queue = self._queue
+            if queue:
+                if len(queue) >= IN_FLIGHT or self._reading is not None:
+                    return None
+                hot = queue[0].hot
+            else:
+                hot = self._hot
+                if hot is None:
+                    return None
             conn = hot[0]
             if conn.lock.locked():  # (psycopg's own operation on it, as _quick declines)
                 return None
         else:
             conn = self._local.__dict__.get("conn")
+            queue = self._local.__dict__.get("queue")
             if conn is None or conn.pgconn.status == _BAD \
-                    or self._local.__dict__.get("pending") is not None:
+                    or (queue and len(queue) >= IN_FLIGHT):
                 return None
         try:
             tx = self._statements.send(conn, statement, params,
@@ -484,11 +504,14 @@ class PgConnections:
         sent = Sent(conn, hot, tx, statement, params)
         self.unread += 1
         if hot is not None:
-            self._hot = None  # _take's: the connection is the statement's until answered
-            self._out += 1
-            self._pending = sent
+            if not queue:
+                self._hot = None  # _take's: the connection is the queue's until answered
+                self._out += 1
+            self._queue.append(sent)
+        elif queue is None:
+            self._local.queue = [sent]
         else:
-            self._local.pending = sent
+            queue.append(sent)
         return sent
 
     async def answer(self, sent: Sent) -> Any:
@@ -500,7 +523,7 @@ class PgConnections:
         """
         if not sent.done:
             if sent.hot is None:
-                self._read_local()
+                self._read_local(sent)
                 if not sent.done:  # (its connection is another thread's: read it there)
                     raise RuntimeError("a PostgreSQL statement's answer was asked for on "
                                        "another thread than the one that sent it; await "
@@ -511,50 +534,125 @@ class PgConnections:
             raise sent.error
         return sent.row
 
-    def _read_local(self) -> None:
-        """Read the answer to the statement sent on this thread's sync connection, if one
-        is unread (kept in its :class:`Sent`)."""
-        sent: Sent | None = self._local.__dict__.pop("pending", None)
-        if sent is None:
+    def _read_local(self, upto: Sent | None = None) -> None:
+        """Read the answers to the statements sent on this thread's sync connection, in
+        order, through ``upto`` (all of them: ``None``), each kept in its :class:`Sent`."""
+        queue: list[Sent] | None = self._local.__dict__.get("queue")
+        if not queue:
             return
-        self.unread -= 1
-        sent.done = True
-        conn = sent.conn
-        try:  # psycopg's wait: Ctrl-C cancels
+        conn = queue[0].conn
+        redo = self._read_queue(conn, queue, upto, conn.wait)
+        if redo:  # DEALLOCATE ALL: prepared again, run again in order
+            self._statements.forget(conn)
+        for sent in redo:
             try:
-                sent.row = conn.wait(self._statements.answer(conn, sent.tx))
-            except psycopg.errors.InvalidSqlStatementName:  # DEALLOCATE ALL: prepared again
-                self._statements.forget(conn)
                 sent.row = conn.wait(self._statements.exchange(conn, sent.statement,
                                                                sent.params))
-        except BaseException as exc:  # kept for answer(); Ctrl-C goes on at once
-            sent.error = exc
-            if not isinstance(exc, Exception):
-                raise
+                sent.error = None
+            except BaseException as exc:  # kept for answer(); Ctrl-C goes on at once
+                sent.error = exc
+                if not isinstance(exc, Exception):
+                    raise
 
-    async def _read_pooled(self, sent: Sent) -> None:
-        """Read the answer to the statement sent on the hot connection (kept in ``sent``)
-        and give the connection back, as :meth:`fetch_one` does once answered."""
-        if sent.done:
-            return
-        sent.done = True
-        self._pending = None
-        self.unread -= 1
-        aconn = sent.conn
-        try:
+    def _read_queue(self, conn: Any, queue: list[Sent], upto: Sent | None,
+                    wait: Callable[[Any], Any]) -> list[Sent]:
+        """Read ``queue``'s answers on ``conn`` in order through ``upto`` (``None``: all),
+        ``wait`` driving each reading generator; once it is empty the connection leaves
+        pipeline mode. Returns those the server answered that it knows no such prepared
+        statement (``DEALLOCATE ALL``): the whole queue is read then, to run them again."""
+        redo: list[Sent] = []
+        statements = self._statements
+        while queue:
+            sent = queue.pop(0)
+            self.unread -= 1
+            sent.done = True
+            try:  # psycopg's wait: Ctrl-C cancels
+                sent.row = wait(statements.answer(conn, sent.tx))
+            except psycopg.errors.InvalidSqlStatementName as exc:
+                sent.error = exc
+                redo.append(sent)
+                upto = None
+            except BaseException as exc:  # kept for answer(); Ctrl-C goes on at once
+                sent.error = exc
+                if not isinstance(exc, Exception):
+                    self._lost(conn, queue, exc)
+                    raise
+            if sent is upto:
+                break
+        if not queue and conn.pgconn.status != _BAD:
             try:
-                answered, found = self._quick(aconn, self._statements.answer(aconn, sent.tx))
-                sent.row = found if answered else await self._on_loop(aconn, found)
-            except psycopg.errors.InvalidSqlStatementName:  # DEALLOCATE ALL: prepared again
-                self._statements.forget(aconn)
-                sent.row = await self._wait_async(aconn, sent.statement, sent.params)
-        except BaseException as exc:  # kept for answer(); a cancellation goes on at once
+                statements.answered(conn)
+            except psycopg.Error as exc:  # (a connection the server left mid-answer)
+                self._lost(conn, queue, exc)
+        return redo
+
+    def _lost(self, conn: Any, queue: list[Sent], exc: BaseException) -> None:
+        """An answer's reading stopped midway (Ctrl-C, a cancellation): what is queued
+        after it is not read (each keeps ``exc``), and the connection, in a state psycopg
+        cannot use, is closed (a thread's reopens at its next use; the pool drops it)."""
+        for sent in queue:
+            self.unread -= 1
+            sent.done = True
             sent.error = exc
-            if not isinstance(exc, Exception):
-                raise
+        queue.clear()
+        with suppress(Exception):
+            conn.pgconn.finish()
+
+    async def _read_pooled(self, upto: Sent) -> None:
+        """Read the answers to the statements sent on the hot connection, in order,
+        through ``upto`` (each kept in its :class:`Sent`), and once none is left give the
+        connection back, as :meth:`fetch_one` does once answered (as
+        :meth:`_read_queue`, each answer waited for as :meth:`fetch_one` waits)."""
+        while self._reading is not None:  # another task reads this connection's answers
+            await asyncio.shield(self._reading)
+        if upto.done:
+            return
+        reading = self._reading = asyncio.get_running_loop().create_future()
+        queue = self._queue
+        aconn, hot = queue[0].conn, queue[0].hot
+        assert hot is not None  # (sent on the hot connection)
+        statements = self._statements
+        redo: list[Sent] = []
+        target: Sent | None = upto
+        try:
+            while queue:
+                sent = queue.pop(0)
+                self.unread -= 1
+                sent.done = True
+                try:
+                    answered, found = self._quick(aconn, statements.answer(aconn, sent.tx))
+                    sent.row = found if answered else await self._on_loop(aconn, found)
+                except psycopg.errors.InvalidSqlStatementName as exc:
+                    sent.error = exc
+                    redo.append(sent)
+                    target = None
+                except BaseException as exc:  # kept for answer(); a cancellation goes on
+                    sent.error = exc
+                    if not isinstance(exc, Exception):
+                        self._lost(aconn, queue, exc)
+                        raise
+                if sent is target:
+                    break
+            if not queue and aconn.pgconn.status != _BAD:
+                try:
+                    statements.answered(aconn)
+                except psycopg.Error as exc:
+                    self._lost(aconn, queue, exc)
+            if redo:  # DEALLOCATE ALL: prepared again, run again in order
+                statements.forget(aconn)
+            for sent in redo:
+                try:
+                    sent.row = await self._wait_async(aconn, sent.statement, sent.params)
+                    sent.error = None
+                except BaseException as exc:
+                    sent.error = exc
+                    if not isinstance(exc, Exception):
+                        raise
         finally:
-            assert sent.hot is not None  # (sent on the hot connection)
-            await self._give_back(aconn, sent.hot[1])
+            self._reading = None
+            reading.set_result(None)
+            if not queue:
+                await self._give_back(aconn, hot[1])
 
     async def _fetch_pooled(self, query: str, params: Sequence[Any],
                             statement: Statement | None) -> Any:
@@ -633,8 +731,8 @@ class PgConnections:
         """A connection of the pool and a cursor on it: the hot one when no other operation
         of the loop has it (no pool checkout: its lock, bookkeeping and logging cost more
         than a step's own Python), else one checked out of the pool."""
-        if self._pending is not None:  # a step's statement sent: its answer first
-            await self._read_pooled(self._pending)
+        if self._queue:  # a step's statement sent: its answer first
+            await self._read_pooled(self._queue[-1])
         self._out += 1
         hot = self._hot
         if hot is not None:
@@ -681,8 +779,8 @@ class PgConnections:
 
     async def aclose(self) -> None:
         """Close the pool (on its loop) and every sync connection."""
-        if self._pending is not None:
-            await self._read_pooled(self._pending)
+        if self._queue:
+            await self._read_pooled(self._queue[-1])
         pool, self._pool = self._pool, None
         if pool is not None:
             await self._drop_hot(pool)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Generator, Sequence
+from contextlib import suppress
 from itertools import count
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -26,6 +27,8 @@ from psycopg.abc import Transformer
 from psycopg.adapt import PyFormat
 from psycopg.adapt import Transformer as _Transformer
 from psycopg.generators import execute as _execute
+from psycopg.generators import fetch_many as _fetch_many
+from psycopg.generators import send as _flushed
 
 __all__ = ["Statement", "Statements"]
 
@@ -33,6 +36,7 @@ _TYPES = {bool: 16, int: 20}
 """The type the server is told of a parameter, by its Python type (0: the server infers)."""
 
 _OK = pq.ExecStatus.TUPLES_OK
+_OFF = pq.PipelineStatus.OFF
 _DONE = pq.ExecStatus.COMMAND_OK
 _PLACEHOLDER = re.compile(r"%s")
 
@@ -133,9 +137,12 @@ class Statements:
              values: Any = None) -> Transformer | None:
         """:meth:`exchange`'s first half, when ``conn`` has prepared ``statement``: its
         parameters dumped (or their ``values`` :meth:`dump` made for ``conn``) and the
-        statement sent (flushed as far as the socket takes it; :meth:`answer` sends the
-        rest); the ``Transformer`` to read its answer with. ``None``: the connection has not
-        prepared it (:meth:`exchange` then).
+        statement sent in libpq's pipeline mode, its own transaction (a sync point after
+        it), so that statements sent before it may still be unanswered (flushed as far as
+        the socket takes it; :meth:`answer` sends the rest); the ``Transformer`` to read
+        its answer with. ``None``: the connection has not prepared it (:meth:`exchange`
+        then). The connection leaves pipeline mode once every answer is read
+        (:meth:`answered`).
 
         Raises:
             psycopg.Error: the parameters' dump, or the connection's (a broken one).
@@ -147,7 +154,17 @@ class Statements:
         pgconn = conn.pgconn
         if values is None:
             values = tx.dump_sequence(params, statement.formats)
-        pgconn.send_query_prepared(statement.name, values)
+        entered = pgconn.pipeline_status == _OFF
+        if entered:
+            pgconn.enter_pipeline_mode()
+        try:
+            pgconn.send_query_prepared(statement.name, values)
+            pgconn.pipeline_sync()
+        except BaseException:
+            if entered:  # nothing queued: the connection as it was
+                with suppress(psycopg.Error):
+                    pgconn.exit_pipeline_mode()
+            raise
         # libpq sends a query of this size only when asked (below its buffer's threshold):
         # on the wire now, so the server works on it while the caller goes on
         pgconn.flush()
@@ -174,7 +191,17 @@ class Statements:
         Raises:
             psycopg.Error: the server's error (as :meth:`exchange`).
         """
-        return _first_row((yield from _execute(conn.pgconn)), tx)
+        pgconn = conn.pgconn
+        yield from _flushed(pgconn)  # (what the socket did not take at send)
+        results = yield from _fetch_many(pgconn)
+        yield from _fetch_many(pgconn)  # its sync point (a PIPELINE_SYNC result)
+        return _first_row(results, tx)
+
+    @staticmethod
+    def answered(conn: Any) -> None:
+        """Every answer to what :meth:`send` sent on ``conn`` is read: the connection leaves
+        pipeline mode (psycopg's own operations run on it again)."""
+        conn.pgconn.exit_pipeline_mode()
 
     def forget(self, conn: Any) -> None:
         """Forget what ``conn`` has prepared (the server dropped it: ``DEALLOCATE ALL``)."""

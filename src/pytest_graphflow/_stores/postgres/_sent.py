@@ -3,11 +3,12 @@ the runtime works out the next step.
 
 :meth:`~._conn.PgConnections.send_one` sends a step's statement on this thread's sync
 connection (or the async pool's hot connection) and returns a :class:`Sent`;
-:meth:`~._conn.PgConnections.answer` reads its answer. Until then the connection is the
-statement's: any other operation of the store on it (a node reading the store, a claim's
-renewal) reads the answer first and keeps it here for :meth:`~._conn.PgConnections.answer`
-(libpq carries one query at a time on a connection, and the operation sees the step's
-commit, as it would have without the overlap).
+:meth:`~._conn.PgConnections.answer` reads its answer. Up to two are on a connection at once
+(libpq's pipeline mode, each statement its own transaction; answers are read in order: the
+second's reads the first's first). Until they are read the connection is theirs: any other
+operation of the store on it (a node reading the store, a claim's renewal) reads the answers
+first and keeps them here for :meth:`~._conn.PgConnections.answer` (and leaves pipeline
+mode), so the operation sees the steps' commits, as it would have without the overlap.
 """
 
 from __future__ import annotations
