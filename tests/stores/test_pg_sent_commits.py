@@ -360,34 +360,26 @@ def test_a_faulty_store_over_postgres_waits_for_each_commit(
     assert statements
 
 
-@pytest.mark.parametrize("die_at", [1, 2, 3])
-def test_a_process_killed_while_a_commit_is_on_the_wire_loses_nothing(
-    postgres_dsn: str, fresh_pg_schema: str, tmp_path: Path, die_at: int
-) -> None:
-    """A real process SIGKILLs itself in ``close`` (pure) of its ``die_at``-th run, while
-    ``settle``'s commit is on the wire, its answer never read. Whatever the server made of
-    it, the thread recovers from the last checkpoint written and completes, the runs before
-    are intact, and ``charge`` (external, checkpointed before) ran exactly once a run."""
+def _killed_and_recovered(dsn: str, schema: str, tmp_path: Path, die_at: int, graph: str,
+                          unread: int) -> list[Any]:
+    """Run ``sent_worker.py`` with ``graph`` until it SIGKILLs itself in its ``die_at``-th
+    run with ``unread`` commits on the wire; then recover that thread (its claim deleted, as
+    if it expired) and check every run completed whole and ``charge`` (external) ran exactly
+    once a run. Returns the killed thread's checkpoints before recovery."""
     log = tmp_path / "effects.log"
     log.touch()
     proc = subprocess.run(
-        [sys.executable, str(HERE / "sent_worker.py"), postgres_dsn, fresh_pg_schema,
-         str(log), str(die_at), "4"], capture_output=True, text=True, timeout=120,
-        check=False)
+        [sys.executable, str(HERE / "sent_worker.py"), dsn, schema, str(log), str(die_at), "4",
+         graph], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     closes = [line.split("\t") for line in Path(f"{log}.close").read_text().splitlines()]
-    assert closes == [[f"t{n}", "1"] for n in range(die_at)]  # each with settle's unread
+    assert closes == [[f"t{n}", str(unread)] for n in range(die_at)]
     killed = f"t{die_at - 1}"
-    with PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema) as store:
-        with psycopg.connect(postgres_dsn, autocommit=True) as conn:  # as if it expired
-            conn.execute(f"DELETE FROM {fresh_pg_schema}.claims")
-        # The statement was on the wire whole when the process died: the server wrote it
-        # (its answer went nowhere), so the run recovers after settle, not before it.
+    with PostgresCheckpointStore(dsn, schema=schema) as store:
+        with psycopg.connect(dsn, autocommit=True) as conn:  # as if it expired
+            conn.execute(f"DELETE FROM {schema}.claims")
         before = anyio.run(lambda: store.list(thread_id=killed))
-        assert before[-1].node_id == "settle"
-        assert before[-1].state["settled"]
-        runtime = GraphRuntime(store)
-        result = runtime.recover(killed, graph=sent_worker.tail)
+        result = GraphRuntime(store).recover(killed, graph=getattr(sent_worker, graph))
         assert result.status == "completed"
         assert result.data["closed"]
         assert result.data["settled"]
@@ -400,6 +392,22 @@ def test_a_process_killed_while_a_commit_is_on_the_wire_loses_nothing(
             assert events[-1]["type"] == "run_end"
     effects = Counter(line.split("\t")[0] for line in log.read_text().splitlines())
     assert effects == Counter(f"t{n}" for n in range(die_at))  # once a run, none twice
+    return before
+
+
+@pytest.mark.parametrize("die_at", [1, 2, 3])
+def test_a_process_killed_while_a_commit_is_on_the_wire_loses_nothing(
+    postgres_dsn: str, fresh_pg_schema: str, tmp_path: Path, die_at: int
+) -> None:
+    """A real process SIGKILLs itself in ``close`` (pure) of its ``die_at``-th run, while
+    ``settle``'s commit is on the wire, its answer never read. Whatever the server made of
+    it, the thread recovers from the last checkpoint written and completes, the runs before
+    are intact, and ``charge`` (external, checkpointed before) ran exactly once a run."""
+    before = _killed_and_recovered(postgres_dsn, fresh_pg_schema, tmp_path, die_at, "tail", 1)
+    # The statement was on the wire whole when the process died: the server wrote it (its
+    # answer went nowhere), so the run recovers after settle, not before it.
+    assert before[-1].node_id == "settle"
+    assert before[-1].state["settled"]
 
 
 @pytest.mark.parametrize("die_at", [1, 2, 3])
@@ -414,36 +422,11 @@ def test_a_process_killed_with_two_commits_on_the_wire_loses_nothing(
     not run) — so the thread's checkpoints are the run's steps in order up to one, with no
     gap; the thread recovers from the last, completes, and ``charge`` (external, its commit
     answered before anything was sent behind it) ran exactly once a run."""
-    log = tmp_path / "effects.log"
-    log.touch()
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "sent_worker.py"), postgres_dsn, fresh_pg_schema,
-         str(log), str(die_at), "4", "behind"], capture_output=True, text=True, timeout=120,
-        check=False)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
-    closes = [line.split("\t") for line in Path(f"{log}.close").read_text().splitlines()]
-    assert closes == [[f"t{n}", "2"] for n in range(die_at)]  # settle's and close's unread
-    killed = f"t{die_at - 1}"
-    with PostgresCheckpointStore(postgres_dsn, schema=fresh_pg_schema) as store:
-        with psycopg.connect(postgres_dsn, autocommit=True) as conn:  # as if it expired
-            conn.execute(f"DELETE FROM {fresh_pg_schema}.claims")
-        before = anyio.run(lambda: store.list(thread_id=killed))
-        steps = [cp.node_id for cp in before]
-        assert steps in ([None, "prepare", "charge"], [None, "prepare", "charge", "settle"],
-                         [None, "prepare", "charge", "settle", "close"]), steps
-        result = GraphRuntime(store).recover(killed, graph=sent_worker.behind)
-        assert result.status == "completed"
-        assert result.data["closed"]
-        assert result.data["settled"]
-        assert result.data["effect"] == f"{killed}:{die_at - 1}"
-        for n in range(die_at):
-            cps = anyio.run(lambda n=n: store.list(thread_id=f"t{n}"))
-            assert cps[-1].status == "completed"
-            events = anyio.run(store.events, cps[-1].run_id)
-            assert [e["seq"] for e in events] == list(range(len(events)))
-            assert events[-1]["type"] == "run_end"
-    effects = Counter(line.split("\t")[0] for line in log.read_text().splitlines())
-    assert effects == Counter(f"t{n}" for n in range(die_at))  # once a run, none twice
+    before = _killed_and_recovered(postgres_dsn, fresh_pg_schema, tmp_path, die_at, "behind",
+                                   2)
+    steps = [cp.node_id for cp in before]
+    assert steps in ([None, "prepare", "charge"], [None, "prepare", "charge", "settle"],
+                     [None, "prepare", "charge", "settle", "close"]), steps
 
 
 def test_a_sent_statements_answer_is_read_on_the_thread_that_sent_it(
