@@ -79,9 +79,10 @@ async def test_a_step_takes_no_turn_of_the_loop(make_pg_store: MakeStore, always
         monkeypatch.setattr(_conn, "_MAX_BUSY", 0.0)  # every statement waits on the loop
         on_loop = await _turns_a_step(runtime)
     # psycopg's wait: a reader and a timer, about two turns a statement waited for; with a
-    # step's statement sent behind the last one's (pipeline mode), one answer in two is in
-    # before it is waited for: about one turn a step
-    assert on_loop >= 0.9
+    # step's statement sent behind the last one's (pipeline mode) an answer may be read with
+    # the one before it (two on the wire at most): at least a turn for every two steps
+    # (about one a step on a quiet host)
+    assert on_loop >= 0.4
     assert quick <= 0.1  # none a step (a run now and then takes one more turn)
 
 
