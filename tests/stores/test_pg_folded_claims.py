@@ -229,9 +229,11 @@ def test_calls_a_one_node_run_on_the_sync_connection(
     own: what other tests imported changes the count): 574 calls with the free-run-id read,
     the claim and the release apart; 527 folded; 541 at 287667c, 513 with fetch_one's
     common cases inline (pg9); 523 with the run record's change, a step statement's answer
-    and a path's shape and block each one function, shared with the sent commits (s42)."""
+    and a path's shape and block each one function, shared with the sent commits (s42);
+    525 with the run's path handed over as its snapshot (s44: a short path's row reads it
+    as a tuple)."""
     found = subprocess.run([sys.executable, "-c", _COUNT, postgres_dsn, pg_schema],
                            capture_output=True, text=True, timeout=120, check=False)
     assert found.returncode == 0, found.stderr
     calls = int(found.stdout)
-    assert calls <= 523, calls
+    assert calls <= 526, calls

@@ -322,3 +322,30 @@ async def test_a_commit_with_a_run_record_past_the_first_block_serialises_once(
     assert latest.visited == tuple(itertools.islice(itertools.cycle(NODES), len(latest.visited)))
     assert latest.model_dump() == (await runtime.history(result.run_id))[-1].model_dump()
     store.drop()
+
+
+def test_a_long_runs_steps_never_build_its_path_as_a_tuple(
+    make_pg_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store takes a checkpoint's path as the run's snapshot of its log
+    (``StoreFeatures.visited_snapshots``) and places it in O(1): no step past the first
+    block builds the tuple of every node so far (before: one a step, and the chains'
+    prefixes compared as tuples — a run's cost a step grew with its length, ~140 µs at
+    10,000 steps to ~500 at 100,000). The number of tuples built is the same for a run of
+    100 steps and one of 1,000, and the rows are those a tuple path gives."""
+    built = [0]
+    real = Visited.as_tuple
+
+    def as_tuple(self: Visited) -> tuple[str, ...]:
+        built[0] += 1
+        return real(self)
+
+    monkeypatch.setattr(Visited, "as_tuple", as_tuple)
+    store = make_pg_store()
+    runtime = GraphRuntime(store, clock=VirtualClock(), seed=3, max_supersteps=5000)
+    counts = []
+    for steps in (100, 1000):
+        built[0] = 0
+        assert runtime.invoke(_loop(), {"limit": steps}).data["n"] >= steps
+        counts.append(built[0])
+    assert counts[0] == counts[1] <= TAIL + 2, counts

@@ -54,8 +54,8 @@ class StoreFeatures:
             without building it (the in-memory store's fast save); it returns ``False`` when
             the checkpoint must go through ``save`` instead.
         visited_snapshots: ``save``/``commit`` take a checkpoint whose ``visited`` is still
-            the run's lazy snapshot (SQLite writes the path from it); only a store that
-            never reads ``visited`` as a tuple may declare it.
+            the run's lazy snapshot (SQLite and PostgreSQL write the path from it); only
+            a store that never reads ``visited`` as a tuple may declare it.
         step_sink: ``step_sink(...)`` gives the lean step's save of a run's plain steps
             (the in-memory store's own, declared by that class alone, and passed on, each
             save logged, by a ``FaultyStore`` over it); a sink may answer

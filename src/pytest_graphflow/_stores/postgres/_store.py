@@ -103,6 +103,10 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 def _row(cp: Checkpoint, exclude: set[str] | None = None) -> tuple[Any, ...]:
+    visited: Any = cp.visited
+    if exclude is None and type(visited) is not tuple:  # the run's snapshot of its path
+        cp.__dict__["visited"] = visited.as_tuple()  # (StoreFeatures.visited_snapshots: a
+        # row with all of it, a short path's: written as its tuple, the same JSON)
     node_ids = cp.node_ids
     try:  # _node_ids_json's, without its call a step
         ids = _NODE_IDS_JSON[tuple(node_ids)]
@@ -174,7 +178,7 @@ class PostgresCheckpointStore(CheckedCheckpoints, PgClaims, PgCommits, PgQueue, 
     features = StoreFeatures(claims=True, fencing=True, commit=True, events=True,
                              run_records=True, history_pages=True, artifacts=True, prune=True,
                              delete_thread=True, queue=True, waiting=True, tenants=True,
-                             folded_claims=True, sent_commits=True)
+                             folded_claims=True, sent_commits=True, visited_snapshots=True)
     """Durable: claims with fencing, atomic commits of events and run records, paged history,
     artifacts, prune, thread deletion, waiting runs and the workers' queue; a new run's
     free-run-id read rides on its claim, a leg's release on its last commit; a plain step's
