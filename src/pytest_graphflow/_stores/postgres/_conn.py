@@ -163,13 +163,13 @@ _IDLE = psycopg.pq.TransactionStatus.IDLE
 _BAD = psycopg.pq.ConnStatus.BAD
 
 _HOT_USES = 10_000
+"""Operations the hot connection serves before it goes back to the pool once (where the
+pool's lifetime and health rules apply to it as to the others)."""
 
 IN_FLIGHT = 2
 """How many statements :meth:`PgConnections.send_one` keeps unanswered on a connection: one
 the server runs while the next waits in its socket, so it starts that one without waiting
 for the client (libpq's pipeline mode)."""
-"""Operations the hot connection serves before it goes back to the pool once (where the
-pool's lifetime and health rules apply to it as to the others)."""
 
 
 _QUICK_WAIT = 0.001
@@ -568,23 +568,34 @@ class PgConnections:
             sent.done = True
             try:  # psycopg's wait: Ctrl-C cancels
                 sent.row = wait(statements.answer(conn, sent.tx))
-            except psycopg.errors.InvalidSqlStatementName as exc:
-                sent.error = exc
-                redo.append(sent)
-                upto = None
-            except BaseException as exc:  # kept for answer(); Ctrl-C goes on at once
-                sent.error = exc
-                if not isinstance(exc, Exception):
-                    self._lost(conn, queue, exc)
-                    raise
-            if sent is upto:
+            except BaseException as exc:
+                self._failed(sent, exc, conn, queue, redo)
+            if sent is upto and not redo:  # (a statement to run again: all of them read)
                 break
-        if not queue and conn.pgconn.status != _BAD:
-            try:
-                statements.answered(conn)
-            except psycopg.Error as exc:  # (a connection the server left mid-answer)
-                self._lost(conn, queue, exc)
+        if not queue:
+            self._left(conn)
         return redo
+
+    def _failed(self, sent: Sent, exc: BaseException, conn: Any, queue: list[Sent],
+                redo: list[Sent]) -> None:
+        """Keep ``exc`` as ``sent``'s answer (for :meth:`answer`): a statement the server
+        forgot (``DEALLOCATE ALL``) goes to ``redo``; a reading interrupted (Ctrl-C, a
+        cancellation: not an ``Exception``) loses the rest (:meth:`_lost`) and goes on at
+        once."""
+        sent.error = exc
+        if isinstance(exc, psycopg.errors.InvalidSqlStatementName):
+            redo.append(sent)
+        elif not isinstance(exc, Exception):
+            self._lost(conn, queue, exc)
+            raise exc
+
+    def _left(self, conn: Any) -> None:
+        """Every answer sent on ``conn`` read: it leaves pipeline mode."""
+        if conn.pgconn.status != _BAD:
+            try:
+                self._statements.answered(conn)
+            except psycopg.Error as exc:  # (a connection the server left mid-answer)
+                self._lost(conn, [], exc)
 
     def _lost(self, conn: Any, queue: list[Sent], exc: BaseException) -> None:
         """An answer's reading stopped midway (Ctrl-C, a cancellation): what is queued
@@ -613,7 +624,6 @@ class PgConnections:
         assert hot is not None  # (sent on the hot connection)
         statements = self._statements
         redo: list[Sent] = []
-        target: Sent | None = upto
         try:
             while queue:
                 sent = queue.pop(0)
@@ -622,22 +632,12 @@ class PgConnections:
                 try:
                     answered, found = self._quick(aconn, statements.answer(aconn, sent.tx))
                     sent.row = found if answered else await self._on_loop(aconn, found)
-                except psycopg.errors.InvalidSqlStatementName as exc:
-                    sent.error = exc
-                    redo.append(sent)
-                    target = None
-                except BaseException as exc:  # kept for answer(); a cancellation goes on
-                    sent.error = exc
-                    if not isinstance(exc, Exception):
-                        self._lost(aconn, queue, exc)
-                        raise
-                if sent is target:
+                except BaseException as exc:
+                    self._failed(sent, exc, aconn, queue, redo)
+                if sent is upto and not redo:
                     break
-            if not queue and aconn.pgconn.status != _BAD:
-                try:
-                    statements.answered(aconn)
-                except psycopg.Error as exc:
-                    self._lost(aconn, queue, exc)
+            if not queue:
+                self._left(aconn)
             if redo:  # DEALLOCATE ALL: prepared again, run again in order
                 statements.forget(aconn)
             for sent in redo:
