@@ -443,7 +443,7 @@ class SentCommit:
         self.row = row
         self.args = args
         self.sent: Sent | None = None
-        self.placed: tuple[Any, int, int, int] = ((), 0, 0, 0)
+        self.placed = (0, 0)  # the chain its path was placed by and its block's kind
         # Its statement made now, while the commit before it is on the wire: its path placed
         # by the chain last written (right unless that commit changes it: ``seen``) and its
         # parameters dumped for the connection (``send`` then only sends them).
@@ -469,7 +469,7 @@ class SentCommit:
         if sent is None:
             return False
         self.sent = sent
-        self.placed = (log, chain, cut, path[0])
+        self.placed = (chain, path[0])
         return True
 
     def send_behind(self, before: SentCommit) -> bool:
@@ -481,7 +481,7 @@ class SentCommit:
         path is placed by the chain ``before`` writes a block of, or its lineage is free of
         the thread's latest (its fence would not wait for ``before``'s checkpoint) — or
         its connection cannot take it; the caller settles ``before`` first."""
-        if before.placed[3] or self.plain[2]:
+        if before.placed[1] or self.plain[2]:
             return False
         return self.send()
 
@@ -513,8 +513,9 @@ class SentCommit:
             raise
         else:
             if _written(found, thread_id, token):
-                log, chain, cut, kind = self.placed
+                chain, kind = self.placed
                 if kind:
+                    log, cut, _row = self.row
                     store._paths.wrote(run_id, log, found[6] if kind == 2 else chain, cut)
                 return
         await store.commit(thread_id, token, run_id=run_id, checkpoints=checkpoints,
